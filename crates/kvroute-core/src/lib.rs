@@ -1,0 +1,12 @@
+//! kvroute-core: the logic of kvroute, with no Node dependency.
+//!
+//! * [`hashing`]: block and sequence hashes, bit-compatible with NVIDIA Dynamo's kv-router, so a
+//!   router built on this crate understands the hashes that Dynamo-instrumented engines publish.
+//!
+//! The napi binding (`kvroute-node`) only converts types and errors; everything that decides
+//! behaviour lives here and is tested here.
+
+pub mod error;
+pub mod hashing;
+
+pub use error::{ErrorCode, KvError};

@@ -1,0 +1,60 @@
+//! Hashing entry points: one call per request, typed arrays in and out.
+
+use crate::convert::{guard, invalid_arg, to_node_error};
+use kvroute_core::hashing::{self, BlockHashOptions};
+use napi::bindgen_prelude::{BigUint64Array, Uint32Array, Uint8Array};
+use napi::Result;
+use napi_derive::napi;
+
+/// Local block hashes of `tokens`. Multimodal hashes arrive flattened: block `i` owns
+/// `mmHashes[mmOffsets[i] .. mmOffsets[i + 1]]`.
+#[napi(js_name = "blockHashes")]
+#[allow(clippy::too_many_arguments)]
+pub fn block_hashes(
+    tokens: Uint32Array,
+    block_size: u32,
+    lora_name: Option<String>,
+    cache_namespace: Option<String>,
+    eagle: bool,
+    mm_offsets: Option<Uint32Array>,
+    mm_hashes: Option<BigUint64Array>,
+) -> Result<BigUint64Array, &'static str> {
+    guard(|| {
+        let per_block = split_mm(mm_offsets.as_deref(), mm_hashes.as_deref())?;
+        let opts = BlockHashOptions {
+            lora_name: lora_name.as_deref(),
+            cache_namespace: cache_namespace.as_deref(),
+            eagle,
+            mm_hashes: &per_block,
+        };
+        let out = hashing::block_hashes(&tokens, block_size, &opts).map_err(to_node_error)?;
+        Ok(BigUint64Array::new(out))
+    })
+}
+
+fn split_mm<'a>(offsets: Option<&'a [u32]>, hashes: Option<&'a [u64]>) -> Result<Vec<&'a [u64]>, &'static str> {
+    let (Some(offsets), Some(hashes)) = (offsets, hashes) else {
+        return Ok(Vec::new());
+    };
+    offsets
+        .windows(2)
+        .map(|w| {
+            let (start, end) = (w[0] as usize, w[1] as usize);
+            hashes.get(start..end).ok_or_else(|| invalid_arg("mmHashes offsets are out of range"))
+        })
+        .collect()
+}
+
+#[napi(js_name = "sequenceHashes")]
+pub fn sequence_hashes(local_hashes: BigUint64Array) -> Result<BigUint64Array, &'static str> {
+    guard(|| Ok(BigUint64Array::new(hashing::sequence_hashes(&local_hashes))))
+}
+
+/// XXH3-64 of raw bytes; the seed arrives as two u32 halves to avoid a BigInt per call.
+#[napi(js_name = "xxh3_64")]
+pub fn xxh3_64(data: Uint8Array, seed_hi: u32, seed_lo: u32) -> Result<BigUint64Array, &'static str> {
+    guard(|| {
+        let seed = (u64::from(seed_hi) << 32) | u64::from(seed_lo);
+        Ok(BigUint64Array::new(vec![hashing::xxh3_64(&data, seed)]))
+    })
+}

@@ -1,0 +1,50 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterAll, expect, test } from 'vitest';
+import { ROOT, requireDist } from './helpers/dist.js';
+
+/**
+ * What a user gets: the tarball `npm pack` makes, installed into an empty project, on a PATH
+ * without cargo or rustc, must load the prebuilt native backend from both module systems.
+ */
+const work = mkdtempSync(join(tmpdir(), 'kvroute-pack-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+test('the packed tarball ships the native module and loads it without a Rust toolchain', () => {
+  requireDist();
+  const packed = JSON.parse(
+    execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: ROOT, encoding: 'utf8' }),
+  );
+  const files: string[] = packed[0].files.map((f: { path: string }) => f.path);
+  expect(files).toContain('native/kvroute.linux-x64-gnu.node');
+  expect(files).toContain('dist/index.js');
+  expect(files).toContain('dist/index.cjs');
+  expect(files.some((f) => f.startsWith('crates/') || f.startsWith('ts/') || f.startsWith('test/'))).toBe(false);
+
+  const app = join(work, 'app');
+  execFileSync('mkdir', ['-p', app]);
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }));
+  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--offline', join(work, packed[0].filename)], { cwd: app, encoding: 'utf8' });
+
+  const path = [dirname(process.execPath), '/usr/bin', '/bin'].join(':');
+  const env = { PATH: path, HOME: work };
+  expect(() => execFileSync('sh', ['-c', 'command -v cargo || command -v rustc'], { env })).toThrow();
+  const cjs = execFileSync(
+    process.execPath,
+    ['-e', "const k = require('kvroute'); console.log(k.backend, k.blockHashes([1,2,3,4], 4)[0])"],
+    {
+      cwd: app,
+      env,
+      encoding: 'utf8',
+    },
+  );
+  expect(cjs.trim()).toBe('native 14643705804678351452n');
+  const esm = execFileSync(process.execPath, ['--input-type=module', '-e', "const k = await import('kvroute'); console.log(k.backend)"], {
+    cwd: app,
+    env,
+    encoding: 'utf8',
+  });
+  expect(esm.trim()).toBe('native');
+});

@@ -1,0 +1,64 @@
+/**
+ * Backend selection. `KVROUTE_BACKEND` (`native`, `js` or `auto`, the default) picks the
+ * process-wide default once, at import; classes and functions also accept `{ backend }` to pick
+ * one per object, which is how the test suite runs everything against both.
+ */
+
+import type { Backend, BackendName } from './backend-types.js';
+import { KvRouteError } from './errors.js';
+import { jsHashing } from './js/hashing.js';
+import { nativeBackend } from './native/backend.js';
+import { loadNativeBinding } from './native/binding.js';
+
+export type { BackendName } from './backend-types.js';
+
+const JS_BACKEND: Backend = { name: 'js', hashing: jsHashing };
+
+const nativeLoad = loadNativeBinding();
+const NATIVE_BACKEND: Backend | undefined = nativeLoad.binding ? nativeBackend(nativeLoad.binding) : undefined;
+
+/**
+ * Why the native backend could not be loaded, or `undefined` when it loaded. When `auto`
+ * fell back to JS, this is the reason.
+ */
+export const nativeLoadError: string | undefined = nativeLoad.error;
+
+function nativeUnavailable(): KvRouteError {
+  return new KvRouteError('ERR_NATIVE_UNAVAILABLE', `the native backend cannot be loaded: ${nativeLoadError}`);
+}
+
+function chooseDefault(): BackendName {
+  const requested = process.env.KVROUTE_BACKEND ?? 'auto';
+  switch (requested) {
+    case 'auto':
+    case '':
+      return NATIVE_BACKEND ? 'native' : 'js';
+    case 'js':
+      return 'js';
+    case 'native':
+      if (!NATIVE_BACKEND) throw nativeUnavailable();
+      return 'native';
+    default:
+      throw new KvRouteError('ERR_INVALID_ARG', `KVROUTE_BACKEND must be native, js or auto, got "${requested}"`);
+  }
+}
+
+/** The backend used when none is given: what `KVROUTE_BACKEND` (default `auto`) chose. */
+export const backend: BackendName = chooseDefault();
+
+/** True when the native backend loaded on this machine. */
+export const nativeAvailable: boolean = NATIVE_BACKEND !== undefined;
+
+/**
+ * Resolves a `backend` option to an implementation.
+ * @internal
+ */
+export function resolveBackend(requested: unknown, optionName = 'backend'): Backend {
+  const name = requested ?? backend;
+  if (name === 'js') return JS_BACKEND;
+  if (name === 'native') {
+    if (!NATIVE_BACKEND) throw nativeUnavailable();
+    return NATIVE_BACKEND;
+  }
+  throw new KvRouteError('ERR_INVALID_ARG', `${optionName} must be 'native' or 'js', got ${String(name)}`);
+}

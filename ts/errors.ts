@@ -1,0 +1,58 @@
+/**
+ * The one error type kvroute throws. `code` is stable across releases and backends, so callers
+ * can branch on it; `message` names the argument or field and what was wrong with it.
+ */
+
+/** Every code a {@link KvRouteError} can carry. */
+export type KvRouteErrorCode =
+  /** An argument or option is outside its documented domain. */
+  | 'ERR_INVALID_ARG'
+  /** A KV event is malformed. Nothing of the call that carried it was applied. */
+  | 'ERR_INVALID_EVENT'
+  /** The native backend was requested but cannot be loaded on this machine. */
+  | 'ERR_NATIVE_UNAVAILABLE'
+  /** The object was closed. */
+  | 'ERR_CLOSED'
+  /** A bug in kvroute (including a Rust panic caught at the boundary). Please report it. */
+  | 'ERR_INTERNAL';
+
+/** Error thrown by every kvroute API. */
+export class KvRouteError extends Error {
+  /** Stable machine-readable code. */
+  readonly code: KvRouteErrorCode;
+
+  constructor(code: KvRouteErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'KvRouteError';
+    this.code = code;
+  }
+}
+
+const KNOWN_CODES: ReadonlySet<string> = new Set<KvRouteErrorCode>([
+  'ERR_INVALID_ARG',
+  'ERR_INVALID_EVENT',
+  'ERR_NATIVE_UNAVAILABLE',
+  'ERR_CLOSED',
+  'ERR_INTERNAL',
+]);
+
+/**
+ * Converts anything the native binding throws into a KvRouteError. The binding sets kvroute's
+ * codes itself; anything else (a napi type mismatch, say) means kvroute passed it bad values,
+ * which is a bug on our side.
+ * @internal
+ */
+export function fromNativeError(err: unknown): KvRouteError {
+  if (err instanceof KvRouteError) return err;
+  const code = (err as { code?: unknown } | null)?.code;
+  const message = err instanceof Error ? err.message : String(err);
+  if (typeof code === 'string' && KNOWN_CODES.has(code)) {
+    return new KvRouteError(code as KvRouteErrorCode, message, { cause: err });
+  }
+  return new KvRouteError('ERR_INTERNAL', `native binding failed: ${message}`, { cause: err });
+}
+
+/** @internal */
+export function invalidArg(message: string): KvRouteError {
+  return new KvRouteError('ERR_INVALID_ARG', message);
+}

@@ -1,0 +1,91 @@
+/**
+ * Argument checks shared by both backends. Validation happens once, in TypeScript, before any
+ * backend runs, so the native and pure-JS backends reject exactly the same inputs with exactly
+ * the same messages.
+ * @internal
+ * @module
+ */
+
+import { invalidArg } from './errors.js';
+
+/** Largest block size accepted, in tokens (matches `MAX_BLOCK_SIZE` in kvroute-core). */
+export const MAX_BLOCK_SIZE = 1 << 20;
+const U64_MAX = (1n << 64n) - 1n;
+
+export function describe(value: unknown): string {
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
+  if (Array.isArray(value)) return 'an array';
+  if (value === null) return 'null';
+  if (typeof value === 'object') return value.constructor?.name ?? 'an object';
+  return String(value);
+}
+
+export function checkBlockSize(blockSize: unknown, name = 'blockSize'): number {
+  if (typeof blockSize !== 'number' || !Number.isInteger(blockSize) || blockSize < 1 || blockSize > MAX_BLOCK_SIZE) {
+    throw invalidArg(`${name} must be an integer in [1, ${MAX_BLOCK_SIZE}], got ${describe(blockSize)}`);
+  }
+  return blockSize;
+}
+
+/** Accepts a Uint32Array as is, or copies an array of integers in [0, 2^32). */
+export function toTokens(tokens: unknown, name = 'tokens'): Uint32Array {
+  if (tokens instanceof Uint32Array) return tokens;
+  if (!Array.isArray(tokens)) {
+    throw invalidArg(`${name} must be a Uint32Array or an array of integers in [0, 2^32), got ${describe(tokens)}`);
+  }
+  const out = new Uint32Array(tokens.length);
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i];
+    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 0xffffffff) {
+      throw invalidArg(`${name}[${i}] must be an integer in [0, 2^32), got ${describe(t)}`);
+    }
+    out[i] = t;
+  }
+  return out;
+}
+
+/** Checks one u64 given as a bigint or a non-negative safe integer. */
+export function toU64(value: unknown, name: string): bigint {
+  if (typeof value === 'bigint') {
+    if (value < 0n || value > U64_MAX) throw invalidArg(`${name} must be in [0, 2^64), got ${value}n`);
+    return value;
+  }
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
+  throw invalidArg(`${name} must be a bigint in [0, 2^64) or a non-negative safe integer, got ${describe(value)}`);
+}
+
+/** Accepts a BigUint64Array as is, or copies an array of u64 values. */
+export function toHashes(hashes: unknown, name = 'hashes'): BigUint64Array {
+  if (hashes instanceof BigUint64Array) return hashes;
+  if (!Array.isArray(hashes)) {
+    throw invalidArg(`${name} must be a BigUint64Array or an array of bigints in [0, 2^64), got ${describe(hashes)}`);
+  }
+  const out = new BigUint64Array(hashes.length);
+  for (let i = 0; i < hashes.length; i++) out[i] = toU64(hashes[i], `${name}[${i}]`);
+  return out;
+}
+
+export function optionalString(value: unknown, name: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw invalidArg(`${name} must be a string, got ${describe(value)}`);
+  return value === '' ? undefined : value;
+}
+
+export function optionalBoolean(value: unknown, name: string): boolean | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'boolean') throw invalidArg(`${name} must be a boolean, got ${describe(value)}`);
+  return value;
+}
+
+/** Options objects must be plain objects whose keys are all known: a typo must not be ignored. */
+export function checkOptions(opts: unknown, name: string, known: readonly string[]): Record<string, unknown> {
+  if (opts === undefined) return {};
+  if (opts === null || typeof opts !== 'object' || Array.isArray(opts)) {
+    throw invalidArg(`${name} must be an object, got ${describe(opts)}`);
+  }
+  for (const key of Object.keys(opts)) {
+    if (!known.includes(key)) throw invalidArg(`${name} has an unknown option "${key}" (known: ${known.join(', ')})`);
+  }
+  return opts as Record<string, unknown>;
+}
