@@ -1,0 +1,37 @@
+/**
+ * The native backend: the napi binding behind the backend interfaces. It only forwards and
+ * translates errors; arguments were validated by the caller.
+ * @internal
+ * @module
+ */
+
+import type { Backend, HashingBackend } from '../backend-types.js';
+import { fromNativeError } from '../errors.js';
+import type { NativeBinding } from './binding.js';
+
+export function nativeBackend(binding: NativeBinding): Backend {
+  const hashing: HashingBackend = {
+    blockHashes(tokens, blockSize, loraName, cacheNamespace, eagle, mmOffsets, mmHashes) {
+      try {
+        return binding.blockHashes(tokens, blockSize, loraName, cacheNamespace, eagle, mmOffsets, mmHashes);
+      } catch (err) {
+        throw fromNativeError(err);
+      }
+    },
+    sequenceHashes(localHashes) {
+      try {
+        return binding.sequenceHashes(localHashes);
+      } catch (err) {
+        throw fromNativeError(err);
+      }
+    },
+    xxh3(data, seedHi, seedLo) {
+      try {
+        return binding.xxh3_64(data, seedHi, seedLo)[0];
+      } catch (err) {
+        throw fromNativeError(err);
+      }
+    },
+  };
+  return { name: 'native', hashing };
+}
