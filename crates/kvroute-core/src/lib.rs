@@ -2,11 +2,13 @@
 //!
 //! * [`hashing`]: block and sequence hashes, bit-compatible with NVIDIA Dynamo's kv-router, so a
 //!   router built on this crate understands the hashes that Dynamo-instrumented engines publish.
+//! * [`index`]: the concurrent compressed radix tree of which worker holds which KV blocks.
 //!
 //! The napi binding (`kvroute-node`) only converts types and errors; everything that decides
 //! behaviour lives here and is tested here.
 
 pub mod error;
 pub mod hashing;
+pub mod index;
 
 pub use error::{ErrorCode, KvError};

@@ -1,0 +1,246 @@
+//! [`KvIndex`]: the tree behind a reader-writer lock, fed by background writer threads.
+//!
+//! Callers enqueue events and return at once; each worker id is pinned to one writer thread (round
+//! robin on first sight), so one worker's events apply in order. Writers take the write lock per
+//! event, so a read waits at most for one event's application, never for the queue. Reads run on
+//! the caller's thread under the read lock and always see the state between two events.
+
+use super::event::{Rank, RouterEvent, WorkerId};
+use super::stats::IndexStats;
+use super::tree::{DumpedStore, MatchScore, Tree};
+use crate::KvError;
+use crossbeam_channel::{unbounded, Sender};
+use parking_lot::{Condvar, Mutex, RwLock};
+use rustc_hash::FxHashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Upper bound on writer threads: more cannot help, since writers share one lock.
+pub const MAX_WRITER_THREADS: usize = 64;
+
+enum Op {
+    Events { events: Vec<RouterEvent>, now_ms: f64 },
+    RemoveWorker { worker_id: WorkerId, dp_rank: Option<u32> },
+    Predict { rank: Rank, locals: Vec<u64>, seq_hashes: Vec<u64>, now_ms: f64, expires_at_ms: f64 },
+    Stop,
+}
+
+struct Shared {
+    tree: RwLock<Tree>,
+    /// Ops enqueued per writer; compared with `applied` by `flush`.
+    enqueued: Vec<AtomicU64>,
+    applied: Mutex<Vec<u64>>,
+    progress: Condvar,
+    /// The first panic inside a writer, if any. Writers keep running after it so that `flush`
+    /// never hangs, but the index reports the failure instead of pretending to be healthy.
+    failure: Mutex<Option<String>>,
+}
+
+pub struct KvIndex {
+    shared: Arc<Shared>,
+    writers: Vec<Sender<Op>>,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+    assignment: Mutex<(FxHashMap<WorkerId, usize>, usize)>,
+    closed: AtomicBool,
+}
+
+impl KvIndex {
+    pub fn new(writer_threads: usize) -> Result<Self, KvError> {
+        if writer_threads == 0 || writer_threads > MAX_WRITER_THREADS {
+            return Err(KvError::invalid_arg(format!(
+                "writerThreads must be an integer in [1, {MAX_WRITER_THREADS}], got {writer_threads}"
+            )));
+        }
+        let shared = Arc::new(Shared {
+            tree: RwLock::new(Tree::new()),
+            enqueued: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
+            applied: Mutex::new(vec![0; writer_threads]),
+            progress: Condvar::new(),
+            failure: Mutex::new(None),
+        });
+        let mut writers = Vec::with_capacity(writer_threads);
+        let mut handles = Vec::with_capacity(writer_threads);
+        for id in 0..writer_threads {
+            let (tx, rx) = unbounded::<Op>();
+            let shared = Arc::clone(&shared);
+            let handle = std::thread::Builder::new()
+                .name(format!("kvroute-writer-{id}"))
+                .spawn(move || {
+                    while let Ok(op) = rx.recv() {
+                        if matches!(op, Op::Stop) {
+                            break;
+                        }
+                        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| apply(&shared.tree, op))) {
+                            let detail = panic_message(payload.as_ref());
+                            shared.failure.lock().get_or_insert(detail);
+                        }
+                        shared.applied.lock()[id] += 1;
+                        shared.progress.notify_all();
+                    }
+                })
+                .map_err(|e| KvError::invalid_arg(format!("cannot start writer thread: {e}")))?;
+            writers.push(tx);
+            handles.push(handle);
+        }
+        Ok(Self {
+            shared,
+            writers,
+            handles: Mutex::new(handles),
+            assignment: Mutex::new((FxHashMap::default(), 0)),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    fn ensure_open(&self) -> Result<(), KvError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(KvError::closed("KvIndex"));
+        }
+        Ok(())
+    }
+
+    fn writer_for(&self, worker_id: WorkerId, table: &mut (FxHashMap<WorkerId, usize>, usize)) -> usize {
+        let n = self.writers.len();
+        *table.0.entry(worker_id).or_insert_with(|| {
+            table.1 += 1;
+            (table.1 - 1) % n
+        })
+    }
+
+    fn send(&self, writer: usize, op: Op) {
+        self.shared.enqueued[writer].fetch_add(1, Ordering::AcqRel);
+        // The receiver only disappears after `close`, which `ensure_open` already excluded.
+        let _ = self.writers[writer].send(op);
+    }
+
+    /// Enqueues events; each worker's events keep their order.
+    pub fn apply_events(&self, events: Vec<RouterEvent>, now_ms: f64) -> Result<(), KvError> {
+        self.ensure_open()?;
+        let mut table = self.assignment.lock();
+        let mut per_writer: Vec<Vec<RouterEvent>> = (0..self.writers.len()).map(|_| Vec::new()).collect();
+        for event in events {
+            let w = self.writer_for(event.rank.worker_id, &mut table);
+            per_writer[w].push(event);
+        }
+        for (w, events) in per_writer.into_iter().enumerate() {
+            if !events.is_empty() {
+                self.send(w, Op::Events { events, now_ms });
+            }
+        }
+        Ok(())
+    }
+
+    /// Enqueues the removal of one rank, or of all ranks of the worker; ordered after the
+    /// worker's events already enqueued.
+    pub fn remove_worker(&self, worker_id: WorkerId, dp_rank: Option<u32>) -> Result<(), KvError> {
+        self.ensure_open()?;
+        let w = self.writer_for(worker_id, &mut self.assignment.lock());
+        self.send(w, Op::RemoveWorker { worker_id, dp_rank });
+        Ok(())
+    }
+
+    /// Approximate mode: enqueues a routing prediction.
+    pub fn record_prediction(
+        &self,
+        rank: Rank,
+        locals: Vec<u64>,
+        seq_hashes: Vec<u64>,
+        now_ms: f64,
+        expires_at_ms: f64,
+    ) -> Result<(), KvError> {
+        self.ensure_open()?;
+        if locals.len() != seq_hashes.len() {
+            return Err(KvError::invalid_arg("local and sequence hashes differ in length"));
+        }
+        let w = self.writer_for(rank.worker_id, &mut self.assignment.lock());
+        self.send(w, Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms });
+        Ok(())
+    }
+
+    /// Blocks until every op enqueued before the call is applied.
+    pub fn flush(&self) -> Result<(), KvError> {
+        self.ensure_open()?;
+        let targets: Vec<u64> = self.shared.enqueued.iter().map(|e| e.load(Ordering::Acquire)).collect();
+        let mut applied = self.shared.applied.lock();
+        while applied.iter().zip(&targets).any(|(a, t)| a < t) {
+            self.shared.progress.wait(&mut applied);
+        }
+        drop(applied);
+        self.check_failure()
+    }
+
+    fn check_failure(&self) -> Result<(), KvError> {
+        match self.shared.failure.lock().as_ref() {
+            Some(detail) => {
+                Err(KvError { code: crate::ErrorCode::Internal, message: format!("a writer thread failed: {detail}") })
+            }
+            None => Ok(()),
+        }
+    }
+
+    pub fn find_matches(&self, query: &[u64], now_ms: f64) -> Result<Vec<MatchScore>, KvError> {
+        self.ensure_open()?;
+        Ok(self.shared.tree.read().find_matches(query, now_ms))
+    }
+
+    pub fn dump(&self) -> Result<Vec<DumpedStore>, KvError> {
+        self.ensure_open()?;
+        Ok(self.shared.tree.read().dump())
+    }
+
+    /// Stats, plus the number of ops still queued.
+    pub fn stats(&self) -> Result<(IndexStats, u64), KvError> {
+        self.ensure_open()?;
+        let stats = self.shared.tree.read().stats();
+        let applied = self.shared.applied.lock().clone();
+        let pending = self.shared.enqueued.iter().zip(applied).map(|(e, a)| e.load(Ordering::Acquire) - a).sum();
+        Ok((stats, pending))
+    }
+
+    /// Stops the writers. Idempotent; every other call fails with `ERR_CLOSED` afterwards.
+    pub fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        for tx in &self.writers {
+            let _ = tx.send(Op::Stop);
+        }
+        for handle in self.handles.lock().drain(..) {
+            let _ = handle.join();
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for KvIndex {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn apply(tree: &RwLock<Tree>, op: Op) {
+    match op {
+        Op::Events { events, now_ms } => {
+            for event in &events {
+                tree.write().apply_event(event, now_ms);
+            }
+        }
+        Op::RemoveWorker { worker_id, dp_rank } => tree.write().remove_worker(worker_id, dp_rank),
+        Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms } => {
+            tree.write().record_prediction(rank, &locals, &seq_hashes, now_ms, expires_at_ms);
+        }
+        Op::Stop => {}
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}

@@ -1,0 +1,98 @@
+//! Readers running during heavy writes through [`KvIndex`] never report more than a rank held at
+//! some instant: every score a reader sees must be one the reference model produced for that
+//! rank at some point of the rank's own event sequence.
+
+mod common;
+
+use common::model::Model;
+use common::{rank, remove, store};
+use kvroute_core::index::{KvIndex, Rank, RouterEvent};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const QUERY: [u64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
+
+/// Each worker grows and shrinks its own copy of QUERY's path; workers share prefixes, so the
+/// writers split and extend the same edges concurrently.
+fn stream(worker: u64) -> Vec<RouterEvent> {
+    let r = rank(worker, 0);
+    let mut out = Vec::new();
+    for round in 0..300u64 {
+        let len = 1 + ((round * 7 + worker) % 8) as usize;
+        out.push(store(r, &[], &QUERY[..len]));
+        let cut = 1 + ((round * 3 + worker) % len as u64) as usize;
+        out.push(remove(r, &QUERY[..len], &[cut]));
+    }
+    out
+}
+
+#[test]
+fn concurrent_reads_never_overcount() {
+    let workers: Vec<u64> = (0..6).collect();
+    // Scores each rank may legally show: the model's score after each prefix of its own events.
+    let mut allowed: HashMap<Rank, HashSet<u32>> = HashMap::new();
+    for &w in &workers {
+        let mut model = Model::default();
+        let set = allowed.entry(rank(w, 0)).or_default();
+        set.insert(0);
+        for e in stream(w) {
+            model.apply(&e);
+            set.insert(model.find_matches(&QUERY).first().map_or(0, |m| m.1));
+        }
+    }
+    let index = Arc::new(KvIndex::new(3).unwrap());
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (index, done, allowed) = (Arc::clone(&index), Arc::clone(&done), allowed.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !done.load(Ordering::Acquire) || reads < 1000 {
+                    for s in index.find_matches(&QUERY, 0.0).unwrap() {
+                        assert!(allowed[&s.rank].contains(&s.blocks), "rank {:?} showed {} blocks", s.rank, s.blocks);
+                    }
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for chunk in 0..30 {
+        let batch: Vec<RouterEvent> =
+            workers.iter().flat_map(|&w| stream(w)[chunk * 20..(chunk + 1) * 20].to_vec()).collect();
+        index.apply_events(batch, 0.0).unwrap();
+    }
+    index.flush().unwrap();
+    done.store(true, Ordering::Release);
+    for r in readers {
+        assert!(r.join().unwrap() >= 1000);
+    }
+    // After the flush the index equals the model exactly.
+    let mut model = Model::default();
+    for &w in &workers {
+        for e in stream(w) {
+            model.apply(&e);
+        }
+    }
+    let got: Vec<(Rank, u32, u32)> =
+        index.find_matches(&QUERY, 0.0).unwrap().iter().map(|s| (s.rank, s.blocks, s.tree_size)).collect();
+    assert_eq!(got, model.find_matches(&QUERY));
+}
+
+#[test]
+fn close_is_idempotent_and_later_calls_fail() {
+    let index = KvIndex::new(2).unwrap();
+    index.apply_events(vec![store(rank(1, 0), &[], &[1, 2])], 0.0).unwrap();
+    index.flush().unwrap();
+    index.close();
+    index.close();
+    assert_eq!(index.find_matches(&[1], 0.0).unwrap_err().code.as_str(), "ERR_CLOSED");
+    assert_eq!(index.apply_events(Vec::new(), 0.0).unwrap_err().code.as_str(), "ERR_CLOSED");
+}
+
+#[test]
+fn writer_thread_count_is_validated() {
+    assert!(KvIndex::new(0).is_err());
+    assert!(KvIndex::new(65).is_err());
+}
