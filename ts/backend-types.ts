@@ -24,7 +24,53 @@ export interface HashingBackend {
   xxh3(data: Uint8Array, seedHi: number, seedLo: number): bigint;
 }
 
+/** One rank's overlap with a query (the public `WorkerScore`). */
+export interface RawScore {
+  workerId: bigint;
+  dpRank: number;
+  blocks: number;
+  treeSize: number;
+}
+
+/** Counters and sizes reported by an index backend. */
+export interface RawIndexStats {
+  workers: number;
+  ranks: number;
+  blocks: number;
+  treeNodes: number;
+  treeBlocks: number;
+  memoryBytes: number;
+  pending: number;
+  stored: number;
+  removed: number;
+  cleared: number;
+  parentBlockNotFound: number;
+  blockNotFound: number;
+  invalidBlock: number;
+  ignoredTier: number;
+  duplicateStores: number;
+  expiredBlocks: number;
+}
+
+/**
+ * The KV index, fed with validated packed event batches (see `events/packed.ts`). Scores come
+ * back sorted by blocks (descending), then worker id, then dp rank.
+ */
+export interface IndexBackend {
+  applyPacked(meta: Uint32Array, words: BigUint64Array, nowMs: number): void;
+  removeWorker(workerId: bigint, dpRank: number | undefined): void;
+  recordRouting(workerId: bigint, dpRank: number, locals: BigUint64Array, nowMs: number, expiresAtMs: number): void;
+  findMatches(locals: BigUint64Array, nowMs: number): RawScore[];
+  flush(): Promise<void>;
+  /** Waits for queued events without yielding (for restoring a dump synchronously). */
+  flushSync(): void;
+  dump(): { meta: Uint32Array; words: BigUint64Array };
+  stats(): RawIndexStats;
+  close(): void;
+}
+
 export interface Backend {
   readonly name: BackendName;
   readonly hashing: HashingBackend;
+  createIndex(writerThreads: number): IndexBackend;
 }

@@ -7,12 +7,13 @@
 import type { Backend, BackendName } from './backend-types.js';
 import { KvRouteError } from './errors.js';
 import { jsHashing } from './js/hashing.js';
+import { JsIndex } from './js/index/js-index.js';
 import { nativeBackend } from './native/backend.js';
 import { loadNativeBinding } from './native/binding.js';
 
 export type { BackendName } from './backend-types.js';
 
-const JS_BACKEND: Backend = { name: 'js', hashing: jsHashing };
+const JS_BACKEND: Backend = { name: 'js', hashing: jsHashing, createIndex: () => new JsIndex() };
 
 const nativeLoad = loadNativeBinding();
 const NATIVE_BACKEND: Backend | undefined = nativeLoad.binding ? nativeBackend(nativeLoad.binding) : undefined;

@@ -8,5 +8,21 @@ export type { BackendName } from './backend.js';
 export { backend, nativeAvailable, nativeLoadError } from './backend.js';
 export type { KvRouteErrorCode } from './errors.js';
 export { KvRouteError } from './errors.js';
+export { parseEvents, stringifyEvents } from './events/text.js';
+export type {
+  BlockExtraInfo,
+  BlockMmObjectInfo,
+  DumpedEvent,
+  KvCacheEvent,
+  KvCacheEventData,
+  RemovedData,
+  RouterEvent,
+  StorageTier,
+  StoredBlock,
+  StoredData,
+  U64Like,
+} from './events/types.js';
 export type { BackendOption, BlockHashOptions } from './hashing.js';
 export { blockHashes, sequenceHashes, xxh3_64 } from './hashing.js';
+export type { IndexStats, KvIndexOptions, OverlapScores, WorkerId, WorkerScore } from './kv-index.js';
+export { KvIndex } from './kv-index.js';

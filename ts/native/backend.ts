@@ -8,6 +8,7 @@
 import type { Backend, HashingBackend } from '../backend-types.js';
 import { fromNativeError } from '../errors.js';
 import type { NativeBinding } from './binding.js';
+import { nativeIndex } from './index.js';
 
 export function nativeBackend(binding: NativeBinding): Backend {
   const hashing: HashingBackend = {
@@ -33,5 +34,5 @@ export function nativeBackend(binding: NativeBinding): Backend {
       }
     },
   };
-  return { name: 'native', hashing };
+  return { name: 'native', hashing, createIndex: (writerThreads) => nativeIndex(binding, writerThreads) };
 }

@@ -6,4 +6,5 @@
 
 mod convert;
 mod hashing;
+mod index;
 mod panic_probe;

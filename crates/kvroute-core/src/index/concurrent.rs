@@ -158,6 +158,13 @@ impl KvIndex {
         Ok(())
     }
 
+    /// Approximate mode: records that a request with these local hashes was routed to `rank`;
+    /// its blocks are named by their sequence hashes, as Dynamo's router does.
+    pub fn record_routing(&self, rank: Rank, locals: Vec<u64>, now_ms: f64, expires_at_ms: f64) -> Result<(), KvError> {
+        let seq_hashes = crate::hashing::sequence_hashes(&locals);
+        self.record_prediction(rank, locals, seq_hashes, now_ms, expires_at_ms)
+    }
+
     /// Blocks until every op enqueued before the call is applied.
     pub fn flush(&self) -> Result<(), KvError> {
         self.ensure_open()?;

@@ -149,10 +149,12 @@ impl Tree {
             EventData::Stored { parent, blocks } => {
                 let slot = self.ranks.get_or_insert(event.rank);
                 match self.store(slot, *parent, blocks, None) {
-                    Ok(true) => self.counters.stored += 1,
-                    Ok(false) => {
+                    Ok(changed) => {
                         self.counters.stored += 1;
-                        self.counters.duplicate_stores += 1;
+                        // An empty store changes nothing but is no replay.
+                        if !changed && !blocks.is_empty() {
+                            self.counters.duplicate_stores += 1;
+                        }
                     }
                     Err(why) => self.counters.reject(why),
                 }

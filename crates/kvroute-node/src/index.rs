@@ -1,0 +1,257 @@
+//! The `NativeKvIndex` class: kvroute-core's threaded index behind a handle. Events arrive as
+//! packed columns (see `decode_events`), one Node-API call per batch; match results leave as one
+//! `BigUint64Array`. The TypeScript wrapper owns validation and the public shapes.
+
+use crate::convert::{guard, invalid_arg, to_node_error};
+use kvroute_core::hashing::{self, BlockHashOptions};
+use kvroute_core::index::{EventData, KvIndex, MatchScore, Rank, RouterEvent, StoredBlock};
+use napi::bindgen_prelude::{AsyncTask, BigInt, BigUint64Array, Uint32Array};
+use napi::{Env, Result, Task};
+use napi_derive::napi;
+use std::sync::Arc;
+
+const KIND_STORED: u32 = 0;
+const KIND_REMOVED: u32 = 1;
+const KIND_CLEARED: u32 = 2;
+const FLAG_HAS_PARENT: u32 = 1;
+const FLAG_DEVICE_TIER: u32 = 2;
+
+#[napi]
+pub struct NativeKvIndex {
+    inner: Arc<KvIndex>,
+}
+
+/// Counters and sizes, as plain numbers (exact below 2^53, far beyond any real count).
+#[napi(object)]
+pub struct NativeIndexStats {
+    pub workers: f64,
+    pub ranks: f64,
+    pub blocks: f64,
+    pub tree_nodes: f64,
+    pub tree_blocks: f64,
+    pub memory_bytes: f64,
+    pub pending: f64,
+    pub stored: f64,
+    pub removed: f64,
+    pub cleared: f64,
+    pub parent_block_not_found: f64,
+    pub block_not_found: f64,
+    pub invalid_block: f64,
+    pub ignored_tier: f64,
+    pub duplicate_stores: f64,
+    pub expired_blocks: f64,
+}
+
+/// A dump in the packed layout of `applyPacked` (every event is a Stored).
+#[napi(object)]
+pub struct NativeDump {
+    pub meta: Uint32Array,
+    pub words: BigUint64Array,
+}
+
+fn u64_arg(value: &BigInt, name: &str) -> Result<u64, &'static str> {
+    let (negative, v, lossless) = value.get_u64();
+    if negative || !lossless {
+        return Err(invalid_arg(format!("{name} must be in [0, 2^64)")));
+    }
+    Ok(v)
+}
+
+/// Decodes packed events. `meta` holds 4 u32 per event: kind, dp rank, flags, count. `words`
+/// holds per event: worker id, event id, the parent when flagged, then `count` (ext, local)
+/// pairs for a Stored or `count` hashes for a Removed.
+fn decode_events(meta: &[u32], words: &[u64]) -> Result<Vec<RouterEvent>, &'static str> {
+    let malformed = || invalid_arg("packed event batch is malformed");
+    if meta.len() % 4 != 0 {
+        return Err(malformed());
+    }
+    let mut events = Vec::with_capacity(meta.len() / 4);
+    let mut w = 0usize;
+    let mut take = |n: usize| -> Result<&[u64], &'static str> {
+        let out = words.get(w..w + n).ok_or_else(malformed)?;
+        w += n;
+        Ok(out)
+    };
+    for m in meta.chunks_exact(4) {
+        let (kind, dp_rank, flags, count) = (m[0], m[1], m[2], m[3] as usize);
+        let head = take(2)?;
+        let rank = Rank::new(head[0], dp_rank);
+        let event_id = head[1];
+        let data = match kind {
+            KIND_STORED => {
+                let parent = if flags & FLAG_HAS_PARENT != 0 { Some(take(1)?[0]) } else { None };
+                let pairs = take(2 * count)?;
+                let blocks = pairs.chunks_exact(2).map(|p| StoredBlock { ext: p[0], local: p[1] }).collect();
+                EventData::Stored { parent, blocks }
+            }
+            KIND_REMOVED => EventData::Removed { hashes: take(count)?.to_vec() },
+            KIND_CLEARED => EventData::Cleared,
+            _ => return Err(malformed()),
+        };
+        events.push(RouterEvent { rank, event_id, device_tier: flags & FLAG_DEVICE_TIER != 0, data });
+    }
+    Ok(events)
+}
+
+/// Match results as (worker id, dp rank << 32 | blocks, tree size) triples, already sorted.
+fn pack_scores(scores: &[MatchScore]) -> BigUint64Array {
+    let mut out = Vec::with_capacity(scores.len() * 3);
+    for s in scores {
+        out.extend([s.rank.worker_id, (u64::from(s.rank.dp_rank) << 32) | u64::from(s.blocks), u64::from(s.tree_size)]);
+    }
+    BigUint64Array::new(out)
+}
+
+#[napi]
+impl NativeKvIndex {
+    #[napi(constructor)]
+    pub fn new(writer_threads: u32) -> Result<Self, &'static str> {
+        guard(|| Ok(Self { inner: Arc::new(KvIndex::new(writer_threads as usize).map_err(to_node_error)?) }))
+    }
+
+    #[napi(js_name = "applyPacked")]
+    pub fn apply_packed(&self, meta: Uint32Array, words: BigUint64Array, now_ms: f64) -> Result<(), &'static str> {
+        guard(|| {
+            let events = decode_events(&meta, &words)?;
+            self.inner.apply_events(events, now_ms).map_err(to_node_error)
+        })
+    }
+
+    #[napi(js_name = "removeWorker")]
+    pub fn remove_worker(&self, worker_id: BigInt, dp_rank: Option<u32>) -> Result<(), &'static str> {
+        guard(|| self.inner.remove_worker(u64_arg(&worker_id, "workerId")?, dp_rank).map_err(to_node_error))
+    }
+
+    #[napi(js_name = "recordRouting")]
+    pub fn record_routing(
+        &self,
+        worker_id: BigInt,
+        dp_rank: u32,
+        locals: BigUint64Array,
+        now_ms: f64,
+        expires_at_ms: f64,
+    ) -> Result<(), &'static str> {
+        guard(|| {
+            let rank = Rank::new(u64_arg(&worker_id, "workerId")?, dp_rank);
+            self.inner.record_routing(rank, locals.to_vec(), now_ms, expires_at_ms).map_err(to_node_error)
+        })
+    }
+
+    #[napi(js_name = "findMatches")]
+    pub fn find_matches(&self, locals: BigUint64Array, now_ms: f64) -> Result<BigUint64Array, &'static str> {
+        guard(|| Ok(pack_scores(&self.inner.find_matches(&locals, now_ms).map_err(to_node_error)?)))
+    }
+
+    /// Hashes a request and matches it in one call.
+    #[napi(js_name = "findMatchesForTokens")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn find_matches_for_tokens(
+        &self,
+        tokens: Uint32Array,
+        block_size: u32,
+        lora_name: Option<String>,
+        cache_namespace: Option<String>,
+        eagle: bool,
+        mm_offsets: Option<Uint32Array>,
+        mm_hashes: Option<BigUint64Array>,
+        now_ms: f64,
+    ) -> Result<BigUint64Array, &'static str> {
+        guard(|| {
+            let per_block = crate::hashing::split_mm(mm_offsets.as_deref(), mm_hashes.as_deref())?;
+            let opts = BlockHashOptions {
+                lora_name: lora_name.as_deref(),
+                cache_namespace: cache_namespace.as_deref(),
+                eagle,
+                mm_hashes: &per_block,
+            };
+            let locals = hashing::block_hashes(&tokens, block_size, &opts).map_err(to_node_error)?;
+            Ok(pack_scores(&self.inner.find_matches(&locals, now_ms).map_err(to_node_error)?))
+        })
+    }
+
+    /// Resolves to "" once every event accepted so far is applied, or to "CODE: message".
+    /// (An async task can only reject with napi's generic status, so the code travels as data.)
+    #[napi]
+    pub fn flush(&self) -> AsyncTask<FlushTask> {
+        AsyncTask::new(FlushTask { index: Arc::clone(&self.inner) })
+    }
+
+    /// Blocks the calling thread until queued events are applied; for restoring a dump.
+    #[napi(js_name = "flushBlocking")]
+    pub fn flush_blocking(&self) -> Result<(), &'static str> {
+        guard(|| self.inner.flush().map_err(to_node_error))
+    }
+
+    #[napi]
+    pub fn dump(&self) -> Result<NativeDump, &'static str> {
+        guard(|| {
+            let dump = self.inner.dump().map_err(to_node_error)?;
+            let mut meta = Vec::with_capacity(dump.len() * 4);
+            let mut words = Vec::new();
+            for d in &dump {
+                let flags = FLAG_DEVICE_TIER | if d.parent.is_some() { FLAG_HAS_PARENT } else { 0 };
+                meta.extend([KIND_STORED, d.rank.dp_rank, flags, d.blocks.len() as u32]);
+                words.extend([d.rank.worker_id, 0]);
+                words.extend(d.parent);
+                words.extend(d.blocks.iter().flat_map(|b| [b.ext, b.local]));
+            }
+            Ok(NativeDump { meta: Uint32Array::new(meta), words: BigUint64Array::new(words) })
+        })
+    }
+
+    #[napi]
+    pub fn stats(&self) -> Result<NativeIndexStats, &'static str> {
+        guard(|| {
+            let (s, pending) = self.inner.stats().map_err(to_node_error)?;
+            let e = s.events;
+            Ok(NativeIndexStats {
+                workers: s.workers as f64,
+                ranks: s.ranks as f64,
+                blocks: s.blocks as f64,
+                tree_nodes: s.tree_nodes as f64,
+                tree_blocks: s.tree_blocks as f64,
+                memory_bytes: s.memory_bytes as f64,
+                pending: pending as f64,
+                stored: e.stored as f64,
+                removed: e.removed as f64,
+                cleared: e.cleared as f64,
+                parent_block_not_found: e.parent_block_not_found as f64,
+                block_not_found: e.block_not_found as f64,
+                invalid_block: e.invalid_block as f64,
+                ignored_tier: e.ignored_tier as f64,
+                duplicate_stores: e.duplicate_stores as f64,
+                expired_blocks: e.expired_blocks as f64,
+            })
+        })
+    }
+
+    #[napi]
+    pub fn close(&self) -> Result<(), &'static str> {
+        guard(|| {
+            self.inner.close();
+            Ok(())
+        })
+    }
+}
+
+pub struct FlushTask {
+    index: Arc<KvIndex>,
+}
+
+impl Task for FlushTask {
+    type Output = String;
+    type JsValue = String;
+
+    fn compute(&mut self) -> Result<String> {
+        let outcome = guard(|| Ok(self.index.flush()));
+        Ok(match outcome {
+            Ok(Ok(())) => String::new(),
+            Ok(Err(e)) => format!("{}: {}", e.code.as_str(), e.message),
+            Err(e) => format!("ERR_INTERNAL: {}", e.reason),
+        })
+    }
+
+    fn resolve(&mut self, _env: Env, output: String) -> Result<String> {
+        Ok(output)
+    }
+}

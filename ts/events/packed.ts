@@ -1,0 +1,80 @@
+/**
+ * Validated events in the packed columnar layout both backends consume. Validation and packing
+ * happen in one pass, once, in TypeScript, so both backends reject exactly the same inputs and
+ * the native backend receives a whole batch in one Node-API call.
+ *
+ * `meta` holds 4 u32 per event: kind, dp rank, flags, count. `words` holds per event: worker id,
+ * event id, the parent when flagged, then `count` (block_hash, tokens_hash) pairs for a Stored or
+ * `count` hashes for a Removed. (Mirrors `decode_events` in the binding.)
+ * @internal
+ * @module
+ */
+
+export const KIND_STORED = 0;
+export const KIND_REMOVED = 1;
+export const KIND_CLEARED = 2;
+export const FLAG_HAS_PARENT = 1;
+export const FLAG_DEVICE_TIER = 2;
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+const TWO_32 = 4294967296;
+
+/** A packed batch ready for a backend. */
+export interface PackedEvents {
+  meta: Uint32Array;
+  words: BigUint64Array;
+}
+
+/** Growable typed buffers; u64 values are written as u32 halves to avoid BigInt allocation. */
+export class PackedWriter {
+  private meta: Uint32Array<ArrayBuffer> = new Uint32Array(64);
+  private metaLen = 0;
+  private words: Uint32Array<ArrayBuffer> = new Uint32Array(256);
+  private wordsLen = 0;
+
+  get eventCount(): number {
+    return this.metaLen / 4;
+  }
+
+  pushMeta(kind: number, dpRank: number, flags: number, count: number): void {
+    if (this.metaLen + 4 > this.meta.length) this.meta = grow(this.meta, this.metaLen + 4);
+    this.meta[this.metaLen++] = kind;
+    this.meta[this.metaLen++] = dpRank;
+    this.meta[this.metaLen++] = flags;
+    this.meta[this.metaLen++] = count;
+  }
+
+  /** Writes a u64 given as (hi, lo) u32 halves. */
+  pushHalves(hi: number, lo: number): void {
+    if (this.wordsLen + 2 > this.words.length) this.words = grow(this.words, this.wordsLen + 2);
+    if (LITTLE_ENDIAN) {
+      this.words[this.wordsLen++] = lo;
+      this.words[this.wordsLen++] = hi;
+    } else {
+      this.words[this.wordsLen++] = hi;
+      this.words[this.wordsLen++] = lo;
+    }
+  }
+
+  /** Writes a validated u64 held as a safe integer. */
+  pushNumber(n: number): void {
+    this.pushHalves(Math.floor(n / TWO_32), n >>> 0);
+  }
+
+  pushBigInt(v: bigint): void {
+    this.pushHalves(Number(v >> 32n), Number(v & 0xffffffffn));
+  }
+
+  finish(): PackedEvents {
+    return {
+      meta: this.meta.slice(0, this.metaLen),
+      words: new BigUint64Array(this.words.slice(0, this.wordsLen).buffer),
+    };
+  }
+}
+
+function grow(a: Uint32Array, need: number): Uint32Array<ArrayBuffer> {
+  const next = new Uint32Array(Math.max(need, a.length * 2));
+  next.set(a);
+  return next;
+}

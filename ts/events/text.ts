@@ -1,0 +1,29 @@
+/**
+ * Event batches as text. Hashes are u64 and routinely exceed 2^53, so `JSON.parse` and
+ * `JSON.stringify` cannot be used on them directly (one rounds, the other throws on bigint).
+ */
+
+import { KvRouteError } from '../errors.js';
+import { parseJsonBatch, stringifyLossless } from './json.js';
+import type { RouterEvent } from './types.js';
+
+/**
+ * JSON text of events (for example a {@link KvIndex.dump}), with u64 values written as plain JSON
+ * numbers. `ndjson` writes one event per line.
+ */
+export function stringifyEvents(events: Iterable<RouterEvent>, format: 'json' | 'ndjson' = 'json'): string {
+  if (format !== 'json' && format !== 'ndjson')
+    throw new KvRouteError('ERR_INVALID_ARG', `format must be 'json' or 'ndjson', got ${String(format)}`);
+  const list = [...events];
+  return format === 'json' ? stringifyLossless(list) : list.map((e) => stringifyLossless(e)).join('\n');
+}
+
+/**
+ * Parses a JSON array or NDJSON of events without precision loss: integers that do not fit a
+ * double come back as decimal strings, which every kvroute API accepts as u64. The events are not
+ * validated here; `KvIndex.applyEvents` does that.
+ */
+export function parseEvents(text: string): unknown[] {
+  if (typeof text !== 'string') throw new KvRouteError('ERR_INVALID_ARG', 'text must be a string');
+  return parseJsonBatch(text).values;
+}

@@ -1,0 +1,328 @@
+/**
+ * The pure-JS KV index. Same semantics as kvroute-core's tree (see its module docs), applied
+ * synchronously on the caller's thread: `flush()` has nothing to wait for.
+ * @internal
+ * @module
+ */
+
+import type { IndexBackend, RawIndexStats, RawScore } from '../../backend-types.js';
+import { FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_CLEARED, KIND_REMOVED, KIND_STORED, PackedWriter } from '../../events/packed.js';
+import { jsHashing } from '../hashing.js';
+import { ExpiryHeap } from './expiry.js';
+import { compareBigInt, compareRanks, RankState, TrieNode } from './trie.js';
+
+type Outcome = 'changed' | 'duplicate' | 'parent_block_not_found' | 'invalid_block';
+
+export class JsIndex implements IndexBackend {
+  private readonly root = new TrieNode(0n, null);
+  private readonly ranks = new Map<string, RankState>();
+  private readonly expiry = new ExpiryHeap();
+  private nodeCount = 0;
+  private heldBlocks = 0;
+  private readonly counters = {
+    stored: 0,
+    removed: 0,
+    cleared: 0,
+    parentBlockNotFound: 0,
+    blockNotFound: 0,
+    invalidBlock: 0,
+    ignoredTier: 0,
+    duplicateStores: 0,
+    expiredBlocks: 0,
+  };
+
+  applyPacked(meta: Uint32Array, words: BigUint64Array, nowMs: number): void {
+    let w = 0;
+    for (let m = 0; m < meta.length; m += 4) {
+      const kind = meta[m];
+      const flags = meta[m + 2];
+      const count = meta[m + 3];
+      const rankKey = words[w];
+      w += 2;
+      this.expire(nowMs);
+      if (!(flags & FLAG_DEVICE_TIER)) {
+        this.counters.ignoredTier++;
+        if (kind === KIND_STORED) w += (flags & FLAG_HAS_PARENT ? 1 : 0) + 2 * count;
+        else if (kind === KIND_REMOVED) w += count;
+        continue;
+      }
+      const rank = this.rank(rankKey, meta[m + 1]);
+      if (kind === KIND_STORED) {
+        const parent = flags & FLAG_HAS_PARENT ? words[w++] : undefined;
+        const exts: bigint[] = new Array(count);
+        const locals: bigint[] = new Array(count);
+        for (let i = 0; i < count; i++) {
+          exts[i] = words[w++];
+          locals[i] = words[w++];
+        }
+        this.countStore(this.store(rank, parent, exts, locals, undefined), count);
+      } else if (kind === KIND_REMOVED) {
+        for (let i = 0; i < count; i++) {
+          if (!this.removeNamed(rank, words[w++])) this.counters.blockNotFound++;
+        }
+        this.counters.removed++;
+      } else if (kind === KIND_CLEARED) {
+        this.clear(rank);
+        this.counters.cleared++;
+      }
+    }
+  }
+
+  private countStore(outcome: Outcome, blocks: number): void {
+    if (outcome === 'parent_block_not_found') this.counters.parentBlockNotFound++;
+    else if (outcome === 'invalid_block') this.counters.invalidBlock++;
+    else {
+      this.counters.stored++;
+      if (outcome === 'duplicate' && blocks > 0) this.counters.duplicateStores++;
+    }
+  }
+
+  private rank(workerId: bigint, dpRank: number): RankState {
+    const key = `${workerId}:${dpRank}`;
+    let r = this.ranks.get(key);
+    if (!r) {
+      r = new RankState(workerId, dpRank);
+      this.ranks.set(key, r);
+    }
+    return r;
+  }
+
+  private store(rank: RankState, parent: bigint | undefined, exts: bigint[], locals: bigint[], predicted: number | undefined): Outcome {
+    let start = this.root;
+    if (parent !== undefined) {
+      const p = rank.lookup.get(parent);
+      if (!p) return 'parent_block_not_found';
+      start = p;
+      if (exts.includes(parent)) return 'invalid_block';
+    }
+    if (new Set(exts).size !== exts.length) return 'invalid_block';
+    let at = start;
+    for (let i = 0; i < exts.length; i++) {
+      const next = at.children.get(locals[i]);
+      if (!next) {
+        for (let j = i; j < exts.length; j++) if (rank.lookup.has(exts[j])) return 'invalid_block';
+        break;
+      }
+      const named = rank.lookup.get(exts[i]);
+      if (named && named !== next) return 'invalid_block';
+      at = next;
+    }
+    let changed = false;
+    at = start;
+    for (let i = 0; i < exts.length; i++) {
+      let next = at.children.get(locals[i]);
+      if (!next) {
+        next = new TrieNode(locals[i], at);
+        at.children.set(locals[i], next);
+        this.nodeCount++;
+      }
+      if (!next.holders.has(rank)) {
+        next.holders.add(rank);
+        rank.names.set(next, exts[i]);
+        rank.lookup.set(exts[i], next);
+        this.heldBlocks++;
+        if (predicted !== undefined) this.predict(rank, next, predicted);
+        changed = true;
+      } else if (predicted !== undefined) {
+        // A prediction never renames a block the engine named; it refreshes predictions only.
+        if (rank.predicted.has(next)) this.predict(rank, next, predicted);
+      } else {
+        rank.predicted.delete(next);
+        const old = rank.names.get(next) as bigint;
+        if (old !== exts[i]) {
+          rank.lookup.delete(old);
+          rank.lookup.set(exts[i], next);
+          rank.names.set(next, exts[i]);
+          changed = true;
+        }
+      }
+      at = next;
+    }
+    // A real event proves the parent chain is held: it is no longer a prediction.
+    if (predicted === undefined && rank.predicted.size > 0) {
+      for (let n: TrieNode | null = start; n && n !== this.root && rank.predicted.delete(n); n = n.parent);
+    }
+    return changed ? 'changed' : 'duplicate';
+  }
+
+  private predict(rank: RankState, node: TrieNode, at: number): void {
+    rank.predicted.set(node, at);
+    this.expiry.push(at, rank, node, () => this.ranks.values());
+  }
+
+  private removeNamed(rank: RankState, ext: bigint): boolean {
+    const node = rank.lookup.get(ext);
+    if (!node) return false;
+    this.cut(rank, node);
+    return true;
+  }
+
+  /** Removes `top` and everything the rank holds below it, children first. */
+  private cut(rank: RankState, top: TrieNode): void {
+    const order: TrieNode[] = [];
+    const stack = [top];
+    while (stack.length > 0) {
+      const n = stack.pop() as TrieNode;
+      order.push(n);
+      for (const c of n.children.values()) if (c.holders.has(rank)) stack.push(c);
+    }
+    for (let i = order.length - 1; i >= 0; i--) {
+      const n = order[i];
+      n.holders.delete(rank);
+      rank.lookup.delete(rank.names.get(n) as bigint);
+      rank.names.delete(n);
+      rank.predicted.delete(n);
+      this.heldBlocks--;
+      if (n.holders.size === 0) {
+        n.parent?.children.delete(n.local);
+        this.nodeCount--;
+      }
+    }
+  }
+
+  private clear(rank: RankState): void {
+    for (const child of [...this.root.children.values()]) if (child.holders.has(rank)) this.cut(rank, child);
+  }
+
+  private expire(nowMs: number): void {
+    if (this.expiry.size === 0) return;
+    const isLive = (r: RankState) => this.ranks.get(`${r.workerId}:${r.dpRank}`) === r;
+    for (let e = this.expiry.popDue(nowMs, isLive); e; e = this.expiry.popDue(nowMs, isLive)) {
+      const before = this.heldBlocks;
+      this.cut(e.rank, e.node);
+      this.counters.expiredBlocks += before - this.heldBlocks;
+    }
+  }
+
+  removeWorker(workerId: bigint, dpRank: number | undefined): void {
+    for (const [key, r] of [...this.ranks]) {
+      if (r.workerId === workerId && (dpRank === undefined || r.dpRank === dpRank)) {
+        this.clear(r);
+        this.ranks.delete(key);
+      }
+    }
+  }
+
+  recordRouting(workerId: bigint, dpRank: number, locals: BigUint64Array, nowMs: number, expiresAtMs: number): void {
+    this.expire(nowMs);
+    const seq = jsHashing.sequenceHashes(locals);
+    const outcome = this.store(this.rank(workerId, dpRank), undefined, Array.from(seq), Array.from(locals), expiresAtMs);
+    if (outcome === 'invalid_block') this.counters.invalidBlock++;
+  }
+
+  findMatches(locals: BigUint64Array, nowMs: number): RawScore[] {
+    if (locals.length === 0) return [];
+    const first = this.root.children.get(locals[0]);
+    if (!first) return [];
+    const trackPath = this.expiry.size > 0;
+    const path: TrieNode[] = [first];
+    const scores = new Map<RankState, number>();
+    let active = Array.from(first.holders);
+    let depth = 1;
+    let node = first;
+    for (let i = 1; i < locals.length; i++) {
+      const child = node.children.get(locals[i]);
+      if (!child) break;
+      // Holders only shrink along a path, so equal sizes mean the same set.
+      if (child.holders.size !== active.length) {
+        for (const r of active) if (!child.holders.has(r)) scores.set(r, depth);
+        active = Array.from(child.holders);
+      }
+      depth++;
+      node = child;
+      if (trackPath) path.push(child);
+    }
+    for (const r of active) scores.set(r, depth);
+    const out: RawScore[] = [];
+    for (const [r, held] of scores) {
+      const blocks = trackPath ? unexpiredPrefix(path, held, r, nowMs) : held;
+      if (blocks > 0) out.push({ workerId: r.workerId, dpRank: r.dpRank, blocks, treeSize: r.lookup.size });
+    }
+    out.sort((a, b) => b.blocks - a.blocks || compareBigInt(a.workerId, b.workerId) || a.dpRank - b.dpRank);
+    return out;
+  }
+
+  flush(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  flushSync(): void {}
+
+  dump(): { meta: Uint32Array; words: BigUint64Array } {
+    const w = new PackedWriter();
+    for (const rank of [...this.ranks.values()].sort(compareRanks)) dumpRank(rank, this.root, w);
+    return w.finish();
+  }
+
+  stats(): RawIndexStats {
+    const workers = new Set<bigint>();
+    for (const r of this.ranks.values()) workers.add(r.workerId);
+    return {
+      workers: workers.size,
+      ranks: this.ranks.size,
+      blocks: this.heldBlocks,
+      treeNodes: this.nodeCount,
+      treeBlocks: this.nodeCount,
+      // A rough model of V8's footprint: a trie node with its Map and Set, plus per held block
+      // two map entries (lookup, names).
+      memoryBytes: this.nodeCount * 400 + this.heldBlocks * 120,
+      pending: 0,
+      ...this.counters,
+    };
+  }
+
+  close(): void {}
+}
+
+/** Expired predictions form a suffix of a rank's path (see matches.rs); binary-search its start. */
+function unexpiredPrefix(path: TrieNode[], held: number, rank: RankState, nowMs: number): number {
+  if (rank.predicted.size === 0) return held;
+  let lo = 0;
+  let hi = held;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    const at = rank.predicted.get(path[mid]);
+    if (at !== undefined && at <= nowMs) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+/** Same walk and order as kvroute-core's dump, so both backends emit identical events. */
+function dumpRank(rank: RankState, root: TrieNode, w: PackedWriter): void {
+  const heldChildren = (n: TrieNode) =>
+    [...n.children.entries()]
+      .filter(([, c]) => c.holders.has(rank))
+      .sort((a, b) => compareBigInt(a[0], b[0]))
+      .map(([, c]) => c);
+  const stack: Array<[TrieNode, bigint | undefined]> = heldChildren(root)
+    .reverse()
+    .map((c) => [c, undefined]);
+  while (stack.length > 0) {
+    const [start, parent] = stack.pop() as [TrieNode, bigint | undefined];
+    const blocks: Array<[bigint, bigint]> = [];
+    let node = start;
+    let next: TrieNode[] = [];
+    for (;;) {
+      if (rank.predicted.has(node)) break;
+      blocks.push([rank.names.get(node) as bigint, node.local]);
+      const children = heldChildren(node);
+      if (children.length !== 1) {
+        next = children;
+        break;
+      }
+      node = children[0];
+    }
+    if (blocks.length === 0) continue;
+    w.pushMeta(KIND_STORED, rank.dpRank, FLAG_DEVICE_TIER | (parent === undefined ? 0 : FLAG_HAS_PARENT), blocks.length);
+    w.pushBigInt(rank.workerId);
+    w.pushBigInt(0n);
+    if (parent !== undefined) w.pushBigInt(parent);
+    for (const [ext, local] of blocks) {
+      w.pushBigInt(ext);
+      w.pushBigInt(local);
+    }
+    const last = blocks[blocks.length - 1][0];
+    for (let i = next.length - 1; i >= 0; i--) stack.push([next[i], last]);
+  }
+}

@@ -1,0 +1,294 @@
+/**
+ * `KvIndex`: which worker (and data-parallel rank) holds which KV blocks, fed by the workers' KV
+ * events and queried on every request.
+ */
+
+import { availableParallelism } from 'node:os';
+import { resolveBackend } from './backend.js';
+import type { Backend, BackendName, IndexBackend, RawIndexStats } from './backend-types.js';
+import { KvRouteError } from './errors.js';
+import { unpackDump } from './events/dump.js';
+import { parseJsonBatch, parseJsonLossless } from './events/json.js';
+import type { DumpedEvent, RouterEvent } from './events/types.js';
+import { packEvents } from './events/validate.js';
+import { type BlockHashOptions, parseBlockHashOptions } from './hashing.js';
+import { checkBlockSize, checkOptions, describe, toHashes, toTokens, toU64 } from './validate.js';
+
+/** A worker id: a u64, given as a non-negative safe integer or a bigint; returned as bigint. */
+export type WorkerId = number | bigint;
+
+/** Options of {@link KvIndex}. */
+export interface KvIndexOptions {
+  /** Tokens per KV block; used to hash requests in `findMatchesForRequest` and `recordRouting`. */
+  blockSize: number;
+  /** Backend of this index; default: the process-wide {@link backend}. */
+  backend?: BackendName;
+  /**
+   * Native backend: background threads that apply events (each worker sticks to one, so its
+   * events keep their order). Default `min(4, available cores)`. Ignored by the JS backend,
+   * which applies events synchronously.
+   */
+  writerThreads?: number;
+  /** Approximate mode, for engines that publish no KV events: see {@link KvIndex.recordRouting}. */
+  approximate?: { ttlMs: number };
+  /** Clock in milliseconds, for prediction TTLs. Default `Date.now`. */
+  now?: () => number;
+}
+
+/** One rank's overlap with a query. */
+export interface WorkerScore {
+  workerId: bigint;
+  dpRank: number;
+  /** Leading blocks of the query this rank holds. */
+  blocks: number;
+  /** Blocks this rank holds in total. */
+  treeSize: number;
+}
+
+/** Overlap of a query with every rank that holds at least its first block. */
+export interface OverlapScores {
+  /** Sorted by `blocks` (descending), then `workerId`, then `dpRank`. */
+  scores: WorkerScore[];
+}
+
+/** Size and counters of an index. Nothing is dropped silently: every rejection is counted. */
+export interface IndexStats {
+  /** Distinct worker ids with at least one known rank. */
+  workers: number;
+  /** Known (worker, dp rank) pairs, including ranks that currently hold nothing. */
+  ranks: number;
+  /** Sum over ranks of the blocks each holds. */
+  blocks: number;
+  /** Nodes of the tree: compressed edges on the native backend, single blocks on the JS one. */
+  treeNodes: number;
+  /** Distinct block positions (a block shared by several ranks counts once). */
+  treeBlocks: number;
+  /** Estimated heap bytes (native: measured capacities; JS: a rough model). */
+  memoryBytes: number;
+  /** `memoryBytes / blocks` (0 when empty). */
+  bytesPerHeldBlock: number;
+  /** Events and operations accepted but not applied yet. */
+  pending: number;
+  /** Events applied, by kind (a Removed event counts once even if some hashes were unknown). */
+  events: { stored: number; removed: number; cleared: number };
+  /** Events, or for `block_not_found` single hashes, that were rejected, by reason. */
+  rejected: { parent_block_not_found: number; block_not_found: number; invalid_block: number; ignored_tier: number };
+  /** Stored events that changed nothing (replays). Not an error. */
+  duplicateStores: number;
+  /** Predicted blocks removed because their TTL passed. */
+  expiredBlocks: number;
+}
+
+const INDEX_OPTIONS = ['blockSize', 'backend', 'writerThreads', 'approximate', 'now'] as const;
+const REQUEST_OPTIONS = ['loraName', 'cacheNamespace', 'eagle', 'mmHashes'] as const;
+const U32_MAX = 0xffffffff;
+
+function checkDpRank(value: unknown, name: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > U32_MAX) {
+    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be an integer in [0, 2^32), got ${describe(value)}`);
+  }
+  return value;
+}
+
+function checkWorkerId(value: unknown): bigint {
+  if (typeof value === 'string') throw new KvRouteError('ERR_INVALID_ARG', `workerId must be a number or a bigint, got ${describe(value)}`);
+  return toU64(value, 'workerId');
+}
+
+/**
+ * The KV index. Events are validated when given and applied in the background (native) or at
+ * once (JS); `flush()` resolves when everything given so far is visible to reads. Reads never wait
+ * for queued events and never report more blocks than a rank held at some instant.
+ *
+ * @example
+ * ```ts
+ * const index = new KvIndex({ blockSize: 16 });
+ * index.applyEvents(eventsFromWorkers);
+ * await index.flush();
+ * const { scores } = index.findMatchesForRequest(tokenIds);
+ * ```
+ */
+export class KvIndex {
+  /** Tokens per block. */
+  readonly blockSize: number;
+  /** The backend this index runs on. */
+  readonly backend: BackendName;
+  private readonly impl: Backend;
+  private readonly inner: IndexBackend;
+  private readonly now: () => number;
+  private readonly ttlMs: number | undefined;
+  private closed = false;
+
+  constructor(opts: KvIndexOptions) {
+    const o = checkOptions(opts, 'opts', INDEX_OPTIONS);
+    if (opts === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'KvIndex needs options with at least blockSize');
+    this.blockSize = checkBlockSize(o.blockSize, 'opts.blockSize');
+    this.impl = resolveBackend(o.backend, 'opts.backend');
+    this.backend = this.impl.name;
+    const threads = o.writerThreads ?? Math.min(4, availableParallelism());
+    if (typeof threads !== 'number' || !Number.isInteger(threads) || threads < 1 || threads > 64) {
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.writerThreads must be an integer in [1, 64], got ${describe(threads)}`);
+    }
+    if (o.now !== undefined && typeof o.now !== 'function') {
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.now must be a function returning milliseconds, got ${describe(o.now)}`);
+    }
+    this.now = (o.now as (() => number) | undefined) ?? Date.now;
+    if (o.approximate !== undefined) {
+      const a = checkOptions(o.approximate, 'opts.approximate', ['ttlMs']);
+      if (typeof a.ttlMs !== 'number' || !Number.isFinite(a.ttlMs) || a.ttlMs <= 0) {
+        throw new KvRouteError('ERR_INVALID_ARG', `opts.approximate.ttlMs must be a positive number, got ${describe(a.ttlMs)}`);
+      }
+      this.ttlMs = a.ttlMs;
+    }
+    this.inner = this.impl.createIndex(threads);
+  }
+
+  /** Rebuilds an index from {@link KvIndex.dump} output (objects or JSON text); ready to read. */
+  static fromDump(events: Iterable<RouterEvent> | string, opts: KvIndexOptions): KvIndex {
+    const index = new KvIndex(opts);
+    try {
+      index.applyEvents(events);
+      index.inner.flushSync();
+    } catch (err) {
+      index.close();
+      throw err;
+    }
+    return index;
+  }
+
+  private open(): void {
+    if (this.closed) throw new KvRouteError('ERR_CLOSED', 'this KvIndex is closed');
+  }
+
+  private clock(): number {
+    const t = this.now();
+    if (typeof t !== 'number' || !Number.isFinite(t))
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.now() must return a finite number, got ${describe(t)}`);
+    return t;
+  }
+
+  /** Validates one event (an object or its JSON text) now; applies it in the background. */
+  applyEvent(event: RouterEvent | string): void {
+    this.open();
+    const value = typeof event === 'string' ? parseJsonLossless(event) : event;
+    const packed = packEvents([value], () => 'event');
+    this.inner.applyPacked(packed.meta, packed.words, this.clock());
+  }
+
+  /**
+   * Validates a batch (objects, or JSON text: an array or NDJSON) now; applies it in the
+   * background. All or nothing: one invalid event rejects the whole batch.
+   */
+  applyEvents(events: Iterable<RouterEvent> | string): void {
+    this.open();
+    let packed: ReturnType<typeof packEvents>;
+    if (typeof events === 'string') {
+      const { values, lines } = parseJsonBatch(events);
+      packed = packEvents(values, (i) => (lines ? `line ${lines[i]}` : `events[${i}]`));
+    } else if (events !== null && typeof events === 'object' && Symbol.iterator in events) {
+      packed = packEvents(events, (i) => `events[${i}]`);
+    } else {
+      throw new KvRouteError('ERR_INVALID_EVENT', `events must be an iterable of RouterEvent or JSON text, got ${describe(events)}`);
+    }
+    if (packed.meta.length > 0) this.inner.applyPacked(packed.meta, packed.words, this.clock());
+  }
+
+  /** Resolves once every event accepted so far is visible to reads. */
+  async flush(): Promise<void> {
+    this.open();
+    await this.inner.flush();
+  }
+
+  /** Per rank, how many leading blocks of `localHashes` it holds. */
+  findMatches(localHashes: BigUint64Array | readonly bigint[]): OverlapScores {
+    this.open();
+    return { scores: this.inner.findMatches(toHashes(localHashes, 'localHashes'), this.clock()) };
+  }
+
+  /** Hashes a request with this index's block size and matches it. */
+  findMatchesForRequest(tokens: Uint32Array | readonly number[], opts?: Omit<BlockHashOptions, 'backend'>): OverlapScores {
+    this.open();
+    return this.findMatches(this.hash(tokens, opts));
+  }
+
+  private hash(tokens: Uint32Array | readonly number[], opts: unknown): BigUint64Array {
+    const t = toTokens(tokens);
+    checkOptions(opts, 'opts', REQUEST_OPTIONS);
+    const o = parseBlockHashOptions(opts);
+    return this.impl.hashing.blockHashes(t, this.blockSize, o.loraName, o.cacheNamespace, o.eagle, o.mmOffsets, o.mmHashes);
+  }
+
+  /**
+   * Approximate mode: records that this request was routed to the rank, so its blocks count as
+   * held there until `ttlMs` after the last prediction that touched them. Blocks confirmed by real
+   * KV events never expire.
+   */
+  recordRouting(
+    workerId: WorkerId,
+    dpRank: number,
+    tokens: Uint32Array | readonly number[],
+    opts?: Omit<BlockHashOptions, 'backend'>,
+  ): void {
+    this.open();
+    if (this.ttlMs === undefined) {
+      throw new KvRouteError('ERR_INVALID_ARG', 'recordRouting needs approximate mode: pass { approximate: { ttlMs } } to the KvIndex');
+    }
+    const id = checkWorkerId(workerId);
+    const rank = checkDpRank(dpRank, 'dpRank');
+    const locals = this.hash(tokens, opts);
+    const now = this.clock();
+    this.inner.recordRouting(id, rank, locals, now, now + this.ttlMs);
+  }
+
+  /** Drops a worker's blocks: all its ranks, or only `dpRank`. Ordered after its queued events. */
+  removeWorker(workerId: WorkerId, dpRank?: number): void {
+    this.open();
+    const id = checkWorkerId(workerId);
+    this.inner.removeWorker(id, dpRank === undefined ? undefined : checkDpRank(dpRank, 'dpRank'));
+  }
+
+  /**
+   * A consistent snapshot as Stored events (one per rank per chain, parents first) that
+   * {@link KvIndex.fromDump} turns back into an equal index. Predicted blocks are not included.
+   * Serialise it with {@link stringifyEvents}: it holds bigints.
+   */
+  dump(): DumpedEvent[] {
+    this.open();
+    const { meta, words } = this.inner.dump();
+    return unpackDump(meta, words);
+  }
+
+  stats(): IndexStats {
+    this.open();
+    return toIndexStats(this.inner.stats());
+  }
+
+  /** Stops background work. Idempotent; other calls throw `ERR_CLOSED` afterwards. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.inner.close();
+  }
+}
+
+function toIndexStats(s: RawIndexStats): IndexStats {
+  return {
+    workers: s.workers,
+    ranks: s.ranks,
+    blocks: s.blocks,
+    treeNodes: s.treeNodes,
+    treeBlocks: s.treeBlocks,
+    memoryBytes: s.memoryBytes,
+    bytesPerHeldBlock: s.blocks > 0 ? s.memoryBytes / s.blocks : 0,
+    pending: s.pending,
+    events: { stored: s.stored, removed: s.removed, cleared: s.cleared },
+    rejected: {
+      parent_block_not_found: s.parentBlockNotFound,
+      block_not_found: s.blockNotFound,
+      invalid_block: s.invalidBlock,
+      ignored_tier: s.ignoredTier,
+    },
+    duplicateStores: s.duplicateStores,
+    expiredBlocks: s.expiredBlocks,
+  };
+}
