@@ -12,17 +12,32 @@ export { parseEvents, stringifyEvents } from './events/text.js';
 export type {
   BlockExtraInfo,
   BlockMmObjectInfo,
+  DumpedBlock,
+  DumpedCacheEvent,
+  DumpedData,
   DumpedEvent,
+  DumpedPayload,
   KvCacheEvent,
   KvCacheEventData,
   RemovedData,
+  RemovedPayload,
   RouterEvent,
   StorageTier,
   StoredBlock,
   StoredData,
+  StoredPayload,
   U64Like,
 } from './events/types.js';
 export type { BackendOption, BlockHashOptions } from './hashing.js';
 export { blockHashes, sequenceHashes, xxh3_64 } from './hashing.js';
-export type { IndexStats, KvIndexOptions, OverlapScores, WorkerId, WorkerScore } from './kv-index.js';
+export type {
+  AppliedCounts,
+  ApproximateOptions,
+  IndexStats,
+  KvIndexOptions,
+  OverlapScores,
+  RejectedCounts,
+  WorkerId,
+  WorkerScore,
+} from './kv-index.js';
 export { KvIndex } from './kv-index.js';

@@ -30,14 +30,44 @@ export interface KvIndexOptions {
    */
   writerThreads?: number;
   /** Approximate mode, for engines that publish no KV events: see {@link KvIndex.recordRouting}. */
-  approximate?: { ttlMs: number };
+  approximate?: ApproximateOptions;
   /** Clock in milliseconds, for prediction TTLs. Default `Date.now`. */
   now?: () => number;
 }
 
+/** Options of approximate mode. */
+export interface ApproximateOptions {
+  /** How long a predicted block counts as held after the last routing decision that touched it (ms). */
+  ttlMs: number;
+}
+
+/** Events applied, by kind. */
+export interface AppliedCounts {
+  /** Stored events applied (duplicates included). */
+  stored: number;
+  /** Removed events applied (even if some of their hashes were unknown). */
+  removed: number;
+  /** Cleared events applied. */
+  cleared: number;
+}
+
+/** Rejections, by reason (Dynamo's metric labels). */
+export interface RejectedCounts {
+  /** Stored events whose parent the rank does not hold; nothing of them applied. */
+  parent_block_not_found: number;
+  /** Hashes of Removed events that the rank does not hold (counted per hash). */
+  block_not_found: number;
+  /** Stored events naming their own parent, repeating a name, or reusing a name for another block. */
+  invalid_block: number;
+  /** Events of a storage tier other than `device`. */
+  ignored_tier: number;
+}
+
 /** One rank's overlap with a query. */
 export interface WorkerScore {
+  /** The worker. */
   workerId: bigint;
+  /** Its data-parallel rank. */
   dpRank: number;
   /** Leading blocks of the query this rank holds. */
   blocks: number;
@@ -69,10 +99,10 @@ export interface IndexStats {
   bytesPerHeldBlock: number;
   /** Events and operations accepted but not applied yet. */
   pending: number;
-  /** Events applied, by kind (a Removed event counts once even if some hashes were unknown). */
-  events: { stored: number; removed: number; cleared: number };
-  /** Events, or for `block_not_found` single hashes, that were rejected, by reason. */
-  rejected: { parent_block_not_found: number; block_not_found: number; invalid_block: number; ignored_tier: number };
+  /** Events applied, by kind. */
+  events: AppliedCounts;
+  /** What was rejected, by reason. */
+  rejected: RejectedCounts;
   /** Stored events that changed nothing (replays). Not an error. */
   duplicateStores: number;
   /** Predicted blocks removed because their TTL passed. */
@@ -258,6 +288,7 @@ export class KvIndex {
     return unpackDump(meta, words);
   }
 
+  /** Sizes, memory and event counters. */
   stats(): IndexStats {
     this.open();
     return toIndexStats(this.inner.stats());

@@ -12,6 +12,7 @@ export type StorageTier = 'device' | 'host_pinned' | 'disk' | 'external';
 
 /** A multimodal object inside a block; validated and otherwise ignored by the index. */
 export interface BlockMmObjectInfo {
+  /** Hash of the multimodal object (image, audio, ...). */
   mm_hash: U64Like;
   /** Token offsets `[start, end]` relative to the block. */
   offsets: ReadonlyArray<readonly [number, number]>;
@@ -19,6 +20,7 @@ export interface BlockMmObjectInfo {
 
 /** Multimodal content of a block; already folded into `tokens_hash` by the engine. */
 export interface BlockExtraInfo {
+  /** The objects overlapping this block. */
   mm_objects: readonly BlockMmObjectInfo[];
 }
 
@@ -28,22 +30,36 @@ export interface StoredBlock {
   block_hash: U64Like;
   /** The block's local hash: what the index is keyed by. */
   tokens_hash: U64Like;
+  /** Multimodal content, if any; validated, not used by the index. */
   mm_extra_info?: BlockExtraInfo | null;
 }
 
-/** Blocks entered a rank's cache, continuing after `parent_hash` (or from the start). */
+/** Payload of a Stored event. */
+export interface StoredPayload {
+  /** The rank's name for the block before the first one, or null to start at the root. */
+  parent_hash: U64Like | null;
+  /** Informational; the index derives positions from the parent. */
+  start_position?: number | null;
+  /** The blocks, in order. */
+  blocks: readonly StoredBlock[];
+}
+
+/** Blocks entered a rank's cache. */
 export interface StoredData {
-  stored: {
-    parent_hash: U64Like | null;
-    /** Informational; the index derives positions from the parent. */
-    start_position?: number | null;
-    blocks: readonly StoredBlock[];
-  };
+  /** The stored blocks and where they continue from. */
+  stored: StoredPayload;
+}
+
+/** Payload of a Removed event. */
+export interface RemovedPayload {
+  /** The rank's names of the removed blocks. */
+  block_hashes: readonly U64Like[];
 }
 
 /** Blocks left a rank's cache. */
 export interface RemovedData {
-  removed: { block_hashes: readonly U64Like[] };
+  /** The removed blocks. */
+  removed: RemovedPayload;
 }
 
 /** What happened: blocks stored, blocks removed, or the rank's whole cache cleared. */
@@ -55,14 +71,17 @@ export interface KvCacheEvent {
   event_id: U64Like;
   /** Data-parallel rank (default 0). */
   dp_rank?: number | bigint | string;
+  /** What happened. */
   data: KvCacheEventData;
 }
 
 /** A KV event as a worker publishes it. */
 export interface RouterEvent {
+  /** The worker that published the event. */
   worker_id: U64Like;
   /** Default `device`; events of other tiers are counted as `ignored_tier`. */
   storage_tier?: StorageTier;
+  /** The event itself. */
   event: KvCacheEvent;
   /** Accepted for compatibility with newer Dynamo publishers; ignored. */
   residency_domain?: string;
@@ -70,19 +89,48 @@ export interface RouterEvent {
   state_source?: unknown;
 }
 
+/** A block of a dumped Stored event. */
+export interface DumpedBlock extends StoredBlock {
+  /** The rank's name for the block. */
+  block_hash: bigint;
+  /** The block's local hash. */
+  tokens_hash: bigint;
+  /** Always null in dumps. */
+  mm_extra_info: null;
+}
+
+/** Payload of a dumped Stored event. */
+export interface DumpedPayload extends StoredPayload {
+  /** The rank's name of the parent block; null at the root. */
+  parent_hash: bigint | null;
+  /** Always null in dumps. */
+  start_position: null;
+  /** The blocks of one chain. */
+  blocks: DumpedBlock[];
+}
+
+/** The event part of a dumped Stored event. */
+export interface DumpedCacheEvent extends KvCacheEvent {
+  /** Sequence number within the dump, from 0. */
+  event_id: bigint;
+  /** The rank. */
+  dp_rank: number;
+  /** Always a Stored event. */
+  data: DumpedData;
+}
+
+/** The data of a dumped event: always Stored. */
+export interface DumpedData extends StoredData {
+  /** The chain of blocks. */
+  stored: DumpedPayload;
+}
+
 /** A Stored event as kvroute returns it (from `dump()`): every u64 is a bigint. */
 export interface DumpedEvent extends RouterEvent {
+  /** The worker. */
   worker_id: bigint;
+  /** Always `device`. */
   storage_tier: 'device';
-  event: {
-    event_id: bigint;
-    dp_rank: number;
-    data: {
-      stored: {
-        parent_hash: bigint | null;
-        start_position: null;
-        blocks: Array<{ block_hash: bigint; tokens_hash: bigint; mm_extra_info: null }>;
-      };
-    };
-  };
+  /** The Stored event. */
+  event: DumpedCacheEvent;
 }

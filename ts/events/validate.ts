@@ -42,12 +42,21 @@ function list(value: unknown, where: string): readonly unknown[] {
 /** Checks a u64 and writes it. */
 function u64(w: PackedWriter, value: unknown, where: string): void {
   if (typeof value === 'number') {
-    if (Number.isSafeInteger(value) && value >= 0) return w.pushNumber(value);
+    if (Number.isSafeInteger(value) && value >= 0) {
+      w.pushNumber(value);
+      return;
+    }
   } else if (typeof value === 'bigint') {
-    if (value >= 0n && value <= U64_MAX) return w.pushBigInt(value);
+    if (value >= 0n && value <= U64_MAX) {
+      w.pushBigInt(value);
+      return;
+    }
   } else if (typeof value === 'string' && DECIMAL.test(value)) {
     const v = BigInt(value);
-    if (v <= U64_MAX) return w.pushBigInt(v);
+    if (v <= U64_MAX) {
+      w.pushBigInt(v);
+      return;
+    }
   }
   fail(where, 'must be a u64 (a non-negative safe integer, a bigint or a decimal string)', value);
 }

@@ -62,7 +62,7 @@ fn u64_arg(value: &BigInt, name: &str) -> Result<u64, &'static str> {
 /// pairs for a Stored or `count` hashes for a Removed.
 fn decode_events(meta: &[u32], words: &[u64]) -> Result<Vec<RouterEvent>, &'static str> {
     let malformed = || invalid_arg("packed event batch is malformed");
-    if meta.len() % 4 != 0 {
+    if !meta.len().is_multiple_of(4) {
         return Err(malformed());
     }
     let mut events = Vec::with_capacity(meta.len() / 4);

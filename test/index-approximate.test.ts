@@ -1,0 +1,96 @@
+import { afterEach, describe, expect, test } from 'vitest';
+import { blockHashes, KvIndex } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { stored } from './helpers/events.js';
+
+describe.each(BACKENDS)('approximate mode on the %s backend', (backend) => {
+  let clock = 0;
+  const open: KvIndex[] = [];
+  afterEach(() => {
+    for (const i of open.splice(0)) i.close();
+  });
+  const make = (ttlMs = 120_000) => {
+    clock = 1_000_000;
+    const i = new KvIndex({ blockSize: 4, backend, approximate: { ttlMs }, now: () => clock });
+    open.push(i);
+    return i;
+  };
+  const tokens = Array.from({ length: 16 }, (_, k) => k + 1);
+  const blocks = (i: KvIndex, t = tokens) => i.findMatchesForRequest(t).scores.map((s) => [Number(s.workerId), s.dpRank, s.blocks]);
+
+  test('a routing decision counts as held until its TTL passes', async () => {
+    const i = make(25);
+    i.recordRouting(1, 0, tokens);
+    await i.flush();
+    expect(blocks(i)).toEqual([[1, 0, 4]]);
+    clock += 24;
+    expect(blocks(i)).toEqual([[1, 0, 4]]);
+    clock += 1;
+    expect(blocks(i), 'expired predictions stop counting at once').toEqual([]);
+    i.recordRouting(2, 0, [1, 2, 3, 4]);
+    await i.flush();
+    expect(i.stats()).toMatchObject({ blocks: 1, expiredBlocks: 4 });
+  });
+
+  test('a refresh extends only the blocks it touches', async () => {
+    const i = make(100);
+    i.recordRouting(1, 0, tokens);
+    clock += 60;
+    i.recordRouting(1, 0, tokens.slice(0, 8));
+    await i.flush();
+    clock += 50;
+    expect(blocks(i)).toEqual([[1, 0, 2]]);
+    clock += 60;
+    expect(blocks(i)).toEqual([]);
+  });
+
+  test('real KV events never expire, and confirm the predictions they cover', async () => {
+    const i = make(10);
+    const locals = [...blockHashes(tokens, 4, { backend })];
+    i.recordRouting(1, 0, tokens);
+    i.applyEvent(stored(2, locals));
+    i.applyEvent(stored(1, locals.slice(0, 2)));
+    await i.flush();
+    clock += 1_000_000;
+    i.recordRouting(3, 0, [9, 9, 9, 9]);
+    await i.flush();
+    expect(blocks(i)).toEqual([
+      [2, 0, 4],
+      [1, 0, 2],
+    ]);
+  });
+
+  test('removeWorker drops predictions of that worker only', async () => {
+    const i = make();
+    i.recordRouting(1, 0, tokens);
+    i.recordRouting(1, 1, tokens);
+    i.recordRouting(2, 0, tokens);
+    i.removeWorker(1, 1);
+    await i.flush();
+    expect(blocks(i)).toEqual([
+      [1, 0, 4],
+      [2, 0, 4],
+    ]);
+    i.removeWorker(1);
+    await i.flush();
+    expect(blocks(i)).toEqual([[2, 0, 4]]);
+  });
+
+  test('repeated prefixes keep routing to the same worker until the TTL passes', async () => {
+    const i = make(1000);
+    for (let n = 0; n < 5; n++) {
+      i.recordRouting(4, 0, [...tokens, 100 + n, 101 + n, 102 + n, 103 + n]);
+      clock += 100;
+    }
+    await i.flush();
+    expect(blocks(i)).toEqual([[4, 0, 4]]);
+    clock += 1000;
+    expect(blocks(i)).toEqual([]);
+  });
+
+  test('the clock is validated', () => {
+    const i = new KvIndex({ blockSize: 4, backend, approximate: { ttlMs: 5 }, now: () => Number.NaN });
+    open.push(i);
+    expect(() => i.recordRouting(1, 0, tokens)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG' }));
+  });
+});
