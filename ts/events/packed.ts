@@ -5,7 +5,7 @@
  *
  * `meta` holds 4 u32 per event: kind, dp rank, flags, count. `words` holds per event: worker id,
  * event id, the parent when flagged, then `count` (block_hash, tokens_hash) pairs for a Stored or
- * `count` hashes for a Removed. (Mirrors `decode_events` in the binding.)
+ * `count` hashes for a Removed. (Mirrors `kvroute_core::index::packed`.)
  * @internal
  * @module
  */

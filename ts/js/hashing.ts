@@ -7,7 +7,7 @@
 
 import type { HashingBackend } from '../backend-types.js';
 import { add64, r } from './u64.js';
-import { xxh3 } from './xxh3.js';
+import { canHashWords, xxh3, xxh3Words, xxh3WordsBatch } from './xxh3.js';
 
 const SEED = 1337;
 const utf8 = new TextEncoder();
@@ -68,10 +68,14 @@ function blockHashes(
   const seedL = r.lo;
   const count = eagle ? Math.floor(Math.max(0, tokens.length - 1) / blockSize) : Math.floor(tokens.length / blockSize);
   const windowBytes = (eagle ? blockSize + 1 : blockSize) * 4;
-  const bytes = tokenBytes(tokens);
   const out = new BigUint64Array(count);
   const words = new Uint32Array(out.buffer);
   const mmBlocks = mmOffsets && mmHashes ? mmOffsets.length - 1 : 0;
+  if (canHashWords && mmBlocks === 0) {
+    xxh3WordsBatch(tokens, blockSize, count, windowBytes, seedH, seedL, words);
+    return out;
+  }
+  const bytes = tokenBytes(tokens);
   for (let i = 0; i < count; i++) {
     const start = i * blockSize * 4;
     if (i < mmBlocks && mmOffsets && mmHashes && mmOffsets[i + 1] > mmOffsets[i]) {
@@ -95,12 +99,13 @@ function writeU64(out: BigUint64Array, words: Uint32Array, i: number): void {
   }
 }
 
+const pairWords = new Uint32Array(4);
+const pairBytes = new Uint8Array(pairWords.buffer);
+
 function sequenceHashes(local: BigUint64Array): BigUint64Array {
   const out = new BigUint64Array(local.length);
   if (local.length === 0) return out;
   const outWords = new Uint32Array(out.buffer);
-  const pair = new Uint8Array(16);
-  const pairView = new DataView(pair.buffer);
   out[0] = local[0];
   let prevH = Number(local[0] >> 32n);
   let prevL = Number(local[0] & 0xffffffffn);
@@ -108,11 +113,20 @@ function sequenceHashes(local: BigUint64Array): BigUint64Array {
   for (let i = 1; i < local.length; i++) {
     const curL = inWords ? inWords[2 * i] : Number(local[i] & 0xffffffffn);
     const curH = inWords ? inWords[2 * i + 1] : Number(local[i] >> 32n);
-    pairView.setUint32(0, prevL, true);
-    pairView.setUint32(4, prevH, true);
-    pairView.setUint32(8, curL, true);
-    pairView.setUint32(12, curH, true);
-    xxh3(pair, 0, 16, 0, SEED);
+    if (canHashWords) {
+      pairWords[0] = prevL;
+      pairWords[1] = prevH;
+      pairWords[2] = curL;
+      pairWords[3] = curH;
+      xxh3Words(pairWords, 0, 16, 0, SEED);
+    } else {
+      const view = new DataView(pairBytes.buffer);
+      view.setUint32(0, prevL, true);
+      view.setUint32(4, prevH, true);
+      view.setUint32(8, curL, true);
+      view.setUint32(12, curH, true);
+      xxh3(pairBytes, 0, 16, 0, SEED);
+    }
     prevH = r.hi;
     prevL = r.lo;
     writeU64(out, outWords, i);

@@ -1,20 +1,14 @@
 //! The `NativeKvIndex` class: kvroute-core's threaded index behind a handle. Events arrive as
-//! packed columns (see `decode_events`), one Node-API call per batch; match results leave as one
+//! packed columns (`kvroute_core::index::packed`), one Node-API call per batch; match results leave as one
 //! `BigUint64Array`. The TypeScript wrapper owns validation and the public shapes.
 
 use crate::convert::{guard, invalid_arg, to_node_error};
 use kvroute_core::hashing::{self, BlockHashOptions};
-use kvroute_core::index::{EventData, KvIndex, MatchScore, Rank, RouterEvent, StoredBlock};
+use kvroute_core::index::{packed, KvIndex, MatchScore, Rank};
 use napi::bindgen_prelude::{AsyncTask, BigInt, BigUint64Array, Uint32Array};
 use napi::{Env, Result, Task};
 use napi_derive::napi;
 use std::sync::Arc;
-
-const KIND_STORED: u32 = 0;
-const KIND_REMOVED: u32 = 1;
-const KIND_CLEARED: u32 = 2;
-const FLAG_HAS_PARENT: u32 = 1;
-const FLAG_DEVICE_TIER: u32 = 2;
 
 #[napi]
 pub struct NativeKvIndex {
@@ -57,42 +51,6 @@ fn u64_arg(value: &BigInt, name: &str) -> Result<u64, &'static str> {
     Ok(v)
 }
 
-/// Decodes packed events. `meta` holds 4 u32 per event: kind, dp rank, flags, count. `words`
-/// holds per event: worker id, event id, the parent when flagged, then `count` (ext, local)
-/// pairs for a Stored or `count` hashes for a Removed.
-fn decode_events(meta: &[u32], words: &[u64]) -> Result<Vec<RouterEvent>, &'static str> {
-    let malformed = || invalid_arg("packed event batch is malformed");
-    if !meta.len().is_multiple_of(4) {
-        return Err(malformed());
-    }
-    let mut events = Vec::with_capacity(meta.len() / 4);
-    let mut w = 0usize;
-    let mut take = |n: usize| -> Result<&[u64], &'static str> {
-        let out = words.get(w..w + n).ok_or_else(malformed)?;
-        w += n;
-        Ok(out)
-    };
-    for m in meta.chunks_exact(4) {
-        let (kind, dp_rank, flags, count) = (m[0], m[1], m[2], m[3] as usize);
-        let head = take(2)?;
-        let rank = Rank::new(head[0], dp_rank);
-        let event_id = head[1];
-        let data = match kind {
-            KIND_STORED => {
-                let parent = if flags & FLAG_HAS_PARENT != 0 { Some(take(1)?[0]) } else { None };
-                let pairs = take(2 * count)?;
-                let blocks = pairs.chunks_exact(2).map(|p| StoredBlock { ext: p[0], local: p[1] }).collect();
-                EventData::Stored { parent, blocks }
-            }
-            KIND_REMOVED => EventData::Removed { hashes: take(count)?.to_vec() },
-            KIND_CLEARED => EventData::Cleared,
-            _ => return Err(malformed()),
-        };
-        events.push(RouterEvent { rank, event_id, device_tier: flags & FLAG_DEVICE_TIER != 0, data });
-    }
-    Ok(events)
-}
-
 /// Match results as (worker id, dp rank << 32 | blocks, tree size) triples, already sorted.
 fn pack_scores(scores: &[MatchScore]) -> BigUint64Array {
     let mut out = Vec::with_capacity(scores.len() * 3);
@@ -112,7 +70,7 @@ impl NativeKvIndex {
     #[napi(js_name = "applyPacked")]
     pub fn apply_packed(&self, meta: Uint32Array, words: BigUint64Array, now_ms: f64) -> Result<(), &'static str> {
         guard(|| {
-            let events = decode_events(&meta, &words)?;
+            let events = packed::decode(&meta, &words).map_err(to_node_error)?;
             self.inner.apply_events(events, now_ms).map_err(to_node_error)
         })
     }
@@ -185,16 +143,7 @@ impl NativeKvIndex {
     #[napi]
     pub fn dump(&self) -> Result<NativeDump, &'static str> {
         guard(|| {
-            let dump = self.inner.dump().map_err(to_node_error)?;
-            let mut meta = Vec::with_capacity(dump.len() * 4);
-            let mut words = Vec::new();
-            for d in &dump {
-                let flags = FLAG_DEVICE_TIER | if d.parent.is_some() { FLAG_HAS_PARENT } else { 0 };
-                meta.extend([KIND_STORED, d.rank.dp_rank, flags, d.blocks.len() as u32]);
-                words.extend([d.rank.worker_id, 0]);
-                words.extend(d.parent);
-                words.extend(d.blocks.iter().flat_map(|b| [b.ext, b.local]));
-            }
+            let (meta, words) = packed::encode_dump(&self.inner.dump().map_err(to_node_error)?);
             Ok(NativeDump { meta: Uint32Array::new(meta), words: BigUint64Array::new(words) })
         })
     }

@@ -37,6 +37,7 @@
 pub mod concurrent;
 pub mod event;
 mod expiry;
+pub mod packed;
 pub mod stats;
 pub mod tree;
 
