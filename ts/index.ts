@@ -41,3 +41,7 @@ export type {
   WorkerScore,
 } from './kv-index.js';
 export { KvIndex } from './kv-index.js';
+export type { GenerateTraceOptions } from './replay/generate.js';
+export { generateTrace, traceToJsonl } from './replay/generate.js';
+export type { LoadTraceOptions, Trace, TraceRequest } from './replay/trace.js';
+export { loadTrace, parseTrace, synthesizeTokens } from './replay/trace.js';

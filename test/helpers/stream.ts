@@ -76,7 +76,9 @@ export class RandomStream {
     } else if (p < 0.65) {
       parent = r.u64();
     }
-    const locals = Array.from({ length: 1 + r.int(4) }, () => BigInt(1 + r.int(ALPHABET)));
+    // Mostly short stores; now and then one long enough to be applied in parts natively.
+    const length = r.chance(0.02) ? 65 + r.int(100) : 1 + r.int(4);
+    const locals = Array.from({ length }, () => BigInt(1 + r.int(ALPHABET)));
     let exts = names([...prefix, ...locals], salt).slice(prefix.length);
     if (r.chance(0.03)) exts = exts.map(() => BigInt(1 + r.int(6))); // provoke renames and name conflicts
     return { worker, dpRank, data: { stored: { parent, blocks: locals.map((local, i) => ({ ext: exts[i], local })) } } };

@@ -30,6 +30,8 @@ export class PackedWriter {
   private meta: Uint32Array<ArrayBuffer> = new Uint32Array(64);
   private metaLen = 0;
   private words: Uint32Array<ArrayBuffer> = new Uint32Array(256);
+  /** The same buffer as u64s: a bigint is stored with no BigInt arithmetic. */
+  private words64 = new BigUint64Array(this.words.buffer);
   private wordsLen = 0;
 
   get eventCount(): number {
@@ -44,9 +46,16 @@ export class PackedWriter {
     this.meta[this.metaLen++] = count;
   }
 
+  private ensureWords(): void {
+    if (this.wordsLen + 2 > this.words.length) {
+      this.words = grow(this.words, this.wordsLen + 2);
+      this.words64 = new BigUint64Array(this.words.buffer);
+    }
+  }
+
   /** Writes a u64 given as (hi, lo) u32 halves. */
   pushHalves(hi: number, lo: number): void {
-    if (this.wordsLen + 2 > this.words.length) this.words = grow(this.words, this.wordsLen + 2);
+    this.ensureWords();
     if (LITTLE_ENDIAN) {
       this.words[this.wordsLen++] = lo;
       this.words[this.wordsLen++] = hi;
@@ -61,8 +70,11 @@ export class PackedWriter {
     this.pushHalves(Math.floor(n / TWO_32), n >>> 0);
   }
 
+  /** Writes a bigint already checked to be in [0, 2^64). */
   pushBigInt(v: bigint): void {
-    this.pushHalves(Number(v >> 32n), Number(v & 0xffffffffn));
+    this.ensureWords();
+    this.words64[this.wordsLen >>> 1] = v;
+    this.wordsLen += 2;
   }
 
   finish(): PackedEvents {

@@ -2,6 +2,9 @@
  * Validation of `RouterEvent`s, writing each valid event straight into a packed batch. A batch is
  * all-or-nothing: the first invalid event throws `ERR_INVALID_EVENT` naming the field, and the
  * partly written batch is discarded.
+ *
+ * This runs for every block of every event, so nothing is allocated on the success path: field
+ * paths are static templates (`#` stands for an index) turned into text only when a check fails.
  * @internal
  * @module
  */
@@ -22,33 +25,57 @@ const REMOVED_KEYS = new Set(['block_hashes']);
 const MM_KEYS = new Set(['mm_objects']);
 const MM_OBJECT_KEYS = new Set(['mm_hash', 'offsets']);
 
-function fail(where: string, what: string, value: unknown): never {
-  throw new KvRouteError('ERR_INVALID_EVENT', `${where} ${what}, got ${describe(value)}`);
+/** Where the event being validated sits: its label (`events[3]`, `line 7`) is built on failure. */
+class Where {
+  index = 0;
+  constructor(readonly label: (i: number) => string) {}
+
+  /** The full path of `field`, a template whose `#`s are replaced by `indexes` in order. */
+  path(field: string, indexes: readonly number[]): string {
+    let k = 0;
+    return this.label(this.index) + field.replace(/#/g, () => String(indexes[k++]));
+  }
 }
 
-function record(value: unknown, where: string, keys: ReadonlySet<string>): Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) fail(where, 'must be an object', value);
+function fail(at: Where, field: string, indexes: readonly number[], what: string, value: unknown): never {
+  throw new KvRouteError('ERR_INVALID_EVENT', `${at.path(field, indexes)} ${what}, got ${describe(value)}`);
+}
+
+function missing(at: Where, field: string, hint = ''): never {
+  throw new KvRouteError('ERR_INVALID_EVENT', `${at.path(field, [])} is missing${hint}`);
+}
+
+const NO_INDEX: readonly number[] = [];
+
+function record(
+  value: unknown,
+  at: Where,
+  field: string,
+  keys: ReadonlySet<string>,
+  indexes: readonly number[] = NO_INDEX,
+): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) fail(at, field, indexes, 'must be an object', value);
   for (const key in value) {
-    if (!keys.has(key)) throw new KvRouteError('ERR_INVALID_EVENT', `${where} has an unknown field "${key}"`);
+    if (!keys.has(key)) throw new KvRouteError('ERR_INVALID_EVENT', `${at.path(field, indexes)} has an unknown field "${key}"`);
   }
   return value as Record<string, unknown>;
 }
 
-function list(value: unknown, where: string): readonly unknown[] {
-  if (!Array.isArray(value)) fail(where, 'must be an array', value);
+function list(value: unknown, at: Where, field: string, indexes: readonly number[] = NO_INDEX): readonly unknown[] {
+  if (!Array.isArray(value)) fail(at, field, indexes, 'must be an array', value);
   return value;
 }
 
 /** Checks a u64 and writes it. */
-function u64(w: PackedWriter, value: unknown, where: string): void {
-  if (typeof value === 'number') {
-    if (Number.isSafeInteger(value) && value >= 0) {
-      w.pushNumber(value);
-      return;
-    }
-  } else if (typeof value === 'bigint') {
+function u64(w: PackedWriter, value: unknown, at: Where, field: string, i = -1, j = -1): void {
+  if (typeof value === 'bigint') {
     if (value >= 0n && value <= U64_MAX) {
       w.pushBigInt(value);
+      return;
+    }
+  } else if (typeof value === 'number') {
+    if (Number.isSafeInteger(value) && value >= 0) {
+      w.pushNumber(value);
       return;
     }
   } else if (typeof value === 'string' && DECIMAL.test(value)) {
@@ -58,98 +85,104 @@ function u64(w: PackedWriter, value: unknown, where: string): void {
       return;
     }
   }
-  fail(where, 'must be a u64 (a non-negative safe integer, a bigint or a decimal string)', value);
+  fail(at, field, [i, j], 'must be a u64 (a non-negative safe integer, a bigint or a decimal string)', value);
 }
 
 /** Checks a u32 given as a number, bigint or decimal string. */
-function u32(value: unknown, where: string): number {
+function u32(value: unknown, at: Where, field: string): number {
   const n = typeof value === 'bigint' ? Number(value) : typeof value === 'string' && DECIMAL.test(value) ? Number(value) : value;
   if (typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= U32_MAX) return n;
-  return fail(where, 'must be an integer in [0, 2^32)', value);
+  return fail(at, field, NO_INDEX, 'must be an integer in [0, 2^32)', value);
 }
 
-function checkMmExtraInfo(value: unknown, where: string, scratch: PackedWriter): void {
-  if (value === null || value === undefined) return;
-  const info = record(value, where, MM_KEYS);
-  list(info.mm_objects, `${where}.mm_objects`).forEach((o, i) => {
-    const obj = record(o, `${where}.mm_objects[${i}]`, MM_OBJECT_KEYS);
-    u64(scratch, obj.mm_hash, `${where}.mm_objects[${i}].mm_hash`);
-    list(obj.offsets, `${where}.mm_objects[${i}].offsets`).forEach((pair, j) => {
-      const at = `${where}.mm_objects[${i}].offsets[${j}]`;
-      const p = list(pair, at);
-      if (p.length !== 2 || !p.every((x) => Number.isInteger(x) && (x as number) >= 0))
-        fail(at, 'must be a pair of non-negative integers', pair);
+function checkMmExtraInfo(value: unknown, at: Where, b: number): void {
+  const base = '.event.data.stored.blocks[#].mm_extra_info';
+  const info = record(value, at, base, MM_KEYS, [b]);
+  const scratch = new PackedWriter();
+  list(info.mm_objects, at, `${base}.mm_objects`, [b]).forEach((o, i) => {
+    const obj = record(o, at, `${base}.mm_objects[#]`, MM_OBJECT_KEYS, [b, i]);
+    u64(scratch, obj.mm_hash, at, `${base}.mm_objects[#].mm_hash`, b, i);
+    list(obj.offsets, at, `${base}.mm_objects[#].offsets`, [b, i]).forEach((pair, j) => {
+      const ok = Array.isArray(pair) && pair.length === 2 && pair.every((x) => Number.isInteger(x) && (x as number) >= 0);
+      if (!ok) fail(at, `${base}.mm_objects[#].offsets[#]`, [b, i, j], 'must be a pair of non-negative integers', pair);
     });
   });
 }
 
-function packStored(w: PackedWriter, data: unknown, where: string, dpRank: number, flags: number, head: () => void): void {
-  const s = record(data, where, STORED_KEYS);
-  if (!('parent_hash' in s)) throw new KvRouteError('ERR_INVALID_EVENT', `${where}.parent_hash is missing (use null for none)`);
-  if (s.start_position !== undefined && s.start_position !== null) u32(s.start_position, `${where}.start_position`);
-  const blocks = list(s.blocks, `${where}.blocks`);
+function packStored(w: PackedWriter, data: unknown, at: Where, dpRank: number, flags: number, head: () => void): void {
+  const s = record(data, at, '.event.data.stored', STORED_KEYS);
+  if (!('parent_hash' in s)) missing(at, '.event.data.stored.parent_hash', ' (use null for none)');
+  if (s.start_position !== undefined && s.start_position !== null) u32(s.start_position, at, '.event.data.stored.start_position');
+  const blocks = list(s.blocks, at, '.event.data.stored.blocks');
   const hasParent = s.parent_hash !== null;
   w.pushMeta(KIND_STORED, dpRank, flags | (hasParent ? FLAG_HAS_PARENT : 0), blocks.length);
   head();
-  if (hasParent) u64(w, s.parent_hash, `${where}.parent_hash`);
+  if (hasParent) u64(w, s.parent_hash, at, '.event.data.stored.parent_hash');
   for (let i = 0; i < blocks.length; i++) {
-    const at = `${where}.blocks[${i}]`;
-    const b = record(blocks[i], at, BLOCK_KEYS);
-    u64(w, b.block_hash, `${at}.block_hash`);
-    u64(w, b.tokens_hash, `${at}.tokens_hash`);
-    if (b.mm_extra_info !== undefined && b.mm_extra_info !== null)
-      checkMmExtraInfo(b.mm_extra_info, `${at}.mm_extra_info`, new PackedWriter());
+    const b = record(blocks[i], at, '.event.data.stored.blocks[#]', BLOCK_KEYS, [i]);
+    u64(w, b.block_hash, at, '.event.data.stored.blocks[#].block_hash', i);
+    u64(w, b.tokens_hash, at, '.event.data.stored.blocks[#].tokens_hash', i);
+    if (b.mm_extra_info !== undefined && b.mm_extra_info !== null) checkMmExtraInfo(b.mm_extra_info, at, i);
   }
 }
 
-function packRemoved(w: PackedWriter, data: unknown, where: string, dpRank: number, flags: number, head: () => void): void {
-  const r = record(data, where, REMOVED_KEYS);
-  const hashes = list(r.block_hashes, `${where}.block_hashes`);
+function packRemoved(w: PackedWriter, data: unknown, at: Where, dpRank: number, flags: number, head: () => void): void {
+  const r = record(data, at, '.event.data.removed', REMOVED_KEYS);
+  const hashes = list(r.block_hashes, at, '.event.data.removed.block_hashes');
   w.pushMeta(KIND_REMOVED, dpRank, flags, hashes.length);
   head();
-  for (let i = 0; i < hashes.length; i++) u64(w, hashes[i], `${where}.block_hashes[${i}]`);
+  for (let i = 0; i < hashes.length; i++) u64(w, hashes[i], at, '.event.data.removed.block_hashes[#]', i);
 }
 
 /** Validates one event and appends it to `w`. */
-export function packEvent(w: PackedWriter, value: unknown, where: string): void {
-  const e = record(value, where, TOP_KEYS);
+function packEvent(w: PackedWriter, value: unknown, at: Where): void {
+  const e = record(value, at, '', TOP_KEYS);
   const tier = e.storage_tier ?? 'device';
   if (typeof tier !== 'string' || !TIERS.has(tier))
-    fail(`${where}.storage_tier`, 'must be one of device, host_pinned, disk, external', tier);
+    fail(at, '.storage_tier', NO_INDEX, 'must be one of device, host_pinned, disk, external', tier);
   if (e.residency_domain !== undefined && typeof e.residency_domain !== 'string')
-    fail(`${where}.residency_domain`, 'must be a string', e.residency_domain);
-  const ev = record(e.event, `${where}.event`, EVENT_KEYS);
-  const dpRank = ev.dp_rank === undefined || ev.dp_rank === null ? 0 : u32(ev.dp_rank, `${where}.event.dp_rank`);
-  if (!('worker_id' in e)) throw new KvRouteError('ERR_INVALID_EVENT', `${where}.worker_id is missing`);
-  if (!('event_id' in ev)) throw new KvRouteError('ERR_INVALID_EVENT', `${where}.event.event_id is missing`);
+    fail(at, '.residency_domain', NO_INDEX, 'must be a string', e.residency_domain);
+  const ev = record(e.event, at, '.event', EVENT_KEYS);
+  const dpRank = ev.dp_rank === undefined || ev.dp_rank === null ? 0 : u32(ev.dp_rank, at, '.event.dp_rank');
+  if (!('worker_id' in e)) missing(at, '.worker_id');
+  if (!('event_id' in ev)) missing(at, '.event.event_id');
   const flags = tier === 'device' ? FLAG_DEVICE_TIER : 0;
   const head = () => {
-    u64(w, e.worker_id, `${where}.worker_id`);
-    u64(w, ev.event_id, `${where}.event.event_id`);
+    u64(w, e.worker_id, at, '.worker_id');
+    u64(w, ev.event_id, at, '.event.event_id');
   };
   const data = ev.data;
-  const at = `${where}.event.data`;
   if (data === 'cleared') {
     w.pushMeta(KIND_CLEARED, dpRank, flags, 0);
     head();
     return;
   }
-  if (data === null || typeof data !== 'object' || Array.isArray(data)) fail(at, 'must be {stored}, {removed} or "cleared"', data);
-  const keys = Object.keys(data);
-  if (keys.length !== 1) fail(at, 'must have exactly one of "stored" or "removed"', keys.join(', '));
+  if (data === null || typeof data !== 'object' || Array.isArray(data))
+    fail(at, '.event.data', NO_INDEX, 'must be {stored}, {removed} or "cleared"', data);
   const d = data as Record<string, unknown>;
-  if (keys[0] === 'stored') packStored(w, d.stored, `${at}.stored`, dpRank, flags, head);
-  else if (keys[0] === 'removed') packRemoved(w, d.removed, `${at}.removed`, dpRank, flags, head);
-  else throw new KvRouteError('ERR_INVALID_EVENT', `${at} has an unknown variant "${keys[0]}" (expected stored, removed or "cleared")`);
+  let variant: string | undefined;
+  let count = 0;
+  for (const key in d) {
+    variant = key;
+    count++;
+  }
+  if (count !== 1) fail(at, '.event.data', NO_INDEX, 'must have exactly one of "stored" or "removed"', Object.keys(d).join(', '));
+  if (variant === 'stored') packStored(w, d.stored, at, dpRank, flags, head);
+  else if (variant === 'removed') packRemoved(w, d.removed, at, dpRank, flags, head);
+  else
+    throw new KvRouteError(
+      'ERR_INVALID_EVENT',
+      `${at.path('.event.data', NO_INDEX)} has an unknown variant "${variant}" (expected stored, removed or "cleared")`,
+    );
 }
 
 /** Validates and packs a batch; `label(i)` names event i in error messages. */
 export function packEvents(values: Iterable<unknown>, label: (i: number) => string): PackedEvents {
   const w = new PackedWriter();
-  let i = 0;
+  const at = new Where(label);
   for (const value of values) {
-    packEvent(w, value, label(i));
-    i++;
+    packEvent(w, value, at);
+    at.index++;
   }
   return w.finish();
 }

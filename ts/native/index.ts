@@ -8,16 +8,6 @@ import type { IndexBackend, RawIndexStats, RawScore } from '../backend-types.js'
 import { fromNativeError, KvRouteError, type KvRouteErrorCode } from '../errors.js';
 import type { NativeBinding } from './binding.js';
 
-/** Decodes (worker id, dp rank << 32 | blocks, tree size) triples. */
-export function decodeScores(packed: BigUint64Array): RawScore[] {
-  const out: RawScore[] = new Array(packed.length / 3);
-  for (let i = 0, j = 0; j < packed.length; i++, j += 3) {
-    const mid = packed[j + 1];
-    out[i] = { workerId: packed[j], dpRank: Number(mid >> 32n), blocks: Number(mid & 0xffffffffn), treeSize: Number(packed[j + 2]) };
-  }
-  return out;
-}
-
 function call<T>(fn: () => T): T {
   try {
     return fn();
@@ -28,12 +18,31 @@ function call<T>(fn: () => T): T {
 
 export function nativeIndex(binding: NativeBinding, writerThreads: number): IndexBackend {
   const inner = call(() => new binding.NativeKvIndex(writerThreads));
+  // Result buffers reused across calls; grown when a query matches more ranks than they hold.
+  let ids = new BigUint64Array(64);
+  let nums = new Uint32Array(3 * 64);
+  function findMatches(locals: BigUint64Array, nowMs: number): RawScore[] {
+    let n: number;
+    try {
+      n = inner.findMatchesInto(locals, nowMs, ids, nums);
+      if (n > ids.length) {
+        ids = new BigUint64Array(2 * n);
+        nums = new Uint32Array(6 * n);
+        n = inner.findMatchesInto(locals, nowMs, ids, nums);
+      }
+    } catch (err) {
+      throw fromNativeError(err);
+    }
+    const out: RawScore[] = new Array(n);
+    for (let i = 0; i < n; i++) out[i] = { workerId: ids[i], dpRank: nums[3 * i], blocks: nums[3 * i + 1], treeSize: nums[3 * i + 2] };
+    return out;
+  }
   return {
     applyPacked: (meta, words, nowMs) => call(() => inner.applyPacked(meta, words, nowMs)),
     removeWorker: (workerId, dpRank) => call(() => inner.removeWorker(workerId, dpRank)),
     recordRouting: (workerId, dpRank, locals, nowMs, expiresAtMs) =>
       call(() => inner.recordRouting(workerId, dpRank, locals, nowMs, expiresAtMs)),
-    findMatches: (locals, nowMs) => decodeScores(call(() => inner.findMatches(locals, nowMs))),
+    findMatches,
     async flush() {
       const outcome = (await inner.flush()) as string;
       if (outcome !== '') {

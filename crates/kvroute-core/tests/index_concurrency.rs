@@ -96,3 +96,56 @@ fn writer_thread_count_is_validated() {
     assert!(KvIndex::new(0).is_err());
     assert!(KvIndex::new(65).is_err());
 }
+
+/// Stores and removals long enough to be applied in parts: the result equals the model, a long
+/// store that is invalid only near its end changes nothing, and concurrent reads never see more
+/// than the rank holds after the event.
+#[test]
+fn long_events_apply_in_parts_without_changing_semantics() {
+    use common::event;
+    use kvroute_core::index::{EventData, StoredBlock};
+    let r = rank(9, 0);
+    let long: Vec<u64> = (1..=300).collect();
+    let mut events = vec![store(r, &[], &long[..200]), store(r, &long[..200], &long[200..])];
+    // Invalid only at block 150: reuses the name of block 10. Must be rejected whole.
+    let mut bad = store(r, &[], &(1000..1200).collect::<Vec<_>>());
+    if let EventData::Stored { blocks, .. } = &mut bad.data {
+        blocks[150] = StoredBlock { ext: common::names(&[], &long, 0)[9], local: 7777 };
+    }
+    events.push(bad);
+    events.push(remove(r, &long, &(100..=300).rev().step_by(3).collect::<Vec<_>>()));
+    events.push(event(r, EventData::Removed { hashes: (0..100).map(|i| 0xdead_0000 + i).collect() }));
+    let mut model = Model::default();
+    for e in &events {
+        model.apply(e);
+    }
+    let index = Arc::new(KvIndex::new(2).unwrap());
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (index, done) = (Arc::clone(&index), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let query: Vec<u64> = (1..=300).collect();
+            while !done.load(Ordering::Acquire) {
+                for s in index.find_matches(&query, 0.0).unwrap() {
+                    assert!(s.blocks <= 300);
+                }
+                assert!(index.find_matches(&[1000], 0.0).unwrap().is_empty(), "a rejected store leaked");
+            }
+        })
+    };
+    for _ in 0..20 {
+        index.apply_events(events.clone(), 0.0).unwrap();
+        index.remove_worker(9, None).unwrap();
+    }
+    index.apply_events(events, 0.0).unwrap();
+    index.flush().unwrap();
+    done.store(true, Ordering::Release);
+    reader.join().unwrap();
+    let got: Vec<(Rank, u32, u32)> =
+        index.find_matches(&long, 0.0).unwrap().iter().map(|s| (s.rank, s.blocks, s.tree_size)).collect();
+    assert_eq!(got, model.find_matches(&long));
+    let (stats, _) = index.stats().unwrap();
+    assert_eq!(stats.events.invalid_block, 21);
+    assert_eq!(stats.events.block_not_found, 21 * 100);
+    assert_eq!(stats.events.stored, 42);
+}

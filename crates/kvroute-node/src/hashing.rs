@@ -32,7 +32,7 @@ pub fn block_hashes(
     })
 }
 
-pub fn split_mm<'a>(offsets: Option<&'a [u32]>, hashes: Option<&'a [u64]>) -> Result<Vec<&'a [u64]>, &'static str> {
+fn split_mm<'a>(offsets: Option<&'a [u32]>, hashes: Option<&'a [u64]>) -> Result<Vec<&'a [u64]>, &'static str> {
     let (Some(offsets), Some(hashes)) = (offsets, hashes) else {
         return Ok(Vec::new());
     };

@@ -3,8 +3,7 @@
 //! `BigUint64Array`. The TypeScript wrapper owns validation and the public shapes.
 
 use crate::convert::{guard, invalid_arg, to_node_error};
-use kvroute_core::hashing::{self, BlockHashOptions};
-use kvroute_core::index::{packed, KvIndex, MatchScore, Rank};
+use kvroute_core::index::{packed, KvIndex, Rank};
 use napi::bindgen_prelude::{AsyncTask, BigInt, BigUint64Array, Uint32Array};
 use napi::{Env, Result, Task};
 use napi_derive::napi;
@@ -51,15 +50,6 @@ fn u64_arg(value: &BigInt, name: &str) -> Result<u64, &'static str> {
     Ok(v)
 }
 
-/// Match results as (worker id, dp rank << 32 | blocks, tree size) triples, already sorted.
-fn pack_scores(scores: &[MatchScore]) -> BigUint64Array {
-    let mut out = Vec::with_capacity(scores.len() * 3);
-    for s in scores {
-        out.extend([s.rank.worker_id, (u64::from(s.rank.dp_rank) << 32) | u64::from(s.blocks), u64::from(s.tree_size)]);
-    }
-    BigUint64Array::new(out)
-}
-
 #[napi]
 impl NativeKvIndex {
     #[napi(constructor)]
@@ -95,35 +85,33 @@ impl NativeKvIndex {
         })
     }
 
-    #[napi(js_name = "findMatches")]
-    pub fn find_matches(&self, locals: BigUint64Array, now_ms: f64) -> Result<BigUint64Array, &'static str> {
-        guard(|| Ok(pack_scores(&self.inner.find_matches(&locals, now_ms).map_err(to_node_error)?)))
-    }
-
-    /// Hashes a request and matches it in one call.
-    #[napi(js_name = "findMatchesForTokens")]
-    #[allow(clippy::too_many_arguments)]
-    pub fn find_matches_for_tokens(
+    /// Matches into caller-owned buffers: worker ids into `ids`, (dp rank, blocks, tree size)
+    /// triples into `nums`. Returns the number of scores; when it exceeds the buffers' room,
+    /// nothing is written and the caller retries with larger ones. Reusing buffers spares an
+    /// allocation and a finaliser per call on the hottest read path.
+    #[napi(js_name = "findMatchesInto")]
+    pub fn find_matches_into(
         &self,
-        tokens: Uint32Array,
-        block_size: u32,
-        lora_name: Option<String>,
-        cache_namespace: Option<String>,
-        eagle: bool,
-        mm_offsets: Option<Uint32Array>,
-        mm_hashes: Option<BigUint64Array>,
+        locals: BigUint64Array,
         now_ms: f64,
-    ) -> Result<BigUint64Array, &'static str> {
+        mut ids: BigUint64Array,
+        mut nums: Uint32Array,
+    ) -> Result<u32, &'static str> {
         guard(|| {
-            let per_block = crate::hashing::split_mm(mm_offsets.as_deref(), mm_hashes.as_deref())?;
-            let opts = BlockHashOptions {
-                lora_name: lora_name.as_deref(),
-                cache_namespace: cache_namespace.as_deref(),
-                eagle,
-                mm_hashes: &per_block,
-            };
-            let locals = hashing::block_hashes(&tokens, block_size, &opts).map_err(to_node_error)?;
-            Ok(pack_scores(&self.inner.find_matches(&locals, now_ms).map_err(to_node_error)?))
+            let scores = self.inner.find_matches(&locals, now_ms).map_err(to_node_error)?;
+            if scores.len() <= ids.len() && 3 * scores.len() <= nums.len() {
+                // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript
+                // can touch the buffers while they are written; they are private to the wrapper
+                // in ts/native/index.ts and never exposed to users.
+                let (ids, nums) = unsafe { (ids.as_mut(), nums.as_mut()) };
+                for (i, s) in scores.iter().enumerate() {
+                    ids[i] = s.rank.worker_id;
+                    nums[3 * i] = s.rank.dp_rank;
+                    nums[3 * i + 1] = s.blocks;
+                    nums[3 * i + 2] = s.tree_size;
+                }
+            }
+            Ok(scores.len() as u32)
         })
     }
 

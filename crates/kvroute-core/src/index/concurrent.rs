@@ -1,16 +1,18 @@
-//! [`KvIndex`]: the tree behind a reader-writer lock, fed by background writer threads.
+//! [`KvIndex`]: the tree, readable without waiting, fed by background writer threads.
 //!
 //! Callers enqueue events and return at once; each worker id is pinned to one writer thread (round
-//! robin on first sight), so one worker's events apply in order. Writers take the write lock per
-//! event, so a read waits at most for one event's application, never for the queue. Reads run on
-//! the caller's thread under the read lock and always see the state between two events.
+//! robin on first sight), so one worker's events apply in order. The tree is kept twice,
+//! left-right style (see `lock.rs`): reads run on the caller's thread on the published copy and
+//! never wait, not even for a writer; each event becomes visible whole, so a read always sees a
+//! state the ranks held at some instant.
 
 use super::event::{Rank, RouterEvent, WorkerId};
+use super::lock::LeftRight;
 use super::stats::IndexStats;
 use super::tree::{DumpedStore, MatchScore, Tree};
 use crate::KvError;
 use crossbeam_channel::{unbounded, Sender};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 use rustc_hash::FxHashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,7 +30,8 @@ enum Op {
 }
 
 struct Shared {
-    tree: RwLock<Tree>,
+    /// Two copies of the tree: reads never wait (see `lock.rs`).
+    tree: LeftRight<Tree>,
     /// Ops enqueued per writer; compared with `applied` by `flush`.
     enqueued: Vec<AtomicU64>,
     applied: Mutex<Vec<u64>>,
@@ -54,7 +57,7 @@ impl KvIndex {
             )));
         }
         let shared = Arc::new(Shared {
-            tree: RwLock::new(Tree::new()),
+            tree: LeftRight::new(Tree::new(), Tree::new()),
             enqueued: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
             applied: Mutex::new(vec![0; writer_threads]),
             progress: Condvar::new(),
@@ -199,7 +202,9 @@ impl KvIndex {
     /// Stats, plus the number of ops still queued.
     pub fn stats(&self) -> Result<(IndexStats, u64), KvError> {
         self.ensure_open()?;
-        let stats = self.shared.tree.read().stats();
+        let mut stats = self.shared.tree.read().stats();
+        // Both copies count.
+        stats.memory_bytes *= 2;
         let applied = self.shared.applied.lock().clone();
         let pending = self.shared.enqueued.iter().zip(applied).map(|(e, a)| e.load(Ordering::Acquire) - a).sum();
         Ok((stats, pending))
@@ -229,16 +234,16 @@ impl Drop for KvIndex {
     }
 }
 
-fn apply(tree: &RwLock<Tree>, op: Op) {
+fn apply(tree: &LeftRight<Tree>, op: Op) {
     match op {
         Op::Events { events, now_ms } => {
             for event in &events {
-                tree.write().apply_event(event, now_ms);
+                tree.write(|t| t.apply_event(event, now_ms));
             }
         }
-        Op::RemoveWorker { worker_id, dp_rank } => tree.write().remove_worker(worker_id, dp_rank),
+        Op::RemoveWorker { worker_id, dp_rank } => tree.write(|t| t.remove_worker(worker_id, dp_rank)),
         Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms } => {
-            tree.write().record_prediction(rank, &locals, &seq_hashes, now_ms, expires_at_ms);
+            tree.write(|t| t.record_prediction(rank, &locals, &seq_hashes, now_ms, expires_at_ms));
         }
         Op::Stop => {}
     }

@@ -27,9 +27,12 @@
 //!    expiry never increases along a path, so expired predictions are a suffix that a binary
 //!    search finds without any write.
 //!
-//! Differences from Dynamo's concurrent compressed tree: one reader-writer lock over the tree
-//! instead of per-node locks and epochs (a read waits for at most one event's application, and
-//! single-writer throughput is higher without per-node synchronisation); no anchors or sharding;
+//! Concurrency: the tree is kept twice, left-right style ([`lock`]): queries read the published
+//! copy without any lock and never wait; a writer updates the other copy, publishes it, waits for
+//! readers to leave the old one and replays the operation there. Dynamo's concurrent tree uses
+//! per-node locks and epochs instead; ours trades twice the memory and write work (on background
+//! threads) for reads that cannot be held up by writers at all, and for simple single-threaded
+//! tree code. Growth never stalls a writer for long either ([`growth`]). No anchors or sharding;
 //! edges are never re-merged after removals (neither are Dynamo's).
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
@@ -37,6 +40,8 @@
 pub mod concurrent;
 pub mod event;
 mod expiry;
+pub mod growth;
+pub mod lock;
 pub mod packed;
 pub mod stats;
 pub mod tree;

@@ -12,6 +12,7 @@ mod remove;
 mod store;
 
 use crate::index::event::{EventData, Rank, RouterEvent};
+use crate::index::growth::ChunkedVec;
 use crate::index::stats::{EventCounters, IndexStats, Rejection};
 use children::Children;
 use ranks::{RankTable, Slot};
@@ -72,7 +73,7 @@ impl Node {
 }
 
 /// Where one block sits: its node and its offset in that node's edge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Loc {
     node: NodeId,
     pos: u32,
@@ -81,9 +82,9 @@ struct Loc {
 /// Per-position data, indexed by [`BlockId`].
 #[derive(Debug, Default)]
 struct BlockArena {
-    loc: Vec<Loc>,
+    loc: ChunkedVec<Loc>,
     /// The canonical name: the external hash of the rank that created the position.
-    ext: Vec<u64>,
+    ext: ChunkedVec<u64>,
     free: Vec<BlockId>,
 }
 
@@ -94,9 +95,8 @@ impl BlockArena {
             self.ext[id as usize] = ext;
             id
         } else {
-            self.loc.push(loc);
             self.ext.push(ext);
-            (self.loc.len() - 1) as BlockId
+            self.loc.push(loc) as BlockId
         }
     }
 
@@ -108,7 +108,7 @@ impl BlockArena {
 /// The single-threaded tree. [`crate::index::KvIndex`] wraps it for concurrent use.
 #[derive(Debug)]
 pub struct Tree {
-    nodes: Vec<Node>,
+    nodes: ChunkedVec<Node>,
     free_nodes: Vec<NodeId>,
     blocks: BlockArena,
     ranks: RankTable,
@@ -126,9 +126,10 @@ impl Default for Tree {
 
 impl Tree {
     pub fn new() -> Self {
-        let root = Node::default();
+        let mut nodes = ChunkedVec::default();
+        nodes.push(Node::default()); // the root
         Self {
-            nodes: vec![root],
+            nodes,
             free_nodes: Vec::new(),
             blocks: BlockArena::default(),
             ranks: RankTable::default(),
@@ -149,31 +150,36 @@ impl Tree {
             EventData::Stored { parent, blocks } => {
                 let slot = self.ranks.get_or_insert(event.rank);
                 match self.store(slot, *parent, blocks, None) {
-                    Ok(changed) => {
-                        self.counters.stored += 1;
-                        // An empty store changes nothing but is no replay.
-                        if !changed && !blocks.is_empty() {
-                            self.counters.duplicate_stores += 1;
-                        }
-                    }
+                    Ok(changed) => self.count_store(changed, blocks.len()),
                     Err(why) => self.counters.reject(why),
                 }
             }
-            EventData::Removed { hashes } => {
-                let slot = self.ranks.get_or_insert(event.rank);
-                for &ext in hashes {
-                    if !self.remove_named(slot, ext) {
-                        self.counters.reject(Rejection::BlockNotFound);
-                    }
-                }
-                self.counters.removed += 1;
-            }
+            EventData::Removed { hashes } => self.remove_hashes(event.rank, hashes),
             EventData::Cleared => {
                 let slot = self.ranks.get_or_insert(event.rank);
                 self.clear_slot(slot);
                 self.counters.cleared += 1;
             }
         }
+    }
+
+    fn count_store(&mut self, changed: bool, blocks: usize) {
+        self.counters.stored += 1;
+        // An empty store changes nothing but is no replay.
+        if !changed && blocks > 0 {
+            self.counters.duplicate_stores += 1;
+        }
+    }
+
+    /// A device-tier Removed event: each hash on its own, unknown ones counted.
+    fn remove_hashes(&mut self, rank: Rank, hashes: &[u64]) {
+        let slot = self.ranks.get_or_insert(rank);
+        for &ext in hashes {
+            if !self.remove_named(slot, ext) {
+                self.counters.reject(Rejection::BlockNotFound);
+            }
+        }
+        self.counters.removed += 1;
     }
 
     /// Drops one rank (`Some`) or every rank of a worker (`None`), forgetting them entirely.
@@ -272,8 +278,7 @@ impl Tree {
             self.nodes[id as usize] = node;
             id
         } else {
-            self.nodes.push(node);
-            (self.nodes.len() - 1) as NodeId
+            self.nodes.push(node) as NodeId
         }
     }
 

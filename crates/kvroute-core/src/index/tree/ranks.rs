@@ -3,6 +3,7 @@
 
 use super::BlockId;
 use crate::index::event::Rank;
+use crate::index::growth::ShardedMap;
 use rustc_hash::FxHashMap;
 
 /// A rank's dense slot number: holder lists store slots, not (u64, u32) pairs.
@@ -11,8 +12,9 @@ pub type Slot = u32;
 #[derive(Debug)]
 pub struct RankState {
     pub rank: Rank,
-    /// The rank's name for each block it holds → that block.
-    pub lookup: FxHashMap<u64, BlockId>,
+    /// The rank's name for each block it holds → that block. Sharded so that growing it never
+    /// rehashes all of a large rank's names at once (see `growth.rs`).
+    pub lookup: ShardedMap<BlockId>,
     /// Blocks the rank names differently from the tree's canonical name (the first storer's).
     /// Usually empty: engines that hash like Dynamo agree on names.
     pub aliases: FxHashMap<BlockId, u64>,
@@ -22,7 +24,7 @@ pub struct RankState {
 
 impl RankState {
     pub fn new(rank: Rank) -> Self {
-        Self { rank, lookup: FxHashMap::default(), aliases: FxHashMap::default(), predicted: FxHashMap::default() }
+        Self { rank, lookup: ShardedMap::default(), aliases: FxHashMap::default(), predicted: FxHashMap::default() }
     }
 
     pub fn heap_bytes(&self) -> usize {

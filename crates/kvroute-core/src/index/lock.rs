@@ -1,0 +1,99 @@
+//! Wait-free reads for the tree: two copies, left-right style.
+//!
+//! Readers use the published copy and never wait: no lock, no spinning, no chance of being held up
+//! by a writer that the OS descheduled while holding a lock (on a small or virtualised machine
+//! that made lock-based reads take hundreds of microseconds at the tail). A writer applies each
+//! operation to the other copy, publishes that copy, waits until no reader is left on the old
+//! one, then applies the same operation to it. Operations are deterministic, so the copies stay
+//! identical.
+//!
+//! Costs: the index is held twice (memory), and writers do every operation twice (CPU, on the
+//! background writer threads). Writers are serialised by a mutex.
+
+use parking_lot::Mutex;
+use std::cell::UnsafeCell;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub struct LeftRight<T> {
+    copies: [UnsafeCell<T>; 2],
+    /// The copy readers use.
+    published: AtomicUsize,
+    /// Readers currently on each copy.
+    readers: [AtomicUsize; 2],
+    writer: Mutex<()>,
+}
+
+// Safety: a copy is only mutated by the writer holding `writer`, and only while no reader is on it
+// (`write` waits for its reader count to drop to zero after publishing the other copy; readers
+// re-check `published` after registering, so none can slip in). Readers only take shared
+// references. So the usual Send/Sync bounds of a RwLock<T> suffice.
+unsafe impl<T: Send + Sync> Sync for LeftRight<T> {}
+// Safety: owning the structure owns both copies; moving it moves them.
+unsafe impl<T: Send> Send for LeftRight<T> {}
+
+impl<T> LeftRight<T> {
+    pub fn new(a: T, b: T) -> Self {
+        Self {
+            copies: [UnsafeCell::new(a), UnsafeCell::new(b)],
+            published: AtomicUsize::new(0),
+            readers: [AtomicUsize::new(0), AtomicUsize::new(0)],
+            writer: Mutex::new(()),
+        }
+    }
+
+    /// A shared view of the published copy. Wait-free unless a writer publishes in the very
+    /// instant this registers, in which case it retries on the new copy.
+    pub fn read(&self) -> ReadGuard<'_, T> {
+        loop {
+            let i = self.published.load(Ordering::SeqCst);
+            self.readers[i].fetch_add(1, Ordering::SeqCst);
+            if self.published.load(Ordering::SeqCst) == i {
+                return ReadGuard { owner: self, copy: i };
+            }
+            self.readers[i].fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Applies `op` to both copies, publishing the first one it changes; returns `op`'s result on
+    /// the first copy. `op` must be deterministic: it runs once per copy.
+    pub fn write<R>(&self, mut op: impl FnMut(&mut T) -> R) -> R {
+        let _writer = self.writer.lock();
+        let read = self.published.load(Ordering::SeqCst);
+        let spare = 1 - read;
+        // Safety: no reader is on `spare` (the previous write waited for them to leave before
+        // touching it, and `published` has pointed elsewhere since), and `writer` excludes
+        // other writers.
+        let result = op(unsafe { &mut *self.copies[spare].get() });
+        self.published.store(spare, Ordering::SeqCst);
+        while self.readers[read].load(Ordering::SeqCst) > 0 {
+            std::hint::spin_loop();
+            std::thread::yield_now();
+        }
+        // Safety: `published` now points at `spare`, the readers that were on `read` have left,
+        // and new readers re-check `published` and go to `spare`.
+        op(unsafe { &mut *self.copies[read].get() });
+        result
+    }
+}
+
+pub struct ReadGuard<'a, T> {
+    owner: &'a LeftRight<T>,
+    copy: usize,
+}
+
+impl<T> Deref for ReadGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // Safety: this guard is registered in `readers[copy]`, so no writer mutates that copy
+        // until the guard drops.
+        unsafe { &*self.owner.copies[self.copy].get() }
+    }
+}
+
+impl<T> Drop for ReadGuard<'_, T> {
+    fn drop(&mut self) {
+        self.owner.readers[self.copy].fetch_sub(1, Ordering::SeqCst);
+    }
+}
