@@ -28,6 +28,11 @@ export function checkBlockSize(blockSize: unknown, name = 'blockSize'): number {
   return blockSize;
 }
 
+/** Full blocks (windows, for EAGLE) that `tokens` tokens yield; mirrors `block_count` in the core. */
+export function blockCount(tokens: number, blockSize: number, eagle: boolean): number {
+  return Math.floor((eagle ? Math.max(0, tokens - 1) : tokens) / blockSize);
+}
+
 /** Accepts a Uint32Array as is, or copies an array of integers in [0, 2^32). */
 export function toTokens(tokens: unknown, name = 'tokens'): Uint32Array {
   if (tokens instanceof Uint32Array) return tokens;

@@ -6,6 +6,7 @@
  */
 
 import type { HashingBackend } from '../backend-types.js';
+import { blockCount } from '../validate.js';
 import { add64, r } from './u64.js';
 import { canHashWords, xxh3, xxh3Words, xxh3WordsBatch } from './xxh3.js';
 
@@ -66,7 +67,7 @@ function blockHashes(
   salt(loraName, cacheNamespace);
   const seedH = r.hi;
   const seedL = r.lo;
-  const count = eagle ? Math.floor(Math.max(0, tokens.length - 1) / blockSize) : Math.floor(tokens.length / blockSize);
+  const count = blockCount(tokens.length, blockSize, eagle);
   const windowBytes = (eagle ? blockSize + 1 : blockSize) * 4;
   const out = new BigUint64Array(count);
   const words = new Uint32Array(out.buffer);

@@ -520,6 +520,56 @@ export function xxh3Words(w: Uint32Array, wordOffset: number, len: number, seedH
 }
 
 /**
+ * The batch loop for 64-byte windows (16-token blocks, vLLM's default block size): the four
+ * mixes of the 17..128-byte path unrolled, with the 16 seed-keyed secret words held in locals
+ * for the whole batch. Same result as the generic path.
+ */
+function hashBatch64(w: Uint32Array, strideWords: number, count: number, out: Uint32Array): void {
+  const k = K;
+  // mix order for 64 bytes: (in 16, secret 32), (32, 48), (0, 0), (48, 16)
+  const a0h = k.plusH[32];
+  const a0l = k.plusL[32];
+  const b0h = k.minusH[32];
+  const b0l = k.minusL[32];
+  const a1h = k.plusH[48];
+  const a1l = k.plusL[48];
+  const b1h = k.minusH[48];
+  const b1l = k.minusL[48];
+  const a2h = k.plusH[0];
+  const a2l = k.plusL[0];
+  const b2h = k.minusH[0];
+  const b2l = k.minusL[0];
+  const a3h = k.plusH[16];
+  const a3l = k.plusL[16];
+  const b3h = k.minusH[16];
+  const b3l = k.minusL[16];
+  mul64(0, 64, P64_1_H, P64_1_L);
+  const startH = r.hi;
+  const startL = r.lo;
+  for (let i = 0; i < count; i++) {
+    const p = i * strideWords;
+    let sumL = startL;
+    let sumH = startH;
+    mulFold64((w[p + 5] ^ a0h) >>> 0, (w[p + 4] ^ a0l) >>> 0, (w[p + 7] ^ b0h) >>> 0, (w[p + 6] ^ b0l) >>> 0);
+    sumL += FL;
+    sumH += FH;
+    mulFold64((w[p + 9] ^ a1h) >>> 0, (w[p + 8] ^ a1l) >>> 0, (w[p + 11] ^ b1h) >>> 0, (w[p + 10] ^ b1l) >>> 0);
+    sumL += FL;
+    sumH += FH;
+    mulFold64((w[p + 1] ^ a2h) >>> 0, (w[p] ^ a2l) >>> 0, (w[p + 3] ^ b2h) >>> 0, (w[p + 2] ^ b2l) >>> 0);
+    sumL += FL;
+    sumH += FH;
+    mulFold64((w[p + 13] ^ a3h) >>> 0, (w[p + 12] ^ a3l) >>> 0, (w[p + 15] ^ b3h) >>> 0, (w[p + 14] ^ b3l) >>> 0);
+    sumL += FL;
+    sumH += FH;
+    const lo = sumL >>> 0;
+    avalanche((sumH + (sumL - lo) * INV_2_32) >>> 0, lo);
+    out[2 * i] = r.lo;
+    out[2 * i + 1] = r.hi;
+  }
+}
+
+/**
  * Hashes `count` windows of `windowBytes` bytes (a multiple of 4), window i starting at word
  * `i * strideWords` of `w`, writing each hash as (lo, hi) into `out[2i]`, `out[2i + 1]`: the block
  * hashes of a request in one call, with the seed and length dispatch done once.
@@ -536,6 +586,10 @@ export function xxh3WordsBatch(
   W = w;
   useWords = true;
   useSeed(seedH, seedL);
+  if (windowBytes === 64) {
+    hashBatch64(w, strideWords, count, out);
+    return;
+  }
   const fast = windowBytes > 16 && windowBytes <= 128;
   for (let i = 0; i < count; i++) {
     base = i * strideWords * 4;

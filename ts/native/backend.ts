@@ -7,17 +7,20 @@
 
 import type { Backend, HashingBackend } from '../backend-types.js';
 import { fromNativeError } from '../errors.js';
+import { blockCount } from '../validate.js';
 import type { NativeBinding } from './binding.js';
 import { nativeIndex } from './index.js';
 
 export function nativeBackend(binding: NativeBinding): Backend {
   const hashing: HashingBackend = {
     blockHashes(tokens, blockSize, loraName, cacheNamespace, eagle, mmOffsets, mmHashes) {
+      const out = new BigUint64Array(blockCount(tokens.length, blockSize, eagle));
       try {
-        return binding.blockHashes(tokens, blockSize, loraName, cacheNamespace, eagle, mmOffsets, mmHashes);
+        binding.blockHashesInto(tokens, blockSize, loraName, cacheNamespace, eagle, mmOffsets, mmHashes, out);
       } catch (err) {
         throw fromNativeError(err);
       }
+      return out;
     },
     sequenceHashes(localHashes) {
       try {

@@ -78,18 +78,33 @@ pub fn block_count(token_count: usize, block_size: u32, eagle: bool) -> usize {
 /// Local hashes of every full block of `tokens`, in one pass.
 pub fn block_hashes(tokens: &[u32], block_size: u32, opts: &BlockHashOptions<'_>) -> Result<Vec<u64>, KvError> {
     validate_block_size(block_size)?;
+    let mut out = vec![0; block_count(tokens.len(), block_size, opts.eagle)];
+    block_hashes_into(tokens, block_size, opts, &mut out)?;
+    Ok(out)
+}
+
+/// [`block_hashes`] into a caller-provided slice of exactly [`block_count`] entries.
+pub fn block_hashes_into(
+    tokens: &[u32],
+    block_size: u32,
+    opts: &BlockHashOptions<'_>,
+    out: &mut [u64],
+) -> Result<(), KvError> {
+    validate_block_size(block_size)?;
+    let count = block_count(tokens.len(), block_size, opts.eagle);
+    if out.len() != count {
+        return Err(KvError::invalid_arg(format!("output holds {} hashes, the request has {count} blocks", out.len())));
+    }
     let salt = salt_hash(opts.lora_name, opts.cache_namespace);
     let stride = block_size as usize;
     let window = if opts.eagle { stride + 1 } else { stride };
-    let count = block_count(tokens.len(), block_size, opts.eagle);
-    let mut out = Vec::with_capacity(count);
     let mut scratch = Vec::new();
-    for i in 0..count {
+    for (i, slot) in out.iter_mut().enumerate() {
         let chunk = &tokens[i * stride..i * stride + window];
         let mm = opts.mm_hashes.get(i).copied().unwrap_or(&[]);
-        out.push(hash_block(chunk, mm, salt, &mut scratch));
+        *slot = hash_block(chunk, mm, salt, &mut scratch);
     }
-    Ok(out)
+    Ok(())
 }
 
 fn hash_block(tokens: &[u32], mm_hashes: &[u64], salt: u64, scratch: &mut Vec<u8>) -> u64 {

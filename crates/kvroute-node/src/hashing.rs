@@ -6,11 +6,12 @@ use napi::bindgen_prelude::{BigUint64Array, Uint32Array, Uint8Array};
 use napi::Result;
 use napi_derive::napi;
 
-/// Local block hashes of `tokens`. Multimodal hashes arrive flattened: block `i` owns
-/// `mmHashes[mmOffsets[i] .. mmOffsets[i + 1]]`.
-#[napi(js_name = "blockHashes")]
+/// Local block hashes of `tokens`, written into `out`, which the caller sized to the block count
+/// (a JS-allocated array is far cheaper than an external buffer with a finaliser per call).
+/// Multimodal hashes arrive flattened: block `i` owns `mmHashes[mmOffsets[i] .. mmOffsets[i + 1]]`.
+#[napi(js_name = "blockHashesInto")]
 #[allow(clippy::too_many_arguments)]
-pub fn block_hashes(
+pub fn block_hashes_into(
     tokens: Uint32Array,
     block_size: u32,
     lora_name: Option<String>,
@@ -18,7 +19,8 @@ pub fn block_hashes(
     eagle: bool,
     mm_offsets: Option<Uint32Array>,
     mm_hashes: Option<BigUint64Array>,
-) -> Result<BigUint64Array, &'static str> {
+    mut out: BigUint64Array,
+) -> Result<(), &'static str> {
     guard(|| {
         let per_block = split_mm(mm_offsets.as_deref(), mm_hashes.as_deref())?;
         let opts = BlockHashOptions {
@@ -27,8 +29,12 @@ pub fn block_hashes(
             eagle,
             mm_hashes: &per_block,
         };
-        let out = hashing::block_hashes(&tokens, block_size, &opts).map_err(to_node_error)?;
-        Ok(BigUint64Array::new(out))
+        if out.len() != hashing::block_count(tokens.len(), block_size, eagle) {
+            return Err(invalid_arg("out has the wrong length for this request"));
+        }
+        // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript can
+        // touch `out` while it is written; the wrapper allocates it for this call only.
+        hashing::block_hashes_into(&tokens, block_size, &opts, unsafe { out.as_mut() }).map_err(to_node_error)
     })
 }
 
