@@ -69,8 +69,56 @@ export interface IndexBackend {
   close(): void;
 }
 
+/** Figures per candidate in {@link RouterCoreBackend.score}'s output. */
+export const CANDIDATE_FIGURES = 5;
+
+/** One in-flight rank's load, as reported in router stats. */
+export interface RawRankLoad {
+  workerId: bigint;
+  dpRank: number;
+  activePrefillTokens: number;
+  activeBlocks: number;
+  requests: number;
+}
+
+/**
+ * Per-rank active load and per-request scoring (see kvroute-core's `routing.rs`). Request
+ * handles are numbers assigned by the router. `score` writes, per candidate, CANDIDATE_FIGURES
+ * numbers into `out`: overlap blocks, tree size, active prefill tokens, active blocks, and the
+ * request's blocks not already active there; it returns the request's block count. A scored
+ * request must be `book`ed or `discard`ed.
+ */
+export interface RouterCoreBackend {
+  score(
+    handle: number,
+    tokens: Uint32Array,
+    blockSize: number,
+    loraName: string | undefined,
+    cacheNamespace: string | undefined,
+    eagle: boolean,
+    mmOffsets: Uint32Array | undefined,
+    mmHashes: BigUint64Array | undefined,
+    candidateWorkers: BigUint64Array,
+    candidateRanks: Uint32Array,
+    nowMs: number,
+    assumeKvReuse: boolean,
+    out: Float64Array,
+  ): number;
+  book(handle: number, workerId: bigint, dpRank: number, prefillTokens: number, trackBlocks: boolean, nowMs: number): void;
+  discard(handle: number): void;
+  prefillCompleted(handle: number): boolean;
+  free(handle: number): boolean;
+  /** Frees requests booked before `cutoffMs`; returns their handles. */
+  expire(cutoffMs: number): number[];
+  /** Frees the requests booked on any rank of the worker; returns their handles. */
+  removeWorker(workerId: bigint): number[];
+  snapshot(): RawRankLoad[];
+}
+
 export interface Backend {
   readonly name: BackendName;
   readonly hashing: HashingBackend;
   createIndex(writerThreads: number): IndexBackend;
+  /** A router core over an index this backend created. */
+  createRouterCore(index: IndexBackend): RouterCoreBackend;
 }

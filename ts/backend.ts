@@ -8,12 +8,21 @@ import type { Backend, BackendName } from './backend-types.js';
 import { KvRouteError } from './errors.js';
 import { jsHashing } from './js/hashing.js';
 import { JsIndex } from './js/index/js-index.js';
+import { JsRouterCore } from './js/router-core.js';
 import { nativeBackend } from './native/backend.js';
 import { loadNativeBinding } from './native/binding.js';
 
 export type { BackendName } from './backend-types.js';
 
-const JS_BACKEND: Backend = { name: 'js', hashing: jsHashing, createIndex: () => new JsIndex() };
+const JS_BACKEND: Backend = {
+  name: 'js',
+  hashing: jsHashing,
+  createIndex: () => new JsIndex(),
+  createRouterCore(index) {
+    if (!(index instanceof JsIndex)) throw new KvRouteError('ERR_INTERNAL', 'a JS router core needs a JS index');
+    return new JsRouterCore(index);
+  },
+};
 
 const nativeLoad = loadNativeBinding();
 const NATIVE_BACKEND: Backend | undefined = nativeLoad.binding ? nativeBackend(nativeLoad.binding) : undefined;

@@ -13,6 +13,12 @@ export type KvRouteErrorCode =
   | 'ERR_NATIVE_UNAVAILABLE'
   /** The object was closed. */
   | 'ERR_CLOSED'
+  /** No worker (or no allowed worker) can take the request. */
+  | 'ERR_NO_WORKERS'
+  /** A request id is already in flight or waiting. */
+  | 'ERR_DUPLICATE_REQUEST'
+  /** A waiting request was aborted through its signal or cancelled with `free`. */
+  | 'ERR_ABORTED'
   /** A bug in kvroute (including a Rust panic caught at the boundary). Please report it. */
   | 'ERR_INTERNAL';
 
@@ -34,6 +40,9 @@ const KNOWN_CODES: ReadonlySet<string> = new Set<KvRouteErrorCode>([
   'ERR_NATIVE_UNAVAILABLE',
   'ERR_CLOSED',
   'ERR_INTERNAL',
+  'ERR_NO_WORKERS',
+  'ERR_DUPLICATE_REQUEST',
+  'ERR_ABORTED',
 ]);
 
 /**

@@ -45,3 +45,7 @@ export type { GenerateTraceOptions } from './replay/generate.js';
 export { generateTrace, traceToJsonl } from './replay/generate.js';
 export type { LoadTraceOptions, Trace, TraceRequest } from './replay/trace.js';
 export { loadTrace, parseTrace, synthesizeTokens } from './replay/trace.js';
+export { KvRouter } from './router/kv-router.js';
+export type { KvRouterOptions, QueuePolicy } from './router/options.js';
+export type { CandidateScore, Selector } from './router/select.js';
+export type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './router/types.js';

@@ -14,6 +14,19 @@ import { packEvents } from './events/validate.js';
 import { type BlockHashOptions, parseBlockHashOptions } from './hashing.js';
 import { checkBlockSize, checkOptions, describe, toHashes, toTokens, toU64 } from './validate.js';
 
+/** What a KvRouter needs from the KvIndex it owns: the backend and its index. @internal */
+export interface IndexInternals {
+  impl: Backend;
+  inner: IndexBackend;
+}
+
+const internals = new WeakMap<KvIndex, IndexInternals>();
+
+/** @internal */
+export function indexInternals(index: KvIndex): IndexInternals {
+  return internals.get(index) as IndexInternals;
+}
+
 /** A worker id: a u64, given as a non-negative safe integer or a bigint; returned as bigint. */
 export type WorkerId = number | bigint;
 
@@ -113,16 +126,18 @@ const INDEX_OPTIONS = ['blockSize', 'backend', 'writerThreads', 'approximate', '
 const REQUEST_OPTIONS = ['loraName', 'cacheNamespace', 'eagle', 'mmHashes'] as const;
 const U32_MAX = 0xffffffff;
 
-function checkDpRank(value: unknown, name: string): number {
+/** @internal */
+export function checkDpRank(value: unknown, name: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > U32_MAX) {
     throw new KvRouteError('ERR_INVALID_ARG', `${name} must be an integer in [0, 2^32), got ${describe(value)}`);
   }
   return value;
 }
 
-function checkWorkerId(value: unknown): bigint {
-  if (typeof value === 'string') throw new KvRouteError('ERR_INVALID_ARG', `workerId must be a number or a bigint, got ${describe(value)}`);
-  return toU64(value, 'workerId');
+/** @internal */
+export function checkWorkerId(value: unknown, name = 'workerId'): bigint {
+  if (typeof value === 'string') throw new KvRouteError('ERR_INVALID_ARG', `${name} must be a number or a bigint, got ${describe(value)}`);
+  return toU64(value, name);
 }
 
 /**
@@ -171,6 +186,7 @@ export class KvIndex {
       this.ttlMs = a.ttlMs;
     }
     this.inner = this.impl.createIndex(threads);
+    internals.set(this, { impl: this.impl, inner: this.inner });
   }
 
   /** Rebuilds an index from {@link KvIndex.dump} output (objects or JSON text); ready to read. */

@@ -10,6 +10,7 @@ import { fromNativeError } from '../errors.js';
 import { blockCount } from '../validate.js';
 import type { NativeBinding } from './binding.js';
 import { nativeIndex } from './index.js';
+import { nativeRouterCore } from './router-core.js';
 
 export function nativeBackend(binding: NativeBinding): Backend {
   const hashing: HashingBackend = {
@@ -37,5 +38,10 @@ export function nativeBackend(binding: NativeBinding): Backend {
       }
     },
   };
-  return { name: 'native', hashing, createIndex: (writerThreads) => nativeIndex(binding, writerThreads) };
+  return {
+    name: 'native',
+    hashing,
+    createIndex: (writerThreads) => nativeIndex(binding, writerThreads),
+    createRouterCore: (index) => nativeRouterCore(binding, index),
+  };
 }

@@ -16,6 +16,9 @@ function call<T>(fn: () => T): T {
   }
 }
 
+/** The binding object behind each native index wrapper, for the router core that shares it. */
+export const rawIndexes = new WeakMap<IndexBackend, InstanceType<NativeBinding['NativeKvIndex']>>();
+
 export function nativeIndex(binding: NativeBinding, writerThreads: number): IndexBackend {
   const inner = call(() => new binding.NativeKvIndex(writerThreads));
   // Result buffers reused across calls; grown when a query matches more ranks than they hold.
@@ -37,7 +40,7 @@ export function nativeIndex(binding: NativeBinding, writerThreads: number): Inde
     for (let i = 0; i < n; i++) out[i] = { workerId: ids[i], dpRank: nums[3 * i], blocks: nums[3 * i + 1], treeSize: nums[3 * i + 2] };
     return out;
   }
-  return {
+  const wrapper: IndexBackend = {
     applyPacked: (meta, words, nowMs) => call(() => inner.applyPacked(meta, words, nowMs)),
     removeWorker: (workerId, dpRank) => call(() => inner.removeWorker(workerId, dpRank)),
     recordRouting: (workerId, dpRank, locals, nowMs, expiresAtMs) =>
@@ -55,4 +58,6 @@ export function nativeIndex(binding: NativeBinding, writerThreads: number): Inde
     stats: (): RawIndexStats => call(() => inner.stats()),
     close: () => call(() => inner.close()),
   };
+  rawIndexes.set(wrapper, inner);
+  return wrapper;
 }

@@ -3,6 +3,7 @@
 //! * [`hashing`]: block and sequence hashes, bit-compatible with NVIDIA Dynamo's kv-router, so a
 //!   router built on this crate understands the hashes that Dynamo-instrumented engines publish.
 //! * [`index`]: the concurrent compressed radix tree of which worker holds which KV blocks.
+//! * [`load`] and [`routing`]: per-rank active load, and the per-request figures a router weighs.
 //!
 //! The napi binding (`kvroute-node`) only converts types and errors; everything that decides
 //! behaviour lives here and is tested here.
@@ -10,5 +11,7 @@
 pub mod error;
 pub mod hashing;
 pub mod index;
+pub mod load;
+pub mod routing;
 
 pub use error::{ErrorCode, KvError};

@@ -67,7 +67,14 @@ impl ActiveLoad {
 
     /// Books a request on `rank`: its `blocks` count as decode load until `free`, its
     /// `prefill_tokens` as prefill load until `prefill_completed`.
-    pub fn book(&mut self, id: RequestHandle, rank: Rank, blocks: Vec<u64>, prefill_tokens: u64, now_ms: f64) -> Result<(), KvError> {
+    pub fn book(
+        &mut self,
+        id: RequestHandle,
+        rank: Rank,
+        blocks: Vec<u64>,
+        prefill_tokens: u64,
+        now_ms: f64,
+    ) -> Result<(), KvError> {
         if self.bookings.contains_key(&id) {
             return Err(KvError::invalid_arg(format!("request handle {id} is already booked")));
         }
@@ -134,7 +141,8 @@ impl ActiveLoad {
 
     /// Frees every request booked on a rank of `worker_id`; returns their handles.
     pub fn remove_worker(&mut self, worker_id: u64) -> Vec<RequestHandle> {
-        let ids: Vec<RequestHandle> = self.bookings.iter().filter(|(_, b)| b.rank.worker_id == worker_id).map(|(id, _)| *id).collect();
+        let ids: Vec<RequestHandle> =
+            self.bookings.iter().filter(|(_, b)| b.rank.worker_id == worker_id).map(|(id, _)| *id).collect();
         for &id in &ids {
             self.free(id);
         }

@@ -38,7 +38,10 @@ pub fn block_hashes_into(
     })
 }
 
-fn split_mm<'a>(offsets: Option<&'a [u32]>, hashes: Option<&'a [u64]>) -> Result<Vec<&'a [u64]>, &'static str> {
+pub(crate) fn split_mm<'a>(
+    offsets: Option<&'a [u32]>,
+    hashes: Option<&'a [u64]>,
+) -> Result<Vec<&'a [u64]>, &'static str> {
     let (Some(offsets), Some(hashes)) = (offsets, hashes) else {
         return Ok(Vec::new());
     };

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 #[napi]
 pub struct NativeKvIndex {
-    inner: Arc<KvIndex>,
+    pub(crate) inner: Arc<KvIndex>,
 }
 
 /// Counters and sizes, as plain numbers (exact below 2^53, far beyond any real count).
@@ -42,7 +42,7 @@ pub struct NativeDump {
     pub words: BigUint64Array,
 }
 
-fn u64_arg(value: &BigInt, name: &str) -> Result<u64, &'static str> {
+pub(crate) fn u64_arg(value: &BigInt, name: &str) -> Result<u64, &'static str> {
     let (negative, v, lossless) = value.get_u64();
     if negative || !lossless {
         return Err(invalid_arg(format!("{name} must be in [0, 2^64)")));

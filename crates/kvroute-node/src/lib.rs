@@ -8,3 +8,4 @@ mod convert;
 mod hashing;
 mod index;
 mod panic_probe;
+mod router;

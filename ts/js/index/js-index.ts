@@ -242,6 +242,11 @@ export class JsIndex implements IndexBackend {
     return out;
   }
 
+  /** Blocks held by a rank (0 when unknown). */
+  treeSize(workerId: bigint, dpRank: number): number {
+    return this.ranks.get(`${workerId}:${dpRank}`)?.lookup.size ?? 0;
+  }
+
   flush(): Promise<void> {
     return Promise.resolve();
   }

@@ -194,6 +194,19 @@ impl KvIndex {
         Ok(self.shared.tree.read().find_matches(query, now_ms))
     }
 
+    /// For each candidate rank: (leading blocks of `query` it holds, blocks it holds in total),
+    /// from one consistent state.
+    pub fn overlaps(&self, query: &[u64], now_ms: f64, candidates: &[Rank]) -> Result<Vec<(u32, u32)>, KvError> {
+        self.ensure_open()?;
+        let tree = self.shared.tree.read();
+        let scores: rustc_hash::FxHashMap<Rank, (u32, u32)> =
+            tree.find_matches(query, now_ms).into_iter().map(|s| (s.rank, (s.blocks, s.tree_size))).collect();
+        Ok(candidates
+            .iter()
+            .map(|rank| scores.get(rank).copied().unwrap_or((0, tree.tree_size(*rank) as u32)))
+            .collect())
+    }
+
     pub fn dump(&self) -> Result<Vec<DumpedStore>, KvError> {
         self.ensure_open()?;
         Ok(self.shared.tree.read().dump())

@@ -1,0 +1,102 @@
+//! The native half of a router: for one request, every candidate's cache overlap and load in one
+//! call, and the bookings that follow routing decisions. The cost formula and the choice live
+//! in the TypeScript `KvRouter`, which sees the figures of all candidates at once.
+
+use crate::hashing::sequence_hashes;
+use crate::index::{KvIndex, Rank};
+use crate::load::{ActiveLoad, LoadFigures, RequestHandle};
+use crate::KvError;
+use rustc_hash::FxHashMap;
+
+/// What routing weighs for one candidate rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CandidateFigures {
+    /// Leading blocks of the request the rank holds (KV cache overlap).
+    pub overlap: u32,
+    /// Blocks the rank holds in total (tie-breaker: prefer the emptier cache).
+    pub tree_size: u32,
+    pub load: LoadFigures,
+}
+
+#[derive(Debug, Default)]
+pub struct RouterCore {
+    load: ActiveLoad,
+    /// Block identities of scored requests awaiting `book` or `discard`.
+    pending: FxHashMap<RequestHandle, Vec<u64>>,
+}
+
+/// Block identities that never match another request's: for engines that do not reuse KV across
+/// requests (Dynamo's `router_assume_kv_reuse = false`), so nothing is deduplicated.
+fn unshared_blocks(handle: RequestHandle, count: usize) -> Vec<u64> {
+    (0..count as u64).map(|i| crate::hashing::next_sequence_hash(handle, i ^ 0x6b76_726f_7574_6521)).collect()
+}
+
+impl RouterCore {
+    /// Scores a request (its local block hashes) against `candidates`, and keeps its block
+    /// identities for a following [`RouterCore::book`].
+    pub fn score(
+        &mut self,
+        index: &KvIndex,
+        handle: RequestHandle,
+        locals: &[u64],
+        candidates: &[Rank],
+        now_ms: f64,
+        assume_kv_reuse: bool,
+    ) -> Result<Vec<CandidateFigures>, KvError> {
+        let blocks = if assume_kv_reuse { sequence_hashes(locals) } else { unshared_blocks(handle, locals.len()) };
+        let overlaps = index.overlaps(locals, now_ms, candidates)?;
+        let out = candidates
+            .iter()
+            .zip(overlaps)
+            .map(|(rank, (overlap, tree_size))| CandidateFigures {
+                overlap,
+                tree_size,
+                load: self.load.figures(*rank, &blocks),
+            })
+            .collect();
+        self.pending.insert(handle, blocks);
+        Ok(out)
+    }
+
+    /// Books the scored request on `rank`. Its blocks count as decode load only when
+    /// `track_blocks`.
+    pub fn book(
+        &mut self,
+        handle: RequestHandle,
+        rank: Rank,
+        prefill_tokens: u64,
+        track_blocks: bool,
+        now_ms: f64,
+    ) -> Result<(), KvError> {
+        let blocks = self
+            .pending
+            .remove(&handle)
+            .ok_or_else(|| KvError::invalid_arg(format!("request handle {handle} was not scored")))?;
+        self.load.book(handle, rank, if track_blocks { blocks } else { Vec::new() }, prefill_tokens, now_ms)
+    }
+
+    /// Forgets a scored request that will not be booked.
+    pub fn discard(&mut self, handle: RequestHandle) {
+        self.pending.remove(&handle);
+    }
+
+    pub fn prefill_completed(&mut self, handle: RequestHandle) -> bool {
+        self.load.prefill_completed(handle)
+    }
+
+    pub fn free(&mut self, handle: RequestHandle) -> bool {
+        self.load.free(handle)
+    }
+
+    pub fn expire(&mut self, cutoff_ms: f64) -> Vec<RequestHandle> {
+        self.load.expire(cutoff_ms)
+    }
+
+    pub fn remove_worker(&mut self, worker_id: u64) -> Vec<RequestHandle> {
+        self.load.remove_worker(worker_id)
+    }
+
+    pub fn snapshot(&self) -> Vec<(Rank, LoadFigures)> {
+        self.load.snapshot()
+    }
+}

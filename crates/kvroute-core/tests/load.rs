@@ -1,0 +1,74 @@
+//! Active-load bookkeeping: shared prefixes count once, every release returns the figures to
+//! exactly zero, expiry and worker removal free what they should.
+
+mod common;
+
+use common::rank;
+use kvroute_core::load::{ActiveLoad, LoadFigures};
+
+fn figures(load: &ActiveLoad, worker: u64, blocks: &[u64]) -> LoadFigures {
+    load.figures(rank(worker, 0), blocks)
+}
+
+#[test]
+fn shared_prefixes_count_once_and_release_to_zero() {
+    let mut load = ActiveLoad::default();
+    load.book(1, rank(0, 0), vec![10, 11, 12], 300, 0.0).unwrap();
+    load.book(2, rank(0, 0), vec![10, 11, 13], 100, 0.0).unwrap();
+    assert_eq!(
+        figures(&load, 0, &[10, 11, 14, 15]),
+        LoadFigures { active_prefill_tokens: 400, active_blocks: 4, new_blocks: 2, requests: 2 }
+    );
+    assert!(load.prefill_completed(1));
+    assert!(load.prefill_completed(1), "a repeated first token is harmless");
+    assert_eq!(figures(&load, 0, &[]).active_prefill_tokens, 100);
+    assert!(load.free(1));
+    assert!(!load.free(1), "freeing twice is a no-op");
+    assert_eq!(figures(&load, 0, &[10]).active_blocks, 3);
+    assert!(load.free(2));
+    assert_eq!(figures(&load, 0, &[10]), LoadFigures { new_blocks: 1, ..LoadFigures::default() });
+    assert!(load.snapshot().is_empty());
+    assert!(load.book(3, rank(0, 0), vec![], 0, 0.0).is_ok());
+    assert!(load.book(3, rank(0, 0), vec![], 0, 0.0).is_err(), "a handle is booked once");
+}
+
+#[test]
+fn expiry_and_worker_removal_free_their_requests() {
+    let mut load = ActiveLoad::default();
+    load.book(1, rank(1, 0), vec![1], 10, 0.0).unwrap();
+    load.book(2, rank(2, 0), vec![2], 10, 50.0).unwrap();
+    load.book(3, rank(2, 1), vec![3], 10, 100.0).unwrap();
+    assert_eq!(load.expire(60.0), vec![1, 2]);
+    assert_eq!(load.in_flight(), 1);
+    assert_eq!(load.remove_worker(2), vec![3]);
+    assert_eq!(load.in_flight(), 0);
+    assert!(load.snapshot().is_empty());
+}
+
+#[test]
+fn random_cycles_return_every_figure_to_zero() {
+    let mut load = ActiveLoad::default();
+    let mut state = 12345u64;
+    let mut next = || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    let mut live = Vec::new();
+    for id in 0..5000u64 {
+        let blocks: Vec<u64> = (0..next() % 8).map(|i| i * 7 + next() % 3).collect();
+        load.book(id, rank(next() % 4, (next() % 2) as u32), blocks, next() % 1000, id as f64).unwrap();
+        live.push(id);
+        if next() % 3 == 0 {
+            load.prefill_completed(live[(next() as usize) % live.len()]);
+        }
+        if next() % 2 == 0 {
+            let victim = live.swap_remove((next() as usize) % live.len());
+            assert!(load.free(victim));
+        }
+    }
+    for id in live {
+        assert!(load.free(id));
+    }
+    assert!(load.snapshot().is_empty());
+    assert_eq!(load.in_flight(), 0);
+}

@@ -1,0 +1,155 @@
+/**
+ * The pure-JS router core: per-rank active load and per-request scoring, with the same
+ * semantics as kvroute-core's `load.rs` and `routing.rs`.
+ * @internal
+ * @module
+ */
+
+import { CANDIDATE_FIGURES, type RawRankLoad, type RouterCoreBackend } from '../backend-types.js';
+import { KvRouteError } from '../errors.js';
+import { jsHashing } from './hashing.js';
+import type { JsIndex } from './index/js-index.js';
+
+type BlockId = bigint | string;
+
+interface RankLoad {
+  workerId: bigint;
+  dpRank: number;
+  prefillTokens: number;
+  blocks: Map<BlockId, number>;
+  requests: number;
+}
+
+interface Booking {
+  rankKey: string;
+  blocks: BlockId[];
+  prefillTokens: number;
+  bookedAt: number;
+}
+
+export class JsRouterCore implements RouterCoreBackend {
+  private readonly ranks = new Map<string, RankLoad>();
+  private readonly bookings = new Map<number, Booking>();
+  private readonly order: Array<[number, number]> = [];
+  private orderHead = 0;
+  private readonly pending = new Map<number, BlockId[]>();
+
+  constructor(private readonly index: JsIndex) {}
+
+  score(
+    handle: number,
+    tokens: Uint32Array,
+    blockSize: number,
+    loraName: string | undefined,
+    cacheNamespace: string | undefined,
+    eagle: boolean,
+    mmOffsets: Uint32Array | undefined,
+    mmHashes: BigUint64Array | undefined,
+    workers: BigUint64Array,
+    ranks: Uint32Array,
+    nowMs: number,
+    assumeKvReuse: boolean,
+    out: Float64Array,
+  ): number {
+    const locals = jsHashing.blockHashes(tokens, blockSize, loraName, cacheNamespace, eagle, mmOffsets, mmHashes);
+    // Without KV reuse, block identities that never match another request's (see routing.rs).
+    const blocks: BlockId[] = assumeKvReuse ? Array.from(jsHashing.sequenceHashes(locals)) : Array.from(locals, (_, i) => `${handle}:${i}`);
+    const matches = new Map<string, [number, number]>();
+    for (const s of this.index.findMatches(locals, nowMs)) matches.set(`${s.workerId}:${s.dpRank}`, [s.blocks, s.treeSize]);
+    for (let c = 0; c < workers.length; c++) {
+      const key = `${workers[c]}:${ranks[c]}`;
+      const [overlap, treeSize] = matches.get(key) ?? [0, this.index.treeSize(workers[c], ranks[c])];
+      const load = this.ranks.get(key);
+      let fresh = blocks.length;
+      if (load) {
+        fresh = 0;
+        for (const b of blocks) if (!load.blocks.has(b)) fresh++;
+      }
+      out.set([overlap, treeSize, load?.prefillTokens ?? 0, load?.blocks.size ?? 0, fresh], CANDIDATE_FIGURES * c);
+    }
+    this.pending.set(handle, blocks);
+    return locals.length;
+  }
+
+  book(handle: number, workerId: bigint, dpRank: number, prefillTokens: number, trackBlocks: boolean, nowMs: number): void {
+    const blocks = this.pending.get(handle);
+    if (!blocks) throw new KvRouteError('ERR_INVALID_ARG', `request handle ${handle} was not scored`);
+    if (this.bookings.has(handle)) throw new KvRouteError('ERR_INVALID_ARG', `request handle ${handle} is already booked`);
+    this.pending.delete(handle);
+    const rankKey = `${workerId}:${dpRank}`;
+    let load = this.ranks.get(rankKey);
+    if (!load) {
+      load = { workerId, dpRank, prefillTokens: 0, blocks: new Map(), requests: 0 };
+      this.ranks.set(rankKey, load);
+    }
+    const held = trackBlocks ? blocks : [];
+    load.prefillTokens += prefillTokens;
+    load.requests++;
+    for (const b of held) load.blocks.set(b, (load.blocks.get(b) ?? 0) + 1);
+    this.bookings.set(handle, { rankKey, blocks: held, prefillTokens, bookedAt: nowMs });
+    this.order.push([nowMs, handle]);
+  }
+
+  discard(handle: number): void {
+    this.pending.delete(handle);
+  }
+
+  prefillCompleted(handle: number): boolean {
+    const b = this.bookings.get(handle);
+    if (!b) return false;
+    const load = this.ranks.get(b.rankKey);
+    if (load) load.prefillTokens -= b.prefillTokens;
+    b.prefillTokens = 0;
+    return true;
+  }
+
+  free(handle: number): boolean {
+    const b = this.bookings.get(handle);
+    if (!b) return false;
+    this.bookings.delete(handle);
+    const load = this.ranks.get(b.rankKey);
+    if (load) {
+      load.prefillTokens -= b.prefillTokens;
+      load.requests--;
+      for (const id of b.blocks) {
+        const n = (load.blocks.get(id) ?? 1) - 1;
+        if (n === 0) load.blocks.delete(id);
+        else load.blocks.set(id, n);
+      }
+      if (load.requests === 0) this.ranks.delete(b.rankKey);
+    }
+    return true;
+  }
+
+  expire(cutoffMs: number): number[] {
+    const out: number[] = [];
+    while (this.orderHead < this.order.length && this.order[this.orderHead][0] < cutoffMs) {
+      const [at, handle] = this.order[this.orderHead++];
+      if (this.bookings.get(handle)?.bookedAt === at && this.free(handle)) out.push(handle);
+    }
+    if (this.orderHead > 1024 && this.orderHead * 2 > this.order.length) {
+      this.order.splice(0, this.orderHead);
+      this.orderHead = 0;
+    }
+    return out;
+  }
+
+  removeWorker(workerId: bigint): number[] {
+    const out: number[] = [];
+    for (const [handle, b] of this.bookings) if (this.ranks.get(b.rankKey)?.workerId === workerId) out.push(handle);
+    for (const handle of out) this.free(handle);
+    return out;
+  }
+
+  snapshot(): RawRankLoad[] {
+    return [...this.ranks.values()]
+      .map((l) => ({
+        workerId: l.workerId,
+        dpRank: l.dpRank,
+        activePrefillTokens: l.prefillTokens,
+        activeBlocks: l.blocks.size,
+        requests: l.requests,
+      }))
+      .sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : a.dpRank - b.dpRank));
+  }
+}

@@ -1,0 +1,45 @@
+/**
+ * The native router core: `NativeRouterCore` behind the `RouterCoreBackend` interface.
+ * @internal
+ * @module
+ */
+
+import type { IndexBackend, RawRankLoad, RouterCoreBackend } from '../backend-types.js';
+import { fromNativeError, KvRouteError } from '../errors.js';
+import type { NativeBinding } from './binding.js';
+import { rawIndexes } from './index.js';
+
+function call<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw fromNativeError(err);
+  }
+}
+
+export function nativeRouterCore(binding: NativeBinding, index: IndexBackend): RouterCoreBackend {
+  const raw = rawIndexes.get(index);
+  if (!raw) throw new KvRouteError('ERR_INTERNAL', 'a native router core needs a native index');
+  const core = new binding.NativeRouterCore(raw);
+  return {
+    score: (handle, tokens, blockSize, lora, ns, eagle, mmOffsets, mmHashes, workers, ranks, nowMs, assumeKvReuse, out) =>
+      call(() => core.score(handle, tokens, blockSize, lora, ns, eagle, mmOffsets, mmHashes, workers, ranks, nowMs, assumeKvReuse, out)),
+    book: (handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs) =>
+      call(() => core.book(handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs)),
+    discard: (handle) => call(() => core.discard(handle)),
+    prefillCompleted: (handle) => call(() => core.prefillCompleted(handle)),
+    free: (handle) => call(() => core.free(handle)),
+    expire: (cutoffMs) => call(() => core.expire(cutoffMs)),
+    removeWorker: (workerId) => call(() => core.removeWorker(workerId)),
+    snapshot(): RawRankLoad[] {
+      const { workers, figures } = call(() => core.snapshot());
+      return Array.from(workers, (workerId, i) => ({
+        workerId,
+        dpRank: figures[4 * i],
+        activePrefillTokens: figures[4 * i + 1],
+        activeBlocks: figures[4 * i + 2],
+        requests: figures[4 * i + 3],
+      }));
+    },
+  };
+}

@@ -1,0 +1,544 @@
+/**
+ * `KvRouter`: picks the worker (and data-parallel rank) for each request by KV-cache overlap
+ * weighed against load, books the request there, and releases it when the caller reports the
+ * first token and the end.
+ */
+
+import { CANDIDATE_FIGURES, type RouterCoreBackend } from '../backend-types.js';
+import { KvRouteError } from '../errors.js';
+import type { RouterEvent } from '../events/types.js';
+import { parseBlockHashOptions } from '../hashing.js';
+import { checkDpRank, checkWorkerId, indexInternals, KvIndex, type WorkerId } from '../kv-index.js';
+import { checkOptions, describe, toTokens } from '../validate.js';
+import { type KvRouterOptions, nonNegative, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
+import { type Waiter, WaitQueue } from './queue.js';
+import { type CandidateScore, chooseCandidate, SeededRandom } from './select.js';
+import type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './types.js';
+import { type Candidates, resolveWorker, WorkerRegistry, workerIdSet } from './workers.js';
+
+const REQUEST_KEYS = [
+  'requestId',
+  'tokens',
+  'loraName',
+  'cacheNamespace',
+  'maxOutputTokens',
+  'priority',
+  'allowedWorkers',
+  'pinnedWorker',
+  'overrides',
+  'signal',
+] as const;
+
+/** A validated request. */
+interface Prepared {
+  req: RouteRequest;
+  tokens: Uint32Array;
+  loraName: string | undefined;
+  cacheNamespace: string | undefined;
+  mmOffsets: Uint32Array | undefined;
+  mmHashes: BigUint64Array | undefined;
+  allowed: Set<bigint> | undefined;
+  pinned: { workerId: bigint; dpRank: number | undefined } | undefined;
+  weight: number;
+  temperature: number;
+  priority: number;
+}
+
+interface Pending {
+  prepared: Prepared;
+  enqueuedAt: number;
+  resolve: (d: RouteDecision) => void;
+  reject: (e: unknown) => void;
+  onAbort?: () => void;
+}
+
+interface InFlight {
+  handle: number;
+  workerId: bigint;
+  dpRank: number;
+}
+
+/**
+ * The KV-aware router.
+ *
+ * @example
+ * ```ts
+ * const router = new KvRouter({ blockSize: 16 });
+ * router.addWorker(1);
+ * router.addWorker(2, { dataParallelSize: 2 });
+ * router.applyEvents(kvEventsFromWorkers);
+ * const { workerId, dpRank } = await router.route({ requestId: 'r1', tokens });
+ * // ... forward the request; on its first token:
+ * router.markPrefillCompleted('r1');
+ * // ... when it ends (finished, failed or cancelled):
+ * router.free('r1');
+ * ```
+ */
+export class KvRouter {
+  /** The KV index the router matches against; fed by `applyEvent(s)`. */
+  readonly index: KvIndex;
+  private readonly opts: ResolvedRouterOptions;
+  private readonly core: RouterCoreBackend;
+  private readonly workers = new WorkerRegistry();
+  private readonly queue: WaitQueue<Pending>;
+  private readonly rng: SeededRandom;
+  private readonly inFlight = new Map<string, InFlight>();
+  private readonly byHandle = new Map<number, string>();
+  private readonly waiting = new Map<string, Waiter<Pending>>();
+  private nextHandle = 1;
+  private figures = new Float64Array(CANDIDATE_FIGURES * 64);
+  private closed = false;
+  private readonly counts = {
+    routed: 0,
+    queuedTotal: 0,
+    aborted: 0,
+    expired: 0,
+    droppedWithWorker: 0,
+    unknownFree: 0,
+    unknownPrefillCompleted: 0,
+  };
+
+  constructor(opts: KvRouterOptions) {
+    this.opts = resolveRouterOptions(opts);
+    const o = this.opts;
+    this.index = new KvIndex({
+      blockSize: o.blockSize,
+      ...(o.backend ? { backend: o.backend } : {}),
+      ...(o.writerThreads !== undefined ? { writerThreads: o.writerThreads } : {}),
+      ...(o.useKvEvents ? {} : { approximate: { ttlMs: o.routerTtlSecs * 1000 } }),
+      now: o.now,
+    });
+    const { impl, inner } = indexInternals(this.index);
+    this.core = impl.createRouterCore(inner);
+    this.queue = new WaitQueue(o.queuePolicy);
+    this.rng = new SeededRandom(o.seed);
+  }
+
+  /** The backend this router runs on. */
+  get backend(): KvIndex['backend'] {
+    return this.index.backend;
+  }
+
+  private open(): void {
+    if (this.closed) throw new KvRouteError('ERR_CLOSED', 'this KvRouter is closed');
+  }
+
+  private clock(): number {
+    const t = this.opts.now();
+    if (typeof t !== 'number' || !Number.isFinite(t))
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.now() must return a finite number, got ${describe(t)}`);
+    return t;
+  }
+
+  // ---- workers -------------------------------------------------------------------------------
+
+  /** Registers a worker; its ranks become candidates. */
+  addWorker(workerId: WorkerId, cfg?: WorkerConfig): void {
+    this.open();
+    const id = checkWorkerId(workerId);
+    if (this.workers.get(id)) throw new KvRouteError('ERR_INVALID_ARG', `worker ${id} is already added (use updateWorker)`);
+    this.workers.set(resolveWorker(id, cfg));
+    this.drain();
+  }
+
+  /** Replaces a registered worker's configuration. */
+  updateWorker(workerId: WorkerId, cfg: WorkerConfig): void {
+    this.open();
+    const id = checkWorkerId(workerId);
+    if (!this.workers.get(id)) throw new KvRouteError('ERR_INVALID_ARG', `worker ${id} is not registered`);
+    this.workers.set(resolveWorker(id, cfg));
+    this.drain();
+  }
+
+  /** Unregisters a worker, drops its cache entries from the index and its in-flight requests. */
+  removeWorker(workerId: WorkerId): void {
+    this.open();
+    const id = checkWorkerId(workerId);
+    this.workers.delete(id);
+    this.index.removeWorker(id);
+    for (const handle of this.core.removeWorker(id)) {
+      this.forget(handle);
+      this.counts.droppedWithWorker++;
+    }
+    this.drain();
+  }
+
+  // ---- events --------------------------------------------------------------------------------
+
+  /** Feeds one KV event to the index (see {@link KvIndex.applyEvent}). */
+  applyEvent(event: RouterEvent | string): void {
+    this.open();
+    this.index.applyEvent(event);
+  }
+
+  /** Feeds a batch of KV events to the index (see {@link KvIndex.applyEvents}). */
+  applyEvents(events: Iterable<RouterEvent> | string): void {
+    this.open();
+    this.index.applyEvents(events);
+  }
+
+  /** Resolves once every event given so far is visible to routing. */
+  flush(): Promise<void> {
+    return this.index.flush();
+  }
+
+  // ---- routing -------------------------------------------------------------------------------
+
+  private prepare(req: RouteRequest): Prepared {
+    const r = checkOptions(req, 'req', REQUEST_KEYS);
+    if (req === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'route needs a request');
+    if (typeof r.requestId !== 'string' || r.requestId === '')
+      throw new KvRouteError('ERR_INVALID_ARG', `req.requestId must be a non-empty string, got ${describe(r.requestId)}`);
+    const tokens = toTokens(r.tokens, 'req.tokens');
+    if (tokens.length === 0) throw new KvRouteError('ERR_INVALID_ARG', 'req.tokens must not be empty');
+    const hash = parseBlockHashOptions({ loraName: r.loraName, cacheNamespace: r.cacheNamespace }, 'req');
+    if (
+      r.maxOutputTokens !== undefined &&
+      (typeof r.maxOutputTokens !== 'number' || !Number.isSafeInteger(r.maxOutputTokens) || r.maxOutputTokens < 1)
+    ) {
+      throw new KvRouteError('ERR_INVALID_ARG', `req.maxOutputTokens must be a positive integer, got ${describe(r.maxOutputTokens)}`);
+    }
+    const priority = r.priority ?? 0;
+    if (typeof priority !== 'number' || !Number.isFinite(priority))
+      throw new KvRouteError('ERR_INVALID_ARG', `req.priority must be a finite number, got ${describe(priority)}`);
+    const ov = checkOptions(r.overrides, 'req.overrides', ['overlapScoreWeight', 'routerTemperature']);
+    if (r.signal !== undefined && !(r.signal instanceof AbortSignal))
+      throw new KvRouteError('ERR_INVALID_ARG', 'req.signal must be an AbortSignal');
+    const allowed = r.allowedWorkers === undefined ? undefined : workerIdSet(r.allowedWorkers, 'req.allowedWorkers');
+    let pinned: Prepared['pinned'];
+    if (r.pinnedWorker !== undefined) {
+      const p = checkOptions(r.pinnedWorker, 'req.pinnedWorker', ['workerId', 'dpRank']);
+      pinned = {
+        workerId: checkWorkerId(p.workerId, 'req.pinnedWorker.workerId'),
+        dpRank: p.dpRank === undefined ? undefined : checkDpRank(p.dpRank, 'req.pinnedWorker.dpRank'),
+      };
+    }
+    return {
+      req,
+      tokens,
+      loraName: hash.loraName,
+      cacheNamespace: hash.cacheNamespace,
+      mmOffsets: hash.mmOffsets,
+      mmHashes: hash.mmHashes,
+      allowed,
+      pinned,
+      weight:
+        ov.overlapScoreWeight === undefined
+          ? this.opts.overlapScoreWeight
+          : nonNegative(ov.overlapScoreWeight, 'overrides.overlapScoreWeight', 0),
+      temperature:
+        ov.routerTemperature === undefined
+          ? this.opts.routerTemperature
+          : nonNegative(ov.routerTemperature, 'overrides.routerTemperature', 0),
+      priority,
+    };
+  }
+
+  /** The candidates of a request: every rank of its allowed workers, or its pinned rank(s). */
+  private candidatesFor(p: Prepared): Candidates {
+    if (p.pinned) {
+      const w = this.workers.get(p.pinned.workerId);
+      if (!w || (p.allowed && !p.allowed.has(w.id)))
+        throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${p.pinned.workerId} is not registered or not allowed`);
+      const all = this.workers.candidates(new Set([w.id]));
+      if (p.pinned.dpRank === undefined) return all;
+      const i = all.ranks.indexOf(p.pinned.dpRank);
+      if (i < 0) throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${w.id} has no dp rank ${p.pinned.dpRank}`);
+      return { workers: all.workers.subarray(i, i + 1), ranks: all.ranks.subarray(i, i + 1) };
+    }
+    const c = this.workers.candidates(p.allowed);
+    if (c.ranks.length === 0)
+      throw new KvRouteError(
+        'ERR_NO_WORKERS',
+        this.workers.size === 0 ? 'no workers are registered' : 'none of the allowed workers is registered',
+      );
+    return c;
+  }
+
+  /** One backend call: hashes, overlap and load of every candidate; then the costs in TS. */
+  private score(handle: number, p: Prepared, c: Candidates, now: number): { scores: CandidateScore[]; blocks: number } {
+    const n = c.ranks.length;
+    if (this.figures.length < CANDIDATE_FIGURES * n) this.figures = new Float64Array(CANDIDATE_FIGURES * n * 2);
+    const f = this.figures;
+    const o = this.opts;
+    const blocks = this.core.score(
+      handle,
+      p.tokens,
+      o.blockSize,
+      p.loraName,
+      p.cacheNamespace,
+      false,
+      p.mmOffsets,
+      p.mmHashes,
+      c.workers,
+      c.ranks,
+      now,
+      o.assumeKvReuse,
+      f,
+    );
+    const isl = p.tokens.length;
+    const scores: CandidateScore[] = new Array(n);
+    for (let i = 0; i < n; i++) {
+      const k = CANDIDATE_FIGURES * i;
+      const overlap = f[k];
+      const prefillTokens = f[k + 2] + (o.trackPrefillTokens ? Math.max(0, isl - overlap * o.blockSize) : 0);
+      const decodeBlocks = f[k + 3] + (o.trackActiveBlocks ? f[k + 4] : 0);
+      scores[i] = {
+        workerId: c.workers[i],
+        dpRank: c.ranks[i],
+        overlap,
+        prefillTokens,
+        decodeBlocks,
+        treeSize: f[k + 1],
+        cost: (p.weight * prefillTokens) / o.blockSize + decodeBlocks,
+      };
+    }
+    return { scores, blocks };
+  }
+
+  private choose(scores: CandidateScore[], p: Prepared): number {
+    const selector = this.opts.selector as ((c: readonly CandidateScore[], r: RouteRequest) => number) | undefined;
+    if (!selector) return chooseCandidate(scores, p.temperature, this.rng);
+    const i = selector(scores, p.req);
+    if (!Number.isInteger(i) || i < 0 || i >= scores.length) {
+      throw new KvRouteError('ERR_INVALID_ARG', `selector returned ${describe(i)}, not an index in [0, ${scores.length})`);
+    }
+    return i;
+  }
+
+  /** Scores, chooses and books a request. */
+  private schedule(p: Prepared, c: Candidates, queuedMs: number): RouteDecision {
+    const now = this.clock();
+    const handle = this.nextHandle++;
+    let booked = false;
+    try {
+      const { scores, blocks } = this.score(handle, p, c, now);
+      const i = this.choose(scores, p);
+      const chosen = scores[i];
+      const uncached = this.opts.trackPrefillTokens ? Math.max(0, p.tokens.length - chosen.overlap * this.opts.blockSize) : 0;
+      this.core.book(handle, chosen.workerId, chosen.dpRank, uncached, this.opts.trackActiveBlocks, now);
+      booked = true;
+      this.inFlight.set(p.req.requestId, { handle, workerId: chosen.workerId, dpRank: chosen.dpRank });
+      this.byHandle.set(handle, p.req.requestId);
+      if (!this.opts.useKvEvents) {
+        this.index.recordRouting(chosen.workerId, chosen.dpRank, p.tokens, {
+          ...(p.loraName ? { loraName: p.loraName } : {}),
+          ...(p.cacheNamespace ? { cacheNamespace: p.cacheNamespace } : {}),
+        });
+      }
+      this.counts.routed++;
+      return {
+        workerId: chosen.workerId,
+        dpRank: chosen.dpRank,
+        overlapBlocks: chosen.overlap,
+        cachedTokens: chosen.overlap * this.opts.blockSize,
+        requiredBlocks: blocks,
+        cost: chosen.cost,
+        queuedMs,
+        candidates: scores,
+      };
+    } finally {
+      if (!booked) this.core.discard(handle);
+    }
+  }
+
+  /** Every candidate's prefill load exceeds the threshold of its worker's batch budget. */
+  private allBusy(c: Candidates): boolean {
+    const threshold = this.opts.queueThreshold;
+    if (threshold === null) return false;
+    const load = new Map<string, number>();
+    for (const l of this.core.snapshot()) load.set(`${l.workerId}:${l.dpRank}`, l.activePrefillTokens);
+    for (let i = 0; i < c.ranks.length; i++) {
+      const worker = this.workers.get(c.workers[i]);
+      const budget = threshold * (worker?.maxNumBatchedTokens ?? 0);
+      if ((load.get(`${c.workers[i]}:${c.ranks[i]}`) ?? 0) <= budget) return false;
+    }
+    return true;
+  }
+
+  /**
+   * Routes a request and books it on the chosen rank. Resolves at once unless queueing is on and
+   * every candidate is busy (or others already wait); then it resolves when released by
+   * `markPrefillCompleted` / `free` of other requests.
+   */
+  route(req: RouteRequest): Promise<RouteDecision> {
+    try {
+      this.open();
+      const p = this.prepare(req);
+      const id = p.req.requestId;
+      if (this.inFlight.has(id) || this.waiting.has(id))
+        throw new KvRouteError('ERR_DUPLICATE_REQUEST', `request ${id} is already in flight or waiting`);
+      if (p.req.signal?.aborted) throw new KvRouteError('ERR_ABORTED', `request ${id} was aborted`);
+      this.expire();
+      const c = this.candidatesFor(p);
+      if (this.opts.queueThreshold !== null && (this.queue.length > 0 || this.allBusy(c))) return this.enqueue(p, c);
+      return Promise.resolve(this.schedule(p, c, 0));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  private enqueue(p: Prepared, c: Candidates): Promise<RouteDecision> {
+    const now = this.clock();
+    let best = 0;
+    if (this.opts.queuePolicy === 'wspt') {
+      const handle = this.nextHandle++;
+      try {
+        for (const s of this.score(handle, p, c, now).scores) best = Math.max(best, s.overlap * this.opts.blockSize);
+      } finally {
+        this.core.discard(handle);
+      }
+    }
+    return new Promise<RouteDecision>((resolve, reject) => {
+      const pending: Pending = { prepared: p, enqueuedAt: now, resolve, reject };
+      const waiter = this.queue.push(pending, p.priority, this.queue.score(p.tokens.length, best, p.priority));
+      this.waiting.set(p.req.requestId, waiter);
+      this.counts.queuedTotal++;
+      const signal = p.req.signal;
+      if (signal) {
+        pending.onAbort = () =>
+          this.cancelWaiting(p.req.requestId, new KvRouteError('ERR_ABORTED', `request ${p.req.requestId} was aborted while queued`));
+        signal.addEventListener('abort', pending.onAbort, { once: true });
+      }
+    });
+  }
+
+  private cancelWaiting(id: string, err: KvRouteError): boolean {
+    const waiter = this.waiting.get(id);
+    if (!waiter) return false;
+    this.queue.remove(waiter);
+    this.settle(waiter.item);
+    this.waiting.delete(id);
+    this.counts.aborted++;
+    waiter.item.reject(err);
+    return true;
+  }
+
+  private settle(pending: Pending): void {
+    if (pending.onAbort) pending.prepared.req.signal?.removeEventListener('abort', pending.onAbort);
+  }
+
+  /** Releases waiting requests, in queue order, while their candidates are not all busy. */
+  private drain(): void {
+    for (let head = this.queue.peek(); head; head = this.queue.peek()) {
+      const pending = head.item;
+      let c: Candidates;
+      try {
+        c = this.candidatesFor(pending.prepared);
+      } catch (err) {
+        this.queue.shift();
+        this.waiting.delete(pending.prepared.req.requestId);
+        this.settle(pending);
+        pending.reject(err);
+        continue;
+      }
+      if (this.allBusy(c)) return;
+      this.queue.shift();
+      this.waiting.delete(pending.prepared.req.requestId);
+      this.settle(pending);
+      try {
+        pending.resolve(this.schedule(pending.prepared, c, this.clock() - pending.enqueuedAt));
+      } catch (err) {
+        pending.reject(err);
+      }
+    }
+  }
+
+  /** What route() would weigh for each candidate, without booking anything. */
+  potentialLoads(req: RouteRequest): PotentialLoad[] {
+    this.open();
+    const p = this.prepare(req);
+    this.expire();
+    const handle = this.nextHandle++;
+    try {
+      return this.score(handle, p, this.candidatesFor(p), this.clock()).scores.map((s) => ({
+        workerId: s.workerId,
+        dpRank: s.dpRank,
+        overlapBlocks: s.overlap,
+        prefillTokens: s.prefillTokens,
+        decodeBlocks: s.decodeBlocks,
+      }));
+    } finally {
+      this.core.discard(handle);
+    }
+  }
+
+  // ---- lifecycle of a routed request ----------------------------------------------------------
+
+  /** The request's first token arrived: its prefill load ends. Unknown ids are counted. */
+  markPrefillCompleted(requestId: string): void {
+    this.open();
+    const entry = this.inFlight.get(requestId);
+    if (!entry) {
+      this.counts.unknownPrefillCompleted++;
+      return;
+    }
+    this.core.prefillCompleted(entry.handle);
+    this.expire();
+    this.drain();
+  }
+
+  /**
+   * The request ended (finished, failed or cancelled): all its load ends. A request still
+   * waiting in the queue is cancelled (its `route` rejects with `ERR_ABORTED`). Unknown ids are
+   * counted.
+   */
+  free(requestId: string): void {
+    this.open();
+    const entry = this.inFlight.get(requestId);
+    if (entry) {
+      this.core.free(entry.handle);
+      this.forget(entry.handle);
+    } else if (!this.cancelWaiting(requestId, new KvRouteError('ERR_ABORTED', `request ${requestId} was freed while queued`))) {
+      this.counts.unknownFree++;
+    }
+    this.expire();
+    this.drain();
+  }
+
+  private forget(handle: number): void {
+    const id = this.byHandle.get(handle);
+    if (id === undefined) return;
+    this.byHandle.delete(handle);
+    this.inFlight.delete(id);
+  }
+
+  /** Frees in-flight requests older than the expiry. */
+  private expire(): void {
+    const expired = this.core.expire(this.clock() - this.opts.requestExpiryMs);
+    for (const handle of expired) {
+      this.forget(handle);
+      this.counts.expired++;
+    }
+  }
+
+  // ---- report and shutdown -------------------------------------------------------------------
+
+  /** Counters, per-rank load and the index's stats. */
+  stats(): RouterStats {
+    this.open();
+    this.expire();
+    const load: RankLoad[] = this.core.snapshot();
+    return {
+      workers: this.workers.size,
+      ranks: this.workers.rankCount,
+      inFlight: this.inFlight.size,
+      queued: this.queue.length,
+      ...this.counts,
+      load,
+      index: this.index.stats(),
+    };
+  }
+
+  /** Rejects waiting requests with `ERR_CLOSED` and closes the index. Idempotent. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const w of this.queue.drain()) {
+      this.settle(w.item);
+      w.item.reject(new KvRouteError('ERR_CLOSED', `the router closed while request ${w.item.prepared.req.requestId} waited`));
+    }
+    this.waiting.clear();
+    this.index.close();
+  }
+}

@@ -1,0 +1,150 @@
+/**
+ * `KvRouterOptions`: Dynamo's `KvRouterConfig` in camelCase with the same defaults, plus what a
+ * library needs (backend, clock, seed, custom selector). Validated up front.
+ */
+
+import type { BackendName } from '../backend-types.js';
+import { KvRouteError } from '../errors.js';
+import { checkBlockSize, checkOptions, describe } from '../validate.js';
+import type { CandidateScore, Selector } from './select.js';
+
+/** How waiting requests are ordered when every worker is busy. */
+export type QueuePolicy = 'fcfs' | 'lcfs' | 'wspt';
+
+/** Options of {@link KvRouter}. Only `blockSize` is required. */
+export interface KvRouterOptions {
+  /** Tokens per KV block, as the engines use. */
+  blockSize: number;
+  /** Weight of the prefill term of the cost; higher favours cache hits (TTFT), lower favours balance (ITL). Default 1. */
+  overlapScoreWeight?: number;
+  /** Softmax temperature of the choice; 0 picks the cheapest. Default 0. */
+  routerTemperature?: number;
+  /** Learn cache contents from workers' KV events. `false`: approximate mode, predicting them from routing decisions. Default true. */
+  useKvEvents?: boolean;
+  /** Approximate mode: how long a prediction counts, in seconds. Default 120. */
+  routerTtlSecs?: number;
+  /** Count in-flight requests' blocks as decode load. Default true. */
+  routerTrackActiveBlocks?: boolean;
+  /** Count in-flight requests' uncached prompt tokens as prefill load. Default true. */
+  routerTrackPrefillTokens?: boolean;
+  /** Assume engines reuse KV across in-flight requests, so shared prefixes count once. Default true. */
+  routerAssumeKvReuse?: boolean;
+  /**
+   * Queue requests while every candidate's prefill load exceeds this fraction of its
+   * `maxNumBatchedTokens`; `null` never queues. Default `null` (Dynamo's versions disagree:
+   * 2, 4 or 16; its current CLI leaves queueing off).
+   */
+  routerQueueThreshold?: number | null;
+  /** Order of waiting requests. Default `'fcfs'`. */
+  routerQueuePolicy?: QueuePolicy;
+  /** In-flight requests older than this (router clock) are freed and counted. Default 300. */
+  requestExpirySecs?: number;
+  /** Backend; default: the process-wide {@link backend}. */
+  backend?: BackendName;
+  /** Native backend: writer threads of the index. Default `min(4, cores)`. */
+  writerThreads?: number;
+  /** Seed of the RNG used for temperature sampling and tie-breaks. Default 0. */
+  seed?: number;
+  /** Clock in ms. Default `Date.now`. */
+  now?: () => number;
+  /** Custom choice: returns the index of the chosen candidate. Default: lowest cost (see README). */
+  selector?: Selector;
+}
+
+/** @internal */
+export interface ResolvedRouterOptions {
+  blockSize: number;
+  overlapScoreWeight: number;
+  routerTemperature: number;
+  useKvEvents: boolean;
+  routerTtlSecs: number;
+  trackActiveBlocks: boolean;
+  trackPrefillTokens: boolean;
+  assumeKvReuse: boolean;
+  queueThreshold: number | null;
+  queuePolicy: QueuePolicy;
+  requestExpiryMs: number;
+  backend: BackendName | undefined;
+  writerThreads: number | undefined;
+  seed: number;
+  now: () => number;
+  selector: ((candidates: readonly CandidateScore[], req: never) => number) | undefined;
+}
+
+const KNOWN = [
+  'blockSize',
+  'overlapScoreWeight',
+  'routerTemperature',
+  'useKvEvents',
+  'routerTtlSecs',
+  'routerTrackActiveBlocks',
+  'routerTrackPrefillTokens',
+  'routerAssumeKvReuse',
+  'routerQueueThreshold',
+  'routerQueuePolicy',
+  'requestExpirySecs',
+  'backend',
+  'writerThreads',
+  'seed',
+  'now',
+  'selector',
+] as const;
+
+function bad(name: string, what: string, value: unknown): never {
+  throw new KvRouteError('ERR_INVALID_ARG', `opts.${name} must be ${what}, got ${describe(value)}`);
+}
+
+/** @internal */
+export function nonNegative(value: unknown, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) bad(name, 'a finite number >= 0', value);
+  return value;
+}
+
+function positive(value: unknown, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) bad(name, 'a finite number > 0', value);
+  return value;
+}
+
+function flag(value: unknown, name: string, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') bad(name, 'a boolean', value);
+  return value;
+}
+
+/** @internal */
+export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
+  if (opts === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'KvRouter needs options with at least blockSize');
+  const o = checkOptions(opts, 'opts', KNOWN);
+  const threshold = o.routerQueueThreshold;
+  if (threshold !== undefined && threshold !== null && (typeof threshold !== 'number' || !Number.isFinite(threshold) || threshold < 0)) {
+    bad('routerQueueThreshold', 'null or a finite number >= 0', threshold);
+  }
+  const policy = o.routerQueuePolicy ?? 'fcfs';
+  if (policy !== 'fcfs' && policy !== 'lcfs' && policy !== 'wspt') bad('routerQueuePolicy', "'fcfs', 'lcfs' or 'wspt'", policy);
+  const seed = o.seed ?? 0;
+  if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) bad('seed', 'a safe integer', seed);
+  if (o.now !== undefined && typeof o.now !== 'function') bad('now', 'a function returning milliseconds', o.now);
+  if (o.selector !== undefined && typeof o.selector !== 'function') bad('selector', 'a function', o.selector);
+  if (o.writerThreads !== undefined && (typeof o.writerThreads !== 'number' || !Number.isInteger(o.writerThreads)))
+    bad('writerThreads', 'an integer', o.writerThreads);
+  return {
+    blockSize: checkBlockSize(o.blockSize, 'opts.blockSize'),
+    overlapScoreWeight: nonNegative(o.overlapScoreWeight, 'overlapScoreWeight', 1),
+    routerTemperature: nonNegative(o.routerTemperature, 'routerTemperature', 0),
+    useKvEvents: flag(o.useKvEvents, 'useKvEvents', true),
+    routerTtlSecs: positive(o.routerTtlSecs, 'routerTtlSecs', 120),
+    trackActiveBlocks: flag(o.routerTrackActiveBlocks, 'routerTrackActiveBlocks', true),
+    trackPrefillTokens: flag(o.routerTrackPrefillTokens, 'routerTrackPrefillTokens', true),
+    assumeKvReuse: flag(o.routerAssumeKvReuse, 'routerAssumeKvReuse', true),
+    queueThreshold: (threshold as number | null | undefined) ?? null,
+    queuePolicy: policy as QueuePolicy,
+    requestExpiryMs: positive(o.requestExpirySecs, 'requestExpirySecs', 300) * 1000,
+    backend: o.backend as BackendName | undefined,
+    writerThreads: o.writerThreads as number | undefined,
+    seed: seed as number,
+    now: (o.now as (() => number) | undefined) ?? Date.now,
+    selector: o.selector as ResolvedRouterOptions['selector'],
+  };
+}

@@ -1,0 +1,76 @@
+/**
+ * Cost and choice. Per candidate (worker, dp rank):
+ * `cost = overlapScoreWeight · prefillTokens / blockSize + decodeBlocks`, where `prefillTokens` is
+ * the rank's active prefill load plus this request's uncached tokens, and `decodeBlocks` its
+ * active blocks plus this request's blocks not already active there (Dynamo's classic cost).
+ */
+
+import type { RouteRequest } from './types.js';
+
+/** What routing weighed for one candidate. */
+export interface CandidateScore {
+  /** The worker. */
+  workerId: bigint;
+  /** Its data-parallel rank. */
+  dpRank: number;
+  /** Leading blocks of the request this rank already caches. */
+  overlap: number;
+  /** Active prefill tokens on the rank plus this request's uncached tokens. */
+  prefillTokens: number;
+  /** Active blocks on the rank plus this request's blocks not already active there. */
+  decodeBlocks: number;
+  /** Blocks the rank caches in total (tie-breaker). */
+  treeSize: number;
+  /** The routing cost; lower is better. */
+  cost: number;
+}
+
+/** A custom policy: returns the index of the chosen candidate. */
+export type Selector = (candidates: readonly CandidateScore[], req: RouteRequest) => number;
+
+/** A small seeded PRNG (mulberry32): deterministic choices for tests and replays. @internal */
+export class SeededRandom {
+  private state: number;
+
+  constructor(seed: number) {
+    this.state = seed >>> 0;
+  }
+
+  next(): number {
+    this.state = (this.state + 0x6d2b79f5) >>> 0;
+    let t = this.state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+}
+
+/**
+ * The default choice. Temperature 0: the lowest cost; among equal costs the smallest tree, then a
+ * seeded random pick. Temperature T > 0: sample with `p ∝ exp(−(c − cmin) / ((cmax − cmin) · T))`,
+ * uniformly when all costs are equal.
+ * @internal
+ */
+export function chooseCandidate(candidates: readonly CandidateScore[], temperature: number, rng: SeededRandom): number {
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  for (const c of candidates) {
+    if (c.cost < min) min = c.cost;
+    if (c.cost > max) max = c.cost;
+  }
+  if (temperature === 0 || min === max) {
+    const cheapest = candidates.map((c, i) => i).filter((i) => candidates[i].cost === min);
+    if (temperature > 0) return cheapest[Math.floor(rng.next() * cheapest.length)];
+    const smallest = Math.min(...cheapest.map((i) => candidates[i].treeSize));
+    const tied = cheapest.filter((i) => candidates[i].treeSize === smallest);
+    return tied.length === 1 ? tied[0] : tied[Math.floor(rng.next() * tied.length)];
+  }
+  const weights = candidates.map((c) => Math.exp(-(c.cost - min) / ((max - min) * temperature)));
+  const total = weights.reduce((a, b) => a + b, 0);
+  let u = rng.next() * total;
+  for (let i = 0; i < weights.length; i++) {
+    u -= weights[i];
+    if (u < 0) return i;
+  }
+  return weights.length - 1;
+}

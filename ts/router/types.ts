@@ -1,0 +1,122 @@
+/**
+ * The router's request, decision and report shapes.
+ */
+
+import type { IndexStats, WorkerId } from '../kv-index.js';
+import type { CandidateScore } from './select.js';
+
+/** A worker's facts that routing uses; all optional. */
+export interface WorkerConfig {
+  /** Data-parallel ranks of the worker. Default 1. */
+  dataParallelSize?: number;
+  /** First data-parallel rank. Default 0. */
+  dataParallelStartRank?: number;
+  /** Engine's `max_num_batched_tokens`; the queue threshold is a fraction of it. */
+  maxNumBatchedTokens?: number;
+  /** Engine's KV cache size in blocks (informational). */
+  totalKvBlocks?: number;
+  /** Engine's `max_num_seqs` (informational). */
+  maxNumSeqs?: number;
+}
+
+/** A request to route. */
+export interface RouteRequest {
+  /** Unique while the request is waiting or in flight. */
+  requestId: string;
+  /** Prompt token ids. */
+  tokens: Uint32Array | readonly number[];
+  /** LoRA adapter (changes block hashes). */
+  loraName?: string;
+  /** Cache namespace (changes block hashes). */
+  cacheNamespace?: string;
+  /** Expected output length (validated; not part of the classic cost). */
+  maxOutputTokens?: number;
+  /** Queue priority: higher waits less. Default 0. */
+  priority?: number;
+  /** Only these workers may take the request. */
+  allowedWorkers?: readonly WorkerId[];
+  /** Send to this worker (and rank, if given) without choosing. */
+  pinnedWorker?: { workerId: WorkerId; dpRank?: number };
+  /** Per-request overrides of the router options. */
+  overrides?: { overlapScoreWeight?: number; routerTemperature?: number };
+  /** Aborts the request while it waits in the queue. */
+  signal?: AbortSignal;
+}
+
+/** Where a request goes, and why. */
+export interface RouteDecision {
+  /** The chosen worker. */
+  workerId: bigint;
+  /** The chosen data-parallel rank. */
+  dpRank: number;
+  /** Leading blocks of the request that rank caches. */
+  overlapBlocks: number;
+  /** `overlapBlocks × blockSize`. */
+  cachedTokens: number;
+  /** Full blocks of the prompt. */
+  requiredBlocks: number;
+  /** Cost of the chosen candidate. */
+  cost: number;
+  /** Time spent waiting in the queue, ms (router clock). */
+  queuedMs: number;
+  /** Every candidate with its figures, in (workerId, dpRank) order. */
+  candidates: CandidateScore[];
+}
+
+/** What route() would weigh for one candidate, without booking. */
+export interface PotentialLoad {
+  /** The worker. */
+  workerId: bigint;
+  /** Its data-parallel rank. */
+  dpRank: number;
+  /** Leading blocks of the request cached there. */
+  overlapBlocks: number;
+  /** Prefill tokens the rank would have. */
+  prefillTokens: number;
+  /** Decode blocks the rank would have. */
+  decodeBlocks: number;
+}
+
+/** One rank's current load. */
+export interface RankLoad {
+  /** The worker. */
+  workerId: bigint;
+  /** Its data-parallel rank. */
+  dpRank: number;
+  /** Prefill tokens of in-flight requests without a first token yet. */
+  activePrefillTokens: number;
+  /** Distinct blocks of in-flight requests. */
+  activeBlocks: number;
+  /** In-flight requests. */
+  requests: number;
+}
+
+/** Router counters and load. */
+export interface RouterStats {
+  /** Registered workers. */
+  workers: number;
+  /** Their (worker, dp rank) candidates. */
+  ranks: number;
+  /** Requests booked and not yet freed. */
+  inFlight: number;
+  /** Requests waiting in the queue now. */
+  queued: number;
+  /** Requests routed since start. */
+  routed: number;
+  /** Requests that had to wait. */
+  queuedTotal: number;
+  /** Waiting requests aborted or cancelled. */
+  aborted: number;
+  /** In-flight requests freed by expiry. */
+  expired: number;
+  /** In-flight requests dropped because their worker was removed. */
+  droppedWithWorker: number;
+  /** `free` calls for unknown ids. */
+  unknownFree: number;
+  /** `markPrefillCompleted` calls for unknown ids. */
+  unknownPrefillCompleted: number;
+  /** Load of every rank with in-flight requests. */
+  load: RankLoad[];
+  /** The index's stats. */
+  index: IndexStats;
+}

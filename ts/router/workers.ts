@@ -1,0 +1,106 @@
+/**
+ * The router's registered workers and their candidate (worker, dp rank) pairs.
+ * @internal
+ * @module
+ */
+
+import { KvRouteError } from '../errors.js';
+import { checkWorkerId, type WorkerId } from '../kv-index.js';
+import { checkOptions, describe } from '../validate.js';
+import type { WorkerConfig } from './types.js';
+
+/** Prefill budget assumed for workers that published no `maxNumBatchedTokens` (Dynamo's). */
+export const DEFAULT_MAX_BATCHED_TOKENS = 10_000_000;
+
+export interface Worker {
+  id: bigint;
+  startRank: number;
+  size: number;
+  maxNumBatchedTokens: number;
+}
+
+/** Candidates as parallel arrays, the shape the router core takes. */
+export interface Candidates {
+  workers: BigUint64Array;
+  ranks: Uint32Array;
+}
+
+function int(value: unknown, name: string, min: number, fallback: number | undefined): number | undefined {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+    throw new KvRouteError('ERR_INVALID_ARG', `cfg.${name} must be an integer >= ${min}, got ${describe(value)}`);
+  }
+  return value;
+}
+
+export function resolveWorker(id: bigint, cfg: unknown): Worker {
+  const c = checkOptions(cfg, 'cfg', [
+    'dataParallelSize',
+    'dataParallelStartRank',
+    'maxNumBatchedTokens',
+    'totalKvBlocks',
+    'maxNumSeqs',
+  ]) as WorkerConfig;
+  const size = int(c.dataParallelSize, 'dataParallelSize', 1, 1) as number;
+  const startRank = int(c.dataParallelStartRank, 'dataParallelStartRank', 0, 0) as number;
+  if (startRank + size > 0xffffffff) throw new KvRouteError('ERR_INVALID_ARG', 'cfg: dp ranks must stay below 2^32');
+  int(c.totalKvBlocks, 'totalKvBlocks', 1, undefined);
+  int(c.maxNumSeqs, 'maxNumSeqs', 1, undefined);
+  return {
+    id,
+    startRank,
+    size,
+    maxNumBatchedTokens: int(c.maxNumBatchedTokens, 'maxNumBatchedTokens', 1, DEFAULT_MAX_BATCHED_TOKENS) as number,
+  };
+}
+
+export class WorkerRegistry {
+  private readonly workers = new Map<bigint, Worker>();
+  private all: Candidates | undefined;
+
+  get size(): number {
+    return this.workers.size;
+  }
+
+  get rankCount(): number {
+    let n = 0;
+    for (const w of this.workers.values()) n += w.size;
+    return n;
+  }
+
+  get(id: bigint): Worker | undefined {
+    return this.workers.get(id);
+  }
+
+  set(worker: Worker): void {
+    this.workers.set(worker.id, worker);
+    this.all = undefined;
+  }
+
+  delete(id: bigint): boolean {
+    this.all = undefined;
+    return this.workers.delete(id);
+  }
+
+  /** Candidates of `ids` (all workers when undefined), in (workerId, dpRank) order. */
+  candidates(ids?: ReadonlySet<bigint>): Candidates {
+    if (!ids && this.all) return this.all;
+    const chosen = [...this.workers.values()].filter((w) => !ids || ids.has(w.id)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const count = chosen.reduce((n, w) => n + w.size, 0);
+    const out: Candidates = { workers: new BigUint64Array(count), ranks: new Uint32Array(count) };
+    let i = 0;
+    for (const w of chosen) {
+      for (let r = 0; r < w.size; r++, i++) {
+        out.workers[i] = w.id;
+        out.ranks[i] = w.startRank + r;
+      }
+    }
+    if (!ids) this.all = out;
+    return out;
+  }
+}
+
+export function workerIdSet(ids: unknown, name: string): Set<bigint> {
+  if (!Array.isArray(ids)) throw new KvRouteError('ERR_INVALID_ARG', `${name} must be an array of worker ids, got ${describe(ids)}`);
+  return new Set(ids.map((id, i) => checkWorkerId(id as WorkerId, `${name}[${i}]`)));
+}
