@@ -48,4 +48,13 @@ export { loadTrace, parseTrace, synthesizeTokens } from './replay/trace.js';
 export { KvRouter } from './router/kv-router.js';
 export type { KvRouterOptions, QueuePolicy } from './router/options.js';
 export type { CandidateScore, Selector } from './router/select.js';
-export type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './router/types.js';
+export type {
+  PinnedWorker,
+  PotentialLoad,
+  RankLoad,
+  RouteDecision,
+  RouteOverrides,
+  RouteRequest,
+  RouterStats,
+  WorkerConfig,
+} from './router/types.js';

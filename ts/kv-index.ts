@@ -267,7 +267,8 @@ export class KvIndex {
   /**
    * Approximate mode: records that this request was routed to the rank, so its blocks count as
    * held there until `ttlMs` after the last prediction that touched them. Blocks confirmed by real
-   * KV events never expire.
+   * KV events never expire. The prediction is visible to reads when this returns (natively it
+   * waits for the worker's writer thread to apply it).
    */
   recordRouting(
     workerId: WorkerId,

@@ -59,7 +59,7 @@ export function chooseCandidate(candidates: readonly CandidateScore[], temperatu
     if (c.cost > max) max = c.cost;
   }
   if (temperature === 0 || min === max) {
-    const cheapest = candidates.map((c, i) => i).filter((i) => candidates[i].cost === min);
+    const cheapest = candidates.map((_, i) => i).filter((i) => candidates[i].cost === min);
     if (temperature > 0) return cheapest[Math.floor(rng.next() * cheapest.length)];
     const smallest = Math.min(...cheapest.map((i) => candidates[i].treeSize));
     const tied = cheapest.filter((i) => candidates[i].treeSize === smallest);

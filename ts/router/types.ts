@@ -19,6 +19,22 @@ export interface WorkerConfig {
   maxNumSeqs?: number;
 }
 
+/** A worker (and optionally one of its ranks) a request must go to. */
+export interface PinnedWorker {
+  /** The worker. */
+  workerId: WorkerId;
+  /** One of its data-parallel ranks; when omitted, the best of its ranks. */
+  dpRank?: number;
+}
+
+/** Per-request overrides of router options. */
+export interface RouteOverrides {
+  /** Replaces `overlapScoreWeight` for this request. */
+  overlapScoreWeight?: number;
+  /** Replaces `routerTemperature` for this request. */
+  routerTemperature?: number;
+}
+
 /** A request to route. */
 export interface RouteRequest {
   /** Unique while the request is waiting or in flight. */
@@ -36,9 +52,9 @@ export interface RouteRequest {
   /** Only these workers may take the request. */
   allowedWorkers?: readonly WorkerId[];
   /** Send to this worker (and rank, if given) without choosing. */
-  pinnedWorker?: { workerId: WorkerId; dpRank?: number };
+  pinnedWorker?: PinnedWorker;
   /** Per-request overrides of the router options. */
-  overrides?: { overlapScoreWeight?: number; routerTemperature?: number };
+  overrides?: RouteOverrides;
   /** Aborts the request while it waits in the queue. */
   signal?: AbortSignal;
 }

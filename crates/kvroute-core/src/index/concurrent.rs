@@ -111,10 +111,20 @@ impl KvIndex {
         })
     }
 
-    fn send(&self, writer: usize, op: Op) {
-        self.shared.enqueued[writer].fetch_add(1, Ordering::AcqRel);
+    /// Enqueues `op`; returns its position in that writer's sequence.
+    fn send(&self, writer: usize, op: Op) -> u64 {
+        let position = self.shared.enqueued[writer].fetch_add(1, Ordering::AcqRel) + 1;
         // The receiver only disappears after `close`, which `ensure_open` already excluded.
         let _ = self.writers[writer].send(op);
+        position
+    }
+
+    /// Blocks until `writer` has applied its op at `position`.
+    fn wait_for(&self, writer: usize, position: u64) {
+        let mut applied = self.shared.applied.lock();
+        while applied[writer] < position {
+            self.shared.progress.wait(&mut applied);
+        }
     }
 
     /// Enqueues events; each worker's events keep their order.
@@ -143,7 +153,9 @@ impl KvIndex {
         Ok(())
     }
 
-    /// Approximate mode: enqueues a routing prediction.
+    /// Approximate mode: records a routing prediction and returns once it is visible to reads,
+    /// so that a router sees its own decisions at its next one. It waits only for this worker's
+    /// writer (whose queue holds this worker's earlier events, usually none in approximate mode).
     pub fn record_prediction(
         &self,
         rank: Rank,
@@ -157,8 +169,9 @@ impl KvIndex {
             return Err(KvError::invalid_arg("local and sequence hashes differ in length"));
         }
         let w = self.writer_for(rank.worker_id, &mut self.assignment.lock());
-        self.send(w, Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms });
-        Ok(())
+        let position = self.send(w, Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms });
+        self.wait_for(w, position);
+        self.check_failure()
     }
 
     /// Approximate mode: records that a request with these local hashes was routed to `rank`;
