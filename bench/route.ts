@@ -1,0 +1,137 @@
+/**
+ * Routing: `route()` + `markPrefillCompleted()` + `free()` per request, native vs pure-JS.
+ * 1. synthetic: 4,096-token requests at block size 64 over 16 workers; each request shares one of
+ *    100 system prompts (2,048 tokens) cached on some workers, then has a unique tail.
+ * 2. trace: the Mooncake conversation trace (or a generated one) over 16 workers; after each
+ *    decision the request's blocks enter the chosen worker's cache (a Stored event, untimed).
+ * Targets: ≥ 50,000 routes/s with the native backend; native ≥ 5× JS. The synthetic workload is
+ * timed after an untimed warm-up of 1,000 cycles.
+ */
+
+import { blockHashes, KvRouter, type RouterEvent, sequenceHashes, synthesizeTokens } from '../ts/index.js';
+import { fmt, percentile, printTable, QUICK, sortedCopy, writeResult } from './common.js';
+import { benchTrace } from './index-workload.js';
+
+const WORKERS = 16;
+const BS = 64;
+
+function storedEvent(worker: number, locals: BigUint64Array): RouterEvent {
+  const names = sequenceHashes(locals);
+  return {
+    worker_id: worker,
+    event: {
+      event_id: 0,
+      data: { stored: { parent_hash: null, blocks: Array.from(locals, (h, i) => ({ block_hash: names[i], tokens_hash: h })) } },
+    },
+  };
+}
+
+function newRouter(backend: 'native' | 'js'): KvRouter {
+  const r = new KvRouter({ blockSize: BS, backend, seed: 1 });
+  for (let w = 0; w < WORKERS; w++) r.addWorker(w);
+  return r;
+}
+
+/** Times `route` of each request; returns routes/s over the timed calls and latency percentiles. */
+async function cycle(router: KvRouter, requests: Iterable<{ id: string; tokens: Uint32Array; after?: (worker: bigint) => void }>) {
+  const latencies: number[] = [];
+  let total = 0;
+  for (const req of requests) {
+    const start = process.hrtime.bigint();
+    const d = await router.route({ requestId: req.id, tokens: req.tokens });
+    router.markPrefillCompleted(req.id);
+    router.free(req.id);
+    const ns = Number(process.hrtime.bigint() - start);
+    latencies.push(ns);
+    total += ns;
+    req.after?.(d.workerId);
+  }
+  const sorted = sortedCopy(latencies);
+  return {
+    routesPerSec: latencies.length / (total / 1e9),
+    p50us: percentile(sorted, 50) / 1000,
+    p99us: percentile(sorted, 99) / 1000,
+    requests: latencies.length,
+  };
+}
+
+async function synthetic(backend: 'native' | 'js') {
+  const router = newRouter(backend);
+  const prompts = Array.from({ length: 100 }, (_, p) => Uint32Array.from({ length: 2048 }, (_, i) => (p * 7919 + i * 31) % 150_000));
+  for (let p = 0; p < prompts.length; p++) router.applyEvent(storedEvent(p % WORKERS, blockHashes(prompts[p], BS)));
+  await router.flush();
+  const n = QUICK ? 2000 : 20_000;
+  const reqs = Array.from({ length: Math.min(n, 2000) }, (_, k) => {
+    const t = new Uint32Array(4096);
+    t.set(prompts[k % prompts.length]);
+    for (let i = 2048; i < 4096; i++) t[i] = (k * 104729 + i) % 150_000;
+    return t;
+  });
+  // Untimed warm-up, so the figures describe steady state rather than the JIT compiling.
+  await cycle(
+    router,
+    (function* () {
+      for (let k = 0; k < 1000; k++) yield { id: `w${k}`, tokens: reqs[k % reqs.length] };
+    })(),
+  );
+  const result = await cycle(
+    router,
+    (function* () {
+      for (let k = 0; k < n; k++) yield { id: `s${k}`, tokens: reqs[k % reqs.length] };
+    })(),
+  );
+  router.close();
+  return result;
+}
+
+async function trace(backend: 'native' | 'js') {
+  const { trace: t, source } = benchTrace(QUICK ? 1000 : undefined);
+  const router = newRouter(backend);
+  const result = await cycle(
+    router,
+    (function* () {
+      for (let k = 0; k < t.requests.length; k++) {
+        const tokens = synthesizeTokens(t.requests[k], t.traceBlockSize);
+        yield {
+          id: `t${k}`,
+          tokens,
+          after: (w: bigint) => router.applyEvent(storedEvent(Number(w), blockHashes(tokens, BS, { backend }))),
+        };
+      }
+    })(),
+  );
+  await router.flush();
+  router.close();
+  return { ...result, source };
+}
+
+const results: Record<string, Record<string, Awaited<ReturnType<typeof synthetic>>>> = { synthetic: {}, trace: {} };
+for (const backend of ['native', 'js'] as const) {
+  results.synthetic[backend] = await synthetic(backend);
+  results.trace[backend] = await trace(backend);
+}
+const rows = (['synthetic', 'trace'] as const).flatMap((w) => [
+  {
+    workload: w,
+    metric: 'route cycles/s',
+    native: fmt(results[w].native.routesPerSec, 0),
+    js: fmt(results[w].js.routesPerSec, 0),
+    'native/js': fmt(results[w].native.routesPerSec / results[w].js.routesPerSec, 2),
+  },
+  {
+    workload: w,
+    metric: 'route p50 µs',
+    native: fmt(results[w].native.p50us, 1),
+    js: fmt(results[w].js.p50us, 1),
+    'native/js': fmt(results[w].js.p50us / results[w].native.p50us, 2),
+  },
+  {
+    workload: w,
+    metric: 'route p99 µs',
+    native: fmt(results[w].native.p99us, 1),
+    js: fmt(results[w].js.p99us, 1),
+    'native/js': fmt(results[w].js.p99us / results[w].native.p99us, 2),
+  },
+]);
+printTable(`route() + markPrefillCompleted() + free(), ${WORKERS} workers, block size ${BS}`, rows);
+writeResult('route', { parameters: { workers: WORKERS, blockSize: BS, syntheticTokens: 4096 }, results, table: rows });
