@@ -1,7 +1,7 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: { index: 'ts/index.ts' },
+  entry: { index: 'ts/index.ts', cli: 'ts/bin.ts' },
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,

@@ -1,0 +1,243 @@
+/**
+ * A simulated vLLM-like engine rank: continuous batching with chunked prefill, a prefix-caching
+ * KV block pool, LIFO preemption when blocks run out, and Dynamo's mocker timing model. Each
+ * `step` is one engine pass in virtual time.
+ * @internal
+ * @module
+ */
+
+import { type CacheEvent, type FullBlock, KvCache } from './kv-cache.js';
+
+/** Engine knobs (vLLM's names). */
+export interface EngineConfig {
+  blockSize: number;
+  numGpuBlocks: number;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  /** Divides every simulated duration. */
+  speedup: number;
+}
+
+/** A request as an engine sees it. */
+export class SimRequest {
+  /** Arrival in virtual ms. */
+  arrivalMs = 0;
+  firstAdmitMs = -1;
+  firstTokenMs = -1;
+  lastTokenMs = -1;
+  /** Prompt tokens found in the prefix cache, the best over admissions. */
+  reusedTokens = 0;
+  generated = 0;
+  /** Tokens whose KV is computed or cached (prompt plus regenerated output after preemption). */
+  prefilled = 0;
+  admitted = false;
+  preemptions = 0;
+  /** Full blocks in use, in order. */
+  held: FullBlock[] = [];
+  promptTaken = 0;
+  outputFull = 0;
+  partial = false;
+  justPrefilled = false;
+  inDecode = false;
+
+  constructor(
+    readonly uid: number,
+    readonly inputLength: number,
+    readonly outputLength: number,
+    /** Full prompt blocks at the engine block size. */
+    readonly promptBlocks: FullBlock[],
+  ) {}
+
+  get context(): number {
+    return this.inputLength + this.generated;
+  }
+}
+
+/** What a pass produced. */
+export interface PassResult {
+  durationMs: number;
+  /** Requests whose first token came out at the end of the pass. */
+  firstTokens: SimRequest[];
+  /** Requests that finished at the end of the pass. */
+  finished: SimRequest[];
+  events: CacheEvent[];
+}
+
+/** Prefill time of one chunk of `t` new tokens (ms), Dynamo's polynomial. */
+export function prefillMs(t: number): number {
+  return t > 0 ? 4.209989e-7 * t * t + 0.01518344 * t + 16.50142 : 0;
+}
+
+/** One decode step (ms) with fraction `p` of the KV blocks in use, Dynamo's polynomial. */
+export function decodeMs(p: number): number {
+  const x = Math.min(1, p);
+  return Math.max(1, -25.74 * x * x + 54.01 * x + 5.74);
+}
+
+const OUTPUT_TAG = 0x6f75747075745f62n;
+
+export class Engine {
+  readonly cache: KvCache;
+  private readonly waiting: SimRequest[] = [];
+  private readonly prefill: SimRequest[] = [];
+  private readonly decode: SimRequest[] = [];
+
+  constructor(readonly config: EngineConfig) {
+    this.cache = new KvCache(config.numGpuBlocks);
+  }
+
+  get idle(): boolean {
+    return this.waiting.length === 0 && this.prefill.length === 0 && this.decode.length === 0;
+  }
+
+  get running(): number {
+    return this.prefill.length + this.decode.length;
+  }
+
+  enqueue(r: SimRequest): void {
+    this.waiting.push(r);
+  }
+
+  /** Makes `r`'s blocks cover its first `tokens` tokens; false when the pool is full. */
+  private ensure(r: SimRequest, tokens: number): boolean {
+    const bs = this.config.blockSize;
+    const wantPrompt = Math.min(Math.floor(tokens / bs), r.promptBlocks.length);
+    if (r.promptTaken < wantPrompt) {
+      const parent = r.promptTaken > 0 ? r.promptBlocks[r.promptTaken - 1].seq : null;
+      const slice = r.promptBlocks.slice(r.promptTaken, wantPrompt);
+      const taken = this.cache.use(slice, parent);
+      for (let i = 0; i < taken; i++) r.held.push(slice[i]);
+      r.promptTaken += taken;
+      if (taken < slice.length) return false;
+    }
+    const full = Math.floor(tokens / bs);
+    while (r.promptTaken + r.outputFull < full) {
+      // The block being filled (prompt tail and/or output) is full: it joins the prefix cache
+      // under an identity unique to this request's output.
+      if (!r.partial) {
+        if (!this.cache.usePrivate()) return false;
+        r.partial = true;
+      }
+      const index = BigInt(r.outputFull);
+      const block = { seq: (BigInt(r.uid) << 24n) ^ index ^ OUTPUT_TAG, local: (BigInt(r.uid) << 24n) ^ index };
+      const parent = r.held.length > 0 ? r.held[r.held.length - 1].seq : null;
+      this.cache.promote(block, parent);
+      r.held.push(block);
+      r.outputFull++;
+      r.partial = false;
+    }
+    if (tokens % bs !== 0 && !r.partial) {
+      if (!this.cache.usePrivate()) return false;
+      r.partial = true;
+    }
+    return true;
+  }
+
+  private releaseAll(r: SimRequest): void {
+    this.cache.release(r.held);
+    if (r.partial) this.cache.releasePrivate();
+    r.held = [];
+    r.partial = false;
+    r.promptTaken = 0;
+    r.outputFull = 0;
+    r.prefilled = 0;
+    r.admitted = false;
+  }
+
+  /** Preempts the newest running decode request other than `keep`; false if there is none. */
+  private preemptOne(keep?: SimRequest): SimRequest | undefined {
+    for (let i = this.decode.length - 1; i >= 0; i--) {
+      const victim = this.decode[i];
+      if (victim === keep) continue;
+      this.decode.splice(i, 1);
+      victim.inDecode = false;
+      this.releaseAll(victim);
+      victim.preemptions++;
+      this.waiting.unshift(victim);
+      return victim;
+    }
+    return undefined;
+  }
+
+  private admit(r: SimRequest, now: number): void {
+    const bs = this.config.blockSize;
+    const hit = this.cache.prefixHit(r.promptBlocks.map((b) => b.seq));
+    const cached = Math.min(hit * bs, r.inputLength);
+    r.reusedTokens = Math.max(r.reusedTokens, cached);
+    if (r.firstAdmitMs < 0) r.firstAdmitMs = now;
+    r.admitted = true;
+    // Cached blocks are in the pool already: taking them cannot fail.
+    this.ensure(r, hit * bs);
+    r.prefilled = cached;
+  }
+
+  /** One engine pass starting at `now`: a prefill step, then a decode step. */
+  step(now: number): PassResult {
+    const cfg = this.config;
+    let budget = cfg.maxNumBatchedTokens - this.decode.length;
+    let prefillTime = 0;
+    while (budget > 0) {
+      if (this.prefill.length === 0) {
+        if (this.waiting.length === 0 || this.running >= cfg.maxNumSeqs) break;
+        this.prefill.push(this.waiting.shift() as SimRequest);
+      }
+      const r = this.prefill[0];
+      if (!r.admitted) this.admit(r, now);
+      const chunk = Math.min(r.context - r.prefilled, budget);
+      let ok = this.ensure(r, r.prefilled + chunk);
+      while (!ok && this.preemptOne()) ok = this.ensure(r, r.prefilled + chunk);
+      if (!ok) break;
+      prefillTime += prefillMs(chunk);
+      r.prefilled += chunk;
+      budget -= chunk;
+      if (r.prefilled < r.context) break;
+      this.prefill.shift();
+      r.justPrefilled = r.generated === 0;
+      r.inDecode = true;
+      this.decode.push(r);
+    }
+    const firstTokens: SimRequest[] = [];
+    const finished: SimRequest[] = [];
+    let decodeTime = 0;
+    if (this.decode.length > 0) {
+      decodeTime = decodeMs(this.cache.used / cfg.numGpuBlocks);
+      for (const r of this.decode.slice()) {
+        if (!r.inDecode) continue;
+        if (r.justPrefilled) {
+          // The pass that completes a prefill produces the first token.
+          r.justPrefilled = false;
+          r.generated = 1;
+          firstTokens.push(r);
+        } else {
+          let ok = this.ensure(r, r.context + 1);
+          while (!ok) {
+            const victim = this.preemptOne(r);
+            if (!victim) break;
+            ok = this.ensure(r, r.context + 1);
+          }
+          if (!ok) {
+            this.decode.splice(this.decode.indexOf(r), 1);
+            r.inDecode = false;
+            this.releaseAll(r);
+            r.preemptions++;
+            this.waiting.unshift(r);
+            continue;
+          }
+          r.generated++;
+        }
+        if (r.generated >= r.outputLength) {
+          this.decode.splice(this.decode.indexOf(r), 1);
+          r.inDecode = false;
+          this.releaseAll(r);
+          finished.push(r);
+        }
+      }
+    }
+    const durationMs = (prefillTime + decodeTime) / cfg.speedup;
+    const end = now + durationMs;
+    for (const r of firstTokens) r.firstTokenMs = end;
+    for (const r of this.decode) if (r.generated > 0) r.lastTokenMs = end;
+    for (const r of finished) r.lastTokenMs = end;
+    return { durationMs, firstTokens, finished, events: this.cache.takeEvents() };
+  }
+}

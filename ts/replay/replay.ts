@@ -1,0 +1,163 @@
+/**
+ * `replay`: how much would KV-aware routing help on this traffic? Simulates a fleet of vLLM-like
+ * workers on a trace, once per routing policy, with a real {@link KvRouter} on the simulation
+ * clock, and reports TTFT, ITL, end-to-end latency, throughput and prefix-cache hit ratio.
+ */
+
+import type { BackendName } from '../backend-types.js';
+import { KvRouteError } from '../errors.js';
+import { blockHashes, sequenceHashes } from '../hashing.js';
+import type { KvRouterOptions } from '../router/options.js';
+import type { Selector } from '../router/select.js';
+import { describe } from '../validate.js';
+import { generateTrace } from './generate.js';
+import { type PolicyReport, type ReplayReport, summarise } from './report.js';
+import { type SimConfig, simulatePolicy } from './simulate.js';
+import { loadTrace, synthesizeTokens, type Trace } from './trace.js';
+
+/** A routing policy: a built-in one, or a custom selector with a name for the report. */
+export type ReplayPolicy = 'kv' | 'round-robin' | 'random' | { name: string; selector: Selector };
+
+/** Options of {@link replay}; all but the trace mirror the `kvroute replay` flags. */
+export interface ReplayOptions {
+  /** A loaded trace or a JSONL path; default: the built-in generated workload. */
+  trace?: Trace | string;
+  /** Policies to run, one simulation each. Default `['kv']`. */
+  policies?: ReplayPolicy[];
+  /** Workers. Default 16. */
+  workers?: number;
+  /** Data-parallel ranks per worker, each with its own cache. Default 1. */
+  dpSize?: number;
+  /** Engine block size in tokens. Default 64. */
+  blockSize?: number;
+  /** Tokens per trace hash id. Default 512. */
+  traceBlockSize?: number;
+  /** KV blocks per engine rank. Default 16,384. */
+  numGpuBlocks?: number;
+  /** Running requests per engine rank. Default 256. */
+  maxNumSeqs?: number;
+  /** Tokens per engine pass. Default 8,192. */
+  maxNumBatchedTokens?: number;
+  /** Divides simulated compute time. Default 1. */
+  speedup?: number;
+  /** Divides inter-arrival times. Default 1. */
+  arrivalSpeedup?: number;
+  /** Options for the KV router (`overlapScoreWeight`, `routerQueueThreshold`, ...). */
+  routerConfig?: Partial<KvRouterOptions>;
+  /** Replay only the first N requests. */
+  limit?: number;
+  /** Seed of routing randomness. Default 42. */
+  seed?: number;
+  /** Backend. Default: the process-wide one. */
+  backend?: BackendName;
+  /** Called as requests complete (about 100 times per policy). */
+  onProgress?: (policy: string, done: number, total: number) => void;
+}
+
+function positiveInt(v: unknown, name: string, fallback: number): number {
+  if (v === undefined) return fallback;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)
+    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be a positive integer, got ${describe(v)}`);
+  return v;
+}
+
+function positive(v: unknown, name: string, fallback: number): number {
+  if (v === undefined) return fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
+    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be a positive number, got ${describe(v)}`);
+  return v;
+}
+
+function policySelector(policy: ReplayPolicy, seed: number): { name: string; selector: Selector | undefined } {
+  if (policy === 'kv') return { name: 'kv', selector: undefined };
+  if (policy === 'round-robin') {
+    let next = 0;
+    return { name: 'round-robin', selector: (candidates) => next++ % candidates.length };
+  }
+  if (policy === 'random') {
+    let state = seed >>> 0 || 1;
+    return {
+      name: 'random',
+      selector: (candidates) => {
+        state ^= state << 13;
+        state ^= state >>> 17;
+        state ^= state << 5;
+        return (state >>> 0) % candidates.length;
+      },
+    };
+  }
+  if (policy && typeof policy === 'object' && typeof policy.selector === 'function' && typeof policy.name === 'string') return policy;
+  throw new KvRouteError('ERR_INVALID_ARG', `unknown policy ${describe(policy)} (kv, round-robin, random, or { name, selector })`);
+}
+
+/**
+ * Prompt tokens a single infinite prefix cache would serve: the ceiling of any policy's
+ * hit ratio on this trace at this block size.
+ */
+export function upperBoundHitRatio(trace: Trace, blockSize: number, backend?: BackendName): number {
+  const seen = new Set<bigint>();
+  let hit = 0;
+  let total = 0;
+  for (const req of trace.requests) {
+    const seqs = sequenceHashes(
+      blockHashes(synthesizeTokens(req, trace.traceBlockSize), blockSize, backend ? { backend } : {}),
+      backend ? { backend } : {},
+    );
+    let n = 0;
+    while (n < seqs.length && seen.has(seqs[n])) n++;
+    hit += Math.min(n * blockSize, req.inputLength);
+    total += req.inputLength;
+    for (const s of seqs) seen.add(s);
+  }
+  return total > 0 ? hit / total : 0;
+}
+
+/** Replays a trace under each policy; deterministic for given options (except wall-clock fields). */
+export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
+  const traceBlockSize = positiveInt(opts.traceBlockSize, 'traceBlockSize', 512);
+  let trace =
+    typeof opts.trace === 'string' ? loadTrace(opts.trace, { traceBlockSize }) : (opts.trace ?? generateTrace({ traceBlockSize }));
+  if (opts.limit !== undefined) trace = { ...trace, requests: trace.requests.slice(0, positiveInt(opts.limit, 'limit', 0)) };
+  const seed = opts.seed ?? 42;
+  if (!Number.isSafeInteger(seed)) throw new KvRouteError('ERR_INVALID_ARG', `seed must be an integer, got ${describe(seed)}`);
+  const cfg: SimConfig = {
+    workers: positiveInt(opts.workers, 'workers', 16),
+    dpSize: positiveInt(opts.dpSize, 'dpSize', 1),
+    engine: {
+      blockSize: positiveInt(opts.blockSize, 'blockSize', 64),
+      numGpuBlocks: positiveInt(opts.numGpuBlocks, 'numGpuBlocks', 16_384),
+      maxNumSeqs: positiveInt(opts.maxNumSeqs, 'maxNumSeqs', 256),
+      maxNumBatchedTokens: positiveInt(opts.maxNumBatchedTokens, 'maxNumBatchedTokens', 8192),
+      speedup: positive(opts.speedup, 'speedup', 1),
+    },
+    arrivalSpeedup: positive(opts.arrivalSpeedup, 'arrivalSpeedup', 1),
+    seed,
+    backend: opts.backend,
+    routerConfig: opts.routerConfig ?? {},
+  };
+  const policies = (opts.policies ?? ['kv']).map((p) => policySelector(p, seed));
+  const reports: PolicyReport[] = [];
+  for (const { name, selector } of policies) {
+    const run = await simulatePolicy(trace, selector, { ...cfg, onProgress: opts.onProgress && ((d, t) => opts.onProgress?.(name, d, t)) });
+    reports.push(summarise(name, run, cfg.workers));
+  }
+  const { onProgress: _ignored, trace: _trace, ...shown } = opts;
+  return {
+    trace: {
+      path: trace.path ?? null,
+      requests: trace.requests.length,
+      upperBoundHitRatio: upperBoundHitRatio(trace, cfg.engine.blockSize, opts.backend),
+    },
+    config: {
+      ...shown,
+      workers: cfg.workers,
+      dpSize: cfg.dpSize,
+      ...cfg.engine,
+      arrivalSpeedup: cfg.arrivalSpeedup,
+      traceBlockSize,
+      seed,
+      policies: policies.map((p) => p.name),
+    },
+    policies: reports,
+  };
+}

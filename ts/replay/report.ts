@@ -1,0 +1,133 @@
+/**
+ * The replay report: latency distributions, throughput and prefix-cache hit ratio per policy.
+ */
+
+import type { PolicyRun } from './simulate.js';
+
+/** A latency distribution in ms (nearest-rank percentiles, as Dynamo's replay reports them). */
+export interface Distribution {
+  /** Mean. */
+  mean: number;
+  /** Median. */
+  p50: number;
+  /** 90th percentile. */
+  p90: number;
+  /** 95th percentile. */
+  p95: number;
+  /** 99th percentile. */
+  p99: number;
+  /** Maximum. */
+  max: number;
+}
+
+/** One worker's share of a policy's traffic. */
+export interface WorkerShare {
+  /** The worker. */
+  workerId: number;
+  /** Requests routed to it. */
+  requests: number;
+  /** Their prompt tokens. */
+  promptTokens: number;
+  /** Prompt tokens served from its prefix cache. */
+  cachedTokens: number;
+}
+
+/** Results of one routing policy. */
+export interface PolicyReport {
+  /** `kv`, `round-robin`, `random`, or the custom selector's name. */
+  name: string;
+  /** Requests completed. */
+  requests: number;
+  /** Virtual time from the first arrival to the last token, s. */
+  simulatedSeconds: number;
+  /** Wall time of the simulation, s (varies run to run). */
+  wallSeconds: number;
+  /** Simulated seconds per wall second (varies run to run). */
+  simSecondsPerWallSecond: number;
+  /** Routing decisions per wall second spent routing (varies run to run). */
+  decisionsPerWallSecond: number;
+  /** Time to first token. */
+  ttftMs: Distribution;
+  /** Inter-token latency, per request: (last token − first token) / (output tokens − 1). */
+  itlMs: Distribution;
+  /** End-to-end latency. */
+  e2eMs: Distribution;
+  /** Completed requests and generated tokens per simulated second. */
+  throughput: { requestsPerSec: number; outputTokensPerSec: number };
+  /** Prompt tokens served from cache / prompt tokens. */
+  hitRatio: number;
+  /** Requests preempted for lack of KV blocks, counted per preemption. */
+  preemptions: number;
+  /** Traffic per worker. */
+  workers: WorkerShare[];
+  /** Evenly spaced quantiles (at most 201 points, ascending) of TTFT and E2E, for CDF plots. */
+  cdf: { ttftMs: number[]; e2eMs: number[] };
+}
+
+/** A replay's full report (the `--report` JSON). */
+export interface ReplayReport {
+  /** The workload. */
+  trace: { path: string | null; requests: number; upperBoundHitRatio: number };
+  /** The settings of the run. */
+  config: Record<string, unknown>;
+  /** One entry per policy, in the order run. */
+  policies: PolicyReport[];
+}
+
+export function distribution(values: number[]): Distribution {
+  if (values.length === 0) return { mean: 0, p50: 0, p90: 0, p95: 0, p99: 0, max: 0 };
+  const s = Float64Array.from(values).sort();
+  const at = (p: number) => s[Math.round(((s.length - 1) * p) / 100)];
+  const mean = s.reduce((a, b) => a + b, 0) / s.length;
+  return { mean, p50: at(50), p90: at(90), p95: at(95), p99: at(99), max: s[s.length - 1] };
+}
+
+/** At most 201 evenly spaced quantiles of `values`, ascending. */
+export function quantiles(values: number[]): number[] {
+  if (values.length === 0) return [];
+  const s = Float64Array.from(values).sort();
+  const n = Math.min(200, s.length - 1);
+  return Array.from({ length: n + 1 }, (_, k) => s[Math.round(((s.length - 1) * k) / Math.max(1, n))]);
+}
+
+export function summarise(name: string, run: PolicyRun, workers: number): PolicyReport {
+  const reqs = run.requests;
+  const ttft = reqs.map((r) => r.firstTokenMs - r.arrivalMs);
+  const e2e = reqs.map((r) => r.lastTokenMs - r.arrivalMs);
+  const itl = reqs.filter((r) => r.outputLength > 1).map((r) => (r.lastTokenMs - r.firstTokenMs) / (r.outputLength - 1));
+  const prompt = reqs.reduce((n, r) => n + r.inputLength, 0);
+  const reused = reqs.reduce((n, r) => n + r.reusedTokens, 0);
+  const output = reqs.reduce((n, r) => n + r.outputLength, 0);
+  const seconds = run.simulatedMs / 1000;
+  const shares: WorkerShare[] = Array.from({ length: workers }, (_, workerId) => ({
+    workerId,
+    requests: 0,
+    promptTokens: 0,
+    cachedTokens: 0,
+  }));
+  reqs.forEach((r, uid) => {
+    const s = shares[run.placement[uid].workerId];
+    s.requests++;
+    s.promptTokens += r.inputLength;
+    s.cachedTokens += r.reusedTokens;
+  });
+  return {
+    name,
+    requests: reqs.length,
+    simulatedSeconds: seconds,
+    wallSeconds: run.wallMs / 1000,
+    simSecondsPerWallSecond: seconds / (run.wallMs / 1000),
+    decisionsPerWallSecond: reqs.length / (run.routeWallMs / 1000),
+    ttftMs: distribution(ttft),
+    itlMs: distribution(itl),
+    e2eMs: distribution(e2e),
+    throughput: { requestsPerSec: reqs.length / seconds, outputTokensPerSec: output / seconds },
+    hitRatio: prompt > 0 ? reused / prompt : 0,
+    preemptions: reqs.reduce((n, r) => n + r.preemptions, 0),
+    workers: shares,
+    cdf: { ttftMs: quantiles(ttft), e2eMs: quantiles(e2e) },
+  };
+}
+
+/** Fields that measure the machine, not the simulation: they differ between identical runs. */
+export const WALL_CLOCK_FIELDS = ['wallSeconds', 'simSecondsPerWallSecond', 'decisionsPerWallSecond'] as const;

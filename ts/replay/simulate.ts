@@ -1,0 +1,246 @@
+/**
+ * The discrete-event loop of `replay`: one routing policy over a fleet of simulated engines, in
+ * virtual time. Each rank of each worker is an {@link Engine}; a real {@link KvRouter} routes
+ * every arrival on the simulation clock, receives the engines' KV events at the end of the pass
+ * that produced them, and hears of first tokens and completions as a service would.
+ * @internal
+ * @module
+ */
+
+import { KvRouteError } from '../errors.js';
+import type { RouterEvent } from '../events/types.js';
+import { blockHashes, sequenceHashes } from '../hashing.js';
+import { indexInternals } from '../kv-index.js';
+import { KvRouter } from '../router/kv-router.js';
+import type { KvRouterOptions } from '../router/options.js';
+import type { Selector } from '../router/select.js';
+import { Engine, type EngineConfig, type PassResult, SimRequest } from './engine.js';
+import type { CacheEvent } from './kv-cache.js';
+import { synthesizeTokens, type Trace, type TraceRequest } from './trace.js';
+
+/** What one policy's run produced, before summarising. */
+export interface PolicyRun {
+  requests: SimRequest[];
+  /** (worker, dp rank) of each request, by uid. */
+  placement: Array<{ workerId: number; dpRank: number }>;
+  simulatedMs: number;
+  wallMs: number;
+  routeWallMs: number;
+}
+
+/** Simulation settings shared by every policy of a replay. @internal */
+export interface SimConfig {
+  workers: number;
+  dpSize: number;
+  engine: EngineConfig;
+  arrivalSpeedup: number;
+  seed: number;
+  backend: 'native' | 'js' | undefined;
+  routerConfig: Partial<KvRouterOptions>;
+  onProgress?: (done: number, total: number) => void;
+}
+
+type EventBody = { at: number } & (
+  | { kind: 'arrival'; req: TraceRequest; uid: number }
+  | { kind: 'pass'; rank: number; result: PassResult }
+);
+type SimEvent = EventBody & { seq: number };
+
+/** A binary min-heap on (at, seq): deterministic order for simultaneous events. */
+class EventQueue {
+  private readonly heap: SimEvent[] = [];
+  private seq = 0;
+
+  get size(): number {
+    return this.heap.length;
+  }
+
+  push(e: EventBody): void {
+    const h = this.heap;
+    h.push({ ...e, seq: this.seq++ });
+    let i = h.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!less(h[i], h[p])) break;
+      [h[i], h[p]] = [h[p], h[i]];
+      i = p;
+    }
+  }
+
+  pop(): SimEvent | undefined {
+    const h = this.heap;
+    const top = h[0];
+    const last = h.pop();
+    if (h.length > 0 && last) {
+      h[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && less(h[l], h[m])) m = l;
+        if (r < h.length && less(h[r], h[m])) m = r;
+        if (m === i) break;
+        [h[i], h[m]] = [h[m], h[i]];
+        i = m;
+      }
+    }
+    return top;
+  }
+}
+
+function less(a: SimEvent, b: SimEvent): boolean {
+  return a.at < b.at || (a.at === b.at && a.seq < b.seq);
+}
+
+function toRouterEvents(events: CacheEvent[], workerId: number, dpRank: number): RouterEvent[] {
+  return events.map((e) => ({
+    worker_id: workerId,
+    event: {
+      event_id: 0,
+      dp_rank: dpRank,
+      data:
+        'stored' in e
+          ? { stored: { parent_hash: e.stored.parent, blocks: e.stored.blocks.map((b) => ({ block_hash: b.seq, tokens_hash: b.local })) } }
+          : { removed: { block_hashes: e.removed } },
+    },
+  }));
+}
+
+/** Runs one policy over the trace. `selector` is undefined for the KV-aware default. */
+export async function simulatePolicy(trace: Trace, selector: Selector | undefined, cfg: SimConfig): Promise<PolicyRun> {
+  const wallStart = performance.now();
+  let clock = 0;
+  const router = new KvRouter({
+    ...cfg.routerConfig,
+    blockSize: cfg.engine.blockSize,
+    seed: cfg.seed,
+    now: () => clock,
+    ...(cfg.backend ? { backend: cfg.backend } : {}),
+    ...(selector ? { selector } : {}),
+  });
+  const flushIndex = () => indexInternals(router.index).inner.flushSync();
+  const ranks: Array<{ workerId: number; dpRank: number; engine: Engine; busy: boolean }> = [];
+  const rankOf = new Map<string, number>();
+  for (let w = 0; w < cfg.workers; w++) {
+    router.addWorker(w, {
+      dataParallelSize: cfg.dpSize,
+      maxNumBatchedTokens: cfg.engine.maxNumBatchedTokens,
+      totalKvBlocks: cfg.engine.numGpuBlocks,
+      maxNumSeqs: cfg.engine.maxNumSeqs,
+    });
+    for (let r = 0; r < cfg.dpSize; r++) {
+      rankOf.set(`${w}:${r}`, ranks.length);
+      ranks.push({ workerId: w, dpRank: r, engine: new Engine(cfg.engine), busy: false });
+    }
+  }
+  const queue = new EventQueue();
+  const first = trace.requests.length > 0 ? Math.min(...trace.requests.map((r) => r.timestampMs)) : 0;
+  // Multi-turn sessions: a later turn with a `delay` arrives that long after the previous turn
+  // of its session finished; other requests arrive at their timestamps.
+  const lastTurn = new Map<string, number>();
+  const nextTurn = new Map<number, number>();
+  trace.requests.forEach((req, uid) => {
+    const prev = req.sessionId === undefined ? undefined : lastTurn.get(req.sessionId);
+    if (prev !== undefined && req.delayMs !== undefined) nextTurn.set(prev, uid);
+    else queue.push({ at: (req.timestampMs - first) / cfg.arrivalSpeedup, kind: 'arrival', req, uid });
+    if (req.sessionId !== undefined) lastTurn.set(req.sessionId, uid);
+  });
+  const sims: SimRequest[] = new Array(trace.requests.length);
+  const placement: PolicyRun['placement'] = new Array(trace.requests.length);
+  let dirty = false;
+  let done = 0;
+  let routeWallMs = 0;
+  const total = trace.requests.length;
+  const progressEvery = Math.max(1, Math.floor(total / 100));
+
+  const startPass = (i: number) => {
+    const rank = ranks[i];
+    if (rank.busy || rank.engine.idle) return;
+    const result = rank.engine.step(clock);
+    if (result.durationMs === 0 && result.firstTokens.length === 0 && result.finished.length === 0) {
+      throw new KvRouteError(
+        'ERR_INVALID_ARG',
+        `a request cannot fit worker ${rank.workerId}'s KV cache of ${cfg.engine.numGpuBlocks} blocks (raise --num-gpu-blocks)`,
+      );
+    }
+    rank.busy = true;
+    queue.push({ at: clock + result.durationMs, kind: 'pass', rank: i, result });
+  };
+
+  const dispatch = (uid: number, tokensCount: number, decision: { workerId: bigint; dpRank: number }) => {
+    const i = rankOf.get(`${decision.workerId}:${decision.dpRank}`) as number;
+    placement[uid] = { workerId: ranks[i].workerId, dpRank: ranks[i].dpRank };
+    void tokensCount;
+    ranks[i].engine.enqueue(sims[uid]);
+    startPass(i);
+  };
+
+  let pendingRoutes = 0;
+  try {
+    for (let e = queue.pop(); e; e = queue.pop()) {
+      clock = e.at;
+      if (e.kind === 'arrival') {
+        const tokens = synthesizeTokens(e.req, trace.traceBlockSize);
+        const locals = blockHashes(tokens, cfg.engine.blockSize, { ...(cfg.backend ? { backend: cfg.backend } : {}) });
+        const seqs = sequenceHashes(locals, { ...(cfg.backend ? { backend: cfg.backend } : {}) });
+        const sim = new SimRequest(
+          e.uid,
+          e.req.inputLength,
+          e.req.outputLength,
+          Array.from(locals, (local, k) => ({ seq: seqs[k], local })),
+        );
+        sim.arrivalMs = clock;
+        sims[e.uid] = sim;
+        if (dirty) {
+          flushIndex();
+          dirty = false;
+        }
+        const t0 = performance.now();
+        const routed = router.route({ requestId: String(e.uid), tokens, maxOutputTokens: e.req.outputLength });
+        routeWallMs += performance.now() - t0;
+        pendingRoutes++;
+        routed.then(
+          (d) => {
+            pendingRoutes--;
+            dispatch(e.uid, tokens.length, d);
+          },
+          (err: unknown) => {
+            pendingRoutes--;
+            throw err;
+          },
+        );
+        await null;
+      } else {
+        const rank = ranks[e.rank];
+        rank.busy = false;
+        if (e.result.events.length > 0) {
+          router.applyEvents(toRouterEvents(e.result.events, rank.workerId, rank.dpRank));
+          dirty = true;
+        }
+        for (const r of e.result.firstTokens) router.markPrefillCompleted(String(r.uid));
+        for (const r of e.result.finished) {
+          router.free(String(r.uid));
+          done++;
+          if (cfg.onProgress && done % progressEvery === 0) cfg.onProgress(done, total);
+          const next = nextTurn.get(r.uid);
+          if (next !== undefined)
+            queue.push({
+              at: clock + (trace.requests[next].delayMs ?? 0) / cfg.arrivalSpeedup,
+              kind: 'arrival',
+              req: trace.requests[next],
+              uid: next,
+            });
+        }
+        // Queued routes released by the calls above resolve in microtasks: let them run.
+        if (pendingRoutes > 0) await null;
+        startPass(e.rank);
+      }
+    }
+  } finally {
+    router.close();
+  }
+  if (done !== total) throw new KvRouteError('ERR_INTERNAL', `replay ended with ${total - done} of ${total} requests unfinished`);
+  cfg.onProgress?.(done, total);
+  return { requests: sims, placement, simulatedMs: clock, wallMs: performance.now() - wallStart, routeWallMs };
+}
