@@ -1,6 +1,6 @@
 /**
  * A simulated vLLM-like engine rank: continuous batching with chunked prefill, a prefix-caching
- * KV block pool, LIFO preemption when blocks run out, and Dynamo's mocker timing model. Each
+ * KV block pool, preemption of the newest requests when blocks run out, and Dynamo's mocker timing model. Each
  * `step` is one engine pass in virtual time.
  * @internal
  * @module
@@ -76,6 +76,11 @@ export function decodeMs(p: number): number {
 
 const OUTPUT_TAG = 0x6f75747075745f62n;
 
+/** Whether `a` arrived after `b` (ties by uid, i.e. trace order). */
+function later(a: SimRequest, b: SimRequest): boolean {
+  return a.arrivalMs > b.arrivalMs || (a.arrivalMs === b.arrivalMs && a.uid > b.uid);
+}
+
 export class Engine {
   readonly cache: KvCache;
   private readonly waiting: SimRequest[] = [];
@@ -144,19 +149,27 @@ export class Engine {
     r.admitted = false;
   }
 
-  /** Preempts the newest running decode request other than `keep`; false if there is none. */
-  private preemptOne(keep?: SimRequest): SimRequest | undefined {
-    for (let i = this.decode.length - 1; i >= 0; i--) {
-      const victim = this.decode[i];
-      if (victim === keep) continue;
-      this.decode.splice(i, 1);
-      victim.inDecode = false;
-      this.releaseAll(victim);
-      victim.preemptions++;
-      this.waiting.unshift(victim);
-      return victim;
-    }
-    return undefined;
+  /**
+   * Frees the blocks of the newest running request that arrived after `r` (vLLM's recompute
+   * preemption) and puts it back at the front of the queue. A request never preempts an older
+   * one, so the oldest always makes progress. Returns false when none is younger.
+   */
+  private preemptYoungerThan(r: SimRequest): boolean {
+    let victim: SimRequest | undefined;
+    for (const x of this.decode) if (x !== r && later(x, r) && (!victim || later(x, victim))) victim = x;
+    for (const x of this.prefill) if (x !== r && later(x, r) && (!victim || later(x, victim))) victim = x;
+    if (!victim) return false;
+    this.requeue(victim);
+    return true;
+  }
+
+  private requeue(victim: SimRequest): void {
+    const list = victim.inDecode ? this.decode : this.prefill;
+    list.splice(list.indexOf(victim), 1);
+    victim.inDecode = false;
+    this.releaseAll(victim);
+    victim.preemptions++;
+    this.waiting.unshift(victim);
   }
 
   private admit(r: SimRequest, now: number): void {
@@ -185,7 +198,7 @@ export class Engine {
       if (!r.admitted) this.admit(r, now);
       const chunk = Math.min(r.context - r.prefilled, budget);
       let ok = this.ensure(r, r.prefilled + chunk);
-      while (!ok && this.preemptOne()) ok = this.ensure(r, r.prefilled + chunk);
+      while (!ok && this.preemptYoungerThan(r)) ok = this.ensure(r, r.prefilled + chunk);
       if (!ok) break;
       prefillTime += prefillMs(chunk);
       r.prefilled += chunk;
@@ -210,17 +223,10 @@ export class Engine {
           firstTokens.push(r);
         } else {
           let ok = this.ensure(r, r.context + 1);
-          while (!ok) {
-            const victim = this.preemptOne(r);
-            if (!victim) break;
-            ok = this.ensure(r, r.context + 1);
-          }
+          while (!ok && this.preemptYoungerThan(r)) ok = this.ensure(r, r.context + 1);
           if (!ok) {
-            this.decode.splice(this.decode.indexOf(r), 1);
-            r.inDecode = false;
-            this.releaseAll(r);
-            r.preemptions++;
-            this.waiting.unshift(r);
+            // The newest running request yields its own blocks.
+            this.requeue(r);
             continue;
           }
           r.generated++;

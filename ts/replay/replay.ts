@@ -135,6 +135,15 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
     backend: opts.backend,
     routerConfig: opts.routerConfig ?? {},
   };
+  for (const r of trace.requests) {
+    const needed = Math.ceil((r.inputLength + r.outputLength) / cfg.engine.blockSize);
+    if (needed > cfg.engine.numGpuBlocks) {
+      throw new KvRouteError(
+        'ERR_INVALID_ARG',
+        `the request of trace line ${r.line || trace.requests.indexOf(r) + 1} needs ${needed} KV blocks, more than numGpuBlocks (${cfg.engine.numGpuBlocks}): it could never finish`,
+      );
+    }
+  }
   const policies = (opts.policies ?? ['kv']).map((p) => policySelector(p, seed));
   const reports: PolicyReport[] = [];
   for (const { name, selector } of policies) {

@@ -1,0 +1,147 @@
+/**
+ * Unit tests of the simulated engine behind `kvroute replay`. The engine is internal (not part
+ * of the package's API), so these tests import it directly; everything else about replay is
+ * tested through `replay()` and the CLI.
+ */
+import { describe, expect, test } from 'vitest';
+import { decodeMs, Engine, type EngineConfig, prefillMs, SimRequest } from '../ts/replay/engine.js';
+import { type CacheEvent, type FullBlock, KvCache } from '../ts/replay/kv-cache.js';
+
+const blocks = (ids: number[]): FullBlock[] => ids.map((i) => ({ seq: BigInt(1000 + i), local: BigInt(i) }));
+const stored = (e: CacheEvent) => ('stored' in e ? e.stored.blocks.map((b) => Number(b.local)) : null);
+
+describe('KV block pool', () => {
+  test('reuses cached blocks without events; announces new ones with their parent', () => {
+    const cache = new KvCache(8);
+    expect(cache.use(blocks([1, 2, 3]), null)).toBe(3);
+    expect(cache.takeEvents()).toEqual([{ stored: { parent: null, blocks: blocks([1, 2, 3]) } }]);
+    cache.release(blocks([1, 2, 3]));
+    expect(cache.used).toBe(0);
+    expect(cache.prefixHit(blocks([1, 2, 9]).map((b) => b.seq))).toBe(2);
+    expect(cache.use(blocks([1, 2, 4]), null)).toBe(3);
+    const events = cache.takeEvents();
+    expect(events).toEqual([{ stored: { parent: 1002n, blocks: blocks([4]) } }]);
+  });
+
+  test('evicts the least recently used cached block, tails before prefixes', () => {
+    const cache = new KvCache(4);
+    cache.use(blocks([1, 2, 3]), null);
+    cache.release(blocks([1, 2, 3])); // released tail first: LRU order 3, 2, 1
+    cache.takeEvents();
+    expect(cache.use(blocks([7, 8]), null)).toBe(2);
+    expect(cache.takeEvents().filter((e) => 'removed' in e)).toEqual([{ removed: [1003n] }]);
+    expect(cache.prefixHit(blocks([1, 2]).map((b) => b.seq))).toBe(2);
+  });
+
+  test('a pool full of blocks in use takes only what fits', () => {
+    const cache = new KvCache(3);
+    expect(cache.use(blocks([1, 2, 3, 4]), null)).toBe(3);
+    expect(cache.usePrivate()).toBe(false);
+    cache.release(blocks([3]));
+    expect(cache.usePrivate()).toBe(true);
+  });
+
+  test('a promoted block merges with an identical cached one', () => {
+    const cache = new KvCache(4);
+    cache.use(blocks([1]), null);
+    cache.release(blocks([1]));
+    cache.takeEvents();
+    expect(cache.usePrivate()).toBe(true);
+    cache.promote(blocks([1])[0], null);
+    expect(cache.takeEvents()).toEqual([]);
+    expect(cache.used).toBe(1);
+  });
+});
+
+describe('engine', () => {
+  const config = (over: Partial<EngineConfig> = {}): EngineConfig => ({
+    blockSize: 4,
+    numGpuBlocks: 64,
+    maxNumSeqs: 8,
+    maxNumBatchedTokens: 32,
+    speedup: 1,
+    ...over,
+  });
+  const request = (uid: number, ids: number[], extra: number, out: number) => new SimRequest(uid, ids.length * 4 + extra, out, blocks(ids));
+
+  test("timing follows the polynomials of Dynamo's mocker", () => {
+    expect(prefillMs(0)).toBe(0);
+    expect(prefillMs(1000)).toBeCloseTo(4.209989e-7 * 1e6 + 15.18344 + 16.50142, 9);
+    expect(decodeMs(0)).toBeCloseTo(5.74, 9);
+    expect(decodeMs(0.5)).toBeCloseTo(-25.74 * 0.25 + 54.01 * 0.5 + 5.74, 9);
+    expect(decodeMs(2)).toBeCloseTo(decodeMs(1), 9);
+  });
+
+  test('a request prefills, emits its first token at the end of that pass, then decodes to completion', () => {
+    const e = new Engine(config());
+    const r = request(1, [1, 2], 2, 3); // 10 prompt tokens, 3 output tokens
+    r.arrivalMs = 0;
+    e.enqueue(r);
+    const first = e.step(0);
+    expect(first.firstTokens).toEqual([r]);
+    expect(first.durationMs).toBeCloseTo(prefillMs(10) + decodeMs(3 / 64), 9);
+    expect(r.firstTokenMs).toBe(first.durationMs);
+    expect(first.events.map(stored)).toEqual([[1, 2]]);
+    let t = first.durationMs;
+    const second = e.step(t);
+    t += second.durationMs;
+    expect(second.finished).toEqual([]);
+    const third = e.step(t);
+    expect(third.finished).toEqual([r]);
+    expect(r.generated).toBe(3);
+    // 10 prompt + 2 decoded tokens = 12: the third block filled and was announced
+    expect([...second.events, ...third.events].flatMap((x) => stored(x) ?? []).length).toBe(1);
+    expect(e.idle).toBe(true);
+    expect(e.cache.used).toBe(0);
+  });
+
+  test('a cached prefix is reused: fewer tokens to prefill, counted as reused', () => {
+    const e = new Engine(config());
+    const a = request(1, [1, 2, 3], 0, 1);
+    e.enqueue(a);
+    e.step(0);
+    const b = request(2, [1, 2, 9], 0, 1);
+    e.enqueue(b);
+    const pass = e.step(100);
+    expect(b.reusedTokens).toBe(8);
+    expect(pass.events.map(stored)).toEqual([[9]]);
+    const fresh = new Engine(config());
+    fresh.enqueue(request(3, [1, 2, 9], 0, 1));
+    const cold = fresh.step(0);
+    expect(cold.durationMs - pass.durationMs).toBeCloseTo(prefillMs(12) - prefillMs(4), 9);
+  });
+
+  test('long prompts are prefilled in chunks of the batch budget', () => {
+    const e = new Engine(config({ maxNumBatchedTokens: 16 }));
+    const r = request(1, [1, 2, 3, 4, 5, 6, 7, 8], 0, 1); // 32 tokens
+    e.enqueue(r);
+    const p1 = e.step(0);
+    expect(p1.firstTokens).toEqual([]);
+    expect(p1.durationMs).toBeCloseTo(prefillMs(16), 9);
+    const p2 = e.step(p1.durationMs);
+    expect(p2.firstTokens).toEqual([r]);
+  });
+
+  test('when blocks run out, the newest running request is preempted and resumes later', () => {
+    // Each request alone needs 7 blocks (8 prompt + 20 output tokens); both together need 14.
+    const e = new Engine(config({ numGpuBlocks: 8, maxNumBatchedTokens: 64 }));
+    const old = request(1, [1, 2], 0, 20);
+    const young = request(2, [3, 4], 0, 20);
+    e.enqueue(old);
+    e.enqueue(young);
+    let t = 0;
+    for (let i = 0; i < 200 && !e.idle; i++) t += e.step(t).durationMs;
+    expect(e.idle).toBe(true);
+    expect(young.preemptions).toBeGreaterThan(0);
+    expect(old.preemptions).toBe(0);
+    expect([old.generated, young.generated]).toEqual([20, 20]);
+    expect(e.cache.used).toBe(0);
+  });
+
+  test('at most maxNumSeqs requests run at once', () => {
+    const e = new Engine(config({ maxNumSeqs: 2, maxNumBatchedTokens: 64 }));
+    for (let i = 0; i < 4; i++) e.enqueue(request(i, [10 + i], 0, 5));
+    e.step(0);
+    expect(e.running).toBe(2);
+  });
+});

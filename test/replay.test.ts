@@ -1,0 +1,134 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { generateTrace, KvRouteError, parseTrace, type ReplayReport, replay } from '../ts/index.js';
+import { ROOT, requireDist } from './helpers/dist.js';
+
+/** The report without the fields that measure the machine rather than the simulation. */
+function simulationOnly(report: ReplayReport): ReplayReport {
+  return JSON.parse(
+    JSON.stringify(report, (key, value) =>
+      ['wallSeconds', 'simSecondsPerWallSecond', 'decisionsPerWallSecond'].includes(key) ? undefined : value,
+    ),
+  );
+}
+
+const small = () => generateTrace({ requests: 250, rate: 6, prefixGroups: 6, sharedPrefixBlocks: 6, turns: 4, seed: 11 });
+const smallFleet = { workers: 4, numGpuBlocks: 4096 };
+
+describe('replay', () => {
+  test('KV-aware routing beats round-robin on a workload with shared prefixes', async () => {
+    const report = await replay({ trace: small(), policies: ['kv', 'round-robin'], ...smallFleet });
+    const [kv, rr] = report.policies;
+    expect(kv.requests).toBe(250);
+    expect(rr.requests).toBe(250);
+    expect(kv.hitRatio).toBeGreaterThan(rr.hitRatio);
+    expect(kv.ttftMs.mean).toBeLessThan(rr.ttftMs.mean);
+    expect(kv.hitRatio).toBeLessThanOrEqual(report.trace.upperBoundHitRatio);
+    expect(rr.workers.map((w) => w.requests)).toEqual([63, 63, 62, 62]);
+    for (const p of report.policies) {
+      expect(p.ttftMs.p50).toBeLessThanOrEqual(p.ttftMs.p99);
+      expect(p.ttftMs.p99).toBeLessThanOrEqual(p.ttftMs.max);
+      expect(p.e2eMs.mean).toBeGreaterThan(p.ttftMs.mean);
+      expect(p.cdf.ttftMs.length).toBeGreaterThan(10);
+    }
+  });
+
+  test('is deterministic: the same options give the same report', async () => {
+    const a = await replay({ trace: small(), policies: ['kv', 'random'], ...smallFleet, seed: 5 });
+    const b = await replay({ trace: small(), policies: ['kv', 'random'], ...smallFleet, seed: 5 });
+    expect(JSON.stringify(simulationOnly(b))).toBe(JSON.stringify(simulationOnly(a)));
+  });
+
+  test('the native and pure-JS backends simulate identically', async () => {
+    const opts = { trace: small(), policies: ['kv' as const], ...smallFleet, dpSize: 2 };
+    const native = await replay({ ...opts, backend: 'native' });
+    const js = await replay({ ...opts, backend: 'js' });
+    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+  });
+
+  test('custom selectors, queueing routers and data-parallel ranks run to completion', async () => {
+    const report = await replay({
+      trace: small(),
+      policies: [{ name: 'first', selector: () => 0 }, 'kv'],
+      routerConfig: { routerQueueThreshold: 0.5 },
+      ...smallFleet,
+      dpSize: 2,
+      maxNumBatchedTokens: 2048,
+    });
+    const [first, kv] = report.policies;
+    expect(first.workers.map((w) => w.requests)).toEqual([250, 0, 0, 0]);
+    expect(kv.requests).toBe(250);
+  });
+
+  test('a later turn of a session arrives its delay after the previous turn finished', async () => {
+    const trace = parseTrace(
+      [
+        '{"timestamp": 0, "input_length": 600, "output_length": 50, "hash_ids": [1, 2], "session_id": "s"}',
+        '{"timestamp": 0, "input_length": 1100, "output_length": 50, "hash_ids": [1, 2, 3, 4, 5], "session_id": "s", "delay": 5000}',
+      ].join('\n'),
+    );
+    const report = await replay({ trace, workers: 2 });
+    const [kv] = report.policies;
+    expect(report.policies[0].simulatedSeconds).toBeGreaterThan(5 + (2 * kv.e2eMs.mean) / 1000 - 0.001);
+    expect(kv.hitRatio).toBeGreaterThan(0.3);
+  });
+
+  test('bad options and requests that cannot fit are rejected clearly', async () => {
+    await expect(replay({ trace: small(), workers: 0 })).rejects.toMatchObject({
+      code: 'ERR_INVALID_ARG',
+      message: expect.stringMatching(/workers/),
+    });
+    await expect(replay({ trace: small(), policies: ['best' as never] })).rejects.toBeInstanceOf(KvRouteError);
+    await expect(replay({ trace: small(), numGpuBlocks: 8 })).rejects.toMatchObject({
+      message: expect.stringMatching(/trace line \d+ needs \d+ KV blocks/),
+    });
+  });
+});
+
+describe('kvroute command', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvroute-cli-'));
+  const cli = (args: string[]) => spawnSync(process.execPath, [join(ROOT, 'dist', 'cli.js'), ...args], { encoding: 'utf8', cwd: dir });
+
+  test('gen-trace writes a trace that replay reads, with a JSON report and an HTML page', () => {
+    requireDist();
+    const text = execFileSync(process.execPath, [join(ROOT, 'dist', 'cli.js'), 'gen-trace', '--requests', '120', '--seed', '3'], {
+      encoding: 'utf8',
+    });
+    expect(parseTrace(text).requests).toHaveLength(120);
+    writeFileSync(join(dir, 't.jsonl'), text);
+    const run = cli(['replay', 't.jsonl', '--compare', 'kv,round-robin', '--workers', '3', '--report', 'r.json', '--html', 'p.html']);
+    expect(run.status).toBe(0);
+    expect(run.stdout).toMatch(/TTFT mean ms/);
+    expect(run.stderr).toBe('');
+    const report = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')) as ReplayReport;
+    expect(report.policies.map((p) => p.name)).toEqual(['kv', 'round-robin']);
+    expect(report.trace.path).toBe('t.jsonl');
+    const html = readFileSync(join(dir, 'p.html'), 'utf8');
+    expect(html).toMatch(/<svg/);
+    expect(html).not.toMatch(/https?:|<script|src=/);
+  });
+
+  test('a custom selector module is loaded by path', () => {
+    requireDist();
+    writeFileSync(join(dir, 'last.mjs'), 'export default (candidates) => candidates.length - 1;\n');
+    const run = cli(['replay', '--router', 'last.mjs', '--limit', '40', '--workers', '2', '--report', 'last.json']);
+    expect(run.status).toBe(0);
+    const report = JSON.parse(readFileSync(join(dir, 'last.json'), 'utf8')) as ReplayReport;
+    expect(report.policies[0].name).toBe('last.mjs');
+    expect(report.policies[0].workers.map((w) => w.requests)).toEqual([0, 40]);
+  });
+
+  test('usage errors exit 2 with a message; a bad trace names its line', () => {
+    requireDist();
+    expect(cli(['replay', '--wrkers', '2']).status).toBe(2);
+    expect(cli(['replay', '--workers', 'many']).stderr).toMatch(/--workers must be a number/);
+    expect(cli(['frobnicate']).status).toBe(2);
+    writeFileSync(join(dir, 'bad.jsonl'), '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [0]}\n{"timestamp": "x"}\n');
+    const bad = cli(['replay', 'bad.jsonl']);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/trace line 2/);
+  });
+});
