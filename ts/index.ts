@@ -43,9 +43,9 @@ export type {
 export { KvIndex } from './kv-index.js';
 export type { GenerateTraceOptions } from './replay/generate.js';
 export { generateTrace, traceToJsonl } from './replay/generate.js';
-export type { ReplayOptions, ReplayPolicy } from './replay/replay.js';
+export type { CustomPolicy, ReplayOptions, ReplayPolicy } from './replay/replay.js';
 export { replay, upperBoundHitRatio } from './replay/replay.js';
-export type { Distribution, PolicyReport, ReplayReport, WorkerShare } from './replay/report.js';
+export type { Distribution, LatencyCdf, PolicyReport, ReplayReport, Throughput, TraceSummary, WorkerShare } from './replay/report.js';
 export type { LoadTraceOptions, Trace, TraceRequest } from './replay/trace.js';
 export { loadTrace, parseTrace, synthesizeTokens } from './replay/trace.js';
 export { KvRouter } from './router/kv-router.js';

@@ -15,8 +15,16 @@ import { type PolicyReport, type ReplayReport, summarise } from './report.js';
 import { type SimConfig, simulatePolicy } from './simulate.js';
 import { loadTrace, synthesizeTokens, type Trace } from './trace.js';
 
+/** A custom routing policy for replay. */
+export interface CustomPolicy {
+  /** Its name in the report. */
+  name: string;
+  /** The choice among scored candidates (see {@link KvRouterOptions.selector}). */
+  selector: Selector;
+}
+
 /** A routing policy: a built-in one, or a custom selector with a name for the report. */
-export type ReplayPolicy = 'kv' | 'round-robin' | 'random' | { name: string; selector: Selector };
+export type ReplayPolicy = 'kv' | 'round-robin' | 'random' | CustomPolicy;
 
 /** Options of {@link replay}; all but the trace mirror the `kvroute replay` flags. */
 export interface ReplayOptions {

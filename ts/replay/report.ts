@@ -32,6 +32,32 @@ export interface WorkerShare {
   cachedTokens: number;
 }
 
+/** Completed requests and generated tokens per simulated second. */
+export interface Throughput {
+  /** Completed requests per simulated second. */
+  requestsPerSec: number;
+  /** Generated tokens per simulated second. */
+  outputTokensPerSec: number;
+}
+
+/** Evenly spaced quantiles (at most 201 points, ascending), for CDF plots. */
+export interface LatencyCdf {
+  /** TTFT quantiles, ms. */
+  ttftMs: number[];
+  /** End-to-end latency quantiles, ms. */
+  e2eMs: number[];
+}
+
+/** The workload a report describes. */
+export interface TraceSummary {
+  /** The trace file, or null for a generated or in-memory trace. */
+  path: string | null;
+  /** Requests replayed. */
+  requests: number;
+  /** Prompt tokens one infinite prefix cache would serve: the ceiling of any policy's hit ratio. */
+  upperBoundHitRatio: number;
+}
+
 /** Results of one routing policy. */
 export interface PolicyReport {
   /** `kv`, `round-robin`, `random`, or the custom selector's name. */
@@ -53,21 +79,21 @@ export interface PolicyReport {
   /** End-to-end latency. */
   e2eMs: Distribution;
   /** Completed requests and generated tokens per simulated second. */
-  throughput: { requestsPerSec: number; outputTokensPerSec: number };
+  throughput: Throughput;
   /** Prompt tokens served from cache / prompt tokens. */
   hitRatio: number;
   /** Requests preempted for lack of KV blocks, counted per preemption. */
   preemptions: number;
   /** Traffic per worker. */
   workers: WorkerShare[];
-  /** Evenly spaced quantiles (at most 201 points, ascending) of TTFT and E2E, for CDF plots. */
-  cdf: { ttftMs: number[]; e2eMs: number[] };
+  /** Evenly spaced quantiles of TTFT and E2E, for CDF plots. */
+  cdf: LatencyCdf;
 }
 
 /** A replay's full report (the `--report` JSON). */
 export interface ReplayReport {
   /** The workload. */
-  trace: { path: string | null; requests: number; upperBoundHitRatio: number };
+  trace: TraceSummary;
   /** The settings of the run. */
   config: Record<string, unknown>;
   /** One entry per policy, in the order run. */

@@ -1,6 +1,7 @@
 //! The index benchmark workload in pure Rust: the same file and the same measurements as the
 //! Node runs (`bench/index-run.ts`), so the cost of crossing into Node shows as a ratio.
-//! Usage: `cargo bench -p kvroute-core --bench index -- <workload file>`.
+//! Usage: `cargo bench -p kvroute-core --bench index [-- <workload file>]`; the default file is the
+//! W = 16 workload that `npm run bench:index` writes.
 
 use kvroute_core::index::{packed, IndexStats, KvIndex, RouterEvent};
 use std::time::Instant;
@@ -25,7 +26,15 @@ fn u64s(b: &[u8], o: &mut usize, n: usize) -> Vec<u64> {
 }
 
 fn read(path: &str) -> Vec<Op> {
-    let b = std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {path}: {e} (run `npm run bench:index` first)"));
+    let b = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!(
+                "cannot read the workload {path}: {e}\nrun `npm run bench:index` first: it writes the workload files"
+            );
+            std::process::exit(2);
+        }
+    };
     assert_eq!(&b[..4], b"KVRW", "not a kvroute workload file");
     let mut o = 4;
     assert_eq!(u32_at(&b, &mut o), 1);
@@ -65,7 +74,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn main() {
-    let path = std::env::args().skip(1).find(|a| !a.starts_with("--")).expect("usage: index <workload file>");
+    let default = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/results/index-workload-w16.bin");
+    let path = std::env::args().skip(1).find(|a| !a.starts_with("--")).unwrap_or_else(|| default.to_owned());
     let ops = read(&path);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
     let events: Vec<RouterEvent> =
