@@ -1,22 +1,11 @@
 import { describe, expect, test } from 'vitest';
-import { blockHashes, KvRouteError, sequenceHashes, xxh3_64 } from '../ts/index.js';
+import { blockHashes, sequenceHashes, xxh3_64 } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { expectKvError } from './helpers/errors.js';
 import vectors from './vectors/hashing.json' with { type: 'json' };
 
 const big = (xs: readonly string[]) => BigUint64Array.from(xs.map(BigInt));
 const le32 = (tokens: number[]) => new Uint8Array(Uint32Array.from(tokens).buffer);
-
-function expectKvError(fn: () => unknown, code: string, message: RegExp): void {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(KvRouteError);
-    expect((err as KvRouteError).code).toBe(code);
-    expect((err as KvRouteError).message).toMatch(message);
-    return;
-  }
-  throw new Error('expected a KvRouteError');
-}
 
 describe.each(BACKENDS)('hashing on the %s backend', (backend) => {
   test.each(vectors.xxh3)('xxh3 golden value: $source', ({ utf8, seed, hash }) => {

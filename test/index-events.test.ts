@@ -1,21 +1,10 @@
 import { afterEach, describe, expect, test } from 'vitest';
-import { KvIndex, KvRouteError, parseEvents, type RouterEvent, stringifyEvents } from '../ts/index.js';
+import { KvIndex, parseEvents, type RouterEvent, stringifyEvents } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { expectKvError } from './helpers/errors.js';
 import { q, stored } from './helpers/events.js';
 
 const BIG = 18_446_744_073_709_551_557n; // a prime just below 2^64: no double can hold it
-
-function rejects(fn: () => unknown, code: string, message: RegExp): void {
-  let caught: unknown;
-  try {
-    fn();
-  } catch (err) {
-    caught = err;
-  }
-  expect(caught).toBeInstanceOf(KvRouteError);
-  expect((caught as KvRouteError).code).toBe(code);
-  expect((caught as KvRouteError).message).toMatch(message);
-}
 
 describe.each(BACKENDS)('event input on the %s backend', (backend) => {
   const open: KvIndex[] = [];
@@ -82,7 +71,7 @@ describe.each(BACKENDS)('event input on the %s backend', (backend) => {
     ],
   ])('%s is rejected with ERR_INVALID_EVENT naming the field', (_name, patch, message) => {
     const i = make();
-    rejects(() => i.applyEvent(with_(patch) as RouterEvent), 'ERR_INVALID_EVENT', message);
+    expectKvError(() => i.applyEvent(with_(patch) as RouterEvent), 'ERR_INVALID_EVENT', message);
     expect(i.stats().events.stored).toBe(0);
   });
 
@@ -131,34 +120,34 @@ describe.each(BACKENDS)('event input on the %s backend', (backend) => {
 
   test('invalid JSON and bad NDJSON lines are rejected with their line number', () => {
     const i = make();
-    rejects(() => i.applyEvent('{"worker_id": 1,'), 'ERR_INVALID_EVENT', /invalid JSON/);
+    expectKvError(() => i.applyEvent('{"worker_id": 1,'), 'ERR_INVALID_EVENT', /invalid JSON/);
     const ndjson = stringifyEvents([good(), { worker_id: -3, event: good().event }], 'ndjson');
-    rejects(() => i.applyEvents(ndjson), 'ERR_INVALID_EVENT', /^line 2\.worker_id must be a u64/);
-    rejects(() => i.applyEvents(`${stringifyEvents([good()], 'ndjson')}\n{oops`), 'ERR_INVALID_EVENT', /^line 2: invalid JSON/);
-    rejects(() => i.applyEvents(42 as unknown as RouterEvent[]), 'ERR_INVALID_EVENT', /iterable/);
+    expectKvError(() => i.applyEvents(ndjson), 'ERR_INVALID_EVENT', /^line 2\.worker_id must be a u64/);
+    expectKvError(() => i.applyEvents(`${stringifyEvents([good()], 'ndjson')}\n{oops`), 'ERR_INVALID_EVENT', /^line 2: invalid JSON/);
+    expectKvError(() => i.applyEvents(42 as unknown as RouterEvent[]), 'ERR_INVALID_EVENT', /iterable/);
   });
 
   test('a batch is all or nothing: one bad event rejects the whole batch', async () => {
     const i = make();
     const bad = with_((e) => (e.worker_id = -1));
-    rejects(() => i.applyEvents([good(), stored(2, [1]), bad as RouterEvent]), 'ERR_INVALID_EVENT', /^events\[2\]\.worker_id/);
+    expectKvError(() => i.applyEvents([good(), stored(2, [1]), bad as RouterEvent]), 'ERR_INVALID_EVENT', /^events\[2\]\.worker_id/);
     await i.flush();
     expect(i.findMatches(q(1)).scores).toEqual([]);
     expect(i.stats().events.stored).toBe(0);
   });
 
   test('constructor and method arguments are validated', () => {
-    rejects(() => new KvIndex(undefined as never), 'ERR_INVALID_ARG', /blockSize/);
-    rejects(() => make({ blockSize: 0 }), 'ERR_INVALID_ARG', /opts\.blockSize/);
-    rejects(() => make({ writerThreads: 0 }), 'ERR_INVALID_ARG', /writerThreads/);
-    rejects(() => make({ approximate: { ttlMs: -1 } }), 'ERR_INVALID_ARG', /ttlMs/);
-    rejects(() => make({ now: 5 as never }), 'ERR_INVALID_ARG', /opts\.now/);
-    rejects(() => make({ blocksize: 4 } as never), 'ERR_INVALID_ARG', /unknown option "blocksize"/);
+    expectKvError(() => new KvIndex(undefined as never), 'ERR_INVALID_ARG', /blockSize/);
+    expectKvError(() => make({ blockSize: 0 }), 'ERR_INVALID_ARG', /opts\.blockSize/);
+    expectKvError(() => make({ writerThreads: 0 }), 'ERR_INVALID_ARG', /writerThreads/);
+    expectKvError(() => make({ approximate: { ttlMs: -1 } }), 'ERR_INVALID_ARG', /ttlMs/);
+    expectKvError(() => make({ now: 5 as never }), 'ERR_INVALID_ARG', /opts\.now/);
+    expectKvError(() => make({ blocksize: 4 } as never), 'ERR_INVALID_ARG', /unknown option "blocksize"/);
     const i = make();
-    rejects(() => i.findMatches([-1n]), 'ERR_INVALID_ARG', /localHashes\[0\]/);
-    rejects(() => i.removeWorker(-1), 'ERR_INVALID_ARG', /workerId/);
-    rejects(() => i.removeWorker(1, 1.5), 'ERR_INVALID_ARG', /dpRank/);
-    rejects(() => i.findMatchesForRequest([1, 2, 3, 4], { backend: 'js' } as never), 'ERR_INVALID_ARG', /unknown option "backend"/);
-    rejects(() => i.recordRouting(1, 0, [1, 2, 3, 4]), 'ERR_INVALID_ARG', /approximate mode/);
+    expectKvError(() => i.findMatches([-1n]), 'ERR_INVALID_ARG', /localHashes\[0\]/);
+    expectKvError(() => i.removeWorker(-1), 'ERR_INVALID_ARG', /workerId/);
+    expectKvError(() => i.removeWorker(1, 1.5), 'ERR_INVALID_ARG', /dpRank/);
+    expectKvError(() => i.findMatchesForRequest([1, 2, 3, 4], { backend: 'js' } as never), 'ERR_INVALID_ARG', /unknown option "backend"/);
+    expectKvError(() => i.recordRouting(1, 0, [1, 2, 3, 4]), 'ERR_INVALID_ARG', /approximate mode/);
   });
 });

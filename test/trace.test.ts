@@ -2,22 +2,13 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { generateTrace, KvRouteError, loadTrace, parseTrace, synthesizeTokens, traceToJsonl } from '../ts/index.js';
+import { generateTrace, loadTrace, parseTrace, synthesizeTokens, traceToJsonl } from '../ts/index.js';
 import { ROOT } from './helpers/dist.js';
+import { expectKvError } from './helpers/errors.js';
 
 const REAL_TRACE = join(ROOT, '..', 'shared', 'traces', 'conversation_trace.jsonl');
 
-function rejects(fn: () => unknown, message: RegExp): void {
-  let caught: unknown;
-  try {
-    fn();
-  } catch (err) {
-    caught = err;
-  }
-  expect(caught).toBeInstanceOf(KvRouteError);
-  expect((caught as KvRouteError).code).toBe('ERR_INVALID_ARG');
-  expect((caught as KvRouteError).message).toMatch(message);
-}
+const rejects = (fn: () => unknown, message: RegExp) => expectKvError(fn, 'ERR_INVALID_ARG', message);
 
 describe('trace parsing', () => {
   test('Mooncake rows, aliases and multi-turn fields', () => {

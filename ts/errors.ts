@@ -61,6 +61,18 @@ export function fromNativeError(err: unknown): KvRouteError {
   return new KvRouteError('ERR_INTERNAL', `native binding failed: ${message}`, { cause: err });
 }
 
+/**
+ * Runs a native binding call, turning whatever it throws into a KvRouteError.
+ * @internal
+ */
+export function callNative<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw fromNativeError(err);
+  }
+}
+
 /** @internal */
 export function invalidArg(message: string): KvRouteError {
   return new KvRouteError('ERR_INVALID_ARG', message);

@@ -83,6 +83,30 @@ export function optionalBoolean(value: unknown, name: string): boolean | undefin
   return value;
 }
 
+/** A safe integer >= 1, or `fallback` when undefined. */
+export function positiveInteger(value: unknown, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1)
+    throw invalidArg(`${name} must be a positive integer, got ${describe(value)}`);
+  return value;
+}
+
+/** A finite number > 0, or `fallback` when undefined. */
+export function positiveNumber(value: unknown, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0)
+    throw invalidArg(`${name} must be a finite number > 0, got ${describe(value)}`);
+  return value;
+}
+
+/** A finite number >= 0, or `fallback` when undefined. */
+export function nonNegativeNumber(value: unknown, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0)
+    throw invalidArg(`${name} must be a finite number >= 0, got ${describe(value)}`);
+  return value;
+}
+
 /** Options objects must be plain objects whose keys are all known: a typo must not be ignored. */
 export function checkOptions(opts: unknown, name: string, known: readonly string[]): Record<string, unknown> {
   if (opts === undefined) return {};

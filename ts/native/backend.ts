@@ -6,7 +6,7 @@
  */
 
 import type { Backend, HashingBackend } from '../backend-types.js';
-import { fromNativeError } from '../errors.js';
+import { callNative } from '../errors.js';
 import { blockCount } from '../validate.js';
 import type { NativeBinding } from './binding.js';
 import { nativeIndex } from './index.js';
@@ -16,27 +16,11 @@ export function nativeBackend(binding: NativeBinding): Backend {
   const hashing: HashingBackend = {
     blockHashes(tokens, blockSize, loraName, cacheNamespace, eagle, mmOffsets, mmHashes) {
       const out = new BigUint64Array(blockCount(tokens.length, blockSize, eagle));
-      try {
-        binding.blockHashesInto(tokens, blockSize, loraName, cacheNamespace, eagle, mmOffsets, mmHashes, out);
-      } catch (err) {
-        throw fromNativeError(err);
-      }
+      callNative(() => binding.blockHashesInto(tokens, blockSize, loraName, cacheNamespace, eagle, mmOffsets, mmHashes, out));
       return out;
     },
-    sequenceHashes(localHashes) {
-      try {
-        return binding.sequenceHashes(localHashes);
-      } catch (err) {
-        throw fromNativeError(err);
-      }
-    },
-    xxh3(data, seedHi, seedLo) {
-      try {
-        return binding.xxh3_64(data, seedHi, seedLo)[0];
-      } catch (err) {
-        throw fromNativeError(err);
-      }
-    },
+    sequenceHashes: (localHashes) => callNative(() => binding.sequenceHashes(localHashes)),
+    xxh3: (data, seedHi, seedLo) => callNative(() => binding.xxh3_64(data, seedHi, seedLo)[0]),
   };
   return {
     name: 'native',

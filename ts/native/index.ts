@@ -5,22 +5,14 @@
  */
 
 import type { IndexBackend, RawIndexStats, RawScore } from '../backend-types.js';
-import { fromNativeError, KvRouteError, type KvRouteErrorCode } from '../errors.js';
+import { callNative, fromNativeError, KvRouteError, type KvRouteErrorCode } from '../errors.js';
 import type { NativeBinding } from './binding.js';
-
-function call<T>(fn: () => T): T {
-  try {
-    return fn();
-  } catch (err) {
-    throw fromNativeError(err);
-  }
-}
 
 /** The binding object behind each native index wrapper, for the router core that shares it. */
 export const rawIndexes = new WeakMap<IndexBackend, InstanceType<NativeBinding['NativeKvIndex']>>();
 
 export function nativeIndex(binding: NativeBinding, writerThreads: number): IndexBackend {
-  const inner = call(() => new binding.NativeKvIndex(writerThreads));
+  const inner = callNative(() => new binding.NativeKvIndex(writerThreads));
   // Result buffers reused across calls; grown when a query matches more ranks than they hold.
   let ids = new BigUint64Array(64);
   let nums = new Uint32Array(3 * 64);
@@ -41,10 +33,10 @@ export function nativeIndex(binding: NativeBinding, writerThreads: number): Inde
     return out;
   }
   const wrapper: IndexBackend = {
-    applyPacked: (meta, words, nowMs) => call(() => inner.applyPacked(meta, words, nowMs)),
-    removeWorker: (workerId, dpRank) => call(() => inner.removeWorker(workerId, dpRank)),
+    applyPacked: (meta, words, nowMs) => callNative(() => inner.applyPacked(meta, words, nowMs)),
+    removeWorker: (workerId, dpRank) => callNative(() => inner.removeWorker(workerId, dpRank)),
     recordRouting: (workerId, dpRank, locals, nowMs, expiresAtMs) =>
-      call(() => inner.recordRouting(workerId, dpRank, locals, nowMs, expiresAtMs)),
+      callNative(() => inner.recordRouting(workerId, dpRank, locals, nowMs, expiresAtMs)),
     findMatches,
     async flush() {
       const outcome = (await inner.flush()) as string;
@@ -53,10 +45,10 @@ export function nativeIndex(binding: NativeBinding, writerThreads: number): Inde
         throw new KvRouteError(outcome.slice(0, sep) as KvRouteErrorCode, outcome.slice(sep + 2));
       }
     },
-    flushSync: () => call(() => inner.flushBlocking()),
-    dump: () => call(() => inner.dump()),
-    stats: (): RawIndexStats => call(() => inner.stats()),
-    close: () => call(() => inner.close()),
+    flushSync: () => callNative(() => inner.flushBlocking()),
+    dump: () => callNative(() => inner.dump()),
+    stats: (): RawIndexStats => callNative(() => inner.stats()),
+    close: () => callNative(() => inner.close()),
   };
   rawIndexes.set(wrapper, inner);
   return wrapper;

@@ -5,17 +5,9 @@
  */
 
 import type { IndexBackend, RawRankLoad, RouterCoreBackend } from '../backend-types.js';
-import { fromNativeError, KvRouteError } from '../errors.js';
+import { callNative, KvRouteError } from '../errors.js';
 import type { NativeBinding } from './binding.js';
 import { rawIndexes } from './index.js';
-
-function call<T>(fn: () => T): T {
-  try {
-    return fn();
-  } catch (err) {
-    throw fromNativeError(err);
-  }
-}
 
 export function nativeRouterCore(binding: NativeBinding, index: IndexBackend): RouterCoreBackend {
   const raw = rawIndexes.get(index);
@@ -23,16 +15,18 @@ export function nativeRouterCore(binding: NativeBinding, index: IndexBackend): R
   const core = new binding.NativeRouterCore(raw);
   return {
     score: (handle, tokens, blockSize, lora, ns, eagle, mmOffsets, mmHashes, workers, ranks, nowMs, assumeKvReuse, out) =>
-      call(() => core.score(handle, tokens, blockSize, lora, ns, eagle, mmOffsets, mmHashes, workers, ranks, nowMs, assumeKvReuse, out)),
+      callNative(() =>
+        core.score(handle, tokens, blockSize, lora, ns, eagle, mmOffsets, mmHashes, workers, ranks, nowMs, assumeKvReuse, out),
+      ),
     book: (handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs) =>
-      call(() => core.book(handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs)),
-    discard: (handle) => call(() => core.discard(handle)),
-    prefillCompleted: (handle) => call(() => core.prefillCompleted(handle)),
-    free: (handle) => call(() => core.free(handle)),
-    expire: (cutoffMs) => call(() => core.expire(cutoffMs)),
-    removeWorker: (workerId) => call(() => core.removeWorker(workerId)),
+      callNative(() => core.book(handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs)),
+    discard: (handle) => callNative(() => core.discard(handle)),
+    prefillCompleted: (handle) => callNative(() => core.prefillCompleted(handle)),
+    free: (handle) => callNative(() => core.free(handle)),
+    expire: (cutoffMs) => callNative(() => core.expire(cutoffMs)),
+    removeWorker: (workerId) => callNative(() => core.removeWorker(workerId)),
     snapshot(): RawRankLoad[] {
-      const { workers, figures } = call(() => core.snapshot());
+      const { workers, figures } = callNative(() => core.snapshot());
       return Array.from(workers, (workerId, i) => ({
         workerId,
         dpRank: figures[4 * i],

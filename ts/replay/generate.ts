@@ -5,7 +5,8 @@
  */
 
 import { KvRouteError } from '../errors.js';
-import { describe } from '../validate.js';
+import { SeededRandom } from '../random.js';
+import { describe, positiveInteger } from '../validate.js';
 import type { Trace, TraceRequest } from './trace.js';
 
 /** Options of {@link generateTrace}; every field has a default. */
@@ -26,49 +27,20 @@ export interface GenerateTraceOptions {
   seed?: number;
 }
 
-class Random {
-  private s: number;
-
-  constructor(seed: number) {
-    this.s = seed >>> 0 || 0x9e3779b9;
-  }
-
-  next(): number {
-    // xorshift32: tiny, seedable and plenty for a workload generator.
-    let x = this.s;
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    this.s = x >>> 0;
-    return this.s / 4294967296;
-  }
-
-  int(lo: number, hi: number): number {
-    return lo + Math.floor(this.next() * (hi - lo + 1));
-  }
-}
-
-function positiveInt(value: unknown, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
-    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be a positive integer, got ${describe(value)}`);
-  return value;
-}
-
 /** Generates a trace; the same options always give the same trace. */
 export function generateTrace(opts: GenerateTraceOptions = {}): Trace {
-  const requests = positiveInt(opts.requests, 'requests', 2000);
-  const groups = positiveInt(opts.prefixGroups, 'prefixGroups', 20);
-  const prefixBlocks = positiveInt(opts.sharedPrefixBlocks, 'sharedPrefixBlocks', 8);
-  const turns = positiveInt(opts.turns, 'turns', 4);
-  const traceBlockSize = positiveInt(opts.traceBlockSize, 'traceBlockSize', 512);
+  const requests = positiveInteger(opts.requests, 'requests', 2000);
+  const groups = positiveInteger(opts.prefixGroups, 'prefixGroups', 20);
+  const prefixBlocks = positiveInteger(opts.sharedPrefixBlocks, 'sharedPrefixBlocks', 8);
+  const turns = positiveInteger(opts.turns, 'turns', 4);
+  const traceBlockSize = positiveInteger(opts.traceBlockSize, 'traceBlockSize', 512);
   const seed = opts.seed ?? 1;
   if (!Number.isInteger(seed)) throw new KvRouteError('ERR_INVALID_ARG', `seed must be an integer, got ${describe(seed)}`);
   const rate = opts.rate ?? 4;
   if (typeof rate !== 'number' || !Number.isFinite(rate) || rate <= 0)
     throw new KvRouteError('ERR_INVALID_ARG', `rate must be a positive number, got ${describe(rate)}`);
 
-  const rng = new Random(seed);
+  const rng = new SeededRandom(seed);
   let nextId = 0;
   const prompts = Array.from({ length: groups }, () => Array.from({ length: prefixBlocks }, () => nextId++));
   // Open conversations: their history of ids and how many turns they have had.

@@ -7,9 +7,10 @@
 import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { blockHashes, sequenceHashes } from '../hashing.js';
+import { SeededRandom } from '../random.js';
 import type { KvRouterOptions } from '../router/options.js';
 import type { Selector } from '../router/select.js';
-import { describe } from '../validate.js';
+import { describe, positiveInteger, positiveNumber } from '../validate.js';
 import { generateTrace } from './generate.js';
 import { type PolicyReport, type ReplayReport, summarise } from './report.js';
 import { type SimConfig, simulatePolicy } from './simulate.js';
@@ -62,20 +63,6 @@ export interface ReplayOptions {
   onProgress?: (policy: string, done: number, total: number) => void;
 }
 
-function positiveInt(v: unknown, name: string, fallback: number): number {
-  if (v === undefined) return fallback;
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)
-    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be a positive integer, got ${describe(v)}`);
-  return v;
-}
-
-function positive(v: unknown, name: string, fallback: number): number {
-  if (v === undefined) return fallback;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
-    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be a positive number, got ${describe(v)}`);
-  return v;
-}
-
 function policySelector(policy: ReplayPolicy, seed: number): { name: string; selector: Selector | undefined } {
   if (policy === 'kv') return { name: 'kv', selector: undefined };
   if (policy === 'round-robin') {
@@ -83,16 +70,8 @@ function policySelector(policy: ReplayPolicy, seed: number): { name: string; sel
     return { name: 'round-robin', selector: (candidates) => next++ % candidates.length };
   }
   if (policy === 'random') {
-    let state = seed >>> 0 || 1;
-    return {
-      name: 'random',
-      selector: (candidates) => {
-        state ^= state << 13;
-        state ^= state >>> 17;
-        state ^= state << 5;
-        return (state >>> 0) % candidates.length;
-      },
-    };
+    const rng = new SeededRandom(seed);
+    return { name: 'random', selector: (candidates) => rng.int(0, candidates.length - 1) };
   }
   if (policy && typeof policy === 'object' && typeof policy.selector === 'function' && typeof policy.name === 'string') return policy;
   throw new KvRouteError('ERR_INVALID_ARG', `unknown policy ${describe(policy)} (kv, round-robin, random, or { name, selector })`);
@@ -122,23 +101,23 @@ export function upperBoundHitRatio(trace: Trace, blockSize: number, backend?: Ba
 
 /** Replays a trace under each policy; deterministic for given options (except wall-clock fields). */
 export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
-  const traceBlockSize = positiveInt(opts.traceBlockSize, 'traceBlockSize', 512);
+  const traceBlockSize = positiveInteger(opts.traceBlockSize, 'traceBlockSize', 512);
   let trace =
     typeof opts.trace === 'string' ? loadTrace(opts.trace, { traceBlockSize }) : (opts.trace ?? generateTrace({ traceBlockSize }));
-  if (opts.limit !== undefined) trace = { ...trace, requests: trace.requests.slice(0, positiveInt(opts.limit, 'limit', 0)) };
+  if (opts.limit !== undefined) trace = { ...trace, requests: trace.requests.slice(0, positiveInteger(opts.limit, 'limit', 1)) };
   const seed = opts.seed ?? 42;
   if (!Number.isSafeInteger(seed)) throw new KvRouteError('ERR_INVALID_ARG', `seed must be an integer, got ${describe(seed)}`);
   const cfg: SimConfig = {
-    workers: positiveInt(opts.workers, 'workers', 16),
-    dpSize: positiveInt(opts.dpSize, 'dpSize', 1),
+    workers: positiveInteger(opts.workers, 'workers', 16),
+    dpSize: positiveInteger(opts.dpSize, 'dpSize', 1),
     engine: {
-      blockSize: positiveInt(opts.blockSize, 'blockSize', 64),
-      numGpuBlocks: positiveInt(opts.numGpuBlocks, 'numGpuBlocks', 16_384),
-      maxNumSeqs: positiveInt(opts.maxNumSeqs, 'maxNumSeqs', 256),
-      maxNumBatchedTokens: positiveInt(opts.maxNumBatchedTokens, 'maxNumBatchedTokens', 8192),
-      speedup: positive(opts.speedup, 'speedup', 1),
+      blockSize: positiveInteger(opts.blockSize, 'blockSize', 64),
+      numGpuBlocks: positiveInteger(opts.numGpuBlocks, 'numGpuBlocks', 16_384),
+      maxNumSeqs: positiveInteger(opts.maxNumSeqs, 'maxNumSeqs', 256),
+      maxNumBatchedTokens: positiveInteger(opts.maxNumBatchedTokens, 'maxNumBatchedTokens', 8192),
+      speedup: positiveNumber(opts.speedup, 'speedup', 1),
     },
-    arrivalSpeedup: positive(opts.arrivalSpeedup, 'arrivalSpeedup', 1),
+    arrivalSpeedup: positiveNumber(opts.arrivalSpeedup, 'arrivalSpeedup', 1),
     seed,
     backend: opts.backend,
     routerConfig: opts.routerConfig ?? {},

@@ -9,10 +9,11 @@ import { KvRouteError } from '../errors.js';
 import type { RouterEvent } from '../events/types.js';
 import { parseBlockHashOptions } from '../hashing.js';
 import { checkDpRank, checkWorkerId, indexInternals, KvIndex, type WorkerId } from '../kv-index.js';
-import { checkOptions, describe, toTokens } from '../validate.js';
-import { type KvRouterOptions, nonNegative, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
+import { SeededRandom } from '../random.js';
+import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
+import { type KvRouterOptions, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
 import { type Waiter, WaitQueue } from './queue.js';
-import { type CandidateScore, chooseCandidate, SeededRandom } from './select.js';
+import { type CandidateScore, chooseCandidate } from './select.js';
 import type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './types.js';
 import { type Candidates, resolveWorker, WorkerRegistry, workerIdSet } from './workers.js';
 
@@ -225,11 +226,11 @@ export class KvRouter {
       weight:
         ov.overlapScoreWeight === undefined
           ? this.opts.overlapScoreWeight
-          : nonNegative(ov.overlapScoreWeight, 'overrides.overlapScoreWeight', 0),
+          : nonNegativeNumber(ov.overlapScoreWeight, 'req.overrides.overlapScoreWeight', 0),
       temperature:
         ov.routerTemperature === undefined
           ? this.opts.routerTemperature
-          : nonNegative(ov.routerTemperature, 'overrides.routerTemperature', 0),
+          : nonNegativeNumber(ov.routerTemperature, 'req.overrides.routerTemperature', 0),
       priority,
     };
   }

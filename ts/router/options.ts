@@ -5,7 +5,7 @@
 
 import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
-import { checkBlockSize, checkOptions, describe } from '../validate.js';
+import { checkBlockSize, checkOptions, describe, nonNegativeNumber, positiveNumber } from '../validate.js';
 import type { CandidateScore, Selector } from './select.js';
 
 /** How waiting requests are ordered when every worker is busy. */
@@ -94,19 +94,6 @@ function bad(name: string, what: string, value: unknown): never {
   throw new KvRouteError('ERR_INVALID_ARG', `opts.${name} must be ${what}, got ${describe(value)}`);
 }
 
-/** @internal */
-export function nonNegative(value: unknown, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) bad(name, 'a finite number >= 0', value);
-  return value;
-}
-
-function positive(value: unknown, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) bad(name, 'a finite number > 0', value);
-  return value;
-}
-
 function flag(value: unknown, name: string, fallback: boolean): boolean {
   if (value === undefined) return fallback;
   if (typeof value !== 'boolean') bad(name, 'a boolean', value);
@@ -131,16 +118,16 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
     bad('writerThreads', 'an integer', o.writerThreads);
   return {
     blockSize: checkBlockSize(o.blockSize, 'opts.blockSize'),
-    overlapScoreWeight: nonNegative(o.overlapScoreWeight, 'overlapScoreWeight', 1),
-    routerTemperature: nonNegative(o.routerTemperature, 'routerTemperature', 0),
+    overlapScoreWeight: nonNegativeNumber(o.overlapScoreWeight, 'opts.overlapScoreWeight', 1),
+    routerTemperature: nonNegativeNumber(o.routerTemperature, 'opts.routerTemperature', 0),
     useKvEvents: flag(o.useKvEvents, 'useKvEvents', true),
-    routerTtlSecs: positive(o.routerTtlSecs, 'routerTtlSecs', 120),
+    routerTtlSecs: positiveNumber(o.routerTtlSecs, 'opts.routerTtlSecs', 120),
     trackActiveBlocks: flag(o.routerTrackActiveBlocks, 'routerTrackActiveBlocks', true),
     trackPrefillTokens: flag(o.routerTrackPrefillTokens, 'routerTrackPrefillTokens', true),
     assumeKvReuse: flag(o.routerAssumeKvReuse, 'routerAssumeKvReuse', true),
     queueThreshold: (threshold as number | null | undefined) ?? null,
     queuePolicy: policy as QueuePolicy,
-    requestExpiryMs: positive(o.requestExpirySecs, 'requestExpirySecs', 300) * 1000,
+    requestExpiryMs: positiveNumber(o.requestExpirySecs, 'opts.requestExpirySecs', 300) * 1000,
     backend: o.backend as BackendName | undefined,
     writerThreads: o.writerThreads as number | undefined,
     seed: seed as number,

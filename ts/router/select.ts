@@ -5,6 +5,7 @@
  * active blocks plus this request's blocks not already active there (Dynamo's classic cost).
  */
 
+import type { SeededRandom } from '../random.js';
 import type { RouteRequest } from './types.js';
 
 /** What routing weighed for one candidate. */
@@ -27,23 +28,6 @@ export interface CandidateScore {
 
 /** A custom policy: returns the index of the chosen candidate. */
 export type Selector = (candidates: readonly CandidateScore[], req: RouteRequest) => number;
-
-/** A small seeded PRNG (mulberry32): deterministic choices for tests and replays. @internal */
-export class SeededRandom {
-  private state: number;
-
-  constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-}
 
 /**
  * The default choice. Temperature 0: the lowest cost; among equal costs the smallest tree, then a

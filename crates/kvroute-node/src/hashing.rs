@@ -6,6 +6,20 @@ use napi::bindgen_prelude::{BigUint64Array, Uint32Array, Uint8Array};
 use napi::Result;
 use napi_derive::napi;
 
+/// Runs `f` with the hash options of a request whose multimodal hashes arrive flattened
+/// (block `i` owns `mm_hashes[mm_offsets[i] .. mm_offsets[i + 1]]`).
+pub(crate) fn with_hash_options<R>(
+    lora_name: Option<&str>,
+    cache_namespace: Option<&str>,
+    eagle: bool,
+    mm_offsets: Option<&[u32]>,
+    mm_hashes: Option<&[u64]>,
+    f: impl FnOnce(&BlockHashOptions<'_>) -> Result<R, &'static str>,
+) -> Result<R, &'static str> {
+    let per_block = split_mm(mm_offsets, mm_hashes)?;
+    f(&BlockHashOptions { lora_name, cache_namespace, eagle, mm_hashes: &per_block })
+}
+
 /// Local block hashes of `tokens`, written into `out`, which the caller sized to the block count
 /// (a JS-allocated array is far cheaper than an external buffer with a finaliser per call).
 /// Multimodal hashes arrive flattened: block `i` owns `mmHashes[mmOffsets[i] .. mmOffsets[i + 1]]`.
@@ -22,26 +36,25 @@ pub fn block_hashes_into(
     mut out: BigUint64Array,
 ) -> Result<(), &'static str> {
     guard(|| {
-        let per_block = split_mm(mm_offsets.as_deref(), mm_hashes.as_deref())?;
-        let opts = BlockHashOptions {
-            lora_name: lora_name.as_deref(),
-            cache_namespace: cache_namespace.as_deref(),
-            eagle,
-            mm_hashes: &per_block,
-        };
         if out.len() != hashing::block_count(tokens.len(), block_size, eagle) {
             return Err(invalid_arg("out has the wrong length for this request"));
         }
-        // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript can
-        // touch `out` while it is written; the wrapper allocates it for this call only.
-        hashing::block_hashes_into(&tokens, block_size, &opts, unsafe { out.as_mut() }).map_err(to_node_error)
+        with_hash_options(
+            lora_name.as_deref(),
+            cache_namespace.as_deref(),
+            eagle,
+            mm_offsets.as_deref(),
+            mm_hashes.as_deref(),
+            |opts| {
+                // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript can
+                // touch `out` while it is written; the wrapper allocates it for this call only.
+                hashing::block_hashes_into(&tokens, block_size, opts, unsafe { out.as_mut() }).map_err(to_node_error)
+            },
+        )
     })
 }
 
-pub(crate) fn split_mm<'a>(
-    offsets: Option<&'a [u32]>,
-    hashes: Option<&'a [u64]>,
-) -> Result<Vec<&'a [u64]>, &'static str> {
+fn split_mm<'a>(offsets: Option<&'a [u32]>, hashes: Option<&'a [u64]>) -> Result<Vec<&'a [u64]>, &'static str> {
     let (Some(offsets), Some(hashes)) = (offsets, hashes) else {
         return Ok(Vec::new());
     };

@@ -3,9 +3,9 @@
 //! TypeScript.
 
 use crate::convert::{guard, invalid_arg, to_node_error};
-use crate::hashing::split_mm;
+use crate::hashing::with_hash_options;
 use crate::index::{u64_arg, NativeKvIndex};
-use kvroute_core::hashing::{self, BlockHashOptions};
+use kvroute_core::hashing;
 use kvroute_core::index::{KvIndex, Rank};
 use kvroute_core::routing::RouterCore;
 use napi::bindgen_prelude::{BigInt, BigUint64Array, Float64Array, Uint32Array};
@@ -62,14 +62,14 @@ impl NativeRouterCore {
             if candidate_workers.len() != candidate_ranks.len() || out.len() < FIGURES * candidate_ranks.len() {
                 return Err(invalid_arg("candidate arrays and output do not match"));
             }
-            let per_block = split_mm(mm_offsets.as_deref(), mm_hashes.as_deref())?;
-            let opts = BlockHashOptions {
-                lora_name: lora_name.as_deref(),
-                cache_namespace: cache_namespace.as_deref(),
+            let locals = with_hash_options(
+                lora_name.as_deref(),
+                cache_namespace.as_deref(),
                 eagle,
-                mm_hashes: &per_block,
-            };
-            let locals = hashing::block_hashes(&tokens, block_size, &opts).map_err(to_node_error)?;
+                mm_offsets.as_deref(),
+                mm_hashes.as_deref(),
+                |opts| hashing::block_hashes(&tokens, block_size, opts).map_err(to_node_error),
+            )?;
             let candidates: Vec<Rank> =
                 candidate_workers.iter().zip(candidate_ranks.iter()).map(|(&w, &r)| Rank::new(w, r)).collect();
             let figures = self
