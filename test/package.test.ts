@@ -12,7 +12,7 @@ import { ROOT, requireDist } from './helpers/dist.js';
 const work = mkdtempSync(join(tmpdir(), 'kvroute-pack-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-test('the packed tarball ships the native module and loads it without a Rust toolchain', () => {
+test('the packed tarball ships the native module, loads it and runs its command without a Rust toolchain', () => {
   requireDist();
   const packed = JSON.parse(
     execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: ROOT, encoding: 'utf8' }),
@@ -21,6 +21,7 @@ test('the packed tarball ships the native module and loads it without a Rust too
   expect(files).toContain('native/kvroute.linux-x64-gnu.node');
   expect(files).toContain('dist/index.js');
   expect(files).toContain('dist/index.cjs');
+  expect(files).toContain('dist/cli.js');
   expect(files.some((f) => f.startsWith('crates/') || f.startsWith('ts/') || f.startsWith('test/'))).toBe(false);
 
   const app = join(work, 'app');
@@ -47,4 +48,10 @@ test('the packed tarball ships the native module and loads it without a Rust too
     encoding: 'utf8',
   });
   expect(esm.trim()).toBe('native');
+  const bin = execFileSync(join(app, 'node_modules', '.bin', 'kvroute'), ['gen-trace', '--requests', '3'], {
+    cwd: app,
+    env,
+    encoding: 'utf8',
+  });
+  expect(bin.trim().split('\n')).toHaveLength(3);
 });
