@@ -76,6 +76,13 @@ describe('replay', () => {
     expect(kv.hitRatio).toBeGreaterThan(0.3);
   });
 
+  test('approximate mode replays without KV events and still finds shared prefixes', async () => {
+    const report = await replay({ trace: small(), policies: ['kv', 'round-robin'], routerConfig: { useKvEvents: false }, ...smallFleet });
+    const [kv, rr] = report.policies;
+    expect(kv.requests).toBe(250);
+    expect(kv.hitRatio).toBeGreaterThan(rr.hitRatio);
+  });
+
   test('bad options and requests that cannot fit are rejected clearly', async () => {
     await expect(replay({ trace: small(), workers: 0 })).rejects.toMatchObject({
       code: 'ERR_INVALID_ARG',

@@ -29,9 +29,10 @@ describe('trace parsing', () => {
       [5, 30, 16, 1],
     ]);
     expect(trace.requests[1]).toMatchObject({ sessionId: 'a', delayMs: 40 });
-    expect(trace.requests[2]).toMatchObject({ sessionId: '7', turn: 1 });
+    expect(trace.requests[2]).toMatchObject({ chatId: '7', sessionId: '7', turn: 1 });
     expect(trace.requests[2].parentChatId).toBeUndefined();
-    expect(trace.requests[3]).toMatchObject({ sessionId: '8', parentChatId: '7', turn: 2 });
+    // The second turn joins the session of the chat it continues.
+    expect(trace.requests[3]).toMatchObject({ chatId: '8', sessionId: '7', parentChatId: '7', turn: 2 });
   });
 
   test.each([

@@ -120,6 +120,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     ...(selector ? { selector } : {}),
   });
   const flushIndex = () => indexInternals(router.index).inner.flushSync();
+  const publishEvents = cfg.routerConfig.useKvEvents !== false;
   const ranks: Array<{ workerId: number; dpRank: number; engine: Engine; busy: boolean }> = [];
   const rankOf = new Map<string, number>();
   for (let w = 0; w < cfg.workers; w++) {
@@ -214,7 +215,8 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
       } else {
         const rank = ranks[e.rank];
         rank.busy = false;
-        if (e.result.events.length > 0) {
+        // In approximate mode the engines publish no events: the router has only its predictions.
+        if (publishEvents && e.result.events.length > 0) {
           router.applyEvents(toRouterEvents(e.result.events, rank.workerId, rank.dpRank));
           dirty = true;
         }

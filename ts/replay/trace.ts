@@ -23,8 +23,11 @@ export interface TraceRequest {
   outputLength: number;
   /** One id per `traceBlockSize` prompt tokens. */
   hashIds: number[];
-  /** Conversation this request belongs to (`session_id`, or `chat_id` in Bailian traces). */
+  /** Conversation this request belongs to: `session_id`, or in Bailian traces the `chat_id` of
+   * the conversation's first turn (found through `parent_chat_id`). */
   sessionId?: string;
+  /** Bailian traces: this turn's chat id. */
+  chatId?: string;
   /** For later turns: ms after the previous turn of the session completed (`delay`). */
   delayMs?: number;
   /** Bailian traces: the chat this one continues. */
@@ -110,8 +113,10 @@ function parseRow(text: string, line: number, traceBlockSize: number): TraceRequ
     bad(line, `input_length ${inputLength} exceeds ${hashIds.length} hash ids × ${traceBlockSize} tokens (wrong --trace-block-size?)`);
   }
   const req: TraceRequest = { line, timestampMs: ts, inputLength, outputLength, hashIds };
-  const sessionId = optionalId(pick(r, line, ['session_id', 'chat_id'], false), line, 'session_id');
+  const sessionId = optionalId(r.session_id, line, 'session_id');
   if (sessionId !== undefined) req.sessionId = sessionId;
+  const chatId = optionalId(r.chat_id, line, 'chat_id');
+  if (chatId !== undefined) req.chatId = chatId;
   const delay = pick(r, line, ['delay', 'delay_ms'], false);
   if (delay !== undefined) {
     if (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0)
@@ -122,6 +127,20 @@ function parseRow(text: string, line: number, traceBlockSize: number): TraceRequ
   if (parent !== undefined && parent !== '-1') req.parentChatId = parent;
   if (r.turn !== undefined) req.turn = integer(r.turn, line, 'turn', 0);
   return req;
+}
+
+/**
+ * Bailian traces chain turns by `parent_chat_id`: a turn belongs to the session of its parent,
+ * and a first turn starts a session named by its own `chat_id`.
+ */
+function linkBailianTurns(requests: TraceRequest[]): void {
+  const sessionOfChat = new Map<string, string>();
+  for (const req of requests) {
+    if (req.chatId === undefined || req.sessionId !== undefined) continue;
+    const parentSession = req.parentChatId === undefined ? undefined : sessionOfChat.get(req.parentChatId);
+    req.sessionId = parentSession ?? req.chatId;
+    sessionOfChat.set(req.chatId, req.sessionId);
+  }
 }
 
 /** Parses trace text (JSONL). Blank lines are skipped; the first malformed line throws. */
@@ -136,6 +155,7 @@ export function parseTrace(text: string, opts: LoadTraceOptions = {}): Trace {
     requests.push(parseRow(lines[i], i + 1, traceBlockSize));
   }
   if (requests.length === 0) throw new KvRouteError('ERR_INVALID_ARG', 'the trace has no requests');
+  linkBailianTurns(requests);
   return { traceBlockSize, requests };
 }
 
