@@ -2,7 +2,7 @@
 
 use crate::convert::{guard, invalid_arg, to_node_error};
 use kvroute_core::hashing::{self, BlockHashOptions};
-use napi::bindgen_prelude::{BigUint64Array, Uint32Array, Uint8Array};
+use napi::bindgen_prelude::{BigUint64Array, BigUint64ArraySlice, Uint32Array, Uint8Array};
 use napi::Result;
 use napi_derive::napi;
 
@@ -26,14 +26,14 @@ pub(crate) fn with_hash_options<R>(
 #[napi(js_name = "blockHashesInto")]
 #[allow(clippy::too_many_arguments)]
 pub fn block_hashes_into(
-    tokens: Uint32Array,
+    tokens: &[u32],
     block_size: u32,
     lora_name: Option<String>,
     cache_namespace: Option<String>,
     eagle: bool,
     mm_offsets: Option<Uint32Array>,
     mm_hashes: Option<BigUint64Array>,
-    mut out: BigUint64Array,
+    mut out: BigUint64ArraySlice<'_>,
 ) -> Result<(), &'static str> {
     guard(|| {
         if out.len() != hashing::block_count(tokens.len(), block_size, eagle) {

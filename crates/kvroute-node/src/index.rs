@@ -4,7 +4,7 @@
 
 use crate::convert::{guard, invalid_arg, to_node_error};
 use kvroute_core::index::{packed, KvIndex, Rank};
-use napi::bindgen_prelude::{AsyncTask, BigInt, BigUint64Array, Uint32Array};
+use napi::bindgen_prelude::{AsyncTask, BigInt, BigUint64Array, BigUint64ArraySlice, Uint32Array, Uint32ArraySlice};
 use napi::{Env, Result, Task};
 use napi_derive::napi;
 use std::sync::Arc;
@@ -58,9 +58,9 @@ impl NativeKvIndex {
     }
 
     #[napi(js_name = "applyPacked")]
-    pub fn apply_packed(&self, meta: Uint32Array, words: BigUint64Array, now_ms: f64) -> Result<(), &'static str> {
+    pub fn apply_packed(&self, meta: &[u32], words: &[u64], now_ms: f64) -> Result<(), &'static str> {
         guard(|| {
-            let events = packed::decode(&meta, &words).map_err(to_node_error)?;
+            let events = packed::decode(meta, words).map_err(to_node_error)?;
             self.inner.apply_events(events, now_ms).map_err(to_node_error)
         })
     }
@@ -75,7 +75,7 @@ impl NativeKvIndex {
         &self,
         worker_id: BigInt,
         dp_rank: u32,
-        locals: BigUint64Array,
+        locals: &[u64],
         now_ms: f64,
         expires_at_ms: f64,
     ) -> Result<(), &'static str> {
@@ -92,13 +92,13 @@ impl NativeKvIndex {
     #[napi(js_name = "findMatchesInto")]
     pub fn find_matches_into(
         &self,
-        locals: BigUint64Array,
+        locals: &[u64],
         now_ms: f64,
-        mut ids: BigUint64Array,
-        mut nums: Uint32Array,
+        mut ids: BigUint64ArraySlice<'_>,
+        mut nums: Uint32ArraySlice<'_>,
     ) -> Result<u32, &'static str> {
         guard(|| {
-            let scores = self.inner.find_matches(&locals, now_ms).map_err(to_node_error)?;
+            let scores = self.inner.find_matches(locals, now_ms).map_err(to_node_error)?;
             if scores.len() <= ids.len() && 3 * scores.len() <= nums.len() {
                 // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript
                 // can touch the buffers while they are written; they are private to the wrapper

@@ -8,7 +8,7 @@ use crate::index::{u64_arg, NativeKvIndex};
 use kvroute_core::hashing;
 use kvroute_core::index::{KvIndex, Rank};
 use kvroute_core::routing::RouterCore;
-use napi::bindgen_prelude::{BigInt, BigUint64Array, Float64Array, Uint32Array};
+use napi::bindgen_prelude::{BigInt, BigUint64Array, Float64Array, Float64ArraySlice, Uint32Array};
 use napi::Result;
 use napi_derive::napi;
 use std::sync::Arc;
@@ -44,18 +44,18 @@ impl NativeRouterCore {
     pub fn score(
         &mut self,
         handle: f64,
-        tokens: Uint32Array,
+        tokens: &[u32],
         block_size: u32,
         lora_name: Option<String>,
         cache_namespace: Option<String>,
         eagle: bool,
         mm_offsets: Option<Uint32Array>,
         mm_hashes: Option<BigUint64Array>,
-        candidate_workers: BigUint64Array,
-        candidate_ranks: Uint32Array,
+        candidate_workers: &[u64],
+        candidate_ranks: &[u32],
         now_ms: f64,
         assume_kv_reuse: bool,
-        mut out: Float64Array,
+        mut out: Float64ArraySlice<'_>,
     ) -> Result<u32, &'static str> {
         guard(|| {
             let handle = handle_arg(handle)?;
@@ -68,7 +68,7 @@ impl NativeRouterCore {
                 eagle,
                 mm_offsets.as_deref(),
                 mm_hashes.as_deref(),
-                |opts| hashing::block_hashes(&tokens, block_size, opts).map_err(to_node_error),
+                |opts| hashing::block_hashes(tokens, block_size, opts).map_err(to_node_error),
             )?;
             let candidates: Vec<Rank> =
                 candidate_workers.iter().zip(candidate_ranks.iter()).map(|(&w, &r)| Rank::new(w, r)).collect();
