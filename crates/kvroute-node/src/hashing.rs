@@ -39,17 +39,16 @@ pub fn block_hashes_into(
         if out.len() != hashing::block_count(tokens.len(), block_size, eagle) {
             return Err(invalid_arg("out has the wrong length for this request"));
         }
+        // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript can
+        // touch `out` while it is written; the wrapper allocates it for this call only.
+        let out = unsafe { out.as_mut() };
         with_hash_options(
             lora_name.as_deref(),
             cache_namespace.as_deref(),
             eagle,
             mm_offsets.as_deref(),
             mm_hashes.as_deref(),
-            |opts| {
-                // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript can
-                // touch `out` while it is written; the wrapper allocates it for this call only.
-                hashing::block_hashes_into(&tokens, block_size, opts, unsafe { out.as_mut() }).map_err(to_node_error)
-            },
+            |opts| hashing::block_hashes_into(tokens, block_size, opts, out).map_err(to_node_error),
         )
     })
 }
