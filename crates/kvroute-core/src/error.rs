@@ -1,6 +1,7 @@
 //! One error type for every fallible core call, carrying the stable code that the TypeScript
 //! layer exposes as `KvRouteError.code`. Keeping the code here (not in the binding) means the
-//! native and pure-JS backends report the same code for the same mistake.
+//! native and pure-JS backends report the same code for the same mistake. (Malformed events are
+//! rejected by the TypeScript validator before they reach the core, so no event code is here.)
 
 use std::fmt;
 
@@ -9,8 +10,6 @@ use std::fmt;
 pub enum ErrorCode {
     /// A caller passed an argument outside its documented domain.
     InvalidArg,
-    /// A KV event is malformed (wrong shape, out-of-range integer, unknown variant).
-    InvalidEvent,
     /// The object was closed; it accepts no further calls.
     Closed,
     /// A bug in kvroute: an invariant did not hold. Never the caller's fault.
@@ -21,7 +20,6 @@ impl ErrorCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::InvalidArg => "ERR_INVALID_ARG",
-            Self::InvalidEvent => "ERR_INVALID_EVENT",
             Self::Closed => "ERR_CLOSED",
             Self::Internal => "ERR_INTERNAL",
         }
@@ -37,10 +35,6 @@ pub struct KvError {
 impl KvError {
     pub fn invalid_arg(message: impl Into<String>) -> Self {
         Self { code: ErrorCode::InvalidArg, message: message.into() }
-    }
-
-    pub fn invalid_event(message: impl Into<String>) -> Self {
-        Self { code: ErrorCode::InvalidEvent, message: message.into() }
     }
 
     pub fn closed(what: &str) -> Self {

@@ -248,10 +248,6 @@ impl KvIndex {
             let _ = handle.join();
         }
     }
-
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
 }
 
 impl Drop for KvIndex {
