@@ -136,7 +136,9 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     }
   }
   const queue = new EventQueue();
-  const first = trace.requests.length > 0 ? Math.min(...trace.requests.map((r) => r.timestampMs)) : 0;
+  // A loop, not Math.min(...): spreading a large trace as call arguments would overflow the stack.
+  let first = Number.POSITIVE_INFINITY;
+  for (const r of trace.requests) first = Math.min(first, r.timestampMs);
   // Multi-turn sessions: a later turn with a `delay` arrives that long after the previous turn
   // of its session finished; other requests arrive at their timestamps.
   const lastTurn = new Map<string, number>();
@@ -169,10 +171,9 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     queue.push({ at: clock + result.durationMs, kind: 'pass', rank: i, result });
   };
 
-  const dispatch = (uid: number, tokensCount: number, decision: { workerId: bigint; dpRank: number }) => {
+  const dispatch = (uid: number, decision: { workerId: bigint; dpRank: number }) => {
     const i = rankOf.get(`${decision.workerId}:${decision.dpRank}`) as number;
     placement[uid] = { workerId: ranks[i].workerId, dpRank: ranks[i].dpRank };
-    void tokensCount;
     ranks[i].engine.enqueue(sims[uid]);
     startPass(i);
   };
@@ -204,7 +205,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
         routed.then(
           (d) => {
             pendingRoutes--;
-            dispatch(e.uid, tokens.length, d);
+            dispatch(e.uid, d);
           },
           (err: unknown) => {
             pendingRoutes--;
