@@ -87,6 +87,8 @@ export class KvRouter {
   private readonly byHandle = new Map<number, string>();
   private readonly waiting = new Map<string, Waiter<Pending>>();
   private nextHandle = 1;
+  /** Router-clock time of the next expiry sweep (see `expire`). */
+  private nextExpiryAt = Number.NEGATIVE_INFINITY;
   private figures = new Float64Array(CANDIDATE_FIGURES * 64);
   private closed = false;
   private readonly counts = {
@@ -504,10 +506,16 @@ export class KvRouter {
     this.inFlight.delete(id);
   }
 
-  /** Frees in-flight requests older than the expiry. */
-  private expire(): void {
-    const expired = this.core.expire(this.clock() - this.opts.requestExpiryMs);
-    for (const handle of expired) {
+  /**
+   * Frees in-flight requests older than the expiry. Expiry is counted in minutes, so sweeps run at
+   * most once per second of router clock (or per tenth of the expiry, if shorter) instead of
+   * crossing into the backend on every call; `force` sweeps now.
+   */
+  private expire(force = false): void {
+    const now = this.clock();
+    if (!force && now < this.nextExpiryAt) return;
+    this.nextExpiryAt = now + Math.min(1000, this.opts.requestExpiryMs / 10);
+    for (const handle of this.core.expire(now - this.opts.requestExpiryMs)) {
       this.forget(handle);
       this.counts.expired++;
     }
@@ -518,7 +526,7 @@ export class KvRouter {
   /** Counters, per-rank load and the index's stats. */
   stats(): RouterStats {
     this.open();
-    this.expire();
+    this.expire(true);
     const load: RankLoad[] = this.core.snapshot();
     return {
       workers: this.workers.size,

@@ -37,7 +37,7 @@ export interface KvRouterOptions {
   routerQueueThreshold?: number | null;
   /** Order of waiting requests. Default `'fcfs'`. */
   routerQueuePolicy?: QueuePolicy;
-  /** In-flight requests older than this (router clock) are freed and counted. Default 300. */
+  /** In-flight requests older than this (router clock) are freed and counted, checked at least once a second. Default 300. */
   requestExpirySecs?: number;
   /** Backend; default: the process-wide {@link backend}. */
   backend?: BackendName;
