@@ -67,6 +67,142 @@ export interface IndexBackend {
   dump(): { meta: Uint32Array; words: BigUint64Array };
   stats(): RawIndexStats;
   close(): void;
+  /** Engine-event ingestion into this index (created on first use with the index's block size). */
+  ingest(blockSize: number): IngestBackend;
+}
+
+/** Ingestion counters (see kvroute-core's `ingest::counters`); `filtered` in `FILTER_REASONS` order. */
+export interface RawIngestCounters {
+  batches: number;
+  storedEvents: number;
+  removedEvents: number;
+  clearedEvents: number;
+  storedBlocks: number;
+  removedHashes: number;
+  /** Per lower tier: host pinned, disk, external. */
+  tierStored: number[];
+  tierRemoved: number[];
+  tierBlocks: number[];
+  filtered: number[];
+  unknownEvents: number;
+  extraFields: number;
+  foldedHashes: number;
+  oddLengthHashes: number;
+  shortTokens: number;
+  dpRankMismatches: number;
+  decodeErrors: number;
+  firstDecodeError?: string | null;
+}
+
+export interface RawBatchResult {
+  error?: string | null;
+  indexEvents: number;
+  blockSizeMismatch?: number[] | null;
+  counters: RawIngestCounters;
+}
+
+export interface RawSourceConfig {
+  workerId: bigint;
+  ranks: number[];
+  endpoints: string[];
+  replayEndpoints?: string[];
+  bind: boolean;
+  topic: string;
+  replayTimeoutMs: number;
+  maxHeld: number;
+  receiveHwm: number;
+  blockSize: number;
+}
+
+export interface RawStreamCounters {
+  frames: number;
+  gaps: number;
+  replayRequests: number;
+  replayed: number;
+  replayFailures: number;
+  replayTimeouts: number;
+  restarts: number;
+  resyncs: number;
+  duplicates: number;
+  ignored: number;
+  staleReplies: number;
+}
+
+export interface RawRankStatus {
+  dpRank: number;
+  endpoint: string;
+  replayEndpoint?: string | null;
+  state: string;
+  reason: string;
+  lastSeq?: bigint | null;
+  incarnation: number;
+  stream: RawStreamCounters;
+  held: number;
+  malformedFrames: number;
+  lastBatchMs?: number | null;
+  lagMs?: number | null;
+}
+
+export interface RawStateChange {
+  dpRank: number;
+  state: string;
+  reason: string;
+  atMs: number;
+}
+
+/** A running engine source: its thread (native) or its socket loops (JS). */
+export interface SourceBackend {
+  status(): RawRankStatus[];
+  takeChanges(): RawStateChange[];
+  close(): void;
+}
+
+export interface IngestBackend {
+  applyBatch(workerId: bigint, dpRank: number, payload: Uint8Array, nowMs: number): RawBatchResult;
+  counters(workerId: bigint | undefined, dpRank: number | undefined): RawIngestCounters;
+  forgetWorker(workerId: bigint): void;
+  startSource(config: RawSourceConfig): SourceBackend;
+}
+
+/** One extra key as decoded (see `DecodedExtraKey`). */
+export interface RawExtraKey {
+  kind: string;
+  text?: string | null;
+  int?: bigint | null;
+  offset?: number | null;
+  bytes?: Uint8Array | null;
+}
+
+export interface RawEngineEvent {
+  type: string;
+  blockHashes?: BigUint64Array | null;
+  parentBlockHash?: bigint | null;
+  tokenIds?: Uint32Array | null;
+  eagle?: boolean | null;
+  blockSize?: number | null;
+  loraId?: bigint | null;
+  medium?: string | null;
+  loraName?: string | null;
+  cacheSalt?: string | null;
+  extraKeys?: (RawExtraKey[] | null | undefined)[] | null;
+  groupIdx?: number | null;
+  kvCacheSpecKind?: string | null;
+  kvCacheSpecSlidingWindow?: number | null;
+  locality?: string | null;
+  ownership?: string | null;
+  sessionId?: string | null;
+}
+
+export interface RawDecodedBatch {
+  error?: string | null;
+  ts: number;
+  dpRank?: number | null;
+  layout: string;
+  events: RawEngineEvent[];
+  unknownEvents: number;
+  extraFields: number;
+  foldedHashes: number;
+  oddLengthHashes: number;
 }
 
 /** Figures per candidate in {@link RouterCoreBackend.score}'s output. */
@@ -119,6 +255,8 @@ export interface Backend {
   readonly name: BackendName;
   readonly hashing: HashingBackend;
   createIndex(writerThreads: number): IndexBackend;
+  /** Decodes one engine KV-event payload (never throws for a bad payload: `error` says why). */
+  decodeEngineBatch(payload: Uint8Array): RawDecodedBatch;
   /** A router core over an index this backend created. */
   createRouterCore(index: IndexBackend): RouterCoreBackend;
 }

@@ -8,6 +8,7 @@ import type { Backend, BackendName } from './backend-types.js';
 import { KvRouteError } from './errors.js';
 import { jsHashing } from './js/hashing.js';
 import { JsIndex } from './js/index/js-index.js';
+import { decodeEngineBatchJs } from './js/ingest/decode.js';
 import { JsRouterCore } from './js/router-core.js';
 import { nativeBackend } from './native/backend.js';
 import { loadNativeBinding } from './native/binding.js';
@@ -18,6 +19,7 @@ const JS_BACKEND: Backend = {
   name: 'js',
   hashing: jsHashing,
   createIndex: () => new JsIndex(),
+  decodeEngineBatch: decodeEngineBatchJs,
   createRouterCore(index) {
     if (!(index instanceof JsIndex)) throw new KvRouteError('ERR_INTERNAL', 'a JS router core needs a JS index');
     return new JsRouterCore(index);

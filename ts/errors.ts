@@ -19,6 +19,8 @@ export type KvRouteErrorCode =
   | 'ERR_DUPLICATE_REQUEST'
   /** A waiting request was aborted through its signal or cancelled with `free`. */
   | 'ERR_ABORTED'
+  /** An optional dependency the call needs is not installed (the message says which, and how). */
+  | 'ERR_DEPENDENCY_MISSING'
   /** A bug in kvroute (including a Rust panic caught at the boundary). Please report it. */
   | 'ERR_INTERNAL';
 
@@ -43,6 +45,7 @@ const KNOWN_CODES: ReadonlySet<string> = new Set<KvRouteErrorCode>([
   'ERR_NO_WORKERS',
   'ERR_DUPLICATE_REQUEST',
   'ERR_ABORTED',
+  'ERR_DEPENDENCY_MISSING',
 ]);
 
 /**

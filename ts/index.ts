@@ -30,6 +30,27 @@ export type {
 } from './events/types.js';
 export type { BackendOption, BlockHashOptions } from './hashing.js';
 export { blockHashes, sequenceHashes, xxh3_64 } from './hashing.js';
+export { decodeEngineBatch } from './ingest/decode.js';
+export { EngineSource } from './ingest/source.js';
+export type {
+  ApplyEngineBatchOptions,
+  BatchResult,
+  DecodedAllBlocksCleared,
+  DecodedBatch,
+  DecodedBlockRemoved,
+  DecodedBlockStored,
+  DecodedEngineEvent,
+  DecodedExtraKey,
+  EngineName,
+  FilteredCounts,
+  IngestStats,
+  RankSourceStats,
+  SourceState,
+  SourceStateChange,
+  SourceStats,
+  SubscribeOptions,
+  TierCounts,
+} from './ingest/types.js';
 export type {
   AppliedCounts,
   ApproximateOptions,

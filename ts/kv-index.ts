@@ -12,6 +12,10 @@ import { parseJsonBatch, parseJsonLossless } from './events/json.js';
 import type { DumpedEvent, RouterEvent } from './events/types.js';
 import { packEvents } from './events/validate.js';
 import { type BlockHashOptions, parseBlockHashOptions } from './hashing.js';
+import { parseSubscribeOptions } from './ingest/options.js';
+import { EngineSource } from './ingest/source.js';
+import { toIngestStats } from './ingest/stats.js';
+import type { ApplyEngineBatchOptions, BatchResult, IngestStats, SubscribeOptions } from './ingest/types.js';
 import { checkBlockSize, checkOptions, describe, toHashes, toTokens, toU64 } from './validate.js';
 
 /** What a KvRouter needs from the KvIndex it owns: the backend and its index. @internal */
@@ -163,6 +167,8 @@ export class KvIndex {
   private readonly now: () => number;
   private readonly ttlMs: number | undefined;
   private closed = false;
+  /** Engine sources feeding this index, by worker id. */
+  private readonly sources = new Map<bigint, EngineSource>();
 
   constructor(opts: KvIndexOptions) {
     const o = checkOptions(opts, 'opts', INDEX_OPTIONS);
@@ -287,11 +293,105 @@ export class KvIndex {
     this.inner.recordRouting(id, rank, locals, now, now + this.ttlMs);
   }
 
-  /** Drops a worker's blocks: all its ranks, or only `dpRank`. Ordered after its queued events. */
+  /**
+   * Drops a worker's blocks: all its ranks, or only `dpRank`. Ordered after its queued events.
+   * Removing the whole worker also closes its {@link EngineSource} (which would re-add blocks).
+   */
   removeWorker(workerId: WorkerId, dpRank?: number): void {
     this.open();
     const id = checkWorkerId(workerId);
-    this.inner.removeWorker(id, dpRank === undefined ? undefined : checkDpRank(dpRank, 'dpRank'));
+    const rank = dpRank === undefined ? undefined : checkDpRank(dpRank, 'dpRank');
+    if (rank === undefined) {
+      this.sources.get(id)?.close();
+      this.inner.ingest(this.blockSize).forgetWorker(id);
+    }
+    this.inner.removeWorker(id, rank);
+  }
+
+  /**
+   * Subscribes to an engine's KV events over ZeroMQ (vLLM, SGLang, TensorRT-LLM): every batch is
+   * decoded, its blocks hashed with this index's block size and applied; gaps are repaired
+   * through the replay socket, restarts clear the rank. Natively all of it runs on a Rust thread.
+   * Pass a list to subscribe a fleet (validated whole before any socket opens).
+   *
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad option or endpoint, a port in use, or a
+   * worker already subscribed; `ERR_DEPENDENCY_MISSING` on the JS backend without `zeromq`;
+   * `ERR_CLOSED` after close.
+   */
+  subscribe(opts: SubscribeOptions): EngineSource;
+  subscribe(opts: readonly SubscribeOptions[]): EngineSource[];
+  subscribe(opts: SubscribeOptions | readonly SubscribeOptions[]): EngineSource | EngineSource[] {
+    this.open();
+    const list = Array.isArray(opts) ? (opts as readonly SubscribeOptions[]) : [opts as SubscribeOptions];
+    const parsed = list.map((o, i) => {
+      const name = Array.isArray(opts) ? `opts[${i}]` : 'opts';
+      const p = parseSubscribeOptions(o, this.blockSize, name);
+      const workerId = checkWorkerId(o.workerId, `${name}.workerId`);
+      return { ...p, workerId, name };
+    });
+    const seen = new Set<bigint>();
+    for (const p of parsed) {
+      if (this.sources.has(p.workerId) || seen.has(p.workerId)) {
+        throw new KvRouteError('ERR_INVALID_ARG', `${p.name}.workerId ${p.workerId} is already subscribed: close its source first`);
+      }
+      seen.add(p.workerId);
+    }
+    const ingest = this.inner.ingest(this.blockSize);
+    const started: EngineSource[] = [];
+    try {
+      for (const p of parsed) {
+        const inner = ingest.startSource({ ...p.config, workerId: p.workerId, blockSize: this.blockSize });
+        const source = new EngineSource(p.workerId, p.engine, inner, ingest, (s) => {
+          if (this.sources.get(s.workerId) === s) this.sources.delete(s.workerId);
+        });
+        this.sources.set(p.workerId, source);
+        started.push(source);
+      }
+    } catch (err) {
+      for (const s of started) s.close();
+      throw err;
+    }
+    return Array.isArray(opts) ? started : started[0];
+  }
+
+  /** The engine sources feeding this index. */
+  engineSources(): EngineSource[] {
+    return [...this.sources.values()];
+  }
+
+  /**
+   * Decodes one engine KV-event payload (the msgpack of a ZeroMQ message's last frame) and
+   * applies it to the rank, for callers with their own transport (frames relayed over NATS or
+   * Kafka, say). Conversion state (cache namespaces, learned groups, lower tiers) is kept per rank
+   * across calls and shared with {@link KvIndex.subscribe}. Sequence numbers are the transport's
+   * business here: no gap or restart detection.
+   *
+   * @throws {KvRouteError} `ERR_INVALID_EVENT` when the payload does not decode (counted, nothing
+   * applied); `ERR_INVALID_ARG` for bad arguments; `ERR_CLOSED` after close.
+   */
+  applyEngineBatch(workerId: WorkerId, dpRank: number, payload: Uint8Array, opts?: ApplyEngineBatchOptions): BatchResult {
+    this.open();
+    const id = checkWorkerId(workerId);
+    const rank = checkDpRank(dpRank, 'dpRank');
+    if (!(payload instanceof Uint8Array))
+      throw new KvRouteError('ERR_INVALID_ARG', `payload must be a Uint8Array (or Buffer), got ${describe(payload)}`);
+    const o = checkOptions(opts, 'opts', ['engine']);
+    if (o.engine !== undefined && !['auto', 'vllm', 'sglang', 'trtllm'].includes(o.engine as string)) {
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.engine must be one of auto, vllm, sglang, trtllm, got ${describe(o.engine)}`);
+    }
+    const r = this.inner.ingest(this.blockSize).applyBatch(id, rank, payload, this.clock());
+    if (r.error != null) throw new KvRouteError('ERR_INVALID_EVENT', `engine batch does not decode: ${r.error}`);
+    const result: BatchResult = { indexEvents: r.indexEvents, stats: toIngestStats(r.counters) };
+    if (r.blockSizeMismatch) result.blockSizeMismatch = { engine: r.blockSizeMismatch[0], router: r.blockSizeMismatch[1] };
+    return result;
+  }
+
+  /** What engine-event ingestion counted: for one worker (or one of its ranks), or in total. */
+  engineStats(workerId?: WorkerId, dpRank?: number): IngestStats {
+    this.open();
+    const id = workerId === undefined ? undefined : checkWorkerId(workerId);
+    const rank = dpRank === undefined ? undefined : checkDpRank(dpRank, 'dpRank');
+    return toIngestStats(this.inner.ingest(this.blockSize).counters(id, rank));
   }
 
   /**
@@ -311,9 +411,10 @@ export class KvIndex {
     return toIndexStats(this.inner.stats());
   }
 
-  /** Stops background work. Idempotent; other calls throw `ERR_CLOSED` afterwards. */
+  /** Stops background work and engine sources. Idempotent; other calls throw `ERR_CLOSED` afterwards. */
   close(): void {
     if (this.closed) return;
+    for (const source of [...this.sources.values()]) source.close();
     this.closed = true;
     this.inner.close();
   }

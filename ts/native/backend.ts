@@ -26,6 +26,7 @@ export function nativeBackend(binding: NativeBinding): Backend {
     name: 'native',
     hashing,
     createIndex: (writerThreads) => nativeIndex(binding, writerThreads),
+    decodeEngineBatch: (payload) => callNative(() => binding.decodeEngineBatch(payload)),
     createRouterCore: (index) => nativeRouterCore(binding, index),
   };
 }

@@ -4,15 +4,17 @@
  * @module
  */
 
-import type { IndexBackend, RawIndexStats, RawScore } from '../backend-types.js';
+import type { IndexBackend, IngestBackend, RawIndexStats, RawScore } from '../backend-types.js';
 import { callNative, fromNativeError, KvRouteError, type KvRouteErrorCode } from '../errors.js';
 import type { NativeBinding } from './binding.js';
+import { nativeIngest } from './ingest.js';
 
 /** The binding object behind each native index wrapper, for the router core that shares it. */
 export const rawIndexes = new WeakMap<IndexBackend, InstanceType<NativeBinding['NativeKvIndex']>>();
 
 export function nativeIndex(binding: NativeBinding, writerThreads: number): IndexBackend {
   const inner = callNative(() => new binding.NativeKvIndex(writerThreads));
+  let ingest: IngestBackend | undefined;
   // Result buffers reused across calls; grown when a query matches more ranks than they hold.
   let ids = new BigUint64Array(64);
   let nums = new Uint32Array(3 * 64);
@@ -49,6 +51,10 @@ export function nativeIndex(binding: NativeBinding, writerThreads: number): Inde
     dump: () => callNative(() => inner.dump()),
     stats: (): RawIndexStats => callNative(() => inner.stats()),
     close: () => callNative(() => inner.close()),
+    ingest(blockSize) {
+      ingest ??= nativeIngest(binding, inner, blockSize);
+      return ingest;
+    },
   };
   rawIndexes.set(wrapper, inner);
   return wrapper;

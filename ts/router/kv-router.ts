@@ -8,6 +8,8 @@ import { CANDIDATE_FIGURES, type RouterCoreBackend } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import type { RouterEvent } from '../events/types.js';
 import { parseBlockHashOptions } from '../hashing.js';
+import type { EngineSource } from '../ingest/source.js';
+import type { ApplyEngineBatchOptions, BatchResult, SubscribeOptions } from '../ingest/types.js';
 import { checkDpRank, checkWorkerId, indexInternals, KvIndex, type WorkerId } from '../kv-index.js';
 import { SeededRandom } from '../random.js';
 import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
@@ -167,6 +169,36 @@ export class KvRouter {
   }
 
   // ---- events --------------------------------------------------------------------------------
+
+  /**
+   * Subscribes to engines' KV events (see {@link KvIndex.subscribe}). A worker not registered
+   * yet is added with `dataParallelSize` from the options, so it is routable at once;
+   * {@link KvRouter.removeWorker} closes its source.
+   *
+   * @throws {KvRouteError} as {@link KvIndex.subscribe}; nothing is registered when it throws.
+   */
+  subscribe(opts: SubscribeOptions): EngineSource;
+  subscribe(opts: readonly SubscribeOptions[]): EngineSource[];
+  subscribe(opts: SubscribeOptions | readonly SubscribeOptions[]): EngineSource | EngineSource[] {
+    this.open();
+    const list = Array.isArray(opts) ? (opts as readonly SubscribeOptions[]) : [opts as SubscribeOptions];
+    const sources = this.index.subscribe(list);
+    for (const [i, o] of list.entries()) {
+      const id = sources[i].workerId;
+      if (!this.workers.get(id)) {
+        const size = o.dataParallelSize ?? (Array.isArray(o.endpoint) ? o.endpoint.length : 1);
+        this.workers.set(resolveWorker(id, { dataParallelSize: size }));
+      }
+    }
+    this.drain();
+    return Array.isArray(opts) ? sources : sources[0];
+  }
+
+  /** Applies one engine KV-event payload (see {@link KvIndex.applyEngineBatch}). */
+  applyEngineBatch(workerId: WorkerId, dpRank: number, payload: Uint8Array, opts?: ApplyEngineBatchOptions): BatchResult {
+    this.open();
+    return this.index.applyEngineBatch(workerId, dpRank, payload, opts);
+  }
 
   /** Feeds one KV event to the index (see {@link KvIndex.applyEvent}). */
   applyEvent(event: RouterEvent | string): void {

@@ -3,6 +3,8 @@
 //! * [`hashing`]: block and sequence hashes, bit-compatible with NVIDIA Dynamo's kv-router, so a
 //!   router built on this crate understands the hashes that Dynamo-instrumented engines publish.
 //! * [`index`]: the concurrent compressed radix tree of which worker holds which KV blocks.
+//! * [`ingest`]: engine KV events over ZeroMQ (vLLM, SGLang, TensorRT-LLM): decoding,
+//!   conversion, gap repair and restarts, on Rust threads.
 //! * [`load`] and [`routing`]: per-rank active load, and the per-request figures a router weighs.
 //!
 //! The napi binding (`kvroute-node`) only converts types and errors; everything that decides
@@ -11,6 +13,7 @@
 pub mod error;
 pub mod hashing;
 pub mod index;
+pub mod ingest;
 pub mod load;
 pub mod routing;
 

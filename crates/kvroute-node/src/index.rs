@@ -4,14 +4,17 @@
 
 use crate::convert::{guard, invalid_arg, to_node_error};
 use kvroute_core::index::{packed, KvIndex, Rank};
+use kvroute_core::ingest::EngineIngest;
 use napi::bindgen_prelude::{AsyncTask, BigInt, BigUint64Array, BigUint64ArraySlice, Uint32Array, Uint32ArraySlice};
 use napi::{Env, Result, Task};
 use napi_derive::napi;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 #[napi]
 pub struct NativeKvIndex {
     pub(crate) inner: Arc<KvIndex>,
+    /// Engine-event ingestion into this index, created on first use (see `ingest.rs`).
+    pub(crate) ingest: OnceLock<Arc<EngineIngest>>,
 }
 
 /// Counters and sizes, as plain numbers (exact below 2^53, far beyond any real count).
@@ -54,7 +57,12 @@ pub(crate) fn u64_arg(value: &BigInt, name: &str) -> Result<u64, &'static str> {
 impl NativeKvIndex {
     #[napi(constructor)]
     pub fn new(writer_threads: u32) -> Result<Self, &'static str> {
-        guard(|| Ok(Self { inner: Arc::new(KvIndex::new(writer_threads as usize).map_err(to_node_error)?) }))
+        guard(|| {
+            Ok(Self {
+                inner: Arc::new(KvIndex::new(writer_threads as usize).map_err(to_node_error)?),
+                ingest: OnceLock::new(),
+            })
+        })
     }
 
     #[napi(js_name = "applyPacked")]

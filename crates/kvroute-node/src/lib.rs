@@ -7,5 +7,6 @@
 mod convert;
 mod hashing;
 mod index;
+mod ingest;
 mod panic_probe;
 mod router;

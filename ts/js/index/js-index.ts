@@ -8,6 +8,7 @@
 import type { IndexBackend, RawIndexStats, RawScore } from '../../backend-types.js';
 import { FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_CLEARED, KIND_REMOVED, KIND_STORED, PackedWriter } from '../../events/packed.js';
 import { jsHashing } from '../hashing.js';
+import { JsIngest } from '../ingest/engine.js';
 import { ExpiryHeap } from './expiry.js';
 import { compareBigInt, compareRanks, RankState, TrieNode } from './trie.js';
 
@@ -30,6 +31,13 @@ export class JsIndex implements IndexBackend {
     duplicateStores: 0,
     expiredBlocks: 0,
   };
+
+  private ingestion: JsIngest | undefined;
+
+  ingest(blockSize: number): JsIngest {
+    this.ingestion ??= new JsIngest(this, blockSize);
+    return this.ingestion;
+  }
 
   applyPacked(meta: Uint32Array, words: BigUint64Array, nowMs: number): void {
     let w = 0;

@@ -1,0 +1,275 @@
+/**
+ * The per-(worker, dp rank) sequence state machine of a live event stream: the twin of
+ * kvroute-core's `ingest::cursor`, rule for rule (its module docs list the rules). Pure logic:
+ * it consumes frames and returns steps for the socket runner.
+ * @internal
+ * @module
+ */
+
+export type RankStateName = 'connecting' | 'active' | 'recovering' | 'resyncing' | 'failed';
+
+export type Step =
+  | { kind: 'apply'; seq: bigint; payload: Uint8Array }
+  | { kind: 'reset' }
+  | { kind: 'request-replay'; start: bigint }
+  | { kind: 'cancel-replay' };
+
+export interface CursorConfig {
+  hasReplay: boolean;
+  replayTimeoutMs: number;
+  maxHeld: number;
+}
+
+export interface StreamCounters {
+  frames: number;
+  gaps: number;
+  replayRequests: number;
+  replayed: number;
+  replayFailures: number;
+  replayTimeouts: number;
+  restarts: number;
+  resyncs: number;
+  duplicates: number;
+  ignored: number;
+  staleReplies: number;
+}
+
+interface Replay {
+  start: bigint;
+  next: bigint;
+  deadline: number;
+}
+
+/** What applying a batch revealed (see `ConvertOutcome`). */
+export interface AppliedOutcome {
+  blockSizeMismatch?: [number, number] | number[] | null;
+  freshRootStore: boolean;
+  cleared: boolean;
+}
+
+export class Cursor {
+  private lastLive: bigint | undefined;
+  private applied: bigint | undefined;
+  private current: RankStateName = 'connecting';
+  private partial = false;
+  private replay: Replay | undefined;
+  private held: [bigint, Uint8Array][] = [];
+  incarnation = 0;
+  readonly counters: StreamCounters = {
+    frames: 0,
+    gaps: 0,
+    replayRequests: 0,
+    replayed: 0,
+    replayFailures: 0,
+    replayTimeouts: 0,
+    restarts: 0,
+    resyncs: 0,
+    duplicates: 0,
+    ignored: 0,
+    staleReplies: 0,
+  };
+  private transitions: [RankStateName, string][] = [];
+
+  constructor(private readonly config: CursorConfig) {}
+
+  get state(): RankStateName {
+    return this.current;
+  }
+
+  get lastSeq(): bigint | undefined {
+    return this.applied;
+  }
+
+  get heldCount(): number {
+    return this.held.length;
+  }
+
+  note(reason: string): void {
+    this.transitions.push([this.current, reason]);
+  }
+
+  takeTransitions(): [RankStateName, string][] {
+    const t = this.transitions;
+    this.transitions = [];
+    return t;
+  }
+
+  private setState(state: RankStateName, reason: string): void {
+    if (this.current !== state) {
+      this.current = state;
+      this.transitions.push([state, reason]);
+    }
+  }
+
+  fail(reason: string, out: Step[]): void {
+    if (this.replay) {
+      this.replay = undefined;
+      out.push({ kind: 'cancel-replay' });
+    }
+    this.held = [];
+    this.setState('failed', reason);
+  }
+
+  private apply(seq: bigint, payload: Uint8Array, out: Step[]): void {
+    out.push({ kind: 'apply', seq, payload });
+    this.applied = seq;
+  }
+
+  private healthyState(): RankStateName {
+    return this.partial ? 'resyncing' : 'active';
+  }
+
+  onLive(seq: bigint, payload: Uint8Array, nowMs: number, out: Step[]): void {
+    this.counters.frames++;
+    if (this.current === 'failed') {
+      this.counters.ignored++;
+      return;
+    }
+    if (this.lastLive !== undefined && seq <= this.lastLive) {
+      this.counters.restarts++;
+      const previous = this.lastLive;
+      if (this.replay) {
+        this.replay = undefined;
+        out.push({ kind: 'cancel-replay' });
+      }
+      this.held = [];
+      out.push({ kind: 'reset' });
+      this.lastLive = undefined;
+      this.applied = undefined;
+      this.partial = false;
+      this.incarnation++;
+      this.transitions.push([this.current, `engine restarted: seq ${seq} after ${previous}; rank cleared`]);
+    }
+    this.lastLive = seq;
+    if (this.replay) {
+      this.held.push([seq, payload]);
+      if (this.held.length > this.config.maxHeld) {
+        this.giveUp(`more than ${this.config.maxHeld} live frames arrived during the replay`, out);
+      }
+      return;
+    }
+    this.advance(seq, payload, nowMs, out);
+  }
+
+  private advance(seq: bigint, payload: Uint8Array, nowMs: number, out: Step[]): void {
+    const a = this.applied;
+    if (a === undefined) {
+      if (seq === 0n) {
+        this.apply(seq, payload, out);
+        this.setState(this.healthyState(), 'stream started at seq 0');
+      } else if (this.config.hasReplay) this.startReplay(0n, seq, payload, nowMs, out);
+      else {
+        this.partial = true;
+        this.counters.resyncs++;
+        this.apply(seq, payload, out);
+        this.setState('resyncing', `joined at seq ${seq} with no replay socket: earlier state unknown`);
+      }
+    } else if (seq <= a) this.counters.duplicates++;
+    else if (seq === a + 1n) {
+      this.apply(seq, payload, out);
+      if (this.current === 'connecting') this.setState(this.healthyState(), 'stream resumed');
+    } else {
+      this.counters.gaps++;
+      if (this.config.hasReplay) this.startReplay(a + 1n, seq, payload, nowMs, out);
+      else {
+        out.push({ kind: 'reset' });
+        this.partial = true;
+        this.counters.resyncs++;
+        this.apply(seq, payload, out);
+        this.setState('resyncing', `lost seq ${a + 1n}..${seq - 1n} and no replay socket: rank cleared`);
+      }
+    }
+  }
+
+  private startReplay(start: bigint, seq: bigint, payload: Uint8Array, nowMs: number, out: Step[]): void {
+    this.counters.replayRequests++;
+    this.held.unshift([seq, payload]);
+    this.replay = { start, next: start, deadline: nowMs + this.config.replayTimeoutMs };
+    out.push({ kind: 'request-replay', start });
+    this.setState('recovering', `replaying from seq ${start} (live stream at ${seq})`);
+  }
+
+  /** One replay reply, or `undefined` for the end marker. */
+  onReplay(reply: [bigint, Uint8Array] | undefined, nowMs: number, out: Step[]): void {
+    const replay = this.replay;
+    if (!replay) {
+      this.counters.staleReplies++;
+      return;
+    }
+    if (reply === undefined) {
+      this.finishReplay(nowMs, out);
+      return;
+    }
+    const [seq, payload] = reply;
+    if (seq < replay.next) {
+      this.counters.duplicates++;
+      return;
+    }
+    if (seq > replay.next) {
+      const what = replay.next === replay.start ? 'started' : 'has a hole';
+      this.giveUp(`replay ${what} at seq ${seq}, expected ${replay.next}`, out);
+      return;
+    }
+    replay.next = seq + 1n;
+    this.counters.replayed++;
+    if (this.applied === undefined || seq > this.applied) this.apply(seq, payload, out);
+  }
+
+  private finishReplay(nowMs: number, out: Step[]): void {
+    const replay = this.replay as Replay;
+    this.replay = undefined;
+    out.push({ kind: 'cancel-replay' });
+    const front = this.held[0];
+    const covered = front === undefined || (this.applied !== undefined ? this.applied + 1n >= front[0] : front[0] === 0n);
+    if (!covered) {
+      const firstLive = front[0];
+      const reason =
+        replay.next > replay.start
+          ? `replay ended at seq ${replay.next - 1n}, before the live stream's seq ${firstLive}`
+          : `replay socket holds nothing from seq ${replay.start}`;
+      this.giveUp(reason, out);
+      return;
+    }
+    this.setState(this.healthyState(), `replayed seq ${replay.start}..${replay.next > 0n ? replay.next - 1n : 0n}`);
+    while (!this.replay) {
+      const next = this.held.shift();
+      if (!next) break;
+      this.advance(next[0], next[1], nowMs, out);
+    }
+  }
+
+  private giveUp(reason: string, out: Step[]): void {
+    if (this.replay) {
+      this.replay = undefined;
+      out.push({ kind: 'cancel-replay' });
+    }
+    this.counters.replayFailures++;
+    this.counters.resyncs++;
+    out.push({ kind: 'reset' });
+    this.partial = true;
+    this.setState('resyncing', `${reason}: rank cleared`);
+    const held = this.held;
+    this.held = [];
+    for (const [seq, payload] of held) this.apply(seq, payload, out);
+  }
+
+  onTick(nowMs: number, out: Step[]): void {
+    if (this.replay && nowMs >= this.replay.deadline) {
+      this.counters.replayTimeouts++;
+      this.giveUp(`replay socket did not finish within ${this.config.replayTimeoutMs} ms`, out);
+    }
+  }
+
+  onOutcome(outcome: AppliedOutcome, out: Step[]): void {
+    const mismatch = outcome.blockSizeMismatch;
+    if (mismatch) {
+      out.push({ kind: 'reset' });
+      this.fail(`block size mismatch: the engine uses ${mismatch[0]}, the router ${mismatch[1]}`, out);
+      return;
+    }
+    if (this.partial && (outcome.freshRootStore || outcome.cleared) && !this.replay) {
+      this.partial = false;
+      this.setState('active', outcome.cleared ? 'engine cleared its cache' : 'fresh stores since the loss');
+    }
+  }
+}
