@@ -8,13 +8,15 @@ import { expectKvError } from './helpers/errors.js';
 const G1 = {
   'vLLM 0.33 map':
     '93cb3ff000000000000091de000aa474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657391cfffffffffffffffffb1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f6964739401020304aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0a967726f75705f69647800b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6e00',
-  'vLLM 0.23 array': '93cb3ff0000000000000919cab426c6f636b53746f72656491cfffffffffffffffffc0940102030404c0a3475055c0c000ae66756c6c5f617474656e74696f6ec000',
+  'vLLM 0.23 array':
+    '93cb3ff0000000000000919cab426c6f636b53746f72656491cfffffffffffffffffc0940102030404c0a3475055c0c000ae66756c6c5f617474656e74696f6ec000',
   'vLLM 0.11 array': '93cb3ff00000000000009197ab426c6f636b53746f72656491cfffffffffffffffffc0940102030404c0a347505500',
   'SGLang 0.5.23 map':
     '93cb3ff00000000000009187a474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657391ffb1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f6964739401020304aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da347505500',
   'SGLang 0.5.19 array': '93cb3ff00000000000009197ab426c6f636b53746f72656491ffc0940102030404c0a347505500',
 };
-const G1_SALTED = '93cb3ff00000000000009198ab426c6f636b53746f72656491ffc0940102030404c0a347505581aa63616368655f73616c74a874656e616e742d6100';
+const G1_SALTED =
+  '93cb3ff00000000000009198ab426c6f636b53746f72656491ffc0940102030404c0a347505581aa63616368655f73616c74a874656e616e742d6100';
 const U64_MAX = 2n ** 64n - 1n;
 
 /** The (engine hash, tokens_hash) pairs a payload leaves in a fresh index. */
@@ -31,10 +33,17 @@ async function applied(backend: (typeof BACKENDS)[number], blockSize: number, ..
 }
 
 describe.each(BACKENDS)('engine batch decoding and conversion (%s)', (backend) => {
-  test.each(Object.entries(G1))('G1 %s gives Dynamo\'s golden store', async (_name, payload) => {
+  test.each(Object.entries(G1))("G1 %s gives Dynamo's golden store", async (_name, payload) => {
     const decoded = decodeEngineBatch(hex(payload), { backend });
     expect(decoded.events).toHaveLength(1);
-    expect(decoded.events[0]).toMatchObject({ type: 'BlockStored', blockHashes: [U64_MAX], parentBlockHash: null, tokenIds: [1, 2, 3, 4], blockSize: 4, medium: 'GPU' });
+    expect(decoded.events[0]).toMatchObject({
+      type: 'BlockStored',
+      blockHashes: [U64_MAX],
+      parentBlockHash: null,
+      tokenIds: [1, 2, 3, 4],
+      blockSize: 4,
+      medium: 'GPU',
+    });
     const { blocks } = await applied(backend, 4, hex(payload));
     expect(blocks).toEqual([[U64_MAX, 14643705804678351452n]]);
   });
@@ -64,15 +73,29 @@ describe.each(BACKENDS)('engine batch decoding and conversion (%s)', (backend) =
   });
 
   test('G3 Eagle bigram pairs flatten into overlapping windows', async () => {
-    const payload = packBatch([['BlockStored', [11n, 12n], null, [[10, 11], [11, 12], [12, 13], [13, 14]], 2, null, 'GPU']]);
+    const payload = packBatch([
+      [
+        'BlockStored',
+        [11n, 12n],
+        null,
+        [
+          [10, 11],
+          [11, 12],
+          [12, 13],
+          [13, 14],
+        ],
+        2,
+        null,
+        'GPU',
+      ],
+    ]);
     expect(decodeEngineBatch(payload, { backend }).events[0]).toMatchObject({ tokenIds: [10, 11, 12, 13, 14], eagle: true });
     expect((await applied(backend, 2, payload)).blocks.map((b) => b[1])).toEqual([5959138341449004422n, 13917772031453556700n]);
   });
 
   test('G6 namespace from extra_keys: tagged salt, salt equal to the LoRA name, LoRA only', async () => {
     const hex64 = '0123456789abcdef00112233445566778899aabbccddeefffedcba9876543210';
-    const store = (keys: string[]) =>
-      packBatch([vllmStored([11n], null, [10, 11], { lora_name: 'adapter-a', extra_keys: [keys] }, 2)]);
+    const store = (keys: string[]) => packBatch([vllmStored([11n], null, [10, 11], { lora_name: 'adapter-a', extra_keys: [keys] }, 2)]);
     expect((await applied(backend, 2, store(['adapter-a', hex64, 'dynamo-cache-salt:tenant-a']))).blocks[0][1]).toBe(4233307300671660843n);
     expect((await applied(backend, 2, store(['adapter-a', 'dynamo-cache-salt:adapter-a']))).blocks[0][1]).toBe(15320134140681542652n);
     expect((await applied(backend, 2, store(['adapter-a']))).blocks[0][1]).toBe(6727902617578168868n);
@@ -114,7 +137,11 @@ describe.each(BACKENDS)('engine batch decoding and conversion (%s)', (backend) =
     const byId = await applied(backend, 16, packBatch([['BlockStored', [1n], null, tokens, 16, 1, 'GPU']]));
     expect(byId.blocks[0][1]).toBe(blockHashes(tokens, 16, { loraName: 'lora-id:1', backend })[0]);
     expect(byId.blocks[0][1]).not.toBe(16863443419780771464n);
-    const both = await applied(backend, 16, packBatch([vllmStored([1n], null, tokens, { lora_name: 'sql-lora', extra_keys: [['sql-lora', 'dynamo-cache-salt:tenant-a']] }, 16)]));
+    const both = await applied(
+      backend,
+      16,
+      packBatch([vllmStored([1n], null, tokens, { lora_name: 'sql-lora', extra_keys: [['sql-lora', 'dynamo-cache-salt:tenant-a']] }, 16)]),
+    );
     expect(both.blocks[0][1]).toBe(14528514527592222645n);
   });
 
@@ -170,7 +197,11 @@ describe.each(BACKENDS)('engine batch decoding and conversion (%s)', (backend) =
     const { blocks } = await applied(
       backend,
       4,
-      packBatch([vllmStored([1n], null, [1, 2, 3, 4]), vllmStored([1n], null, [1, 2, 3, 4], { group_idx: 1 }), vllmRemoved([1n], { group_idx: 1 })]),
+      packBatch([
+        vllmStored([1n], null, [1, 2, 3, 4]),
+        vllmStored([1n], null, [1, 2, 3, 4], { group_idx: 1 }),
+        vllmRemoved([1n], { group_idx: 1 }),
+      ]),
     );
     expect(blocks.map((b) => b[0])).toEqual([1n]);
   });
@@ -195,7 +226,12 @@ describe.each(BACKENDS)('engine batch decoding and conversion (%s)', (backend) =
 
   test('unknown tags and extra fields are tolerated and counted; the rest of the batch applies', async () => {
     const payload = packBatch(
-      [mapEvent('BlockEvicted', { block_hashes: [1n] }), ['Future', 1], vllmStored([1n], null, [1, 2, 3, 4], { new_field: 3 }), ['AllBlocksCleared', null, 'x']],
+      [
+        mapEvent('BlockEvicted', { block_hashes: [1n] }),
+        ['Future', 1],
+        vllmStored([1n], null, [1, 2, 3, 4], { new_field: 3 }),
+        ['AllBlocksCleared', null, 'x'],
+      ],
       { dpRank: 0 },
     );
     const decoded = decodeEngineBatch(payload, { backend });
@@ -250,7 +286,9 @@ describe.each(BACKENDS)('engine batch decoding and conversion (%s)', (backend) =
         expectKvError(() => decodeEngineBatch(payload, { backend }), 'ERR_INVALID_EVENT', /does not decode/);
       }
       // A valid store then a batch whose second event is bad: the first one is not applied either.
-      expect(() => index.applyEngineBatch(1, 0, packBatch([vllmStored([10n], 9n, [5, 6, 7, 8]), vllmRemoved(['x' as unknown as bigint])]))).toThrow(KvRouteError);
+      expect(() =>
+        index.applyEngineBatch(1, 0, packBatch([vllmStored([10n], 9n, [5, 6, 7, 8]), vllmRemoved(['x' as unknown as bigint])])),
+      ).toThrow(KvRouteError);
       await index.flush();
       const stats = index.engineStats(1, 0);
       expect(stats.decodeErrors).toBe(bad.length + 1);
@@ -283,8 +321,26 @@ describe('native and JS decode every case alike', () => {
     const payloads = [
       ...Object.values(G1).map(hex),
       hex(G1_SALTED),
-      packBatch([vllmStored([1n, 2n], null, [1, 2, 3, 4, 5, 6, 7, 8], { lora_name: 'l', extra_keys: [['l', 'salt'], null] }), vllmRemoved([2n])]),
-      packBatch([['BlockStored', [3n], 1n, [9, 9, 9, 9], 4, null, 'GPU', null, [[['0123456789abcdef'.padEnd(64, '0'), 0]]], 0, 'full_attention', null]]),
+      packBatch([
+        vllmStored([1n, 2n], null, [1, 2, 3, 4, 5, 6, 7, 8], { lora_name: 'l', extra_keys: [['l', 'salt'], null] }),
+        vllmRemoved([2n]),
+      ]),
+      packBatch([
+        [
+          'BlockStored',
+          [3n],
+          1n,
+          [9, 9, 9, 9],
+          4,
+          null,
+          'GPU',
+          null,
+          [[['0123456789abcdef'.padEnd(64, '0'), 0]]],
+          0,
+          'full_attention',
+          null,
+        ],
+      ]),
     ];
     for (const p of payloads) {
       expect(decodeEngineBatch(p, { backend: 'js' })).toEqual(decodeEngineBatch(p, { backend: 'native' }));

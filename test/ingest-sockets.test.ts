@@ -1,0 +1,321 @@
+import { afterEach, describe, expect, test } from 'vitest';
+import { type EngineSource, KvIndex, KvRouter, type SourceStateChange } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { TestEnginePublisher } from './helpers/engine-publisher.js';
+import { packBatch, vllmRemoved, vllmStored } from './helpers/engine-wire.js';
+import { expectKvError } from './helpers/errors.js';
+import { batchesByRank, captureNames, readCapture } from './helpers/kvcap.js';
+import { sleep, waitFor } from './helpers/wait.js';
+
+const BS = 4;
+const cleanup: (() => void)[] = [];
+afterEach(() => {
+  for (const f of cleanup.splice(0).reverse()) f();
+});
+
+function track<T extends { close(): void }>(x: T): T {
+  cleanup.push(() => x.close());
+  return x;
+}
+
+/** A chain of `n` blocks under a root: hashes base+1..base+n, tokens derived from them. */
+function chain(base: bigint, n: number, parent: bigint | null = null): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let p = parent;
+  for (let i = 1n; i <= BigInt(n); i++) {
+    const h = base + i;
+    out.push(packBatch([vllmStored([h], p, [Number(h % 1000n), 1, 2, 3])]));
+    p = h;
+  }
+  return out;
+}
+
+function heldNames(index: KvIndex, dpRank = 0): bigint[] {
+  return index
+    .dump()
+    .filter((e) => e.event.dp_rank === dpRank)
+    .flatMap((e) => e.event.data.stored.blocks.map((b) => BigInt(b.block_hash)))
+    .sort((a, b) => (a < b ? -1 : 1));
+}
+
+const range = (base: bigint, n: number) => Array.from({ length: n }, (_, i) => base + BigInt(i) + 1n);
+
+describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
+  function setup(blockSize = BS) {
+    return track(new KvIndex({ blockSize, backend }));
+  }
+
+  async function publishAll(pub: TestEnginePublisher, payloads: Uint8Array[], rank = 0, drop?: (i: number) => boolean) {
+    for (const [i, p] of payloads.entries()) await pub.publish(rank, p, { drop: drop?.(i) });
+  }
+
+  test('a stream applies in order and the source reports it; state changes are emitted', async () => {
+    const pub = track(await TestEnginePublisher.start());
+    const index = setup();
+    const src = index.subscribe({ workerId: 7, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
+    const changes: SourceStateChange[] = [];
+    src.on('state', (c) => changes.push(c));
+    expect(src.state).toEqual(['connecting']);
+    await sleep(200);
+    await publishAll(pub, chain(100n, 10));
+    await waitFor(() => src.stats().ranks[0].batches === 10, 'ten batches');
+    await index.flush();
+    expect(heldNames(index)).toEqual(range(100n, 10));
+    const r = src.stats().ranks[0];
+    expect(r).toMatchObject({ state: 'active', lastSeq: 9n, gaps: 0, restarts: 0, decodeErrors: 0, blocks: { stored: 10, removed: 0 } });
+    expect(r.lagMs).not.toBeNull();
+    await waitFor(() => changes.length > 0, 'a state event');
+    expect(changes[0]).toMatchObject({ workerId: 7n, dpRank: 0, state: 'active' });
+  });
+
+  test('a live gap is repaired from the replay socket without duplicates (both reply framings, a topic)', async () => {
+    for (const framing of ['old', 'new'] as const) {
+      const pub = track(await TestEnginePublisher.start({ framing, topic: 'kv' }));
+      const index = setup();
+      const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, topic: 'kv' });
+      await sleep(200);
+      // Seqs 3..5 never reach the subscriber.
+      await publishAll(pub, chain(0n, 12), 0, (i) => i >= 3 && i <= 5);
+      await waitFor(() => src.stats().ranks[0].lastSeq === 11n, `seq 11 (${framing})`);
+      await index.flush();
+      expect(heldNames(index)).toEqual(range(0n, 12));
+      const r = src.stats().ranks[0];
+      expect(r).toMatchObject({ state: 'active', gaps: 1, replayFailures: 0, blocks: { stored: 12 } });
+      expect(r.replayed).toBeGreaterThanOrEqual(3);
+      expect(pub.replayRequests).toEqual([3n]);
+    }
+  });
+
+  test('a first frame past 0 is completed from the replay socket (a subscriber that joined late)', async () => {
+    const pub = track(await TestEnginePublisher.start());
+    await publishAll(pub, chain(0n, 5)); // nobody listening
+    const index = setup();
+    const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
+    await sleep(200);
+    await publishAll(pub, chain(5n, 2, 5n));
+    await waitFor(() => src.stats().ranks[0].lastSeq === 6n, 'seq 6');
+    await index.flush();
+    expect(heldNames(index)).toEqual(range(0n, 7));
+    expect(src.stats().ranks[0]).toMatchObject({ state: 'active', replayRequests: 1 });
+  });
+
+  test('a replay socket that is gone or silent: the rank is cleared and resyncs until fresh stores', async () => {
+    const pub = track(await TestEnginePublisher.start());
+    pub.answerReplays = false;
+    const index = setup();
+    const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, replayTimeoutMs: 300 });
+    await sleep(200);
+    await publishAll(pub, chain(0n, 6), 0, (i) => i === 2);
+    await waitFor(() => src.stats().ranks[0].state === 'resyncing', 'resyncing');
+    await index.flush();
+    const r = src.stats().ranks[0];
+    expect(r).toMatchObject({ replayTimeouts: 1, replayFailures: 1, resyncs: 1 });
+    // Cleared, and the frames after the hole cannot attach to anything: nothing possibly wrong is kept.
+    expect(heldNames(index)).toEqual([]);
+    // A fresh root store: complete again.
+    await publishAll(pub, chain(50n, 2));
+    await waitFor(() => src.stats().ranks[0].state === 'active', 'active again');
+    await index.flush();
+    expect(heldNames(index)).toEqual(range(50n, 2));
+  });
+
+  test('no replay endpoint: a gap clears the rank at once', async () => {
+    const pub = track(await TestEnginePublisher.start({ replay: false }));
+    const index = setup();
+    const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint });
+    await sleep(200);
+    await publishAll(pub, chain(0n, 3));
+    await waitFor(() => src.stats().ranks[0].lastSeq === 2n, 'seq 2');
+    await pub.publish(0, chain(10n, 1)[0], { drop: true });
+    await publishAll(pub, chain(20n, 1));
+    await waitFor(() => src.stats().ranks[0].lastSeq === 4n, 'seq 4');
+    await index.flush();
+    expect(heldNames(index)).toEqual([21n]);
+    expect(src.stats().ranks[0]).toMatchObject({ gaps: 1, resyncs: 1, state: 'active' });
+  });
+
+  test('an engine restart (seq back to 0, new hashes) leaves exactly what the new incarnation stored', async () => {
+    const pub = track(await TestEnginePublisher.start());
+    const index = setup();
+    const src = index.subscribe({ workerId: 3, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
+    await sleep(200);
+    await publishAll(pub, chain(0n, 8));
+    await waitFor(() => src.stats().ranks[0].lastSeq === 7n, 'seq 7');
+    pub.restart();
+    // Same tokens, new hashes (vLLM's random root), fewer batches than before.
+    await publishAll(pub, [...chain(1000n, 2), packBatch([vllmRemoved([1002n])])]);
+    await waitFor(() => src.stats().ranks[0].restarts === 1 && src.stats().ranks[0].lastSeq === 2n, 'the restart');
+    await index.flush();
+    expect(heldNames(index)).toEqual([1001n]);
+    expect(src.stats().ranks[0]).toMatchObject({ state: 'active', incarnation: 1, restarts: 1 });
+  });
+
+  test('two dp ranks on port + rank, one restarting while the other runs', async () => {
+    const pub = track(await TestEnginePublisher.start({ dpRanks: 2 }));
+    const index = setup();
+    const src = index.subscribe({ workerId: 9, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, dataParallelSize: 2 });
+    expect(src.stats().ranks.map((r) => r.endpoint)).toEqual([pub.endpoint, `tcp://127.0.0.1:${pub.port + 1}`]);
+    await sleep(200);
+    await publishAll(pub, chain(0n, 3), 0);
+    await publishAll(pub, chain(100n, 4), 1);
+    await waitFor(() => src.stats().ranks[1].lastSeq === 3n && src.stats().ranks[0].lastSeq === 2n, 'both ranks');
+    pub.restart(1);
+    await publishAll(pub, chain(200n, 1), 1);
+    await waitFor(() => src.stats().ranks[1].restarts === 1, 'rank 1 restart');
+    await index.flush();
+    expect(heldNames(index, 0)).toEqual(range(0n, 3));
+    expect(heldNames(index, 1)).toEqual([201n]);
+    expect(src.state).toEqual(['active', 'active']);
+  });
+
+  test('a publisher that starts after the subscriber, dies, and comes back as a new process', async () => {
+    const probe = await TestEnginePublisher.start({ replay: false });
+    const port = probe.port;
+    probe.close();
+    const index = setup();
+    const src = index.subscribe({ workerId: 4, endpoint: `tcp://127.0.0.1:${port}` });
+    await sleep(100);
+    const first = await TestEnginePublisher.start({ replay: false, basePort: port });
+    await sleep(300);
+    await publishAll(first, chain(0n, 3));
+    await waitFor(() => src.stats().ranks[0].lastSeq === 2n, 'the first publisher');
+    first.close();
+    await sleep(100);
+    expect(src.state).toEqual(['active']);
+    const second = track(await TestEnginePublisher.start({ replay: false, basePort: port }));
+    await sleep(300);
+    await publishAll(second, chain(40n, 1));
+    await waitFor(() => src.stats().ranks[0].restarts === 1, 'the restart');
+    await index.flush();
+    expect(heldNames(index)).toEqual([41n]);
+  });
+
+  test('a block-size mismatch fails the rank with both sizes named', async () => {
+    const pub = track(await TestEnginePublisher.start());
+    const index = setup(8);
+    const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
+    await sleep(200);
+    await publishAll(pub, chain(0n, 3));
+    await waitFor(() => src.state[0] === 'failed', 'failed');
+    const r = src.stats().ranks[0];
+    expect(r.reason).toMatch(/block size mismatch: the engine uses 4, the router 8/);
+    expect(r.filtered.block_size_mismatch).toBe(1);
+    await waitFor(() => src.stats().ranks[0].ignored === 2, 'later frames ignored');
+  });
+
+  test('close during recovery returns promptly; close is idempotent; the source is gone from the index', async () => {
+    const pub = track(await TestEnginePublisher.start());
+    pub.answerReplays = false;
+    const index = setup();
+    const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, replayTimeoutMs: 60_000 });
+    await sleep(200);
+    await publishAll(pub, chain(0n, 4), 0, (i) => i === 1);
+    await waitFor(() => src.state[0] === 'recovering', 'recovering');
+    const t0 = Date.now();
+    src.close();
+    expect(Date.now() - t0).toBeLessThan(1000);
+    src.close();
+    expect(src.closed).toBe(true);
+    expect(index.engineSources()).toEqual([]);
+    // The same worker can be subscribed again.
+    track(index.subscribe({ workerId: 1, endpoint: pub.endpoint }));
+  });
+
+  test('bind mode: the engine connects to us', async () => {
+    const probe = await TestEnginePublisher.start({ replay: false });
+    const port = probe.port;
+    probe.close();
+    const index = setup();
+    const src = index.subscribe({ workerId: 2, endpoint: `tcp://127.0.0.1:${port}`, bind: true });
+    const { Publisher } = await import('zeromq');
+    const pub = track(new Publisher({ linger: 0 }));
+    pub.connect(`tcp://127.0.0.1:${port}`);
+    await sleep(300);
+    const seq = new Uint8Array(8);
+    await pub.send(['', seq, chain(0n, 1)[0]]);
+    await waitFor(() => src.stats().ranks[0].batches === 1, 'the batch');
+    // The port is taken now: a second bind fails up front.
+    expectKvError(
+      () => index.subscribe({ workerId: 3, endpoint: `tcp://127.0.0.1:${port}`, bind: true }),
+      'ERR_INVALID_ARG',
+      /cannot bind/,
+    );
+  });
+
+  test('subscribe validates everything before opening any socket', () => {
+    const index = setup();
+    const bad = (o: unknown, re: RegExp) => expectKvError(() => index.subscribe(o as never), 'ERR_INVALID_ARG', re);
+    bad({ workerId: 1 }, /endpoint is required/);
+    bad({ workerId: 1, endpoint: 'http://x:1' }, /unknown transport/);
+    bad({ workerId: 1, endpoint: 'tcp://h' }, /no port/);
+    bad({ workerId: 1, endpoint: 'tcp://h:70000' }, /above 65535/);
+    bad({ workerId: 1, endpoint: 'tcp://h:65535', dataParallelSize: 2 }, /port 65536/);
+    bad({ workerId: 1, endpoint: ['tcp://h:1'], dataParallelSize: 2 }, /1 endpoints for 2 dp ranks/);
+    bad({ workerId: -1, endpoint: 'tcp://h:1' }, /workerId/);
+    bad({ workerId: 1, endpoint: 'tcp://h:1', blockSize: 16 }, /blockSize is 16 but the index hashes blocks of 4/);
+    bad({ workerId: 1, endpoint: 'tcp://h:1', engine: 'tgi' }, /engine must be one of/);
+    bad({ workerId: 1, endpoint: 'tcp://h:1', replayTimeoutMs: -1 }, /replayTimeoutMs/);
+    bad({ workerId: 1, endpoint: 'tcp://h:1', colour: 'red' }, /unknown option "colour"/);
+    bad(
+      [
+        { workerId: 1, endpoint: 'tcp://127.0.0.1:1' },
+        { workerId: 1, endpoint: 'tcp://127.0.0.1:2' },
+      ],
+      /already subscribed/,
+    );
+    expect(index.engineSources()).toEqual([]);
+    track(index.subscribe({ workerId: 1, endpoint: 'tcp://127.0.0.1:1' }));
+    bad({ workerId: 1, endpoint: 'tcp://127.0.0.1:2' }, /already subscribed/);
+  });
+
+  test('a fleet through KvRouter: workers registered, routed by cache, removeWorker closes the source', async () => {
+    const pubs = [track(await TestEnginePublisher.start()), track(await TestEnginePublisher.start())];
+    const router = track(new KvRouter({ blockSize: BS, backend }));
+    const sources: EngineSource[] = router.subscribe(
+      pubs.map((p, i) => ({ workerId: i + 1, endpoint: p.endpoint, replayEndpoint: p.replayEndpoint })),
+    );
+    expect(sources.map((s) => s.workerId)).toEqual([1n, 2n]);
+    await sleep(200);
+    await publishAll(pubs[1], chain(0n, 3));
+    await waitFor(() => sources[1].stats().ranks[0].lastSeq === 2n, 'worker 2');
+    await router.flush();
+    const tokens = [1, 1, 2, 3, 2, 1, 2, 3, 3, 1, 2, 3];
+    const decision = await router.route({ requestId: 'r1', tokens });
+    expect(decision.workerId).toBe(2n);
+    expect(decision.overlapBlocks).toBe(3);
+    router.free('r1');
+    router.removeWorker(2);
+    expect(sources[1].closed).toBe(true);
+    expect(sources[0].closed).toBe(false);
+  });
+});
+
+const CAPTURES = captureNames();
+
+describe.skipIf(CAPTURES.length === 0).each(BACKENDS)('captured frames replayed through a real publisher (%s)', (backend) => {
+  test.each(CAPTURES)('%s', async (name) => {
+    const capture = readCapture(name);
+    const byRank = batchesByRank(capture);
+    const ranks = [...byRank.keys()].length;
+    const pub = track(await TestEnginePublisher.start({ dpRanks: ranks, framing: capture.truth.replay_topic_frame ? 'new' : 'old' }));
+    const index = track(new KvIndex({ blockSize: capture.truth.block_size, backend }));
+    const src = index.subscribe({ workerId: 7, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, dataParallelSize: ranks });
+    await sleep(200);
+    for (const [rank, batches] of byRank) {
+      // The capture's own gaps (what its SUB missed) are dropped live here too.
+      for (const b of batches) await pub.publish(rank, b.payload, { drop: !b.live });
+    }
+    for (const [rank, batches] of byRank) {
+      const last = batches[batches.length - 1].seq;
+      await waitFor(() => src.stats().ranks[rank].lastSeq === last, `${name} rank ${rank}`);
+    }
+    await index.flush();
+    const direct = track(new KvIndex({ blockSize: capture.truth.block_size, backend }));
+    for (const [rank, batches] of byRank) for (const b of batches) direct.applyEngineBatch(7, rank, b.payload);
+    await direct.flush();
+    expect(index.dump()).toEqual(direct.dump());
+    const gaps = src.stats().ranks.reduce((n, r) => n + r.gaps, 0);
+    expect(gaps).toBe(Object.values(capture.truth.ranks).reduce((n, r) => n + r.gaps.length, 0));
+    expect(src.state.every((s) => s === 'active')).toBe(true);
+  });
+});
