@@ -56,7 +56,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     const changes: SourceStateChange[] = [];
     src.on('state', (c) => changes.push(c));
     expect(src.state).toEqual(['connecting']);
-    await sleep(200);
+    await pub.waitForSubscribers();
     await publishAll(pub, chain(100n, 10));
     await waitFor(() => src.stats().ranks[0].batches === 10, 'ten batches');
     await index.flush();
@@ -73,7 +73,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
       const pub = track(await TestEnginePublisher.start({ framing, topic: 'kv' }));
       const index = setup();
       const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, topic: 'kv' });
-      await sleep(200);
+      await pub.waitForSubscribers();
       // Seqs 3..5 never reach the subscriber.
       await publishAll(pub, chain(0n, 12), 0, (i) => i >= 3 && i <= 5);
       await waitFor(() => src.stats().ranks[0].lastSeq === 11n, `seq 11 (${framing})`);
@@ -91,7 +91,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     await publishAll(pub, chain(0n, 5)); // nobody listening
     const index = setup();
     const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
-    await sleep(200);
+    await pub.waitForSubscribers();
     await publishAll(pub, chain(5n, 2, 5n));
     await waitFor(() => src.stats().ranks[0].lastSeq === 6n, 'seq 6');
     await index.flush();
@@ -104,7 +104,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     pub.answerReplays = false;
     const index = setup();
     const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, replayTimeoutMs: 300 });
-    await sleep(200);
+    await pub.waitForSubscribers();
     await publishAll(pub, chain(0n, 6), 0, (i) => i === 2);
     await waitFor(() => src.stats().ranks[0].state === 'resyncing', 'resyncing');
     await index.flush();
@@ -114,7 +114,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     expect(heldNames(index)).toEqual([]);
     // A fresh root store: complete again.
     await publishAll(pub, chain(50n, 2));
-    await waitFor(() => src.stats().ranks[0].state === 'active', 'active again');
+    await waitFor(() => src.stats().ranks[0].state === 'active' && src.stats().ranks[0].lastSeq === 7n, 'active again');
     await index.flush();
     expect(heldNames(index)).toEqual(range(50n, 2));
   });
@@ -123,7 +123,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     const pub = track(await TestEnginePublisher.start({ replay: false }));
     const index = setup();
     const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint });
-    await sleep(200);
+    await pub.waitForSubscribers();
     await publishAll(pub, chain(0n, 3));
     await waitFor(() => src.stats().ranks[0].lastSeq === 2n, 'seq 2');
     await pub.publish(0, chain(10n, 1)[0], { drop: true });
@@ -138,7 +138,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     const pub = track(await TestEnginePublisher.start());
     const index = setup();
     const src = index.subscribe({ workerId: 3, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
-    await sleep(200);
+    await pub.waitForSubscribers();
     await publishAll(pub, chain(0n, 8));
     await waitFor(() => src.stats().ranks[0].lastSeq === 7n, 'seq 7');
     pub.restart();
@@ -155,7 +155,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     const index = setup();
     const src = index.subscribe({ workerId: 9, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, dataParallelSize: 2 });
     expect(src.stats().ranks.map((r) => r.endpoint)).toEqual([pub.endpoint, `tcp://127.0.0.1:${pub.port + 1}`]);
-    await sleep(200);
+    await pub.waitForSubscribers();
     await publishAll(pub, chain(0n, 3), 0);
     await publishAll(pub, chain(100n, 4), 1);
     await waitFor(() => src.stats().ranks[1].lastSeq === 3n && src.stats().ranks[0].lastSeq === 2n, 'both ranks');
@@ -172,18 +172,19 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     const probe = await TestEnginePublisher.start({ replay: false });
     const port = probe.port;
     probe.close();
+    await sleep(300); // libzmq releases the port asynchronously
     const index = setup();
     const src = index.subscribe({ workerId: 4, endpoint: `tcp://127.0.0.1:${port}` });
     await sleep(100);
     const first = await TestEnginePublisher.start({ replay: false, basePort: port });
-    await sleep(300);
+    await first.waitForSubscribers();
     await publishAll(first, chain(0n, 3));
     await waitFor(() => src.stats().ranks[0].lastSeq === 2n, 'the first publisher');
     first.close();
-    await sleep(100);
+    await sleep(300);
     expect(src.state).toEqual(['active']);
     const second = track(await TestEnginePublisher.start({ replay: false, basePort: port }));
-    await sleep(300);
+    await second.waitForSubscribers();
     await publishAll(second, chain(40n, 1));
     await waitFor(() => src.stats().ranks[0].restarts === 1, 'the restart');
     await index.flush();
@@ -194,7 +195,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     const pub = track(await TestEnginePublisher.start());
     const index = setup(8);
     const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
-    await sleep(200);
+    await pub.waitForSubscribers();
     await publishAll(pub, chain(0n, 3));
     await waitFor(() => src.state[0] === 'failed', 'failed');
     const r = src.stats().ranks[0];
@@ -208,7 +209,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     pub.answerReplays = false;
     const index = setup();
     const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, replayTimeoutMs: 60_000 });
-    await sleep(200);
+    await pub.waitForSubscribers();
     await publishAll(pub, chain(0n, 4), 0, (i) => i === 1);
     await waitFor(() => src.state[0] === 'recovering', 'recovering');
     const t0 = Date.now();
@@ -225,12 +226,14 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     const probe = await TestEnginePublisher.start({ replay: false });
     const port = probe.port;
     probe.close();
+    await sleep(300); // libzmq releases the port asynchronously
     const index = setup();
     const src = index.subscribe({ workerId: 2, endpoint: `tcp://127.0.0.1:${port}`, bind: true });
-    const { Publisher } = await import('zeromq');
-    const pub = track(new Publisher({ linger: 0 }));
+    const { XPublisher } = await import('zeromq');
+    const pub = track(new XPublisher({ linger: 0 }));
     pub.connect(`tcp://127.0.0.1:${port}`);
-    await sleep(300);
+    const [subscription] = await pub.receive(); // the source's subscription reached the engine
+    expect(subscription[0]).toBe(1);
     const seq = new Uint8Array(8);
     await pub.send(['', seq, chain(0n, 1)[0]]);
     await waitFor(() => src.stats().ranks[0].batches === 1, 'the batch');
@@ -275,7 +278,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
       pubs.map((p, i) => ({ workerId: i + 1, endpoint: p.endpoint, replayEndpoint: p.replayEndpoint })),
     );
     expect(sources.map((s) => s.workerId)).toEqual([1n, 2n]);
-    await sleep(200);
+    await Promise.all(pubs.map((p) => p.waitForSubscribers()));
     await publishAll(pubs[1], chain(0n, 3));
     await waitFor(() => sources[1].stats().ranks[0].lastSeq === 2n, 'worker 2');
     await router.flush();
@@ -300,7 +303,7 @@ describe.skipIf(CAPTURES.length === 0).each(BACKENDS)('captured frames replayed 
     const pub = track(await TestEnginePublisher.start({ dpRanks: ranks, framing: capture.truth.replay_topic_frame ? 'new' : 'old' }));
     const index = track(new KvIndex({ blockSize: capture.truth.block_size, backend }));
     const src = index.subscribe({ workerId: 7, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, dataParallelSize: ranks });
-    await sleep(200);
+    await pub.waitForSubscribers();
     for (const [rank, batches] of byRank) {
       // The capture's own gaps (what its SUB missed) are dropped live here too.
       for (const b of batches) await pub.publish(rank, b.payload, { drop: !b.live });

@@ -1,11 +1,13 @@
 /**
  * A test engine publisher on 127.0.0.1 with the real wire protocol: a ZeroMQ PUB socket per dp
- * rank sending `[topic, seq, payload]`, and a ROUTER replay socket per rank answering
+ * rank sending `[topic, seq, payload]` (an XPUB, so tests can wait until a subscription arrived
+ * instead of sleeping), and a ROUTER replay socket per rank answering
  * `["", start]` with the ring's batches from `start` and the end marker, in either framing.
  * Faults are explicit: drop live seqs, stop answering replays, restart (seq back to 0).
  */
 
-import { Publisher, Router } from 'zeromq';
+import { Router, XPublisher } from 'zeromq';
+import { waitFor } from './wait.js';
 
 export type ReplayFraming = 'old' | 'new';
 
@@ -56,7 +58,8 @@ export class TestEnginePublisher {
   readonly dpRanks: number;
   readonly topic: string;
   framing: ReplayFraming;
-  private pubs: Publisher[] = [];
+  private pubs: XPublisher[] = [];
+  private readonly subscriptions: number[];
   private routers: Router[] = [];
   port = 0;
   replayPort = 0;
@@ -75,13 +78,15 @@ export class TestEnginePublisher {
     this.framing = opts.framing ?? 'new';
     this.rings = Array.from({ length: this.dpRanks }, () => []);
     this.nextSeq = Array.from({ length: this.dpRanks }, () => 0n);
+    this.subscriptions = Array.from({ length: this.dpRanks }, () => 0);
   }
 
   static async start(opts: PublisherOptions = {}): Promise<TestEnginePublisher> {
     const p = new TestEnginePublisher(opts);
-    const pub = await bindConsecutive(() => new Publisher({ linger: 0, sendHighWaterMark: 0 }), p.dpRanks, opts.basePort);
+    const pub = await bindConsecutive(() => new XPublisher({ linger: 0, sendHighWaterMark: 0 }), p.dpRanks, opts.basePort);
     p.pubs = pub.sockets;
     p.port = pub.port;
+    p.pubs.forEach((x, rank) => void p.countSubscriptions(x, rank));
     if (opts.replay ?? true) {
       const rep = await bindConsecutive(() => new Router({ linger: 0, sendHighWaterMark: 0 }), p.dpRanks, opts.replayBasePort);
       p.routers = rep.sockets;
@@ -97,6 +102,22 @@ export class TestEnginePublisher {
 
   get replayEndpoint(): string {
     return `tcp://127.0.0.1:${this.replayPort}`;
+  }
+
+  private async countSubscriptions(xpub: XPublisher, rank: number): Promise<void> {
+    while (!this.closed) {
+      try {
+        const [msg] = await xpub.receive();
+        if (msg[0] === 1) this.subscriptions[rank]++;
+      } catch {
+        return;
+      }
+    }
+  }
+
+  /** Resolves once every rank's PUB socket has seen a subscription (bounded wait). */
+  async waitForSubscribers(): Promise<void> {
+    await waitFor(() => this.subscriptions.every((n) => n > 0), 'a subscriber on every rank');
   }
 
   private async serveReplay(router: Router, rank: number): Promise<void> {

@@ -2,7 +2,7 @@
  * `EngineSource`: one engine worker's KV-event stream (every dp rank) feeding a {@link KvIndex}.
  * With the native backend the sockets, decoding, hashing and applying run on a Rust thread, so
  * the JavaScript thread is never involved per batch; state changes reach JavaScript by a poll
- * every {@link STATE_POLL_MS} ms (an unref'd timer that never keeps the process alive).
+ * every 50 ms (an unref'd timer that never keeps the process alive).
  * @module
  */
 
@@ -24,7 +24,7 @@ export const STATE_POLL_MS = 50;
  * src.on('state', (c) => console.log(`worker ${c.workerId} rank ${c.dpRank}: ${c.state} (${c.reason})`));
  * ```
  */
-export class EngineSource extends EventEmitter<{ state: [SourceStateChange]; close: [] }> {
+export class EngineSource {
   /** The worker whose events this source applies. */
   readonly workerId: bigint;
   /** The engine option it was created with. */
@@ -34,6 +34,7 @@ export class EngineSource extends EventEmitter<{ state: [SourceStateChange]; clo
   private readonly waiters: ((r: IteratorResult<SourceStateChange>) => void)[] = [];
   private readonly buffered: SourceStateChange[] = [];
   private iterating = false;
+  private readonly emitter = new EventEmitter();
 
   /** @internal */
   constructor(
@@ -43,11 +44,27 @@ export class EngineSource extends EventEmitter<{ state: [SourceStateChange]; clo
     private readonly ingest: IngestBackend,
     private readonly onClose: (source: EngineSource) => void,
   ) {
-    super();
     this.workerId = workerId;
     this.engine = engine;
     this.timer = setInterval(() => this.collect(), STATE_POLL_MS);
     this.timer.unref();
+  }
+
+  /**
+   * Listens to state changes (`'state'`, with a {@link SourceStateChange}) or to the close
+   * (`'close'`). Listeners run on the JavaScript thread, within about 50 ms.
+   */
+  on(event: 'state', listener: (change: SourceStateChange) => void): this;
+  on(event: 'close', listener: () => void): this;
+  on(event: 'state' | 'close', listener: (change: SourceStateChange) => void): this {
+    this.emitter.on(event, listener);
+    return this;
+  }
+
+  /** Removes a listener added with {@link EngineSource.on}. */
+  off(event: 'state' | 'close', listener: (change: SourceStateChange) => void): this {
+    this.emitter.off(event, listener);
+    return this;
   }
 
   /** Each dp rank's state, in rank order. */
@@ -84,7 +101,7 @@ export class EngineSource extends EventEmitter<{ state: [SourceStateChange]; clo
       reason: raw.reason,
       at: raw.atMs,
     };
-    this.emit('state', change);
+    this.emitter.emit('state', change);
     if (!this.iterating) return;
     const waiter = this.waiters.shift();
     if (waiter) waiter({ value: change, done: false });
@@ -120,6 +137,6 @@ export class EngineSource extends EventEmitter<{ state: [SourceStateChange]; clo
     this.inner.close();
     this.onClose(this);
     for (const w of this.waiters.splice(0)) w({ value: undefined, done: true });
-    this.emit('close');
+    this.emitter.emit('close');
   }
 }

@@ -81,20 +81,53 @@ export interface FilteredCounts {
 
 /** Blocks of one lower storage tier (kept per tier; the prefix tree holds device blocks only). */
 export interface TierCounts {
+  /** Blocks stored in this tier. */
   stored: number;
+  /** Blocks removed from this tier. */
   removed: number;
   /** Held now. */
   held: number;
+}
+
+/** Engine events applied, by kind. */
+export interface EngineEventCounts {
+  /** BlockStored events handed to the index. */
+  stored: number;
+  /** BlockRemoved events handed to the index. */
+  removed: number;
+  /** AllBlocksCleared events applied. */
+  cleared: number;
+}
+
+/** Device blocks handed to the index. */
+export interface EngineBlockCounts {
+  /** Blocks of Stored events. */
+  stored: number;
+  /** Hashes of Removed events. */
+  removed: number;
+}
+
+/** The lower storage tiers, as `medium` names them. */
+export interface LowerTiers {
+  /** CPU, CPU_PINNED, CPU_TIER1. */
+  host_pinned: TierCounts;
+  /** CPU_TIER2, DISK, NVME, STORAGE. */
+  disk: TierCounts;
+  /** EXTERNAL, NETWORK, REMOTE, SHARED. */
+  external: TierCounts;
 }
 
 /** What ingestion did, for one rank or summed. Nothing is dropped silently. */
 export interface IngestStats {
   /** Batches decoded and applied. */
   batches: number;
-  events: { stored: number; removed: number; cleared: number };
+  /** Events applied, by kind. */
+  events: EngineEventCounts;
   /** Device blocks stored, and device hashes removed, handed to the index. */
-  blocks: { stored: number; removed: number };
-  tiers: { host_pinned: TierCounts; disk: TierCounts; external: TierCounts };
+  blocks: EngineBlockCounts;
+  /** Lower-tier blocks, kept per tier. */
+  tiers: LowerTiers;
+  /** Events kept out of the device index, by reason. */
   filtered: FilteredCounts;
   /** Events with an unknown tag, skipped one by one (the rest of their batch applies). */
   unknownEvents: number;
@@ -102,6 +135,7 @@ export interface IngestStats {
   extraFields: number;
   /** 32-byte hashes (vLLM bytes mode) folded to u64, and hashes of other byte lengths. */
   foldedHashes: number;
+  /** Hashes given as bins of a length other than 32 bytes (folded by their last 8 bytes). */
   oddLengthHashes: number;
   /** Stores with fewer tokens than their hashes need (the blocks past the short one dropped). */
   shortTokens: number;
@@ -115,9 +149,13 @@ export interface IngestStats {
 
 /** One dp rank of an {@link EngineSource}. */
 export interface RankSourceStats extends IngestStats {
+  /** The rank. */
   dpRank: number;
+  /** Its PUB endpoint. */
   endpoint: string;
+  /** Its replay endpoint, or null. */
   replayEndpoint: string | null;
+  /** Its state. */
   state: SourceState;
   /** Why the rank is in its state (the last transition's reason). */
   reason: string;
@@ -127,13 +165,17 @@ export interface RankSourceStats extends IngestStats {
   incarnation: number;
   /** Frames received on the SUB socket. */
   frames: number;
+  /** Sequence gaps seen on the live stream. */
   gaps: number;
+  /** Replay requests sent. */
   replayRequests: number;
   /** Batches received from the replay socket. */
   replayed: number;
   /** Replays that could not repair their gap (the rank was cleared). */
   replayFailures: number;
+  /** Replays that did not finish within `replayTimeoutMs`. */
   replayTimeouts: number;
+  /** Engine restarts (seq back at or below the last one seen). */
   restarts: number;
   /** Times the rank was cleared and marked resyncing. */
   resyncs: number;
@@ -155,16 +197,23 @@ export interface RankSourceStats extends IngestStats {
 
 /** Stats of an {@link EngineSource}. */
 export interface SourceStats {
+  /** The worker. */
   workerId: bigint;
+  /** The `engine` option. */
   engine: EngineName;
+  /** Per dp rank, in rank order. */
   ranks: RankSourceStats[];
 }
 
 /** A state change of one rank, as {@link EngineSource} emits it. */
 export interface SourceStateChange {
+  /** The worker. */
   workerId: bigint;
+  /** The rank that changed. */
   dpRank: number;
+  /** Its new state (the same state for a restart, which is reported too). */
   state: SourceState;
+  /** Why, in words (a gap's range, a replay's failure, both block sizes, …). */
   reason: string;
   /** When it happened (ms since the epoch). */
   at: number;
@@ -177,7 +226,15 @@ export interface BatchResult {
   /** What this batch alone did. */
   stats: IngestStats;
   /** Set when a store used another block size than the index: those stores were dropped. */
-  blockSizeMismatch?: { engine: number; router: number };
+  blockSizeMismatch?: BlockSizeMismatch;
+}
+
+/** A store whose block size differs from the router's. */
+export interface BlockSizeMismatch {
+  /** The engine's block size. */
+  engine: number;
+  /** The index's block size. */
+  router: number;
 }
 
 /** Options of {@link KvIndex.applyEngineBatch}. */
@@ -187,49 +244,111 @@ export interface ApplyEngineBatchOptions {
 }
 
 /** One `extra_keys` item as the engine published it (untagged on the wire). */
-export type DecodedExtraKey =
-  | { kind: 'text'; value: string }
-  | { kind: 'int'; value: bigint }
-  | { kind: 'pair'; id: string; offset: number }
-  | { kind: 'bytes'; value: Uint8Array }
-  | { kind: 'other' };
+export type DecodedExtraKey = ExtraKeyText | ExtraKeyInt | ExtraKeyPair | ExtraKeyBytes | ExtraKeyOther;
+
+/** A string key: a LoRA name, a cache salt, a multimodal id. */
+export interface ExtraKeyText {
+  /** Discriminant. */
+  kind: 'text';
+  /** The string. */
+  value: string;
+}
+
+/** An integer key: older vLLM's `lora_int_id`. */
+export interface ExtraKeyInt {
+  /** Discriminant. */
+  kind: 'int';
+  /** The integer. */
+  value: bigint;
+}
+
+/** A multimodal object: `(identifier, offset in block)`. */
+export interface ExtraKeyPair {
+  /** Discriminant. */
+  kind: 'pair';
+  /** The multimodal identifier. */
+  id: string;
+  /** Offset of the object in the block (-1 when out of range). */
+  offset: number;
+}
+
+/** A bytes key: a prompt-embedding digest. */
+export interface ExtraKeyBytes {
+  /** Discriminant. */
+  kind: 'bytes';
+  /** The bytes. */
+  value: Uint8Array;
+}
+
+/** Anything else (counted, never interpreted). */
+export interface ExtraKeyOther {
+  /** Discriminant. */
+  kind: 'other';
+}
 
 /** A decoded `BlockStored`: every field of every engine version, `null` when absent. */
 export interface DecodedBlockStored {
+  /** Discriminant. */
   type: 'BlockStored';
+  /** Engine hashes of consecutive full blocks, folded to u64. */
   blockHashes: bigint[];
+  /** Engine hash of the block before the first, or null at a chain root. */
   parentBlockHash: bigint | null;
+  /** Token ids, flattened. */
   tokenIds: number[];
   /** The tokens came as Eagle bigram pairs. */
   eagle: boolean;
+  /** Tokens per hash (0 for an offload placeholder). */
   blockSize: number;
+  /** vLLM's integer LoRA id (0.11 sends only this). */
   loraId: bigint | null;
+  /** Storage medium: "GPU", "CPU", "STORAGE", … */
   medium: string | null;
+  /** LoRA adapter name. */
   loraName: string | null;
+  /** SGLang's cache salt. */
   cacheSalt: string | null;
+  /** Per block: its extra keys (LoRA, multimodal ids, vLLM's salt), or null. */
   extraKeys: (DecodedExtraKey[] | null)[] | null;
+  /** KV-cache group (hybrid models). */
   groupIdx: number | null;
+  /** The group's attention kind: "full_attention", "sliding_window", … */
   kvCacheSpecKind: string | null;
+  /** The sliding window in tokens. */
   kvCacheSpecSlidingWindow: number | null;
+  /** "LOCAL" or "REMOTE" relative to the publisher. */
   locality: string | null;
+  /** A secondary offload tier's id, e.g. "kvcr". */
   ownership: string | null;
+  /** The request context that caused the store (vLLM ≥ 0.33 maps; informational). */
   sessionId: string | null;
 }
 
+/** A decoded `BlockRemoved`. */
 export interface DecodedBlockRemoved {
+  /** Discriminant. */
   type: 'BlockRemoved';
+  /** Engine hashes removed, folded to u64. */
   blockHashes: bigint[];
+  /** Storage medium. */
   medium: string | null;
+  /** KV-cache group. */
   groupIdx: number | null;
+  /** "LOCAL" or "REMOTE". */
   locality: string | null;
+  /** A secondary offload tier's id. */
   ownership: string | null;
 }
 
+/** A decoded `AllBlocksCleared`. */
 export interface DecodedAllBlocksCleared {
+  /** Discriminant. */
   type: 'AllBlocksCleared';
+  /** A secondary offload tier's id (such clears are filtered). */
   ownership: string | null;
 }
 
+/** One decoded engine event. */
 export type DecodedEngineEvent = DecodedBlockStored | DecodedBlockRemoved | DecodedAllBlocksCleared;
 
 /** A decoded engine batch (see {@link decodeEngineBatch}). */
@@ -240,10 +359,14 @@ export interface DecodedBatch {
   dpRank: number | null;
   /** How the events were laid out: `map` (vLLM ≥ 0.24, SGLang ≥ 0.5.20), `array`, `empty` or `mixed`. */
   layout: 'map' | 'array' | 'empty' | 'mixed';
+  /** The known events, in order. */
   events: DecodedEngineEvent[];
   /** Events with an unknown tag (skipped). */
   unknownEvents: number;
+  /** Unknown map keys and extra elements. */
   extraFields: number;
+  /** 32-byte hashes folded to u64. */
   foldedHashes: number;
+  /** Bytes hashes of other lengths, folded by their last 8 bytes. */
   oddLengthHashes: number;
 }
