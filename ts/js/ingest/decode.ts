@@ -6,7 +6,8 @@
  *
  * One difference the library imposes: msgpackr returns an integral float (`5.0`) as the number
  * 5, so where the native decoder rejects a float hash or token id, this one accepts an integral
- * one. Non-integral floats are rejected by both.
+ * one. Non-integral floats are rejected by both. In a map, a repeated key's last value wins on
+ * both.
  * @internal
  * @module
  */
@@ -332,28 +333,21 @@ function arrayEvent(fields: unknown[], path: string, notes: Notes): RawEngineEve
   return undefined;
 }
 
-/**
- * The native decoder's nesting budget (rmpv's units: a scalar costs 1, bytes 2, a string or an
- * extension 3, a container 2 plus its costliest element), so both backends accept exactly the
- * same nesting.
- */
-const MAX_DEPTH = 64;
+/** Deepest container nesting accepted (the batch is level 1), as on the native decoder. */
+const MAX_DEPTH = 32;
 
-function withinBudget(v: unknown, budget: number): boolean {
+/** True when no container in `v` (at nesting `level`) is deeper than {@link MAX_DEPTH}. */
+function withinDepth(v: unknown, level: number): boolean {
   if (Array.isArray(v)) {
-    if (budget < 2) return false;
-    for (const item of v) if ((Array.isArray(item) || item instanceof Map || budget < 5) && !withinBudget(item, budget - 2)) return false;
+    if (level > MAX_DEPTH) return false;
+    for (const item of v) if ((Array.isArray(item) || item instanceof Map) && !withinDepth(item, level + 1)) return false;
     return true;
   }
   if (v instanceof Map) {
-    if (budget < 2) return false;
-    for (const [k, item] of v) if (!withinBudget(k, budget - 2) || !withinBudget(item, budget - 2)) return false;
-    return true;
+    if (level > MAX_DEPTH) return false;
+    for (const [k, item] of v) if (!withinDepth(k, level + 1) || !withinDepth(item, level + 1)) return false;
   }
-  if (typeof v === 'string') return budget >= 3;
-  if (v instanceof Uint8Array) return budget >= 2;
-  if (v === null || v === undefined || typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean') return budget >= 1;
-  return budget >= 3;
+  return true;
 }
 
 function decodeOrThrow(payload: Uint8Array): RawDecodedBatch {
@@ -363,7 +357,7 @@ function decodeOrThrow(payload: Uint8Array): RawDecodedBatch {
   } catch (err) {
     fail('payload', `is not msgpack: ${err instanceof Error ? err.message : String(err)}`);
   }
-  if (!withinBudget(value, MAX_DEPTH)) fail('payload', 'is not msgpack: depth limit exceeded');
+  if (!withinDepth(value, 1)) fail('payload', 'is not msgpack: depth limit exceeded');
   if (!Array.isArray(value)) fail('batch', `expected an array [ts, events, dp_rank], got ${typeName(value)}`);
   if (value.length < 2) fail('batch', `expected [ts, events, dp_rank], got ${value.length} elements`);
   const notes: Notes = { unknownEvents: 0, extraFields: Math.max(0, value.length - 3), foldedHashes: 0, oddLengthHashes: 0 };

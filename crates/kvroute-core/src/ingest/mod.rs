@@ -1,6 +1,7 @@
 //! Engine KV-event ingestion: vLLM, SGLang and TensorRT-LLM publish their KV cache's stores and
 //! evictions as msgpack batches over ZeroMQ; this module turns them into index events.
 //!
+//! * [`msgpack`]: a zero-copy pull reader over msgpack bytes (markers from `rmp`).
 //! * [`decode`]: msgpack → [`types::DecodedBatch`], for every engine version's layout (vLLM
 //!   array ≤ 0.23 and map ≥ 0.24 events, SGLang array ≤ 0.5.19 and map ≥ 0.5.20, TensorRT-LLM's
 //!   vLLM-wire events); u64, i64 and 32-byte hashes all folded to one u64 identity.
@@ -26,6 +27,7 @@ pub mod cursor;
 pub mod decode;
 pub mod endpoint;
 pub mod engine;
+pub mod msgpack;
 pub mod source;
 pub mod types;
 

@@ -1,0 +1,107 @@
+//! `kvroute-vs-dynamo ingest <workload.kviw> [rounds]`: engine payloads → visible in the index,
+//! kvroute-core's `EngineIngest` (decode with rmpv, convert, hash, two writer threads) against
+//! Dynamo 1.6.1's `zmq_wire` decoder and normalizer feeding a
+//! `ThreadPoolIndexer<ConcurrentRadixTreeCompressed>` with 2 worker threads. The systems
+//! alternate over the rounds; every round starts from an empty index. Afterwards both answer
+//! every query of the workload and the overlaps are compared. Prints one JSON line.
+
+mod workload;
+
+use dynamo_kv_router::indexer::KvIndexerInterface;
+use dynamo_kv_router::protocols::{LocalBlockHash, WorkerWithDpRank};
+use dynamo_kv_router::zmq_wire::{decode_event_batch, ZmqEventNormalizer};
+use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
+use kvroute_core::index::{KvIndex, Rank};
+use kvroute_core::ingest::EngineIngest;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+use workload::Workload;
+
+const WRITERS: usize = 2;
+
+fn kvroute_round(w: &Workload) -> (f64, Arc<KvIndex>, u64) {
+    let index = Arc::new(KvIndex::new(WRITERS).expect("index"));
+    let ingest = EngineIngest::new(Arc::clone(&index), w.block_size).expect("ingest");
+    let t0 = Instant::now();
+    let mut errors = 0;
+    for b in &w.batches {
+        let outcome = ingest.apply_payload(Rank::new(b.worker, b.dp_rank), &b.payload, b.seq, 0.0).expect("open");
+        errors += u64::from(outcome.error.is_some());
+    }
+    index.flush().expect("flush");
+    (t0.elapsed().as_secs_f64(), index, errors)
+}
+
+async fn dynamo_round(w: &Workload) -> (f64, ThreadPoolIndexer<ConcurrentRadixTreeCompressed>, u64) {
+    let indexer = ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), WRITERS, w.block_size);
+    let mut normalizer = ZmqEventNormalizer::new(w.block_size);
+    let t0 = Instant::now();
+    let mut errors = 0;
+    for b in &w.batches {
+        let Ok(batch) = decode_event_batch(&b.payload) else {
+            errors += 1;
+            continue;
+        };
+        let worker = WorkerWithDpRank::new(b.worker, b.dp_rank);
+        for raw in batch.events {
+            if let Some(event) = normalizer.normalize(raw, b.seq, worker).and_then(|p| p.into_router_event()) {
+                indexer.apply_event(event).await;
+            }
+        }
+    }
+    indexer.flush_and_wait().await.expect("flush");
+    (t0.elapsed().as_secs_f64(), indexer, errors)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    assert!(args.len() >= 3 && args[1] == "ingest", "usage: kvroute-vs-dynamo ingest <workload.kviw> [rounds]");
+    let w = workload::read(&args[2]);
+    let rounds: usize = args.get(3).map_or(3, |r| r.parse().expect("rounds"));
+    let block_events: u64 = w.batches.iter().map(|b| b.block_events).sum();
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let mut last = None;
+    for _ in 0..rounds {
+        let (s, index, e1) = kvroute_round(&w);
+        ours.push(s);
+        let (t, indexer, e2) = dynamo_round(&w).await;
+        theirs.push(t);
+        last = Some((index, indexer, e1, e2));
+    }
+    let (index, indexer, kv_errors, dyn_errors) = last.expect("one round");
+    // Same overlaps on every query?
+    let mut differing = 0usize;
+    for q in &w.queries {
+        let ours: BTreeMap<(u64, u32), u32> =
+            index.find_matches(q, 0.0).expect("open").into_iter().map(|s| ((s.rank.worker_id, s.rank.dp_rank), s.blocks)).collect();
+        let hashes: Vec<LocalBlockHash> = q.iter().map(|&h| LocalBlockHash(h)).collect();
+        let theirs_scores = indexer.find_matches(hashes).await.expect("find");
+        let theirs: BTreeMap<(u64, u32), u32> = theirs_scores.scores.iter().map(|(k, v)| ((k.worker_id, k.dp_rank), *v)).collect();
+        differing += usize::from(ours != theirs);
+    }
+    let (kv_s, dyn_s) = (median(ours.clone()), median(theirs.clone()));
+    let out = serde_json::json!({
+        "batches": w.batches.len(),
+        "blockEvents": block_events,
+        "rounds": rounds,
+        "kvrouteSeconds": ours,
+        "dynamoSeconds": theirs,
+        "kvrouteBatchesPerSec": w.batches.len() as f64 / kv_s,
+        "dynamoBatchesPerSec": w.batches.len() as f64 / dyn_s,
+        "kvrouteBlockEventsPerSec": block_events as f64 / kv_s,
+        "dynamoBlockEventsPerSec": block_events as f64 / dyn_s,
+        "ratio": dyn_s / kv_s,
+        "kvrouteDecodeErrors": kv_errors,
+        "dynamoDecodeErrors": dyn_errors,
+        "queries": w.queries.len(),
+        "queriesWithDifferentOverlaps": differing,
+    });
+    println!("{out}");
+}
