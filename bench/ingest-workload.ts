@@ -149,7 +149,13 @@ export function captureBatches(workers: number): Omit<IngestWorkload, 'source'> 
             .flatMap((t) => t.events)
             .reduce((n, e) => n + ((e.block_hashes as unknown[] | undefined)?.length ?? 0), 0);
           // One worker id per (copy, capture) so that each capture's stream stays its own.
-          batches.push({ worker: w * names.length + names.indexOf(name), dpRank: rank, seq: Number(b.seq), blockEvents: blocks, payload: b.payload });
+          batches.push({
+            worker: w * names.length + names.indexOf(name),
+            dpRank: rank,
+            seq: Number(b.seq),
+            blockEvents: blocks,
+            payload: b.payload,
+          });
         }
       }
     }

@@ -37,11 +37,20 @@ async function viaApply(w: IngestWorkload, backend: Backend) {
 function figures(batches: EngineBatch[], seconds: number, extra: Record<string, number> = {}) {
   const blockEvents = batches.reduce((n, b) => n + b.blockEvents, 0);
   const bytes = batches.reduce((n, b) => n + b.payload.length, 0);
-  return { seconds, batchesPerSec: batches.length / seconds, blockEventsPerSec: blockEvents / seconds, mbPerSec: bytes / seconds / 1e6, ...extra };
+  return {
+    seconds,
+    batchesPerSec: batches.length / seconds,
+    blockEventsPerSec: blockEvents / seconds,
+    mbPerSec: bytes / seconds / 1e6,
+    ...extra,
+  };
 }
 
 async function viaSockets(w: IngestWorkload, file: string, backend: Backend) {
-  const child = fork(join(ROOT, 'bench', 'ingest-publisher.ts'), [file], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(join(ROOT, 'bench', 'ingest-publisher.ts'), [file], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const messages: Record<string, { port?: number; workers?: number }> = {};
   child.on('message', (m) => {
     const msg = m as { kind: string };
@@ -72,7 +81,12 @@ async function viaSockets(w: IngestWorkload, file: string, backend: Backend) {
   index.close();
   child.disconnect();
   // `active` counts the JS thread's busy time, including this loop's polling of stats().
-  return figures(w.batches, seconds, { jsBusyMsPerBatch: elu.active / w.batches.length, eventLoopUtilization: elu.utilization, gaps, heldBlocks: blocks });
+  return figures(w.batches, seconds, {
+    jsBusyMsPerBatch: elu.active / w.batches.length,
+    eventLoopUtilization: elu.utilization,
+    gaps,
+    heldBlocks: blocks,
+  });
 }
 
 mkdirSync(RESULTS, { recursive: true });
@@ -111,4 +125,8 @@ for (const [i, w] of workloads.entries()) {
   }
 }
 printTable('engine batches → visible in the index', rows);
-writeResult('ingest', { parameters: { workloads: workloads.map((w) => ({ source: w.source, batches: w.batches.length, blockSize: w.blockSize })) }, results, table: rows });
+writeResult('ingest', {
+  parameters: { workloads: workloads.map((w) => ({ source: w.source, batches: w.batches.length, blockSize: w.blockSize })) },
+  results,
+  table: rows,
+});

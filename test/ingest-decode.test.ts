@@ -306,7 +306,9 @@ describe.each(BACKENDS)('engine batch decoding and conversion (%s)', (backend) =
     const at = (levels: number) => packBatch([vllmStored([1n], null, [1, 2, 3, 4], { future: nested(levels - 3) })]);
     expect(decodeEngineBatch(at(32), { backend }).extraFields).toBe(1);
     expectKvError(() => decodeEngineBatch(at(33), { backend }), 'ERR_INVALID_EVENT', /depth/);
-    const repeated = hex('93cb3ff0000000000000918ba474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657391cfffffffffffffffffb1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f6964739401020304aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0a967726f75705f69647800b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6ea66d656469756da343505500');
+    const repeated = hex(
+      '93cb3ff0000000000000918ba474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657391cfffffffffffffffffb1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f6964739401020304aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0a967726f75705f69647800b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6ea66d656469756da343505500',
+    );
     expect(decodeEngineBatch(repeated, { backend }).events[0]).toMatchObject({ medium: 'CPU' });
   });
 

@@ -6,15 +6,43 @@
  * @module
  */
 
-import type { IngestBackend, RawSourceConfig, SourceBackend } from '../backend-types.js';
+import type { IngestBackend, RawBatchResult, RawIngestCounters, RawSourceConfig, SourceBackend } from '../backend-types.js';
 import { callNative } from '../errors.js';
 import type { NativeBinding } from './binding.js';
 
 type RawIndex = InstanceType<NativeBinding['NativeKvIndex']>;
 
+/** Unflattens `NativeBatchResult.figures` (layout in the binding's `flat_counters`). */
+function fromFigures(error: string | null | undefined, f: Float64Array): RawBatchResult {
+  const counters: RawIngestCounters = {
+    batches: f[3],
+    storedEvents: f[4],
+    removedEvents: f[5],
+    clearedEvents: f[6],
+    storedBlocks: f[7],
+    removedHashes: f[8],
+    unknownEvents: f[9],
+    extraFields: f[10],
+    foldedHashes: f[11],
+    oddLengthHashes: f[12],
+    shortTokens: f[13],
+    dpRankMismatches: f[14],
+    decodeErrors: f[15],
+    firstDecodeError: error ?? null,
+    tierStored: [f[16], f[17], f[18]],
+    tierRemoved: [f[19], f[20], f[21]],
+    tierBlocks: [0, 0, 0],
+    filtered: Array.from(f.subarray(22)),
+  };
+  return { error, indexEvents: f[0], blockSizeMismatch: f[1] >= 0 ? [f[1], f[2]] : undefined, counters };
+}
+
 export function nativeIngest(binding: NativeBinding, inner: RawIndex, blockSize: number): IngestBackend {
   return {
-    applyBatch: (workerId, dpRank, payload, nowMs) => callNative(() => inner.applyEngineBatch(workerId, dpRank, payload, blockSize, nowMs)),
+    applyBatch(workerId, dpRank, payload, nowMs) {
+      const r = callNative(() => inner.applyEngineBatch(workerId, dpRank, payload, blockSize, nowMs));
+      return fromFigures(r.error, r.figures);
+    },
     counters: (workerId, dpRank) => callNative(() => inner.ingestCounters(blockSize, workerId, dpRank)),
     forgetWorker: (workerId) => callNative(() => inner.forgetEngineWorker(blockSize, workerId)),
     startSource(config: RawSourceConfig): SourceBackend {

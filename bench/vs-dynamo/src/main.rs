@@ -1,5 +1,6 @@
 //! `kvroute-vs-dynamo ingest <workload.kviw> [rounds]`: engine payloads → visible in the index,
-//! kvroute-core's `EngineIngest` (decode with rmpv, convert, hash, two writer threads) against
+//! kvroute-core's `EngineIngest` as its source thread drives it (decode, convert and hash each
+//! frame, commit each burst of up to `BURST` frames to two writer threads) against
 //! Dynamo 1.6.1's `zmq_wire` decoder and normalizer feeding a
 //! `ThreadPoolIndexer<ConcurrentRadixTreeCompressed>` with 2 worker threads. The systems
 //! alternate over the rounds; every round starts from an empty index. Afterwards both answer
@@ -12,6 +13,7 @@ use dynamo_kv_router::protocols::{LocalBlockHash, WorkerWithDpRank};
 use dynamo_kv_router::zmq_wire::{decode_event_batch, ZmqEventNormalizer};
 use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
 use kvroute_core::index::{KvIndex, Rank};
+use kvroute_core::ingest::source::BURST;
 use kvroute_core::ingest::EngineIngest;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,9 +27,14 @@ fn kvroute_round(w: &Workload) -> (f64, Arc<KvIndex>, u64) {
     let ingest = EngineIngest::new(Arc::clone(&index), w.block_size).expect("ingest");
     let t0 = Instant::now();
     let mut errors = 0;
-    for b in &w.batches {
-        let outcome = ingest.apply_payload(Rank::new(b.worker, b.dp_rank), &b.payload, b.seq, 0.0).expect("open");
-        errors += u64::from(outcome.error.is_some());
+    // As a source thread does: convert every frame of a burst, commit the burst once.
+    let mut pending = Vec::new();
+    for burst in w.batches.chunks(BURST) {
+        for b in burst {
+            let outcome = ingest.convert_payload(Rank::new(b.worker, b.dp_rank), &b.payload, b.seq, &mut pending);
+            errors += u64::from(outcome.error.is_some());
+        }
+        ingest.commit(std::mem::take(&mut pending), 0.0).expect("open");
     }
     index.flush().expect("flush");
     (t0.elapsed().as_secs_f64(), index, errors)

@@ -10,7 +10,7 @@ use kvroute_core::ingest::{
     decode_batch, EngineEvent, EngineIngest, EngineSource, ExtraKey, IngestCounters, RankStatus, SourceConfig,
     StateChange,
 };
-use napi::bindgen_prelude::{BigInt, BigUint64Array, Uint32Array, Uint8Array};
+use napi::bindgen_prelude::{BigInt, BigUint64Array, Float64Array, Uint32Array, Uint8Array};
 use napi::Result;
 use napi_derive::napi;
 use std::sync::Arc;
@@ -64,13 +64,38 @@ fn counters_out(c: &IngestCounters, tiers: [u64; 3]) -> NativeIngestCounters {
     }
 }
 
+/// A batch's result as one flat array, cheap to cross on the per-batch path: index events, the
+/// mismatching engine and router block sizes (-1 when none), then the counters in
+/// [`flat_counters`] order. `error` is the decode error, if any.
 #[napi(object)]
 pub struct NativeBatchResult {
     pub error: Option<String>,
-    pub index_events: f64,
-    /// `[engine block size, router block size]` of the first mismatching store.
-    pub block_size_mismatch: Option<Vec<f64>>,
-    pub counters: NativeIngestCounters,
+    pub figures: Float64Array,
+}
+
+/// Counters flattened: the scalars in `NativeIngestCounters` field order (batches … decode
+/// errors), then tier stored ×3, tier removed ×3, filtered ×11. Mirrored by
+/// `ts/native/ingest.ts`.
+fn flat_counters(c: &IngestCounters, out: &mut Vec<f64>) {
+    out.extend(
+        [
+            c.batches,
+            c.stored_events,
+            c.removed_events,
+            c.cleared_events,
+            c.stored_blocks,
+            c.removed_hashes,
+            c.unknown_events,
+            c.extra_fields,
+            c.folded_hashes,
+            c.odd_length_hashes,
+            c.short_tokens,
+            c.dp_rank_mismatches,
+            c.decode_errors,
+        ]
+        .map(|v| v as f64),
+    );
+    out.extend(c.tier_stored.iter().chain(&c.tier_removed).chain(&c.filtered).map(|&v| v as f64));
 }
 
 impl NativeKvIndex {
@@ -97,12 +122,11 @@ impl NativeKvIndex {
         guard(|| {
             let rank = Rank::new(u64_arg(&worker_id, "workerId")?, dp_rank);
             let outcome = self.ingest(block_size)?.apply_payload(rank, payload, 0, now_ms).map_err(to_node_error)?;
-            Ok(NativeBatchResult {
-                error: outcome.error,
-                index_events: outcome.index_events as f64,
-                block_size_mismatch: outcome.convert.block_size_mismatch.map(|(e, r)| vec![e as f64, f64::from(r)]),
-                counters: counters_out(&outcome.counters, [0; 3]),
-            })
+            let (engine, router) =
+                outcome.convert.block_size_mismatch.map_or((-1.0, -1.0), |(e, r)| (e as f64, f64::from(r)));
+            let mut figures = vec![outcome.index_events as f64, engine, router];
+            flat_counters(&outcome.counters, &mut figures);
+            Ok(NativeBatchResult { error: outcome.error, figures: Float64Array::new(figures) })
         })
     }
 

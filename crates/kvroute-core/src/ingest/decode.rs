@@ -329,7 +329,10 @@ fn extra_keys_body(r: &mut In<'_>, item: Item<'_>, path: Path<'_>) -> Result<Vec
             }
             other => {
                 r.skip_body(other, FIELD + 1)?;
-                return fail(&format_args!("{path}[{i}]"), format!("expected a list of keys or nil, got {}", other.type_name()));
+                return fail(
+                    &format_args!("{path}[{i}]"),
+                    format!("expected a list of keys or nil, got {}", other.type_name()),
+                );
             }
         }
     }
@@ -391,7 +394,12 @@ fn map_event(r: &mut In<'_>, len: u32, path: Path<'_>, notes: &mut DecodeNotes) 
     let Some(tag) = tag else { return fail(path, "map event has no \"type\"") };
     let kind = match tag {
         Item::Str(s) => utf8(s, &format_args!("{path}.type"))?,
-        other => return fail(&format_args!("{path}.type"), format!("expected the event tag (a string), got {}", other.type_name())),
+        other => {
+            return fail(
+                &format_args!("{path}.type"),
+                format!("expected the event tag (a string), got {}", other.type_name()),
+            )
+        }
     };
     let known = match kind {
         "BlockStored" => STORED_KEYS,
@@ -460,7 +468,8 @@ fn map_event(r: &mut In<'_>, len: u32, path: Path<'_>, notes: &mut DecodeNotes) 
             _ => r.skip(FIELD)?,
         }
     }
-    let require = |present: bool, name: &str| if present { Ok(()) } else { fail(path, format!("{kind} has no \"{name}\"")) };
+    let require =
+        |present: bool, name: &str| if present { Ok(()) } else { fail(path, format!("{kind} has no \"{name}\"")) };
     Ok(Some(match kind {
         "BlockStored" => {
             require(has_tokens, "token_ids")?;
@@ -568,7 +577,10 @@ fn array_event(r: &mut In<'_>, len: u32, path: Path<'_>, notes: &mut DecodeNotes
             for _ in 1..len {
                 r.skip(FIELD)?;
             }
-            return fail(&format_args!("{path}[0]"), format!("expected the event tag (a string), got {}", other.type_name()));
+            return fail(
+                &format_args!("{path}[0]"),
+                format!("expected the event tag (a string), got {}", other.type_name()),
+            );
         }
     };
     match kind {
@@ -585,7 +597,13 @@ fn array_event(r: &mut In<'_>, len: u32, path: Path<'_>, notes: &mut DecodeNotes
             let medium = if len > 2 { opt_text(r, &format_args!("{path}[2] (medium)"))? } else { None };
             let items = read_tail(r, len.saturating_sub(3), path)?;
             let t = tail(&items, notes);
-            Ok(Some(EngineEvent::Removed(EngineRemoved { block_hashes, medium, group_idx: t.group_idx, locality: t.locality, ownership: t.ownership })))
+            Ok(Some(EngineEvent::Removed(EngineRemoved {
+                block_hashes,
+                medium,
+                group_idx: t.group_idx,
+                locality: t.locality,
+                ownership: t.ownership,
+            })))
         }
         "AllBlocksCleared" => {
             notes.extra_fields += len.saturating_sub(2);
@@ -609,7 +627,10 @@ fn stored_array(r: &mut In<'_>, len: u32, path: Path<'_>, notes: &mut DecodeNote
         for _ in 1..len {
             r.skip(FIELD)?;
         }
-        return fail(path, format!("BlockStored needs at least hashes, parent, tokens and block_size, got {} fields", len - 1));
+        return fail(
+            path,
+            format!("BlockStored needs at least hashes, parent, tokens and block_size, got {} fields", len - 1),
+        );
     }
     let mut s = EngineStored::default();
     let v = r.item()?;

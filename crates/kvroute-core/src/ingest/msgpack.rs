@@ -73,7 +73,8 @@ impl<'a> Reader<'a> {
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], Malformed> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(Malformed("unexpected end of data"))?;
+        let end =
+            self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(Malformed("unexpected end of data"))?;
         let out = &self.buf[self.pos..end];
         self.pos = end;
         Ok(out)

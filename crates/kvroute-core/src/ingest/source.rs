@@ -3,8 +3,9 @@
 //! The thread owns one SUB socket per rank (and, while a gap is being repaired, one DEALER on
 //! that rank's replay socket), polls them with libzmq, and runs each frame through the rank's
 //! [`Cursor`] and the shared [`EngineIngest`]: decode, convert, hash and enqueue into the index
-//! all happen here, so the JavaScript thread is never involved per batch. The thread wakes at
-//! least every [`POLL_INTERVAL`] to honour `close` and replay deadlines.
+//! all happen here, so the JavaScript thread is never involved per batch. The index events of a
+//! burst of frames (up to [`BURST`] per socket) are committed together, once per poll round. The
+//! thread wakes at least every [`POLL_INTERVAL`] to honour `close` and replay deadlines.
 //!
 //! libzmq (statically linked by the `zmq` crate) is the ZeroMQ the engines themselves use through
 //! pyzmq, so framing and reconnection behave exactly as the publishers expect.
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Longest sleep of the source thread between checks of `close` and replay deadlines.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// Live frames drained from one socket before the others get a turn.
-const BURST: usize = 256;
+pub const BURST: usize = 256;
 
 /// One ZeroMQ context for the process: its I/O thread serves every source.
 fn context() -> &'static zmq::Context {
@@ -164,7 +165,7 @@ impl EngineSource {
         }
         let shared = Arc::new(Shared { status: Mutex::new(status), changes: Mutex::new(Vec::new()) });
         let stop = Arc::new(AtomicBool::new(false));
-        let runner = Runner { ingest, io, shared: Arc::clone(&shared), stop: Arc::clone(&stop) };
+        let runner = Runner { ingest, pending: Vec::new(), io, shared: Arc::clone(&shared), stop: Arc::clone(&stop) };
         let handle = std::thread::Builder::new()
             .name(format!("kvroute-source-{}", config.worker_id))
             .spawn(move || runner.run())
@@ -207,6 +208,8 @@ impl Drop for EngineSource {
 
 struct Runner {
     ingest: Arc<EngineIngest>,
+    /// Index events converted since the last commit (committed after every drained burst).
+    pending: Vec<crate::index::RouterEvent>,
     io: Vec<RankIo>,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
@@ -233,6 +236,15 @@ impl Runner {
                 self.io[i].cursor.on_tick(now, &mut steps);
                 self.execute(i, &mut steps);
             }
+            self.commit();
+        }
+    }
+
+    /// Hands the burst's index events to the index; stops the source if the index is closed.
+    fn commit(&mut self) {
+        let events = std::mem::take(&mut self.pending);
+        if self.ingest.commit(events, wall_ms()).is_err() {
+            self.stop.store(true, Ordering::Release);
         }
     }
 
@@ -306,23 +318,14 @@ impl Runner {
             k += 1;
             let rank = self.io[i].rank;
             match step {
-                Step::Apply { seq, payload } => match self.ingest.apply_payload(rank, &payload, seq, wall_ms()) {
-                    Ok(outcome) => {
-                        last_ts = outcome.ts.or(last_ts);
-                        let mut more = Vec::new();
-                        self.io[i].cursor.on_outcome(&outcome.convert, &mut more);
-                        steps.extend(more);
-                    }
-                    Err(_) => {
-                        // The index is closed: nothing more can be applied.
-                        self.stop.store(true, Ordering::Release);
-                    }
-                },
-                Step::Reset => {
-                    if self.ingest.reset_rank(rank, wall_ms()).is_err() {
-                        self.stop.store(true, Ordering::Release);
-                    }
+                Step::Apply { seq, payload } => {
+                    let outcome = self.ingest.convert_payload(rank, &payload, seq, &mut self.pending);
+                    last_ts = outcome.ts.or(last_ts);
+                    let mut more = Vec::new();
+                    self.io[i].cursor.on_outcome(&outcome.convert, &mut more);
+                    steps.extend(more);
                 }
+                Step::Reset => self.ingest.reset_rank(rank, &mut self.pending),
                 Step::RequestReplay { start } => {
                     let mut failure = None;
                     self.io[i].dealer = match self.open_replay(i, start) {
