@@ -99,9 +99,10 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     expect(src.stats().ranks[0]).toMatchObject({ state: 'active', replayRequests: 1 });
   });
 
-  test('a replay socket that is gone or silent: the rank is cleared and resyncs until fresh stores', async () => {
+  test.each(['silent', 'gone'] as const)('a replay socket that is %s: the rank is cleared and resyncs until fresh stores', async (mode) => {
     const pub = track(await TestEnginePublisher.start());
-    pub.answerReplays = false;
+    if (mode === 'silent') pub.answerReplays = false;
+    else pub.closeReplay();
     const index = setup();
     const src = index.subscribe({ workerId: 1, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint, replayTimeoutMs: 300 });
     await pub.waitForSubscribers();
@@ -110,6 +111,7 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     await index.flush();
     const r = src.stats().ranks[0];
     expect(r).toMatchObject({ replayTimeouts: 1, replayFailures: 1, resyncs: 1 });
+    expect(r.reason).toMatch(/replay socket did not finish within 300 ms: rank cleared/);
     // Cleared, and the frames after the hole cannot attach to anything: nothing possibly wrong is kept.
     expect(heldNames(index)).toEqual([]);
     // A fresh root store: complete again.

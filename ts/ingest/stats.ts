@@ -5,7 +5,6 @@
  */
 
 import type { RawDecodedBatch, RawEngineEvent, RawExtraKey, RawIngestCounters, RawRankStatus } from '../backend-types.js';
-import { FILTER_REASONS } from '../js/ingest/counters.js';
 import type {
   DecodedBatch,
   DecodedEngineEvent,
@@ -16,8 +15,28 @@ import type {
   SourceState,
 } from './types.js';
 
+/**
+ * The filter counts by name, in `FILTER_REASONS` order (the decoding tests check every reason by
+ * name on both backends); a literal because it runs per batch.
+ */
+function toFiltered(f: number[]): FilteredCounts {
+  return {
+    unsupported_ownership: f[0],
+    non_local_locality: f[1],
+    unknown_medium: f[2],
+    non_main_attention_kind: f[3],
+    unknown_kind: f[4],
+    non_main_attention_group: f[5],
+    non_main_group: f[6],
+    ambiguous_cache_namespace: f[7],
+    placeholder: f[8],
+    block_size_mismatch: f[9],
+    prompt_embeds: f[10],
+  };
+}
+
 export function toIngestStats(c: RawIngestCounters): IngestStats {
-  const filtered = Object.fromEntries(FILTER_REASONS.map((r, i) => [r, c.filtered[i] ?? 0])) as unknown as FilteredCounts;
+  const filtered = toFiltered(c.filtered);
   const tier = (i: number) => ({ stored: c.tierStored[i], removed: c.tierRemoved[i], held: c.tierBlocks[i] });
   return {
     batches: c.batches,

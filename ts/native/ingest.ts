@@ -32,16 +32,20 @@ function fromFigures(error: string | null | undefined, f: Float64Array): RawBatc
     tierStored: [f[16], f[17], f[18]],
     tierRemoved: [f[19], f[20], f[21]],
     tierBlocks: [0, 0, 0],
-    filtered: Array.from(f.subarray(22)),
+    filtered: Array.from(f.subarray(22, 33)),
   };
   return { error, indexEvents: f[0], blockSizeMismatch: f[1] >= 0 ? [f[1], f[2]] : undefined, counters };
 }
 
+/** Numbers per batch result (`BATCH_FIGURES` in the binding). */
+const BATCH_FIGURES = 33;
+
 export function nativeIngest(binding: NativeBinding, inner: RawIndex, blockSize: number): IngestBackend {
+  const figures = new Float64Array(BATCH_FIGURES);
   return {
     applyBatch(workerId, dpRank, payload, nowMs) {
-      const r = callNative(() => inner.applyEngineBatch(workerId, dpRank, payload, blockSize, nowMs));
-      return fromFigures(r.error, r.figures);
+      const error = callNative(() => inner.applyEngineBatchInto(workerId, dpRank, payload, blockSize, nowMs, figures));
+      return fromFigures(error, figures);
     },
     counters: (workerId, dpRank) => callNative(() => inner.ingestCounters(blockSize, workerId, dpRank)),
     forgetWorker: (workerId) => callNative(() => inner.forgetEngineWorker(blockSize, workerId)),

@@ -10,7 +10,7 @@ use kvroute_core::ingest::{
     decode_batch, EngineEvent, EngineIngest, EngineSource, ExtraKey, IngestCounters, RankStatus, SourceConfig,
     StateChange,
 };
-use napi::bindgen_prelude::{BigInt, BigUint64Array, Float64Array, Uint32Array, Uint8Array};
+use napi::bindgen_prelude::{BigInt, BigUint64Array, Float64ArraySlice, Uint32Array, Uint8Array};
 use napi::Result;
 use napi_derive::napi;
 use std::sync::Arc;
@@ -64,14 +64,10 @@ fn counters_out(c: &IngestCounters, tiers: [u64; 3]) -> NativeIngestCounters {
     }
 }
 
-/// A batch's result as one flat array, cheap to cross on the per-batch path: index events, the
+/// Figures of one batch's result written by `applyEngineBatchInto`: index events, the
 /// mismatching engine and router block sizes (-1 when none), then the counters in
-/// [`flat_counters`] order. `error` is the decode error, if any.
-#[napi(object)]
-pub struct NativeBatchResult {
-    pub error: Option<String>,
-    pub figures: Float64Array,
-}
+/// [`flat_counters`] order.
+const BATCH_FIGURES: usize = 3 + 13 + 3 + 3 + 11;
 
 /// Counters flattened: the scalars in `NativeIngestCounters` field order (batches … decode
 /// errors), then tier stored ×3, tier removed ×3, filtered ×11. Mirrored by
@@ -110,23 +106,38 @@ impl NativeKvIndex {
 
 #[napi]
 impl NativeKvIndex {
-    #[napi(js_name = "applyEngineBatch")]
-    pub fn apply_engine_batch(
+    /// Applies one payload and writes its figures into the caller's `out` (a reused buffer of
+    /// `BATCH_FIGURES` numbers: no allocation or finaliser per call on this per-batch path).
+    /// Returns the decode error, if any.
+    #[napi(js_name = "applyEngineBatchInto")]
+    pub fn apply_engine_batch_into(
         &self,
         worker_id: BigInt,
         dp_rank: u32,
         payload: &[u8],
         block_size: u32,
         now_ms: f64,
-    ) -> Result<NativeBatchResult, &'static str> {
+        mut out: Float64ArraySlice<'_>,
+    ) -> Result<Option<String>, &'static str> {
         guard(|| {
+            if out.len() < BATCH_FIGURES {
+                return Err(crate::convert::invalid_arg(format!(
+                    "result buffer holds {} numbers, needs {BATCH_FIGURES}",
+                    out.len()
+                )));
+            }
             let rank = Rank::new(u64_arg(&worker_id, "workerId")?, dp_rank);
             let outcome = self.ingest(block_size)?.apply_payload(rank, payload, 0, now_ms).map_err(to_node_error)?;
             let (engine, router) =
                 outcome.convert.block_size_mismatch.map_or((-1.0, -1.0), |(e, r)| (e as f64, f64::from(r)));
-            let mut figures = vec![outcome.index_events as f64, engine, router];
+            let mut figures = Vec::with_capacity(BATCH_FIGURES);
+            figures.extend([outcome.index_events as f64, engine, router]);
             flat_counters(&outcome.counters, &mut figures);
-            Ok(NativeBatchResult { error: outcome.error, figures: Float64Array::new(figures) })
+            // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript can
+            // touch the buffer while it is written; it is private to ts/native/ingest.ts.
+            let out = unsafe { out.as_mut() };
+            out[..BATCH_FIGURES].copy_from_slice(&figures);
+            Ok(outcome.error)
         })
     }
 

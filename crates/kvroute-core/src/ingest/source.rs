@@ -7,8 +7,13 @@
 //! burst of frames (up to [`BURST`] per socket) are committed together, once per poll round. The
 //! thread wakes at least every [`POLL_INTERVAL`] to honour `close` and replay deadlines.
 //!
-//! libzmq (statically linked by the `zmq` crate) is the ZeroMQ the engines themselves use through
-//! pyzmq, so framing and reconnection behave exactly as the publishers expect.
+//! ZeroMQ implementation: libzmq itself, built from source and linked statically by the `zmq`
+//! crate (`zmq-sys` vendors it), so the `.node` needs no system libzmq, only the libstdc++ that
+//! Node already loads. It is the ZeroMQ the engines use through pyzmq, so framing, subscriptions
+//! and reconnection behave exactly as their publishers expect; the interoperability tests replay
+//! the engines' captured frames through real sockets (`test/ingest-sockets.test.ts`). The
+//! pure-Rust `zeromq` crate was the alternative; it would bring an async runtime into the core
+//! for no gain in compatibility.
 
 use super::cursor::{Cursor, CursorConfig, RankState, Step, StreamCounters};
 use super::endpoint;

@@ -1,0 +1,55 @@
+/**
+ * `npm run bench:vs-dynamo`: kvroute-core against NVIDIA Dynamo 1.6.1's own crate
+ * (`bench/vs-dynamo`, a separate cargo workspace depending on `dynamo-kv-router = "=1.6.1"`) on
+ * the same engine payloads: the `bench:ingest` workloads, frames → visible in the index, both
+ * systems alternating over 3 rounds in one process. The first build fetches and compiles Dynamo
+ * and tokio, which takes minutes on 2 cores. Not run in CI.
+ */
+
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { fmt, printTable, QUICK, RESULTS, ROOT, writeResult } from './common.js';
+import { benchTrace } from './index-workload.js';
+import { captureBatches, type IngestWorkload, mooncakeBatches, writeIngestWorkload } from './ingest-workload.js';
+
+const manifest = join(ROOT, 'bench', 'vs-dynamo', 'Cargo.toml');
+console.log('building bench/vs-dynamo (the first build compiles dynamo-kv-router 1.6.1 and tokio: minutes)…');
+execFileSync('cargo', ['build', '--release', '--manifest-path', manifest], { stdio: 'inherit' });
+const binary = join(ROOT, 'bench', 'vs-dynamo', 'target', 'release', 'kvroute-vs-dynamo');
+
+mkdirSync(RESULTS, { recursive: true });
+const { trace, source } = benchTrace(QUICK ? 300 : 4000);
+const workloads: IngestWorkload[] = [{ ...mooncakeBatches(trace, 16), source: `mooncake W=16: ${source}` }];
+const captures = captureBatches(QUICK ? 4 : 64);
+if (captures) workloads.push({ ...captures, source: `captures ×${QUICK ? 4 : 64} workers` });
+
+const rows: Array<Record<string, string | number>> = [];
+const results: Record<string, unknown> = {};
+const loadBefore = loadavg();
+for (const [i, w] of workloads.entries()) {
+  const file = join(RESULTS, `vs-dynamo-ingest-${i}.bin`);
+  writeIngestWorkload(file, w);
+  const out = JSON.parse(execFileSync(binary, ['ingest', file, '3'], { encoding: 'utf8', maxBuffer: 1 << 24 }).trim()) as Record<
+    string,
+    number
+  >;
+  results[w.source] = out;
+  rows.push({
+    workload: w.source,
+    batches: out.batches,
+    'kvroute block-events/s': fmt(out.kvrouteBlockEventsPerSec, 0),
+    'dynamo block-events/s': fmt(out.dynamoBlockEventsPerSec, 0),
+    'kvroute / dynamo': fmt(out.ratio, 2),
+    'queries with different overlaps': `${out.queriesWithDifferentOverlaps} of ${out.queries}`,
+  });
+}
+printTable('engine payloads → visible in the index: kvroute-core vs dynamo-kv-router 1.6.1 (median of 3 alternating rounds)', rows);
+writeResult('vs-dynamo', {
+  parameters: { rounds: 3, writerThreads: 2 },
+  loadavgBefore: loadBefore,
+  loadavgAfter: loadavg(),
+  results,
+  table: rows,
+});
