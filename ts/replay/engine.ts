@@ -16,6 +16,13 @@ export interface EngineConfig {
   maxNumBatchedTokens: number;
   /** Divides every simulated duration. */
   speedup: number;
+  /**
+   * The identity of a request's `index`-th output block (the block after its full prompt blocks,
+   * `promptBlocks.length + index` from the start), given the block before it. Default: unique to
+   * the request (replay's generated tokens are unique). The live mock worker derives it from the
+   * tokens, so a later prompt that repeats a response hits the cache, as in vLLM.
+   */
+  outputBlock?: (r: SimRequest, index: number, parent: FullBlock | undefined) => FullBlock;
 }
 
 /** A request as an engine sees it. */
@@ -76,6 +83,11 @@ export function decodeMs(p: number): number {
 
 const OUTPUT_TAG = 0x6f75747075745f62n;
 
+function uniqueOutputBlock(r: SimRequest, index: number): FullBlock {
+  const i = BigInt(index);
+  return { seq: (BigInt(r.uid) << 24n) ^ i ^ OUTPUT_TAG, local: (BigInt(r.uid) << 24n) ^ i };
+}
+
 /** Whether `a` arrived after `b` (ties by uid, i.e. trace order). */
 function later(a: SimRequest, b: SimRequest): boolean {
   return a.arrivalMs > b.arrivalMs || (a.arrivalMs === b.arrivalMs && a.uid > b.uid);
@@ -99,8 +111,25 @@ export class Engine {
     return this.prefill.length + this.decode.length;
   }
 
+  get waitingCount(): number {
+    return this.waiting.length;
+  }
+
   enqueue(r: SimRequest): void {
     this.waiting.push(r);
+  }
+
+  /** Drops a request wherever it is (a client that went away); its blocks return to the pool. */
+  abort(r: SimRequest): boolean {
+    for (const list of [this.waiting, this.prefill, this.decode]) {
+      const i = list.indexOf(r);
+      if (i < 0) continue;
+      list.splice(i, 1);
+      r.inDecode = false;
+      if (r.admitted || r.held.length > 0 || r.partial) this.releaseAll(r);
+      return true;
+    }
+    return false;
   }
 
   /** Makes `r`'s blocks cover its first `tokens` tokens; false when the pool is full. */
@@ -123,9 +152,9 @@ export class Engine {
         if (!this.cache.usePrivate()) return false;
         r.partial = true;
       }
-      const index = BigInt(r.outputFull);
-      const block = { seq: (BigInt(r.uid) << 24n) ^ index ^ OUTPUT_TAG, local: (BigInt(r.uid) << 24n) ^ index };
-      const parent = r.held.length > 0 ? r.held[r.held.length - 1].seq : null;
+      const last = r.held.length > 0 ? r.held[r.held.length - 1] : undefined;
+      const block = this.config.outputBlock?.(r, r.outputFull, last) ?? uniqueOutputBlock(r, r.outputFull);
+      const parent = last ? last.seq : null;
       this.cache.promote(block, parent);
       r.held.push(block);
       r.outputFull++;

@@ -32,6 +32,11 @@ export class KvCache {
     return this.active.size + this.privateBlocks;
   }
 
+  /** Whether the block is in the pool (in use or cached). */
+  contains(seq: bigint): boolean {
+    return this.active.has(seq) || this.cached.has(seq);
+  }
+
   /** Leading blocks of `seqs` that are cached (in use or not). */
   prefixHit(seqs: readonly bigint[]): number {
     let n = 0;

@@ -1,0 +1,39 @@
+/**
+ * The mock worker's `/metrics`, with vLLM's metric names (`vllm:num_requests_running`, …) on a
+ * `prom-client` registry of its own, read from the ranks at scrape time.
+ * @module
+ */
+
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { MockRank } from './rank.js';
+
+export function mockMetrics(model: string, ranks: () => readonly MockRank[]): Registry {
+  const registry = new Registry();
+  const labels = ['model_name', 'engine'] as const;
+  const each = (fn: (r: MockRank) => number) => (metric: Gauge<(typeof labels)[number]> | Counter<(typeof labels)[number]>) => {
+    metric.reset();
+    for (const r of ranks()) {
+      const l = { model_name: model, engine: String(r.dpRank) };
+      if (metric instanceof Gauge) metric.set(l, fn(r));
+      else metric.inc(l, fn(r));
+    }
+  };
+  const gauge = (name: string, help: string, fn: (r: MockRank) => number) => {
+    const set = each(fn);
+    new Gauge({ name, help, labelNames: labels, registers: [registry], collect() { set(this); } });
+  };
+  const counter = (name: string, help: string, fn: (r: MockRank) => number) => {
+    const set = each(fn);
+    new Counter({ name, help, labelNames: labels, registers: [registry], collect() { set(this); } });
+  };
+  gauge('vllm:num_requests_running', 'Requests in the model execution batches.', (r) => r.running);
+  gauge('vllm:num_requests_waiting', 'Requests waiting to be processed.', (r) => r.waiting);
+  gauge('vllm:kv_cache_usage_perc', 'KV-cache usage: 1 means 100 percent.', (r) => r.kvUsage);
+  gauge('vllm:gpu_cache_usage_perc', 'GPU KV-cache usage (the name before vLLM 0.10): 1 means 100 percent.', (r) => r.kvUsage);
+  counter('vllm:prefix_cache_queries_total', 'Prompt tokens looked up in the prefix cache.', (r) => r.counters.prefixQueries);
+  counter('vllm:prefix_cache_hits_total', 'Prompt tokens served by the prefix cache.', (r) => r.counters.prefixHits);
+  counter('vllm:prompt_tokens_total', 'Prefill tokens processed.', (r) => r.counters.promptTokens);
+  counter('vllm:generation_tokens_total', 'Generation tokens processed.', (r) => r.counters.generationTokens);
+  counter('vllm:request_success_total', 'Requests finished.', (r) => r.counters.finished);
+  return registry;
+}

@@ -1,0 +1,172 @@
+/**
+ * Options of the mock worker, their defaults (vLLM's where it has one) and their validation.
+ * @module
+ */
+
+import { KvRouteError } from '../errors.js';
+import { checkEndpoint } from '../ingest/options.js';
+import { checkOptions, describe } from '../validate.js';
+import type { WireFormat } from './wire.js';
+
+/** A fault to inject (see {@link MockWorker.fault}). */
+export type MockFault =
+  /** Stop at once: open requests are cut, the HTTP port and the KV-event sockets close. */
+  | { kind: 'crash' }
+  /** Stop answering (requests and `/health` stay open, engine passes stop) until `recover`. */
+  | { kind: 'hang' }
+  /** Every engine pass takes `factor` times longer (default 10) until `recover`. */
+  | { kind: 'slow'; factor?: number }
+  /** The next `count` KV-event batches (default 1) per rank are not sent live (they stay replayable). */
+  | { kind: 'drop-events'; count?: number }
+  /** A new engine incarnation: in-flight requests fail, the cache empties, block hashes change, seq restarts at 0. */
+  | { kind: 'restart' }
+  /** Ends `hang` and `slow`. */
+  | { kind: 'recover' };
+
+/** Options of {@link startMockWorker}. */
+export interface MockWorkerOptions {
+  /** HTTP port. Default 8001; 0 picks a free one. */
+  port?: number;
+  /** HTTP host. Default `127.0.0.1`. */
+  host?: string;
+  /** KV-event PUB endpoint of rank 0 (rank r: port + r). Default none (no events). A port of 0 picks a free port per rank. */
+  kvEvents?: string;
+  /** Replay ROUTER endpoint of rank 0 (rank r: port + r). Default none. */
+  replay?: string;
+  /** Data-parallel ranks, each its own engine and publisher. Default 1. */
+  dpSize?: number;
+  /** Tokens per KV block. Default 16. */
+  blockSize?: number;
+  /** KV blocks per rank. Default 16384. */
+  numGpuBlocks?: number;
+  /** Running requests per rank. Default 256. */
+  maxNumSeqs?: number;
+  /** Tokens per engine pass. Default 8192. */
+  maxNumBatchedTokens?: number;
+  /** Divides every modelled duration. Default 1. */
+  speedup?: number;
+  /** Model name served. Default `mock-model`. */
+  model?: string;
+  /** KV-event wire format. Default `vllm-0.33`. */
+  wire?: WireFormat;
+  /** Seed of the generated text. Default 1. */
+  seed?: number;
+  /** KV-event topic. Default `''`. */
+  topic?: string;
+  /** Batches kept for replay per rank (vLLM's `buffer_steps`). Default 10000. */
+  bufferSteps?: number;
+  /** Longest prompt plus output. Default 131072. */
+  maxModelLen?: number;
+  /** Faults to inject after a delay: `[{ fault, afterMs }]`. */
+  faults?: readonly { fault: MockFault; afterMs: number }[];
+}
+
+export type ResolvedMockOptions = Required<Omit<MockWorkerOptions, 'kvEvents' | 'replay' | 'faults'>> &
+  Pick<MockWorkerOptions, 'kvEvents' | 'replay'> & { faults: readonly { fault: MockFault; afterMs: number }[] };
+
+const KEYS = [
+  'port',
+  'host',
+  'kvEvents',
+  'replay',
+  'dpSize',
+  'blockSize',
+  'numGpuBlocks',
+  'maxNumSeqs',
+  'maxNumBatchedTokens',
+  'speedup',
+  'model',
+  'wire',
+  'seed',
+  'topic',
+  'bufferSteps',
+  'maxModelLen',
+  'faults',
+] as const;
+const WIRES: readonly WireFormat[] = ['vllm-0.33', 'vllm-0.11', 'sglang'];
+export const FAULT_KINDS = ['crash', 'hang', 'slow', 'drop-events', 'restart', 'recover'] as const;
+
+function int(v: unknown, name: string, min: number, max: number, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be an integer in [${min}, ${max}], got ${describe(v)}`);
+  }
+  return v;
+}
+
+/** Validates a fault. */
+export function checkFault(v: unknown, name: string): MockFault {
+  const f = checkOptions(v, name, ['kind', 'factor', 'count']);
+  if (v === undefined || !FAULT_KINDS.includes(f.kind as never)) {
+    throw new KvRouteError('ERR_INVALID_ARG', `${name}.kind must be one of ${FAULT_KINDS.join(', ')}, got ${describe(f.kind)}`);
+  }
+  if (f.kind === 'slow') {
+    const factor = f.factor ?? 10;
+    if (typeof factor !== 'number' || !(factor >= 1) || !Number.isFinite(factor)) {
+      throw new KvRouteError('ERR_INVALID_ARG', `${name}.factor must be a number ≥ 1, got ${describe(f.factor)}`);
+    }
+    return { kind: 'slow', factor };
+  }
+  if (f.kind === 'drop-events') return { kind: 'drop-events', count: int(f.count, `${name}.count`, 1, 1_000_000, 1) };
+  if (f.factor !== undefined || f.count !== undefined) throw new KvRouteError('ERR_INVALID_ARG', `${name}: only slow takes factor, only drop-events takes count`);
+  return { kind: f.kind as 'crash' | 'hang' | 'restart' | 'recover' };
+}
+
+export function resolveMockOptions(opts: MockWorkerOptions | undefined): ResolvedMockOptions {
+  const o = checkOptions(opts, 'opts', KEYS) as MockWorkerOptions;
+  const wire = o.wire ?? 'vllm-0.33';
+  if (!WIRES.includes(wire)) throw new KvRouteError('ERR_INVALID_ARG', `opts.wire must be one of ${WIRES.join(', ')}, got ${describe(o.wire)}`);
+  if (o.kvEvents !== undefined) checkEndpoint(o.kvEvents, 'opts.kvEvents');
+  if (o.replay !== undefined) {
+    checkEndpoint(o.replay, 'opts.replay');
+    if (o.kvEvents === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'opts.replay needs opts.kvEvents');
+  }
+  const speedup = o.speedup ?? 1;
+  if (typeof speedup !== 'number' || !(speedup > 0) || !Number.isFinite(speedup)) {
+    throw new KvRouteError('ERR_INVALID_ARG', `opts.speedup must be a positive number, got ${describe(o.speedup)}`);
+  }
+  for (const [k, v] of [
+    ['model', o.model],
+    ['host', o.host],
+    ['topic', o.topic],
+  ] as const) {
+    if (v !== undefined && typeof v !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `opts.${k} must be a string, got ${describe(v)}`);
+  }
+  const faults = (o.faults ?? []).map((f, i) => {
+    const x = checkOptions(f, `opts.faults[${i}]`, ['fault', 'afterMs']);
+    return { fault: checkFault(x.fault, `opts.faults[${i}].fault`), afterMs: int(x.afterMs, `opts.faults[${i}].afterMs`, 0, 86_400_000, 0) };
+  });
+  return {
+    port: int(o.port, 'opts.port', 0, 65535, 8001),
+    host: o.host ?? '127.0.0.1',
+    kvEvents: o.kvEvents,
+    replay: o.replay,
+    dpSize: int(o.dpSize, 'opts.dpSize', 1, 64, 1),
+    blockSize: int(o.blockSize, 'opts.blockSize', 1, 1 << 20, 16),
+    numGpuBlocks: int(o.numGpuBlocks, 'opts.numGpuBlocks', 1, 1 << 30, 16_384),
+    maxNumSeqs: int(o.maxNumSeqs, 'opts.maxNumSeqs', 1, 1 << 20, 256),
+    maxNumBatchedTokens: int(o.maxNumBatchedTokens, 'opts.maxNumBatchedTokens', 1, 1 << 30, 8192),
+    speedup,
+    model: o.model ?? 'mock-model',
+    wire,
+    seed: int(o.seed, 'opts.seed', 0, 2 ** 32 - 1, 1),
+    topic: o.topic ?? '',
+    bufferSteps: int(o.bufferSteps, 'opts.bufferSteps', 1, 10_000_000, 10_000),
+    maxModelLen: int(o.maxModelLen, 'opts.maxModelLen', 1, 1 << 30, 131_072),
+    faults,
+  };
+}
+
+/** Rank r's endpoint from rank 0's: port + r (tcp; a port of 0 stays "any free port"), path + `_dp<r>` otherwise. */
+export function rankEndpoint(base: string, rank: number): string {
+  if (rank === 0) return base;
+  if (!base.startsWith('tcp://')) return `${base}_dp${rank}`;
+  const colon = base.lastIndexOf(':');
+  const port = Number(base.slice(colon + 1));
+  return port === 0 ? base : `${base.slice(0, colon)}:${port + rank}`;
+}
+
+/** The endpoint to bind: libzmq's ephemeral-port spelling for port 0. */
+export function bindable(endpoint: string): string {
+  return endpoint.startsWith('tcp://') && endpoint.endsWith(':0') ? `${endpoint.slice(0, -2)}:*` : endpoint;
+}

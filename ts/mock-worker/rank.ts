@@ -1,0 +1,257 @@
+/**
+ * One dp rank of the mock worker: the replay engine (continuous batching, chunked prefill,
+ * prefix-caching block pool, preemption, Dynamo's timing polynomials) running in wall-clock time
+ * scaled by `speedup`. Each engine pass takes its modelled duration, then delivers one token to
+ * every decoding request and publishes the pass's KV events as one batch.
+ *
+ * Block names are chained hashes of the block's tokens under a random per-incarnation seed, as
+ * vLLM's are without `PYTHONHASHSEED`: a restart changes every name.
+ * @module
+ */
+
+import { xxh3_64 } from '../hashing.js';
+import { Engine, SimRequest } from '../replay/engine.js';
+import type { CacheEvent, FullBlock } from '../replay/kv-cache.js';
+import type { RankPublisher } from './publisher.js';
+import { encodeBatch, type WireEvent, type WireFormat } from './wire.js';
+
+export interface RankConfig {
+  blockSize: number;
+  numGpuBlocks: number;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  speedup: number;
+  wire: WireFormat;
+}
+
+/** A request in flight on a rank. */
+export interface LiveRequest {
+  prompt: number[];
+  /** The whole output this request will produce (its length is `max_tokens`). */
+  output: number[];
+  /** New tokens since the last call; `first` on the first one. */
+  onTokens(tokens: number[], first: boolean): void;
+  /** Finished normally; `cachedTokens` of the prompt came from the prefix cache. */
+  onDone(cachedTokens: number): void;
+  /** Ended by a fault (restart, crash). */
+  onAbort(reason: string): void;
+}
+
+interface Entry {
+  req: LiveRequest;
+  sim: SimRequest;
+  delivered: number;
+  /** Block names this request registered tokens for. */
+  names: bigint[];
+}
+
+function random64(): bigint {
+  const b = new BigUint64Array(1);
+  crypto.getRandomValues(b);
+  return b[0];
+}
+
+export class MockRank {
+  private engine: Engine;
+  private seed = random64();
+  private readonly live = new Map<number, Entry>();
+  /** Tokens of each block name the pool may publish (dropped once the block leaves the pool). */
+  private readonly blockTokens = new Map<bigint, number[]>();
+  /** How many in-flight requests use each block name (their tokens must be kept). */
+  private readonly liveRefs = new Map<bigint, number>();
+  private uid = 0;
+  private loop: Promise<void> | undefined;
+  private paused = false;
+  /** Multiplies pass durations (a `slow` fault). */
+  slowFactor = 1;
+  readonly counters = { prefixQueries: 0, prefixHits: 0, finished: 0, promptTokens: 0, generationTokens: 0, aborted: 0 };
+
+  constructor(
+    readonly dpRank: number,
+    private readonly config: RankConfig,
+    private readonly publisher: RankPublisher | undefined,
+  ) {
+    this.engine = this.newEngine();
+  }
+
+  private newEngine(): Engine {
+    return new Engine({ ...this.config, outputBlock: (r, index, parent) => this.outputBlock(r, index, parent) });
+  }
+
+  get running(): number {
+    return this.engine.running;
+  }
+
+  get waiting(): number {
+    return this.engine.waitingCount;
+  }
+
+  /** Fraction of the KV pool in use. */
+  get kvUsage(): number {
+    return this.engine.cache.used / this.config.numGpuBlocks;
+  }
+
+  private name(parent: bigint | null, tokens: readonly number[]): bigint {
+    const bytes = new Uint8Array(8 + 4 * tokens.length);
+    const view = new DataView(bytes.buffer);
+    view.setBigUint64(0, parent ?? 0n, true);
+    tokens.forEach((t, i) => view.setUint32(8 + 4 * i, t, true));
+    return xxh3_64(bytes, this.seed);
+  }
+
+  private register(entry: Entry | undefined, seq: bigint, tokens: number[]): FullBlock {
+    this.blockTokens.set(seq, tokens);
+    if (entry) {
+      entry.names.push(seq);
+      this.liveRefs.set(seq, (this.liveRefs.get(seq) ?? 0) + 1);
+    }
+    return { seq, local: seq };
+  }
+
+  private outputBlock(r: SimRequest, index: number, parent: FullBlock | undefined): FullBlock {
+    const entry = this.live.get(r.uid);
+    const bs = this.config.blockSize;
+    const k = r.promptBlocks.length + index;
+    const full = entry ? [...entry.req.prompt, ...entry.req.output] : [];
+    const tokens = full.slice(k * bs, (k + 1) * bs);
+    return this.register(entry, this.name(parent?.seq ?? null, tokens), tokens);
+  }
+
+  /** Queues a request; the engine loop runs while anything is in flight. */
+  submit(req: LiveRequest): () => void {
+    const bs = this.config.blockSize;
+    const uid = this.uid++;
+    const entry: Entry = { req, sim: undefined as unknown as SimRequest, delivered: 0, names: [] };
+    this.live.set(uid, entry);
+    const blocks: FullBlock[] = [];
+    let parent: bigint | null = null;
+    for (let i = 0; (i + 1) * bs <= req.prompt.length; i++) {
+      const tokens = req.prompt.slice(i * bs, (i + 1) * bs);
+      const block = this.register(entry, this.name(parent, tokens), tokens);
+      blocks.push(block);
+      parent = block.seq;
+    }
+    entry.sim = new SimRequest(uid, req.prompt.length, Math.max(1, req.output.length), blocks);
+    entry.sim.arrivalMs = performance.now();
+    this.engine.enqueue(entry.sim);
+    this.kick();
+    return () => this.cancel(uid);
+  }
+
+  /** A client went away: the request leaves the engine at once. */
+  private cancel(uid: number): void {
+    const entry = this.live.get(uid);
+    if (!entry) return;
+    this.engine.abort(entry.sim);
+    this.forget(uid, entry);
+    this.counters.aborted++;
+  }
+
+  private forget(uid: number, entry: Entry): void {
+    this.live.delete(uid);
+    for (const seq of entry.names) {
+      const refs = (this.liveRefs.get(seq) ?? 1) - 1;
+      if (refs > 0) this.liveRefs.set(seq, refs);
+      else {
+        this.liveRefs.delete(seq);
+        if (!this.engine.cache.contains(seq)) this.blockTokens.delete(seq);
+      }
+    }
+  }
+
+  private kick(): void {
+    if (this.loop || this.paused) return;
+    this.loop = this.run().finally(() => {
+      this.loop = undefined;
+      if (!this.engine.idle && !this.paused) this.kick();
+    });
+  }
+
+  private async run(): Promise<void> {
+    let due = performance.now();
+    while (!this.engine.idle && !this.paused) {
+      const engine = this.engine;
+      const start = Math.max(due, performance.now() - 50);
+      const pass = engine.step(start);
+      due = start + pass.durationMs * this.slowFactor;
+      const wait = due - performance.now();
+      // Passes shorter than a timer tick run back to back; the schedule (`due`) keeps the pace.
+      await new Promise<void>((resolve) => (wait >= 1 ? setTimeout(resolve, wait) : setImmediate(resolve)));
+      if (engine !== this.engine) return; // restarted meanwhile
+      this.publish(pass.events);
+      for (const r of pass.firstTokens) {
+        const entry = this.live.get(r.uid);
+        if (!entry) continue;
+        this.counters.prefixQueries += r.inputLength;
+        this.counters.prefixHits += r.reusedTokens;
+        this.counters.promptTokens += r.inputLength;
+      }
+      this.deliver(new Set(pass.finished));
+    }
+  }
+
+  private deliver(finished: Set<SimRequest>): void {
+    for (const [uid, entry] of this.live) {
+      const generated = Math.min(entry.sim.generated, entry.req.output.length);
+      if (generated > entry.delivered) {
+        const first = entry.delivered === 0;
+        const tokens = entry.req.output.slice(entry.delivered, generated);
+        entry.delivered = generated;
+        this.counters.generationTokens += tokens.length;
+        entry.req.onTokens(tokens, first);
+      }
+      if (finished.has(entry.sim)) {
+        this.forget(uid, entry);
+        this.counters.finished++;
+        entry.req.onDone(Math.min(entry.sim.reusedTokens, entry.req.prompt.length));
+      }
+    }
+  }
+
+  private publish(events: CacheEvent[]): void {
+    if (!this.publisher || events.length === 0) return;
+    const wire: WireEvent[] = [];
+    for (const e of events) {
+      if ('stored' in e) {
+        const tokens = e.stored.blocks.flatMap((b) => this.blockTokens.get(b.seq) ?? []);
+        wire.push({ type: 'BlockStored', blockHashes: e.stored.blocks.map((b) => b.seq), parent: e.stored.parent, tokens, blockSize: this.config.blockSize });
+      } else {
+        for (const seq of e.removed) if (!this.liveRefs.has(seq)) this.blockTokens.delete(seq);
+        wire.push({ type: 'BlockRemoved', blockHashes: e.removed });
+      }
+    }
+    this.publisher.publish(encodeBatch(Date.now() / 1000, wire, this.dpRank, this.config.wire));
+  }
+
+  /** Stops passes (a `hang` fault): requests stay where they are. */
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.kick();
+  }
+
+  /**
+   * A new incarnation: every in-flight request fails, the pool is empty, block names change (new
+   * seed) and the publisher's seq starts again at 0, as after an engine process restart.
+   */
+  restart(reason: string): void {
+    this.abortAll(reason);
+    this.engine = this.newEngine();
+    this.seed = random64();
+    this.blockTokens.clear();
+    this.liveRefs.clear();
+    this.publisher?.restart();
+  }
+
+  abortAll(reason: string): void {
+    for (const [uid, entry] of [...this.live]) {
+      this.engine.abort(entry.sim);
+      this.forget(uid, entry);
+      this.counters.aborted++;
+      entry.req.onAbort(reason);
+    }
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * The mock worker's tokenizer: deterministic and documented so that a gateway can reproduce it.
+ * A token is one byte of the text's UTF-8 encoding (ids 0-255); detokenizing decodes the bytes
+ * back (ill-formed sequences become U+FFFD). Chat messages are rendered through a ChatML chat
+ * template with `@huggingface/jinja`, the way vLLM applies a model's template
+ * (`add_generation_prompt` true by default for chat completions), and the rendered text is then
+ * tokenized. The template is exported so that a gateway can render it identically.
+ * @module
+ */
+
+import { Template } from '@huggingface/jinja';
+
+/** The mock model's chat template (ChatML), as a model's `tokenizer_config.json` carries it. */
+export const MOCK_CHAT_TEMPLATE =
+  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
+  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/** One chat message; `content` may be a string or OpenAI's list of `{type: 'text', text}` parts. */
+export interface ChatMessage {
+  /** `system`, `user`, `assistant`, … */
+  role: string;
+  /** The text, or its parts. */
+  content: string | { type: string; text?: string }[];
+}
+
+const template = new Template(MOCK_CHAT_TEMPLATE);
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** Text → token ids (UTF-8 bytes). */
+export function tokenize(text: string): number[] {
+  return Array.from(encoder.encode(text));
+}
+
+/** Token ids → text. Ids above 255 are not produced by this tokenizer and render as U+FFFD. */
+export function detokenize(tokens: readonly number[]): string {
+  if (tokens.some((t) => t > 255)) return tokens.map((t) => (t > 255 ? '\uFFFD' : decoder.decode(Uint8Array.of(t)))).join('');
+  return decoder.decode(Uint8Array.from(tokens));
+}
+
+function textOf(content: ChatMessage['content']): string {
+  if (typeof content === 'string') return content;
+  return content.map((part) => (part.type === 'text' ? (part.text ?? '') : '')).join('');
+}
+
+/** Renders messages through {@link MOCK_CHAT_TEMPLATE}. */
+export function renderChat(messages: readonly ChatMessage[], addGenerationPrompt = true): string {
+  return template.render({ messages: messages.map((m) => ({ role: m.role, content: textOf(m.content) })), add_generation_prompt: addGenerationPrompt });
+}

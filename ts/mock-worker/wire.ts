@@ -1,0 +1,89 @@
+/**
+ * KV events as the engines' publishers lay them out on the wire, for the mock worker: batches
+ * `[ts (float64), events, dp_rank]` with vLLM 0.33's map events (field order and omitted defaults
+ * as its msgspec structs write them), vLLM 0.11's 7-field arrays, or SGLang 0.5.19's arrays with
+ * signed hashes. The ingestion decoder reads all three back (a test checks this against the
+ * engines' own captures).
+ * @module
+ */
+
+import { loadMsgpackr } from '../js/ingest/deps.js';
+
+/** Which publisher the mock worker imitates. */
+export type WireFormat = 'vllm-0.33' | 'vllm-0.11' | 'sglang';
+
+/** One KV event in engine terms (hashes unsigned; the wire format decides their encoding). */
+export type WireEvent =
+  | { type: 'BlockStored'; blockHashes: bigint[]; parent: bigint | null; tokens: number[]; blockSize: number }
+  | { type: 'BlockRemoved'; blockHashes: bigint[] }
+  | { type: 'AllBlocksCleared' };
+
+type Packr = InstanceType<ReturnType<typeof loadMsgpackr>['Packr']>;
+let packr: Packr | undefined;
+
+/** msgpackr is an optional dependency: loaded when the first batch is encoded. */
+function packer(): Packr {
+  packr ??= new (loadMsgpackr().Packr)({ useRecords: false, variableMapSize: true });
+  return packr;
+}
+
+/** Replay replies carry a topic frame from vLLM 0.26 (and SGLang 0.5.22) on. */
+export function replayHasTopicFrame(wire: WireFormat): boolean {
+  return wire === 'vllm-0.33';
+}
+
+function hashOnWire(h: bigint, wire: WireFormat): bigint | number {
+  const v = wire === 'sglang' ? BigInt.asIntN(64, h) : h;
+  // Small values as numbers so they get msgpack's compact encodings, as msgspec writes them.
+  return v >= -(2n ** 31n) && v < 2n ** 32n ? Number(v) : v;
+}
+
+function encodeEvent(e: WireEvent, wire: WireFormat): unknown {
+  const hashes = e.type === 'AllBlocksCleared' ? [] : e.blockHashes.map((h) => hashOnWire(h, wire));
+  if (wire === 'vllm-0.33') {
+    if (e.type === 'BlockStored') {
+      return new Map<string, unknown>([
+        ['type', 'BlockStored'],
+        ['block_hashes', hashes],
+        ['parent_block_hash', e.parent === null ? null : hashOnWire(e.parent, wire)],
+        ['token_ids', e.tokens],
+        ['block_size', e.blockSize],
+        ['lora_id', null],
+        ['medium', 'GPU'],
+        ['lora_name', null],
+        ['extra_keys', hashes.map(() => null)],
+        ['group_idx', 0],
+        ['kv_cache_spec_kind', 'full_attention'],
+      ]);
+    }
+    if (e.type === 'BlockRemoved') {
+      return new Map<string, unknown>([
+        ['type', 'BlockRemoved'],
+        ['block_hashes', hashes],
+        ['medium', 'GPU'],
+        ['group_idx', 0],
+      ]);
+    }
+    return new Map([['type', 'AllBlocksCleared']]);
+  }
+  if (e.type === 'BlockStored') {
+    return ['BlockStored', hashes, e.parent === null ? null : hashOnWire(e.parent, wire), e.tokens, e.blockSize, null, 'GPU'];
+  }
+  if (e.type === 'BlockRemoved') return ['BlockRemoved', hashes, 'GPU'];
+  return ['AllBlocksCleared'];
+}
+
+/** One batch's payload. The timestamp is always a float64, as msgspec writes a Python float. */
+export function encodeBatch(tsSeconds: number, events: readonly WireEvent[], dpRank: number, wire: WireFormat): Uint8Array {
+  const ts = new Uint8Array(9);
+  ts[0] = 0xcb;
+  new DataView(ts.buffer).setFloat64(1, tsSeconds, false);
+  const body = packer().pack(events.map((e) => encodeEvent(e, wire)));
+  const rank = packer().pack(dpRank);
+  const out = new Uint8Array(1 + ts.length + body.length + rank.length);
+  out[0] = 0x93;
+  out.set(ts, 1);
+  out.set(body, 1 + ts.length);
+  out.set(rank, 1 + ts.length + body.length);
+  return out;
+}

@@ -1,0 +1,353 @@
+/**
+ * `startMockWorker`: a simulated vLLM worker as a live process part: an OpenAI-compatible HTTP
+ * API (Fastify), one engine per dp rank running in wall-clock time, and real vLLM-wire KV events
+ * on ZeroMQ, with faults on demand. `kvroute mock-worker` runs the same as a command.
+ * @module
+ */
+
+import type { Socket } from 'node:net';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { KvRouteError } from '../errors.js';
+import { mockMetrics } from './metrics.js';
+import { BadRequest, chunk, errorBody, fullResponse, type ParsedRequest, parseRequest, usage, usageChunk, checkMessages } from './openai.js';
+import { checkFault, type MockFault, type MockWorkerOptions, type ResolvedMockOptions, rankEndpoint, resolveMockOptions } from './options.js';
+import { mockOutput } from './output.js';
+import { RankPublisher } from './publisher.js';
+import { MockRank } from './rank.js';
+import { detokenize, renderChat, tokenize } from './tokenizer.js';
+
+/** What a mock worker did so far. */
+export interface MockWorkerStats {
+  /** Requests finished, per rank in rank order. */
+  finished: number[];
+  /** Requests cut by a client disconnect or a fault. */
+  aborted: number;
+  /** Running and waiting requests, per rank. */
+  running: number[];
+  waiting: number[];
+  /** KV pool usage per rank (0 to 1). */
+  kvUsage: number[];
+  /** Prompt tokens looked up in / served by the prefix cache, all ranks. */
+  prefixQueries: number;
+  prefixHits: number;
+  /** KV-event batches published and dropped by faults, all ranks. */
+  batchesPublished: number;
+  batchesDropped: number;
+  replayRequests: number;
+  /** Faults applied, in order. */
+  faults: MockFault['kind'][];
+  /** True after a `crash` fault or `close()`. */
+  closed: boolean;
+}
+
+/** A running mock worker. */
+export interface MockWorker {
+  /** Base URL of its HTTP API (`http://127.0.0.1:<port>`). */
+  readonly url: string;
+  /** Rank 0's KV-event endpoint as bound, or undefined without events. */
+  readonly kvEventsEndpoint: string | undefined;
+  /** Every rank's KV-event endpoint, in rank order. */
+  readonly kvEventsEndpoints: string[];
+  /** Every rank's replay endpoint, in rank order (empty without replay). */
+  readonly replayEndpoints: string[];
+  /** The resolved options. */
+  readonly options: Readonly<ResolvedMockOptions>;
+  stats(): MockWorkerStats;
+  /** Injects a fault now (what `POST /admin/fault` does). */
+  fault(fault: MockFault): void;
+  /** Stops the HTTP server, the engines and the sockets. Idempotent. */
+  close(): Promise<void>;
+}
+
+class Worker implements MockWorker {
+  url = '';
+  kvEventsEndpoints: string[] = [];
+  replayEndpoints: string[] = [];
+  ranks: MockRank[] = [];
+  publishers: RankPublisher[] = [];
+  app: FastifyInstance;
+  hung = false;
+  closed = false;
+  faults: MockFault['kind'][] = [];
+  private readonly sockets = new Set<Socket>();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private nextRank = 0;
+  private counter = 0;
+  private readonly hanging = new Set<FastifyReply>();
+  /** Called when a crash fault stops the worker (the CLI exits the process). */
+  onCrash: (() => void) | undefined;
+
+  constructor(readonly options: ResolvedMockOptions) {
+    this.app = Fastify({ logger: false, bodyLimit: 64 << 20, forceCloseConnections: true });
+    this.routes();
+  }
+
+  get kvEventsEndpoint(): string | undefined {
+    return this.kvEventsEndpoints[0];
+  }
+
+  async start(): Promise<void> {
+    const o = this.options;
+    try {
+      for (let r = 0; r < o.dpSize; r++) {
+        let publisher: RankPublisher | undefined;
+        if (o.kvEvents) {
+          publisher = await RankPublisher.open({
+            wire: o.wire,
+            topic: o.topic,
+            endpoint: rankEndpoint(o.kvEvents, r),
+            replayEndpoint: o.replay ? rankEndpoint(o.replay, r) : undefined,
+            bufferSteps: o.bufferSteps,
+          });
+          this.publishers.push(publisher);
+          this.kvEventsEndpoints.push(publisher.lastEndpoint as string);
+          if (o.replay) this.replayEndpoints.push(publisher.replayLastEndpoint as string);
+        }
+        this.ranks.push(new MockRank(r, o, publisher));
+      }
+      this.app.server.on('connection', (s: Socket) => {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+      });
+      const address = await this.app.listen({ port: o.port, host: o.host });
+      this.url = address.replace('[::1]', '127.0.0.1');
+    } catch (err) {
+      await this.close();
+      throw new KvRouteError('ERR_INVALID_ARG', `cannot start the mock worker: ${(err as Error).message}`, { cause: err });
+    }
+    for (const { fault, afterMs } of o.faults) {
+      const t = setTimeout(() => this.fault(fault), afterMs);
+      t.unref();
+      this.timers.push(t);
+    }
+  }
+
+  private chooseRank(request: FastifyRequest): MockRank {
+    const header = request.headers['x-data-parallel-rank'];
+    const wanted = typeof header === 'string' ? Number(header) : Number.NaN;
+    if (Number.isInteger(wanted) && wanted >= 0 && wanted < this.ranks.length) return this.ranks[wanted];
+    // Least loaded, round robin among equals.
+    let best = this.ranks[this.nextRank++ % this.ranks.length];
+    for (const r of this.ranks) if (r.running + r.waiting < best.running + best.waiting) best = r;
+    return best;
+  }
+
+  /** Holds the reply forever while hung (until recover or close). */
+  private hang(reply: FastifyReply): boolean {
+    if (!this.hung) return false;
+    this.hanging.add(reply);
+    return true;
+  }
+
+  private routes(): void {
+    const app = this.app;
+    const o = this.options;
+    app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
+      const code = err instanceof BadRequest ? 400 : (err.statusCode ?? 500);
+      void reply.code(code).send(errorBody(err.message, code));
+    });
+    app.get('/health', async (_req, reply) => {
+      if (this.hang(reply)) return reply;
+      return reply.code(200).send();
+    });
+    app.get('/v1/models', async () => ({
+      object: 'list',
+      data: [{ id: o.model, object: 'model', created: Math.floor(Date.now() / 1000), owned_by: 'kvroute', root: o.model, parent: null, max_model_len: o.maxModelLen }],
+    }));
+    app.post('/tokenize', async (req) => {
+      const b = (req.body ?? {}) as Record<string, unknown>;
+      let tokens: number[];
+      if (b.messages !== undefined) tokens = tokenize(renderChat(checkMessages(b.messages), b.add_generation_prompt !== false));
+      else if (typeof b.prompt === 'string') tokens = tokenize(b.prompt);
+      else throw new BadRequest('prompt must be a string, or give messages');
+      return { count: tokens.length, max_model_len: o.maxModelLen, tokens };
+    });
+    app.post('/detokenize', async (req) => {
+      const b = (req.body ?? {}) as Record<string, unknown>;
+      if (!Array.isArray(b.tokens) || !b.tokens.every((t) => Number.isInteger(t) && t >= 0)) throw new BadRequest('tokens must be a list of token ids');
+      return { prompt: detokenize(b.tokens as number[]) };
+    });
+    app.get('/metrics', async (_req, reply) => {
+      const registry = metrics;
+      return reply.header('content-type', registry.contentType).send(await registry.metrics());
+    });
+    const metrics = mockMetrics(o.model, () => this.ranks);
+    app.post('/admin/fault', async (req) => {
+      const fault = (() => {
+        try {
+          return checkFault(req.body, 'body');
+        } catch (err) {
+          throw new BadRequest((err as Error).message);
+        }
+      })();
+      // Answer first: a crash must not take its own reply down.
+      setImmediate(() => this.fault(fault));
+      return { ok: true, fault };
+    });
+    for (const [path, chat] of [
+      ['/v1/completions', false],
+      ['/v1/chat/completions', true],
+    ] as const) {
+      app.post(path, async (req, reply) => {
+        if (this.hang(reply)) return reply;
+        const parsed = parseRequest(req.body, chat, o.model);
+        if (parsed.prompt.length + parsed.maxTokens > o.maxModelLen) {
+          throw new BadRequest(`this model's maximum context length is ${o.maxModelLen} tokens; the request needs ${parsed.prompt.length + parsed.maxTokens}`);
+        }
+        if (Math.ceil((parsed.prompt.length + parsed.maxTokens) / o.blockSize) > o.numGpuBlocks) {
+          throw new BadRequest(`the request needs more KV blocks than one rank has (${o.numGpuBlocks})`);
+        }
+        return this.serve(req, reply, parsed);
+      });
+    }
+  }
+
+  private serve(req: FastifyRequest, reply: FastifyReply, parsed: ParsedRequest): Promise<unknown> {
+    const rank = this.chooseRank(req);
+    const id = `${parsed.chat ? 'chatcmpl' : 'cmpl'}-mock-${this.counter++}`;
+    const created = Math.floor(Date.now() / 1000);
+    const output = mockOutput(parsed.prompt, parsed.maxTokens, this.options.seed);
+    void reply.header('x-data-parallel-rank', String(rank.dpRank));
+    if (!parsed.stream) {
+      return new Promise((resolve, reject) => {
+        const parts: number[] = [];
+        const cancel = rank.submit({
+          prompt: parsed.prompt,
+          output,
+          onTokens: (t) => parts.push(...t),
+          onDone: (cached) => resolve(fullResponse(parsed, id, created, detokenize(parts), usage(parsed.prompt.length, parts.length, cached))),
+          onAbort: (reason) => reject(Object.assign(new Error(`the engine stopped: ${reason}`), { statusCode: 503 })),
+        });
+        // The response's close (not the request's, which fires once the body is read) tells a
+        // client that went away.
+        reply.raw.on('close', () => {
+          if (!reply.raw.writableFinished) cancel();
+        });
+      });
+    }
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-data-parallel-rank': String(rank.dpRank),
+    });
+    const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
+    let done = false;
+    let generated = 0;
+    const cancel = rank.submit({
+      prompt: parsed.prompt,
+      output,
+      onTokens: (tokens, first) => {
+        generated += tokens.length;
+        // One chunk per token, as vLLM streams them.
+        tokens.forEach((t, i) => send(chunk(parsed, id, created, detokenize([t]), null, first && i === 0)));
+      },
+      onDone: (cached) => {
+        done = true;
+        send(chunk(parsed, id, created, undefined, 'length', false));
+        if (parsed.includeUsage) send(usageChunk(parsed, id, created, usage(parsed.prompt.length, generated, cached)));
+        res.end('data: [DONE]\n\n');
+      },
+      onAbort: (reason) => {
+        done = true;
+        send({ error: errorBody(`the engine stopped: ${reason}`, 503) });
+        res.destroy();
+      },
+    });
+    res.on('close', () => {
+      if (!done) cancel();
+    });
+    return Promise.resolve(reply);
+  }
+
+  fault(fault: MockFault): void {
+    if (this.closed) return;
+    this.faults.push(fault.kind);
+    switch (fault.kind) {
+      case 'crash':
+        for (const r of this.ranks) r.abortAll('crash');
+        for (const s of this.sockets) s.destroy();
+        void this.close().then(() => this.onCrash?.());
+        break;
+      case 'hang':
+        this.hung = true;
+        for (const r of this.ranks) r.pause();
+        break;
+      case 'slow':
+        for (const r of this.ranks) r.slowFactor = fault.factor ?? 10;
+        break;
+      case 'drop-events':
+        for (const p of this.publishers) p.dropNext += fault.count ?? 1;
+        break;
+      case 'restart':
+        for (const r of this.ranks) r.restart('restart');
+        break;
+      case 'recover':
+        this.hung = false;
+        for (const r of this.ranks) {
+          r.slowFactor = 1;
+          r.resume();
+        }
+        for (const reply of this.hanging) if (!reply.sent) void reply.code(503).send(errorBody('the worker recovered from a hang; retry', 503));
+        this.hanging.clear();
+        break;
+    }
+  }
+
+  stats(): MockWorkerStats {
+    const sum = (f: (r: MockRank) => number) => this.ranks.reduce((n, r) => n + f(r), 0);
+    return {
+      finished: this.ranks.map((r) => r.counters.finished),
+      aborted: sum((r) => r.counters.aborted),
+      running: this.ranks.map((r) => r.running),
+      waiting: this.ranks.map((r) => r.waiting),
+      kvUsage: this.ranks.map((r) => r.kvUsage),
+      prefixQueries: sum((r) => r.counters.prefixQueries),
+      prefixHits: sum((r) => r.counters.prefixHits),
+      batchesPublished: this.publishers.reduce((n, p) => n + p.stats.batches, 0),
+      batchesDropped: this.publishers.reduce((n, p) => n + p.stats.dropped, 0),
+      replayRequests: this.publishers.reduce((n, p) => n + p.stats.replayRequests, 0),
+      faults: [...this.faults],
+      closed: this.closed,
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const t of this.timers) clearTimeout(t);
+    for (const r of this.ranks) {
+      r.pause();
+      r.abortAll('worker closed');
+    }
+    for (const reply of this.hanging) reply.raw.destroy();
+    for (const p of this.publishers) p.close();
+    await this.app.close();
+  }
+}
+
+/**
+ * Starts a mock vLLM worker: HTTP on `host:port`, KV events on `kvEvents` (rank r on port + r).
+ *
+ * @example
+ * ```ts
+ * const w = await startMockWorker({ port: 0, kvEvents: 'tcp://127.0.0.1:0', replay: 'tcp://127.0.0.1:0', speedup: 10 });
+ * const index = new KvIndex({ blockSize: 16 });
+ * index.subscribe({ workerId: 1, endpoint: w.kvEventsEndpoints, replayEndpoint: w.replayEndpoints });
+ * await fetch(`${w.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'hi', max_tokens: 8 }), headers: { 'content-type': 'application/json' } });
+ * ```
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad option or a port in use;
+ * `ERR_DEPENDENCY_MISSING` without the optional `zeromq`/`msgpackr` packages when KV events are on.
+ */
+export async function startMockWorker(opts?: MockWorkerOptions): Promise<MockWorker> {
+  const worker = new Worker(resolveMockOptions(opts));
+  await worker.start();
+  return worker;
+}
+
+/** @internal the CLI hooks process exit on crash. */
+export function onMockCrash(worker: MockWorker, fn: () => void): void {
+  (worker as Worker).onCrash = fn;
+}
