@@ -8,7 +8,9 @@ import { writeFileSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { BackendName } from './backend-types.js';
+import { parseArgs, UsageError } from './cli-args.js';
 import { KvRouteError } from './errors.js';
+import { runMockWorker } from './mock-worker/cli.js';
 import { generateTrace, traceToJsonl } from './replay/generate.js';
 import { renderHtml } from './replay/html.js';
 import { type ReplayOptions, type ReplayPolicy, replay } from './replay/replay.js';
@@ -23,37 +25,13 @@ const USAGE = `usage:
                  [--limit N] [--seed 42] [--report out.json] [--html out.html] [--backend native|js]
   kvroute gen-trace [--requests 2000] [--rate 4] [--prefix-groups 20] [--shared-prefix-blocks 8]
                     [--turns 4] [--seed 1] > trace.jsonl
+  kvroute mock-worker [--port 8001] [--host 127.0.0.1] [--kv-events tcp://*:5557] [--replay tcp://*:5558]
+                      [--dp-size 1] [--block-size 16] [--num-gpu-blocks 16384] [--max-num-seqs 256]
+                      [--max-num-batched-tokens 8192] [--speedup 1] [--model mock-model]
+                      [--wire vllm-0.33|vllm-0.11|sglang] [--seed 1] [--topic ''] [--faults restart@5000,...]
 
 Without a trace, replay runs on the built-in generated workload (what gen-trace prints).
 A <module> exports a selector (default export or 'selector'): (candidates, req) => index.`;
-
-class UsageError extends Error {}
-
-function parseArgs(
-  argv: string[],
-  flags: Record<string, 'number' | 'string'>,
-): { positional: string[]; values: Record<string, string | number> } {
-  const positional: string[] = [];
-  const values: Record<string, string | number> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('--')) {
-      positional.push(a);
-      continue;
-    }
-    const [name, inline] = a.slice(2).split(/=(.*)/s, 2);
-    const kind = flags[name];
-    if (!kind) throw new UsageError(`unknown option --${name}`);
-    const raw = inline ?? argv[++i];
-    if (raw === undefined) throw new UsageError(`--${name} needs a value`);
-    if (kind === 'number') {
-      const n = Number(raw);
-      if (raw.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got "${raw}"`);
-      values[name] = n;
-    } else values[name] = raw;
-  }
-  return { positional, values };
-}
 
 async function loadPolicy(spec: string): Promise<ReplayPolicy> {
   if (spec === 'kv' || spec === 'round-robin' || spec === 'random') return spec;
@@ -186,6 +164,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     if (command === 'replay') await runReplay(rest);
     else if (command === 'gen-trace') runGenTrace(rest);
+    else if (command === 'mock-worker') return await runMockWorker(rest);
     else if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
       process.stdout.write(`${USAGE}\n`);
       return command === undefined ? 2 : 0;

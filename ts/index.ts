@@ -71,6 +71,29 @@ export type {
   WorkerScore,
 } from './kv-index.js';
 export { KvIndex } from './kv-index.js';
+export type {
+  CrashFault,
+  DropEventsFault,
+  HangFault,
+  MockFault,
+  MockWorkerOptions,
+  RecoverFault,
+  ResolvedMockOptions,
+  RestartFault,
+  ScheduledFault,
+  SlowFault,
+} from './mock-worker/options.js';
+export type { ChatContentPart, ChatMessage } from './mock-worker/tokenizer.js';
+export {
+  detokenize as mockDetokenize,
+  MOCK_CHAT_TEMPLATE,
+  renderChat as renderMockChat,
+  tokenize as mockTokenize,
+} from './mock-worker/tokenizer.js';
+export type { WireAllBlocksCleared, WireBlockRemoved, WireBlockStored, WireEvent, WireFormat } from './mock-worker/wire.js';
+export { encodeBatch as encodeEngineBatch } from './mock-worker/wire.js';
+export type { MockWorker, MockWorkerStats } from './mock-worker/worker.js';
+export { startMockWorker } from './mock-worker/worker.js';
 export type { GenerateTraceOptions } from './replay/generate.js';
 export { generateTrace, traceToJsonl } from './replay/generate.js';
 export type { CustomPolicy, ReplayOptions, ReplayPolicy } from './replay/replay.js';

@@ -20,11 +20,27 @@ export function mockMetrics(model: string, ranks: () => readonly MockRank[]): Re
   };
   const gauge = (name: string, help: string, fn: (r: MockRank) => number) => {
     const set = each(fn);
-    new Gauge({ name, help, labelNames: labels, registers: [registry], collect() { set(this); } });
+    new Gauge({
+      name,
+      help,
+      labelNames: labels,
+      registers: [registry],
+      collect() {
+        set(this);
+      },
+    });
   };
   const counter = (name: string, help: string, fn: (r: MockRank) => number) => {
     const set = each(fn);
-    new Counter({ name, help, labelNames: labels, registers: [registry], collect() { set(this); } });
+    new Counter({
+      name,
+      help,
+      labelNames: labels,
+      registers: [registry],
+      collect() {
+        set(this);
+      },
+    });
   };
   gauge('vllm:num_requests_running', 'Requests in the model execution batches.', (r) => r.running);
   gauge('vllm:num_requests_waiting', 'Requests waiting to be processed.', (r) => r.waiting);

@@ -27,7 +27,8 @@ export function checkMessages(v: unknown): ChatMessage[] {
   if (!Array.isArray(v) || v.length === 0) throw new BadRequest('messages must be a non-empty array');
   return v.map((m, i) => {
     if (m === null || typeof m !== 'object' || typeof m.role !== 'string') throw new BadRequest(`messages[${i}].role must be a string`);
-    const ok = typeof m.content === 'string' || (Array.isArray(m.content) && m.content.every((p: unknown) => p !== null && typeof p === 'object'));
+    const ok =
+      typeof m.content === 'string' || (Array.isArray(m.content) && m.content.every((p: unknown) => p !== null && typeof p === 'object'));
     if (!ok) throw new BadRequest(`messages[${i}].content must be a string or a list of parts`);
     return { role: m.role, content: m.content };
   });
@@ -45,7 +46,8 @@ export function parseRequest(body: unknown, chat: boolean, servedModel: string):
   const maxTokens = b.max_tokens ?? b.max_completion_tokens ?? 16;
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_tokens must be a positive integer');
   if (b.stream !== undefined && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
-  if (b.model !== undefined && b.model !== servedModel) throw new BadRequest(`the model \`${String(b.model)}\` does not exist (this worker serves ${servedModel})`);
+  if (b.model !== undefined && b.model !== servedModel)
+    throw new BadRequest(`the model \`${String(b.model)}\` does not exist (this worker serves ${servedModel})`);
   const options = b.stream_options as { include_usage?: unknown } | undefined;
   return {
     chat,
@@ -65,16 +67,40 @@ export interface Usage {
 }
 
 export function usage(prompt: number, completion: number, cached: number): Usage {
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: cached } };
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: cached },
+  };
 }
 
 /** One streamed chunk's JSON. */
-export function chunk(req: ParsedRequest, id: string, created: number, text: string | undefined, finish: string | null, first: boolean): unknown {
+export function chunk(
+  req: ParsedRequest,
+  id: string,
+  created: number,
+  text: string | undefined,
+  finish: string | null,
+  first: boolean,
+): unknown {
   if (req.chat) {
     const delta = text === undefined ? {} : first ? { role: 'assistant', content: text } : { content: text };
-    return { id, object: 'chat.completion.chunk', created, model: req.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] };
+    return {
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model: req.model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    };
   }
-  return { id, object: 'text_completion', created, model: req.model, choices: [{ index: 0, text: text ?? '', logprobs: null, finish_reason: finish, stop_reason: null }] };
+  return {
+    id,
+    object: 'text_completion',
+    created,
+    model: req.model,
+    choices: [{ index: 0, text: text ?? '', logprobs: null, finish_reason: finish, stop_reason: null }],
+  };
 }
 
 export function usageChunk(req: ParsedRequest, id: string, created: number, u: Usage): unknown {
@@ -93,7 +119,14 @@ export function fullResponse(req: ParsedRequest, id: string, created: number, te
       usage: u,
     };
   }
-  return { id, object: 'text_completion', created, model: req.model, choices: [{ index: 0, text, logprobs: null, finish_reason: 'length', stop_reason: null }], usage: u };
+  return {
+    id,
+    object: 'text_completion',
+    created,
+    model: req.model,
+    choices: [{ index: 0, text, logprobs: null, finish_reason: 'length', stop_reason: null }],
+    usage: u,
+  };
 }
 
 /** vLLM's error body. */

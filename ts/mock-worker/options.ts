@@ -8,20 +8,56 @@ import { checkEndpoint } from '../ingest/options.js';
 import { checkOptions, describe } from '../validate.js';
 import type { WireFormat } from './wire.js';
 
-/** A fault to inject (see {@link MockWorker.fault}). */
-export type MockFault =
-  /** Stop at once: open requests are cut, the HTTP port and the KV-event sockets close. */
-  | { kind: 'crash' }
-  /** Stop answering (requests and `/health` stay open, engine passes stop) until `recover`. */
-  | { kind: 'hang' }
-  /** Every engine pass takes `factor` times longer (default 10) until `recover`. */
-  | { kind: 'slow'; factor?: number }
-  /** The next `count` KV-event batches (default 1) per rank are not sent live (they stay replayable). */
-  | { kind: 'drop-events'; count?: number }
-  /** A new engine incarnation: in-flight requests fail, the cache empties, block hashes change, seq restarts at 0. */
-  | { kind: 'restart' }
-  /** Ends `hang` and `slow`. */
-  | { kind: 'recover' };
+/** Stop at once: open requests are cut, the HTTP port and the KV-event sockets close. */
+export interface CrashFault {
+  /** Discriminant. */
+  kind: 'crash';
+}
+
+/** Stop answering (requests and `/health` stay open, engine passes stop) until `recover`. */
+export interface HangFault {
+  /** Discriminant. */
+  kind: 'hang';
+}
+
+/** Every engine pass takes `factor` times longer until `recover`. */
+export interface SlowFault {
+  /** Discriminant. */
+  kind: 'slow';
+  /** Default 10. */
+  factor?: number;
+}
+
+/** The next `count` KV-event batches per rank are not sent live (they stay replayable). */
+export interface DropEventsFault {
+  /** Discriminant. */
+  kind: 'drop-events';
+  /** Default 1. */
+  count?: number;
+}
+
+/** A new engine incarnation: in-flight requests fail, the cache empties, block hashes change, seq restarts at 0. */
+export interface RestartFault {
+  /** Discriminant. */
+  kind: 'restart';
+}
+
+/** Ends `hang` (hung requests get 503) and `slow`. */
+export interface RecoverFault {
+  /** Discriminant. */
+  kind: 'recover';
+}
+
+/** A fault to inject (`POST /admin/fault` with it as the body, or {@link MockWorker.fault}). */
+export type MockFault = CrashFault | HangFault | SlowFault | DropEventsFault | RestartFault | RecoverFault;
+
+/** A fault applied `afterMs` after start. */
+export interface ScheduledFault {
+  /** The fault. */
+  fault: MockFault;
+  /** Delay after start, ms. */
+  afterMs: number;
+}
 
 /** Options of {@link startMockWorker}. */
 export interface MockWorkerOptions {
@@ -57,12 +93,12 @@ export interface MockWorkerOptions {
   bufferSteps?: number;
   /** Longest prompt plus output. Default 131072. */
   maxModelLen?: number;
-  /** Faults to inject after a delay: `[{ fault, afterMs }]`. */
-  faults?: readonly { fault: MockFault; afterMs: number }[];
+  /** Faults to inject after a delay. */
+  faults?: readonly ScheduledFault[];
 }
 
-export type ResolvedMockOptions = Required<Omit<MockWorkerOptions, 'kvEvents' | 'replay' | 'faults'>> &
-  Pick<MockWorkerOptions, 'kvEvents' | 'replay'> & { faults: readonly { fault: MockFault; afterMs: number }[] };
+/** {@link MockWorkerOptions} with every default filled in. */
+export type ResolvedMockOptions = Required<Omit<MockWorkerOptions, 'kvEvents' | 'replay'>> & Pick<MockWorkerOptions, 'kvEvents' | 'replay'>;
 
 const KEYS = [
   'port',
@@ -108,14 +144,16 @@ export function checkFault(v: unknown, name: string): MockFault {
     return { kind: 'slow', factor };
   }
   if (f.kind === 'drop-events') return { kind: 'drop-events', count: int(f.count, `${name}.count`, 1, 1_000_000, 1) };
-  if (f.factor !== undefined || f.count !== undefined) throw new KvRouteError('ERR_INVALID_ARG', `${name}: only slow takes factor, only drop-events takes count`);
+  if (f.factor !== undefined || f.count !== undefined)
+    throw new KvRouteError('ERR_INVALID_ARG', `${name}: only slow takes factor, only drop-events takes count`);
   return { kind: f.kind as 'crash' | 'hang' | 'restart' | 'recover' };
 }
 
 export function resolveMockOptions(opts: MockWorkerOptions | undefined): ResolvedMockOptions {
   const o = checkOptions(opts, 'opts', KEYS) as MockWorkerOptions;
   const wire = o.wire ?? 'vllm-0.33';
-  if (!WIRES.includes(wire)) throw new KvRouteError('ERR_INVALID_ARG', `opts.wire must be one of ${WIRES.join(', ')}, got ${describe(o.wire)}`);
+  if (!WIRES.includes(wire))
+    throw new KvRouteError('ERR_INVALID_ARG', `opts.wire must be one of ${WIRES.join(', ')}, got ${describe(o.wire)}`);
   if (o.kvEvents !== undefined) checkEndpoint(o.kvEvents, 'opts.kvEvents');
   if (o.replay !== undefined) {
     checkEndpoint(o.replay, 'opts.replay');
@@ -130,11 +168,15 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     ['host', o.host],
     ['topic', o.topic],
   ] as const) {
-    if (v !== undefined && typeof v !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `opts.${k} must be a string, got ${describe(v)}`);
+    if (v !== undefined && typeof v !== 'string')
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.${k} must be a string, got ${describe(v)}`);
   }
   const faults = (o.faults ?? []).map((f, i) => {
     const x = checkOptions(f, `opts.faults[${i}]`, ['fault', 'afterMs']);
-    return { fault: checkFault(x.fault, `opts.faults[${i}].fault`), afterMs: int(x.afterMs, `opts.faults[${i}].afterMs`, 0, 86_400_000, 0) };
+    return {
+      fault: checkFault(x.fault, `opts.faults[${i}].fault`),
+      afterMs: int(x.afterMs, `opts.faults[${i}].afterMs`, 0, 86_400_000, 0),
+    };
   });
   return {
     port: int(o.port, 'opts.port', 0, 65535, 8001),

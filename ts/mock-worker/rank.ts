@@ -95,7 +95,7 @@ export class MockRank {
     const bytes = new Uint8Array(8 + 4 * tokens.length);
     const view = new DataView(bytes.buffer);
     view.setBigUint64(0, parent ?? 0n, true);
-    tokens.forEach((t, i) => view.setUint32(8 + 4 * i, t, true));
+    for (let i = 0; i < tokens.length; i++) view.setUint32(8 + 4 * i, tokens[i], true);
     return xxh3_64(bytes, this.seed);
   }
 
@@ -214,7 +214,13 @@ export class MockRank {
     for (const e of events) {
       if ('stored' in e) {
         const tokens = e.stored.blocks.flatMap((b) => this.blockTokens.get(b.seq) ?? []);
-        wire.push({ type: 'BlockStored', blockHashes: e.stored.blocks.map((b) => b.seq), parent: e.stored.parent, tokens, blockSize: this.config.blockSize });
+        wire.push({
+          type: 'BlockStored',
+          blockHashes: e.stored.blocks.map((b) => b.seq),
+          parent: e.stored.parent,
+          tokens,
+          blockSize: this.config.blockSize,
+        });
       } else {
         for (const seq of e.removed) if (!this.liveRefs.has(seq)) this.blockTokens.delete(seq);
         wire.push({ type: 'BlockRemoved', blockHashes: e.removed });

@@ -15,12 +15,20 @@ export const MOCK_CHAT_TEMPLATE =
   "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-/** One chat message; `content` may be a string or OpenAI's list of `{type: 'text', text}` parts. */
+/** One part of a message's content in OpenAI's list form; only `text` parts carry text. */
+export interface ChatContentPart {
+  /** `text`, `image_url`, … */
+  type: string;
+  /** The text of a `text` part. */
+  text?: string;
+}
+
+/** One chat message; `content` may be a string or OpenAI's list of parts. */
 export interface ChatMessage {
   /** `system`, `user`, `assistant`, … */
   role: string;
   /** The text, or its parts. */
-  content: string | { type: string; text?: string }[];
+  content: string | ChatContentPart[];
 }
 
 const template = new Template(MOCK_CHAT_TEMPLATE);
@@ -45,5 +53,8 @@ function textOf(content: ChatMessage['content']): string {
 
 /** Renders messages through {@link MOCK_CHAT_TEMPLATE}. */
 export function renderChat(messages: readonly ChatMessage[], addGenerationPrompt = true): string {
-  return template.render({ messages: messages.map((m) => ({ role: m.role, content: textOf(m.content) })), add_generation_prompt: addGenerationPrompt });
+  return template.render({
+    messages: messages.map((m) => ({ role: m.role, content: textOf(m.content) })),
+    add_generation_prompt: addGenerationPrompt,
+  });
 }

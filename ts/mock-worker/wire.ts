@@ -12,11 +12,36 @@ import { loadMsgpackr } from '../js/ingest/deps.js';
 /** Which publisher the mock worker imitates. */
 export type WireFormat = 'vllm-0.33' | 'vllm-0.11' | 'sglang';
 
-/** One KV event in engine terms (hashes unsigned; the wire format decides their encoding). */
-export type WireEvent =
-  | { type: 'BlockStored'; blockHashes: bigint[]; parent: bigint | null; tokens: number[]; blockSize: number }
-  | { type: 'BlockRemoved'; blockHashes: bigint[] }
-  | { type: 'AllBlocksCleared' };
+/** Blocks entered the engine's prefix cache. */
+export interface WireBlockStored {
+  /** Discriminant. */
+  type: 'BlockStored';
+  /** Engine hashes of consecutive full blocks (unsigned; SGLang's wire writes them signed). */
+  blockHashes: bigint[];
+  /** The block before the first, or null at a chain root. */
+  parent: bigint | null;
+  /** `blockHashes.length × blockSize` token ids. */
+  tokens: number[];
+  /** Tokens per block. */
+  blockSize: number;
+}
+
+/** Blocks left the engine's prefix cache. */
+export interface WireBlockRemoved {
+  /** Discriminant. */
+  type: 'BlockRemoved';
+  /** Engine hashes removed. */
+  blockHashes: bigint[];
+}
+
+/** The engine dropped its whole cache. */
+export interface WireAllBlocksCleared {
+  /** Discriminant. */
+  type: 'AllBlocksCleared';
+}
+
+/** One KV event in engine terms; the wire format decides its encoding. */
+export type WireEvent = WireBlockStored | WireBlockRemoved | WireAllBlocksCleared;
 
 type Packr = InstanceType<ReturnType<typeof loadMsgpackr>['Packr']>;
 let packr: Packr | undefined;
@@ -73,7 +98,10 @@ function encodeEvent(e: WireEvent, wire: WireFormat): unknown {
   return ['AllBlocksCleared'];
 }
 
-/** One batch's payload. The timestamp is always a float64, as msgspec writes a Python float. */
+/**
+ * One batch's payload in an engine's wire format. The timestamp is always a float64, as msgspec
+ * writes a Python float.
+ */
 export function encodeBatch(tsSeconds: number, events: readonly WireEvent[], dpRank: number, wire: WireFormat): Uint8Array {
   const ts = new Uint8Array(9);
   ts[0] = 0xcb;

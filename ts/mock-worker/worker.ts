@@ -9,8 +9,25 @@ import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { mockMetrics } from './metrics.js';
-import { BadRequest, chunk, errorBody, fullResponse, type ParsedRequest, parseRequest, usage, usageChunk, checkMessages } from './openai.js';
-import { checkFault, type MockFault, type MockWorkerOptions, type ResolvedMockOptions, rankEndpoint, resolveMockOptions } from './options.js';
+import {
+  BadRequest,
+  checkMessages,
+  chunk,
+  errorBody,
+  fullResponse,
+  type ParsedRequest,
+  parseRequest,
+  usage,
+  usageChunk,
+} from './openai.js';
+import {
+  checkFault,
+  type MockFault,
+  type MockWorkerOptions,
+  type ResolvedMockOptions,
+  rankEndpoint,
+  resolveMockOptions,
+} from './options.js';
 import { mockOutput } from './output.js';
 import { RankPublisher } from './publisher.js';
 import { MockRank } from './rank.js';
@@ -22,17 +39,21 @@ export interface MockWorkerStats {
   finished: number[];
   /** Requests cut by a client disconnect or a fault. */
   aborted: number;
-  /** Running and waiting requests, per rank. */
+  /** Running requests, per rank. */
   running: number[];
+  /** Waiting requests, per rank. */
   waiting: number[];
   /** KV pool usage per rank (0 to 1). */
   kvUsage: number[];
-  /** Prompt tokens looked up in / served by the prefix cache, all ranks. */
+  /** Prompt tokens looked up in the prefix cache, all ranks. */
   prefixQueries: number;
+  /** Prompt tokens the prefix cache served, all ranks. */
   prefixHits: number;
-  /** KV-event batches published and dropped by faults, all ranks. */
+  /** KV-event batches published, all ranks. */
   batchesPublished: number;
+  /** Batches not sent live because of `drop-events` faults. */
   batchesDropped: number;
+  /** Replay requests answered. */
   replayRequests: number;
   /** Faults applied, in order. */
   faults: MockFault['kind'][];
@@ -52,6 +73,7 @@ export interface MockWorker {
   readonly replayEndpoints: string[];
   /** The resolved options. */
   readonly options: Readonly<ResolvedMockOptions>;
+  /** Counters and gauges of the worker. */
   stats(): MockWorkerStats;
   /** Injects a fault now (what `POST /admin/fault` does). */
   fault(fault: MockFault): void;
@@ -152,7 +174,17 @@ class Worker implements MockWorker {
     });
     app.get('/v1/models', async () => ({
       object: 'list',
-      data: [{ id: o.model, object: 'model', created: Math.floor(Date.now() / 1000), owned_by: 'kvroute', root: o.model, parent: null, max_model_len: o.maxModelLen }],
+      data: [
+        {
+          id: o.model,
+          object: 'model',
+          created: Math.floor(Date.now() / 1000),
+          owned_by: 'kvroute',
+          root: o.model,
+          parent: null,
+          max_model_len: o.maxModelLen,
+        },
+      ],
     }));
     app.post('/tokenize', async (req) => {
       const b = (req.body ?? {}) as Record<string, unknown>;
@@ -164,7 +196,8 @@ class Worker implements MockWorker {
     });
     app.post('/detokenize', async (req) => {
       const b = (req.body ?? {}) as Record<string, unknown>;
-      if (!Array.isArray(b.tokens) || !b.tokens.every((t) => Number.isInteger(t) && t >= 0)) throw new BadRequest('tokens must be a list of token ids');
+      if (!Array.isArray(b.tokens) || !b.tokens.every((t) => Number.isInteger(t) && t >= 0))
+        throw new BadRequest('tokens must be a list of token ids');
       return { prompt: detokenize(b.tokens as number[]) };
     });
     app.get('/metrics', async (_req, reply) => {
@@ -192,7 +225,9 @@ class Worker implements MockWorker {
         if (this.hang(reply)) return reply;
         const parsed = parseRequest(req.body, chat, o.model);
         if (parsed.prompt.length + parsed.maxTokens > o.maxModelLen) {
-          throw new BadRequest(`this model's maximum context length is ${o.maxModelLen} tokens; the request needs ${parsed.prompt.length + parsed.maxTokens}`);
+          throw new BadRequest(
+            `this model's maximum context length is ${o.maxModelLen} tokens; the request needs ${parsed.prompt.length + parsed.maxTokens}`,
+          );
         }
         if (Math.ceil((parsed.prompt.length + parsed.maxTokens) / o.blockSize) > o.numGpuBlocks) {
           throw new BadRequest(`the request needs more KV blocks than one rank has (${o.numGpuBlocks})`);
@@ -215,7 +250,8 @@ class Worker implements MockWorker {
           prompt: parsed.prompt,
           output,
           onTokens: (t) => parts.push(...t),
-          onDone: (cached) => resolve(fullResponse(parsed, id, created, detokenize(parts), usage(parsed.prompt.length, parts.length, cached))),
+          onDone: (cached) =>
+            resolve(fullResponse(parsed, id, created, detokenize(parts), usage(parsed.prompt.length, parts.length, cached))),
           onAbort: (reason) => reject(Object.assign(new Error(`the engine stopped: ${reason}`), { statusCode: 503 })),
         });
         // The response's close (not the request's, which fires once the body is read) tells a
@@ -242,7 +278,7 @@ class Worker implements MockWorker {
       onTokens: (tokens, first) => {
         generated += tokens.length;
         // One chunk per token, as vLLM streams them.
-        tokens.forEach((t, i) => send(chunk(parsed, id, created, detokenize([t]), null, first && i === 0)));
+        for (let i = 0; i < tokens.length; i++) send(chunk(parsed, id, created, detokenize([tokens[i]]), null, first && i === 0));
       },
       onDone: (cached) => {
         done = true;
@@ -290,7 +326,8 @@ class Worker implements MockWorker {
           r.slowFactor = 1;
           r.resume();
         }
-        for (const reply of this.hanging) if (!reply.sent) void reply.code(503).send(errorBody('the worker recovered from a hang; retry', 503));
+        for (const reply of this.hanging)
+          if (!reply.sent) void reply.code(503).send(errorBody('the worker recovered from a hang; retry', 503));
         this.hanging.clear();
         break;
     }
