@@ -37,22 +37,38 @@ describe('mock worker HTTP API', () => {
       object: 'text_completion',
       model: 'mock-model',
       choices: [{ index: 0, finish_reason: 'length' }],
-      usage: { prompt_tokens: PROMPT.length, completion_tokens: 8, total_tokens: PROMPT.length + 8, prompt_tokens_details: { cached_tokens: 0 } },
+      usage: {
+        prompt_tokens: PROMPT.length,
+        completion_tokens: 8,
+        total_tokens: PROMPT.length + 8,
+        prompt_tokens_details: { cached_tokens: 0 },
+      },
     });
     expect(first.json.choices[0].text).toHaveLength(8);
     const second = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 8 });
     // Every full 4-token block of the prompt is cached now.
     expect(second.json.usage.prompt_tokens_details.cached_tokens).toBe(Math.floor(PROMPT.length / 4) * 4);
     expect(second.json.choices[0].text).toBe(first.json.choices[0].text);
-    const streamed = await sse(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 5, stream: true, stream_options: { include_usage: true } });
+    const streamed = await sse(`${w.url}/v1/completions`, {
+      prompt: PROMPT,
+      max_tokens: 5,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     expect(streamed.headers.get('content-type')).toBe('text/event-stream');
     const chunks = streamed.events.slice(0, -1);
     expect(streamed.events.at(-1)).toBe('[DONE]');
-    expect(chunks.filter((c) => c.choices.length === 1 && c.choices[0].finish_reason === null).map((c) => c.choices[0].text).join('')).toBe(
-      first.json.choices[0].text.slice(0, 5),
-    );
+    expect(
+      chunks
+        .filter((c) => c.choices.length === 1 && c.choices[0].finish_reason === null)
+        .map((c) => c.choices[0].text)
+        .join(''),
+    ).toBe(first.json.choices[0].text.slice(0, 5));
     expect(chunks.find((c) => c.choices[0]?.finish_reason === 'length')).toBeDefined();
-    expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { completion_tokens: 5, prompt_tokens_details: { cached_tokens: Math.floor(PROMPT.length / 4) * 4 } } });
+    expect(chunks.at(-1)).toMatchObject({
+      choices: [],
+      usage: { completion_tokens: 5, prompt_tokens_details: { cached_tokens: Math.floor(PROMPT.length / 4) * 4 } },
+    });
   });
 
   test('chat completions render the chat template; streamed deltas start with the role', async () => {
@@ -138,7 +154,9 @@ describe('mock worker HTTP API', () => {
     await expect(startMockWorker({ port: 70000 })).rejects.toMatchObject({ code: 'ERR_INVALID_ARG' });
     await expect(startMockWorker({ replay: 'tcp://127.0.0.1:0' })).rejects.toMatchObject({ message: /needs opts.kvEvents/ });
     await expect(startMockWorker({ kvEvents: 'udp://x:1' })).rejects.toMatchObject({ code: 'ERR_INVALID_ARG' });
-    await expect(startMockWorker({ faults: [{ fault: { kind: 'explode' } as never, afterMs: 0 }] })).rejects.toMatchObject({ code: 'ERR_INVALID_ARG' });
+    await expect(startMockWorker({ faults: [{ fault: { kind: 'explode' } as never, afterMs: 0 }] })).rejects.toMatchObject({
+      code: 'ERR_INVALID_ARG',
+    });
   });
 });
 
@@ -173,7 +191,10 @@ describe.each(BACKENDS)('mock worker KV events into kvroute (%s)', (backend) => 
     w.fault({ kind: 'drop-events', count: 2 });
     await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 8 });
     await postJson(`${w.url}/v1/completions`, { prompt: `${PROMPT} twice`, max_tokens: 8 });
-    await waitFor(() => src.stats().ranks[0].gaps === 1 && src.stats().ranks[0].state === 'active' && src.stats().ranks[0].replayed >= 2, 'the repair');
+    await waitFor(
+      () => src.stats().ranks[0].gaps === 1 && src.stats().ranks[0].state === 'active' && src.stats().ranks[0].replayed >= 2,
+      'the repair',
+    );
     await index.flush();
     expect(w.stats().batchesDropped).toBe(2);
     expect(index.findMatchesForRequest(mockTokenize(PROMPT)).scores[0].blocks).toBe(TEXT_BLOCKS(PROMPT));
@@ -208,7 +229,12 @@ describe('mock worker sockets and faults', () => {
     expect(w.kvEventsEndpoints).toEqual([`tcp://127.0.0.1:${base}`, `tcp://127.0.0.1:${base + 1}`]);
     const index = new KvIndex({ blockSize: 4 });
     cleanup.push(() => index.close());
-    const src = index.subscribe({ workerId: 5, endpoint: w.kvEventsEndpoints[0], replayEndpoint: w.replayEndpoints[0], dataParallelSize: 2 });
+    const src = index.subscribe({
+      workerId: 5,
+      endpoint: w.kvEventsEndpoints[0],
+      replayEndpoint: w.replayEndpoints[0],
+      dataParallelSize: 2,
+    });
     await sleep(300);
     const r = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 3 }, { 'X-data-parallel-rank': '1' });
     expect(r.headers.get('x-data-parallel-rank')).toBe('1');
@@ -220,7 +246,8 @@ describe('mock worker sockets and faults', () => {
 
   test.each(['vllm-0.33', 'vllm-0.11', 'sglang'] as const)('the replay socket serves a requested range (%s framing)', async (wire) => {
     const w = await worker({ wire, kvEvents: 'tcp://127.0.0.1:0', replay: 'tcp://127.0.0.1:0', topic: 'kv' });
-    for (const p of ['one prompt here', 'another prompt', 'and a third one']) await postJson(`${w.url}/v1/completions`, { prompt: p, max_tokens: 2 });
+    for (const p of ['one prompt here', 'another prompt', 'and a third one'])
+      await postJson(`${w.url}/v1/completions`, { prompt: p, max_tokens: 2 });
     await waitFor(() => w.stats().batchesPublished >= 3, 'batches');
     const { Dealer } = await import('zeromq');
     const dealer = new Dealer({ linger: 0 });
@@ -286,7 +313,7 @@ describe('mock worker sockets and faults', () => {
 
 const CAPTURES = captureNames();
 
-describe.skipIf(CAPTURES.length === 0)('the mock wire encoder against the engines\' own publishers', () => {
+describe.skipIf(CAPTURES.length === 0)("the mock wire encoder against the engines' own publishers", () => {
   const formats: Record<string, 'vllm-0.33' | 'vllm-0.11' | 'sglang'> = {
     'vllm-0.33.0-map-int-dp2': 'vllm-0.33',
     'vllm-0.11.0-array-int-dp2': 'vllm-0.11',
@@ -304,7 +331,15 @@ describe.skipIf(CAPTURES.length === 0)('the mock wire encoder against the engine
         const plain = theirs.events.every(
           (e) =>
             e.type === 'AllBlocksCleared' ||
-            (e.medium === 'GPU' && (e.groupIdx ?? 0) === 0 && (e.type === 'BlockRemoved' || (e.loraName === null && e.loraId === null && e.cacheSalt === null && e.sessionId === null && !(e.extraKeys ?? []).some((k) => k !== null) && e.blockSize > 0))),
+            (e.medium === 'GPU' &&
+              (e.groupIdx ?? 0) === 0 &&
+              (e.type === 'BlockRemoved' ||
+                (e.loraName === null &&
+                  e.loraId === null &&
+                  e.cacheSalt === null &&
+                  e.sessionId === null &&
+                  !(e.extraKeys ?? []).some((k) => k !== null) &&
+                  e.blockSize > 0))),
         );
         if (!plain) continue;
         const events = theirs.events.map((e) =>

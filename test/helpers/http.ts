@@ -1,13 +1,21 @@
 /** Small HTTP helpers over Node's fetch (undici) for tests against real servers on 127.0.0.1. */
 
-export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any; headers: Headers }> {
+export async function postJson(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: any; headers: Headers }> {
   const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
   const text = await r.text();
   return { status: r.status, json: text ? JSON.parse(text) : undefined, headers: r.headers };
 }
 
 /** The `data:` payloads of an SSE response, in order (`[DONE]` kept as a string). */
-export async function sse(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; events: any[]; headers: Headers }> {
+export async function sse(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; events: any[]; headers: Headers }> {
   const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
   const text = await r.text();
   const events = text
