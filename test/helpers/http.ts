@@ -1,5 +1,6 @@
 /** Small HTTP helpers over Node's fetch (undici) for tests against real servers on 127.0.0.1. */
 
+// biome-ignore lint/suspicious/noExplicitAny: JSON bodies, checked field by field by the tests' assertions
 export async function postJson(
   url: string,
   body: unknown,
@@ -11,6 +12,7 @@ export async function postJson(
 }
 
 /** The `data:` payloads of an SSE response, in order (`[DONE]` kept as a string). */
+// biome-ignore lint/suspicious/noExplicitAny: JSON chunks, checked by the tests' assertions
 export async function sse(
   url: string,
   body: unknown,
