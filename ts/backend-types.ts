@@ -244,6 +244,8 @@ export interface RouterCoreBackend {
   discard(handle: number): void;
   prefillCompleted(handle: number): boolean;
   free(handle: number): boolean;
+  /** Renews a request's expiry lease: it now counts from `nowMs`. */
+  touch(handle: number, nowMs: number): boolean;
   /** Frees requests booked before `cutoffMs`; returns their handles. */
   expire(cutoffMs: number): number[];
   /** Frees the requests booked on any rank of the worker; returns their handles. */

@@ -1,23 +1,25 @@
 /** Small HTTP helpers over Node's fetch (undici) for tests against real servers on 127.0.0.1. */
 
-// biome-ignore lint/suspicious/noExplicitAny: JSON bodies, checked field by field by the tests' assertions
+/** A parsed JSON body; the tests check its fields one by one. */
+// biome-ignore lint/suspicious/noExplicitAny: response bodies are untyped JSON, narrowed by the assertions
+type Json = any;
+
 export async function postJson(
   url: string,
   body: unknown,
   headers: Record<string, string> = {},
-): Promise<{ status: number; json: any; headers: Headers }> {
+): Promise<{ status: number; json: Json; headers: Headers }> {
   const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
   const text = await r.text();
   return { status: r.status, json: text ? JSON.parse(text) : undefined, headers: r.headers };
 }
 
 /** The `data:` payloads of an SSE response, in order (`[DONE]` kept as a string). */
-// biome-ignore lint/suspicious/noExplicitAny: JSON chunks, checked by the tests' assertions
 export async function sse(
   url: string,
   body: unknown,
   headers: Record<string, string> = {},
-): Promise<{ status: number; events: any[]; headers: Headers }> {
+): Promise<{ status: number; events: Json[]; headers: Headers }> {
   const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
   const text = await r.text();
   const events = text

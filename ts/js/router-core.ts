@@ -121,6 +121,15 @@ export class JsRouterCore implements RouterCoreBackend {
     return true;
   }
 
+  touch(handle: number, nowMs: number): boolean {
+    const b = this.bookings.get(handle);
+    if (!b) return false;
+    b.bookedAt = nowMs;
+    // The older entry in `order` no longer matches and is skipped by `expire`.
+    this.order.push([nowMs, handle]);
+    return true;
+  }
+
   expire(cutoffMs: number): number[] {
     const out: number[] = [];
     while (this.orderHead < this.order.length && this.order[this.orderHead][0] < cutoffMs) {

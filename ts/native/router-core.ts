@@ -22,6 +22,7 @@ export function nativeRouterCore(binding: NativeBinding, index: IndexBackend): R
       callNative(() => core.book(handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs)),
     discard: (handle) => callNative(() => core.discard(handle)),
     prefillCompleted: (handle) => callNative(() => core.prefillCompleted(handle)),
+    touch: (handle, nowMs) => callNative(() => core.touch(handle, nowMs)),
     free: (handle) => callNative(() => core.free(handle)),
     expire: (cutoffMs) => callNative(() => core.expire(cutoffMs)),
     removeWorker: (workerId) => callNative(() => core.removeWorker(workerId)),

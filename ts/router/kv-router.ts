@@ -10,6 +10,7 @@ import type { RouterEvent } from '../events/types.js';
 import { parseBlockHashOptions } from '../hashing.js';
 import type { EngineSource } from '../ingest/source.js';
 import type { ApplyEngineBatchOptions, BatchResult, SubscribeOptions } from '../ingest/types.js';
+import type { IndexStats } from '../kv-index.js';
 import { checkDpRank, checkWorkerId, indexInternals, KvIndex, type WorkerId } from '../kv-index.js';
 import { SeededRandom } from '../random.js';
 import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
@@ -101,7 +102,16 @@ export class KvRouter {
     droppedWithWorker: 0,
     unknownFree: 0,
     unknownPrefillCompleted: 0,
+    callsAfterClose: 0,
   };
+  /** The index's stats when the router closed (what `stats()` reports afterwards). */
+  private finalIndexStats: IndexStats | undefined;
+  /**
+   * While requests wait, a wall-clock timer sweeps expiry every second, so waiters behind
+   * requests that are never freed are released even when no other call comes (unref'd: it never
+   * keeps the process alive).
+   */
+  private sweeper: NodeJS.Timeout | undefined;
 
   constructor(opts: KvRouterOptions) {
     this.opts = resolveRouterOptions(opts);
@@ -429,6 +439,7 @@ export class KvRouter {
       const waiter = this.queue.push(pending, p.priority, this.queue.score(p.tokens.length, best, p.priority));
       this.waiting.set(p.req.requestId, waiter);
       this.counts.queuedTotal++;
+      this.armSweeper();
       const signal = p.req.signal;
       if (signal) {
         pending.onAbort = () =>
@@ -451,6 +462,21 @@ export class KvRouter {
 
   private settle(pending: Pending): void {
     if (pending.onAbort) pending.prepared.req.signal?.removeEventListener('abort', pending.onAbort);
+  }
+
+  private armSweeper(): void {
+    if (this.sweeper) return;
+    this.sweeper = setInterval(() => {
+      if (this.closed || this.queue.length === 0) return this.disarmSweeper();
+      this.expire(true);
+      this.drain();
+    }, 1000);
+    this.sweeper.unref();
+  }
+
+  private disarmSweeper(): void {
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = undefined;
   }
 
   /** Releases waiting requests, in queue order, while their candidates are not all busy. */
@@ -500,26 +526,53 @@ export class KvRouter {
 
   // ---- lifecycle of a routed request ----------------------------------------------------------
 
-  /** The request's first token arrived: its prefill load ends. Unknown ids are counted. */
+  /**
+   * The request's first token arrived: its prefill load ends, and its expiry lease is renewed.
+   * Unknown ids are counted; after `close()` the call is a counted no-op (`callsAfterClose`), so
+   * shutdown paths need no guard.
+   */
   markPrefillCompleted(requestId: string): void {
-    this.open();
+    if (this.closed) {
+      this.counts.callsAfterClose++;
+      return;
+    }
     const entry = this.inFlight.get(requestId);
     if (!entry) {
       this.counts.unknownPrefillCompleted++;
       return;
     }
     this.core.prefillCompleted(entry.handle);
+    this.core.touch(entry.handle, this.clock());
     this.expire();
     this.drain();
   }
 
   /**
+   * The request is still making progress (for example, tokens keep streaming): renews its expiry
+   * lease, so `requestExpirySecs` counts from now. Returns false for an unknown id; a counted
+   * no-op after `close()`.
+   */
+  touch(requestId: string): boolean {
+    if (this.closed) {
+      this.counts.callsAfterClose++;
+      return false;
+    }
+    const entry = this.inFlight.get(requestId);
+    if (!entry) return false;
+    return this.core.touch(entry.handle, this.clock());
+  }
+
+  /**
    * The request ended (finished, failed or cancelled): all its load ends. A request still
    * waiting in the queue is cancelled (its `route` rejects with `ERR_ABORTED`). Unknown ids are
-   * counted.
+   * counted; after `close()` it is a counted no-op (`callsAfterClose`), so a request's
+   * `finally { router.free(id) }` is safe during shutdown.
    */
   free(requestId: string): void {
-    this.open();
+    if (this.closed) {
+      this.counts.callsAfterClose++;
+      return;
+    }
     const entry = this.inFlight.get(requestId);
     if (entry) {
       this.core.free(entry.handle);
@@ -547,17 +600,31 @@ export class KvRouter {
     const now = this.clock();
     if (!force && now < this.nextExpiryAt) return;
     this.nextExpiryAt = now + Math.min(1000, this.opts.requestExpiryMs / 10);
+    let expired = 0;
     for (const handle of this.core.expire(now - this.opts.requestExpiryMs)) {
       this.forget(handle);
       this.counts.expired++;
+      expired++;
     }
+    // Load dropped: waiters may fit now.
+    if (expired > 0) this.drain();
   }
 
   // ---- report and shutdown -------------------------------------------------------------------
 
-  /** Counters, per-rank load and the index's stats. */
+  /** Counters, per-rank load and the index's stats. After `close()`: the counters, no load, and the index's stats at close. */
   stats(): RouterStats {
-    this.open();
+    if (this.closed) {
+      return {
+        workers: this.workers.size,
+        ranks: this.workers.rankCount,
+        inFlight: 0,
+        queued: 0,
+        ...this.counts,
+        load: [],
+        index: this.finalIndexStats as IndexStats,
+      };
+    }
     this.expire(true);
     const load: RankLoad[] = this.core.snapshot();
     return {
@@ -574,7 +641,9 @@ export class KvRouter {
   /** Rejects waiting requests with `ERR_CLOSED` and closes the index. Idempotent. */
   close(): void {
     if (this.closed) return;
+    this.finalIndexStats = this.index.stats();
     this.closed = true;
+    this.disarmSweeper();
     for (const w of this.queue.drain()) {
       this.settle(w.item);
       w.item.reject(new KvRouteError('ERR_CLOSED', `the router closed while request ${w.item.prepared.req.requestId} waited`));

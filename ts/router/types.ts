@@ -131,6 +131,8 @@ export interface RouterStats {
   unknownFree: number;
   /** `markPrefillCompleted` calls for unknown ids. */
   unknownPrefillCompleted: number;
+  /** `free`, `markPrefillCompleted` and `touch` calls after `close()` (no-ops). */
+  callsAfterClose: number;
   /** Load of every rank with in-flight requests. */
   load: RankLoad[];
   /** The index's stats. */

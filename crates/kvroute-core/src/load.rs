@@ -101,6 +101,18 @@ impl ActiveLoad {
         true
     }
 
+    /// Renews the request's lease: expiry counts from `now_ms` now (a long generation that is still
+    /// producing tokens must not be freed). `false` for an unknown id.
+    pub fn touch(&mut self, id: RequestHandle, now_ms: f64) -> bool {
+        let Some(booking) = self.bookings.get_mut(&id) else {
+            return false;
+        };
+        booking.booked_at_ms = now_ms;
+        // The older entry in `order` no longer matches and is skipped by `expire`.
+        self.order.push_back((now_ms, id));
+        true
+    }
+
     /// The request ended (finished, failed or cancelled): all its load ends. `false` if unknown.
     pub fn free(&mut self, id: RequestHandle) -> bool {
         let Some(booking) = self.bookings.remove(&id) else {

@@ -88,6 +88,11 @@ impl RouterCore {
         self.load.free(handle)
     }
 
+    /// Renews a request's expiry lease (see [`crate::load::ActiveLoad::touch`]).
+    pub fn touch(&mut self, handle: RequestHandle, now_ms: f64) -> bool {
+        self.load.touch(handle, now_ms)
+    }
+
     pub fn expire(&mut self, cutoff_ms: f64) -> Vec<RequestHandle> {
         self.load.expire(cutoff_ms)
     }

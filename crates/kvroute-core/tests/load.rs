@@ -72,3 +72,16 @@ fn random_cycles_return_every_figure_to_zero() {
     assert!(load.snapshot().is_empty());
     assert_eq!(load.in_flight(), 0);
 }
+
+#[test]
+fn touch_renews_the_expiry_lease() {
+    let mut load = ActiveLoad::default();
+    load.book(1, rank(1, 0), vec![1], 10, 0.0).unwrap();
+    load.book(2, rank(1, 0), vec![2], 10, 0.0).unwrap();
+    assert!(load.touch(1, 90.0));
+    assert!(!load.touch(9, 90.0), "unknown handles are reported");
+    assert_eq!(load.expire(100.0), vec![2], "the renewed request survives its old deadline");
+    assert_eq!(load.expire(150.0), Vec::<u64>::new());
+    assert_eq!(load.expire(190.0), vec![1]);
+    assert!(load.snapshot().is_empty());
+}

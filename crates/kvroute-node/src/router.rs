@@ -128,6 +128,11 @@ impl NativeRouterCore {
         guard(|| Ok(self.core.free(handle_arg(handle)?)))
     }
 
+    #[napi]
+    pub fn touch(&mut self, handle: f64, now_ms: f64) -> Result<bool, &'static str> {
+        guard(|| Ok(self.core.touch(handle_arg(handle)?, now_ms)))
+    }
+
     /// Frees requests booked before `cutoff_ms`; returns their handles.
     #[napi]
     pub fn expire(&mut self, cutoff_ms: f64) -> Result<Vec<f64>, &'static str> {

@@ -1,0 +1,80 @@
+import { afterEach, describe, expect, test } from 'vitest';
+import { KvRouter, type KvRouterOptions } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+
+const BS = 4;
+const tokens = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+const settled = () => new Promise((r) => setImmediate(r));
+
+describe.each(BACKENDS)('KvRouter request lifecycle edge cases (%s)', (backend) => {
+  let clock = 0;
+  const open: KvRouter[] = [];
+  afterEach(() => {
+    for (const r of open.splice(0)) r.close();
+  });
+  const make = (opts: Partial<KvRouterOptions> = {}) => {
+    clock = 1_000_000;
+    const r = new KvRouter({ blockSize: BS, backend, now: () => clock, ...opts });
+    open.push(r);
+    return r;
+  };
+
+  test('waiters behind a request that is never freed are released once it expires, by the next call or by stats()', async () => {
+    for (const release of ['route', 'stats'] as const) {
+      const r = make({ routerQueueThreshold: 0, requestExpirySecs: 10 });
+      r.addWorker(1);
+      await r.route({ requestId: 'stuck', tokens: tokens(1, 8) });
+      let waited = false;
+      const waiting = r.route({ requestId: 'w1', tokens: tokens(1, 8) }).then((d) => {
+        waited = true;
+        return d;
+      });
+      await settled();
+      expect(waited).toBe(false);
+      clock += 11_000;
+      if (release === 'route') {
+        // The sweep that frees 'stuck' must drain 'w1' before the newcomer queues behind it.
+        const next = r.route({ requestId: 'w2', tokens: tokens(100, 8) });
+        expect((await waiting).workerId).toBe(1n);
+        r.free('w1');
+        await next;
+      } else {
+        expect(r.stats().expired).toBe(1);
+        expect((await waiting).workerId).toBe(1n);
+      }
+      expect(r.stats().queued).toBe(0);
+    }
+  });
+
+  test('markPrefillCompleted and touch renew the expiry lease of long generations', async () => {
+    const r = make({ requestExpirySecs: 10 });
+    r.addWorker(1);
+    await r.route({ requestId: 'long', tokens: tokens(1, 8) });
+    await r.route({ requestId: 'short', tokens: tokens(50, 8) });
+    clock += 8_000;
+    r.markPrefillCompleted('long');
+    clock += 8_000; // 16 s after booking, 8 s after the first token
+    expect(r.stats()).toMatchObject({ expired: 1, inFlight: 1 });
+    expect(r.touch('long')).toBe(true);
+    clock += 8_000;
+    expect(r.stats()).toMatchObject({ expired: 1, inFlight: 1 });
+    clock += 3_000;
+    expect(r.stats()).toMatchObject({ expired: 2, inFlight: 0 });
+    expect(r.touch('long')).toBe(false);
+  });
+
+  test('free, markPrefillCompleted and touch after close are counted no-ops; stats stay readable', async () => {
+    const r = make();
+    r.addWorker(1);
+    await r.route({ requestId: 'a', tokens: tokens(1, 8) });
+    r.close();
+    expect(() => {
+      r.free('a');
+      r.markPrefillCompleted('a');
+      r.touch('a');
+    }).not.toThrow();
+    const s = r.stats();
+    expect(s).toMatchObject({ callsAfterClose: 3, routed: 1, inFlight: 0, load: [] });
+    expect(s.index.workers).toBe(0);
+  });
+});
