@@ -80,8 +80,9 @@ fn touch_renews_the_expiry_lease() {
     load.book(2, rank(1, 0), vec![2], 10, 0.0).unwrap();
     assert!(load.touch(1, 90.0));
     assert!(!load.touch(9, 90.0), "unknown handles are reported");
-    assert_eq!(load.expire(100.0), vec![2], "the renewed request survives its old deadline");
-    assert_eq!(load.expire(150.0), Vec::<u64>::new());
-    assert_eq!(load.expire(190.0), vec![1]);
+    // `expire(cutoff)` frees what was booked (or last touched) before the cutoff.
+    assert_eq!(load.expire(50.0), vec![2], "the renewed request survives its old deadline");
+    assert_eq!(load.expire(80.0), Vec::<u64>::new());
+    assert_eq!(load.expire(95.0), vec![1]);
     assert!(load.snapshot().is_empty());
 }
