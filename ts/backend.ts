@@ -12,6 +12,7 @@ import { decodeEngineBatchJs } from './js/ingest/decode.js';
 import { JsRouterCore } from './js/router-core.js';
 import { nativeBackend } from './native/backend.js';
 import { loadNativeBinding } from './native/binding.js';
+import { describe } from './validate.js';
 
 export type { BackendName } from './backend-types.js';
 
@@ -72,5 +73,5 @@ export function resolveBackend(requested: unknown, optionName = 'backend'): Back
     if (!NATIVE_BACKEND) throw nativeUnavailable();
     return NATIVE_BACKEND;
   }
-  throw new KvRouteError('ERR_INVALID_ARG', `${optionName} must be 'native' or 'js', got ${String(name)}`);
+  throw new KvRouteError('ERR_INVALID_ARG', `${optionName} must be 'native' or 'js', got ${describe(name)}`);
 }

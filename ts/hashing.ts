@@ -53,13 +53,24 @@ export function parseBlockHashOptions(opts: unknown, name = 'opts'): ParsedBlock
   const o = checkOptions(opts, name, BLOCK_HASH_OPTIONS);
   const mm = flattenMmHashes(o.mmHashes, `${name}.mmHashes`);
   return {
-    loraName: optionalString(o.loraName, `${name}.loraName`),
-    cacheNamespace: optionalString(o.cacheNamespace, `${name}.cacheNamespace`),
+    loraName: wellFormed(optionalString(o.loraName, `${name}.loraName`), `${name}.loraName`),
+    cacheNamespace: wellFormed(optionalString(o.cacheNamespace, `${name}.cacheNamespace`), `${name}.cacheNamespace`),
     eagle: optionalBoolean(o.eagle, `${name}.eagle`) ?? false,
     mmOffsets: mm?.offsets,
     mmHashes: mm?.hashes,
     backend: o.backend,
   };
+}
+
+/**
+ * Names are hashed as UTF-8, where every lone surrogate would become U+FFFD: two different
+ * ill-formed names would then share a cache namespace (tenant isolation gone). They are refused.
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function wellFormed(value: string | undefined, name: string): string | undefined {
+  if (value !== undefined && LONE_SURROGATE.test(value)) throw invalidArg(`${name} is not well-formed UTF-16 (it has a lone surrogate)`);
+  return value;
 }
 
 function flattenMmHashes(value: unknown, name: string): { offsets: Uint32Array; hashes: BigUint64Array } | undefined {

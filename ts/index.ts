@@ -67,6 +67,7 @@ export type {
   KvIndexOptions,
   OverlapScores,
   RejectedCounts,
+  SkippedCounts,
   WorkerId,
   WorkerScore,
 } from './kv-index.js';

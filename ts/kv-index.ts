@@ -72,12 +72,21 @@ export interface AppliedCounts {
 export interface RejectedCounts {
   /** Stored events whose parent the rank does not hold; nothing of them applied. */
   parent_block_not_found: number;
-  /** Hashes of Removed events that the rank does not hold (counted per hash). */
-  block_not_found: number;
   /** Stored events naming their own parent, repeating a name, or reusing a name for another block. */
   invalid_block: number;
   /** Events of a storage tier other than `device`. */
   ignored_tier: number;
+}
+
+/** What was left out on purpose: not errors, so dashboards need not alarm on them. */
+export interface SkippedCounts {
+  /**
+   * Hashes of Removed events that the rank does not hold, counted per hash. Benign and common: an
+   * engine removes a child after removing its parent, which already removed the child here.
+   */
+  block_not_found: number;
+  /** Events of a cache owner's lane (`residency_domain: "cache_owner"`), which kvroute does not model yet. */
+  cache_owner: number;
 }
 
 /** One rank's overlap with a query. */
@@ -120,6 +129,8 @@ export interface IndexStats {
   events: AppliedCounts;
   /** What was rejected, by reason. */
   rejected: RejectedCounts;
+  /** What was left out on purpose, by reason. */
+  skipped: SkippedCounts;
   /** Stored events that changed nothing (replays). Not an error. */
   duplicateStores: number;
   /** Predicted blocks removed because their TTL passed. */
@@ -167,6 +178,8 @@ export class KvIndex {
   private readonly now: () => number;
   private readonly ttlMs: number | undefined;
   private closed = false;
+  /** Valid events left out as a cache owner's (counted in `stats().skipped`). */
+  private cacheOwnerEvents = 0;
   /** Engine sources feeding this index, by worker id. */
   private readonly sources = new Map<bigint, EngineSource>();
 
@@ -224,7 +237,8 @@ export class KvIndex {
     this.open();
     const value = typeof event === 'string' ? parseJsonLossless(event) : event;
     const packed = packEvents([value], () => 'event');
-    this.inner.applyPacked(packed.meta, packed.words, this.clock());
+    this.cacheOwnerEvents += packed.cacheOwnerEvents;
+    if (packed.meta.length > 0) this.inner.applyPacked(packed.meta, packed.words, this.clock());
   }
 
   /**
@@ -242,6 +256,7 @@ export class KvIndex {
     } else {
       throw new KvRouteError('ERR_INVALID_EVENT', `events must be an iterable of RouterEvent or JSON text, got ${describe(events)}`);
     }
+    this.cacheOwnerEvents += packed.cacheOwnerEvents;
     if (packed.meta.length > 0) this.inner.applyPacked(packed.meta, packed.words, this.clock());
   }
 
@@ -408,7 +423,7 @@ export class KvIndex {
   /** Sizes, memory and event counters. */
   stats(): IndexStats {
     this.open();
-    return toIndexStats(this.inner.stats());
+    return toIndexStats(this.inner.stats(), this.cacheOwnerEvents);
   }
 
   /** Stops background work and engine sources. Idempotent; other calls throw `ERR_CLOSED` afterwards. */
@@ -420,7 +435,7 @@ export class KvIndex {
   }
 }
 
-function toIndexStats(s: RawIndexStats): IndexStats {
+function toIndexStats(s: RawIndexStats, cacheOwnerEvents: number): IndexStats {
   return {
     workers: s.workers,
     ranks: s.ranks,
@@ -433,10 +448,10 @@ function toIndexStats(s: RawIndexStats): IndexStats {
     events: { stored: s.stored, removed: s.removed, cleared: s.cleared },
     rejected: {
       parent_block_not_found: s.parentBlockNotFound,
-      block_not_found: s.blockNotFound,
       invalid_block: s.invalidBlock,
       ignored_tier: s.ignoredTier,
     },
+    skipped: { block_not_found: s.blockNotFound, cache_owner: cacheOwnerEvents },
     duplicateStores: s.duplicateStores,
     expiredBlocks: s.expiredBlocks,
   };

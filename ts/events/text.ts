@@ -4,6 +4,7 @@
  */
 
 import { KvRouteError } from '../errors.js';
+import { describe } from '../validate.js';
 import { parseJsonBatch, stringifyLossless } from './json.js';
 import type { RouterEvent } from './types.js';
 
@@ -13,7 +14,9 @@ import type { RouterEvent } from './types.js';
  */
 export function stringifyEvents(events: Iterable<RouterEvent>, format: 'json' | 'ndjson' = 'json'): string {
   if (format !== 'json' && format !== 'ndjson')
-    throw new KvRouteError('ERR_INVALID_ARG', `format must be 'json' or 'ndjson', got ${String(format)}`);
+    throw new KvRouteError('ERR_INVALID_ARG', `format must be 'json' or 'ndjson', got ${describe(format)}`);
+  if (events === null || typeof events !== 'object' || !(Symbol.iterator in events))
+    throw new KvRouteError('ERR_INVALID_ARG', `events must be an iterable of events, got ${describe(events)}`);
   const list = [...events];
   return format === 'json' ? stringifyLossless(list) : list.map((e) => stringifyLossless(e)).join('\n');
 }

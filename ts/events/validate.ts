@@ -15,9 +15,14 @@ import { FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_CLEARED, KIND_REMOVED, KIND_STO
 
 const U64_MAX = (1n << 64n) - 1n;
 const U32_MAX = 0xffffffff;
-const DECIMAL = /^[0-9]{1,20}$/;
+/**
+ * Decimal strings: any number of leading zeros, then at most 20 significant digits (the value
+ * must still fit in a u64). The cap on the whole string keeps a hostile megabyte of zeros cheap.
+ */
+const DECIMAL = /^0*([0-9]{1,20})$/;
+const DECIMAL_MAX_LENGTH = 256;
 const TIERS = new Set(['device', 'host_pinned', 'disk', 'external']);
-const TOP_KEYS = new Set(['worker_id', 'storage_tier', 'event', 'residency_domain', 'state_source']);
+const TOP_KEYS = new Set(['worker_id', 'storage_tier', 'event', 'residency_domain', 'state_source', 'session_id']);
 const EVENT_KEYS = new Set(['event_id', 'dp_rank', 'data']);
 const STORED_KEYS = new Set(['parent_hash', 'start_position', 'blocks']);
 const BLOCK_KEYS = new Set(['block_hash', 'tokens_hash', 'mm_extra_info']);
@@ -78,7 +83,7 @@ function u64(w: PackedWriter, value: unknown, at: Where, field: string, i = -1, 
       w.pushNumber(value);
       return;
     }
-  } else if (typeof value === 'string' && DECIMAL.test(value)) {
+  } else if (typeof value === 'string' && value.length <= DECIMAL_MAX_LENGTH && DECIMAL.test(value)) {
     const v = BigInt(value);
     if (v <= U64_MAX) {
       w.pushBigInt(v);
@@ -90,7 +95,12 @@ function u64(w: PackedWriter, value: unknown, at: Where, field: string, i = -1, 
 
 /** Checks a u32 given as a number, bigint or decimal string. */
 function u32(value: unknown, at: Where, field: string): number {
-  const n = typeof value === 'bigint' ? Number(value) : typeof value === 'string' && DECIMAL.test(value) ? Number(value) : value;
+  const n =
+    typeof value === 'bigint'
+      ? Number(value)
+      : typeof value === 'string' && value.length <= DECIMAL_MAX_LENGTH && DECIMAL.test(value)
+        ? Number(value)
+        : value;
   if (typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= U32_MAX) return n;
   return fail(at, field, NO_INDEX, 'must be an integer in [0, 2^32)', value);
 }
@@ -110,48 +120,79 @@ function checkMmExtraInfo(value: unknown, at: Where, b: number): void {
 }
 
 function packStored(w: PackedWriter, data: unknown, at: Where, dpRank: number, flags: number, head: () => void): void {
+  // Every field is read exactly once, and lengths before the loop: a getter that answers
+  // differently on each read cannot make the packed batch disagree with what was checked.
   const s = record(data, at, '.event.data.stored', STORED_KEYS);
   if (!('parent_hash' in s)) missing(at, '.event.data.stored.parent_hash', ' (use null for none)');
-  if (s.start_position !== undefined && s.start_position !== null) u32(s.start_position, at, '.event.data.stored.start_position');
+  const start = s.start_position;
+  if (start !== undefined && start !== null) u32(start, at, '.event.data.stored.start_position');
   const blocks = list(s.blocks, at, '.event.data.stored.blocks');
-  const hasParent = s.parent_hash !== null;
-  w.pushMeta(KIND_STORED, dpRank, flags | (hasParent ? FLAG_HAS_PARENT : 0), blocks.length);
+  const count = blocks.length;
+  const parent = s.parent_hash;
+  const hasParent = parent !== null;
+  w.pushMeta(KIND_STORED, dpRank, flags | (hasParent ? FLAG_HAS_PARENT : 0), count);
   head();
-  if (hasParent) u64(w, s.parent_hash, at, '.event.data.stored.parent_hash');
-  for (let i = 0; i < blocks.length; i++) {
+  if (hasParent) u64(w, parent, at, '.event.data.stored.parent_hash');
+  for (let i = 0; i < count; i++) {
     const b = record(blocks[i], at, '.event.data.stored.blocks[#]', BLOCK_KEYS, [i]);
     u64(w, b.block_hash, at, '.event.data.stored.blocks[#].block_hash', i);
     u64(w, b.tokens_hash, at, '.event.data.stored.blocks[#].tokens_hash', i);
-    if (b.mm_extra_info !== undefined && b.mm_extra_info !== null) checkMmExtraInfo(b.mm_extra_info, at, i);
+    const mm = b.mm_extra_info;
+    if (mm !== undefined && mm !== null) checkMmExtraInfo(mm, at, i);
   }
 }
 
 function packRemoved(w: PackedWriter, data: unknown, at: Where, dpRank: number, flags: number, head: () => void): void {
   const r = record(data, at, '.event.data.removed', REMOVED_KEYS);
   const hashes = list(r.block_hashes, at, '.event.data.removed.block_hashes');
-  w.pushMeta(KIND_REMOVED, dpRank, flags, hashes.length);
+  const count = hashes.length;
+  w.pushMeta(KIND_REMOVED, dpRank, flags, count);
   head();
-  for (let i = 0; i < hashes.length; i++) u64(w, hashes[i], at, '.event.data.removed.block_hashes[#]', i);
+  for (let i = 0; i < count; i++) u64(w, hashes[i], at, '.event.data.removed.block_hashes[#]', i);
 }
 
-/** Validates one event and appends it to `w`. */
-function packEvent(w: PackedWriter, value: unknown, at: Where): void {
+/**
+ * Validates one event and appends it to `w`. Returns false, appending nothing, for an event of a
+ * cache owner's lane (`residency_domain: "cache_owner"`), which kvroute does not model yet: the
+ * caller counts it.
+ */
+function packEvent(w: PackedWriter, value: unknown, at: Where): boolean {
   const e = record(value, at, '', TOP_KEYS);
   const tier = e.storage_tier ?? 'device';
   if (typeof tier !== 'string' || !TIERS.has(tier))
     fail(at, '.storage_tier', NO_INDEX, 'must be one of device, host_pinned, disk, external', tier);
-  if (e.residency_domain !== undefined && typeof e.residency_domain !== 'string')
-    fail(at, '.residency_domain', NO_INDEX, 'must be a string', e.residency_domain);
+  const residency = e.residency_domain;
+  if (residency !== undefined && residency !== null && typeof residency !== 'string')
+    fail(at, '.residency_domain', NO_INDEX, 'must be a string', residency);
+  const session = e.session_id;
+  if (session !== undefined && session !== null && typeof session !== 'string')
+    fail(at, '.session_id', NO_INDEX, 'must be a string or null', session);
   const ev = record(e.event, at, '.event', EVENT_KEYS);
-  const dpRank = ev.dp_rank === undefined || ev.dp_rank === null ? 0 : u32(ev.dp_rank, at, '.event.dp_rank');
+  const rankValue = ev.dp_rank;
+  const dpRank = rankValue === undefined || rankValue === null ? 0 : u32(rankValue, at, '.event.dp_rank');
   if (!('worker_id' in e)) missing(at, '.worker_id');
   if (!('event_id' in ev)) missing(at, '.event.event_id');
+  const workerId = e.worker_id;
+  const eventId = ev.event_id;
   const flags = tier === 'device' ? FLAG_DEVICE_TIER : 0;
+  const scratch = new PackedWriter();
   const head = () => {
-    u64(w, e.worker_id, at, '.worker_id');
-    u64(w, ev.event_id, at, '.event.event_id');
+    u64(w, workerId, at, '.worker_id');
+    u64(w, eventId, at, '.event.event_id');
   };
-  const data = ev.data;
+  if (residency === 'cache_owner') {
+    // Still validated whole (into a scratch batch), then left out.
+    packData(scratch, ev.data, at, dpRank, flags, () => {
+      u64(scratch, workerId, at, '.worker_id');
+      u64(scratch, eventId, at, '.event.event_id');
+    });
+    return false;
+  }
+  packData(w, ev.data, at, dpRank, flags, head);
+  return true;
+}
+
+function packData(w: PackedWriter, data: unknown, at: Where, dpRank: number, flags: number, head: () => void): void {
   if (data === 'cleared') {
     w.pushMeta(KIND_CLEARED, dpRank, flags, 0);
     head();
@@ -176,13 +217,19 @@ function packEvent(w: PackedWriter, value: unknown, at: Where): void {
     );
 }
 
+/** A validated batch, and how many valid events were left out as a cache owner's. */
+export interface ValidatedEvents extends PackedEvents {
+  cacheOwnerEvents: number;
+}
+
 /** Validates and packs a batch; `label(i)` names event i in error messages. */
-export function packEvents(values: Iterable<unknown>, label: (i: number) => string): PackedEvents {
+export function packEvents(values: Iterable<unknown>, label: (i: number) => string): ValidatedEvents {
   const w = new PackedWriter();
   const at = new Where(label);
+  let cacheOwnerEvents = 0;
   for (const value of values) {
-    packEvent(w, value, at);
+    if (!packEvent(w, value, at)) cacheOwnerEvents++;
     at.index++;
   }
-  return w.finish();
+  return { ...w.finish(), cacheOwnerEvents };
 }

@@ -9,6 +9,8 @@
  */
 
 import { Template } from '@huggingface/jinja';
+import { KvRouteError } from '../errors.js';
+import { describe } from '../validate.js';
 
 /** The mock model's chat template (ChatML), as a model's `tokenizer_config.json` carries it. */
 export const MOCK_CHAT_TEMPLATE =
@@ -37,22 +39,36 @@ const decoder = new TextDecoder();
 
 /** Text → token ids (UTF-8 bytes). */
 export function tokenize(text: string): number[] {
+  if (typeof text !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `text must be a string, got ${describe(text)}`);
   return Array.from(encoder.encode(text));
 }
 
 /** Token ids → text. Ids above 255 are not produced by this tokenizer and render as U+FFFD. */
 export function detokenize(tokens: readonly number[]): string {
+  if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0))
+    throw new KvRouteError('ERR_INVALID_ARG', `tokens must be an array of non-negative integers, got ${describe(tokens)}`);
   if (tokens.some((t) => t > 255)) return tokens.map((t) => (t > 255 ? '\uFFFD' : decoder.decode(Uint8Array.of(t)))).join('');
   return decoder.decode(Uint8Array.from(tokens));
 }
 
 function textOf(content: ChatMessage['content']): string {
   if (typeof content === 'string') return content;
-  return content.map((part) => (part.type === 'text' ? (part.text ?? '') : '')).join('');
+  return content
+    .map((part) => (part !== null && typeof part === 'object' && part.type === 'text' && typeof part.text === 'string' ? part.text : ''))
+    .join('');
 }
 
 /** Renders messages through {@link MOCK_CHAT_TEMPLATE}. */
 export function renderChat(messages: readonly ChatMessage[], addGenerationPrompt = true): string {
+  const ok =
+    Array.isArray(messages) &&
+    messages.every(
+      (m) =>
+        m !== null && typeof m === 'object' && typeof m.role === 'string' && (typeof m.content === 'string' || Array.isArray(m.content)),
+    );
+  if (!ok) throw new KvRouteError('ERR_INVALID_ARG', 'messages must be an array of { role: string, content: string | parts }');
+  if (typeof addGenerationPrompt !== 'boolean')
+    throw new KvRouteError('ERR_INVALID_ARG', `addGenerationPrompt must be a boolean, got ${describe(addGenerationPrompt)}`);
   return template.render({
     messages: messages.map((m) => ({ role: m.role, content: textOf(m.content) })),
     add_generation_prompt: addGenerationPrompt,

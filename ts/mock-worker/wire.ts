@@ -7,7 +7,9 @@
  * @module
  */
 
+import { KvRouteError } from '../errors.js';
 import { loadMsgpackr } from '../js/ingest/deps.js';
+import { describe } from '../validate.js';
 
 /** Which publisher the mock worker imitates. */
 export type WireFormat = 'vllm-0.33' | 'vllm-0.11' | 'sglang';
@@ -103,6 +105,7 @@ function encodeEvent(e: WireEvent, wire: WireFormat): unknown {
  * writes a Python float.
  */
 export function encodeBatch(tsSeconds: number, events: readonly WireEvent[], dpRank: number, wire: WireFormat): Uint8Array {
+  checkBatchArgs(tsSeconds, events, dpRank, wire);
   const ts = new Uint8Array(9);
   ts[0] = 0xcb;
   new DataView(ts.buffer).setFloat64(1, tsSeconds, false);
@@ -114,4 +117,36 @@ export function encodeBatch(tsSeconds: number, events: readonly WireEvent[], dpR
   out.set(body, 1 + ts.length);
   out.set(rank, 1 + ts.length + body.length);
   return out;
+}
+
+const WIRES: readonly WireFormat[] = ['vllm-0.33', 'vllm-0.11', 'sglang'];
+const U64_MAX = 2n ** 64n - 1n;
+
+function checkHashes(v: unknown, name: string): void {
+  if (!Array.isArray(v) || !v.every((h) => typeof h === 'bigint' && h >= 0n && h <= U64_MAX))
+    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be an array of u64 bigints, got ${describe(v)}`);
+}
+
+function checkBatchArgs(ts: unknown, events: unknown, dpRank: unknown, wire: unknown): void {
+  const bad = (m: string) => new KvRouteError('ERR_INVALID_ARG', m);
+  if (typeof ts !== 'number' || !Number.isFinite(ts)) throw bad(`tsSeconds must be a finite number, got ${describe(ts)}`);
+  if (typeof dpRank !== 'number' || !Number.isInteger(dpRank) || dpRank < 0 || dpRank > 0xffffffff)
+    throw bad(`dpRank must be an integer in [0, 2^32), got ${describe(dpRank)}`);
+  if (!WIRES.includes(wire as WireFormat)) throw bad(`wire must be one of ${WIRES.join(', ')}, got ${describe(wire)}`);
+  if (!Array.isArray(events)) throw bad(`events must be an array, got ${describe(events)}`);
+  events.forEach((e: unknown, i: number) => {
+    const ev = e as Record<string, unknown> | null;
+    if (ev === null || typeof ev !== 'object') throw bad(`events[${i}] must be an event object, got ${describe(e)}`);
+    if (ev.type === 'AllBlocksCleared') return;
+    checkHashes(ev.blockHashes, `events[${i}].blockHashes`);
+    if (ev.type === 'BlockRemoved') return;
+    if (ev.type !== 'BlockStored')
+      throw bad(`events[${i}].type must be BlockStored, BlockRemoved or AllBlocksCleared, got ${describe(ev.type)}`);
+    if (ev.parent !== null && !(typeof ev.parent === 'bigint' && ev.parent >= 0n && ev.parent <= U64_MAX))
+      throw bad(`events[${i}].parent must be a u64 bigint or null`);
+    if (!Array.isArray(ev.tokens) || !ev.tokens.every((t) => Number.isInteger(t) && t >= 0 && t <= 0xffffffff))
+      throw bad(`events[${i}].tokens must be token ids`);
+    if (typeof ev.blockSize !== 'number' || !Number.isInteger(ev.blockSize) || ev.blockSize < 0)
+      throw bad(`events[${i}].blockSize must be a non-negative integer`);
+  });
 }

@@ -6,7 +6,7 @@
 
 import { KvRouteError } from '../errors.js';
 import { SeededRandom } from '../random.js';
-import { describe, positiveInteger } from '../validate.js';
+import { checkOptions, describe, positiveInteger } from '../validate.js';
 import type { Trace, TraceRequest } from './trace.js';
 
 /** Options of {@link generateTrace}; every field has a default. */
@@ -29,6 +29,7 @@ export interface GenerateTraceOptions {
 
 /** Generates a trace; the same options always give the same trace. */
 export function generateTrace(opts: GenerateTraceOptions = {}): Trace {
+  checkOptions(opts, 'opts', ['requests', 'rate', 'prefixGroups', 'sharedPrefixBlocks', 'turns', 'traceBlockSize', 'seed']);
   const requests = positiveInteger(opts.requests, 'requests', 2000);
   const groups = positiveInteger(opts.prefixGroups, 'prefixGroups', 20);
   const prefixBlocks = positiveInteger(opts.sharedPrefixBlocks, 'sharedPrefixBlocks', 8);
@@ -75,6 +76,8 @@ export function generateTrace(opts: GenerateTraceOptions = {}): Trace {
 
 /** The trace as Mooncake JSONL text (what `kvroute gen-trace` prints). */
 export function traceToJsonl(trace: Trace): string {
+  if (trace === null || typeof trace !== 'object' || !Array.isArray((trace as Trace).requests))
+    throw new KvRouteError('ERR_INVALID_ARG', `traceToJsonl needs a Trace, got ${describe(trace)}`);
   return `${trace.requests
     .map((r) =>
       JSON.stringify({ timestamp: r.timestampMs, input_length: r.inputLength, output_length: r.outputLength, hash_ids: r.hashIds }),

@@ -9,7 +9,7 @@
 
 import { readFileSync } from 'node:fs';
 import { KvRouteError } from '../errors.js';
-import { describe } from '../validate.js';
+import { checkOptions, describe } from '../validate.js';
 
 /** One request of a trace. */
 export interface TraceRequest {
@@ -145,8 +145,10 @@ function linkBailianTurns(requests: TraceRequest[]): void {
 
 /** Parses trace text (JSONL). Blank lines are skipped; the first malformed line throws. */
 export function parseTrace(text: string, opts: LoadTraceOptions = {}): Trace {
-  const traceBlockSize = opts.traceBlockSize ?? 512;
-  if (!Number.isInteger(traceBlockSize) || traceBlockSize < 1)
+  if (typeof text !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `parseTrace needs JSONL text, got ${describe(text)}`);
+  const o = checkOptions(opts, 'opts', ['traceBlockSize']);
+  const traceBlockSize = o.traceBlockSize ?? 512;
+  if (typeof traceBlockSize !== 'number' || !Number.isInteger(traceBlockSize) || traceBlockSize < 1)
     throw new KvRouteError('ERR_INVALID_ARG', `traceBlockSize must be a positive integer, got ${describe(traceBlockSize)}`);
   const requests: TraceRequest[] = [];
   const lines = text.split('\n');

@@ -532,6 +532,7 @@ export class KvRouter {
    * shutdown paths need no guard.
    */
   markPrefillCompleted(requestId: string): void {
+    checkRequestId(requestId);
     if (this.closed) {
       this.counts.callsAfterClose++;
       return;
@@ -553,6 +554,7 @@ export class KvRouter {
    * no-op after `close()`.
    */
   touch(requestId: string): boolean {
+    checkRequestId(requestId);
     if (this.closed) {
       this.counts.callsAfterClose++;
       return false;
@@ -569,6 +571,7 @@ export class KvRouter {
    * `finally { router.free(id) }` is safe during shutdown.
    */
   free(requestId: string): void {
+    checkRequestId(requestId);
     if (this.closed) {
       this.counts.callsAfterClose++;
       return;
@@ -651,4 +654,9 @@ export class KvRouter {
     this.waiting.clear();
     this.index.close();
   }
+}
+
+/** Request ids are strings; anything else is `ERR_INVALID_ARG`, before any other check. */
+function checkRequestId(id: unknown): asserts id is string {
+  if (typeof id !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `requestId must be a string, got ${describe(id)}`);
 }

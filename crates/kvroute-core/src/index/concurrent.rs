@@ -181,9 +181,9 @@ impl KvIndex {
         self.record_prediction(rank, locals, seq_hashes, now_ms, expires_at_ms)
     }
 
-    /// Blocks until every op enqueued before the call is applied.
+    /// Blocks until every op enqueued before the call is applied. A flush that races with
+    /// `close` succeeds: close applies everything queued before its writers stop.
     pub fn flush(&self) -> Result<(), KvError> {
-        self.ensure_open()?;
         let targets: Vec<u64> = self.shared.enqueued.iter().map(|e| e.load(Ordering::Acquire)).collect();
         let mut applied = self.shared.applied.lock();
         while applied.iter().zip(&targets).any(|(a, t)| a < t) {

@@ -1,0 +1,150 @@
+import { describe, expect, test } from 'vitest';
+import * as kvroute from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+
+/** Values a careless or hostile caller may pass anywhere. */
+const HOSTILE: unknown[] = [
+  undefined,
+  null,
+  true,
+  0,
+  -1,
+  1.5,
+  Number.NaN,
+  Number.POSITIVE_INFINITY,
+  2 ** 64,
+  -(2n ** 70n),
+  2n ** 70n,
+  '',
+  'x',
+  '\uD800',
+  Symbol('s'),
+  [],
+  [Symbol('t')],
+  [null],
+  {},
+  Object.create(null),
+  () => 0,
+  new Map(),
+  new Date(0),
+  Uint8Array.of(0xc1),
+  {
+    [Symbol.toPrimitive]() {
+      throw new Error('toPrimitive');
+    },
+  },
+];
+
+/** Calls `fn` and requires that it either returns or throws/rejects a KvRouteError. */
+async function onlyKvRouteErrors(what: string, fn: () => unknown): Promise<void> {
+  let result: unknown;
+  try {
+    result = fn();
+    if (result instanceof Promise) await result;
+  } catch (err) {
+    if (!(err instanceof kvroute.KvRouteError))
+      throw new Error(`${what} threw ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`);
+  }
+}
+
+const label = (v: unknown) =>
+  typeof v === 'symbol'
+    ? 'Symbol'
+    : typeof v === 'bigint'
+      ? `${v}n`
+      : typeof v === 'function'
+        ? 'function'
+        : Object.prototype.toString.call(v);
+
+const FUNCTIONS: [string, (...a: unknown[]) => unknown][] = [
+  ['blockHashes', kvroute.blockHashes as never],
+  ['sequenceHashes', kvroute.sequenceHashes as never],
+  ['xxh3_64', kvroute.xxh3_64 as never],
+  ['decodeEngineBatch', kvroute.decodeEngineBatch as never],
+  ['parseEvents', kvroute.parseEvents as never],
+  ['stringifyEvents', kvroute.stringifyEvents as never],
+  ['parseTrace', kvroute.parseTrace as never],
+  ['generateTrace', kvroute.generateTrace as never],
+  ['encodeEngineBatch', kvroute.encodeEngineBatch as never],
+  ['mockTokenize', kvroute.mockTokenize as never],
+  ['mockDetokenize', kvroute.mockDetokenize as never],
+  ['renderMockChat', kvroute.renderMockChat as never],
+];
+
+describe('every public entry point throws only KvRouteError for bad arguments', () => {
+  test.each(FUNCTIONS)('%s', async (name, fn) => {
+    for (const v of HOSTILE) {
+      await onlyKvRouteErrors(`${name}(${label(v)})`, () => fn(v));
+      await onlyKvRouteErrors(`${name}(${label(v)} × 4)`, () => fn(v, v, v, v));
+      await onlyKvRouteErrors(`${name}([1,2,3,4], ${label(v)})`, () => fn([1, 2, 3, 4], v));
+      await onlyKvRouteErrors(`${name}([1,2,3,4], 4, ${label(v)})`, () => fn([1, 2, 3, 4], 4, v));
+    }
+  });
+
+  test.each(BACKENDS)('KvIndex and KvRouter constructors and methods (%s)', async (backend) => {
+    for (const v of HOSTILE) {
+      await onlyKvRouteErrors(`new KvIndex(${label(v)})`, () => new kvroute.KvIndex(v as never));
+      await onlyKvRouteErrors(
+        `new KvIndex({blockSize: 4, backend: ${label(v)}})`,
+        () => new kvroute.KvIndex({ blockSize: 4, backend: v as never }),
+      );
+      await onlyKvRouteErrors(`new KvRouter(${label(v)})`, () => new kvroute.KvRouter(v as never));
+    }
+    const index = new kvroute.KvIndex({ blockSize: 4, backend, approximate: { ttlMs: 1000 } });
+    const router = new kvroute.KvRouter({ blockSize: 4, backend });
+    router.addWorker(1);
+    // The public methods (TypeScript's private ones are on the prototype too, but not API).
+    const PUBLIC: Record<string, string[]> = {
+      KvIndex: [
+        'applyEvent',
+        'applyEvents',
+        'flush',
+        'findMatches',
+        'findMatchesForRequest',
+        'recordRouting',
+        'removeWorker',
+        'subscribe',
+        'engineSources',
+        'applyEngineBatch',
+        'engineStats',
+        'dump',
+        'stats',
+      ],
+      KvRouter: [
+        'addWorker',
+        'updateWorker',
+        'removeWorker',
+        'subscribe',
+        'applyEngineBatch',
+        'applyEvent',
+        'applyEvents',
+        'flush',
+        'route',
+        'potentialLoads',
+        'markPrefillCompleted',
+        'touch',
+        'free',
+        'stats',
+      ],
+    };
+    for (const [obj, name] of [
+      [index, 'KvIndex'],
+      [router, 'KvRouter'],
+    ] as const) {
+      for (const m of PUBLIC[name]) {
+        expect(typeof (obj as unknown as Record<string, unknown>)[m]).toBe('function');
+        const fn = (...a: unknown[]) => (obj as unknown as Record<string, (...x: unknown[]) => unknown>)[m](...a);
+        for (const v of HOSTILE) {
+          await onlyKvRouteErrors(`${name}.${m}(${label(v)})`, () => fn(v));
+          await onlyKvRouteErrors(`${name}.${m}(${label(v)} × 3)`, () => fn(v, v, v));
+          await onlyKvRouteErrors(`${name}.${m}(1, ${label(v)})`, () => fn(1, v));
+          await onlyKvRouteErrors(`${name}.${m}(1, 0, ${label(v)})`, () => fn(1, 0, v));
+        }
+      }
+    }
+    for (const s of index.engineSources()) s.close();
+    for (const s of router.index.engineSources()) s.close();
+    index.close();
+    router.close();
+  });
+});
