@@ -1,6 +1,15 @@
 import { afterEach, describe, expect, test } from 'vitest';
-import { KvRouter, type KvRouterOptions } from '../ts/index.js';
+import {
+  blockHashes,
+  KvIndex,
+  KvRouter,
+  type KvRouterOptions,
+  MAX_BLOCKS_PER_EVENT,
+  MAX_RANKS_PER_WORKER,
+  MAX_TOKENS_PER_REQUEST,
+} from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { expectKvError } from './helpers/errors.js';
 
 const BS = 4;
 const tokens = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
@@ -76,5 +85,60 @@ describe.each(BACKENDS)('KvRouter request lifecycle edge cases (%s)', (backend) 
     const s = r.stats();
     expect(s).toMatchObject({ callsAfterClose: 3, routed: 1, inFlight: 0, load: [] });
     expect(s.index.workers).toBe(0);
+  });
+});
+
+describe.each(BACKENDS)('limits and large inputs (%s)', (backend) => {
+  test('150k (worker, rank) candidates route without overflowing the stack', async () => {
+    const r = new KvRouter({ blockSize: BS, backend });
+    for (let w = 0; w < 150; w++) r.addWorker(w, { dataParallelSize: MAX_RANKS_PER_WORKER });
+    const d = await r.route({ requestId: 'big', tokens: tokens(1, 8) });
+    expect(d.candidates).toHaveLength(150 * MAX_RANKS_PER_WORKER);
+    r.close();
+  });
+
+  test('documented maximums are enforced with ERR_INVALID_ARG', () => {
+    const r = new KvRouter({ blockSize: BS, backend });
+    expectKvError(() => r.addWorker(1, { dataParallelSize: 2 ** 32 - 1 }), 'ERR_INVALID_ARG', /dataParallelSize must be at most 1024/);
+    expectKvError(() => r.addWorker(1, { dataParallelSize: MAX_RANKS_PER_WORKER + 1 }), 'ERR_INVALID_ARG', /at most 1024/);
+    r.addWorker(1, { dataParallelSize: MAX_RANKS_PER_WORKER });
+    expectKvError(
+      () => blockHashes(new Array(MAX_TOKENS_PER_REQUEST + 1), BS, { backend }),
+      'ERR_INVALID_ARG',
+      /at most 16777216 are accepted/,
+    );
+    const huge = new Array(MAX_BLOCKS_PER_EVENT + 1);
+    expectKvError(
+      () => r.applyEvent({ worker_id: 1, event: { event_id: 0, data: { removed: { block_hashes: huge } } } } as never),
+      'ERR_INVALID_EVENT',
+      /at most 1048576 hashes/,
+    );
+    r.close();
+  });
+
+  test('a flush issued just before close resolves on both backends', async () => {
+    const index = new KvIndex({ blockSize: BS, backend });
+    index.applyEvent({
+      worker_id: 1,
+      event: { event_id: 0, data: { stored: { parent_hash: null, blocks: [{ block_hash: 1, tokens_hash: 1 }] } } },
+    });
+    const flushed = index.flush();
+    index.close();
+    await expect(flushed).resolves.toBeUndefined();
+    await expect(index.flush()).rejects.toMatchObject({ code: 'ERR_CLOSED' });
+  });
+
+  test('LoRA and namespace names with lone surrogates are refused (they would collide as U+FFFD)', async () => {
+    for (const name of ['\uD800', 'a\uDC00b', '\uDBFF\uDBFF']) {
+      expectKvError(() => blockHashes(tokens(1, 8), BS, { loraName: name, backend }), 'ERR_INVALID_ARG', /lone surrogate/);
+      expectKvError(() => blockHashes(tokens(1, 8), BS, { cacheNamespace: name, backend }), 'ERR_INVALID_ARG', /lone surrogate/);
+    }
+    expect(blockHashes(tokens(1, 8), BS, { cacheNamespace: 'tenant-\u{1F600}', backend })).toHaveLength(2);
+    const r = new KvRouter({ blockSize: BS, backend });
+    r.addWorker(1);
+    await expect(r.route({ requestId: 'x', tokens: tokens(1, 8), cacheNamespace: '\uD83D' })).rejects.toMatchObject({
+      code: 'ERR_INVALID_ARG',
+    });
+    r.close();
   });
 });

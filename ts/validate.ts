@@ -7,6 +7,7 @@
  */
 
 import { invalidArg } from './errors.js';
+import { MAX_TOKENS_PER_REQUEST } from './limits.js';
 
 /** Largest block size accepted, in tokens (matches `MAX_BLOCK_SIZE` in kvroute-core). */
 export const MAX_BLOCK_SIZE = 1 << 20;
@@ -35,10 +36,12 @@ export function blockCount(tokens: number, blockSize: number, eagle: boolean): n
 
 /** Accepts a Uint32Array as is, or copies an array of integers in [0, 2^32). */
 export function toTokens(tokens: unknown, name = 'tokens'): Uint32Array {
-  if (tokens instanceof Uint32Array) return tokens;
-  if (!Array.isArray(tokens)) {
+  if (!(tokens instanceof Uint32Array) && !Array.isArray(tokens)) {
     throw invalidArg(`${name} must be a Uint32Array or an array of integers in [0, 2^32), got ${describe(tokens)}`);
   }
+  if (tokens.length > MAX_TOKENS_PER_REQUEST)
+    throw invalidArg(`${name} has ${tokens.length} tokens; at most ${MAX_TOKENS_PER_REQUEST} are accepted`);
+  if (tokens instanceof Uint32Array) return tokens;
   const out = new Uint32Array(tokens.length);
   for (let i = 0; i < tokens.length; i++) {
     const t = tokens[i];

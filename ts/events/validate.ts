@@ -10,6 +10,7 @@
  */
 
 import { KvRouteError } from '../errors.js';
+import { MAX_BLOCKS_PER_EVENT } from '../limits.js';
 import { describe } from '../validate.js';
 import { FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_CLEARED, KIND_REMOVED, KIND_STORED, type PackedEvents, PackedWriter } from './packed.js';
 
@@ -128,6 +129,8 @@ function packStored(w: PackedWriter, data: unknown, at: Where, dpRank: number, f
   if (start !== undefined && start !== null) u32(start, at, '.event.data.stored.start_position');
   const blocks = list(s.blocks, at, '.event.data.stored.blocks');
   const count = blocks.length;
+  if (count > MAX_BLOCKS_PER_EVENT)
+    fail(at, '.event.data.stored.blocks', NO_INDEX, `must hold at most ${MAX_BLOCKS_PER_EVENT} blocks`, `${count} blocks`);
   const parent = s.parent_hash;
   const hasParent = parent !== null;
   w.pushMeta(KIND_STORED, dpRank, flags | (hasParent ? FLAG_HAS_PARENT : 0), count);
@@ -146,6 +149,8 @@ function packRemoved(w: PackedWriter, data: unknown, at: Where, dpRank: number, 
   const r = record(data, at, '.event.data.removed', REMOVED_KEYS);
   const hashes = list(r.block_hashes, at, '.event.data.removed.block_hashes');
   const count = hashes.length;
+  if (count > MAX_BLOCKS_PER_EVENT)
+    fail(at, '.event.data.removed.block_hashes', NO_INDEX, `must hold at most ${MAX_BLOCKS_PER_EVENT} hashes`, `${count} hashes`);
   w.pushMeta(KIND_REMOVED, dpRank, flags, count);
   head();
   for (let i = 0; i < count; i++) u64(w, hashes[i], at, '.event.data.removed.block_hashes[#]', i);

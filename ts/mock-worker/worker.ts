@@ -249,7 +249,9 @@ class Worker implements MockWorker {
         const cancel = rank.submit({
           prompt: parsed.prompt,
           output,
-          onTokens: (t) => parts.push(...t),
+          onTokens: (t) => {
+            for (const x of t) parts.push(x);
+          },
           onDone: (cached) =>
             resolve(fullResponse(parsed, id, created, detokenize(parts), usage(parsed.prompt.length, parts.length, cached))),
           onAbort: (reason) => reject(Object.assign(new Error(`the engine stopped: ${reason}`), { statusCode: 503 })),

@@ -17,8 +17,15 @@ function cdfChart(title: string, series: Array<{ name: string; points: number[] 
   const h = 300;
   const m = { l: 50, r: 16, t: 28, b: 40 };
   const all = series.flatMap((s) => s.points).filter((v) => v > 0);
-  const lo = Math.log10(Math.max(0.1, Math.min(...all, 1)));
-  const hi = Math.log10(Math.max(...all, 10));
+  // Loops, not Math.min(...all): a large report would overflow the stack.
+  let least = 1;
+  let most = 10;
+  for (const v of all) {
+    if (v < least) least = v;
+    if (v > most) most = v;
+  }
+  const lo = Math.log10(Math.max(0.1, least));
+  const hi = Math.log10(most);
   const x = (v: number) => m.l + ((Math.log10(Math.max(v, 10 ** lo)) - lo) / (hi - lo || 1)) * (w - m.l - m.r);
   const y = (q: number) => h - m.b - q * (h - m.t - m.b);
   const ticks: string[] = [];

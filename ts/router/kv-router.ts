@@ -12,6 +12,7 @@ import type { EngineSource } from '../ingest/source.js';
 import type { ApplyEngineBatchOptions, BatchResult, SubscribeOptions } from '../ingest/types.js';
 import type { IndexStats } from '../kv-index.js';
 import { checkDpRank, checkWorkerId, indexInternals, KvIndex, type WorkerId } from '../kv-index.js';
+import { MAX_WORKERS } from '../limits.js';
 import { SeededRandom } from '../random.js';
 import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
 import { type KvRouterOptions, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
@@ -152,6 +153,7 @@ export class KvRouter {
     this.open();
     const id = checkWorkerId(workerId);
     if (this.workers.get(id)) throw new KvRouteError('ERR_INVALID_ARG', `worker ${id} is already added (use updateWorker)`);
+    if (this.workers.size >= MAX_WORKERS) throw new KvRouteError('ERR_INVALID_ARG', `a router takes at most ${MAX_WORKERS} workers`);
     this.workers.set(resolveWorker(id, cfg));
     this.drain();
   }
@@ -195,7 +197,7 @@ export class KvRouter {
     const sources = this.index.subscribe(list);
     for (const [i, o] of list.entries()) {
       const id = sources[i].workerId;
-      if (!this.workers.get(id)) {
+      if (!this.workers.get(id) && this.workers.size < MAX_WORKERS) {
         const size = o.dataParallelSize ?? (Array.isArray(o.endpoint) ? o.endpoint.length : 1);
         this.workers.set(resolveWorker(id, { dataParallelSize: size }));
       }

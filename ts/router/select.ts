@@ -45,7 +45,9 @@ export function chooseCandidate(candidates: readonly CandidateScore[], temperatu
   if (temperature === 0 || min === max) {
     const cheapest = candidates.map((_, i) => i).filter((i) => candidates[i].cost === min);
     if (temperature > 0) return cheapest[Math.floor(rng.next() * cheapest.length)];
-    const smallest = Math.min(...cheapest.map((i) => candidates[i].treeSize));
+    // A loop, not Math.min(...): spreading hundreds of thousands of candidates overflows the stack.
+    let smallest = Number.POSITIVE_INFINITY;
+    for (const i of cheapest) if (candidates[i].treeSize < smallest) smallest = candidates[i].treeSize;
     const tied = cheapest.filter((i) => candidates[i].treeSize === smallest);
     return tied.length === 1 ? tied[0] : tied[Math.floor(rng.next() * tied.length)];
   }

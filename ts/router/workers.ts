@@ -6,6 +6,7 @@
 
 import { KvRouteError } from '../errors.js';
 import { checkWorkerId, type WorkerId } from '../kv-index.js';
+import { MAX_RANKS_PER_WORKER } from '../limits.js';
 import { checkOptions, describe } from '../validate.js';
 import type { WorkerConfig } from './types.js';
 
@@ -42,6 +43,8 @@ export function resolveWorker(id: bigint, cfg: unknown): Worker {
     'maxNumSeqs',
   ]) as WorkerConfig;
   const size = int(c.dataParallelSize, 'dataParallelSize', 1, 1) as number;
+  if (size > MAX_RANKS_PER_WORKER)
+    throw new KvRouteError('ERR_INVALID_ARG', `cfg.dataParallelSize must be at most ${MAX_RANKS_PER_WORKER}, got ${size}`);
   const startRank = int(c.dataParallelStartRank, 'dataParallelStartRank', 0, 0) as number;
   if (startRank + size > 0xffffffff) throw new KvRouteError('ERR_INVALID_ARG', 'cfg: dp ranks must stay below 2^32');
   int(c.totalKvBlocks, 'totalKvBlocks', 1, undefined);
