@@ -68,6 +68,22 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     expect(changes[0]).toMatchObject({ workerId: 7n, dpRank: 0, state: 'active' });
   });
 
+  test('state changes are also an async iterable that ends when the source closes', async () => {
+    const pub = track(await TestEnginePublisher.start());
+    const index = setup();
+    const src = index.subscribe({ workerId: 8, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
+    const seen: string[] = [];
+    const consumer = (async () => {
+      for await (const change of src) seen.push(`${change.dpRank}:${change.state}`);
+    })();
+    await pub.waitForSubscribers();
+    await publishAll(pub, chain(0n, 2));
+    await waitFor(() => seen.length > 0, 'a change');
+    src.close();
+    await consumer;
+    expect(seen[0]).toBe('0:active');
+  });
+
   test('a live gap is repaired from the replay socket without duplicates (both reply framings, a topic)', async () => {
     for (const framing of ['old', 'new'] as const) {
       const pub = track(await TestEnginePublisher.start({ framing, topic: 'kv' }));

@@ -360,3 +360,39 @@ describe.skipIf(CAPTURES.length === 0)("the mock wire encoder against the engine
     expect(compared).toBeGreaterThan(10);
   });
 });
+
+describe('kvroute mock-worker as a command', () => {
+  test('serves until SIGTERM (exit 0); a scheduled crash fault exits 1', async () => {
+    const { spawn } = await import('node:child_process');
+    const { join } = await import('node:path');
+    const { ROOT, requireDist } = await import('./helpers/dist.js');
+    requireDist();
+    const run = (args: string[]) => {
+      const child = spawn(process.execPath, [join(ROOT, 'dist', 'cli.js'), 'mock-worker', '--port', '0', ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      const url = new Promise<string>((resolve, reject) => {
+        let out = '';
+        child.stdout.on('data', (d) => {
+          out += d;
+          const m = /(http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+          if (m) resolve(m[1]);
+        });
+        child.on('exit', () => reject(new Error(`exited before listening: ${out}`)));
+      });
+      return { child, exited, url };
+    };
+    const a = run(['--speedup', '50', '--kv-events', 'tcp://127.0.0.1:0', '--wire', 'sglang', '--model', 'cli-model']);
+    const url = await a.url;
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+    expect((await (await fetch(`${url}/v1/models`)).json()).data[0].id).toBe('cli-model');
+    a.child.kill('SIGTERM');
+    expect(await a.exited).toBe(0);
+    const b = run(['--faults', 'crash@200']);
+    await b.url;
+    expect(await b.exited).toBe(1);
+    const c = spawn(process.execPath, [join(ROOT, 'dist', 'cli.js'), 'mock-worker', '--wire', 'tgi'], { stdio: 'ignore' });
+    expect(await new Promise((resolve) => c.on('exit', resolve))).toBe(2);
+  });
+});
