@@ -386,7 +386,8 @@ describe('kvroute mock-worker as a command', () => {
     const a = run(['--speedup', '50', '--kv-events', 'tcp://127.0.0.1:0', '--wire', 'sglang', '--model', 'cli-model']);
     const url = await a.url;
     expect((await fetch(`${url}/health`)).status).toBe(200);
-    expect((await (await fetch(`${url}/v1/models`)).json()).data[0].id).toBe('cli-model');
+    const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
+    expect(models.data[0].id).toBe('cli-model');
     a.child.kill('SIGTERM');
     expect(await a.exited).toBe(0);
     const b = run(['--faults', 'crash@200']);
