@@ -24,7 +24,16 @@ export type KvRouteErrorCode =
   /** A bug in kvroute (including a Rust panic caught at the boundary). Please report it. */
   | 'ERR_INTERNAL';
 
-/** Error thrown by every kvroute API. */
+/**
+ * Marks kvroute's errors across copies of the package: the ESM and CJS builds (or two installed
+ * versions) each define the class, and `instanceof` compares by this brand instead of identity.
+ */
+const BRAND = Symbol.for('kvroute.KvRouteError');
+
+/**
+ * Error thrown by every kvroute API. `instanceof KvRouteError` holds for errors from any copy of
+ * kvroute loaded in the process (ESM and CJS builds alike).
+ */
 export class KvRouteError extends Error {
   /** Stable machine-readable code. */
   readonly code: KvRouteErrorCode;
@@ -33,7 +42,18 @@ export class KvRouteError extends Error {
     super(message, options);
     this.name = 'KvRouteError';
     this.code = code;
+    Object.defineProperty(this, BRAND, { value: true });
   }
+
+  /** True for a KvRouteError from any copy of kvroute. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
+  }
+}
+
+/** True when `err` is a {@link KvRouteError} from any copy of kvroute (the same test `instanceof` makes). */
+export function isKvRouteError(err: unknown): err is KvRouteError {
+  return err instanceof KvRouteError;
 }
 
 const KNOWN_CODES: ReadonlySet<string> = new Set<KvRouteErrorCode>([
