@@ -17,9 +17,9 @@
  */
 
 import { writeFileSync } from 'node:fs';
-import { Packr } from 'msgpackr';
 import { batchesByRank, captureNames, readCapture } from '../test/helpers/kvcap.js';
-import { blockHashes, sequenceHashes, type Trace } from '../ts/index.js';
+import { blockHashes, encodeEngineBatch, sequenceHashes, type Trace, type WireEvent } from '../ts/index.js';
+import { Rng } from './index-workload.js';
 
 const BLOCK = 64;
 const PER_ID = 512 / BLOCK;
@@ -54,44 +54,6 @@ function blockTokens(id: number, j: number): number[] {
   return out;
 }
 
-class Rng {
-  private s: number;
-  constructor(seed: number) {
-    this.s = seed >>> 0;
-  }
-  int(n: number): number {
-    this.s = (Math.imul(this.s, 1664525) + 1013904223) >>> 0;
-    return Math.floor((this.s / 4294967296) * n);
-  }
-}
-
-const packr = new Packr({ useRecords: false, variableMapSize: true, int64AsType: 'bigint' });
-
-function storedEvent(hashes: bigint[], parent: bigint | null, tokens: number[]): Map<string, unknown> {
-  return new Map<string, unknown>([
-    ['type', 'BlockStored'],
-    ['block_hashes', hashes],
-    ['parent_block_hash', parent],
-    ['token_ids', tokens],
-    ['block_size', BLOCK],
-    ['lora_id', null],
-    ['medium', 'GPU'],
-    ['lora_name', null],
-    ['extra_keys', hashes.map(() => null)],
-    ['group_idx', 0],
-    ['kv_cache_spec_kind', 'full_attention'],
-  ]);
-}
-
-function removedEvent(hashes: bigint[]): Map<string, unknown> {
-  return new Map<string, unknown>([
-    ['type', 'BlockRemoved'],
-    ['block_hashes', hashes],
-    ['medium', 'GPU'],
-    ['group_idx', 0],
-  ]);
-}
-
 /** The Mooncake-derived stream for `workers` workers. */
 export function mooncakeBatches(trace: Trace, workers: number, seed = 42): Omit<IngestWorkload, 'source'> {
   const rng = new Rng(seed);
@@ -110,9 +72,15 @@ export function mooncakeBatches(trace: Trace, workers: number, seed = 42): Omit<
     const cache = caches[worker];
     let held = 0;
     while (held < engine.length && cache.has(engine[held])) held++;
-    const events: Map<string, unknown>[] = [];
+    const events: WireEvent[] = [];
     if (held < engine.length) {
-      events.push(storedEvent([...engine.slice(held)], held > 0 ? engine[held - 1] : null, tokens.slice(held).flat()));
+      events.push({
+        type: 'BlockStored',
+        blockHashes: [...engine.slice(held)],
+        parent: held > 0 ? engine[held - 1] : null,
+        tokens: tokens.slice(held).flat(),
+        blockSize: BLOCK,
+      });
     }
     for (let i = engine.length - 1; i >= 0; i--) {
       cache.delete(engine[i]);
@@ -125,10 +93,11 @@ export function mooncakeBatches(trace: Trace, workers: number, seed = 42): Omit<
     }
     for (const key of evicted) {
       cache.delete(key);
-      events.push(removedEvent([key]));
+      events.push({ type: 'BlockRemoved', blockHashes: [key] });
     }
     if (events.length === 0) continue;
-    const payload = new Uint8Array(packr.pack([req.timestampMs / 1000, events, 0]));
+    // Exactly as vLLM 0.33's publisher lays batches out (the encoder is checked against its captures).
+    const payload = encodeEngineBatch(req.timestampMs / 1000, events, 0, 'vllm-0.33');
     batches.push({ worker, dpRank: 0, seq: seqs[worker]++, blockEvents: engine.length - held + evicted.length, payload });
   }
   return { blockSize: BLOCK, batches, queries };

@@ -6,6 +6,8 @@
  * @module
  */
 
+import type { RawStreamCounters } from '../../backend-types.js';
+
 export type RankStateName = 'connecting' | 'active' | 'recovering' | 'resyncing' | 'failed';
 
 export type Step =
@@ -20,18 +22,24 @@ export interface CursorConfig {
   maxHeld: number;
 }
 
-export interface StreamCounters {
-  frames: number;
-  gaps: number;
-  replayRequests: number;
-  replayed: number;
-  replayFailures: number;
-  replayTimeouts: number;
-  restarts: number;
-  resyncs: number;
-  duplicates: number;
-  ignored: number;
-  staleReplies: number;
+/** Counters of the stream machine (the layout both backends report). */
+export type StreamCounters = RawStreamCounters;
+
+/** All stream counters at zero. */
+export function emptyStreamCounters(): StreamCounters {
+  return {
+    frames: 0,
+    gaps: 0,
+    replayRequests: 0,
+    replayed: 0,
+    replayFailures: 0,
+    replayTimeouts: 0,
+    restarts: 0,
+    resyncs: 0,
+    duplicates: 0,
+    ignored: 0,
+    staleReplies: 0,
+  };
 }
 
 interface Replay {
@@ -55,19 +63,7 @@ export class Cursor {
   private replay: Replay | undefined;
   private held: [bigint, Uint8Array][] = [];
   incarnation = 0;
-  readonly counters: StreamCounters = {
-    frames: 0,
-    gaps: 0,
-    replayRequests: 0,
-    replayed: 0,
-    replayFailures: 0,
-    replayTimeouts: 0,
-    restarts: 0,
-    resyncs: 0,
-    duplicates: 0,
-    ignored: 0,
-    staleReplies: 0,
-  };
+  readonly counters: StreamCounters = emptyStreamCounters();
   private transitions: [RankStateName, string][] = [];
 
   constructor(private readonly config: CursorConfig) {}

@@ -8,7 +8,7 @@
 
 import type { RawRankStatus, RawSourceConfig, RawStateChange, SourceBackend } from '../../backend-types.js';
 import { KvRouteError } from '../../errors.js';
-import { Cursor, type Step } from './cursor.js';
+import { Cursor, emptyStreamCounters, type Step } from './cursor.js';
 import { loadZeromq, type Zeromq } from './deps.js';
 import type { JsIngest } from './engine.js';
 
@@ -70,19 +70,7 @@ export class JsEngineSource implements SourceBackend {
             reason: 'waiting for the first batch',
             lastSeq: null,
             incarnation: 0,
-            stream: {
-              frames: 0,
-              gaps: 0,
-              replayRequests: 0,
-              replayed: 0,
-              replayFailures: 0,
-              replayTimeouts: 0,
-              restarts: 0,
-              resyncs: 0,
-              duplicates: 0,
-              ignored: 0,
-              staleReplies: 0,
-            },
+            stream: emptyStreamCounters(),
             held: 0,
             malformedFrames: 0,
             lastBatchMs: null,
