@@ -109,7 +109,9 @@ describe('kvroute command', () => {
     const run = cli(['replay', 't.jsonl', '--compare', 'kv,round-robin', '--workers', '3', '--report', 'r.json', '--html', 'p.html']);
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/TTFT mean ms/);
-    expect(run.stderr).toBe('');
+    // Without a terminal: only plain progress lines (one per policy at its end for a short run).
+    expect(run.stderr).toBe('replay kv: 120/120 requests\nreplay round-robin: 120/120 requests\n');
+    expect(run.stdout).toMatch(/^backend: (native|js)\n/);
     const report = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')) as ReplayReport;
     expect(report.policies.map((p) => p.name)).toEqual(['kv', 'round-robin']);
     expect(report.trace.path).toBe('t.jsonl');
@@ -126,6 +128,46 @@ describe('kvroute command', () => {
     const report = JSON.parse(readFileSync(join(dir, 'last.json'), 'utf8')) as ReplayReport;
     expect(report.policies[0].name).toBe('last.mjs');
     expect(report.policies[0].workers.map((w) => w.requests)).toEqual([0, 40]);
+  });
+
+  test('help, version, and errors found before a simulation starts', () => {
+    requireDist();
+    const top = cli(['--help']);
+    expect(top.status).toBe(0);
+    expect(top.stdout).toMatch(/mock-worker/);
+    expect(cli(['--version']).stdout.trim()).toBe(`kvroute ${JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version}`);
+    for (const flag of ['--help', '-h']) {
+      const help = cli(['replay', flag]);
+      expect(help.status).toBe(0);
+      expect(help.stdout).toMatch(/--workers <number>\s+simulated workers \(default: 16\)/);
+      expect(help.stdout).toMatch(/its code runs/);
+    }
+    expect(cli(['gen-trace', '--help']).stdout).toMatch(/--requests <number>\s+requests to generate \(default: 2000\)/);
+    expect(cli(['mock-worker', '--help']).stdout).toMatch(/--wire <vllm-0.33\|vllm-0.11\|sglang>/);
+    const policy = cli(['replay', '--router', 'kv2']);
+    expect(policy.status).toBe(2);
+    expect(policy.stderr).toMatch(/unknown policy "kv2": use kv, round-robin, random, or the path of a selector module/);
+    const t0 = Date.now();
+    const unwritable = cli(['replay', '--report', join(dir, 'missing', 'r.json')]);
+    expect(unwritable.status).toBe(2);
+    expect(unwritable.stderr).toMatch(/--report .* cannot be written/);
+    expect(cli(['replay', '--html', dir]).stderr).toMatch(/is a directory/);
+    // Checked up front: the default workload takes seconds to simulate, these fail at once.
+    expect(Date.now() - t0).toBeLessThan(5000);
+  });
+
+  test('replay reports its backend; onProgress fires once per step and once at the end', async () => {
+    const calls: number[] = [];
+    const report = await replay({
+      trace: generateTrace({ requests: 100, seed: 2 }),
+      workers: 2,
+      backend: 'js',
+      onProgress: (_p, done) => calls.push(done),
+    });
+    expect(report.config.backend).toBe('js');
+    expect(calls.at(-1)).toBe(100);
+    expect(calls.filter((d) => d === 100)).toHaveLength(1);
+    expect(calls).toEqual([...calls].sort((a, b) => a - b));
   });
 
   test('usage errors exit 2 with a message; a bad trace names its line', () => {

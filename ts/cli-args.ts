@@ -1,35 +1,70 @@
 /**
- * The small flag parser the `kvroute` subcommands share.
+ * Flags of the `kvroute` subcommands on `node:util`'s `parseArgs`, each with its help text and
+ * default, so that `--help` is generated from the same table the parser uses.
  * @internal
  * @module
  */
 
-/** A command-line mistake: printed with the usage, exit code 2. */
-export class UsageError extends Error {}
+import { parseArgs } from 'node:util';
 
-/** `--name value` or `--name=value` flags of known kinds; anything else is positional. */
-export function parseArgs(
-  argv: string[],
-  flags: Record<string, 'number' | 'string'>,
-): { positional: string[]; values: Record<string, string | number> } {
-  const positional: string[] = [];
-  const values: Record<string, string | number> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('--')) {
-      positional.push(a);
-      continue;
-    }
-    const [name, inline] = a.slice(2).split(/=(.*)/s, 2);
-    const kind = flags[name];
-    if (!kind) throw new UsageError(`unknown option --${name}`);
-    const raw = inline ?? argv[++i];
-    if (raw === undefined) throw new UsageError(`--${name} needs a value`);
-    if (kind === 'number') {
-      const n = Number(raw);
-      if (raw.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got "${raw}"`);
-      values[name] = n;
-    } else values[name] = raw;
+/** A command-line mistake: printed with the command's usage, exit code 2. */
+export class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly usage?: string,
+  ) {
+    super(message);
   }
-  return { positional, values };
+}
+
+export interface Flag {
+  kind: 'number' | 'string' | 'boolean';
+  /** What it does. */
+  help: string;
+  /** The default, as shown in the help (omitted: none). */
+  default?: string;
+  /** The placeholder shown after the flag. */
+  value?: string;
+}
+
+export type Flags = Record<string, Flag>;
+
+/** The help of one command: synopsis, then one line per flag with its default. */
+export function helpText(synopsis: string, description: string, flags: Flags): string {
+  const rows = Object.entries(flags).map(([name, f]) => {
+    const left = `  --${name}${f.kind === 'boolean' ? '' : ` <${f.value ?? f.kind}>`}`;
+    return [left, `${f.help}${f.default !== undefined ? ` (default: ${f.default})` : ''}`];
+  });
+  const width = Math.max(...rows.map((r) => r[0].length), 14) + 2;
+  const lines = rows.map(([l, r]) => `${l.padEnd(width)}${r}`);
+  return `usage: ${synopsis}\n\n${description}\n\noptions:\n${lines.join('\n')}\n  ${'-h, --help'.padEnd(width - 2)}this help\n`;
+}
+
+/** Parses `argv` against `flags` (plus `-h`/`--help`); numbers are checked to be finite. */
+export function parseCommand(
+  argv: string[],
+  flags: Flags,
+  usage: string,
+): { positional: string[]; values: Record<string, string | number | boolean>; help: boolean } {
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } };
+  for (const [name, f] of Object.entries(flags)) options[name] = { type: f.kind === 'boolean' ? 'boolean' : 'string' };
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  } catch (err) {
+    const message = (err as Error).message.replace(/\. To specify a positional argument.*$/s, '');
+    throw new UsageError(message, usage);
+  }
+  const values: Record<string, string | number | boolean> = {};
+  for (const [name, raw] of Object.entries(parsed.values)) {
+    if (name === 'help' || raw === undefined) continue;
+    const f = flags[name];
+    if (f.kind === 'number') {
+      const n = Number(raw);
+      if (typeof raw !== 'string' || raw.trim() === '' || !Number.isFinite(n))
+        throw new UsageError(`--${name} must be a number, got "${String(raw)}"`, usage);
+      values[name] = n;
+    } else values[name] = raw as string | boolean;
+  }
+  return { positional: parsed.positionals, values, help: parsed.values.help === true };
 }

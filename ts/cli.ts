@@ -4,11 +4,11 @@
  * @module
  */
 
-import { writeFileSync } from 'node:fs';
-import { basename, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { accessSync, constants, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { BackendName } from './backend-types.js';
-import { parseArgs, UsageError } from './cli-args.js';
+import { type Flags, helpText, parseCommand, UsageError } from './cli-args.js';
 import { KvRouteError } from './errors.js';
 import { runMockWorker } from './mock-worker/cli.js';
 import { generateTrace, traceToJsonl } from './replay/generate.js';
@@ -17,32 +17,79 @@ import { type ReplayOptions, type ReplayPolicy, replay } from './replay/replay.j
 import type { PolicyReport, ReplayReport } from './replay/report.js';
 import type { Selector } from './router/select.js';
 
-const USAGE = `usage:
-  kvroute replay [trace.jsonl] [--workers 16] [--router kv|round-robin|random|<module>]
-                 [--compare kv,round-robin,random] [--block-size 64] [--trace-block-size 512]
-                 [--num-gpu-blocks 16384] [--max-num-seqs 256] [--max-num-batched-tokens 8192]
-                 [--dp-size 1] [--speedup 1] [--arrival-speedup 1] [--router-config '{"overlapScoreWeight":1}']
-                 [--limit N] [--seed 42] [--report out.json] [--html out.html] [--backend native|js]
-  kvroute gen-trace [--requests 2000] [--rate 4] [--prefix-groups 20] [--shared-prefix-blocks 8]
-                    [--turns 4] [--seed 1] > trace.jsonl
-  kvroute mock-worker [--port 8001] [--host 127.0.0.1] [--kv-events tcp://*:5557] [--replay tcp://*:5558]
-                      [--dp-size 1] [--block-size 16] [--num-gpu-blocks 16384] [--max-num-seqs 256]
-                      [--max-num-batched-tokens 8192] [--speedup 1] [--model mock-model]
-                      [--wire vllm-0.33|vllm-0.11|sglang] [--seed 1] [--topic ''] [--faults restart@5000,...]
+const REPLAY_FLAGS: Flags = {
+  workers: { kind: 'number', help: 'simulated workers', default: '16' },
+  router: {
+    kind: 'string',
+    value: 'policy',
+    help: 'kv, round-robin, random, or a path to a selector module (it is imported: its code runs)',
+    default: 'kv',
+  },
+  compare: { kind: 'string', value: 'a,b,…', help: 'several policies side by side, instead of --router' },
+  'block-size': { kind: 'number', help: 'tokens per KV block of the engines', default: '64' },
+  'trace-block-size': { kind: 'number', help: 'tokens per hash id in the trace (Mooncake 512, Bailian 16)', default: '512' },
+  'num-gpu-blocks': { kind: 'number', help: 'KV blocks per worker rank', default: '16384' },
+  'max-num-seqs': { kind: 'number', help: 'running requests per rank', default: '256' },
+  'max-num-batched-tokens': { kind: 'number', help: 'tokens per engine pass', default: '8192' },
+  'dp-size': { kind: 'number', help: 'data-parallel ranks per worker', default: '1' },
+  speedup: { kind: 'number', help: 'divides every modelled engine duration', default: '1' },
+  'arrival-speedup': { kind: 'number', help: "divides the trace's arrival times", default: '1' },
+  'router-config': { kind: 'string', value: 'json', help: 'KvRouter options as JSON, e.g. \'{"overlapScoreWeight":1}\'' },
+  limit: { kind: 'number', help: 'replay only the first N requests' },
+  seed: { kind: 'number', help: 'seed of the routers and the workload', default: '42' },
+  report: { kind: 'string', value: 'file', help: 'write the JSON report there' },
+  html: { kind: 'string', value: 'file', help: 'write a self-contained HTML page there' },
+  backend: { kind: 'string', value: 'native|js', help: 'the backend to run on', default: 'the process default' },
+};
+const REPLAY_USAGE = helpText(
+  'kvroute replay [trace.jsonl] [options]',
+  'Replays a Mooncake-style trace through simulated vLLM-like workers behind each routing policy and\nreports TTFT, ITL, end-to-end latency and prefix-cache hits. Without a trace it uses the built-in\ngenerated workload (what gen-trace prints).',
+  REPLAY_FLAGS,
+);
+const GEN_FLAGS: Flags = {
+  requests: { kind: 'number', help: 'requests to generate', default: '2000' },
+  rate: { kind: 'number', help: 'mean arrivals per second (Poisson)', default: '4' },
+  'prefix-groups': { kind: 'number', help: 'distinct shared system prompts', default: '20' },
+  'shared-prefix-blocks': { kind: 'number', help: 'length of each shared prompt, in trace blocks', default: '8' },
+  turns: { kind: 'number', help: 'maximum turns per conversation', default: '4' },
+  seed: { kind: 'number', help: 'seed of the generator', default: '1' },
+};
+const GEN_USAGE = helpText(
+  'kvroute gen-trace [options] > trace.jsonl',
+  'Prints a generated multi-turn trace in the Mooncake JSONL format.',
+  GEN_FLAGS,
+);
+const USAGE = `usage: kvroute <command> [options]
 
-Without a trace, replay runs on the built-in generated workload (what gen-trace prints).
-A <module> exports a selector (default export or 'selector'): (candidates, req) => index.`;
+commands:
+  replay        replay a trace through simulated workers behind routing policies
+  gen-trace     print a generated trace
+  mock-worker   run a simulated vLLM worker (OpenAI HTTP API and vLLM-wire KV events)
+
+kvroute <command> --help describes a command's options; kvroute --version prints the version.`;
 
 async function loadPolicy(spec: string): Promise<ReplayPolicy> {
   if (spec === 'kv' || spec === 'round-robin' || spec === 'random') return spec;
+  if (!existsSync(resolve(spec))) {
+    throw new UsageError(`unknown policy "${spec}": use kv, round-robin, random, or the path of a selector module`, REPLAY_USAGE);
+  }
   const mod = (await import(pathToFileURL(resolve(spec)).href)) as { default?: unknown; selector?: unknown };
   const selector = typeof mod.default === 'function' ? mod.default : mod.selector;
   if (typeof selector !== 'function') throw new UsageError(`${spec} exports no selector function (default export or 'selector')`);
   return { name: basename(spec), selector: selector as Selector };
 }
 
-function progressBar(): ((policy: string, done: number, total: number) => void) | undefined {
-  if (!process.stderr.isTTY) return undefined;
+/** A bar on a terminal; without one, a plain line every few seconds (and at each policy's end). */
+function progressBar(): (policy: string, done: number, total: number) => void {
+  if (!process.stderr.isTTY) {
+    let last = performance.now();
+    return (policy, done, total) => {
+      const now = performance.now();
+      if (now - last < 5000 && done !== total) return;
+      last = now;
+      process.stderr.write(`replay ${policy}: ${done}/${total} requests\n`);
+    };
+  }
   return (policy, done, total) => {
     const width = 30;
     const filled = Math.round((done / total) * width);
@@ -82,35 +129,34 @@ function table(report: ReplayReport): string {
   return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${report.config.workers} workers; hit ratio ceiling ${upper}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
 }
 
+/** Fails before a long simulation if its outputs cannot be written. */
+function checkWritable(path: string, flag: string): void {
+  const full = resolve(path);
+  if (existsSync(full) && statSync(full).isDirectory()) throw new UsageError(`--${flag} ${path} is a directory`, REPLAY_USAGE);
+  try {
+    accessSync(existsSync(full) ? full : dirname(full), constants.W_OK);
+  } catch {
+    throw new UsageError(`--${flag} ${path} cannot be written`, REPLAY_USAGE);
+  }
+}
+
 async function runReplay(argv: string[]): Promise<void> {
-  const { positional, values: v } = parseArgs(argv, {
-    workers: 'number',
-    router: 'string',
-    compare: 'string',
-    'block-size': 'number',
-    'trace-block-size': 'number',
-    'num-gpu-blocks': 'number',
-    'max-num-seqs': 'number',
-    'max-num-batched-tokens': 'number',
-    'dp-size': 'number',
-    speedup: 'number',
-    'arrival-speedup': 'number',
-    'router-config': 'string',
-    limit: 'number',
-    seed: 'number',
-    report: 'string',
-    html: 'string',
-    backend: 'string',
-  });
-  if (positional.length > 1) throw new UsageError('replay takes at most one trace file');
-  if (v.router !== undefined && v.compare !== undefined) throw new UsageError('use --router or --compare, not both');
+  const { positional, values: v, help } = parseCommand(argv, REPLAY_FLAGS, REPLAY_USAGE);
+  if (help) {
+    process.stdout.write(REPLAY_USAGE);
+    return;
+  }
+  if (positional.length > 1) throw new UsageError('replay takes at most one trace file', REPLAY_USAGE);
+  if (v.router !== undefined && v.compare !== undefined) throw new UsageError('use --router or --compare, not both', REPLAY_USAGE);
+  if (v.report !== undefined) checkWritable(String(v.report), 'report');
+  if (v.html !== undefined) checkWritable(String(v.html), 'html');
   const specs = v.compare !== undefined ? String(v.compare).split(',').filter(Boolean) : [String(v.router ?? 'kv')];
   let routerConfig: ReplayOptions['routerConfig'];
   if (v['router-config'] !== undefined) {
     try {
       routerConfig = JSON.parse(String(v['router-config']));
     } catch (err) {
-      throw new UsageError(`--router-config is not valid JSON: ${(err as Error).message}`);
+      throw new UsageError(`--router-config is not valid JSON: ${(err as Error).message}`, REPLAY_USAGE);
     }
   }
   const num = (k: string) => v[k] as number | undefined;
@@ -132,21 +178,18 @@ async function runReplay(argv: string[]): Promise<void> {
     ...(v.backend !== undefined ? { backend: v.backend as BackendName } : {}),
     onProgress: progressBar(),
   });
-  process.stdout.write(table(report));
+  process.stdout.write(`backend: ${String(report.config.backend)}\n${table(report)}`);
   if (v.report !== undefined) writeFileSync(String(v.report), `${JSON.stringify(report, null, 2)}\n`);
   if (v.html !== undefined) writeFileSync(String(v.html), renderHtml(report));
 }
 
 function runGenTrace(argv: string[]): void {
-  const { positional, values: v } = parseArgs(argv, {
-    requests: 'number',
-    rate: 'number',
-    'prefix-groups': 'number',
-    'shared-prefix-blocks': 'number',
-    turns: 'number',
-    seed: 'number',
-  });
-  if (positional.length > 0) throw new UsageError('gen-trace takes no positional arguments');
+  const { positional, values: v, help } = parseCommand(argv, GEN_FLAGS, GEN_USAGE);
+  if (help) {
+    process.stdout.write(GEN_USAGE);
+    return;
+  }
+  if (positional.length > 0) throw new UsageError('gen-trace takes no positional arguments', GEN_USAGE);
   const trace = generateTrace({
     requests: v.requests as number | undefined,
     rate: v.rate as number | undefined,
@@ -158,6 +201,12 @@ function runGenTrace(argv: string[]): void {
   process.stdout.write(traceToJsonl(trace));
 }
 
+/** The package's version, from its package.json (one level above `dist/` and `ts/`). */
+function version(): string {
+  const path = join(dirname(fileURLToPath(import.meta.url)), '..', 'package.json');
+  return (JSON.parse(readFileSync(path, 'utf8')) as { version: string }).version;
+}
+
 /** Runs the command line; returns the exit code (0 ok, 1 failure, 2 usage). */
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -165,14 +214,16 @@ export async function main(argv: string[]): Promise<number> {
     if (command === 'replay') await runReplay(rest);
     else if (command === 'gen-trace') runGenTrace(rest);
     else if (command === 'mock-worker') return await runMockWorker(rest);
+    else if (command === '--version' || command === '-v') process.stdout.write(`kvroute ${version()}\n`);
     else if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
       process.stdout.write(`${USAGE}\n`);
       return command === undefined ? 2 : 0;
-    } else throw new UsageError(`unknown command "${command}"`);
+    } else throw new UsageError(`unknown command "${command}"`, USAGE);
     return 0;
   } catch (err) {
     if (err instanceof UsageError || (err instanceof KvRouteError && err.code === 'ERR_INVALID_ARG')) {
-      process.stderr.write(`kvroute: ${err.message}\n${err instanceof UsageError ? `\n${USAGE}\n` : ''}`);
+      const usage = err instanceof UsageError && err.usage ? `\n${err.usage}\n` : '';
+      process.stderr.write(`kvroute: ${err.message}\n${usage}`);
       return 2;
     }
     process.stderr.write(`kvroute: ${err instanceof Error ? err.message : String(err)}\n`);

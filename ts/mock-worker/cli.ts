@@ -5,7 +5,7 @@
  * @module
  */
 
-import { parseArgs, UsageError } from '../cli-args.js';
+import { type Flags, helpText, parseCommand, UsageError } from '../cli-args.js';
 import type { MockFault, MockWorkerOptions } from './options.js';
 import { FAULT_KINDS } from './options.js';
 import { onMockCrash, startMockWorker } from './worker.js';
@@ -15,7 +15,7 @@ function parseFaults(spec: string): NonNullable<MockWorkerOptions['faults']> {
   return spec.split(',').map((part) => {
     const m = /^([a-z-]+)(?::([\d.]+))?@(\d+)$/.exec(part.trim());
     if (!m || !FAULT_KINDS.includes(m[1] as never)) {
-      throw new UsageError(`--faults: "${part}" is not kind[:arg]@ms with kind one of ${FAULT_KINDS.join(', ')}`);
+      throw new UsageError(`--faults: "${part}" is not kind[:arg]@ms with kind one of ${FAULT_KINDS.join(', ')}`, USAGE);
     }
     const arg = m[2] === undefined ? undefined : Number(m[2]);
     const fault = (
@@ -25,25 +25,45 @@ function parseFaults(spec: string): NonNullable<MockWorkerOptions['faults']> {
   });
 }
 
+const FLAGS: Flags = {
+  port: { kind: 'number', help: 'HTTP port (0: any free port)', default: '8001' },
+  host: { kind: 'string', help: 'HTTP host', default: '127.0.0.1' },
+  'kv-events': {
+    kind: 'string',
+    value: 'endpoint',
+    help: "rank 0's KV-event PUB endpoint (rank r: port + r), e.g. tcp://127.0.0.1:5557",
+    default: 'none',
+  },
+  replay: { kind: 'string', value: 'endpoint', help: "rank 0's replay ROUTER endpoint (rank r: port + r)", default: 'none' },
+  'dp-size': { kind: 'number', help: 'data-parallel ranks', default: '1' },
+  'block-size': { kind: 'number', help: 'tokens per KV block', default: '16' },
+  'num-gpu-blocks': { kind: 'number', help: 'KV blocks per rank', default: '16384' },
+  'max-num-seqs': { kind: 'number', help: 'running requests per rank', default: '256' },
+  'max-num-batched-tokens': { kind: 'number', help: 'tokens per engine pass', default: '8192' },
+  speedup: { kind: 'number', help: 'divides every modelled duration', default: '1' },
+  model: { kind: 'string', help: 'model name served', default: 'mock-model' },
+  wire: { kind: 'string', value: 'vllm-0.33|vllm-0.11|sglang', help: 'KV-event wire format', default: 'vllm-0.33' },
+  seed: { kind: 'number', help: 'seed of the generated text', default: '1' },
+  topic: { kind: 'string', help: 'KV-event topic', default: "''" },
+  faults: {
+    kind: 'string',
+    value: 'kind[:arg]@ms,…',
+    help: 'faults to inject after a delay: crash, hang, slow:<factor>, drop-events:<n>, restart, recover',
+  },
+};
+const USAGE = helpText(
+  'kvroute mock-worker [options]',
+  'Runs a simulated vLLM worker: an OpenAI-compatible HTTP API and vLLM-wire KV events on ZeroMQ, until\nSIGINT or SIGTERM (exit 0) or a crash fault (exit 1).',
+  FLAGS,
+);
+
 export async function runMockWorker(argv: string[]): Promise<number> {
-  const { positional, values: v } = parseArgs(argv, {
-    port: 'number',
-    host: 'string',
-    'kv-events': 'string',
-    replay: 'string',
-    'dp-size': 'number',
-    'block-size': 'number',
-    'num-gpu-blocks': 'number',
-    'max-num-seqs': 'number',
-    'max-num-batched-tokens': 'number',
-    speedup: 'number',
-    model: 'string',
-    wire: 'string',
-    seed: 'number',
-    topic: 'string',
-    faults: 'string',
-  });
-  if (positional.length > 0) throw new UsageError('mock-worker takes no positional arguments');
+  const { positional, values: v, help } = parseCommand(argv, FLAGS, USAGE);
+  if (help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (positional.length > 0) throw new UsageError('mock-worker takes no positional arguments', USAGE);
   const n = (k: string) => v[k] as number | undefined;
   const s = (k: string) => v[k] as string | undefined;
   const worker = await startMockWorker({

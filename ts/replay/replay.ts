@@ -4,6 +4,7 @@
  * clock, and reports TTFT, ITL, end-to-end latency, throughput and prefix-cache hit ratio.
  */
 
+import { resolveBackend } from '../backend.js';
 import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { blockHashes, sequenceHashes } from '../hashing.js';
@@ -119,7 +120,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
     },
     arrivalSpeedup: positiveNumber(opts.arrivalSpeedup, 'arrivalSpeedup', 1),
     seed,
-    backend: opts.backend,
+    backend: resolveBackend(opts.backend, 'opts.backend').name,
     routerConfig: opts.routerConfig ?? {},
   };
   for (const r of trace.requests) {
@@ -152,6 +153,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       arrivalSpeedup: cfg.arrivalSpeedup,
       traceBlockSize,
       seed,
+      backend: cfg.backend,
       policies: policies.map((p) => p.name),
     },
     policies: reports,

@@ -153,6 +153,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
   const placement: PolicyRun['placement'] = new Array(trace.requests.length);
   let dirty = false;
   let done = 0;
+  let reported = -1;
   let routeWallMs = 0;
   const total = trace.requests.length;
   const progressEvery = Math.max(1, Math.floor(total / 100));
@@ -225,7 +226,10 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
         for (const r of e.result.finished) {
           router.free(String(r.uid));
           done++;
-          if (cfg.onProgress && done % progressEvery === 0) cfg.onProgress(done, total);
+          if (cfg.onProgress && done % progressEvery === 0) {
+            cfg.onProgress(done, total);
+            reported = done;
+          }
           const next = nextTurn.get(r.uid);
           if (next !== undefined)
             queue.push({
@@ -244,6 +248,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     router.close();
   }
   if (done !== total) throw new KvRouteError('ERR_INTERNAL', `replay ended with ${total - done} of ${total} requests unfinished`);
-  cfg.onProgress?.(done, total);
+  // The last report, unless the loop just made it.
+  if (reported !== done) cfg.onProgress?.(done, total);
   return { requests: sims, placement, simulatedMs: clock, wallMs: performance.now() - wallStart, routeWallMs };
 }
