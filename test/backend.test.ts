@@ -1,7 +1,21 @@
 import { execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backend, KvRouteError, nativeAvailable, nativeLoadError } from '../ts/index.js';
-import { DIST_CJS, DIST_ESM, requireDist } from './helpers/dist.js';
+import { DIST_CJS, DIST_ESM, ROOT, requireDist } from './helpers/dist.js';
+
+/**
+ * The built package without its native directory, as on a platform with no prebuilt binary. It
+ * sits under node_modules so that its own dependencies still resolve.
+ */
+function distWithoutNative(): { esm: string; done: () => void } {
+  requireDist();
+  const dir = mkdtempSync(join(ROOT, 'node_modules', '.kvroute-no-native-'));
+  cpSync(join(ROOT, 'dist'), join(dir, 'dist'), { recursive: true });
+  cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
+  return { esm: join(dir, 'dist', 'index.js'), done: () => rmSync(dir, { recursive: true, force: true }) };
+}
 
 /** Imports the built package in a fresh process with `env` and reports what it chose. */
 function probe(env: Record<string, string>, module: 'esm' | 'cjs' = 'esm') {
@@ -27,10 +41,28 @@ describe('backend selection', () => {
     expect(probe({ KVROUTE_BACKEND: 'js' })).toEqual({ backend: 'js', error: null });
   });
 
-  test('auto falls back to JS and reports why when the binding cannot load', () => {
+  test('auto falls back to JS, says why once as a process warning, and the warning can be silenced', () => {
+    const copy = distWithoutNative();
+    try {
+      const script = `import(${JSON.stringify(copy.esm)}).then((k) => console.log(JSON.stringify({ backend: k.backend, error: k.nativeLoadError })))`;
+      const run = spawnSync(process.execPath, ['-e', script], { env: { PATH: process.env.PATH ?? '' }, encoding: 'utf8' });
+      expect(JSON.parse(run.stdout.trim())).toMatchObject({ backend: 'js', error: expect.stringMatching(/not found/) });
+      expect(run.stderr.match(/KvRouteWarning/g)).toHaveLength(1);
+      expect(run.stderr).toMatch(/\[KVROUTE_JS_FALLBACK\].*pure-JS backend/);
+      for (const env of [{ KVROUTE_NO_FALLBACK_WARNING: '1' }, { KVROUTE_BACKEND: 'js' }]) {
+        const quiet = spawnSync(process.execPath, ['-e', script], { env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' });
+        expect(JSON.parse(quiet.stdout.trim()).backend).toBe('js');
+        expect(quiet.stderr).not.toMatch(/KvRouteWarning/);
+      }
+    } finally {
+      copy.done();
+    }
+  });
+
+  test('a KVROUTE_NATIVE_PATH that does not load is an error, not a fallback', () => {
     const result = probe({ KVROUTE_NATIVE_PATH: '/nonexistent/kvroute.node' });
-    expect(result.backend).toBe('js');
-    expect(result.error).toMatch(/not found/);
+    expect(result.code).toBe('ERR_NATIVE_UNAVAILABLE');
+    expect(result.message).toMatch(/KVROUTE_NATIVE_PATH is set but does not load: .*not found/);
   });
 
   test('KVROUTE_BACKEND=native without a loadable binding throws ERR_NATIVE_UNAVAILABLE with the reason', () => {
@@ -41,8 +73,12 @@ describe('backend selection', () => {
 
   test('a broken binding file is a load error, not a crash', () => {
     const result = probe({ KVROUTE_NATIVE_PATH: DIST_ESM.replace(/index\.js$/, 'index.d.ts') });
-    expect(result.backend).toBe('js');
-    expect(typeof result.error).toBe('string');
+    expect(result.code).toBe('ERR_NATIVE_UNAVAILABLE');
+    expect(result.message).toMatch(/does not load/);
+    expect(probe({ KVROUTE_NATIVE_PATH: DIST_ESM.replace(/index\.js$/, 'index.d.ts'), KVROUTE_BACKEND: 'js' })).toEqual({
+      backend: 'js',
+      error: expect.any(String),
+    });
   });
 
   test('an unknown KVROUTE_BACKEND value is rejected', () => {

@@ -45,7 +45,19 @@ function chooseDefault(): BackendName {
   switch (requested) {
     case 'auto':
     case '':
-      return NATIVE_BACKEND ? 'native' : 'js';
+      if (NATIVE_BACKEND) return 'native';
+      // An explicit binding path that does not load is a configuration error, not a reason to
+      // run slower without saying so.
+      if (process.env.KVROUTE_NATIVE_PATH) {
+        throw new KvRouteError('ERR_NATIVE_UNAVAILABLE', `KVROUTE_NATIVE_PATH is set but does not load: ${nativeLoadError}`);
+      }
+      if (process.env.KVROUTE_NO_FALLBACK_WARNING !== '1') {
+        process.emitWarning(
+          `the native backend cannot be loaded (${nativeLoadError}); kvroute runs on the pure-JS backend, which behaves the same and is slower. Set KVROUTE_BACKEND=js to choose it explicitly, or KVROUTE_NO_FALLBACK_WARNING=1 to silence this.`,
+          { type: 'KvRouteWarning', code: 'KVROUTE_JS_FALLBACK' },
+        );
+      }
+      return 'js';
     case 'js':
       return 'js';
     case 'native':
