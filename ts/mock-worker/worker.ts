@@ -200,11 +200,8 @@ class Worker implements MockWorker {
         throw new BadRequest('tokens must be a list of token ids');
       return { prompt: detokenize(b.tokens as number[]) };
     });
-    app.get('/metrics', async (_req, reply) => {
-      const registry = metrics;
-      return reply.header('content-type', registry.contentType).send(await registry.metrics());
-    });
     const metrics = mockMetrics(o.model, () => this.ranks);
+    app.get('/metrics', async (_req, reply) => reply.header('content-type', metrics.contentType).send(await metrics.metrics()));
     app.post('/admin/fault', async (req) => {
       const fault = (() => {
         try {

@@ -80,10 +80,6 @@ export class Cursor {
     return this.held.length;
   }
 
-  note(reason: string): void {
-    this.transitions.push([this.current, reason]);
-  }
-
   takeTransitions(): [RankStateName, string][] {
     const t = this.transitions;
     this.transitions = [];
@@ -247,6 +243,11 @@ export class Cursor {
     const held = this.held;
     this.held = [];
     for (const [seq, payload] of held) this.apply(seq, payload, out);
+  }
+
+  /** The replay request could not even be sent: the gap is unrecoverable at once. */
+  replayUnavailable(reason: string, out: Step[]): void {
+    if (this.replay) this.giveUp(`replay request failed: ${reason}`, out);
   }
 
   onTick(nowMs: number, out: Step[]): void {

@@ -157,8 +157,7 @@ export class JsEngineSource implements SourceBackend {
       dealer.connect(r.replayEndpoint as string);
     } catch (err) {
       dealer.close();
-      r.cursor.note(`replay request failed: ${(err as Error).message}`);
-      r.cursor.onTick(Number.POSITIVE_INFINITY, steps);
+      r.cursor.replayUnavailable((err as Error).message, steps);
       return;
     }
     r.dealer = dealer;

@@ -144,11 +144,6 @@ impl Cursor {
         self.replay.as_ref().map(|r| r.deadline)
     }
 
-    /// Records a reason without a state change (shown in the rank's status).
-    pub fn note(&mut self, reason: String) {
-        self.transitions.push((self.state, reason));
-    }
-
     pub fn take_transitions(&mut self) -> Vec<(RankState, String)> {
         std::mem::take(&mut self.transitions)
     }
@@ -340,6 +335,14 @@ impl Cursor {
         self.set_state(RankState::Resyncing, format!("{reason}: rank cleared"));
         for (seq, payload) in std::mem::take(&mut self.held) {
             self.apply(seq, payload, out);
+        }
+    }
+
+    /// The replay request could not even be sent (the endpoint cannot be connected to): the gap
+    /// is unrecoverable at once.
+    pub fn replay_unavailable(&mut self, reason: &str, out: &mut Vec<Step>) {
+        if self.replay.is_some() {
+            self.give_up(format!("replay request failed: {reason}"), out);
         }
     }
 

@@ -331,23 +331,14 @@ impl Runner {
                     steps.extend(more);
                 }
                 Step::Reset => self.ingest.reset_rank(rank, &mut self.pending),
-                Step::RequestReplay { start } => {
-                    let mut failure = None;
-                    self.io[i].dealer = match self.open_replay(i, start) {
-                        Ok(d) => Some(d),
-                        Err(e) => {
-                            failure = Some(e);
-                            None
-                        }
-                    };
-                    if let Some(e) = failure {
-                        // Treat as a replay that timed out at once.
+                Step::RequestReplay { start } => match self.open_replay(i, start) {
+                    Ok(dealer) => self.io[i].dealer = Some(dealer),
+                    Err(e) => {
                         let mut more = Vec::new();
-                        self.io[i].cursor.on_tick(Instant::now() + Duration::from_secs(3600), &mut more);
+                        self.io[i].cursor.replay_unavailable(&e, &mut more);
                         steps.extend(more);
-                        self.io[i].cursor.note(format!("replay request failed: {e}"));
                     }
-                }
+                },
                 Step::CancelReplay => self.io[i].dealer = None,
             }
         }
