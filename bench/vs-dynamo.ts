@@ -1,8 +1,9 @@
 /**
  * `npm run bench:vs-dynamo`: kvroute-core against NVIDIA Dynamo 1.6.1's own crate
- * (`bench/vs-dynamo`, a separate cargo workspace depending on `dynamo-kv-router = "=1.6.1"`) on
- * the same engine payloads: the `bench:ingest` workloads, frames → visible in the index, both
- * systems alternating over 3 rounds in one process. The first build fetches and compiles Dynamo
+ * (`bench/vs-dynamo`, a separate cargo workspace depending on `dynamo-kv-router = "=1.6.1"`):
+ * the `bench:ingest` engine payloads (frames → visible in the index), then the `bench:index`
+ * workload on both indexes (ingest, lockstep walk, idle finds, memory), both systems alternating
+ * over 3 rounds in one process. The first build fetches and compiles Dynamo
  * and tokio, which takes minutes on 2 cores. Not run in CI.
  */
 
@@ -11,7 +12,7 @@ import { mkdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fmt, printTable, QUICK, RESULTS, ROOT, writeResult } from './common.js';
-import { benchTrace } from './index-workload.js';
+import { benchTrace, buildWorkload, writeWorkload } from './index-workload.js';
 import { captureBatches, type IngestWorkload, mooncakeBatches, writeIngestWorkload } from './ingest-workload.js';
 
 const manifest = join(ROOT, 'bench', 'vs-dynamo', 'Cargo.toml');
@@ -46,6 +47,31 @@ for (const [i, w] of workloads.entries()) {
   });
 }
 printTable('engine payloads → visible in the index: kvroute-core vs dynamo-kv-router 1.6.1 (median of 3 alternating rounds)', rows);
+
+// The index itself: the bench:index workload's events, already parsed, on both indexes.
+const indexTrace = benchTrace(QUICK ? 1500 : undefined);
+const indexRows: Array<Record<string, string | number>> = [];
+for (const workers of [16, 256]) {
+  const file = join(RESULTS, `vs-dynamo-index-w${workers}.bin`);
+  writeWorkload(file, buildWorkload(indexTrace.trace, workers));
+  const out = JSON.parse(execFileSync(binary, ['index', file, '3'], { encoding: 'utf8', maxBuffer: 1 << 24 }).trim());
+  results[`index W=${workers}`] = out;
+  indexRows.push({
+    W: workers,
+    'ingest ratio (kvroute/dynamo)': fmt(out.ingestRatio, 2),
+    'kvroute ingest M/s': fmt(out.ingestBlockEventsPerSec.kvroute / 1e6, 2),
+    'dynamo ingest M/s': fmt(out.ingestBlockEventsPerSec.dynamo / 1e6, 2),
+    'lockstep time ratio': fmt(out.lockstepTimeRatio, 2),
+    'idle find p50/p99 µs kvroute': `${fmt(out.idleFindUs.kvroute.p50, 2)} / ${fmt(out.idleFindUs.kvroute.p99, 2)}`,
+    'idle find p50/p99 µs dynamo': `${fmt(out.idleFindUs.dynamo.p50, 2)} / ${fmt(out.idleFindUs.dynamo.p99, 2)}`,
+    'bytes/held block kvroute / dynamo': `${fmt(out.liveBytesPerHeldBlock.kvroute, 0)} / ${fmt(out.liveBytesPerHeldBlock.dynamo, 0)}`,
+    'different overlaps': `${out.queriesWithDifferentOverlaps} of ${out.queries}`,
+  });
+}
+printTable(
+  `index workload (${indexTrace.source}): kvroute-core KvIndex vs ThreadPoolIndexer<ConcurrentRadixTreeCompressed>, 2 writers`,
+  indexRows,
+);
 writeResult('vs-dynamo', {
   parameters: { rounds: 3, writerThreads: 2 },
   loadavgBefore: loadBefore,

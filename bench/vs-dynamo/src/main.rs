@@ -1,3 +1,6 @@
+//! Two harnesses: `index` (see `index_bench.rs`: the `bench:index` workload's write path, reads
+//! and memory) and `ingest`.
+//!
 //! `kvroute-vs-dynamo ingest <workload.kviw> [rounds]`: engine payloads → visible in the index,
 //! kvroute-core's `EngineIngest` as its source thread drives it (decode, convert and hash each
 //! frame, commit each burst of up to `BURST` frames to two writer threads) against
@@ -6,7 +9,12 @@
 //! alternate over the rounds; every round starts from an empty index. Afterwards both answer
 //! every query of the workload and the overlaps are compared. Prints one JSON line.
 
+mod alloc;
+mod index_bench;
 mod workload;
+
+#[global_allocator]
+static ALLOC: alloc::Counting = alloc::Counting;
 
 use dynamo_kv_router::indexer::KvIndexerInterface;
 use dynamo_kv_router::protocols::{LocalBlockHash, WorkerWithDpRank};
@@ -69,7 +77,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    assert!(args.len() >= 3 && args[1] == "ingest", "usage: kvroute-vs-dynamo ingest <workload.kviw> [rounds]");
+    assert!(
+        args.len() >= 3 && (args[1] == "ingest" || args[1] == "index"),
+        "usage: kvroute-vs-dynamo ingest|index <workload> [rounds]"
+    );
+    if args[1] == "index" {
+        let rounds: usize = args.get(3).map_or(3, |r| r.parse().expect("rounds"));
+        println!("{}", index_bench::run(&args[2], rounds).await);
+        return;
+    }
     let w = workload::read(&args[2]);
     let rounds: usize = args.get(3).map_or(3, |r| r.parse().expect("rounds"));
     let block_events: u64 = w.batches.iter().map(|b| b.block_events).sum();
@@ -86,11 +102,16 @@ async fn main() {
     // Same overlaps on every query?
     let mut differing = 0usize;
     for q in &w.queries {
-        let ours: BTreeMap<(u64, u32), u32> =
-            index.find_matches(q, 0.0).expect("open").into_iter().map(|s| ((s.rank.worker_id, s.rank.dp_rank), s.blocks)).collect();
+        let ours: BTreeMap<(u64, u32), u32> = index
+            .find_matches(q, 0.0)
+            .expect("open")
+            .into_iter()
+            .map(|s| ((s.rank.worker_id, s.rank.dp_rank), s.blocks))
+            .collect();
         let hashes: Vec<LocalBlockHash> = q.iter().map(|&h| LocalBlockHash(h)).collect();
         let theirs_scores = indexer.find_matches(hashes).await.expect("find");
-        let theirs: BTreeMap<(u64, u32), u32> = theirs_scores.scores.iter().map(|(k, v)| ((k.worker_id, k.dp_rank), *v)).collect();
+        let theirs: BTreeMap<(u64, u32), u32> =
+            theirs_scores.scores.iter().map(|(k, v)| ((k.worker_id, k.dp_rank), *v)).collect();
         differing += usize::from(ours != theirs);
     }
     let (kv_s, dyn_s) = (median(ours.clone()), median(theirs.clone()));

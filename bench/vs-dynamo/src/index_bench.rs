@@ -1,0 +1,213 @@
+//! `kvroute-vs-dynamo index <workload.bin> [rounds]`: the `bench:index` Mooncake workload (a
+//! `KVRW` file: queries and packed event batches, see `bench/index-workload.ts`) through
+//! kvroute-core's `KvIndex` and Dynamo 1.6.1's `ThreadPoolIndexer<ConcurrentRadixTreeCompressed>`,
+//! both with 2 writer threads, events parsed before timing.
+//!
+//! Phases: **ingest** (apply every event, then wait until visible), **lockstep** (the trace walk:
+//! each op's events visible before the next query, both answering from the same state, overlaps
+//! compared), **idle find** (every query on the full index: p50/p99/p99.9), and **memory** (live
+//! heap from the counting allocator per held (rank, block)). Prints one JSON line.
+
+use crate::alloc;
+use dynamo_kv_router::indexer::KvIndexerInterface;
+use dynamo_kv_router::protocols::{
+    ExternalSequenceBlockHash, KvCacheEvent, KvCacheEventData, KvCacheRemoveData, KvCacheStoreData,
+    KvCacheStoredBlockData, LocalBlockHash, RouterEvent as DynEvent,
+};
+use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
+use kvroute_core::index::{packed, EventData, KvIndex, RouterEvent};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+const WRITERS: usize = 2;
+
+enum Op {
+    Query(Vec<u64>),
+    Events(Vec<RouterEvent>, Vec<DynEvent>, u64),
+}
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
+}
+
+fn to_dynamo(e: &RouterEvent) -> DynEvent {
+    let data = match &e.data {
+        EventData::Stored { parent, blocks } => KvCacheEventData::Stored(KvCacheStoreData {
+            parent_hash: parent.map(ExternalSequenceBlockHash),
+            start_position: None,
+            blocks: blocks
+                .iter()
+                .map(|b| KvCacheStoredBlockData {
+                    block_hash: ExternalSequenceBlockHash(b.ext),
+                    tokens_hash: LocalBlockHash(b.local),
+                    mm_extra_info: None,
+                })
+                .collect(),
+        }),
+        EventData::Removed { hashes } => KvCacheEventData::Removed(KvCacheRemoveData {
+            block_hashes: hashes.iter().map(|&h| ExternalSequenceBlockHash(h)).collect(),
+        }),
+        EventData::Cleared => KvCacheEventData::Cleared,
+    };
+    DynEvent::new(e.rank.worker_id, KvCacheEvent { event_id: e.event_id, data, dp_rank: e.rank.dp_rank })
+}
+
+fn read(path: &str) -> Vec<Op> {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    assert_eq!(&b[..4], b"KVRW", "{path} is not an index workload");
+    let count = u32_at(&b, 16) as usize;
+    let mut o = 20;
+    let mut ops = Vec::with_capacity(count);
+    for _ in 0..count {
+        let kind = u32_at(&b, o);
+        o += 4;
+        if kind == 1 {
+            let n = u32_at(&b, o) as usize;
+            o += 4;
+            ops.push(Op::Query(
+                (0..n).map(|i| u64::from_le_bytes(b[o + 8 * i..o + 8 * i + 8].try_into().expect("8"))).collect(),
+            ));
+            o += 8 * n;
+        } else {
+            let (m, w) = (u32_at(&b, o) as usize, u32_at(&b, o + 4) as usize);
+            o += 8;
+            let meta: Vec<u32> = (0..m).map(|i| u32_at(&b, o + 4 * i)).collect();
+            o += 4 * m;
+            let words: Vec<u64> =
+                (0..w).map(|i| u64::from_le_bytes(b[o + 8 * i..o + 8 * i + 8].try_into().expect("8"))).collect();
+            o += 8 * w;
+            let events = packed::decode(&meta, &words).expect("valid packed batch");
+            let block_events = meta.chunks_exact(4).map(|m| u64::from(m[3])).sum();
+            let dyn_events = events.iter().map(to_dynamo).collect();
+            ops.push(Op::Events(events, dyn_events, block_events));
+        }
+    }
+    ops
+}
+
+fn ours(index: &KvIndex, q: &[u64]) -> BTreeMap<(u64, u32), u32> {
+    index
+        .find_matches(q, 0.0)
+        .expect("open")
+        .into_iter()
+        .map(|s| ((s.rank.worker_id, s.rank.dp_rank), s.blocks))
+        .collect()
+}
+
+async fn theirs(indexer: &ThreadPoolIndexer<ConcurrentRadixTreeCompressed>, q: &[u64]) -> BTreeMap<(u64, u32), u32> {
+    let scores = indexer.find_matches(q.iter().map(|&h| LocalBlockHash(h)).collect()).await.expect("find");
+    scores.scores.iter().map(|(k, v)| ((k.worker_id, k.dp_rank), *v)).collect()
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    sorted[((p / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
+    let ops = read(path);
+    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    let queries: Vec<&Vec<u64>> =
+        ops.iter().filter_map(|o| if let Op::Query(q) = o { Some(q) } else { None }).collect();
+    let (mut kv_ingest, mut dyn_ingest, mut kv_bytes, mut dyn_bytes) = (Vec::new(), Vec::new(), 0isize, 0isize);
+    let mut held = 0u64;
+    let (mut kv_find, mut dyn_find) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let before = alloc::live();
+        let index = KvIndex::new(WRITERS).expect("index");
+        let t0 = Instant::now();
+        for op in &ops {
+            if let Op::Events(e, _, _) = op {
+                index.apply_events(e.clone(), 0.0).expect("open");
+            }
+        }
+        index.flush().expect("flush");
+        kv_ingest.push(t0.elapsed().as_secs_f64());
+        kv_bytes = alloc::live() - before;
+        held = index.stats().expect("open").0.blocks;
+        if round + 1 == rounds {
+            for q in &queries {
+                let t = Instant::now();
+                std::hint::black_box(index.find_matches(q, 0.0).expect("open"));
+                kv_find.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        drop(index);
+
+        let before = alloc::live();
+        let indexer = ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), WRITERS, 64);
+        let t0 = Instant::now();
+        for op in &ops {
+            if let Op::Events(_, e, _) = op {
+                for ev in e {
+                    indexer.apply_event(ev.clone()).await;
+                }
+            }
+        }
+        indexer.flush_and_wait().await.expect("flush");
+        dyn_ingest.push(t0.elapsed().as_secs_f64());
+        dyn_bytes = alloc::live() - before;
+        if round + 1 == rounds {
+            for q in &queries {
+                let t = Instant::now();
+                std::hint::black_box(
+                    indexer.find_matches(q.iter().map(|&h| LocalBlockHash(h)).collect()).await.expect("find"),
+                );
+                dyn_find.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        drop(indexer);
+    }
+    // Lockstep: both walk the trace; each op's events visible before the next query.
+    let index = KvIndex::new(WRITERS).expect("index");
+    let indexer = ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), WRITERS, 64);
+    let (mut kv_walk, mut dyn_walk, mut differing) = (0.0, 0.0, 0usize);
+    for op in &ops {
+        match op {
+            Op::Events(e, d, _) => {
+                let t = Instant::now();
+                index.apply_events(e.clone(), 0.0).expect("open");
+                index.flush().expect("flush");
+                kv_walk += t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                for ev in d {
+                    indexer.apply_event(ev.clone()).await;
+                }
+                indexer.flush_and_wait().await.expect("flush");
+                dyn_walk += t.elapsed().as_secs_f64();
+            }
+            Op::Query(q) => {
+                let t = Instant::now();
+                let a = ours(&index, q);
+                kv_walk += t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let b = theirs(&indexer, q).await;
+                dyn_walk += t.elapsed().as_secs_f64();
+                differing += usize::from(a != b);
+            }
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    kv_find.sort_by(f64::total_cmp);
+    dyn_find.sort_by(f64::total_cmp);
+    let (ki, di) = (median(kv_ingest.clone()), median(dyn_ingest.clone()));
+    serde_json::json!({
+        "blockEvents": block_events,
+        "queries": queries.len(),
+        "rounds": rounds,
+        "ingestSeconds": { "kvroute": kv_ingest, "dynamo": dyn_ingest },
+        "ingestBlockEventsPerSec": { "kvroute": block_events as f64 / ki, "dynamo": block_events as f64 / di },
+        "ingestRatio": di / ki,
+        "lockstepSeconds": { "kvroute": kv_walk, "dynamo": dyn_walk },
+        "lockstepTimeRatio": kv_walk / dyn_walk,
+        "idleFindUs": {
+            "kvroute": { "p50": pct(&kv_find, 50.0), "p99": pct(&kv_find, 99.0), "p999": pct(&kv_find, 99.9) },
+            "dynamo": { "p50": pct(&dyn_find, 50.0), "p99": pct(&dyn_find, 99.0), "p999": pct(&dyn_find, 99.9) }
+        },
+        "heldBlocks": held,
+        "liveBytesPerHeldBlock": { "kvroute": kv_bytes as f64 / held as f64, "dynamo": dyn_bytes as f64 / held as f64 },
+        "queriesWithDifferentOverlaps": differing,
+    })
+}
