@@ -18,9 +18,10 @@ export function mockMetrics(model: string, ranks: () => readonly MockRank[]): Re
       else metric.inc(l, fn(r));
     }
   };
-  const gauge = (name: string, help: string, fn: (r: MockRank) => number) => {
+  // One definition for both kinds: read from the ranks at every scrape.
+  const define = (Kind: typeof Gauge | typeof Counter) => (name: string, help: string, fn: (r: MockRank) => number) => {
     const set = each(fn);
-    new Gauge({
+    new Kind({
       name,
       help,
       labelNames: labels,
@@ -30,18 +31,8 @@ export function mockMetrics(model: string, ranks: () => readonly MockRank[]): Re
       },
     });
   };
-  const counter = (name: string, help: string, fn: (r: MockRank) => number) => {
-    const set = each(fn);
-    new Counter({
-      name,
-      help,
-      labelNames: labels,
-      registers: [registry],
-      collect() {
-        set(this);
-      },
-    });
-  };
+  const gauge = define(Gauge);
+  const counter = define(Counter);
   gauge('vllm:num_requests_running', 'Requests in the model execution batches.', (r) => r.running);
   gauge('vllm:num_requests_waiting', 'Requests waiting to be processed.', (r) => r.waiting);
   gauge('vllm:kv_cache_usage_perc', 'KV-cache usage: 1 means 100 percent.', (r) => r.kvUsage);
