@@ -7,47 +7,19 @@
 import { CANDIDATE_FIGURES, type RouterCoreBackend } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import type { RouterEvent } from '../events/types.js';
-import { parseBlockHashOptions } from '../hashing.js';
 import type { EngineSource } from '../ingest/source.js';
 import type { ApplyEngineBatchOptions, BatchResult, SubscribeOptions } from '../ingest/types.js';
 import type { IndexStats } from '../kv-index.js';
-import { checkDpRank, checkWorkerId, indexInternals, KvIndex, type WorkerId } from '../kv-index.js';
+import { checkWorkerId, indexInternals, KvIndex, type WorkerId } from '../kv-index.js';
 import { MAX_WORKERS } from '../limits.js';
 import { SeededRandom } from '../random.js';
-import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
+import { describe } from '../validate.js';
 import { type KvRouterOptions, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
 import { type Waiter, WaitQueue } from './queue.js';
+import { checkRequestId, type Prepared, prepareRequest } from './request.js';
 import { type CandidateScore, chooseCandidate } from './select.js';
 import type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './types.js';
-import { type Candidates, resolveWorker, WorkerRegistry, workerIdSet } from './workers.js';
-
-const REQUEST_KEYS = [
-  'requestId',
-  'tokens',
-  'loraName',
-  'cacheNamespace',
-  'maxOutputTokens',
-  'priority',
-  'allowedWorkers',
-  'pinnedWorker',
-  'overrides',
-  'signal',
-] as const;
-
-/** A validated request. */
-interface Prepared {
-  req: RouteRequest;
-  tokens: Uint32Array;
-  loraName: string | undefined;
-  cacheNamespace: string | undefined;
-  mmOffsets: Uint32Array | undefined;
-  mmHashes: BigUint64Array | undefined;
-  allowed: Set<bigint> | undefined;
-  pinned: { workerId: bigint; dpRank: number | undefined } | undefined;
-  weight: number;
-  temperature: number;
-  priority: number;
-}
+import { type Candidates, resolveWorker, WorkerRegistry } from './workers.js';
 
 interface Pending {
   prepared: Prepared;
@@ -232,53 +204,7 @@ export class KvRouter {
   // ---- routing -------------------------------------------------------------------------------
 
   private prepare(req: RouteRequest): Prepared {
-    const r = checkOptions(req, 'req', REQUEST_KEYS);
-    if (req === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'route needs a request');
-    if (typeof r.requestId !== 'string' || r.requestId === '')
-      throw new KvRouteError('ERR_INVALID_ARG', `req.requestId must be a non-empty string, got ${describe(r.requestId)}`);
-    const tokens = toTokens(r.tokens, 'req.tokens');
-    if (tokens.length === 0) throw new KvRouteError('ERR_INVALID_ARG', 'req.tokens must not be empty');
-    const hash = parseBlockHashOptions({ loraName: r.loraName, cacheNamespace: r.cacheNamespace }, 'req');
-    if (
-      r.maxOutputTokens !== undefined &&
-      (typeof r.maxOutputTokens !== 'number' || !Number.isSafeInteger(r.maxOutputTokens) || r.maxOutputTokens < 1)
-    ) {
-      throw new KvRouteError('ERR_INVALID_ARG', `req.maxOutputTokens must be a positive integer, got ${describe(r.maxOutputTokens)}`);
-    }
-    const priority = r.priority ?? 0;
-    if (typeof priority !== 'number' || !Number.isFinite(priority))
-      throw new KvRouteError('ERR_INVALID_ARG', `req.priority must be a finite number, got ${describe(priority)}`);
-    const ov = checkOptions(r.overrides, 'req.overrides', ['overlapScoreWeight', 'routerTemperature']);
-    if (r.signal !== undefined && !(r.signal instanceof AbortSignal))
-      throw new KvRouteError('ERR_INVALID_ARG', 'req.signal must be an AbortSignal');
-    const allowed = r.allowedWorkers === undefined ? undefined : workerIdSet(r.allowedWorkers, 'req.allowedWorkers');
-    let pinned: Prepared['pinned'];
-    if (r.pinnedWorker !== undefined) {
-      const p = checkOptions(r.pinnedWorker, 'req.pinnedWorker', ['workerId', 'dpRank']);
-      pinned = {
-        workerId: checkWorkerId(p.workerId, 'req.pinnedWorker.workerId'),
-        dpRank: p.dpRank === undefined ? undefined : checkDpRank(p.dpRank, 'req.pinnedWorker.dpRank'),
-      };
-    }
-    return {
-      req,
-      tokens,
-      loraName: hash.loraName,
-      cacheNamespace: hash.cacheNamespace,
-      mmOffsets: hash.mmOffsets,
-      mmHashes: hash.mmHashes,
-      allowed,
-      pinned,
-      weight:
-        ov.overlapScoreWeight === undefined
-          ? this.opts.overlapScoreWeight
-          : nonNegativeNumber(ov.overlapScoreWeight, 'req.overrides.overlapScoreWeight', 0),
-      temperature:
-        ov.routerTemperature === undefined
-          ? this.opts.routerTemperature
-          : nonNegativeNumber(ov.routerTemperature, 'req.overrides.routerTemperature', 0),
-      priority,
-    };
+    return prepareRequest(req, this.opts.overlapScoreWeight, this.opts.routerTemperature);
   }
 
   /** The candidates of a request: every rank of its allowed workers, or its pinned rank(s). */
@@ -656,9 +582,4 @@ export class KvRouter {
     this.waiting.clear();
     this.index.close();
   }
-}
-
-/** Request ids are strings; anything else is `ERR_INVALID_ARG`, before any other check. */
-function checkRequestId(id: unknown): asserts id is string {
-  if (typeof id !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `requestId must be a string, got ${describe(id)}`);
 }

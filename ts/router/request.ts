@@ -1,0 +1,94 @@
+/**
+ * Validation of a {@link RouteRequest} into the form the router schedules, and of request ids.
+ * @internal
+ * @module
+ */
+
+import { KvRouteError } from '../errors.js';
+import { parseBlockHashOptions } from '../hashing.js';
+import { checkDpRank, checkWorkerId } from '../kv-index.js';
+import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
+import type { RouteRequest } from './types.js';
+import { workerIdSet } from './workers.js';
+
+const REQUEST_KEYS = [
+  'requestId',
+  'tokens',
+  'loraName',
+  'cacheNamespace',
+  'maxOutputTokens',
+  'priority',
+  'allowedWorkers',
+  'pinnedWorker',
+  'overrides',
+  'signal',
+] as const;
+
+/** A validated request. */
+export interface Prepared {
+  req: RouteRequest;
+  tokens: Uint32Array;
+  loraName: string | undefined;
+  cacheNamespace: string | undefined;
+  mmOffsets: Uint32Array | undefined;
+  mmHashes: BigUint64Array | undefined;
+  allowed: Set<bigint> | undefined;
+  pinned: { workerId: bigint; dpRank: number | undefined } | undefined;
+  weight: number;
+  temperature: number;
+  priority: number;
+}
+
+/** Validates a request; `overrides` fall back to the router's weight and temperature. */
+export function prepareRequest(req: RouteRequest, defaultWeight: number, defaultTemperature: number): Prepared {
+  const r = checkOptions(req, 'req', REQUEST_KEYS);
+  if (req === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'route needs a request');
+  if (typeof r.requestId !== 'string' || r.requestId === '')
+    throw new KvRouteError('ERR_INVALID_ARG', `req.requestId must be a non-empty string, got ${describe(r.requestId)}`);
+  const tokens = toTokens(r.tokens, 'req.tokens');
+  if (tokens.length === 0) throw new KvRouteError('ERR_INVALID_ARG', 'req.tokens must not be empty');
+  const hash = parseBlockHashOptions({ loraName: r.loraName, cacheNamespace: r.cacheNamespace }, 'req');
+  if (
+    r.maxOutputTokens !== undefined &&
+    (typeof r.maxOutputTokens !== 'number' || !Number.isSafeInteger(r.maxOutputTokens) || r.maxOutputTokens < 1)
+  ) {
+    throw new KvRouteError('ERR_INVALID_ARG', `req.maxOutputTokens must be a positive integer, got ${describe(r.maxOutputTokens)}`);
+  }
+  const priority = r.priority ?? 0;
+  if (typeof priority !== 'number' || !Number.isFinite(priority))
+    throw new KvRouteError('ERR_INVALID_ARG', `req.priority must be a finite number, got ${describe(priority)}`);
+  const ov = checkOptions(r.overrides, 'req.overrides', ['overlapScoreWeight', 'routerTemperature']);
+  if (r.signal !== undefined && !(r.signal instanceof AbortSignal))
+    throw new KvRouteError('ERR_INVALID_ARG', 'req.signal must be an AbortSignal');
+  const allowed = r.allowedWorkers === undefined ? undefined : workerIdSet(r.allowedWorkers, 'req.allowedWorkers');
+  let pinned: Prepared['pinned'];
+  if (r.pinnedWorker !== undefined) {
+    const p = checkOptions(r.pinnedWorker, 'req.pinnedWorker', ['workerId', 'dpRank']);
+    pinned = {
+      workerId: checkWorkerId(p.workerId, 'req.pinnedWorker.workerId'),
+      dpRank: p.dpRank === undefined ? undefined : checkDpRank(p.dpRank, 'req.pinnedWorker.dpRank'),
+    };
+  }
+  return {
+    req,
+    tokens,
+    loraName: hash.loraName,
+    cacheNamespace: hash.cacheNamespace,
+    mmOffsets: hash.mmOffsets,
+    mmHashes: hash.mmHashes,
+    allowed,
+    pinned,
+    weight:
+      ov.overlapScoreWeight === undefined ? defaultWeight : nonNegativeNumber(ov.overlapScoreWeight, 'req.overrides.overlapScoreWeight', 0),
+    temperature:
+      ov.routerTemperature === undefined
+        ? defaultTemperature
+        : nonNegativeNumber(ov.routerTemperature, 'req.overrides.routerTemperature', 0),
+    priority,
+  };
+}
+
+/** Request ids are strings; anything else is `ERR_INVALID_ARG`, before any other check. */
+export function checkRequestId(id: unknown): asserts id is string {
+  if (typeof id !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `requestId must be a string, got ${describe(id)}`);
+}
