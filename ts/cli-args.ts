@@ -25,6 +25,8 @@ export interface Flag {
   default?: string;
   /** The placeholder shown after the flag. */
   value?: string;
+  /** May be given several times (the values are collected into an array). */
+  multiple?: boolean;
 }
 
 export type Flags = Record<string, Flag>;
@@ -32,7 +34,7 @@ export type Flags = Record<string, Flag>;
 /** The help of one command: synopsis, then one line per flag with its default. */
 export function helpText(synopsis: string, description: string, flags: Flags): string {
   const rows = Object.entries(flags).map(([name, f]) => {
-    const left = `  --${name}${f.kind === 'boolean' ? '' : ` <${f.value ?? f.kind}>`}`;
+    const left = `  --${name}${f.kind === 'boolean' ? '' : ` <${f.value ?? f.kind}>`}${f.multiple ? ' …' : ''}`;
     return [left, `${f.help}${f.default !== undefined ? ` (default: ${f.default})` : ''}`];
   });
   const width = Math.max(...rows.map((r) => r[0].length), 14) + 2;
@@ -45,9 +47,12 @@ export function parseCommand(
   argv: string[],
   flags: Flags,
   usage: string,
-): { positional: string[]; values: Record<string, string | number | boolean>; help: boolean } {
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } };
-  for (const [name, f] of Object.entries(flags)) options[name] = { type: f.kind === 'boolean' ? 'boolean' : 'string' };
+): { positional: string[]; values: Record<string, string | number | boolean | string[]>; help: boolean } {
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }> = {
+    help: { type: 'boolean', short: 'h' },
+  };
+  for (const [name, f] of Object.entries(flags))
+    options[name] = { type: f.kind === 'boolean' ? 'boolean' : 'string', multiple: f.multiple === true };
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
@@ -55,11 +60,12 @@ export function parseCommand(
     const message = (err as Error).message.replace(/\. To specify a positional argument.*$/s, '');
     throw new UsageError(message, usage);
   }
-  const values: Record<string, string | number | boolean> = {};
+  const values: Record<string, string | number | boolean | string[]> = {};
   for (const [name, raw] of Object.entries(parsed.values)) {
     if (name === 'help' || raw === undefined) continue;
     const f = flags[name];
-    if (f.kind === 'number') {
+    if (f.multiple) values[name] = raw as string[];
+    else if (f.kind === 'number') {
       const n = Number(raw);
       if (typeof raw !== 'string' || raw.trim() === '' || !Number.isFinite(n))
         throw new UsageError(`--${name} must be a number, got "${String(raw)}"`, usage);

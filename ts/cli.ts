@@ -1,5 +1,5 @@
 /**
- * The `kvroute` command: `replay` and `gen-trace`.
+ * The `kvroute` command: `replay`, `gen-trace`, `serve` and `mock-worker`.
  * @internal
  * @module
  */
@@ -16,6 +16,7 @@ import { renderHtml } from './replay/html.js';
 import { type ReplayOptions, type ReplayPolicy, replay } from './replay/replay.js';
 import type { PolicyReport, ReplayReport } from './replay/report.js';
 import type { Selector } from './router/select.js';
+import { runServe } from './server/cli.js';
 
 const REPLAY_FLAGS: Flags = {
   workers: { kind: 'number', help: 'simulated workers', default: '16' },
@@ -64,6 +65,7 @@ const USAGE = `usage: kvroute <command> [options]
 commands:
   replay        replay a trace through simulated workers behind routing policies
   gen-trace     print a generated trace
+  serve         run an OpenAI-compatible KV-aware gateway in front of workers
   mock-worker   run a simulated vLLM worker (OpenAI HTTP API and vLLM-wire KV events)
 
 kvroute <command> --help describes a command's options; kvroute --version prints the version.`;
@@ -214,6 +216,7 @@ export async function main(argv: string[]): Promise<number> {
     if (command === 'replay') await runReplay(rest);
     else if (command === 'gen-trace') runGenTrace(rest);
     else if (command === 'mock-worker') return await runMockWorker(rest);
+    else if (command === 'serve') return await runServe(rest);
     else if (command === '--version' || command === '-v') process.stdout.write(`kvroute ${version()}\n`);
     else if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
       process.stdout.write(`${USAGE}\n`);

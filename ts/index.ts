@@ -92,6 +92,7 @@ export {
   renderChat as renderMockChat,
   tokenize as mockTokenize,
 } from './mock-worker/tokenizer.js';
+export { mockTokenizerConfig, mockTokenizerJson, writeMockTokenizer } from './mock-worker/tokenizer-json.js';
 export type { WireAllBlocksCleared, WireBlockRemoved, WireBlockStored, WireEvent, WireFormat } from './mock-worker/wire.js';
 export { encodeBatch as encodeEngineBatch } from './mock-worker/wire.js';
 export type { MockWorker, MockWorkerStats } from './mock-worker/worker.js';
@@ -116,3 +117,18 @@ export type {
   RouterStats,
   WorkerConfig,
 } from './router/types.js';
+export type { WorkerHealthState } from './server/breaker.js';
+export type { Gateway, GatewayAddress } from './server/gateway.js';
+export { createGateway } from './server/gateway.js';
+export type {
+  AdminListenOptions,
+  AuthOptions,
+  GatewayOptions,
+  GatewayWorker,
+  HealthOptions,
+  QueueOptions,
+  TlsOptions,
+  TokenizerOption,
+  UpstreamOptions,
+} from './server/options.js';
+export { metrics } from './server/router-metrics.js';

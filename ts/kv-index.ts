@@ -16,6 +16,7 @@ import { parseSubscribeOptions } from './ingest/options.js';
 import { EngineSource } from './ingest/source.js';
 import { toIngestStats } from './ingest/stats.js';
 import type { ApplyEngineBatchOptions, BatchResult, IngestStats, SubscribeOptions } from './ingest/types.js';
+import { withIdJson } from './json-ids.js';
 import { checkBlockSize, checkOptions, describe, toHashes, toTokens, toU64 } from './validate.js';
 
 /** What a KvRouter needs from the KvIndex it owns: the backend and its index. @internal */
@@ -105,6 +106,8 @@ export interface WorkerScore {
 export interface OverlapScores {
   /** Sorted by `blocks` (descending), then `workerId`, then `dpRank`. */
   scores: WorkerScore[];
+  /** A JSON-safe copy: worker ids as decimal strings, so `JSON.stringify(scores)` works. */
+  toJSON(): unknown;
 }
 
 /** Size and counters of an index. Nothing is dropped silently: every rejection is counted. */
@@ -269,7 +272,7 @@ export class KvIndex {
   /** Per rank, how many leading blocks of `localHashes` it holds. */
   findMatches(localHashes: BigUint64Array | readonly bigint[]): OverlapScores {
     this.open();
-    return { scores: this.inner.findMatches(toHashes(localHashes, 'localHashes'), this.clock()) };
+    return withIdJson({ scores: this.inner.findMatches(toHashes(localHashes, 'localHashes'), this.clock()) });
   }
 
   /** Hashes a request with this index's block size and matches it. */

@@ -8,6 +8,7 @@
 import { type Flags, helpText, parseCommand, UsageError } from '../cli-args.js';
 import type { MockFault, MockWorkerOptions } from './options.js';
 import { FAULT_KINDS } from './options.js';
+import { writeMockTokenizer } from './tokenizer-json.js';
 import { onMockCrash, startMockWorker } from './worker.js';
 
 /** `kind@ms` or `kind:arg@ms`, comma-separated: `drop-events:3@1000,restart@5000`. */
@@ -45,6 +46,11 @@ const FLAGS: Flags = {
   wire: { kind: 'string', value: 'vllm-0.33|vllm-0.11|sglang', help: 'KV-event wire format', default: 'vllm-0.33' },
   seed: { kind: 'number', help: 'seed of the generated text', default: '1' },
   topic: { kind: 'string', help: 'KV-event topic', default: "''" },
+  'write-tokenizer': {
+    kind: 'string',
+    value: 'dir',
+    help: "write the worker's tokenizer.json and tokenizer_config.json there and exit (for a gateway's local tokenizer)",
+  },
   faults: {
     kind: 'string',
     value: 'kind[:arg]@ms,…',
@@ -64,6 +70,10 @@ export async function runMockWorker(argv: string[]): Promise<number> {
     return 0;
   }
   if (positional.length > 0) throw new UsageError('mock-worker takes no positional arguments', USAGE);
+  if (v['write-tokenizer'] !== undefined) {
+    process.stdout.write(`${writeMockTokenizer(String(v['write-tokenizer']))}\n`);
+    return 0;
+  }
   const n = (k: string) => v[k] as number | undefined;
   const s = (k: string) => v[k] as string | undefined;
   const worker = await startMockWorker({

@@ -9,6 +9,7 @@ import { KvRouteError } from '../errors.js';
 import type { RouterEvent } from '../events/types.js';
 import type { EngineSource } from '../ingest/source.js';
 import type { ApplyEngineBatchOptions, BatchResult, SubscribeOptions } from '../ingest/types.js';
+import { withIdJson } from '../json-ids.js';
 import type { IndexStats } from '../kv-index.js';
 import { checkWorkerId, indexInternals, KvIndex, type WorkerId } from '../kv-index.js';
 import { MAX_WORKERS } from '../limits.js';
@@ -300,7 +301,7 @@ export class KvRouter {
         });
       }
       this.counts.routed++;
-      return {
+      return withIdJson({
         workerId: chosen.workerId,
         dpRank: chosen.dpRank,
         overlapBlocks: chosen.overlap,
@@ -309,7 +310,7 @@ export class KvRouter {
         cost: chosen.cost,
         queuedMs,
         candidates: scores,
-      };
+      });
     } finally {
       if (!booked) this.core.discard(handle);
     }
@@ -546,7 +547,7 @@ export class KvRouter {
   /** Counters, per-rank load and the index's stats. After `close()`: the counters, no load, and the index's stats at close. */
   stats(): RouterStats {
     if (this.closed) {
-      return {
+      return withIdJson({
         workers: this.workers.size,
         ranks: this.workers.rankCount,
         inFlight: 0,
@@ -554,11 +555,11 @@ export class KvRouter {
         ...this.counts,
         load: [],
         index: this.finalIndexStats as IndexStats,
-      };
+      });
     }
     this.expire(true);
     const load: RankLoad[] = this.core.snapshot();
-    return {
+    return withIdJson({
       workers: this.workers.size,
       ranks: this.workers.rankCount,
       inFlight: this.inFlight.size,
@@ -566,7 +567,7 @@ export class KvRouter {
       ...this.counts,
       load,
       index: this.index.stats(),
-    };
+    });
   }
 
   /** Rejects waiting requests with `ERR_CLOSED` and closes the index. Idempotent. */

@@ -77,6 +77,8 @@ export interface RouteDecision {
   queuedMs: number;
   /** Every candidate with its figures, in (workerId, dpRank) order. */
   candidates: CandidateScore[];
+  /** A JSON-safe copy: worker ids as decimal strings, so `JSON.stringify(decision)` works. */
+  toJSON(): unknown;
 }
 
 /** What route() would weigh for one candidate, without booking. */
@@ -137,4 +139,6 @@ export interface RouterStats {
   load: RankLoad[];
   /** The index's stats. */
   index: IndexStats;
+  /** A JSON-safe copy: worker ids as decimal strings, so `JSON.stringify(stats)` works. */
+  toJSON(): unknown;
 }

@@ -1,0 +1,97 @@
+import { describe, expect, test } from 'vitest';
+import { BACKENDS } from './helpers/backends.js';
+import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
+import { postJson, sse } from './helpers/http.js';
+import { waitFor } from './helpers/wait.js';
+
+closeFleetsAfterEach();
+
+const SYSTEM = 'You are a careful assistant. Answer in one short paragraph, citing the source. '.repeat(4);
+
+describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
+  test('a repeated prefix goes to the worker holding it, and the engine reports the cached tokens kvroute predicted', async () => {
+    const f = await startFleet(backend, 3);
+    const first = await postJson(`${f.url}/v1/completions`, { prompt: `${SYSTEM}Question one?`, max_tokens: 4 });
+    expect(first.status).toBe(200);
+    const worker = first.headers.get('x-kvroute-worker');
+    expect(worker).toMatch(/^[123]$/);
+    expect(first.headers.get('x-kvroute-cached-tokens')).toBe('0');
+    expect(first.json.usage.prompt_tokens_details.cached_tokens).toBe(0);
+    // The worker's KV events reach the index.
+    await waitFor(() => f.gateway.router.stats().index.blocks >= Math.floor(SYSTEM.length / 16), 'the stored blocks to be indexed');
+    for (const q of ['Question two?', 'Question three, a longer one?']) {
+      const r = await postJson(`${f.url}/v1/completions`, { prompt: `${SYSTEM}${q}`, max_tokens: 4 });
+      expect(r.status).toBe(200);
+      expect(r.headers.get('x-kvroute-worker')).toBe(worker);
+      const predicted = Number(r.headers.get('x-kvroute-cached-tokens'));
+      expect(predicted).toBeGreaterThanOrEqual(Math.floor(SYSTEM.length / 16) * 16);
+      expect(r.json.usage.prompt_tokens_details.cached_tokens).toBe(predicted);
+    }
+    const metrics = await (await fetch(`${f.url}/metrics`)).text();
+    expect(metrics).toMatch(/kvroute_gateway_cache_predictions_total\{outcome="exact"\} 3/);
+    expect(metrics).toMatch(/kvroute_gateway_requests_total\{worker="\d",status="200"\} 3/);
+  });
+
+  test('streams pass through event by event; the usage chunk appears only when the client asks', async () => {
+    const f = await startFleet(backend, 2);
+    const direct = await sse(`${f.workers[0].url}/v1/chat/completions`, {
+      messages: [{ role: 'user', content: 'hello there' }],
+      max_tokens: 6,
+      stream: true,
+    });
+    const body = { messages: [{ role: 'user', content: 'hello there' }], max_tokens: 6, stream: true };
+    const via = await sse(`${f.url}/v1/chat/completions`, body);
+    expect(via.status).toBe(200);
+    expect(via.headers.get('content-type')).toBe('text/event-stream');
+    expect(via.headers.get('x-kvroute-dp-rank')).toBe('0');
+    expect(via.events.length).toBe(direct.events.length);
+    expect(via.events.at(-1)).toBe('[DONE]');
+    expect(via.events.some((e) => e !== '[DONE]' && e.usage)).toBe(false);
+    const text = (events: typeof via.events) =>
+      events
+        .filter((e) => e !== '[DONE]')
+        .map((e) => e.choices[0]?.delta?.content ?? '')
+        .join('');
+    expect(text(via.events)).toBe(text(direct.events));
+    const withUsage = await sse(`${f.url}/v1/chat/completions`, { ...body, stream_options: { include_usage: true } });
+    const usage = withUsage.events.find((e) => e !== '[DONE]' && e.usage);
+    expect(usage.usage.completion_tokens).toBe(6);
+    const metrics = await (await fetch(`${f.url}/metrics`)).text();
+    // Both streams reported their cached tokens although only one client asked for usage.
+    expect(metrics).toMatch(/kvroute_gateway_reported_cached_tokens_total \d+/);
+    expect(metrics).toMatch(/kvroute_gateway_time_to_first_token_seconds_count 2/);
+    expect(metrics).toMatch(/kvroute_gateway_inter_token_latency_seconds_count 10/);
+  });
+
+  test('a client that goes away aborts the upstream request and frees its booking', async () => {
+    const f = await startFleet(backend, 1, {}, { speedup: 1 });
+    const controller = new AbortController();
+    const r = await fetch(`${f.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'tell me a long story', max_tokens: 2000, stream: true }),
+      signal: controller.signal,
+    });
+    const reader = (r.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    expect(f.gateway.router.stats().inFlight).toBe(1);
+    controller.abort();
+    await waitFor(() => f.workers[0].stats().aborted === 1, 'the worker to abort the request');
+    await waitFor(() => f.gateway.router.stats().inFlight === 0, 'the booking to be freed');
+    expect(f.gateway.router.stats().unknownFree).toBe(0);
+  });
+
+  test('bad requests get 400 in OpenAI shape and book nothing', async () => {
+    const f = await startFleet(backend, 1);
+    for (const body of [{ prompt: '' }, { prompt: ['a', 'b'] }, { messages: [] }, { prompt: 'x', stream: 'yes' }]) {
+      const path = 'messages' in body ? 'chat/completions' : 'completions';
+      const r = await postJson(`${f.url}/v1/${path}`, body);
+      expect(r.status).toBe(400);
+      expect(typeof r.json.error.message).toBe('string');
+    }
+    const tooLong = await postJson(`${f.url}/v1/completions`, { prompt: 'hi', max_tokens: 10_000_000 });
+    expect(tooLong.status).toBe(400);
+    expect(f.gateway.router.stats().routed).toBe(1);
+    expect(f.gateway.router.stats().inFlight).toBe(0);
+  });
+});

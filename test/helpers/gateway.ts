@@ -1,0 +1,69 @@
+/** A fleet of real mock workers (HTTP + ZeroMQ on 127.0.0.1) behind a real gateway, for the gateway suites. */
+
+import { afterEach } from 'vitest';
+import {
+  type BackendName,
+  createGateway,
+  type Gateway,
+  type GatewayOptions,
+  type MockWorker,
+  type MockWorkerOptions,
+  startMockWorker,
+} from '../../ts/index.js';
+import { sleep } from './wait.js';
+
+export interface TestFleet {
+  workers: MockWorker[];
+  gateway: Gateway;
+  url: string;
+  adminUrl: string;
+}
+
+const open: (() => Promise<void>)[] = [];
+
+/** Closes everything the test started, even when it failed. */
+export function closeFleetsAfterEach(): void {
+  afterEach(async () => {
+    for (const close of open.splice(0).reverse()) await close().catch(() => undefined);
+  });
+}
+
+export async function startWorker(opts: MockWorkerOptions = {}): Promise<MockWorker> {
+  const w = await startMockWorker({
+    port: 0,
+    kvEvents: 'tcp://127.0.0.1:0',
+    replay: 'tcp://127.0.0.1:0',
+    blockSize: 16,
+    speedup: 50,
+    ...opts,
+  });
+  open.push(() => w.close());
+  return w;
+}
+
+export function workerEntry(w: MockWorker, id: number): NonNullable<GatewayOptions['workers']>[number] {
+  return { id, url: w.url, kvEvents: w.kvEventsEndpoints, replay: w.replayEndpoints, dpSize: w.kvEventsEndpoints.length };
+}
+
+/** `n` mock workers (ids 1..n) and a listening gateway over them, subscribed to their KV events. */
+export async function startFleet(
+  backend: BackendName,
+  n: number,
+  opts: Partial<GatewayOptions> = {},
+  workerOpts: MockWorkerOptions = {},
+): Promise<TestFleet> {
+  const workers = await Promise.all(Array.from({ length: n }, () => startWorker(workerOpts)));
+  const gateway = createGateway({
+    blockSize: 16,
+    backend,
+    logLevel: false,
+    health: { intervalMs: 200, timeoutMs: 200 },
+    ...opts,
+    workers: opts.workers ?? workers.map((w, i) => workerEntry(w, i + 1)),
+  });
+  open.push(() => gateway.close());
+  const { url, adminUrl } = await gateway.listen();
+  // The subscriptions reach the publishers (a first batch missed meanwhile is replayed anyway).
+  await sleep(300);
+  return { workers, gateway, url, adminUrl };
+}

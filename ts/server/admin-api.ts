@@ -1,0 +1,74 @@
+/**
+ * The gateway's admin API: workers added, listed and removed at run time, the router's stats,
+ * and `POST /admin/explain`, which shows what routing would weigh for a prompt without booking
+ * anything. Ids are exact JSON numbers (u64).
+ * @internal
+ * @module
+ */
+
+import type { FastifyInstance } from 'fastify';
+import { KvRouteError } from '../errors.js';
+import { stringifyLossless } from '../events/json.js';
+import type { KvRouter } from '../router/kv-router.js';
+import type { Fleet, FleetWorker } from './fleet.js';
+import { parseWorkerIdValue, resolveWorker } from './options.js';
+import { BadRequest, readRequest } from './prompt.js';
+import type { PromptTokenizer } from './tokenize.js';
+
+export interface AdminContext {
+  fleet: Fleet;
+  router: KvRouter;
+  tokenizer: PromptTokenizer;
+}
+
+/** A worker as the admin API lists it. */
+export function describeWorker(m: FleetWorker, fleet: Fleet): Record<string, unknown> {
+  return {
+    id: m.spec.id,
+    url: m.spec.url ?? null,
+    origin: m.origin,
+    health: m.breaker.state,
+    healthReason: m.breaker.reason,
+    consecutiveFailures: m.breaker.failures,
+    routable: m.inRouter && m.pool !== undefined && m.breaker.state !== 'down',
+    model: m.model ?? null,
+    dpSize: m.spec.dpSize,
+    weight: m.spec.weight,
+    kvEvents: m.spec.kvEvents ?? null,
+    replay: m.spec.replay ?? null,
+    listeners: fleet.listenerStatus(m),
+  };
+}
+
+export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
+  const json = (value: unknown) => stringifyLossless(value);
+  app.get('/admin/workers', async (_req, reply) =>
+    reply.type('application/json').send(json(ctx.fleet.list().map((m) => describeWorker(m, ctx.fleet)))),
+  );
+  app.post('/admin/workers', async (req, reply) => {
+    const member = ctx.fleet.add(resolveWorker(req.body, 'body'), 'admin');
+    return reply
+      .code(201)
+      .type('application/json')
+      .send(json(describeWorker(member, ctx.fleet)));
+  });
+  app.delete('/admin/workers/:id', async (req, reply) => {
+    const id = parseWorkerIdValue((req.params as { id: string }).id, 'id');
+    if (!(await ctx.fleet.remove(id))) return reply.code(404).send({ error: `worker ${id} is not registered` });
+    return reply.send({ status: 'ok' });
+  });
+  app.get('/admin/stats', async (_req, reply) => reply.type('application/json').send(json(ctx.router.stats())));
+  app.post('/admin/explain', async (req, reply) => {
+    const b = (req.body ?? {}) as Record<string, unknown>;
+    let read: ReturnType<typeof readRequest>;
+    try {
+      read = readRequest(b, b.messages !== undefined);
+    } catch (err) {
+      if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
+      throw err;
+    }
+    const tokens = await ctx.tokenizer.tokenize(read.input);
+    const candidates = ctx.router.potentialLoads({ requestId: 'explain', tokens, allowedWorkers: ctx.fleet.routable() });
+    return reply.type("application/json").send(json({ promptTokens: tokens.length, tokens, candidates }));
+  });
+}

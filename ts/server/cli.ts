@@ -1,0 +1,84 @@
+/**
+ * `kvroute serve`: {@link createGateway} as a command, from a config file, flags, or both
+ * (flags win). Runs until SIGINT or SIGTERM, then drains in-flight requests and exits 0.
+ * @internal
+ * @module
+ */
+
+import { type Flags, helpText, parseCommand, UsageError } from '../cli-args.js';
+import { KvRouteError } from '../errors.js';
+import { parseWorkerFlag, readConfigFile } from './config-file.js';
+import { createGateway } from './gateway.js';
+import type { GatewayOptions } from './options.js';
+
+const FLAGS: Flags = {
+  config: { kind: 'string', value: 'file', help: 'YAML or JSON file with the options of createGateway (see the README)' },
+  port: { kind: 'number', help: 'proxy port (0: any free port)', default: '8000' },
+  host: { kind: 'string', help: 'proxy host', default: '127.0.0.1' },
+  'block-size': { kind: 'number', help: 'tokens per KV block of the engines (required here or in the config)' },
+  worker: {
+    kind: 'string',
+    value: 'id=1,url=http://…,kv-events=tcp://…,replay=tcp://…,dp-size=N,max-num-batched-tokens=N,weight=W',
+    help: 'a worker; repeat for several',
+    multiple: true,
+  },
+  tokenizer: { kind: 'string', value: 'engine|path', help: "the workers' /tokenize, or a local tokenizer.json", default: 'engine' },
+  'router-config': { kind: 'string', value: 'json', help: 'KvRouter options as JSON, e.g. \'{"routerQueueThreshold":2}\'' },
+  'metrics-port': { kind: 'number', help: 'serve /metrics, the admin and the indexer API on this port instead of the proxy port' },
+  'metrics-host': { kind: 'string', help: 'host of that listener', default: '127.0.0.1' },
+  model: { kind: 'string', help: 'model name answered for', default: 'what the workers serve' },
+  backend: { kind: 'string', value: 'native|js', help: 'the backend to run on', default: 'the process default' },
+  'log-level': { kind: 'string', value: 'level|off', help: 'pino log level', default: 'info' },
+};
+const USAGE = helpText(
+  'kvroute serve [--config fleet.yaml] [options]',
+  "Runs an OpenAI-compatible KV-aware gateway in front of vLLM-like workers: /v1/completions and\n/v1/chat/completions (streaming or not), /v1/models, /health, /ready, /metrics, /admin/* and Dynamo's\nindexer API. Keys: KVROUTE_API_KEYS (comma-separated) and KVROUTE_ADMIN_TOKEN, or auth in the config.",
+  FLAGS,
+);
+
+function optionsFrom(v: Record<string, unknown>): GatewayOptions {
+  const o: Record<string, unknown> = v.config === undefined ? {} : readConfigFile(String(v.config));
+  if (v['block-size'] !== undefined) o.blockSize = v['block-size'];
+  if (v.worker !== undefined) o.workers = [...((o.workers as unknown[]) ?? []), ...(v.worker as string[]).map(parseWorkerFlag)];
+  if (v.tokenizer !== undefined) o.tokenizer = v.tokenizer;
+  if (v['router-config'] !== undefined) {
+    try {
+      o.router = { ...(o.router as object), ...JSON.parse(String(v['router-config'])) };
+    } catch (err) {
+      throw new UsageError(`--router-config is not JSON: ${(err as Error).message}`, USAGE);
+    }
+  }
+  if (v['metrics-port'] !== undefined) o.admin = { port: v['metrics-port'], host: v['metrics-host'] ?? '127.0.0.1' };
+  if (v.model !== undefined) o.model = v.model;
+  if (v.backend !== undefined) o.backend = v.backend;
+  if (v['log-level'] !== undefined) o.logLevel = v['log-level'] === 'off' ? false : v['log-level'];
+  const auth = { ...((o.auth as object) ?? {}) } as Record<string, unknown>;
+  if (process.env.KVROUTE_API_KEYS) auth.apiKeys = process.env.KVROUTE_API_KEYS.split(',').filter(Boolean);
+  if (process.env.KVROUTE_ADMIN_TOKEN) auth.adminToken = process.env.KVROUTE_ADMIN_TOKEN;
+  if (Object.keys(auth).length > 0) o.auth = auth;
+  if (o.blockSize === undefined) throw new UsageError('give --block-size or blockSize in the config', USAGE);
+  return o as unknown as GatewayOptions;
+}
+
+export async function runServe(argv: string[]): Promise<number> {
+  const { positional, values: v, help } = parseCommand(argv, FLAGS, USAGE);
+  if (help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (positional.length > 0) throw new UsageError('serve takes no positional arguments', USAGE);
+  const gateway = createGateway(optionsFrom(v));
+  let address: Awaited<ReturnType<typeof gateway.listen>>;
+  try {
+    address = await gateway.listen({ port: (v.port as number | undefined) ?? 8000, host: (v.host as string | undefined) ?? '127.0.0.1' });
+  } catch (err) {
+    await gateway.close();
+    throw new KvRouteError('ERR_INVALID_ARG', `cannot listen: ${(err as Error).message}`, { cause: err });
+  }
+  process.stdout.write(`kvroute serve: proxy ${address.url}, admin ${address.adminUrl}, ${gateway.workers().length} workers\n`);
+  return await new Promise<number>((resolve) => {
+    const stop = () => void gateway.close().then(() => resolve(0));
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+}

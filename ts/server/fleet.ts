@@ -1,0 +1,273 @@
+/**
+ * The gateway's workers: for each, an undici connection pool, its KV-event source, its circuit
+ * breaker and the health probes. A worker whose breaker opens is taken out of the router (its
+ * index entries and load dropped, its event sources closed) and put back, re-subscribed, when
+ * its probes succeed again; the engines' replay sockets then refill what it holds.
+ * @internal
+ * @module
+ */
+
+import type { FastifyBaseLogger } from 'fastify';
+import { Pool } from 'undici';
+import { KvRouteError } from '../errors.js';
+import type { EngineSource } from '../ingest/source.js';
+import type { SourceState } from '../ingest/types.js';
+import type { KvRouter } from '../router/kv-router.js';
+import { Breaker, type FailureKind, type WorkerHealthState } from './breaker.js';
+import type { ResolvedGatewayOptions, ResolvedWorker } from './options.js';
+
+/** A worker as the fleet holds it; `url` is undefined for an index-only worker (`POST /register`). */
+export interface FleetWorker {
+  readonly spec: ResolvedWorker;
+  readonly pool: Pool | undefined;
+  readonly breaker: Breaker;
+  source: EngineSource | undefined;
+  inRouter: boolean;
+  model: string | undefined;
+  /** Who added it: the config, the admin API or the indexer API. */
+  readonly origin: 'config' | 'admin' | 'indexer';
+}
+
+/** A breaker transition, for logs and metrics. */
+export interface HealthChange {
+  workerId: bigint;
+  state: WorkerHealthState;
+  reason: string;
+}
+
+export class Fleet {
+  private readonly members = new Map<bigint, FleetWorker>();
+  private probeTimer: NodeJS.Timeout | undefined;
+  private probing = false;
+  private closed = false;
+  private readonly listeners: ((c: HealthChange) => void)[] = [];
+
+  constructor(
+    private readonly router: KvRouter,
+    private readonly opts: ResolvedGatewayOptions,
+    private readonly log: FastifyBaseLogger,
+  ) {}
+
+  /** Starts the active probes (none when `health.intervalMs` is 0). */
+  start(): void {
+    if (this.opts.health.intervalMs > 0 && !this.probeTimer) {
+      this.probeTimer = setInterval(() => void this.probeAll(), this.opts.health.intervalMs);
+      this.probeTimer.unref();
+    }
+  }
+
+  onHealthChange(fn: (c: HealthChange) => void): void {
+    this.listeners.push(fn);
+  }
+
+  get(id: bigint): FleetWorker | undefined {
+    return this.members.get(id);
+  }
+
+  list(): FleetWorker[] {
+    return [...this.members.values()];
+  }
+
+  /** Workers that may take requests now: with a URL, not down. */
+  routable(): bigint[] {
+    const out: bigint[] = [];
+    for (const m of this.members.values()) if (m.pool && m.breaker.state !== 'down') out.push(m.spec.id);
+    return out;
+  }
+
+  /** Adds a worker to the router, subscribes to its events and opens its pool. */
+  add(spec: FleetWorker['spec'], origin: FleetWorker['origin']): FleetWorker {
+    if (this.closed) throw new KvRouteError('ERR_CLOSED', 'the gateway is closed');
+    if (this.members.has(spec.id)) throw new KvRouteError('ERR_INVALID_ARG', `worker ${spec.id} is already registered`);
+    const u = this.opts.upstream;
+    const pool = spec.url
+      ? new Pool(spec.url, { connections: u.connections, headersTimeout: u.headersTimeoutMs, bodyTimeout: u.bodyTimeoutMs })
+      : undefined;
+    const member: FleetWorker = {
+      spec,
+      pool,
+      breaker: new Breaker(this.opts.health.failureThreshold, this.opts.health.recoveryThreshold),
+      source: undefined,
+      inRouter: false,
+      model: undefined,
+      origin,
+    };
+    try {
+      this.enter(member);
+    } catch (err) {
+      void pool?.close();
+      throw err;
+    }
+    this.members.set(spec.id, member);
+    this.log.info({ worker: String(spec.id), url: spec.url, origin }, 'worker added');
+    if (pool) void this.probe(member);
+    return member;
+  }
+
+  /** Removes a worker for good: out of the router, its pool closed. */
+  async remove(id: bigint): Promise<boolean> {
+    const m = this.members.get(id);
+    if (!m) return false;
+    this.members.delete(id);
+    this.leave(m);
+    this.log.info({ worker: String(id) }, 'worker removed');
+    await m.pool?.close();
+    return true;
+  }
+
+  /** Replaces a worker's KV-event endpoints (the indexer API adds dp ranks one by one). */
+  resubscribe(m: FleetWorker, kvEvents: string[], replay: string[] | undefined): void {
+    m.source?.close();
+    m.source = undefined;
+    Object.assign(m.spec, { kvEvents, replay, dpSize: kvEvents.length });
+    if (m.inRouter) {
+      this.router.updateWorker(m.spec.id, this.workerConfig(m.spec));
+      m.source = this.subscribe(m.spec);
+    }
+  }
+
+  private workerConfig(spec: ResolvedWorker): { dataParallelSize: number; maxNumBatchedTokens?: number } {
+    return {
+      dataParallelSize: spec.dpSize,
+      ...(spec.maxNumBatchedTokens === undefined ? {} : { maxNumBatchedTokens: spec.maxNumBatchedTokens }),
+    };
+  }
+
+  private subscribe(spec: ResolvedWorker): EngineSource | undefined {
+    if (!spec.kvEvents) return undefined;
+    return this.router.subscribe({
+      workerId: spec.id,
+      endpoint: spec.kvEvents,
+      ...(spec.replay ? { replayEndpoint: spec.replay } : {}),
+      dataParallelSize: spec.dpSize,
+      blockSize: this.opts.blockSize,
+    });
+  }
+
+  private enter(m: FleetWorker): void {
+    this.router.addWorker(m.spec.id, this.workerConfig(m.spec));
+    try {
+      m.source = this.subscribe(m.spec);
+    } catch (err) {
+      this.router.removeWorker(m.spec.id);
+      throw err;
+    }
+    m.inRouter = true;
+  }
+
+  private leave(m: FleetWorker): void {
+    if (!m.inRouter) return;
+    m.inRouter = false;
+    m.source = undefined;
+    // Drops the worker's index entries and in-flight load, and closes its event sources.
+    this.router.removeWorker(m.spec.id);
+  }
+
+  /** A call to the worker failed (passive detection). */
+  failure(id: bigint, kind: FailureKind, detail: string): void {
+    const m = this.members.get(id);
+    if (!m) return;
+    this.apply(m, m.breaker.failure(kind, detail));
+  }
+
+  /** A call to the worker succeeded. */
+  success(id: bigint): void {
+    const m = this.members.get(id);
+    if (m) this.apply(m, m.breaker.success(false));
+  }
+
+  private apply(m: FleetWorker, next: WorkerHealthState | undefined): void {
+    if (next === undefined || this.closed || !this.members.has(m.spec.id)) return;
+    const change = { workerId: m.spec.id, state: next, reason: m.breaker.reason };
+    if (next === 'down') {
+      this.leave(m);
+      this.log.warn({ worker: String(m.spec.id), reason: change.reason }, 'worker down: out of routing');
+    } else if (next === 'healthy' && !m.inRouter) {
+      try {
+        this.enter(m);
+        this.log.info({ worker: String(m.spec.id), reason: change.reason }, 'worker healthy again: back in routing');
+      } catch (err) {
+        this.log.error({ worker: String(m.spec.id), err }, 'worker could not re-enter routing');
+        return;
+      }
+    } else {
+      this.log.info({ worker: String(m.spec.id), state: next, reason: change.reason }, 'worker health changed');
+    }
+    for (const fn of this.listeners) fn(change);
+  }
+
+  private async probeAll(): Promise<void> {
+    if (this.probing) return;
+    this.probing = true;
+    try {
+      await Promise.all(this.list().map((m) => this.probe(m)));
+    } finally {
+      this.probing = false;
+    }
+  }
+
+  /** One `GET /health`; learns the served model on the first success. */
+  private async probe(m: FleetWorker): Promise<void> {
+    const pool = m.pool;
+    if (!pool || this.closed) return;
+    const t = this.opts.health.timeoutMs;
+    try {
+      const res = await pool.request({ method: 'GET', path: '/health', headersTimeout: t, bodyTimeout: t, signal: AbortSignal.timeout(t) });
+      await res.body.dump();
+      if (res.statusCode !== 200) {
+        this.apply(m, m.breaker.failure('probe', `/health answered ${res.statusCode}`));
+        return;
+      }
+      this.apply(m, m.breaker.success(true));
+      if (m.model === undefined) m.model = await this.servedModel(pool);
+    } catch (err) {
+      if (!this.closed && this.members.has(m.spec.id)) this.apply(m, m.breaker.failure(failureKind(err), describeError(err)));
+    }
+  }
+
+  private async servedModel(pool: Pool): Promise<string | undefined> {
+    try {
+      const t = this.opts.health.timeoutMs;
+      const res = await pool.request({ method: 'GET', path: '/v1/models', headersTimeout: t, bodyTimeout: t });
+      const body = (await res.body.json()) as { data?: { id?: unknown }[] };
+      const id = body.data?.[0]?.id;
+      return typeof id === 'string' ? id : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Listener status per rank in the indexer API's words: `pending`, `active`, `paused`, `failed`. */
+  listenerStatus(m: FleetWorker): string[] {
+    const ranks = m.spec.kvEvents?.length ?? 0;
+    if (!m.source || m.source.closed) return new Array(ranks).fill('paused');
+    const map: Record<SourceState, string> = {
+      connecting: 'pending',
+      active: 'active',
+      recovering: 'active',
+      resyncing: 'active',
+      failed: 'failed',
+    };
+    return m.source.state.map((s) => map[s]);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.probeTimer) clearInterval(this.probeTimer);
+    await Promise.all(this.list().map((m) => m.pool?.close()));
+  }
+}
+
+/** Classifies an undici error. */
+export function failureKind(err: unknown): FailureKind {
+  const code = (err as { code?: string }).code;
+  if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EHOSTUNREACH' || code === 'UND_ERR_SOCKET') return 'connect';
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || (err as Error).name === 'TimeoutError') return 'timeout';
+  return 'status';
+}
+
+export function describeError(err: unknown): string {
+  const e = err as { code?: string; message?: string };
+  return e.code ? `${e.code} ${e.message ?? ''}`.trim() : String(e.message ?? err);
+}

@@ -1,0 +1,143 @@
+/**
+ * What the gateway measures itself, per request: status by worker, TTFT, inter-token and
+ * end-to-end latency as the client sees them, routing and tokenizing time, queue waits,
+ * retries, rejections, worker health, and how right the router's cache predictions were (the
+ * engine's reported `cached_tokens` against the predicted overlap).
+ * @internal
+ * @module
+ */
+
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { WorkerHealthState } from './breaker.js';
+
+const LATENCY = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const FAST = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1];
+const TOKENS = [0, 16, 64, 256, 1024, 4096, 16384, 65536];
+
+export class GatewayMetrics {
+  readonly requests: Counter<'worker' | 'status'>;
+  readonly ttft: Histogram;
+  readonly itl: Histogram;
+  readonly duration: Histogram;
+  readonly routing: Histogram;
+  readonly tokenizing: Histogram<'tokenizer'>;
+  readonly queueWait: Histogram;
+  readonly predictedCached: Counter;
+  readonly reportedCached: Counter;
+  readonly predictions: Counter<'outcome'>;
+  readonly predictionError: Histogram;
+  readonly retries: Counter<'reason'>;
+  readonly rejected: Counter<'reason'>;
+  readonly inFlight: Gauge;
+  readonly health: Gauge<'worker' | 'state'>;
+  readonly transitions: Counter<'worker' | 'state'>;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.requests = new Counter({
+      name: 'kvroute_gateway_requests_total',
+      help: 'Proxied requests by worker and HTTP status (worker "none" when none was chosen).',
+      labelNames: ['worker', 'status'],
+      registers,
+    });
+    this.ttft = new Histogram({
+      name: 'kvroute_gateway_time_to_first_token_seconds',
+      help: "Arrival to the first token sent to the client (non-streaming: to the worker's response).",
+      buckets: LATENCY,
+      registers,
+    });
+    this.itl = new Histogram({
+      name: 'kvroute_gateway_inter_token_latency_seconds',
+      help: 'Time between streamed token chunks.',
+      buckets: FAST.concat([0.05, 0.25, 1]),
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'kvroute_gateway_request_duration_seconds',
+      help: 'Arrival to the last byte.',
+      buckets: LATENCY,
+      registers,
+    });
+    this.routing = new Histogram({
+      name: 'kvroute_gateway_routing_duration_seconds',
+      help: 'Time in route(), queue waits excluded.',
+      buckets: FAST,
+      registers,
+    });
+    this.tokenizing = new Histogram({
+      name: 'kvroute_gateway_tokenize_duration_seconds',
+      help: 'Prompt tokenization time, by tokenizer.',
+      labelNames: ['tokenizer'],
+      buckets: FAST.concat([0.05, 0.25]),
+      registers,
+    });
+    this.queueWait = new Histogram({
+      name: 'kvroute_gateway_queue_wait_seconds',
+      help: "Time requests waited in the router's queue.",
+      buckets: LATENCY,
+      registers,
+    });
+    this.predictedCached = new Counter({
+      name: 'kvroute_gateway_predicted_cached_tokens_total',
+      help: 'Prompt tokens the router predicted cached on the chosen worker (requests whose engine reported usage).',
+      registers,
+    });
+    this.reportedCached = new Counter({
+      name: 'kvroute_gateway_reported_cached_tokens_total',
+      help: 'Prompt tokens the engines reported cached (usage.prompt_tokens_details.cached_tokens).',
+      registers,
+    });
+    this.predictions = new Counter({
+      name: 'kvroute_gateway_cache_predictions_total',
+      help: 'Cache predictions by outcome against the engine report: exact, over (predicted more) or under.',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.predictionError = new Histogram({
+      name: 'kvroute_gateway_cache_prediction_error_tokens',
+      help: 'Absolute difference between predicted and reported cached tokens.',
+      buckets: TOKENS,
+      registers,
+    });
+    this.retries = new Counter({
+      name: 'kvroute_gateway_retries_total',
+      help: 'Requests retried on another worker, by the first failure.',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.rejected = new Counter({
+      name: 'kvroute_gateway_rejected_total',
+      help: 'Requests refused by the gateway, by reason.',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.inFlight = new Gauge({ name: 'kvroute_gateway_in_flight_requests', help: 'Requests being proxied.', registers });
+    this.health = new Gauge({
+      name: 'kvroute_gateway_worker_health',
+      help: 'Worker health per state (1 for the current one).',
+      labelNames: ['worker', 'state'],
+      registers,
+    });
+    this.transitions = new Counter({
+      name: 'kvroute_gateway_worker_health_changes_total',
+      help: 'Worker health transitions, by the state entered.',
+      labelNames: ['worker', 'state'],
+      registers,
+    });
+  }
+
+  setHealth(worker: bigint, state: WorkerHealthState | undefined): void {
+    for (const s of ['healthy', 'suspect', 'down'] as const) {
+      if (state === undefined) this.health.remove({ worker: String(worker), state: s });
+      else this.health.set({ worker: String(worker), state: s }, s === state ? 1 : 0);
+    }
+  }
+
+  /** Compares one prediction with the engine's report. */
+  prediction(predicted: number, reported: number): void {
+    this.predictedCached.inc(predicted);
+    this.reportedCached.inc(reported);
+    this.predictions.inc({ outcome: predicted === reported ? 'exact' : predicted > reported ? 'over' : 'under' });
+    this.predictionError.observe(Math.abs(predicted - reported));
+  }
+}

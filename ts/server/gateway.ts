@@ -1,0 +1,233 @@
+/**
+ * `createGateway`: kvroute as an OpenAI-compatible KV-aware gateway (what `kvroute serve`
+ * runs), built from parts a service can also use on their own: a Fastify app with the proxy,
+ * `/health`, `/ready`, `/v1/models`, `/metrics`, the admin API and Dynamo's indexer API (on
+ * their own listener when `admin` is set), over one {@link KvRouter} fed by the workers' KV events.
+ * @module
+ */
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { Registry } from 'prom-client';
+import { KvRouteError } from '../errors.js';
+import { SeededRandom } from '../random.js';
+import { KvRouter } from '../router/kv-router.js';
+import { chooseCandidate, type Selector } from '../router/select.js';
+import { adminRoutes, describeWorker } from './admin-api.js';
+import { bearerGuard } from './auth.js';
+import { Fleet } from './fleet.js';
+import { GatewayMetrics } from './gateway-metrics.js';
+import { indexerRoutes } from './indexer-api.js';
+import { type GatewayOptions, type GatewayWorker, type ResolvedGatewayOptions, resolveGatewayOptions, resolveWorker } from './options.js';
+import { openAiError, type ProxyContext, proxyCompletion } from './proxy.js';
+import { metrics } from './router-metrics.js';
+import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
+
+/** Where a started gateway listens. */
+export interface GatewayAddress {
+  /** The proxy's base URL. */
+  url: string;
+  /** The admin listener's base URL (the proxy's when `admin` is not set). */
+  adminUrl: string;
+}
+
+/** A gateway: Fastify apps over one router. */
+export interface Gateway {
+  /** The proxy's Fastify instance (with the admin API too unless `admin` is set): mount or `inject` it. */
+  readonly app: FastifyInstance;
+  /** The admin listener's Fastify instance, when `admin` is set. */
+  readonly adminApp: FastifyInstance | undefined;
+  /** A plain `(req, res)` handler of `app`, for a `node:http` server of your own. */
+  readonly handler: (req: IncomingMessage, res: ServerResponse) => void;
+  /** The router (its index is fed by the workers' KV events). */
+  readonly router: KvRouter;
+  /** The registry `/metrics` serves (router, index, event sources, gateway). */
+  readonly registry: Registry;
+  /** Starts listening (port 0: any free port). */
+  listen(opts?: { port?: number; host?: string }): Promise<GatewayAddress>;
+  /** Adds a worker at run time (as `POST /admin/workers` does). */
+  addWorker(worker: GatewayWorker): void;
+  /** Removes a worker; false when it was not registered. */
+  removeWorker(id: GatewayWorker['id']): Promise<boolean>;
+  /** The workers with their health, as `GET /admin/workers` lists them. */
+  workers(): Record<string, unknown>[];
+  /** Stops accepting requests, lets in-flight ones finish, then closes the router. Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * The default choice on costs divided by each worker's weight (weight 2: half the cost), with
+ * the router's temperature and seed; with every weight 1 it is the router's own choice.
+ */
+function weightedSelector(o: ResolvedGatewayOptions, weight: (id: bigint) => number): Selector {
+  const rng = new SeededRandom(o.router.seed ?? 0);
+  const temperature = o.router.routerTemperature ?? 0;
+  return (candidates) =>
+    chooseCandidate(
+      candidates.map((c) => ({ ...c, cost: c.cost / weight(c.workerId) })),
+      temperature,
+      rng,
+    );
+}
+
+function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet): PromptTokenizer {
+  if (o.tokenizer !== 'engine') return localTokenizer(o.tokenizer.path, o.tokenizer.chatTemplate);
+  let next = 0;
+  return engineTokenizer(async (body) => {
+    const ids = fleet.routable();
+    let last: unknown;
+    for (let i = 0; i < ids.length; i++) {
+      const m = fleet.get(ids[next++ % ids.length]);
+      if (!m?.pool) continue;
+      try {
+        const res = await m.pool.request({
+          method: 'POST',
+          path: '/tokenize',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+        const answer = (await res.body.json()) as { tokens?: unknown; message?: unknown };
+        if (res.statusCode === 200 && Array.isArray(answer.tokens)) return answer.tokens as number[];
+        if (res.statusCode < 500)
+          throw new KvRouteError('ERR_INVALID_ARG', String(answer.message ?? `/tokenize answered ${res.statusCode}`));
+        last = new Error(`/tokenize answered ${res.statusCode}`);
+      } catch (err) {
+        if (err instanceof KvRouteError) throw err;
+        last = err;
+        fleet.failure(m.spec.id, 'connect', (err as Error).message);
+      }
+    }
+    throw new KvRouteError('ERR_NO_WORKERS', `no worker could tokenize the prompt${last ? ` (${(last as Error).message})` : ''}`);
+  });
+}
+
+/**
+ * Builds a gateway over `opts.workers`: subscribes to their KV events, probes their health and
+ * serves the proxy. Call `listen()` to serve it, or mount `app`/`handler` yourself.
+ *
+ * @example
+ * ```ts
+ * const gw = createGateway({ blockSize: 16, workers: [{ id: 1, url: 'http://127.0.0.1:8001', kvEvents: 'tcp://127.0.0.1:5557' }] });
+ * const { url } = await gw.listen({ port: 8000 });
+ * ```
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad option (the message names the key) or an
+ * unreadable tokenizer; `ERR_DEPENDENCY_MISSING` on the JS backend without `zeromq`/`msgpackr`.
+ */
+export function createGateway(opts: GatewayOptions): Gateway {
+  const o = resolveGatewayOptions(opts);
+  const appOptions = {
+    logger: o.logLevel === false ? false : { level: o.logLevel },
+    disableRequestLogging: true,
+    bodyLimit: o.bodyLimitBytes,
+    return503OnClosing: true,
+  } as const;
+  const app = (o.tls
+    ? Fastify({ ...appOptions, https: { cert: o.tls.cert, key: o.tls.key } })
+    : Fastify(appOptions)) as unknown as FastifyInstance;
+  const adminApp = o.admin ? Fastify({ ...appOptions, bodyLimit: o.bodyLimitBytes }) : undefined;
+  const fleetRef: { fleet?: Fleet } = {};
+  const router = new KvRouter({
+    ...o.router,
+    blockSize: o.blockSize,
+    ...(o.backend ? { backend: o.backend } : {}),
+    selector: o.router.selector ?? weightedSelector(o, (id) => fleetRef.fleet?.get(id)?.spec.weight ?? 1),
+  });
+  const fleet = new Fleet(router, o, app.log);
+  fleetRef.fleet = fleet;
+  const registry = new Registry();
+  metrics(router, registry);
+  const gm = new GatewayMetrics(registry);
+  fleet.onHealthChange((c) => {
+    gm.setHealth(c.workerId, c.state);
+    gm.transitions.inc({ worker: String(c.workerId), state: c.state });
+  });
+  let tokenizer: PromptTokenizer;
+  try {
+    tokenizer = makeTokenizer(o, fleet);
+    for (const w of o.workers) {
+      fleet.add(w, 'config');
+      gm.setHealth(w.id, 'healthy');
+    }
+  } catch (err) {
+    router.close();
+    void fleet.close();
+    throw err;
+  }
+  fleet.start();
+  const model = () => o.model ?? fleet.list().find((m) => m.model)?.model ?? 'unknown';
+  const ctx: ProxyContext = { router, fleet, tokenizer, metrics: gm, opts: o, log: app.log, routing: 0, nextId: 1 };
+
+  app.register(async (proxy) => {
+    proxy.addHook(
+      'onRequest',
+      bearerGuard(o.apiKeys, (reply) => reply.send(openAiError('a valid API key is required', 'AuthenticationError', 401))),
+    );
+    proxy.post('/v1/completions', (req, reply) => proxyCompletion(ctx, req, reply, false));
+    proxy.post('/v1/chat/completions', (req, reply) => proxyCompletion(ctx, req, reply, true));
+    proxy.get('/v1/models', async () => ({
+      object: 'list',
+      data: [{ id: model(), object: 'model', created: Math.floor(Date.now() / 1000), owned_by: 'kvroute' }],
+    }));
+  });
+  app.get('/health', async () => ({ status: 'ok' }));
+  app.get('/ready', async (_req, reply) => {
+    const routable = fleet.routable().length;
+    return reply.code(routable > 0 ? 200 : 503).send({ status: routable > 0 ? 'ready' : 'no healthy worker', routableWorkers: routable });
+  });
+  app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
+    const status = err.statusCode ?? (err instanceof KvRouteError && err.code === 'ERR_INVALID_ARG' ? 400 : 500);
+    if (status === 413) gm.rejected.inc({ reason: 'body_too_large' });
+    return reply
+      .code(status)
+      .send(
+        openAiError(err.message, status === 413 ? 'RequestTooLarge' : status < 500 ? 'BadRequestError' : 'InternalServerError', status),
+      );
+  });
+  const adminTarget = adminApp ?? app;
+  adminTarget.register(async (admin) => {
+    admin.addHook(
+      'onRequest',
+      bearerGuard(o.adminToken ? [o.adminToken] : [], (reply) => reply.send({ error: 'a valid admin token is required' })),
+    );
+    admin.get('/metrics', async (_req, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
+    adminRoutes(admin, { fleet, router, tokenizer });
+    indexerRoutes(admin, { fleet, router, blockSize: o.blockSize, model });
+  });
+  if (adminApp) adminApp.get('/health', async () => ({ status: 'ok' }));
+
+  let closed: Promise<void> | undefined;
+  return {
+    app,
+    adminApp,
+    handler: (req, res) => {
+      void app.ready().then(() => app.routing(req, res));
+    },
+    router,
+    registry,
+    async listen(l = {}) {
+      const url = (await app.listen({ port: l.port ?? 0, host: l.host ?? '127.0.0.1' })).replace('[::1]', '127.0.0.1');
+      const adminUrl = adminApp && o.admin ? await adminApp.listen({ port: o.admin.port, host: o.admin.host }) : url;
+      return { url, adminUrl };
+    },
+    addWorker(w) {
+      const spec = resolveWorker(w, 'worker');
+      fleet.add(spec, 'admin');
+      gm.setHealth(spec.id, 'healthy');
+    },
+    async removeWorker(id) {
+      const spec = resolveWorker({ id, url: 'http://127.0.0.1' }, 'worker');
+      gm.setHealth(spec.id, undefined);
+      return fleet.remove(spec.id);
+    },
+    workers: () => fleet.list().map((m) => describeWorker(m, fleet)),
+    close() {
+      closed ??= (async () => {
+        await app.close();
+        await adminApp?.close();
+        await fleet.close();
+        router.close();
+      })();
+      return closed;
+    },
+  };
+}

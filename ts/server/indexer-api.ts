@@ -1,0 +1,215 @@
+/**
+ * Dynamo's standalone-indexer HTTP API (the Mooncake RFC #1403 shape) over the gateway's
+ * router: `POST /query`, `POST /query_by_hash`, `GET /dump`, `GET /workers`, `POST /register`,
+ * `POST /unregister`. Bodies are read and written without precision loss: u64 values (hashes,
+ * instance ids) are exact JSON numbers both ways. One model and the `default` routing group per
+ * gateway. The prefix tree holds device blocks only, so `cpu` and `disk` equal `gpu`.
+ * @internal
+ * @module
+ */
+
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { KvRouteError } from '../errors.js';
+import { parseJsonLossless, stringifyLossless } from '../events/json.js';
+import { checkEndpoint } from '../ingest/options.js';
+import type { OverlapScores } from '../kv-index.js';
+import type { KvRouter } from '../router/kv-router.js';
+import type { Fleet, FleetWorker } from './fleet.js';
+import { parseWorkerIdValue } from './options.js';
+
+export interface IndexerContext {
+  fleet: Fleet;
+  router: KvRouter;
+  blockSize: number;
+  /** The model name answered for (what the workers serve, or the configured one). */
+  model: () => string;
+}
+
+class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function send(reply: FastifyReply, status: number, value: unknown): FastifyReply {
+  return reply.code(status).type('application/json').send(stringifyLossless(value));
+}
+
+function body(value: unknown): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new ApiError(400, 'the body must be a JSON object');
+  return value as Record<string, unknown>;
+}
+
+function checkScope(b: Record<string, unknown>, ctx: IndexerContext, required: boolean): void {
+  const model = b.model_name;
+  if (model === undefined && !required) return;
+  if (typeof model !== 'string') throw new ApiError(400, 'model_name must be a string');
+  if (model !== ctx.model()) throw new ApiError(404, `no indexer for model ${JSON.stringify(model)} (this gateway serves ${ctx.model()})`);
+  if (b.routing_group !== undefined && b.routing_group !== null && b.routing_group !== 'default') {
+    throw new ApiError(400, 'routing groups other than "default" are not supported');
+  }
+}
+
+/** `scores`, `frequencies` and `instances` in tokens, as Dynamo answers `/query`. */
+function queryAnswer(scores: OverlapScores, blockSize: number): unknown {
+  const legacy: Record<string, Record<string, number>> = {};
+  const instances: Record<string, { longest_matched: number; gpu: number; dp: Record<string, number>; cpu: number; disk: number }> = {};
+  let depth = 0;
+  for (const s of scores.scores) {
+    const id = String(s.workerId);
+    const tokens = s.blocks * blockSize;
+    legacy[id] ??= {};
+    legacy[id][String(s.dpRank)] = tokens;
+    instances[id] ??= { longest_matched: 0, gpu: 0, dp: {}, cpu: 0, disk: 0 };
+    const inst = instances[id];
+    inst.dp[String(s.dpRank)] = tokens;
+    inst.gpu = Math.max(inst.gpu, tokens);
+    inst.cpu = inst.gpu;
+    inst.disk = inst.gpu;
+    inst.longest_matched = inst.gpu;
+    depth = Math.max(depth, s.blocks);
+  }
+  // frequencies[i]: ranks holding block i of the query.
+  const frequencies = new Array<number>(depth).fill(0);
+  for (const s of scores.scores) for (let i = 0; i < s.blocks; i++) frequencies[i]++;
+  return { scores: legacy, frequencies, instances };
+}
+
+function workerEntry(m: FleetWorker, ctx: IndexerContext): unknown {
+  const status = ctx.fleet.listenerStatus(m);
+  const endpoints: Record<string, string> = {};
+  const listeners: Record<string, { endpoint: string; status: string }> = {};
+  (m.spec.kvEvents ?? []).forEach((e, r) => {
+    endpoints[String(r)] = e;
+    listeners[String(r)] = { endpoint: e, status: status[r] };
+  });
+  const order = ['failed', 'pending', 'active', 'paused'];
+  const aggregate = order.find((s) => status.includes(s)) ?? 'paused';
+  return {
+    instance_id: m.spec.id,
+    source: 'zmq',
+    status: aggregate,
+    model_name: ctx.model(),
+    routing_group: 'default',
+    block_size: ctx.blockSize,
+    endpoints,
+    listeners,
+    // kvroute's additions: the worker's URL and health.
+    url: m.spec.url ?? null,
+    health: m.breaker.state,
+  };
+}
+
+function register(b: Record<string, unknown>, ctx: IndexerContext): number {
+  checkScope(b, ctx, true);
+  if (b.block_size !== ctx.blockSize) throw new ApiError(400, `block_size must be ${ctx.blockSize}, this indexer's block size`);
+  const id = parseWorkerIdValue(b.instance_id, 'instance_id');
+  const rank = b.dp_rank === undefined ? 0 : b.dp_rank;
+  if (typeof rank !== 'number' || !Number.isInteger(rank) || rank < 0 || rank >= 1024)
+    throw new ApiError(400, 'dp_rank must be an integer in [0, 1023]');
+  const endpoint = checkEndpoint(b.endpoint, 'endpoint');
+  const replay =
+    b.replay_endpoint === undefined || b.replay_endpoint === null ? undefined : checkEndpoint(b.replay_endpoint, 'replay_endpoint');
+  const existing = ctx.fleet.get(id);
+  if (!existing) {
+    if (rank !== 0) throw new ApiError(400, `register dp_rank 0 of instance ${id} first (ranks are registered in order)`);
+    const url = b.url === undefined ? undefined : new URL(String(b.url)).origin;
+    ctx.fleet.add(
+      { id, url, kvEvents: [endpoint], replay: replay ? [replay] : undefined, dpSize: 1, maxNumBatchedTokens: undefined, weight: 1 },
+      'indexer',
+    );
+    return 201;
+  }
+  const ranks = existing.spec.kvEvents ?? [];
+  if (rank < ranks.length) throw new ApiError(409, `instance ${id} dp_rank ${rank} is already registered; /unregister it first`);
+  if (rank !== ranks.length) throw new ApiError(400, `instance ${id} has ${ranks.length} ranks; register dp_rank ${ranks.length} next`);
+  const replays = existing.spec.replay;
+  if ((replays === undefined) !== (replay === undefined) && ranks.length > 0) {
+    throw new ApiError(400, `give replay_endpoint for every rank of instance ${id} or for none`);
+  }
+  ctx.fleet.resubscribe(existing, [...ranks, endpoint], replays && replay ? [...replays, replay] : undefined);
+  return 201;
+}
+
+async function unregister(b: Record<string, unknown>, ctx: IndexerContext): Promise<number> {
+  checkScope(b, ctx, true);
+  const id = parseWorkerIdValue(b.instance_id, 'instance_id');
+  const m = ctx.fleet.get(id);
+  if (!m) throw new ApiError(404, `instance ${id} is not registered`);
+  if (b.dp_rank === undefined || b.dp_rank === null) {
+    await ctx.fleet.remove(id);
+    return 200;
+  }
+  const ranks = m.spec.kvEvents ?? [];
+  if (b.dp_rank !== ranks.length - 1) throw new ApiError(400, `only the last rank (${ranks.length - 1}) can be unregistered alone`);
+  if (ranks.length === 1) await ctx.fleet.remove(id);
+  else {
+    ctx.router.index.removeWorker(id, ranks.length - 1);
+    ctx.fleet.resubscribe(m, ranks.slice(0, -1), m.spec.replay?.slice(0, -1));
+  }
+  return 200;
+}
+
+function hashes(value: unknown): bigint[] {
+  if (!Array.isArray(value)) throw new ApiError(400, 'block_hashes must be a list of u64 hashes');
+  return value.map((h, i) => {
+    try {
+      return parseWorkerIdValue(h, `block_hashes[${i}]`);
+    } catch {
+      throw new ApiError(400, `block_hashes[${i}] must be a u64, got ${JSON.stringify(h)}`);
+    }
+  });
+}
+
+/** Registers the indexer routes on `app` (already guarded by the admin token, if any). */
+export function indexerRoutes(app: FastifyInstance, ctx: IndexerContext): void {
+  // Lossless JSON in this scope: hashes and ids above 2^53 stay exact.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, text, done) => {
+    try {
+      done(null, parseJsonLossless(text as string));
+    } catch (err) {
+      done(
+        Object.assign(new Error((err as Error).message.replace(/^invalid JSON: /, 'the body is not JSON: ')), { statusCode: 400 }),
+        undefined,
+      );
+    }
+  });
+  app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
+    const status = err instanceof ApiError ? err.status : err instanceof KvRouteError ? 400 : (err.statusCode ?? 500);
+    return send(reply, status, { error: err.message });
+  });
+  app.post('/query', async (req, reply) => {
+    const b = body(req.body);
+    checkScope(b, ctx, false);
+    const ids = b.token_ids;
+    if (!Array.isArray(ids) || !ids.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32))
+      throw new ApiError(400, 'token_ids must be a list of token ids');
+    const opts = {
+      ...(typeof b.lora_name === 'string' && b.lora_name ? { loraName: b.lora_name } : {}),
+      ...(typeof b.cache_salt === 'string' && b.cache_salt ? { cacheNamespace: b.cache_salt } : {}),
+    };
+    return send(reply, 200, queryAnswer(ctx.router.index.findMatchesForRequest(ids as number[], opts), ctx.blockSize));
+  });
+  app.post('/query_by_hash', async (req, reply) => {
+    const b = body(req.body);
+    checkScope(b, ctx, false);
+    if (b.cache_salt !== undefined && b.cache_salt !== null)
+      throw new ApiError(400, 'cache_salt must be omitted: hashes already carry their salt');
+    return send(reply, 200, queryAnswer(ctx.router.index.findMatches(hashes(b.block_hashes)), ctx.blockSize));
+  });
+  app.get('/dump', async (_req, reply) =>
+    send(reply, 200, { [`${ctx.model()}:default`]: { block_size: ctx.blockSize, events: ctx.router.index.dump() } }),
+  );
+  app.get('/workers', async (req, reply) => {
+    const q = req.query as Record<string, unknown>;
+    const match =
+      (q.model_name === undefined || q.model_name === ctx.model()) && (q.routing_group === undefined || q.routing_group === 'default');
+    return send(reply, 200, match ? ctx.fleet.list().map((m) => workerEntry(m, ctx)) : []);
+  });
+  app.post('/register', async (req, reply) => send(reply, register(body(req.body), ctx), { status: 'ok' }));
+  app.post('/unregister', async (req, reply) => send(reply, await unregister(body(req.body), ctx), { status: 'ok' }));
+}

@@ -1,0 +1,342 @@
+/**
+ * Options of the gateway ({@link createGateway}, `kvroute serve`): their types, defaults and
+ * validation. Every mistake is an `ERR_INVALID_ARG` naming the key (`workers[1].url`), so a
+ * config file is checked as strictly as code.
+ * @module
+ */
+
+import type { BackendName } from '../backend-types.js';
+import { KvRouteError } from '../errors.js';
+import { checkEndpoint } from '../ingest/options.js';
+import type { WorkerId } from '../kv-index.js';
+import type { KvRouterOptions } from '../router/options.js';
+import { describe } from '../validate.js';
+
+/** One worker behind the gateway. */
+export interface GatewayWorker {
+  /** The worker's id in the router (a u64: number, bigint, or decimal string in a config file). */
+  id: WorkerId | string;
+  /** Base URL of its OpenAI-compatible HTTP API, e.g. `http://127.0.0.1:8001`. */
+  url: string;
+  /** Rank 0's KV-event PUB endpoint (rank r: port + r), or one per rank. Omitted: no KV events (approximate routing needs `router.useKvEvents: false`). */
+  kvEvents?: string | readonly string[];
+  /** Rank 0's replay ROUTER endpoint (rank r: port + r), or one per rank. */
+  replay?: string | readonly string[];
+  /** Data-parallel ranks. Default 1. */
+  dpSize?: number;
+  /** The engine's `max_num_batched_tokens` (the router's queue threshold is a fraction of it). */
+  maxNumBatchedTokens?: number;
+  /** Relative capacity: a worker of weight 2 is charged half the cost of one of weight 1. Default 1. */
+  weight?: number;
+}
+
+/** How prompts become token ids. */
+export type TokenizerOption =
+  | 'engine'
+  | {
+      /** Path of the model's `tokenizer.json`. */
+      path: string;
+      /** A chat template (Jinja) instead of the `chat_template` of the `tokenizer_config.json` beside `path`. */
+      chatTemplate?: string;
+    };
+
+/** Active and passive health checking, and the circuit breaker per worker. */
+export interface HealthOptions {
+  /** Interval of `GET /health` probes, ms; 0 turns active probes off. Default 2000. */
+  intervalMs?: number;
+  /** A probe slower than this fails, ms. Default 1000. */
+  timeoutMs?: number;
+  /** Consecutive failures (probes, 5xx, timeouts) that open the breaker. Connect errors open it at once. Default 3. */
+  failureThreshold?: number;
+  /** Consecutive successful probes that close it again. Default 1. */
+  recoveryThreshold?: number;
+}
+
+/** Forwarding limits. */
+export interface UpstreamOptions {
+  /** Retries on another worker when one fails before its first byte. Default 2. */
+  retries?: number;
+  /** Time to the worker's response headers, ms. Default 60000. */
+  headersTimeoutMs?: number;
+  /** Longest silence inside a response body, ms. Default 60000. */
+  bodyTimeoutMs?: number;
+  /** Connections per worker. Default 128. */
+  connections?: number;
+}
+
+/** Admission when every worker is busy (needs `router.routerQueueThreshold`). */
+export interface QueueOptions {
+  /** Requests waiting in the router's queue before new ones get 429. Default 1024. */
+  maxQueued?: number;
+  /** A request waiting longer gets 503, ms. Default 30000. */
+  timeoutMs?: number;
+  /** `Retry-After` of 429 and 503 answers, s. Default 1. */
+  retryAfterSecs?: number;
+}
+
+/** Access control. Tokens are compared in constant time. */
+export interface AuthOptions {
+  /** Bearer keys the proxy (`/v1/*`) accepts; empty or omitted: no key needed. */
+  apiKeys?: readonly string[];
+  /** Bearer token of the admin and indexer endpoints and `/metrics`; omitted: open. */
+  adminToken?: string;
+}
+
+/** A separate listener for the admin and indexer API and `/metrics`. */
+export interface AdminListenOptions {
+  /** Port (0: any free one). */
+  port: number;
+  /** Host. Default `127.0.0.1`. */
+  host?: string;
+}
+
+/** TLS of the proxy listener. */
+export interface TlsOptions {
+  /** PEM certificate chain. */
+  cert: string | Buffer;
+  /** PEM private key. */
+  key: string | Buffer;
+}
+
+/** Options of {@link createGateway}. Only `blockSize` is required. */
+export interface GatewayOptions {
+  /** Tokens per KV block, as the engines use. */
+  blockSize: number;
+  /** The workers at start (more can be added through the admin API). Default none. */
+  workers?: readonly GatewayWorker[];
+  /** KvRouter options except `blockSize` (Dynamo's defaults). */
+  router?: Omit<KvRouterOptions, 'blockSize' | 'backend'>;
+  /** Backend of the router; default the process-wide one. */
+  backend?: BackendName;
+  /** `engine` (the worker's `/tokenize`, exact; default) or a local `tokenizer.json`. */
+  tokenizer?: TokenizerOption;
+  /** Model name the gateway answers for (`/v1/models`, the indexer API). Default: what the first healthy worker serves. */
+  model?: string;
+  /** Health probes and the breaker. */
+  health?: HealthOptions;
+  /** Forwarding. */
+  upstream?: UpstreamOptions;
+  /** Admission control. */
+  queue?: QueueOptions;
+  /** Largest request body, bytes. Default 8 MiB. */
+  bodyLimitBytes?: number;
+  /** Access control. */
+  auth?: AuthOptions;
+  /** Serve the admin and indexer API and `/metrics` on their own listener instead of the proxy's. */
+  admin?: AdminListenOptions;
+  /** TLS of the proxy listener. */
+  tls?: TlsOptions;
+  /** Log level (pino), or `false` for none. Default `'info'`. */
+  logLevel?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | false;
+  /** Log prompt text in the request lines. Default false. */
+  logPrompts?: boolean;
+}
+
+/** @internal a worker with every default filled in. */
+export interface ResolvedWorker {
+  id: bigint;
+  /** Undefined for an index-only worker (registered through the indexer API without a URL). */
+  url: string | undefined;
+  kvEvents: string[] | undefined;
+  replay: string[] | undefined;
+  dpSize: number;
+  maxNumBatchedTokens: number | undefined;
+  weight: number;
+}
+
+/** @internal */
+export interface ResolvedGatewayOptions {
+  blockSize: number;
+  workers: ResolvedWorker[];
+  router: Omit<KvRouterOptions, 'blockSize' | 'backend'>;
+  backend: BackendName | undefined;
+  tokenizer: TokenizerOption;
+  model: string | undefined;
+  health: Required<HealthOptions>;
+  upstream: Required<UpstreamOptions>;
+  queue: Required<QueueOptions>;
+  bodyLimitBytes: number;
+  apiKeys: string[];
+  adminToken: string | undefined;
+  admin: Required<AdminListenOptions> | undefined;
+  tls: TlsOptions | undefined;
+  logLevel: NonNullable<GatewayOptions['logLevel']>;
+  logPrompts: boolean;
+}
+
+const TOP_KEYS = [
+  'blockSize',
+  'workers',
+  'router',
+  'backend',
+  'tokenizer',
+  'model',
+  'health',
+  'upstream',
+  'queue',
+  'bodyLimitBytes',
+  'auth',
+  'admin',
+  'tls',
+  'logLevel',
+  'logPrompts',
+];
+const WORKER_KEYS = ['id', 'url', 'kvEvents', 'replay', 'dpSize', 'maxNumBatchedTokens', 'weight'];
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'];
+
+function invalid(message: string): KvRouteError {
+  return new KvRouteError('ERR_INVALID_ARG', message);
+}
+
+function record(value: unknown, at: string, keys: readonly string[]): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid(`${at} must be an object, got ${describe(value)}`);
+  for (const k of Object.keys(value)) {
+    if (!keys.includes(k)) throw invalid(`${at}: unknown key "${k}" (known: ${keys.join(', ')})`);
+  }
+  return value as Record<string, unknown>;
+}
+
+function int(value: unknown, at: string, min: number, max: number, fallback?: number): number {
+  if (value === undefined && fallback !== undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw invalid(`${at} must be an integer in [${min}, ${max}], got ${describe(value)}`);
+  }
+  return value;
+}
+
+function str(value: unknown, at: string): string {
+  if (typeof value !== 'string' || value.length === 0) throw invalid(`${at} must be a non-empty string, got ${describe(value)}`);
+  return value;
+}
+
+/** A worker id from a number, bigint or decimal string, as a u64. */
+export function parseWorkerIdValue(value: unknown, at: string): bigint {
+  const ok = (v: bigint) => v >= 0n && v < 1n << 64n;
+  if (typeof value === 'bigint' && ok(value)) return value;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
+  if (typeof value === 'string' && /^\d{1,20}$/.test(value) && ok(BigInt(value))) return BigInt(value);
+  throw invalid(`${at} must be a u64 worker id (integer or decimal string), got ${describe(value)}`);
+}
+
+function endpointList(value: unknown, at: string, dpSize: number): string[] | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'string') return [checkEndpoint(value, at)];
+  if (!Array.isArray(value) || value.length !== dpSize) throw invalid(`${at} must be an endpoint or a list of ${dpSize} endpoints`);
+  return value.map((e, i) => checkEndpoint(e, `${at}[${i}]`));
+}
+
+/** @internal validates one worker. */
+export function resolveWorker(value: unknown, at: string): ResolvedWorker {
+  const w = record(value, at, WORKER_KEYS);
+  let url: URL;
+  try {
+    url = new URL(str(w.url, `${at}.url`));
+  } catch (err) {
+    if (err instanceof KvRouteError) throw err;
+    throw invalid(`${at}.url must be an http(s) URL, got ${JSON.stringify(w.url)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw invalid(`${at}.url must be an http(s) URL, got ${JSON.stringify(w.url)}`);
+  if (url.pathname !== '/' || url.search || url.hash)
+    throw invalid(`${at}.url must be a base URL without a path, got ${JSON.stringify(w.url)}`);
+  const dpSize = int(w.dpSize, `${at}.dpSize`, 1, 1024, 1);
+  const weight = w.weight ?? 1;
+  if (typeof weight !== 'number' || !(weight > 0) || !Number.isFinite(weight)) {
+    throw invalid(`${at}.weight must be a positive number, got ${describe(weight)}`);
+  }
+  const replay = endpointList(w.replay, `${at}.replay`, dpSize);
+  const kvEvents = endpointList(w.kvEvents, `${at}.kvEvents`, dpSize);
+  if (replay && !kvEvents) throw invalid(`${at}.replay needs ${at}.kvEvents`);
+  return {
+    id: parseWorkerIdValue(w.id, `${at}.id`),
+    url: url.origin,
+    kvEvents,
+    replay,
+    dpSize,
+    maxNumBatchedTokens:
+      w.maxNumBatchedTokens === undefined ? undefined : int(w.maxNumBatchedTokens, `${at}.maxNumBatchedTokens`, 1, 2 ** 31),
+    weight,
+  };
+}
+
+/** A section of integer settings: unknown keys refused, each value checked, the rest defaulted. */
+function section<T extends object>(value: unknown, at: string, defaults: Required<T>): Required<T> {
+  if (value === undefined) return { ...defaults };
+  const given = record(value, at, Object.keys(defaults));
+  const out: Record<string, number> = { ...(defaults as Record<string, number>) };
+  for (const k of Object.keys(defaults)) {
+    if (given[k] !== undefined) out[k] = int(given[k], `${at}.${k}`, k.endsWith('Threshold') ? 1 : 0, 2 ** 31);
+  }
+  return out as Required<T>;
+}
+
+function tokenizer(value: unknown): TokenizerOption {
+  if (value === undefined || value === 'engine') return 'engine';
+  if (typeof value === 'string') return { path: value };
+  const t = record(value, 'tokenizer', ['path', 'chatTemplate']);
+  return {
+    path: str(t.path, 'tokenizer.path'),
+    ...(t.chatTemplate === undefined ? {} : { chatTemplate: str(t.chatTemplate, 'tokenizer.chatTemplate') }),
+  };
+}
+
+/** @internal validates the options and fills in the defaults. */
+export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
+  const o = record(value, 'options', TOP_KEYS);
+  const blockSize = int(o.blockSize, 'blockSize', 1, 2 ** 20);
+  if (o.workers !== undefined && !Array.isArray(o.workers)) throw invalid(`workers must be a list, got ${describe(o.workers)}`);
+  const workers = ((o.workers as unknown[] | undefined) ?? []).map((w, i) => resolveWorker(w, `workers[${i}]`));
+  const seen = new Set<bigint>();
+  for (const [i, w] of workers.entries()) {
+    if (seen.has(w.id)) throw invalid(`workers[${i}].id ${w.id} is listed twice`);
+    seen.add(w.id);
+  }
+  const router =
+    o.router === undefined ? {} : (record(o.router, 'router', Object.keys(o.router as object)) as ResolvedGatewayOptions['router']);
+  if ('blockSize' in router || 'backend' in router) throw invalid('router: set blockSize and backend at the top level, not in router');
+  if (o.backend !== undefined && o.backend !== 'native' && o.backend !== 'js')
+    throw invalid(`backend must be "native" or "js", got ${describe(o.backend)}`);
+  const auth = o.auth === undefined ? {} : record(o.auth, 'auth', ['apiKeys', 'adminToken']);
+  const apiKeys = auth.apiKeys === undefined ? [] : auth.apiKeys;
+  if (!Array.isArray(apiKeys)) throw invalid(`auth.apiKeys must be a list of strings, got ${describe(apiKeys)}`);
+  for (const [i, k] of apiKeys.entries()) str(k, `auth.apiKeys[${i}]`);
+  let admin: ResolvedGatewayOptions['admin'];
+  if (o.admin !== undefined) {
+    const a = record(o.admin, 'admin', ['port', 'host']);
+    admin = { port: int(a.port, 'admin.port', 0, 65535), host: a.host === undefined ? '127.0.0.1' : str(a.host, 'admin.host') };
+  }
+  let tls: TlsOptions | undefined;
+  if (o.tls !== undefined) {
+    const t = record(o.tls, 'tls', ['cert', 'key']);
+    for (const k of ['cert', 'key'] as const) {
+      if (typeof t[k] !== 'string' && !Buffer.isBuffer(t[k])) throw invalid(`tls.${k} must be PEM text, got ${describe(t[k])}`);
+    }
+    tls = { cert: t.cert as string, key: t.key as string };
+  }
+  const logLevel = o.logLevel ?? 'info';
+  if (logLevel !== false && !LEVELS.includes(logLevel as string)) throw invalid(`logLevel must be one of ${LEVELS.join(', ')} or false`);
+  if (o.logPrompts !== undefined && typeof o.logPrompts !== 'boolean') throw invalid(`logPrompts must be a boolean`);
+  return {
+    blockSize,
+    workers,
+    router,
+    backend: o.backend as BackendName | undefined,
+    tokenizer: tokenizer(o.tokenizer),
+    model: o.model === undefined ? undefined : str(o.model, 'model'),
+    health: section<HealthOptions>(o.health, 'health', { intervalMs: 2000, timeoutMs: 1000, failureThreshold: 3, recoveryThreshold: 1 }),
+    upstream: section<UpstreamOptions>(o.upstream, 'upstream', {
+      retries: 2,
+      headersTimeoutMs: 60_000,
+      bodyTimeoutMs: 60_000,
+      connections: 128,
+    }),
+    queue: section<QueueOptions>(o.queue, 'queue', { maxQueued: 1024, timeoutMs: 30_000, retryAfterSecs: 1 }),
+    bodyLimitBytes: int(o.bodyLimitBytes, 'bodyLimitBytes', 1, 2 ** 30, 8 << 20),
+    apiKeys: apiKeys as string[],
+    adminToken: auth.adminToken === undefined ? undefined : str(auth.adminToken, 'auth.adminToken'),
+    admin,
+    tls,
+    logLevel: logLevel as ResolvedGatewayOptions['logLevel'],
+    logPrompts: o.logPrompts === true,
+  };
+}

@@ -1,0 +1,349 @@
+/**
+ * One proxied completion: tokenize, route, forward to the chosen worker and rank (vLLM's
+ * `X-data-parallel-rank`), mark the prefill complete at the first token, free at the end
+ * (completion, error or client disconnect, which aborts the upstream request too). A worker that
+ * fails before its first byte is reported to the fleet and the request is routed again among
+ * the workers not tried yet. Only the content type of a worker's answer is copied; every other
+ * response header is the gateway's own.
+ * @internal
+ * @module
+ */
+
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
+import type { Dispatcher } from 'undici';
+import { KvRouteError } from '../errors.js';
+import type { KvRouter } from '../router/kv-router.js';
+import type { RouteDecision } from '../router/types.js';
+import { describeError, type Fleet, failureKind } from './fleet.js';
+import type { GatewayMetrics } from './gateway-metrics.js';
+import type { ResolvedGatewayOptions } from './options.js';
+import { BadRequest, type ReadRequest, readRequest } from './prompt.js';
+import { inspectEvent, SseSplitter, usageFacts } from './sse.js';
+import type { PromptTokenizer } from './tokenize.js';
+
+export interface ProxyContext {
+  router: KvRouter;
+  fleet: Fleet;
+  tokenizer: PromptTokenizer;
+  metrics: GatewayMetrics;
+  opts: ResolvedGatewayOptions;
+  log: FastifyBaseLogger;
+  /** Requests inside `route()` now (waiting in the queue, mostly). */
+  routing: number;
+  nextId: number;
+}
+
+/** OpenAI's error body. */
+export function openAiError(message: string, type: string, code: number): unknown {
+  return { error: { message, type, param: null, code } };
+}
+
+/** What one request did, for its log line and metrics. */
+interface Outcome {
+  id: string;
+  status: number | 'client_closed' | 'upstream_error';
+  worker: bigint | undefined;
+  dpRank: number | undefined;
+  predicted: number | undefined;
+  reported: number | undefined;
+  promptTokens: number;
+  attempts: number;
+  ttftMs: number | undefined;
+}
+
+const SAFE_CONTENT_TYPE = /^[\w!#$&^.+-]+\/[\w!#$&^.+-]+(;\s*[\w-]+=[\w"./+-]+)*$/;
+
+function contentType(headers: Dispatcher.ResponseData['headers'], fallback: string): string {
+  const v = headers['content-type'];
+  return typeof v === 'string' && SAFE_CONTENT_TYPE.test(v) ? v : fallback;
+}
+
+function reject(ctx: ProxyContext, reply: FastifyReply, code: number, reason: string, message: string): FastifyReply {
+  ctx.metrics.rejected.inc({ reason });
+  if (code === 429 || code === 503) void reply.header('retry-after', String(ctx.opts.queue.retryAfterSecs));
+  return reply.code(code).send(openAiError(message, code === 429 ? 'RateLimitError' : 'ServiceUnavailableError', code));
+}
+
+export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply, chat: boolean): Promise<FastifyReply> {
+  const started = performance.now();
+  const path = chat ? '/v1/chat/completions' : '/v1/completions';
+  let read: ReadRequest;
+  try {
+    read = readRequest(req.body, chat);
+  } catch (err) {
+    if (err instanceof BadRequest) return reply.code(400).send(openAiError(err.message, 'BadRequestError', 400));
+    throw err;
+  }
+  // The client going away aborts the queue wait and the upstream request.
+  const abort = new AbortController();
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) abort.abort();
+  });
+  const t0 = performance.now();
+  let tokens: number[];
+  try {
+    tokens = await ctx.tokenizer.tokenize(read.input);
+  } catch (err) {
+    if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') return reject(ctx, reply, 503, 'no_worker', err.message);
+    return reply.code(400).send(openAiError(`cannot tokenize the prompt: ${(err as Error).message}`, 'BadRequestError', 400));
+  }
+  ctx.metrics.tokenizing.observe({ tokenizer: ctx.tokenizer.kind }, (performance.now() - t0) / 1000);
+  const outcome: Outcome = {
+    id: `kvr-${ctx.nextId++}`,
+    status: 0,
+    worker: undefined,
+    dpRank: undefined,
+    predicted: undefined,
+    reported: undefined,
+    promptTokens: tokens.length,
+    attempts: 0,
+    ttftMs: undefined,
+  };
+  ctx.metrics.inFlight.inc();
+  try {
+    await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started);
+  } finally {
+    ctx.metrics.inFlight.dec();
+    const status = String(outcome.status);
+    ctx.metrics.requests.inc({ worker: outcome.worker === undefined ? 'none' : String(outcome.worker), status });
+    ctx.metrics.duration.observe((performance.now() - started) / 1000);
+    ctx.log.info(
+      {
+        reqId: outcome.id,
+        path,
+        worker: outcome.worker === undefined ? null : String(outcome.worker),
+        dpRank: outcome.dpRank ?? null,
+        promptTokens: outcome.promptTokens,
+        predictedCachedTokens: outcome.predicted ?? null,
+        reportedCachedTokens: outcome.reported ?? null,
+        ttftMs: outcome.ttftMs === undefined ? null : Math.round(outcome.ttftMs * 100) / 100,
+        durationMs: Math.round((performance.now() - started) * 100) / 100,
+        attempts: outcome.attempts,
+        stream: read.stream,
+        status: outcome.status,
+        ...(ctx.opts.logPrompts ? { prompt: read.input } : {}),
+      },
+      'request',
+    );
+  }
+  return reply;
+}
+
+async function routeOnce(
+  ctx: ProxyContext,
+  reply: FastifyReply,
+  tokens: number[],
+  allowed: bigint[],
+  signal: AbortSignal,
+  outcome: Outcome,
+): Promise<RouteDecision | undefined> {
+  if (ctx.routing >= ctx.opts.queue.maxQueued) {
+    reject(ctx, reply, 429, 'queue_full', `${ctx.routing} requests are waiting for a worker; retry later`);
+    outcome.status = 429;
+    return undefined;
+  }
+  const t = performance.now();
+  ctx.routing++;
+  try {
+    const decision = await ctx.router.route({
+      requestId: outcome.id,
+      tokens,
+      allowedWorkers: allowed,
+      signal: AbortSignal.any([signal, AbortSignal.timeout(ctx.opts.queue.timeoutMs)]),
+    });
+    ctx.metrics.routing.observe(Math.max(0, performance.now() - t - decision.queuedMs) / 1000);
+    if (decision.queuedMs > 0) ctx.metrics.queueWait.observe(decision.queuedMs / 1000);
+    return decision;
+  } catch (err) {
+    if (signal.aborted) outcome.status = 'client_closed';
+    else if (err instanceof KvRouteError && err.code === 'ERR_ABORTED') {
+      reject(ctx, reply, 503, 'queue_timeout', `no worker could take the request within ${ctx.opts.queue.timeoutMs} ms`);
+      outcome.status = 503;
+    } else if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') {
+      reject(ctx, reply, 503, 'no_worker', err.message);
+      outcome.status = 503;
+    } else {
+      reply.code(400).send(openAiError((err as Error).message, 'BadRequestError', 400));
+      outcome.status = 400;
+    }
+    return undefined;
+  } finally {
+    ctx.routing--;
+  }
+}
+
+async function forward(
+  ctx: ProxyContext,
+  reply: FastifyReply,
+  read: ReadRequest,
+  tokens: number[],
+  path: string,
+  signal: AbortSignal,
+  outcome: Outcome,
+  started: number,
+): Promise<void> {
+  const tried = new Set<bigint>();
+  let lastFailure = '';
+  for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
+    const allowed = ctx.fleet.routable().filter((id) => !tried.has(id));
+    if (allowed.length === 0) break;
+    const decision = await routeOnce(ctx, reply, tokens, allowed, signal, outcome);
+    if (!decision) return;
+    outcome.attempts++;
+    outcome.worker = decision.workerId;
+    outcome.dpRank = decision.dpRank;
+    outcome.predicted = decision.cachedTokens;
+    tried.add(decision.workerId);
+    const pool = ctx.fleet.get(decision.workerId)?.pool;
+    let res: Dispatcher.ResponseData | undefined;
+    try {
+      if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
+      res = await pool.request({
+        method: 'POST',
+        path,
+        headers: { 'content-type': 'application/json', 'x-data-parallel-rank': String(decision.dpRank), 'x-request-id': outcome.id },
+        body: read.forward,
+        signal,
+      });
+    } catch (err) {
+      ctx.router.free(outcome.id);
+      if (signal.aborted) {
+        outcome.status = 'client_closed';
+        return;
+      }
+      lastFailure = `worker ${decision.workerId}: ${describeError(err)}`;
+      ctx.fleet.failure(decision.workerId, failureKind(err), describeError(err));
+      ctx.metrics.retries.inc({ reason: failureKind(err) });
+      continue;
+    }
+    if (res.statusCode >= 500) {
+      await res.body.dump().catch(() => undefined);
+      ctx.router.free(outcome.id);
+      lastFailure = `worker ${decision.workerId} answered ${res.statusCode}`;
+      ctx.fleet.failure(decision.workerId, 'status', `answered ${res.statusCode}`);
+      ctx.metrics.retries.inc({ reason: 'status' });
+      continue;
+    }
+    try {
+      await deliver(ctx, reply, read, decision, res, signal, outcome, started);
+    } finally {
+      ctx.router.free(outcome.id);
+    }
+    return;
+  }
+  const why = lastFailure || 'no healthy worker';
+  ctx.metrics.rejected.inc({ reason: lastFailure ? 'upstream_failed' : 'no_worker' });
+  void reply
+    .code(lastFailure ? 502 : 503)
+    .header('retry-after', String(ctx.opts.queue.retryAfterSecs))
+    .send(openAiError(`no worker could serve the request (${why})`, 'ServiceUnavailableError', lastFailure ? 502 : 503));
+  outcome.status = lastFailure ? 502 : 503;
+}
+
+function ourHeaders(decision: RouteDecision, outcome: Outcome): Record<string, string> {
+  return {
+    'x-kvroute-request-id': outcome.id,
+    'x-kvroute-worker': String(decision.workerId),
+    'x-kvroute-dp-rank': String(decision.dpRank),
+    'x-kvroute-cached-tokens': String(decision.cachedTokens),
+    'x-kvroute-attempts': String(outcome.attempts),
+  };
+}
+
+function firstToken(ctx: ProxyContext, outcome: Outcome, started: number): void {
+  ctx.router.markPrefillCompleted(outcome.id);
+  outcome.ttftMs = performance.now() - started;
+  ctx.metrics.ttft.observe(outcome.ttftMs / 1000);
+}
+
+function reported(ctx: ProxyContext, outcome: Outcome, cached: number | undefined): void {
+  if (cached === undefined || outcome.predicted === undefined) return;
+  outcome.reported = cached;
+  ctx.metrics.prediction(outcome.predicted, cached);
+}
+
+async function deliver(
+  ctx: ProxyContext,
+  reply: FastifyReply,
+  read: ReadRequest,
+  decision: RouteDecision,
+  res: Dispatcher.ResponseData,
+  signal: AbortSignal,
+  outcome: Outcome,
+  started: number,
+): Promise<void> {
+  const worker = decision.workerId;
+  const streaming = read.stream && res.statusCode === 200;
+  if (!streaming) {
+    let text: string;
+    try {
+      text = await res.body.text();
+    } catch (err) {
+      outcome.status = signal.aborted ? 'client_closed' : 'upstream_error';
+      if (!signal.aborted) {
+        ctx.fleet.failure(worker, failureKind(err), describeError(err));
+        void reply
+          .code(502)
+          .send(openAiError(`worker ${worker} failed mid-response: ${describeError(err)}`, 'ServiceUnavailableError', 502));
+      }
+      return;
+    }
+    if (res.statusCode === 200) {
+      firstToken(ctx, outcome, started);
+      try {
+        reported(ctx, outcome, usageFacts((JSON.parse(text) as { usage?: never }).usage).cachedTokens);
+      } catch {
+        // Not JSON: passed on as is.
+      }
+    }
+    ctx.fleet.success(worker);
+    outcome.status = res.statusCode;
+    void reply.code(res.statusCode).headers(ourHeaders(decision, outcome)).type(contentType(res.headers, 'application/json')).send(text);
+    return;
+  }
+  reply.hijack();
+  const out = reply.raw;
+  out.writeHead(200, {
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+    ...ourHeaders(decision, outcome),
+  });
+  outcome.status = 200;
+  const splitter = new SseSplitter();
+  let lastToken = 0;
+  const write = async (text: string) => {
+    if (!out.write(text)) await new Promise<void>((resolve) => out.once('drain', resolve).once('close', resolve));
+  };
+  try {
+    for await (const chunk of res.body) {
+      for (const event of splitter.push(chunk as Uint8Array)) {
+        const facts = inspectEvent(event);
+        if (facts.token) {
+          const now = performance.now();
+          if (outcome.ttftMs === undefined) firstToken(ctx, outcome, started);
+          else ctx.metrics.itl.observe((now - lastToken) / 1000);
+          lastToken = now;
+        }
+        if (facts.cachedTokens !== undefined) reported(ctx, outcome, facts.cachedTokens);
+        // The usage chunk the gateway asked for on the client's behalf is not the client's.
+        if (facts.usageOnly && !read.clientWantsUsage) continue;
+        await write(event);
+      }
+    }
+    const tail = splitter.flush();
+    if (tail) await write(tail);
+    ctx.fleet.success(worker);
+    out.end();
+  } catch (err) {
+    if (signal.aborted) {
+      outcome.status = 'client_closed';
+    } else {
+      outcome.status = 'upstream_error';
+      ctx.fleet.failure(worker, failureKind(err), describeError(err));
+      const body = openAiError(`worker ${worker} failed mid-stream: ${describeError(err)}`, 'ServiceUnavailableError', 502);
+      out.end(`data: ${JSON.stringify(body)}\n\n`);
+    }
+    if (!out.writableEnded) out.destroy();
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * `metrics(router, registry?)`: the router's, the index's and the event sources' state as
+ * Prometheus metrics on a `prom-client` registry, read from `stats()` at scrape time (one
+ * snapshot per scrape, shared by every metric). Names follow Prometheus conventions: `_total`
+ * counters, base units (seconds, bytes), `worker` and `dp_rank` labels.
+ * @module
+ */
+
+import { Counter, Gauge, Registry } from 'prom-client';
+import { KvRouteError } from '../errors.js';
+import type { IndexStats } from '../kv-index.js';
+import { KvRouter } from '../router/kv-router.js';
+import type { RouterStats } from '../router/types.js';
+
+interface Snapshot {
+  router: RouterStats;
+  sources: {
+    worker: string;
+    dpRank: number;
+    state: string;
+    gaps: number;
+    replays: number;
+    restarts: number;
+    resyncs: number;
+    batches: number;
+    decodeErrors: number;
+    lagSeconds: number | null;
+  }[];
+}
+
+const STATES = ['connecting', 'active', 'recovering', 'resyncing', 'failed'];
+
+/** Metrics of one router, registered on `registry` (a new one when omitted), which is returned. */
+export function metrics(router: KvRouter, registry: Registry = new Registry()): Registry {
+  if (!(router instanceof KvRouter)) throw new KvRouteError('ERR_INVALID_ARG', 'metrics(router) needs a KvRouter');
+  if (!(registry instanceof Registry))
+    throw new KvRouteError('ERR_INVALID_ARG', "registry must be a prom-client Registry (this package's copy)");
+  let cached: Snapshot | undefined;
+  let cachedAt = 0;
+  const snap = (): Snapshot => {
+    const now = Date.now();
+    if (cached && now - cachedAt < 50) return cached;
+    const sources: Snapshot['sources'] = [];
+    try {
+      for (const s of router.index.engineSources()) {
+        for (const r of s.stats().ranks) {
+          sources.push({
+            worker: String(s.workerId),
+            dpRank: r.dpRank,
+            state: r.state,
+            gaps: r.gaps,
+            replays: r.replayRequests,
+            restarts: r.restarts,
+            resyncs: r.resyncs,
+            batches: r.batches,
+            decodeErrors: r.decodeErrors,
+            lagSeconds: r.lagMs === null ? null : r.lagMs / 1000,
+          });
+        }
+      }
+    } catch {
+      // A closed router has no sources.
+    }
+    cached = { router: router.stats(), sources };
+    cachedAt = now;
+    return cached;
+  };
+  const registers = [registry];
+  const gauge = (name: string, help: string, labelNames: string[], fill: (g: Gauge, s: Snapshot) => void) =>
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers,
+      collect() {
+        this.reset();
+        fill(this, snap());
+      },
+    });
+  const counter = (
+    name: string,
+    help: string,
+    labelNames: string[],
+    fill: (set: (labels: Record<string, string | number>, v: number) => void, s: Snapshot) => void,
+  ) =>
+    new Counter({
+      name,
+      help,
+      labelNames,
+      registers,
+      collect() {
+        this.reset();
+        fill((labels, v) => this.inc(labels, v), snap());
+      },
+    });
+  const index = (s: Snapshot): IndexStats => s.router.index;
+
+  gauge('kvroute_router_workers', 'Registered workers.', [], (g, s) => g.set(s.router.workers));
+  gauge('kvroute_router_ranks', 'Registered (worker, dp rank) candidates.', [], (g, s) => g.set(s.router.ranks));
+  gauge('kvroute_router_queued_requests', "Requests waiting in the router's queue.", [], (g, s) => g.set(s.router.queued));
+  gauge('kvroute_router_in_flight_requests', 'Requests booked and not freed, per rank.', ['worker', 'dp_rank'], (g, s) => {
+    for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, l.requests);
+  });
+  gauge(
+    'kvroute_router_active_prefill_tokens',
+    'Prompt tokens of in-flight requests without a first token, per rank.',
+    ['worker', 'dp_rank'],
+    (g, s) => {
+      for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, l.activePrefillTokens);
+    },
+  );
+  gauge('kvroute_router_active_blocks', 'Distinct KV blocks of in-flight requests, per rank.', ['worker', 'dp_rank'], (g, s) => {
+    for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, l.activeBlocks);
+  });
+  const routerCounts: [string, keyof RouterStats, string][] = [
+    ['kvroute_router_routed_total', 'routed', 'Requests routed.'],
+    ['kvroute_router_queued_total', 'queuedTotal', 'Requests that had to wait in the queue.'],
+    ['kvroute_router_aborted_total', 'aborted', 'Waiting requests aborted.'],
+    ['kvroute_router_expired_total', 'expired', 'In-flight requests freed by expiry.'],
+    ['kvroute_router_dropped_with_worker_total', 'droppedWithWorker', 'In-flight requests dropped with their worker.'],
+    ['kvroute_router_unknown_free_total', 'unknownFree', 'free() calls for unknown request ids.'],
+  ];
+  for (const [name, key, help] of routerCounts) counter(name, help, [], (set, s) => set({}, s.router[key] as number));
+
+  gauge('kvroute_index_blocks', 'Blocks held, summed over ranks.', [], (g, s) => g.set(index(s).blocks));
+  gauge('kvroute_index_tree_nodes', 'Nodes of the prefix tree.', [], (g, s) => g.set(index(s).treeNodes));
+  gauge('kvroute_index_memory_bytes', 'Estimated heap bytes of the index.', [], (g, s) => g.set(index(s).memoryBytes));
+  gauge('kvroute_index_pending_events', 'Events accepted and not applied yet.', [], (g, s) => g.set(index(s).pending));
+  counter('kvroute_index_events_applied_total', 'Index events applied, by kind.', ['kind'], (set, s) => {
+    for (const [kind, v] of Object.entries(index(s).events)) set({ kind }, v);
+  });
+  counter('kvroute_index_events_rejected_total', 'Index events rejected, by reason.', ['reason'], (set, s) => {
+    for (const [reason, v] of Object.entries(index(s).rejected)) set({ reason }, v);
+  });
+  counter('kvroute_index_events_skipped_total', 'Index events left out on purpose, by reason.', ['reason'], (set, s) => {
+    for (const [reason, v] of Object.entries(index(s).skipped)) set({ reason }, v);
+  });
+  counter('kvroute_index_duplicate_stores_total', 'Stored events that changed nothing (replays).', [], (set, s) =>
+    set({}, index(s).duplicateStores),
+  );
+
+  const rank = (x: Snapshot['sources'][number]) => ({ worker: x.worker, dp_rank: x.dpRank });
+  gauge(
+    'kvroute_event_source_state',
+    'KV-event source state per rank (1 for the current state).',
+    ['worker', 'dp_rank', 'state'],
+    (g, s) => {
+      for (const x of s.sources) for (const state of STATES) g.set({ ...rank(x), state }, x.state === state ? 1 : 0);
+    },
+  );
+  gauge('kvroute_event_source_lag_seconds', "Receive time minus the batch's own timestamp, last batch.", ['worker', 'dp_rank'], (g, s) => {
+    for (const x of s.sources) if (x.lagSeconds !== null) g.set(rank(x), x.lagSeconds);
+  });
+  const sourceCounts: [string, 'gaps' | 'replays' | 'restarts' | 'resyncs' | 'batches' | 'decodeErrors', string][] = [
+    ['kvroute_event_source_batches_total', 'batches', 'Engine batches applied.'],
+    ['kvroute_event_source_gaps_total', 'gaps', 'Sequence gaps seen.'],
+    ['kvroute_event_source_replays_total', 'replays', 'Replay requests sent.'],
+    ['kvroute_event_source_restarts_total', 'restarts', 'Engine restarts seen.'],
+    ['kvroute_event_source_resyncs_total', 'resyncs', 'Times a rank was cleared and resynced.'],
+    ['kvroute_event_source_decode_errors_total', 'decodeErrors', 'Batches that did not decode.'],
+  ];
+  for (const [name, key, help] of sourceCounts) {
+    counter(name, help, ['worker', 'dp_rank'], (set, s) => {
+      for (const x of s.sources) set(rank(x), x[key]);
+    });
+  }
+  return registry;
+}

@@ -1,0 +1,95 @@
+/**
+ * Server-sent events as the proxy passes them through: the upstream body is cut into whole
+ * events (a blank line ends one) and each is forwarded the moment it is complete, so nothing is
+ * buffered beyond one event. Each event is also read for what the gateway measures: the first
+ * token, the token chunks after it, and the usage chunk with `cached_tokens`.
+ * @internal
+ * @module
+ */
+
+/** Splits a byte stream into SSE events (each returned with its terminating blank line). */
+export class SseSplitter {
+  private rest = '';
+  private readonly decoder = new TextDecoder();
+
+  push(chunk: Uint8Array): string[] {
+    this.rest += this.decoder.decode(chunk, { stream: true });
+    const events: string[] = [];
+    for (;;) {
+      const lf = this.rest.indexOf('\n\n');
+      const crlf = this.rest.indexOf('\r\n\r\n');
+      const end = lf < 0 ? crlf : crlf < 0 ? lf : Math.min(lf, crlf);
+      if (end < 0) break;
+      const len = end === crlf ? 4 : 2;
+      events.push(this.rest.slice(0, end + len));
+      this.rest = this.rest.slice(end + len);
+    }
+    return events;
+  }
+
+  /** What is left when the stream ends (an unterminated event, passed on as is). */
+  flush(): string {
+    const tail = this.rest + this.decoder.decode();
+    this.rest = '';
+    return tail;
+  }
+}
+
+/** What one event carries, for the gateway's bookkeeping. */
+export interface EventFacts {
+  /** It carries generated text (a completion's `text` or a chat `delta.content`). */
+  token: boolean;
+  /** A usage-only chunk (`choices: []` with `usage`). */
+  usageOnly: boolean;
+  /** `usage.prompt_tokens_details.cached_tokens` when present. */
+  cachedTokens: number | undefined;
+  /** `usage.prompt_tokens` when present. */
+  promptTokens: number | undefined;
+  /** The `[DONE]` sentinel. */
+  done: boolean;
+  /** An error object sent in the stream. */
+  error: boolean;
+}
+
+const NONE: EventFacts = { token: false, usageOnly: false, cachedTokens: undefined, promptTokens: undefined, done: false, error: false };
+
+/** Reads an event's `data:` lines (joined) as OpenAI's chunk JSON. */
+export function inspectEvent(event: string): EventFacts {
+  let data = '';
+  for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) data += line.slice(line[5] === ' ' ? 6 : 5);
+  if (data === '') return NONE;
+  if (data === '[DONE]') return { ...NONE, done: true };
+  let chunk: { choices?: { text?: unknown; delta?: { content?: unknown } }[]; usage?: Usage; error?: unknown };
+  try {
+    chunk = JSON.parse(data);
+  } catch {
+    return NONE;
+  }
+  if (chunk === null || typeof chunk !== 'object') return NONE;
+  const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
+  const token = choices.some(
+    (c) => (typeof c?.text === 'string' && c.text !== '') || (typeof c?.delta?.content === 'string' && c.delta.content !== ''),
+  );
+  return {
+    token,
+    usageOnly: choices.length === 0 && chunk.usage !== undefined,
+    ...usageFacts(chunk.usage),
+    done: false,
+    error: chunk.error !== undefined,
+  };
+}
+
+interface Usage {
+  prompt_tokens?: unknown;
+  prompt_tokens_details?: { cached_tokens?: unknown } | null;
+}
+
+/** `cached_tokens` and `prompt_tokens` of a usage object, when they are numbers. */
+export function usageFacts(usage: Usage | undefined | null): Pick<EventFacts, 'cachedTokens' | 'promptTokens'> {
+  const cached = usage?.prompt_tokens_details?.cached_tokens;
+  const prompt = usage?.prompt_tokens;
+  return {
+    cachedTokens: typeof cached === 'number' ? cached : undefined,
+    promptTokens: typeof prompt === 'number' ? prompt : undefined,
+  };
+}
