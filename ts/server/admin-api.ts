@@ -69,6 +69,6 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
     }
     const tokens = await ctx.tokenizer.tokenize(read.input);
     const candidates = ctx.router.potentialLoads({ requestId: 'explain', tokens, allowedWorkers: ctx.fleet.routable() });
-    return reply.type("application/json").send(json({ promptTokens: tokens.length, tokens, candidates }));
+    return reply.type('application/json').send(json({ promptTokens: tokens.length, tokens, candidates }));
   });
 }

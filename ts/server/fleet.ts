@@ -100,7 +100,8 @@ export class Fleet {
     }
     this.members.set(spec.id, member);
     this.log.info({ worker: String(spec.id), url: spec.url, origin }, 'worker added');
-    if (pool) void this.probe(member);
+    if (pool && this.opts.health.intervalMs > 0) void this.probe(member);
+    else if (pool) void this.servedModel(pool).then((model) => (member.model ??= model));
     return member;
   }
 

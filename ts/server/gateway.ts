@@ -7,7 +7,7 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import { Registry } from 'prom-client';
 import { KvRouteError } from '../errors.js';
 import { SeededRandom } from '../random.js';
@@ -15,7 +15,7 @@ import { KvRouter } from '../router/kv-router.js';
 import { chooseCandidate, type Selector } from '../router/select.js';
 import { adminRoutes, describeWorker } from './admin-api.js';
 import { bearerGuard } from './auth.js';
-import { Fleet } from './fleet.js';
+import { describeError, Fleet, failureKind } from './fleet.js';
 import { GatewayMetrics } from './gateway-metrics.js';
 import { indexerRoutes } from './indexer-api.js';
 import { type GatewayOptions, type GatewayWorker, type ResolvedGatewayOptions, resolveGatewayOptions, resolveWorker } from './options.js';
@@ -75,9 +75,11 @@ function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet): PromptTokenizer
   let next = 0;
   return engineTokenizer(async (body) => {
     const ids = fleet.routable();
+    const start = next++;
     let last: unknown;
+    // Each routable worker at most once, starting at the next in turn.
     for (let i = 0; i < ids.length; i++) {
-      const m = fleet.get(ids[next++ % ids.length]);
+      const m = fleet.get(ids[(start + i) % ids.length]);
       if (!m?.pool) continue;
       try {
         const res = await m.pool.request({
@@ -94,7 +96,7 @@ function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet): PromptTokenizer
       } catch (err) {
         if (err instanceof KvRouteError) throw err;
         last = err;
-        fleet.failure(m.spec.id, 'connect', (err as Error).message);
+        fleet.failure(m.spec.id, failureKind(err), describeError(err));
       }
     }
     throw new KvRouteError('ERR_NO_WORKERS', `no worker could tokenize the prompt${last ? ` (${(last as Error).message})` : ''}`);
@@ -117,7 +119,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const o = resolveGatewayOptions(opts);
   const appOptions = {
     logger: o.logLevel === false ? false : { level: o.logLevel },
-    disableRequestLogging: true,
+    // One line per request is logged by the proxy itself, with the routing facts.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: o.bodyLimitBytes,
     return503OnClosing: true,
   } as const;

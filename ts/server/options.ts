@@ -30,9 +30,10 @@ export interface GatewayWorker {
   weight?: number;
 }
 
-/** How prompts become token ids. */
+/** How prompts become token ids: `'engine'`, the path of a `tokenizer.json`, or a path with a chat template. */
 export type TokenizerOption =
   | 'engine'
+  | (string & {})
   | {
       /** Path of the model's `tokenizer.json`. */
       path: string;
@@ -150,7 +151,7 @@ export interface ResolvedGatewayOptions {
   workers: ResolvedWorker[];
   router: Omit<KvRouterOptions, 'blockSize' | 'backend'>;
   backend: BackendName | undefined;
-  tokenizer: TokenizerOption;
+  tokenizer: 'engine' | { path: string; chatTemplate?: string };
   model: string | undefined;
   health: Required<HealthOptions>;
   upstream: Required<UpstreamOptions>;
@@ -270,7 +271,7 @@ function section<T extends object>(value: unknown, at: string, defaults: Require
   return out as Required<T>;
 }
 
-function tokenizer(value: unknown): TokenizerOption {
+function tokenizer(value: unknown): ResolvedGatewayOptions['tokenizer'] {
   if (value === undefined || value === 'engine') return 'engine';
   if (typeof value === 'string') return { path: value };
   const t = record(value, 'tokenizer', ['path', 'chatTemplate']);

@@ -35,11 +35,11 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
   if (!(router instanceof KvRouter)) throw new KvRouteError('ERR_INVALID_ARG', 'metrics(router) needs a KvRouter');
   if (!(registry instanceof Registry))
     throw new KvRouteError('ERR_INVALID_ARG', "registry must be a prom-client Registry (this package's copy)");
+  // One snapshot per scrape: the metrics of a scrape are collected within one turn of the event
+  // loop (microtasks only), so the snapshot is dropped at the next macrotask.
   let cached: Snapshot | undefined;
-  let cachedAt = 0;
   const snap = (): Snapshot => {
-    const now = Date.now();
-    if (cached && now - cachedAt < 50) return cached;
+    if (cached) return cached;
     const sources: Snapshot['sources'] = [];
     try {
       for (const s of router.index.engineSources()) {
@@ -62,7 +62,9 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
       // A closed router has no sources.
     }
     cached = { router: router.stats(), sources };
-    cachedAt = now;
+    setImmediate(() => {
+      cached = undefined;
+    });
     return cached;
   };
   const registers = [registry];

@@ -1,0 +1,287 @@
+import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import parsePrometheus from 'parse-prometheus-text-format';
+import { describe, expect, test } from 'vitest';
+import { createGateway, isKvRouteError, KvRouter, mockTokenize, renderMockChat, writeMockTokenizer } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
+import { postJson, sse } from './helpers/http.js';
+import { sleep, waitFor } from './helpers/wait.js';
+
+closeFleetsAfterEach();
+
+const PROMPT = 'The indexer API answers in the shape of Dynamo standalone indexer, block by block. ';
+
+describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
+  test("Dynamo's indexer API: query, query_by_hash, workers, dump, register and unregister", async () => {
+    const f = await startFleet(backend, 2, { model: 'mock-model' });
+    const first = await postJson(`${f.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });
+    const holder = first.headers.get('x-kvroute-worker') as string;
+    const blocks = Math.floor(PROMPT.length / 16);
+    await waitFor(() => f.gateway.router.stats().index.blocks >= blocks, 'the blocks');
+    const q = await postJson(`${f.adminUrl}/query`, { token_ids: mockTokenize(PROMPT), model_name: 'mock-model' });
+    expect(q.status).toBe(200);
+    expect(q.json.scores).toEqual({ [holder]: { 0: blocks * 16 } });
+    expect(q.json.instances[holder]).toEqual({
+      longest_matched: blocks * 16,
+      gpu: blocks * 16,
+      dp: { 0: blocks * 16 },
+      cpu: blocks * 16,
+      disk: blocks * 16,
+    });
+    expect(q.json.frequencies).toEqual(new Array(blocks).fill(1));
+    expect((await postJson(`${f.adminUrl}/query`, { token_ids: [1, 2], model_name: 'other' })).status).toBe(404);
+    expect((await postJson(`${f.adminUrl}/query`, { token_ids: 'x', model_name: 'mock-model' })).status).toBe(400);
+
+    // Dump text keeps u64 hashes exact; query_by_hash takes them back as JSON numbers.
+    const dumpText = await (await fetch(`${f.adminUrl}/dump`)).text();
+    const dump = JSON.parse(dumpText);
+    expect(dump['mock-model:default'].block_size).toBe(16);
+    const localHashes = [...dumpText.matchAll(/"tokens_hash":(\d+)/g)].map((m) => m[1]);
+    expect(localHashes.length).toBe(blocks);
+    const byHash = await fetch(`${f.adminUrl}/query_by_hash`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: `{"block_hashes":[${localHashes.join(',')}],"model_name":"mock-model"}`,
+    });
+    expect(((await byHash.json()) as { scores: unknown }).scores).toEqual({ [holder]: { 0: blocks * 16 } });
+    expect((await postJson(`${f.adminUrl}/query_by_hash`, { block_hashes: [1], model_name: 'mock-model', cache_salt: 's' })).status).toBe(
+      400,
+    );
+
+    const listed = (await (await fetch(`${f.adminUrl}/workers`)).json()) as { instance_id: number; status: string; block_size: number }[];
+    expect(listed.map((w) => w.instance_id).sort()).toEqual([1, 2]);
+    expect(listed.every((w) => w.block_size === 16)).toBe(true);
+    expect(await (await fetch(`${f.adminUrl}/workers?model_name=nope`)).json()).toEqual([]);
+
+    // An index-only instance with an id above 2^53, registered rank by rank.
+    const extra = await startWorker({ dpSize: 2 });
+    const big = '18446744073709551557';
+    const reg = (rank: number) =>
+      fetch(`${f.adminUrl}/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: `{"instance_id":${big},"endpoint":"${extra.kvEventsEndpoints[rank]}","replay_endpoint":"${extra.replayEndpoints[rank]}","model_name":"mock-model","block_size":16,"dp_rank":${rank}}`,
+      });
+    expect((await reg(1)).status).toBe(400);
+    expect((await reg(0)).status).toBe(201);
+    expect((await reg(0)).status).toBe(409);
+    expect((await reg(1)).status).toBe(201);
+    const text = await (await fetch(`${f.adminUrl}/workers`)).text();
+    expect(text).toContain(`"instance_id":${big}`);
+    await sleep(300);
+    // The index-only worker's events are indexed, and it never takes proxied requests.
+    await postJson(`${extra.url}/v1/completions`, { prompt: `${PROMPT} on the extra worker`, max_tokens: 2 });
+    const extraSource = () => f.gateway.router.index.engineSources().find((s) => s.workerId === BigInt(big));
+    await waitFor(() => (extraSource()?.stats().ranks ?? []).some((r) => r.batches > 0), "the extra worker's events");
+    for (let i = 0; i < 4; i++) {
+      const r = await postJson(`${f.url}/v1/completions`, { prompt: `${PROMPT} on the extra worker`, max_tokens: 2 });
+      expect(['1', '2']).toContain(r.headers.get('x-kvroute-worker'));
+    }
+    const unregister = await fetch(`${f.adminUrl}/unregister`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: `{"instance_id":${big},"model_name":"mock-model"}`,
+    });
+    expect(unregister.status).toBe(200);
+    expect(((await (await fetch(`${f.adminUrl}/workers`)).json()) as unknown[]).length).toBe(2);
+    expect((await postJson(`${f.adminUrl}/unregister`, { instance_id: 99, model_name: 'mock-model' })).status).toBe(404);
+  });
+
+  test('admin API: workers added and removed at run time; explain shows candidates; stats serialise', async () => {
+    const f = await startFleet(backend, 1);
+    const second = await startWorker();
+    const added = await postJson(`${f.adminUrl}/admin/workers`, { ...workerEntry(second, 7) });
+    expect(added.status).toBe(201);
+    expect(added.json).toMatchObject({ id: 7, health: 'healthy', origin: 'admin' });
+    expect((await postJson(`${f.adminUrl}/admin/workers`, { ...workerEntry(second, 7) })).status).toBe(400);
+    const bad = await postJson(`${f.adminUrl}/admin/workers`, { id: 8, url: 'ftp://x' });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatch(/body\.url/);
+    const explain = await postJson(`${f.adminUrl}/admin/explain`, { prompt: 'hello' });
+    expect(explain.json.tokens).toEqual(mockTokenize('hello'));
+    expect(explain.json.candidates.map((c: { workerId: number }) => c.workerId).sort()).toEqual([1, 7]);
+    const stats = (await (await fetch(`${f.adminUrl}/admin/stats`)).json()) as { workers: number };
+    expect(stats.workers).toBe(2);
+    const del = await fetch(`${f.adminUrl}/admin/workers/7`, { method: 'DELETE' });
+    expect(del.status).toBe(200);
+    expect((await fetch(`${f.adminUrl}/admin/workers/7`, { method: 'DELETE' })).status).toBe(404);
+    expect(f.gateway.router.stats().workers).toBe(1);
+  });
+
+  test('metrics scrape parses as Prometheus text and moves with traffic', async () => {
+    const f = await startFleet(backend, 2);
+    const scrape = async () => {
+      const families = parsePrometheus(await (await fetch(`${f.url}/metrics`)).text()) as {
+        name: string;
+        type: string;
+        metrics: { value?: string; labels?: Record<string, string>; count?: string }[];
+      }[];
+      return new Map(families.map((m) => [m.name, m]));
+    };
+    const before = await scrape();
+    expect(before.get('kvroute_router_workers')?.metrics[0].value).toBe('2');
+    for (let i = 0; i < 3; i++) await postJson(`${f.url}/v1/completions`, { prompt: `${PROMPT}${i}`, max_tokens: 2 });
+    await waitFor(() => f.gateway.router.stats().index.blocks > 0, 'blocks');
+    const after = await scrape();
+    const sum = (name: string) => (after.get(name)?.metrics ?? []).reduce((n, m) => n + Number(m.value ?? m.count ?? 0), 0);
+    expect(sum('kvroute_gateway_requests_total')).toBe(3);
+    expect(sum('kvroute_router_routed_total')).toBe(3);
+    expect(sum('kvroute_index_blocks')).toBeGreaterThan(0);
+    expect(sum('kvroute_index_events_applied_total')).toBeGreaterThan(0);
+    expect(after.get('kvroute_gateway_request_duration_seconds')?.type).toBe('HISTOGRAM');
+    expect(after.get('kvroute_event_source_state')?.metrics.filter((m) => m.value === '1').length).toBe(2);
+    for (const name of after.keys()) expect(name).toMatch(/^(kvroute_[a-z_]+|process_.*|nodejs_.*)$/);
+  });
+
+  test('auth: API keys on the proxy, an admin token on the admin port; body limits; no header injection', async () => {
+    const evil = createServer((req, res) => {
+      if (req.url === '/health') return res.end();
+      res.writeHead(200, { 'content-type': 'application/json', 'set-cookie': 'session=stolen', 'x-evil': 'yes' });
+      res.end(JSON.stringify({ id: 'x', choices: [], usage: { prompt_tokens: 1, prompt_tokens_details: { cached_tokens: 0 } } }));
+    });
+    await new Promise<void>((r) => evil.listen(0, '127.0.0.1', r));
+    const port = (evil.address() as AddressInfo).port;
+    try {
+      const f = await startFleet(backend, 0, {
+        workers: [{ id: 1, url: `http://127.0.0.1:${port}` }],
+        auth: { apiKeys: ['key-a', 'key-b'], adminToken: 'admin-secret' },
+        admin: { port: 0 },
+        bodyLimitBytes: 4096,
+      });
+      expect(f.adminUrl).not.toBe(f.url);
+      const body = { prompt: [1, 2, 3], max_tokens: 1 };
+      expect((await postJson(`${f.url}/v1/completions`, body)).status).toBe(401);
+      expect((await postJson(`${f.url}/v1/completions`, body, { authorization: 'Bearer wrong' })).status).toBe(401);
+      const ok = await postJson(`${f.url}/v1/completions`, body, { authorization: 'Bearer key-b' });
+      expect(ok.status).toBe(200);
+      expect(ok.headers.get('set-cookie')).toBeNull();
+      expect(ok.headers.get('x-evil')).toBeNull();
+      expect(ok.headers.get('x-kvroute-worker')).toBe('1');
+      // The admin and indexer API and /metrics are not on the proxy's port.
+      expect((await fetch(`${f.url}/metrics`)).status).toBe(404);
+      expect((await fetch(`${f.adminUrl}/metrics`)).status).toBe(401);
+      expect((await fetch(`${f.adminUrl}/workers`, { headers: { authorization: 'Bearer key-a' } })).status).toBe(401);
+      expect((await fetch(`${f.adminUrl}/metrics`, { headers: { authorization: 'Bearer admin-secret' } })).status).toBe(200);
+      const big = await postJson(`${f.url}/v1/completions`, { prompt: 'x'.repeat(5000) }, { authorization: 'Bearer key-a' });
+      expect(big.status).toBe(413);
+      const metrics = await (await fetch(`${f.adminUrl}/metrics`, { headers: { authorization: 'Bearer admin-secret' } })).text();
+      expect(metrics).toMatch(/kvroute_gateway_rejected_total\{reason="body_too_large"\} 1/);
+    } finally {
+      evil.close();
+    }
+  });
+
+  test('back-pressure: a full queue answers 429 with Retry-After; a queue timeout 503', async () => {
+    const f = await startFleet(backend, 0, {
+      router: { routerQueueThreshold: 0.01 },
+      queue: { maxQueued: 1, timeoutMs: 100, retryAfterSecs: 2 },
+    });
+    const w = await startWorker({ speedup: 0.05 });
+    f.gateway.addWorker({ ...workerEntry(w, 1), maxNumBatchedTokens: 256 });
+    const long = { prompt: 'x'.repeat(600), max_tokens: 2 };
+    const busy = postJson(`${f.url}/v1/completions`, long);
+    await waitFor(() => f.gateway.router.stats().inFlight === 1, 'the first request to be in flight');
+    const queued = postJson(`${f.url}/v1/completions`, long);
+    await waitFor(() => f.gateway.router.stats().queued === 1, 'the second to queue');
+    const refused = await postJson(`${f.url}/v1/completions`, long);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('2');
+    const timedOut = await queued;
+    expect(timedOut.status).toBe(503);
+    expect(timedOut.json.error.message).toMatch(/within 100 ms/);
+    expect((await busy).status).toBe(200);
+  });
+
+  test('close() drains in-flight requests before it stops', async () => {
+    const f = await startFleet(backend, 1, {}, { speedup: 2 });
+    const running = sse(`${f.url}/v1/completions`, { prompt: 'drain me', max_tokens: 15, stream: true });
+    await waitFor(() => f.gateway.router.stats().inFlight === 1, 'the request to be in flight');
+    const closing = f.gateway.close();
+    const done = await running;
+    await closing;
+    expect(done.status).toBe(200);
+    expect(done.events.at(-1)).toBe('[DONE]');
+    await expect(fetch(`${f.url}/health`)).rejects.toThrow();
+  });
+
+  test('tokenizers: the engine tokenizer and a local tokenizer.json give the mock worker its own tokens', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvroute-tok-'));
+    const path = writeMockTokenizer(dir);
+    const engine = await startFleet(backend, 1);
+    const local = await startFleet(backend, 0, { tokenizer: path, workers: [workerEntry(engine.workers[0], 1)] });
+    const messages = [
+      { role: 'system', content: 'Be brief.' },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Grüße, 世界! ' },
+          { type: 'text', text: 'two parts' },
+        ],
+      },
+    ];
+    const cases = [{ prompt: 'plain text prompt with ümlauts' }, { messages }];
+    for (const body of cases) {
+      const truth = await postJson(`${engine.workers[0].url}/tokenize`, body);
+      for (const f of [engine, local]) {
+        const explained = await postJson(`${f.adminUrl}/admin/explain`, body);
+        expect(explained.json.tokens).toEqual(truth.json.tokens);
+      }
+    }
+    expect(mockTokenize(renderMockChat(messages as never))).toEqual(
+      (await postJson(`${engine.workers[0].url}/tokenize`, { messages })).json.tokens,
+    );
+  });
+});
+
+describe('gateway options and JSON', () => {
+  test('bad options name the key; nothing starts', () => {
+    const cases: [unknown, RegExp][] = [
+      [{}, /blockSize/],
+      [{ blockSize: 16, workers: [{ id: 1 }] }, /workers\[0\]\.url/],
+      [{ blockSize: 16, workers: [{ id: 1, url: 'http://a:1/path' }] }, /workers\[0\]\.url must be a base URL/],
+      [{ blockSize: 16, workers: [{ id: -1, url: 'http://a:1' }] }, /workers\[0\]\.id/],
+      [{ blockSize: 16, workers: [{ id: 1, url: 'http://a:1', kvEvents: 'udp://x' }] }, /workers\[0\]\.kvEvents/],
+      [{ blockSize: 16, workers: [{ id: 1, url: 'http://a:1', colour: 'red' }] }, /workers\[0\]: unknown key "colour"/],
+      [{ blockSize: 16, health: { failureThreshold: 0 } }, /health\.failureThreshold/],
+      [{ blockSize: 16, router: { blockSize: 16 } }, /router: set blockSize/],
+      [{ blockSize: 16, tokenizer: '/nonexistent/tokenizer.json' }, /cannot load the tokenizer/],
+      [
+        {
+          blockSize: 16,
+          workers: [
+            { id: 1, url: 'http://a:1' },
+            { id: '1', url: 'http://b:1' },
+          ],
+        },
+        /listed twice/,
+      ],
+    ];
+    for (const [opts, message] of cases) {
+      let caught: unknown;
+      try {
+        createGateway(opts as never);
+      } catch (err) {
+        caught = err;
+      }
+      expect(isKvRouteError(caught) && caught.code === 'ERR_INVALID_ARG').toBe(true);
+      expect((caught as Error).message).toMatch(message);
+    }
+  });
+
+  test.each(BACKENDS)('decisions and stats serialise with ids as decimal strings (%s)', async (backend) => {
+    const router = new KvRouter({ blockSize: 4, backend });
+    router.addWorker(2n ** 64n - 1n);
+    const decision = await router.route({ requestId: 'a', tokens: [1, 2, 3, 4, 5] });
+    const json = JSON.parse(JSON.stringify(decision));
+    expect(json.workerId).toBe('18446744073709551615');
+    expect(json.candidates[0].workerId).toBe('18446744073709551615');
+    expect(JSON.parse(JSON.stringify(router.stats())).load[0].workerId).toBe('18446744073709551615');
+    expect(JSON.parse(JSON.stringify(router.index.findMatches([1n]))).scores).toEqual([]);
+    expect(Object.keys(decision)).not.toContain('toJSON');
+    router.close();
+  });
+});

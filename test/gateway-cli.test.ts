@@ -1,0 +1,106 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, test } from 'vitest';
+import { ROOT, requireDist } from './helpers/dist.js';
+import { postJson, sse } from './helpers/http.js';
+import { sleep } from './helpers/wait.js';
+
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
+});
+
+/** Runs `kvroute <args>`; resolves the first stdout match of `pattern`. */
+function run(args: string[], pattern: RegExp, env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, [join(ROOT, 'dist', 'cli.js'), ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  children.push(child);
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d) => {
+    err += d;
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const match = new Promise<RegExpExecArray>((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = pattern.exec(out);
+      if (m) resolve(m);
+    });
+    child.on('exit', (code) => reject(new Error(`exited ${code} before printing ${pattern}: ${out} ${err}`)));
+  });
+  return { child, exited, match, output: () => out, errors: () => err };
+}
+
+describe('kvroute serve as a command', () => {
+  test('serves a fleet of mock-worker processes from a YAML config; SIGTERM drains and exits 0', async () => {
+    requireDist();
+    const workerLine = /(http:\/\/127\.0\.0\.1:\d+), KV events (tcp:\/\/\S+), replay (tcp:\/\/\S+)/;
+    const workers = await Promise.all(
+      [0, 1].map(() =>
+        run(
+          ['mock-worker', '--port', '0', '--kv-events', 'tcp://127.0.0.1:0', '--replay', 'tcp://127.0.0.1:0', '--speedup', '20'],
+          workerLine,
+        ),
+      ),
+    );
+    const found = await Promise.all(workers.map((w) => w.match));
+    const dir = mkdtempSync(join(tmpdir(), 'kvroute-serve-'));
+    const config = join(dir, 'fleet.yaml');
+    writeFileSync(
+      config,
+      [
+        'blockSize: 16',
+        'health: { intervalMs: 200 }',
+        'workers:',
+        ...found.map((m, i) => `  - { id: ${i + 1}, url: "${m[1]}", kvEvents: "${m[2]}", replay: "${m[3]}" }`),
+        '',
+      ].join('\n'),
+    );
+    const serve = run(['serve', '--config', config, '--port', '0', '--log-level', 'info'], /proxy (http:\/\/127\.0\.0\.1:\d+)/);
+    const url = (await serve.match)[1];
+    await sleep(300);
+    const prompt = 'a shared prefix that both requests start with, long enough for a few blocks ';
+    const a = await postJson(`${url}/v1/completions`, { prompt: `${prompt}one`, max_tokens: 3 });
+    expect(a.status).toBe(200);
+    await sleep(200);
+    const b = await sse(`${url}/v1/completions`, { prompt: `${prompt}two`, max_tokens: 3, stream: true });
+    expect(b.headers.get('x-kvroute-worker')).toBe(a.headers.get('x-kvroute-worker'));
+    expect(Number(b.headers.get('x-kvroute-cached-tokens'))).toBeGreaterThan(0);
+    serve.child.kill('SIGTERM');
+    expect(await serve.exited).toBe(0);
+    // One structured line per request, without the prompt text.
+    const lines = serve
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"request"'))
+      .map((l) => JSON.parse(l));
+    expect(lines.length).toBe(2);
+    expect(lines[1]).toMatchObject({ status: 200, stream: true, worker: a.headers.get('x-kvroute-worker') });
+    expect(serve.output()).not.toContain('shared prefix');
+    for (const w of workers) w.child.kill('SIGTERM');
+  });
+
+  test('a bad config or flag exits 2 with the key named', async () => {
+    requireDist();
+    const dir = mkdtempSync(join(tmpdir(), 'kvroute-serve-'));
+    const config = join(dir, 'bad.yaml');
+    writeFileSync(config, 'blockSize: 16\nworkers:\n  - { id: 1, url: "not a url" }\n');
+    const bad = run(['serve', '--config', config], /never/);
+    bad.match.catch(() => undefined);
+    expect(await bad.exited).toBe(2);
+    expect(bad.errors()).toMatch(/workers\[0\]\.url/);
+    const flag = run(['serve', '--block-size', '16', '--worker', 'id=1,uri=http://x'], /never/);
+    flag.match.catch(() => undefined);
+    expect(await flag.exited).toBe(2);
+    expect(flag.errors()).toMatch(/--worker: "uri=http:\/\/x"/);
+    const none = run(['serve'], /never/);
+    none.match.catch(() => undefined);
+    expect(await none.exited).toBe(2);
+    expect(none.errors()).toMatch(/--block-size/);
+  });
+});

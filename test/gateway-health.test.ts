@@ -1,0 +1,112 @@
+import { describe, expect, test } from 'vitest';
+import { BACKENDS } from './helpers/backends.js';
+import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
+import { postJson, sse } from './helpers/http.js';
+import { sleep, waitFor } from './helpers/wait.js';
+
+closeFleetsAfterEach();
+
+interface WorkerView {
+  id: number;
+  health: string;
+  routable: boolean;
+}
+
+async function workers(adminUrl: string): Promise<WorkerView[]> {
+  return (await (await fetch(`${adminUrl}/admin/workers`)).json()) as WorkerView[];
+}
+
+describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
+  test('a worker crash mid-run: requests in flight on it fail clearly, every other request is served elsewhere', async () => {
+    const f = await startFleet(backend, 3, {}, { speedup: 5 });
+    const victim = f.workers[1];
+    // Streams that are running on the victim when it crashes.
+    const pinned = Array.from({ length: 3 }, (_, i) =>
+      sse(`${f.url}/v1/completions`, { prompt: `long story ${i}`, max_tokens: 400, stream: true }),
+    );
+    await sleep(150);
+    const running = victim.stats().running[0];
+    victim.fault({ kind: 'crash' });
+    const results: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      const r = await postJson(`${f.url}/v1/completions`, { prompt: `after the crash ${i}`, max_tokens: 2 });
+      results.push(r.status);
+    }
+    expect(results.every((s) => s === 200)).toBe(true);
+    const streams = await Promise.all(pinned);
+    const cut = streams.filter((s) => s.events.some((e) => e !== '[DONE]' && e.error));
+    expect(cut.length).toBe(running);
+    for (const s of cut) expect(s.events.at(-1).error.message).toMatch(/failed mid-stream/);
+    const view = (await workers(f.adminUrl)).find((w) => w.id === 2);
+    expect(view).toMatchObject({ health: 'down', routable: false });
+    // Out of routing: its index entries and load are gone.
+    expect(f.gateway.router.stats().load.filter((l) => l.workerId === 2n)).toEqual([]);
+    const metrics = await (await fetch(`${f.url}/metrics`)).text();
+    expect(metrics).toMatch(/kvroute_gateway_worker_health\{worker="2",state="down"\} 1/);
+    expect(metrics).toMatch(/kvroute_gateway_worker_health_changes_total\{worker="2",state="down"\} 1/);
+  });
+
+  test('a hung worker is taken out by its probes and used again once it recovers', async () => {
+    const f = await startFleet(backend, 2, { health: { intervalMs: 100, timeoutMs: 100, failureThreshold: 2 } });
+    f.workers[0].fault({ kind: 'hang' });
+    await waitFor(() => f.gateway.workers().some((w) => w.id === 1n && w.health === 'down'), 'worker 1 to be down', 5000);
+    for (let i = 0; i < 4; i++) {
+      const r = await postJson(`${f.url}/v1/completions`, { prompt: `while hung ${i}`, max_tokens: 2 });
+      expect(r.headers.get('x-kvroute-worker')).toBe('2');
+    }
+    f.workers[0].fault({ kind: 'recover' });
+    await waitFor(() => f.gateway.workers().some((w) => w.id === 1n && w.health === 'healthy'), 'worker 1 to recover', 5000);
+    const seen = new Set<string | null>();
+    for (let i = 0; i < 8; i++) {
+      const r = await postJson(`${f.url}/v1/completions`, { prompt: `after recovery ${i}`, max_tokens: 2 });
+      expect(r.status).toBe(200);
+      seen.add(r.headers.get('x-kvroute-worker'));
+    }
+    expect(seen.has('1')).toBe(true);
+  });
+
+  test('a worker that fails before its first byte is retried on the next one; with none left the answer is 502', async () => {
+    const dead = await startWorker();
+    const deadUrl = dead.url;
+    await dead.close();
+    const alive = await startWorker();
+    const f = await startFleet(backend, 0, {
+      health: { intervalMs: 0 },
+      workers: [{ id: 1, url: deadUrl }, { ...workerEntry(alive, 2) }],
+      router: { overlapScoreWeight: 0, routerTemperature: 0 },
+    });
+    const answers = await Promise.all(
+      // Token-id prompts: no tokenizer call reaches (and condemns) the dead worker first.
+      Array.from({ length: 4 }, (_, i) =>
+        postJson(`${f.url}/v1/completions`, { prompt: [i + 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17], max_tokens: 2 }),
+      ),
+    );
+    for (const a of answers) {
+      expect(a.status).toBe(200);
+      expect(a.headers.get('x-kvroute-worker')).toBe('2');
+    }
+    // The cost spreads the concurrent requests, so some went to the dead worker first.
+    expect(answers.some((a) => a.headers.get('x-kvroute-attempts') === '2')).toBe(true);
+    expect(f.gateway.workers().find((w) => w.id === 1n)).toMatchObject({ health: 'down', routable: false });
+    await alive.close();
+    const none = await postJson(`${f.url}/v1/completions`, { prompt: [1, 2, 3], max_tokens: 2 });
+    expect([502, 503]).toContain(none.status);
+    expect(none.headers.get('retry-after')).toBe('1');
+    expect(none.json.error.message).toMatch(/no worker could serve the request/);
+  });
+
+  test('an engine restart is seen on the event stream and routing recovers', async () => {
+    const f = await startFleet(backend, 1);
+    const prompt = 'a prompt that is long enough to fill a few blocks of sixteen tokens each';
+    await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 2 });
+    await waitFor(() => f.gateway.router.stats().index.blocks > 0, 'the blocks');
+    f.workers[0].fault({ kind: 'restart' });
+    await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 2 });
+    await waitFor(() => f.gateway.router.index.engineSources()[0].stats().ranks[0].restarts === 1, 'the restart to be seen');
+    const again = await postJson(`${f.url}/v1/completions`, { prompt: `${prompt}!`, max_tokens: 2 });
+    expect(again.status).toBe(200);
+    expect(Number(again.headers.get('x-kvroute-cached-tokens'))).toBe(again.json.usage.prompt_tokens_details.cached_tokens);
+    const metrics = await (await fetch(`${f.url}/metrics`)).text();
+    expect(metrics).toMatch(/kvroute_event_source_restarts_total\{worker="1",dp_rank="0"\} 1/);
+  });
+});
