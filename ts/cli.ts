@@ -17,6 +17,7 @@ import { type ReplayOptions, type ReplayPolicy, replay } from './replay/replay.j
 import type { PolicyReport, ReplayReport } from './replay/report.js';
 import type { Selector } from './router/select.js';
 import { runServe } from './server/cli.js';
+import { runDemo } from './server/demo.js';
 
 const REPLAY_FLAGS: Flags = {
   workers: { kind: 'number', help: 'simulated workers', default: '16' },
@@ -66,6 +67,7 @@ commands:
   replay        replay a trace through simulated workers behind routing policies
   gen-trace     print a generated trace
   serve         run an OpenAI-compatible KV-aware gateway in front of workers
+  demo          4 mock workers behind the gateway: a trace with KV routing, then round robin
   mock-worker   run a simulated vLLM worker (OpenAI HTTP API and vLLM-wire KV events)
 
 kvroute <command> --help describes a command's options; kvroute --version prints the version.`;
@@ -217,6 +219,7 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'gen-trace') runGenTrace(rest);
     else if (command === 'mock-worker') return await runMockWorker(rest);
     else if (command === 'serve') return await runServe(rest);
+    else if (command === 'demo') return await runDemo(rest);
     else if (command === '--version' || command === '-v') process.stdout.write(`kvroute ${version()}\n`);
     else if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
       process.stdout.write(`${USAGE}\n`);

@@ -144,13 +144,13 @@ async function routeOnce(
   }
   const t = performance.now();
   ctx.routing++;
+  // One controller for both reasons to stop waiting: the client left, or the queue timed out.
+  const stop = new AbortController();
+  const onClientGone = () => stop.abort();
+  signal.addEventListener('abort', onClientGone, { once: true });
+  const timer = setTimeout(() => stop.abort(), ctx.opts.queue.timeoutMs);
   try {
-    const decision = await ctx.router.route({
-      requestId: outcome.id,
-      tokens,
-      allowedWorkers: allowed,
-      signal: AbortSignal.any([signal, AbortSignal.timeout(ctx.opts.queue.timeoutMs)]),
-    });
+    const decision = await ctx.router.route({ requestId: outcome.id, tokens, allowedWorkers: allowed, signal: stop.signal });
     ctx.metrics.routing.observe(Math.max(0, performance.now() - t - decision.queuedMs) / 1000);
     if (decision.queuedMs > 0) ctx.metrics.queueWait.observe(decision.queuedMs / 1000);
     return decision;
@@ -169,6 +169,8 @@ async function routeOnce(
     return undefined;
   } finally {
     ctx.routing--;
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onClientGone);
   }
 }
 

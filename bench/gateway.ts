@@ -1,0 +1,151 @@
+/**
+ * The gateway benchmark: what `kvroute serve` adds over calling the workers directly.
+ * 16 mock workers (`--speedup 1000`, one child process), one `kvroute serve` process in front of
+ * them with the mock model's tokenizer.json as its local tokenizer, and this process as the
+ * load generator (keep-alive undici pools). Two phases, each run direct and through the gateway
+ * back to back:
+ * - throughput: 64 concurrent clients, short non-streaming completions (1 output token);
+ * - added latency: one client, a 4,096-token prompt (4,096 bytes of text for the byte
+ *   tokenizer), non-streaming, 1 output token; also with the prompt sent as token ids (no
+ *   tokenization at the gateway).
+ * Goals (issue 13): ≥ 3,000 short requests/s; < 1 ms p99 added for the 4,096-token prompt.
+ */
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Pool } from 'undici';
+import { mockTokenize, writeMockTokenizer } from '../ts/index.js';
+import { fmt, percentile, printTable, QUICK, ROOT, sortedCopy, writeResult } from './common.js';
+
+const WORKERS = 16;
+const SECONDS = QUICK ? 1.5 : 8;
+const CLIENTS = 64;
+const LATENCY_REQUESTS = QUICK ? 50 : 400;
+
+function spawnLine(args: string[], pattern: RegExp, nodeArgs: string[] = []): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', ...args], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout?.on('data', (d) => {
+      out += d;
+      const m = pattern.exec(out);
+      if (m) resolve({ child, match: m });
+    });
+    child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}: ${out}`)));
+  });
+}
+
+const fleet = await spawnLine([join(ROOT, 'bench', 'gateway-fleet.ts'), String(WORKERS)], /^(\[.*\])\n/);
+const workers = JSON.parse(fleet.match[1]) as { url: string; kvEvents: string; replay: string }[];
+const tokenizer = writeMockTokenizer(mkdtempSync(join(tmpdir(), 'kvroute-bench-tok-')));
+const serve = await spawnLine(
+  [
+    join(ROOT, 'ts', 'bin.ts'),
+    'serve',
+    '--port',
+    '0',
+    '--block-size',
+    '16',
+    '--log-level',
+    'warn',
+    '--tokenizer',
+    tokenizer,
+    ...workers.flatMap((w, i) => ['--worker', `id=${i + 1},url=${w.url},kv-events=${w.kvEvents},replay=${w.replay}`]),
+  ],
+  /proxy (http:\/\/127\.0\.0\.1:\d+)/,
+  // e.g. --cpu-prof to profile the gateway process.
+  (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean),
+);
+const gatewayUrl = serve.match[1];
+await new Promise((r) => setTimeout(r, 500));
+
+const pools = new Map<string, Pool>();
+const pool = (url: string) => {
+  let p = pools.get(url);
+  if (!p) pools.set(url, (p = new Pool(url, { connections: CLIENTS })));
+  return p;
+};
+
+async function completion(url: string, prompt: string | number[]): Promise<number> {
+  const t0 = performance.now();
+  const res = await pool(url).request({
+    method: 'POST',
+    path: '/v1/completions',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt, max_tokens: 1 }),
+  });
+  await res.body.dump();
+  if (res.statusCode !== 200) throw new Error(`${url} answered ${res.statusCode}`);
+  return performance.now() - t0;
+}
+
+async function throughput(target: (i: number) => string): Promise<number> {
+  let n = 0;
+  const deadline = performance.now() + SECONDS * 1000;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async (_, c) => {
+      while (performance.now() < deadline) await completion(target(n), `Short question ${c}-${n++}?`);
+    }),
+  );
+  return n / ((performance.now() - t0) / 1000);
+}
+
+async function latencies(url: string, prompt: string | number[]): Promise<Float64Array> {
+  for (let i = 0; i < 20; i++) await completion(url, prompt);
+  const out: number[] = [];
+  for (let i = 0; i < LATENCY_REQUESTS; i++) out.push(await completion(url, prompt));
+  return sortedCopy(out);
+}
+
+/** CPU seconds a process used so far (Linux: utime + stime of /proc/<pid>/stat, 100 ticks/s). */
+function cpuSeconds(pid: number | undefined): number {
+  if (pid === undefined || !existsSync(`/proc/${pid}/stat`)) return Number.NaN;
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+let rr = 0;
+const directRps = await throughput(() => workers[rr++ % WORKERS].url);
+const cpuBefore = cpuSeconds(serve.child.pid);
+const requestsBefore = performance.now();
+const gatewayRps = await throughput(() => gatewayUrl);
+// Requests per second of gateway CPU: what one gateway core sustains when it is not sharing the
+// machine's two cores with the load generator and the workers.
+const gatewayCpu = cpuSeconds(serve.child.pid) - cpuBefore;
+const perCoreRps = (gatewayRps * ((performance.now() - requestsBefore) / 1000)) / gatewayCpu;
+const text = 'The quick brown fox jumps over the lazy dog. '.repeat(92).slice(0, 4096);
+const ids = mockTokenize(text);
+// Direct calls go to one worker, which then caches the prompt, as the gateway's choice does.
+const direct = await latencies(workers[0].url, text);
+const viaText = await latencies(gatewayUrl, text);
+const viaIds = await latencies(gatewayUrl, ids);
+const added = (s: Float64Array, p: number) => percentile(s, p) - percentile(direct, p);
+const figures = {
+  directRequestsPerSec: directRps,
+  gatewayRequestsPerSec: gatewayRps,
+  gatewayCpuSeconds: gatewayCpu,
+  gatewayRequestsPerCpuSecond: perCoreRps,
+  directP50ms: percentile(direct, 50),
+  directP99ms: percentile(direct, 99),
+  addedP50msLocalTokenizer: added(viaText, 50),
+  addedP99msLocalTokenizer: added(viaText, 99),
+  addedP50msTokenIds: added(viaIds, 50),
+  addedP99msTokenIds: added(viaIds, 99),
+};
+printTable(`gateway: ${WORKERS} mock workers, short requests with ${CLIENTS} clients for ${SECONDS} s`, [
+  { path: 'direct (client round robin)', 'requests/s': fmt(directRps, 0) },
+  { path: 'through kvroute serve', 'requests/s': fmt(gatewayRps, 0) },
+  { path: 'kvroute serve, per second of its CPU', 'requests/s': fmt(perCoreRps, 0) },
+]);
+printTable(`gateway: added latency, 4,096-token prompt, one client, ${LATENCY_REQUESTS} requests`, [
+  { prompt: 'direct (baseline)', 'p50 ms': fmt(figures.directP50ms, 3), 'p99 ms': fmt(figures.directP99ms, 3) },
+  { prompt: 'text, local tokenizer.json: added', 'p50 ms': fmt(figures.addedP50msLocalTokenizer, 3), 'p99 ms': fmt(figures.addedP99msLocalTokenizer, 3) },
+  { prompt: 'token ids: added', 'p50 ms': fmt(figures.addedP50msTokenIds, 3), 'p99 ms': fmt(figures.addedP99msTokenIds, 3) },
+]);
+writeResult('gateway', { parameters: { workers: WORKERS, clients: CLIENTS, seconds: SECONDS, latencyRequests: LATENCY_REQUESTS, promptTokens: ids.length }, figures });
+for (const p of pools.values()) await p.close();
+serve.child.kill('SIGTERM');
+fleet.child.kill('SIGTERM');
