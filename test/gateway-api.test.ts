@@ -1,11 +1,12 @@
-import { mkdtempSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import parsePrometheus from 'parse-prometheus-text-format';
 import { describe, expect, test } from 'vitest';
-import { createGateway, isKvRouteError, KvRouter, mockTokenize, renderMockChat, writeMockTokenizer } from '../ts/index.js';
+import { createGateway, isKvRouteError, KvRouter, metrics, mockTokenize, renderMockChat, writeMockTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
@@ -283,5 +284,66 @@ describe('gateway options and JSON', () => {
     expect(JSON.parse(JSON.stringify(router.index.findMatches([1n]))).scores).toEqual([]);
     expect(Object.keys(decision)).not.toContain('toJSON');
     router.close();
+  });
+});
+
+describe('gateway pieces on their own', () => {
+  test.each(BACKENDS)("metrics(router, registry) registers a router's metrics on the caller's registry (%s)", async (backend) => {
+    const { Registry } = await import('prom-client');
+    const registry = new Registry();
+    const router = new KvRouter({ blockSize: 4, backend });
+    router.addWorker(3, { dataParallelSize: 2 });
+    await router.route({ requestId: 'm', tokens: [1, 2, 3, 4, 5, 6, 7, 8] });
+    expect(metrics(router, registry)).toBe(registry);
+    const text = await registry.metrics();
+    expect(text).toMatch(/kvroute_router_ranks 2/);
+    expect(text).toMatch(/kvroute_router_in_flight_requests\{worker="3",dp_rank="\d"\} 1/);
+    expect(text).toMatch(/kvroute_router_routed_total 1/);
+    router.free('m');
+    expect(await registry.metrics()).not.toMatch(/kvroute_router_in_flight_requests\{/);
+    router.close();
+    expect(() => metrics({} as never)).toThrow(/needs a KvRouter/);
+  });
+
+  test.skipIf(!existsSync('/usr/bin/openssl'))('TLS: the proxy serves HTTPS with the given certificate', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvroute-tls-'));
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
+    const w = await startWorker();
+    const f = await startFleet('native', 0, {
+      workers: [workerEntry(w, 1)],
+      tls: { cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), key: readFileSync(join(dir, 'key.pem'), 'utf8') },
+    });
+    expect(f.url.startsWith('https://')).toBe(true);
+    const { Agent, request } = await import('undici');
+    const dispatcher = new Agent({ connect: { ca: readFileSync(join(dir, 'cert.pem'), 'utf8') } });
+    const res = await request(`${f.url}/v1/completions`, {
+      method: 'POST',
+      dispatcher,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'over tls', max_tokens: 2 }),
+    });
+    expect(res.statusCode).toBe(200);
+    expect(((await res.body.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens).toBe(8);
+    await dispatcher.close();
   });
 });

@@ -69,6 +69,13 @@ const FUNCTIONS: [string, (...a: unknown[]) => unknown][] = [
   ['mockTokenize', kvroute.mockTokenize as never],
   ['mockDetokenize', kvroute.mockDetokenize as never],
   ['renderMockChat', kvroute.renderMockChat as never],
+  ['createGateway', kvroute.createGateway as never],
+  ['metrics', kvroute.metrics as never],
+  // Strings are paths it would write to; every other value must be refused.
+  [
+    'writeMockTokenizer',
+    ((v: unknown) => (typeof v === 'string' && v !== '' ? undefined : kvroute.writeMockTokenizer(v as never))) as never,
+  ],
 ];
 
 describe('every public entry point throws only KvRouteError for bad arguments', () => {

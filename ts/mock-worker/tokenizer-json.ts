@@ -8,6 +8,8 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { KvRouteError } from '../errors.js';
+import { describe } from '../validate.js';
 import { MOCK_CHAT_TEMPLATE } from './tokenizer.js';
 
 /** GPT-2's byte → printable character table, which the ByteLevel pre-tokenizer uses. */
@@ -48,10 +50,20 @@ export function mockTokenizerConfig(): Record<string, unknown> {
   return { tokenizer_class: 'PreTrainedTokenizerFast', chat_template: MOCK_CHAT_TEMPLATE, model_max_length: 32768 };
 }
 
-/** Writes `tokenizer.json` and `tokenizer_config.json` into `dir`; returns the tokenizer's path. */
+/**
+ * Writes `tokenizer.json` and `tokenizer_config.json` into `dir` (created if missing); returns
+ * the tokenizer's path.
+ * @throws {KvRouteError} `ERR_INVALID_ARG` when `dir` is not a non-empty string or cannot be written.
+ */
 export function writeMockTokenizer(dir: string): string {
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(mockTokenizerJson()));
-  writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify(mockTokenizerConfig(), null, 2));
+  if (typeof dir !== 'string' || dir.length === 0)
+    throw new KvRouteError('ERR_INVALID_ARG', `dir must be a non-empty path, got ${describe(dir)}`);
+  try {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(mockTokenizerJson()));
+    writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify(mockTokenizerConfig(), null, 2));
+  } catch (err) {
+    throw new KvRouteError('ERR_INVALID_ARG', `cannot write the mock tokenizer into ${dir}: ${(err as Error).message}`, { cause: err });
+  }
   return join(dir, 'tokenizer.json');
 }

@@ -20,7 +20,11 @@ import { createGateway } from './gateway.js';
 const FLAGS: Flags = {
   trace: { kind: 'string', value: 'file', help: 'a Mooncake-style JSONL trace', default: 'the built-in workload' },
   requests: { kind: 'number', help: 'requests sent per policy', default: '200' },
-  speedup: { kind: 'number', help: 'divides engine durations and arrival gaps alike (higher runs out of CPU on small machines)', default: '5' },
+  speedup: {
+    kind: 'number',
+    help: 'divides engine durations and arrival gaps alike (higher runs out of CPU on small machines)',
+    default: '5',
+  },
   'max-output': { kind: 'number', help: "caps each request's output tokens", default: '32' },
   html: { kind: 'string', value: 'file', help: 'the HTML report', default: 'report.html' },
 };

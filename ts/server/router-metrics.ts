@@ -35,11 +35,12 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
   if (!(router instanceof KvRouter)) throw new KvRouteError('ERR_INVALID_ARG', 'metrics(router) needs a KvRouter');
   if (!(registry instanceof Registry))
     throw new KvRouteError('ERR_INVALID_ARG', "registry must be a prom-client Registry (this package's copy)");
-  // One snapshot per scrape: the metrics of a scrape are collected within one turn of the event
-  // loop (microtasks only), so the snapshot is dropped at the next macrotask.
+  // One snapshot per scrape. A scrape collects the metrics in registration order, so the first
+  // metric takes a fresh snapshot and the others reuse it; it is also dropped at the next
+  // macrotask, for a metric read on its own.
   let cached: Snapshot | undefined;
-  const snap = (): Snapshot => {
-    if (cached) return cached;
+  const snap = (fresh = false): Snapshot => {
+    if (cached && !fresh) return cached;
     const sources: Snapshot['sources'] = [];
     try {
       for (const s of router.index.engineSources()) {
@@ -97,7 +98,14 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
     });
   const index = (s: Snapshot): IndexStats => s.router.index;
 
-  gauge('kvroute_router_workers', 'Registered workers.', [], (g, s) => g.set(s.router.workers));
+  new Gauge({
+    name: 'kvroute_router_workers',
+    help: 'Registered workers.',
+    registers,
+    collect() {
+      this.set(snap(true).router.workers);
+    },
+  });
   gauge('kvroute_router_ranks', 'Registered (worker, dp rank) candidates.', [], (g, s) => g.set(s.router.ranks));
   gauge('kvroute_router_queued_requests', "Requests waiting in the router's queue.", [], (g, s) => g.set(s.router.queued));
   gauge('kvroute_router_in_flight_requests', 'Requests booked and not freed, per rank.', ['worker', 'dp_rank'], (g, s) => {
