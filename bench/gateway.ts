@@ -63,9 +63,11 @@ await new Promise((r) => setTimeout(r, 500));
 
 const pools = new Map<string, Pool>();
 const pool = (url: string) => {
-  let p = pools.get(url);
-  if (!p) pools.set(url, (p = new Pool(url, { connections: CLIENTS })));
-  return p;
+  const existing = pools.get(url);
+  if (existing) return existing;
+  const created = new Pool(url, { connections: CLIENTS });
+  pools.set(url, created);
+  return created;
 };
 
 async function completion(url: string, prompt: string | number[]): Promise<number> {
@@ -142,10 +144,17 @@ printTable(`gateway: ${WORKERS} mock workers, short requests with ${CLIENTS} cli
 ]);
 printTable(`gateway: added latency, 4,096-token prompt, one client, ${LATENCY_REQUESTS} requests`, [
   { prompt: 'direct (baseline)', 'p50 ms': fmt(figures.directP50ms, 3), 'p99 ms': fmt(figures.directP99ms, 3) },
-  { prompt: 'text, local tokenizer.json: added', 'p50 ms': fmt(figures.addedP50msLocalTokenizer, 3), 'p99 ms': fmt(figures.addedP99msLocalTokenizer, 3) },
+  {
+    prompt: 'text, local tokenizer.json: added',
+    'p50 ms': fmt(figures.addedP50msLocalTokenizer, 3),
+    'p99 ms': fmt(figures.addedP99msLocalTokenizer, 3),
+  },
   { prompt: 'token ids: added', 'p50 ms': fmt(figures.addedP50msTokenIds, 3), 'p99 ms': fmt(figures.addedP99msTokenIds, 3) },
 ]);
-writeResult('gateway', { parameters: { workers: WORKERS, clients: CLIENTS, seconds: SECONDS, latencyRequests: LATENCY_REQUESTS, promptTokens: ids.length }, figures });
+writeResult('gateway', {
+  parameters: { workers: WORKERS, clients: CLIENTS, seconds: SECONDS, latencyRequests: LATENCY_REQUESTS, promptTokens: ids.length },
+  figures,
+});
 for (const p of pools.values()) await p.close();
 serve.child.kill('SIGTERM');
 fleet.child.kill('SIGTERM');
