@@ -41,6 +41,8 @@ export class Fleet {
   private probing = false;
   private closed = false;
   private readonly listeners: ((c: HealthChange) => void)[] = [];
+  /** `routable()`'s answer until membership or health changes (read on every request). */
+  private routableCache: bigint[] | undefined;
 
   constructor(
     private readonly router: KvRouter,
@@ -68,10 +70,12 @@ export class Fleet {
     return [...this.members.values()];
   }
 
-  /** Workers that may take requests now: with a URL, not down. */
-  routable(): bigint[] {
+  /** Workers that may take requests now: with a URL, not down. Shared: do not modify it. */
+  routable(): readonly bigint[] {
+    if (this.routableCache) return this.routableCache;
     const out: bigint[] = [];
     for (const m of this.members.values()) if (m.pool && m.breaker.state !== 'down') out.push(m.spec.id);
+    this.routableCache = out;
     return out;
   }
 
@@ -99,6 +103,7 @@ export class Fleet {
       throw err;
     }
     this.members.set(spec.id, member);
+    this.routableCache = undefined;
     this.log.info({ worker: String(spec.id), url: spec.url, origin }, 'worker added');
     if (pool && this.opts.health.intervalMs > 0) void this.probe(member);
     else if (pool) void this.servedModel(pool).then((model) => (member.model ??= model));
@@ -110,6 +115,7 @@ export class Fleet {
     const m = this.members.get(id);
     if (!m) return false;
     this.members.delete(id);
+    this.routableCache = undefined;
     this.leave(m);
     this.log.info({ worker: String(id) }, 'worker removed');
     await m.pool?.close();
@@ -179,6 +185,7 @@ export class Fleet {
 
   private apply(m: FleetWorker, next: WorkerHealthState | undefined): void {
     if (next === undefined || this.closed || !this.members.has(m.spec.id)) return;
+    this.routableCache = undefined;
     const change = { workerId: m.spec.id, state: next, reason: m.breaker.reason };
     if (next === 'down') {
       this.leave(m);

@@ -7,7 +7,7 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import Fastify, { type FastifyInstance, LogController } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { Registry } from 'prom-client';
 import { KvRouteError } from '../errors.js';
 import { SeededRandom } from '../random.js';
@@ -121,6 +121,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
     logger: o.logLevel === false ? false : { level: o.logLevel },
     // One line per request is logged by the proxy itself, with the routing facts.
     logController: new LogController({ disableRequestLogging: true }),
+    // No per-request child logger: the proxy logs its own line with the request id in it.
+    childLoggerFactory: (logger: FastifyBaseLogger) => logger,
     bodyLimit: o.bodyLimitBytes,
     return503OnClosing: true,
   } as const;
@@ -158,7 +160,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
   }
   fleet.start();
   const model = () => o.model ?? fleet.list().find((m) => m.model)?.model ?? 'unknown';
-  const ctx: ProxyContext = { router, fleet, tokenizer, metrics: gm, opts: o, log: app.log, routing: 0, nextId: 1 };
+  const logRequests = o.logLevel !== false && ['info', 'debug', 'trace'].includes(o.logLevel);
+  const ctx: ProxyContext = { router, fleet, tokenizer, metrics: gm, opts: o, log: app.log, logRequests, routing: 0, nextId: 1 };
 
   app.register(async (proxy) => {
     proxy.addHook(

@@ -28,6 +28,8 @@ export interface ProxyContext {
   metrics: GatewayMetrics;
   opts: ResolvedGatewayOptions;
   log: FastifyBaseLogger;
+  /** Whether the one-line-per-request log is on (level info or finer). */
+  logRequests: boolean;
   /** Requests inside `route()` now (waiting in the queue, mostly). */
   routing: number;
   nextId: number;
@@ -107,24 +109,25 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
     const status = String(outcome.status);
     ctx.metrics.requests.inc({ worker: outcome.worker === undefined ? 'none' : String(outcome.worker), status });
     ctx.metrics.duration.observe((performance.now() - started) / 1000);
-    ctx.log.info(
-      {
-        reqId: outcome.id,
-        path,
-        worker: outcome.worker === undefined ? null : String(outcome.worker),
-        dpRank: outcome.dpRank ?? null,
-        promptTokens: outcome.promptTokens,
-        predictedCachedTokens: outcome.predicted ?? null,
-        reportedCachedTokens: outcome.reported ?? null,
-        ttftMs: outcome.ttftMs === undefined ? null : Math.round(outcome.ttftMs * 100) / 100,
-        durationMs: Math.round((performance.now() - started) * 100) / 100,
-        attempts: outcome.attempts,
-        stream: read.stream,
-        status: outcome.status,
-        ...(ctx.opts.logPrompts ? { prompt: read.input } : {}),
-      },
-      'request',
-    );
+    if (ctx.logRequests)
+      ctx.log.info(
+        {
+          reqId: outcome.id,
+          path,
+          worker: outcome.worker === undefined ? null : String(outcome.worker),
+          dpRank: outcome.dpRank ?? null,
+          promptTokens: outcome.promptTokens,
+          predictedCachedTokens: outcome.predicted ?? null,
+          reportedCachedTokens: outcome.reported ?? null,
+          ttftMs: outcome.ttftMs === undefined ? null : Math.round(outcome.ttftMs * 100) / 100,
+          durationMs: Math.round((performance.now() - started) * 100) / 100,
+          attempts: outcome.attempts,
+          stream: read.stream,
+          status: outcome.status,
+          ...(ctx.opts.logPrompts ? { prompt: read.input } : {}),
+        },
+        'request',
+      );
   }
   return reply;
 }
@@ -133,7 +136,7 @@ async function routeOnce(
   ctx: ProxyContext,
   reply: FastifyReply,
   tokens: number[],
-  allowed: bigint[],
+  allowed: readonly bigint[],
   signal: AbortSignal,
   outcome: Outcome,
 ): Promise<RouteDecision | undefined> {
@@ -187,7 +190,8 @@ async function forward(
   const tried = new Set<bigint>();
   let lastFailure = '';
   for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
-    const allowed = ctx.fleet.routable().filter((id) => !tried.has(id));
+    const routable = ctx.fleet.routable();
+    const allowed = tried.size === 0 ? routable : routable.filter((id) => !tried.has(id));
     if (allowed.length === 0) break;
     const decision = await routeOnce(ctx, reply, tokens, allowed, signal, outcome);
     if (!decision) return;
