@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, expect, test } from 'vitest';
@@ -23,6 +23,15 @@ test('the packed tarball ships the native module, loads it and runs its command 
   expect(files).toContain('dist/index.cjs');
   expect(files).toContain('dist/cli.js');
   expect(files.some((f) => f.startsWith('crates/') || f.startsWith('ts/') || f.startsWith('test/'))).toBe(false);
+  // Metadata a registry page needs, and nothing unused: no CJS command, no source maps.
+  expect(files).toContain('LICENSE');
+  expect(files.some((f) => f.endsWith('.map') || f === 'dist/cli.cjs')).toBe(false);
+  const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+  expect(manifest.license).toBe('Apache-2.0');
+  expect(manifest.keywords.length).toBeGreaterThan(3);
+  // Every relative link of the README points at a file the tarball carries.
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  for (const [, target] of readme.matchAll(/\]\((?!https?:|#)([^)#]+)/g)) expect(files).toContain(target);
 
   const app = join(work, 'app');
   execFileSync('mkdir', ['-p', app]);
