@@ -149,6 +149,20 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
         }
       }
     }
+    // An engine source's own methods (nothing listens on the port; connecting does not fail).
+    const sourceIndex = new kvroute.KvIndex({ blockSize: 4, backend });
+    const source = sourceIndex.subscribe({ workerId: 9, endpoint: 'tcp://127.0.0.1:9' });
+    for (const m of ['on', 'off', 'stats', 'close'] as const) {
+      const fn = (...a: unknown[]) => (source[m] as (...x: unknown[]) => unknown).apply(source, a);
+      for (const v of HOSTILE) {
+        await onlyKvRouteErrors(`EngineSource.${m}(${label(v)})`, () => fn(v));
+        await onlyKvRouteErrors(`EngineSource.${m}('state', ${label(v)})`, () => fn('state', v));
+        await onlyKvRouteErrors(`EngineSource.${m}(${label(v)}, () => 0)`, () => fn(v, () => 0));
+      }
+    }
+    expect(() => source.on('state', 5 as never)).toThrow(/listener must be a function/);
+    source.close();
+    sourceIndex.close();
     for (const s of index.engineSources()) s.close();
     for (const s of router.index.engineSources()) s.close();
     index.close();

@@ -6,7 +6,10 @@
  * @module
  */
 
-/** Which implementation runs kvroute's hot paths. */
+/**
+ * Which implementation runs kvroute's hot paths.
+ * @group Backends
+ */
 export type BackendName = 'native' | 'js';
 
 /** Hashing primitives; arguments are already validated. */

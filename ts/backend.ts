@@ -33,6 +33,7 @@ const NATIVE_BACKEND: Backend | undefined = nativeLoad.binding ? nativeBackend(n
 /**
  * Why the native backend could not be loaded, or `undefined` when it loaded. When `auto`
  * fell back to JS, this is the reason.
+ * @group Backends
  */
 export const nativeLoadError: string | undefined = nativeLoad.error;
 
@@ -68,10 +69,16 @@ function chooseDefault(): BackendName {
   }
 }
 
-/** The backend used when none is given: what `KVROUTE_BACKEND` (default `auto`) chose. */
+/**
+ * The backend used when none is given: what `KVROUTE_BACKEND` (default `auto`) chose.
+ * @group Backends
+ */
 export const backend: BackendName = chooseDefault();
 
-/** True when the native backend loaded on this machine. */
+/**
+ * True when the native backend loaded on this machine.
+ * @group Backends
+ */
 export const nativeAvailable: boolean = NATIVE_BACKEND !== undefined;
 
 /**

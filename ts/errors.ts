@@ -3,7 +3,10 @@
  * can branch on it; `message` names the argument or field and what was wrong with it.
  */
 
-/** Every code a {@link KvRouteError} can carry. */
+/**
+ * Every code a {@link KvRouteError} can carry.
+ * @group Errors
+ */
 export type KvRouteErrorCode =
   /** An argument or option is outside its documented domain. */
   | 'ERR_INVALID_ARG'
@@ -33,6 +36,7 @@ const BRAND = Symbol.for('kvroute.KvRouteError');
 /**
  * Error thrown by every kvroute API. `instanceof KvRouteError` holds for errors from any copy of
  * kvroute loaded in the process (ESM and CJS builds alike).
+ * @group Errors
  */
 export class KvRouteError extends Error {
   /** Stable machine-readable code. */
@@ -51,7 +55,10 @@ export class KvRouteError extends Error {
   }
 }
 
-/** True when `err` is a {@link KvRouteError} from any copy of kvroute (the same test `instanceof` makes). */
+/**
+ * True when `err` is a {@link KvRouteError} from any copy of kvroute (the same test `instanceof` makes).
+ * @group Errors
+ */
 export function isKvRouteError(err: unknown): err is KvRouteError {
   return err instanceof KvRouteError;
 }

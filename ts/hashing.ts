@@ -13,7 +13,10 @@ import type { BackendName } from './backend-types.js';
 import { invalidArg } from './errors.js';
 import { checkBlockSize, checkOptions, describe, optionalBoolean, optionalString, toHashes, toTokens, toU64 } from './validate.js';
 
-/** What, besides the tokens, goes into a block's local hash. */
+/**
+ * What, besides the tokens, goes into a block's local hash.
+ * @group Hashing
+ */
 export interface BlockHashOptions {
   /** LoRA adapter name; mixed into the seed. Empty means none. */
   loraName?: string;
@@ -30,7 +33,10 @@ export interface BlockHashOptions {
   backend?: BackendName;
 }
 
-/** Options of {@link sequenceHashes} and {@link xxh3_64}. */
+/**
+ * Options of {@link sequenceHashes} and {@link xxh3_64}.
+ * @group Hashing
+ */
 export interface BackendOption {
   /** Backend for this call; defaults to the process-wide {@link backend}. */
   backend?: BackendName;
@@ -99,6 +105,8 @@ function flattenMmHashes(value: unknown, name: string): { offsets: Uint32Array; 
  * ```ts
  * blockHashes([1, 2, 3, 4, 5, 6, 7, 8], 4); // BigUint64Array [14643705804678351452n, 16777012769546811212n]
  * ```
+ * @group Hashing
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (tokens, block size, options); `ERR_NATIVE_UNAVAILABLE` when `backend: 'native'` cannot load.
  */
 export function blockHashes(tokens: Uint32Array | readonly number[], blockSize: number, opts?: BlockHashOptions): BigUint64Array {
   const t = toTokens(tokens);
@@ -118,6 +126,8 @@ export function blockHashes(tokens: Uint32Array | readonly number[], blockSize: 
 /**
  * Chains local hashes into sequence hashes: `seq[0] = local[0]`,
  * `seq[i] = xxh3_64(le64(seq[i-1]) ‖ le64(local[i]), 1337)`.
+ * @group Hashing
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument; `ERR_NATIVE_UNAVAILABLE` when `backend: 'native'` cannot load.
  */
 export function sequenceHashes(localHashes: BigUint64Array | readonly bigint[], opts?: BackendOption): BigUint64Array {
   const hashes = toHashes(localHashes, 'localHashes');
@@ -127,7 +137,11 @@ export function sequenceHashes(localHashes: BigUint64Array | readonly bigint[], 
 
 const utf8 = new TextEncoder();
 
-/** XXH3-64 of bytes (a string is hashed as UTF-8) with a 64-bit seed (default 0). */
+/**
+ * XXH3-64 of bytes (a string is hashed as UTF-8) with a 64-bit seed (default 0).
+ * @group Hashing
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (data, seed outside u64); `ERR_NATIVE_UNAVAILABLE` when `backend: 'native'` cannot load.
+ */
 export function xxh3_64(data: Uint8Array | string, seed: bigint = 0n, opts?: BackendOption): bigint {
   let bytes: Uint8Array;
   if (typeof data === 'string') bytes = utf8.encode(data);

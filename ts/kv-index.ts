@@ -32,10 +32,16 @@ export function indexInternals(index: KvIndex): IndexInternals {
   return internals.get(index) as IndexInternals;
 }
 
-/** A worker id: a u64, given as a non-negative safe integer or a bigint; returned as bigint. */
+/**
+ * A worker id: a u64, given as a non-negative safe integer or a bigint; returned as bigint.
+ * @group Index
+ */
 export type WorkerId = number | bigint;
 
-/** Options of {@link KvIndex}. */
+/**
+ * Options of {@link KvIndex}.
+ * @group Index
+ */
 export interface KvIndexOptions {
   /** Tokens per KV block; used to hash requests in `findMatchesForRequest` and `recordRouting`. */
   blockSize: number;
@@ -53,13 +59,19 @@ export interface KvIndexOptions {
   now?: () => number;
 }
 
-/** Options of approximate mode. */
+/**
+ * Options of approximate mode.
+ * @group Index
+ */
 export interface ApproximateOptions {
   /** How long a predicted block counts as held after the last routing decision that touched it (ms). */
   ttlMs: number;
 }
 
-/** Events applied, by kind. */
+/**
+ * Events applied, by kind.
+ * @group Index
+ */
 export interface AppliedCounts {
   /** Stored events applied (duplicates included). */
   stored: number;
@@ -69,7 +81,10 @@ export interface AppliedCounts {
   cleared: number;
 }
 
-/** Rejections, by reason (Dynamo's metric labels). */
+/**
+ * Rejections, by reason (Dynamo's metric labels).
+ * @group Index
+ */
 export interface RejectedCounts {
   /** Stored events whose parent the rank does not hold; nothing of them applied. */
   parent_block_not_found: number;
@@ -79,7 +94,10 @@ export interface RejectedCounts {
   ignored_tier: number;
 }
 
-/** What was left out on purpose: not errors, so dashboards need not alarm on them. */
+/**
+ * What was left out on purpose: not errors, so dashboards need not alarm on them.
+ * @group Index
+ */
 export interface SkippedCounts {
   /**
    * Hashes of Removed events that the rank does not hold, counted per hash. Benign and common: an
@@ -90,7 +108,10 @@ export interface SkippedCounts {
   cache_owner: number;
 }
 
-/** One rank's overlap with a query. */
+/**
+ * One rank's overlap with a query.
+ * @group Index
+ */
 export interface WorkerScore {
   /** The worker. */
   workerId: bigint;
@@ -102,7 +123,10 @@ export interface WorkerScore {
   treeSize: number;
 }
 
-/** Overlap of a query with every rank that holds at least its first block. */
+/**
+ * Overlap of a query with every rank that holds at least its first block.
+ * @group Index
+ */
 export interface OverlapScores {
   /** Sorted by `blocks` (descending), then `workerId`, then `dpRank`. */
   scores: WorkerScore[];
@@ -110,7 +134,10 @@ export interface OverlapScores {
   toJSON(): unknown;
 }
 
-/** Size and counters of an index. Nothing is dropped silently: every rejection is counted. */
+/**
+ * Size and counters of an index. Nothing is dropped silently: every rejection is counted.
+ * @group Index
+ */
 export interface IndexStats {
   /** Distinct worker ids with at least one known rank. */
   workers: number;
@@ -170,6 +197,7 @@ export function checkWorkerId(value: unknown, name = 'workerId'): bigint {
  * await index.flush();
  * const { scores } = index.findMatchesForRequest(tokenIds);
  * ```
+ * @group Index
  */
 export class KvIndex {
   /** Tokens per block. */
@@ -211,7 +239,10 @@ export class KvIndex {
     internals.set(this, { impl: this.impl, inner: this.inner });
   }
 
-  /** Rebuilds an index from {@link KvIndex.dump} output (objects or JSON text); ready to read. */
+  /**
+   * Rebuilds an index from {@link KvIndex.dump} output (objects or JSON text); ready to read.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument or option; `ERR_INVALID_EVENT` for a malformed dump (nothing is kept).
+   */
   static fromDump(events: Iterable<RouterEvent> | string, opts: KvIndexOptions): KvIndex {
     const index = new KvIndex(opts);
     try {
@@ -235,7 +266,10 @@ export class KvIndex {
     return t;
   }
 
-  /** Validates one event (an object or its JSON text) now; applies it in the background. */
+  /**
+   * Validates one event (an object or its JSON text) now; applies it in the background.
+   * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed event (nothing applied); `ERR_CLOSED` after `close()`.
+   */
   applyEvent(event: RouterEvent | string): void {
     this.open();
     const value = typeof event === 'string' ? parseJsonLossless(event) : event;
@@ -247,6 +281,7 @@ export class KvIndex {
   /**
    * Validates a batch (objects, or JSON text: an array or NDJSON) now; applies it in the
    * background. All or nothing: one invalid event rejects the whole batch.
+   * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed event anywhere in the batch (none of it applied); `ERR_CLOSED` after `close()`.
    */
   applyEvents(events: Iterable<RouterEvent> | string): void {
     this.open();
@@ -263,19 +298,28 @@ export class KvIndex {
     if (packed.meta.length > 0) this.inner.applyPacked(packed.meta, packed.words, this.clock());
   }
 
-  /** Resolves once every event accepted so far is visible to reads. */
+  /**
+   * Resolves once every event accepted so far is visible to reads.
+   * @throws {KvRouteError} (as a rejection) `ERR_CLOSED` after `close()`.
+   */
   async flush(): Promise<void> {
     this.open();
     await this.inner.flush();
   }
 
-  /** Per rank, how many leading blocks of `localHashes` it holds. */
+  /**
+   * Per rank, how many leading blocks of `localHashes` it holds.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (hashes must be u64s); `ERR_CLOSED` after `close()`.
+   */
   findMatches(localHashes: BigUint64Array | readonly bigint[]): OverlapScores {
     this.open();
     return withIdJson({ scores: this.inner.findMatches(toHashes(localHashes, 'localHashes'), this.clock()) });
   }
 
-  /** Hashes a request with this index's block size and matches it. */
+  /**
+   * Hashes a request with this index's block size and matches it.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (tokens, options); `ERR_CLOSED` after `close()`.
+   */
   findMatchesForRequest(tokens: Uint32Array | readonly number[], opts?: Omit<BlockHashOptions, 'backend'>): OverlapScores {
     this.open();
     return this.findMatches(this.hash(tokens, opts));
@@ -293,6 +337,7 @@ export class KvIndex {
    * held there until `ttlMs` after the last prediction that touched them. Blocks confirmed by real
    * KV events never expire. The prediction is visible to reads when this returns (natively it
    * waits for the worker's writer thread to apply it).
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument, or outside approximate mode; `ERR_CLOSED` after `close()`.
    */
   recordRouting(
     workerId: WorkerId,
@@ -314,6 +359,7 @@ export class KvIndex {
   /**
    * Drops a worker's blocks: all its ranks, or only `dpRank`. Ordered after its queued events.
    * Removing the whole worker also closes its {@link EngineSource} (which would re-add blocks).
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (worker id, dp rank); `ERR_CLOSED` after `close()`.
    */
   removeWorker(workerId: WorkerId, dpRank?: number): void {
     this.open();
@@ -372,7 +418,10 @@ export class KvIndex {
     return Array.isArray(opts) ? started : started[0];
   }
 
-  /** The engine sources feeding this index. */
+  /**
+   * The engine sources feeding this index.
+   * @throws {KvRouteError} `ERR_CLOSED` after `close()`.
+   */
   engineSources(): EngineSource[] {
     return [...this.sources.values()];
   }
@@ -404,7 +453,10 @@ export class KvIndex {
     return result;
   }
 
-  /** What engine-event ingestion counted: for one worker (or one of its ranks), or in total. */
+  /**
+   * What engine-event ingestion counted: for one worker (or one of its ranks), or in total.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument; `ERR_CLOSED` after `close()`.
+   */
   engineStats(workerId?: WorkerId, dpRank?: number): IngestStats {
     this.open();
     const id = workerId === undefined ? undefined : checkWorkerId(workerId);
@@ -416,6 +468,7 @@ export class KvIndex {
    * A consistent snapshot as Stored events (one per rank per chain, parents first) that
    * {@link KvIndex.fromDump} turns back into an equal index. Predicted blocks are not included.
    * Serialise it with {@link stringifyEvents}: it holds bigints.
+   * @throws {KvRouteError} `ERR_CLOSED` after `close()`.
    */
   dump(): DumpedEvent[] {
     this.open();
@@ -423,13 +476,19 @@ export class KvIndex {
     return unpackDump(meta, words);
   }
 
-  /** Sizes, memory and event counters. */
+  /**
+   * Sizes, memory and event counters.
+   * @throws {KvRouteError} `ERR_CLOSED` after `close()`.
+   */
   stats(): IndexStats {
     this.open();
     return toIndexStats(this.inner.stats(), this.cacheOwnerEvents);
   }
 
-  /** Stops background work and engine sources. Idempotent; other calls throw `ERR_CLOSED` afterwards. */
+  /**
+   * Stops background work and engine sources. Idempotent; other calls throw `ERR_CLOSED` afterwards.
+   * @throws nothing; calling it again does nothing.
+   */
   close(): void {
     if (this.closed) return;
     for (const source of [...this.sources.values()]) source.close();

@@ -5,11 +5,23 @@
  * @module
  */
 
-/** Workers registered in one router. */
+/**
+ * Workers registered in one router.
+ * @group Limits
+ */
 export const MAX_WORKERS = 65_536;
-/** Data-parallel ranks of one worker (`dataParallelSize`). */
+/**
+ * Data-parallel ranks of one worker (`dataParallelSize`).
+ * @group Limits
+ */
 export const MAX_RANKS_PER_WORKER = 1024;
-/** Tokens in one request (16 Mi: far beyond any model's context). */
+/**
+ * Tokens in one request (16 Mi: far beyond any model's context).
+ * @group Limits
+ */
 export const MAX_TOKENS_PER_REQUEST = 1 << 24;
-/** Blocks (or hashes) in one KV event. */
+/**
+ * Blocks (or hashes) in one KV event.
+ * @group Limits
+ */
 export const MAX_BLOCKS_PER_EVENT = 1 << 20;

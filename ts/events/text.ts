@@ -11,6 +11,8 @@ import type { RouterEvent } from './types.js';
 /**
  * JSON text of events (for example a {@link KvIndex.dump}), with u64 values written as plain JSON
  * numbers. `ndjson` writes one event per line.
+ * @group Events
+ * @throws {KvRouteError} `ERR_INVALID_EVENT` for an event that does not validate; `ERR_INVALID_ARG` for a bad argument for the format.
  */
 export function stringifyEvents(events: Iterable<RouterEvent>, format: 'json' | 'ndjson' = 'json'): string {
   if (format !== 'json' && format !== 'ndjson')
@@ -25,6 +27,8 @@ export function stringifyEvents(events: Iterable<RouterEvent>, format: 'json' | 
  * Parses a JSON array or NDJSON of events without precision loss: integers that do not fit a
  * double come back as decimal strings, which every kvroute API accepts as u64. The events are not
  * validated here; `KvIndex.applyEvents` does that.
+ * @group Events
+ * @throws {KvRouteError} `ERR_INVALID_EVENT` for text that is not JSON or NDJSON (the message names the line).
  */
 export function parseEvents(text: string): unknown[] {
   if (typeof text !== 'string') throw new KvRouteError('ERR_INVALID_ARG', 'text must be a string');

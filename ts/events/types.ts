@@ -4,13 +4,22 @@
  * string; kvroute returns u64 values as bigint.
  */
 
-/** A u64 as accepted on input: a non-negative safe integer, a bigint, or a decimal string. */
+/**
+ * A u64 as accepted on input: a non-negative safe integer, a bigint, or a decimal string.
+ * @group Events
+ */
 export type U64Like = number | bigint | string;
 
-/** Where a block lives. Only `device` (GPU memory, the default) changes the index. */
+/**
+ * Where a block lives. Only `device` (GPU memory, the default) changes the index.
+ * @group Events
+ */
 export type StorageTier = 'device' | 'host_pinned' | 'disk' | 'external';
 
-/** A multimodal object inside a block; validated and otherwise ignored by the index. */
+/**
+ * A multimodal object inside a block; validated and otherwise ignored by the index.
+ * @group Events
+ */
 export interface BlockMmObjectInfo {
   /** Hash of the multimodal object (image, audio, ...). */
   mm_hash: U64Like;
@@ -18,13 +27,19 @@ export interface BlockMmObjectInfo {
   offsets: ReadonlyArray<readonly [number, number]>;
 }
 
-/** Multimodal content of a block; already folded into `tokens_hash` by the engine. */
+/**
+ * Multimodal content of a block; already folded into `tokens_hash` by the engine.
+ * @group Events
+ */
 export interface BlockExtraInfo {
   /** The objects overlapping this block. */
   mm_objects: readonly BlockMmObjectInfo[];
 }
 
-/** One block of a Stored event. */
+/**
+ * One block of a Stored event.
+ * @group Events
+ */
 export interface StoredBlock {
   /** The engine's opaque name for the block (its sequence hash, usually). */
   block_hash: U64Like;
@@ -34,7 +49,10 @@ export interface StoredBlock {
   mm_extra_info?: BlockExtraInfo | null;
 }
 
-/** Payload of a Stored event. */
+/**
+ * Payload of a Stored event.
+ * @group Events
+ */
 export interface StoredPayload {
   /** The rank's name for the block before the first one, or null to start at the root. */
   parent_hash: U64Like | null;
@@ -44,28 +62,43 @@ export interface StoredPayload {
   blocks: readonly StoredBlock[];
 }
 
-/** Blocks entered a rank's cache. */
+/**
+ * Blocks entered a rank's cache.
+ * @group Events
+ */
 export interface StoredData {
   /** The stored blocks and where they continue from. */
   stored: StoredPayload;
 }
 
-/** Payload of a Removed event. */
+/**
+ * Payload of a Removed event.
+ * @group Events
+ */
 export interface RemovedPayload {
   /** The rank's names of the removed blocks. */
   block_hashes: readonly U64Like[];
 }
 
-/** Blocks left a rank's cache. */
+/**
+ * Blocks left a rank's cache.
+ * @group Events
+ */
 export interface RemovedData {
   /** The removed blocks. */
   removed: RemovedPayload;
 }
 
-/** What happened: blocks stored, blocks removed, or the rank's whole cache cleared. */
+/**
+ * What happened: blocks stored, blocks removed, or the rank's whole cache cleared.
+ * @group Events
+ */
 export type KvCacheEventData = StoredData | RemovedData | 'cleared';
 
-/** One cache event of one data-parallel rank. */
+/**
+ * One cache event of one data-parallel rank.
+ * @group Events
+ */
 export interface KvCacheEvent {
   /** Informational; ordering comes from the order events are given in. */
   event_id: U64Like;
@@ -75,7 +108,10 @@ export interface KvCacheEvent {
   data: KvCacheEventData;
 }
 
-/** A KV event as a worker publishes it. */
+/**
+ * A KV event as a worker publishes it.
+ * @group Events
+ */
 export interface RouterEvent {
   /** The worker that published the event. */
   worker_id: U64Like;
@@ -89,7 +125,10 @@ export interface RouterEvent {
   state_source?: unknown;
 }
 
-/** A block of a dumped Stored event. */
+/**
+ * A block of a dumped Stored event.
+ * @group Events
+ */
 export interface DumpedBlock extends StoredBlock {
   /** The rank's name for the block. */
   block_hash: bigint;
@@ -99,7 +138,10 @@ export interface DumpedBlock extends StoredBlock {
   mm_extra_info: null;
 }
 
-/** Payload of a dumped Stored event. */
+/**
+ * Payload of a dumped Stored event.
+ * @group Events
+ */
 export interface DumpedPayload extends StoredPayload {
   /** The rank's name of the parent block; null at the root. */
   parent_hash: bigint | null;
@@ -109,7 +151,10 @@ export interface DumpedPayload extends StoredPayload {
   blocks: DumpedBlock[];
 }
 
-/** The event part of a dumped Stored event. */
+/**
+ * The event part of a dumped Stored event.
+ * @group Events
+ */
 export interface DumpedCacheEvent extends KvCacheEvent {
   /** Sequence number within the dump, from 0. */
   event_id: bigint;
@@ -119,13 +164,19 @@ export interface DumpedCacheEvent extends KvCacheEvent {
   data: DumpedData;
 }
 
-/** The data of a dumped event: always Stored. */
+/**
+ * The data of a dumped event: always Stored.
+ * @group Events
+ */
 export interface DumpedData extends StoredData {
   /** The chain of blocks. */
   stored: DumpedPayload;
 }
 
-/** A Stored event as kvroute returns it (from `dump()`): every u64 is a bigint. */
+/**
+ * A Stored event as kvroute returns it (from `dump()`): every u64 is a bigint.
+ * @group Events
+ */
 export interface DumpedEvent extends RouterEvent {
   /** The worker. */
   worker_id: bigint;

@@ -16,6 +16,7 @@ import type { DecodedBatch } from './types.js';
  *
  * @throws {KvRouteError} `ERR_INVALID_EVENT` when the payload does not decode (the message says
  * where); `ERR_INVALID_ARG` when it is not a Uint8Array.
+ * @group Engine events
  */
 export function decodeEngineBatch(payload: Uint8Array, opts?: { backend?: BackendName }): DecodedBatch {
   if (!(payload instanceof Uint8Array))

@@ -8,11 +8,20 @@
 
 import { EventEmitter } from 'node:events';
 import type { IngestBackend, RawStateChange, SourceBackend } from '../backend-types.js';
+import { KvRouteError } from '../errors.js';
+import { describe } from '../validate.js';
 import { toRankSourceStats } from './stats.js';
 import type { EngineName, SourceState, SourceStateChange, SourceStats } from './types.js';
 
 /** How often state changes are collected from the backend (ms). */
 export const STATE_POLL_MS = 50;
+
+/** Only the two events a source emits, and a function to call. */
+function checkListener(event: unknown, listener: unknown): void {
+  if (event !== 'state' && event !== 'close')
+    throw new KvRouteError('ERR_INVALID_ARG', `event must be 'state' or 'close', got ${describe(event)}`);
+  if (typeof listener !== 'function') throw new KvRouteError('ERR_INVALID_ARG', `listener must be a function, got ${describe(listener)}`);
+}
 
 /**
  * A running subscription to one engine worker. Emits `'state'` with a {@link SourceStateChange}
@@ -23,6 +32,7 @@ export const STATE_POLL_MS = 50;
  * const src = index.subscribe({ workerId: 7, endpoint: 'tcp://10.0.0.7:5557', replayEndpoint: 'tcp://10.0.0.7:5558' });
  * src.on('state', (c) => console.log(`worker ${c.workerId} rank ${c.dpRank}: ${c.state} (${c.reason})`));
  * ```
+ * @group Engine events
  */
 export class EngineSource {
   /** The worker whose events this source applies. */
@@ -53,16 +63,22 @@ export class EngineSource {
   /**
    * Listens to state changes (`'state'`, with a {@link SourceStateChange}) or to the close
    * (`'close'`). Listeners run on the JavaScript thread, within about 50 ms.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (unknown event name, listener not a function).
    */
   on(event: 'state', listener: (change: SourceStateChange) => void): this;
   on(event: 'close', listener: () => void): this;
   on(event: 'state' | 'close', listener: (change: SourceStateChange) => void): this {
+    checkListener(event, listener);
     this.emitter.on(event, listener);
     return this;
   }
 
-  /** Removes a listener added with {@link EngineSource.on}. */
+  /**
+   * Removes a listener added with {@link EngineSource.on}.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (unknown event name, listener not a function).
+   */
   off(event: 'state' | 'close', listener: (change: SourceStateChange) => void): this {
+    checkListener(event, listener);
     this.emitter.off(event, listener);
     return this;
   }
@@ -78,7 +94,10 @@ export class EngineSource {
     return this.closedFlag;
   }
 
-  /** Per rank: state, sequence cursors, gaps, replays, restarts, and everything ingestion counted. */
+  /**
+   * Per rank: state, sequence cursors, gaps, replays, restarts, and everything ingestion counted.
+   * @throws nothing (after `close()` it reports the final figures).
+   */
   stats(): SourceStats {
     const ranks = this.closedFlag ? [] : this.inner.status();
     return {
@@ -128,6 +147,7 @@ export class EngineSource {
   /**
    * Stops the sockets (natively, the thread returns within ~20 ms). Idempotent. Blocks already
    * applied stay in the index; call `removeWorker` to drop them too.
+   * @throws nothing; calling it again does nothing.
    */
   close(): void {
     if (this.closedFlag) return;

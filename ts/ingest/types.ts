@@ -5,7 +5,10 @@
 
 import type { WorkerId } from '../kv-index.js';
 
-/** Which engine publishes; `auto` detects the layout per batch (decoding always does). */
+/**
+ * Which engine publishes; `auto` detects the layout per batch (decoding always does).
+ * @group Engine events
+ */
 export type EngineName = 'auto' | 'vllm' | 'sglang' | 'trtllm';
 
 /**
@@ -17,10 +20,14 @@ export type EngineName = 'auto' | 'vllm' | 'sglang' | 'trtllm';
  *   joined a running engine without a replay socket); it holds only what arrived since, until a
  *   fresh chain-root store or a cache clear shows a complete state again.
  * - `failed`: stopped for good (block-size mismatch); the rank holds nothing.
+ * @group Engine events
  */
 export type SourceState = 'connecting' | 'active' | 'recovering' | 'resyncing' | 'failed';
 
-/** Options of {@link KvIndex.subscribe} and {@link KvRouter.subscribe}. */
+/**
+ * Options of {@link KvIndex.subscribe} and {@link KvRouter.subscribe}.
+ * @group Engine events
+ */
 export interface SubscribeOptions {
   /** The worker whose engine publishes on these endpoints. */
   workerId: WorkerId;
@@ -53,7 +60,10 @@ export interface SubscribeOptions {
   receiveHighWaterMark?: number;
 }
 
-/** Engine events filtered out of the device index, by reason. */
+/**
+ * Engine events filtered out of the device index, by reason.
+ * @group Engine events
+ */
 export interface FilteredCounts {
   /** `ownership` set (a secondary offload tier such as "kvcr"). */
   unsupported_ownership: number;
@@ -79,7 +89,10 @@ export interface FilteredCounts {
   prompt_embeds: number;
 }
 
-/** Blocks of one lower storage tier (kept per tier; the prefix tree holds device blocks only). */
+/**
+ * Blocks of one lower storage tier (kept per tier; the prefix tree holds device blocks only).
+ * @group Engine events
+ */
 export interface TierCounts {
   /** Blocks stored in this tier. */
   stored: number;
@@ -89,7 +102,10 @@ export interface TierCounts {
   held: number;
 }
 
-/** Engine events applied, by kind. */
+/**
+ * Engine events applied, by kind.
+ * @group Engine events
+ */
 export interface EngineEventCounts {
   /** BlockStored events handed to the index. */
   stored: number;
@@ -99,7 +115,10 @@ export interface EngineEventCounts {
   cleared: number;
 }
 
-/** Device blocks handed to the index. */
+/**
+ * Device blocks handed to the index.
+ * @group Engine events
+ */
 export interface EngineBlockCounts {
   /** Blocks of Stored events. */
   stored: number;
@@ -107,7 +126,10 @@ export interface EngineBlockCounts {
   removed: number;
 }
 
-/** The lower storage tiers, as `medium` names them. */
+/**
+ * The lower storage tiers, as `medium` names them.
+ * @group Engine events
+ */
 export interface LowerTiers {
   /** CPU, CPU_PINNED, CPU_TIER1. */
   host_pinned: TierCounts;
@@ -117,7 +139,10 @@ export interface LowerTiers {
   external: TierCounts;
 }
 
-/** What ingestion did, for one rank or summed. Nothing is dropped silently. */
+/**
+ * What ingestion did, for one rank or summed. Nothing is dropped silently.
+ * @group Engine events
+ */
 export interface IngestStats {
   /** Batches decoded and applied. */
   batches: number;
@@ -147,7 +172,10 @@ export interface IngestStats {
   firstDecodeError: string | null;
 }
 
-/** One dp rank of an {@link EngineSource}. */
+/**
+ * One dp rank of an {@link EngineSource}.
+ * @group Engine events
+ */
 export interface RankSourceStats extends IngestStats {
   /** The rank. */
   dpRank: number;
@@ -195,7 +223,10 @@ export interface RankSourceStats extends IngestStats {
   lagMs: number | null;
 }
 
-/** Stats of an {@link EngineSource}. */
+/**
+ * Stats of an {@link EngineSource}.
+ * @group Engine events
+ */
 export interface SourceStats {
   /** The worker. */
   workerId: bigint;
@@ -205,7 +236,10 @@ export interface SourceStats {
   ranks: RankSourceStats[];
 }
 
-/** A state change of one rank, as {@link EngineSource} emits it. */
+/**
+ * A state change of one rank, as {@link EngineSource} emits it.
+ * @group Engine events
+ */
 export interface SourceStateChange {
   /** The worker. */
   workerId: bigint;
@@ -219,7 +253,10 @@ export interface SourceStateChange {
   at: number;
 }
 
-/** The result of {@link KvIndex.applyEngineBatch}. */
+/**
+ * The result of {@link KvIndex.applyEngineBatch}.
+ * @group Engine events
+ */
 export interface BatchResult {
   /** Index events the batch produced (after filtering). */
   indexEvents: number;
@@ -229,7 +266,10 @@ export interface BatchResult {
   blockSizeMismatch?: BlockSizeMismatch;
 }
 
-/** A store whose block size differs from the router's. */
+/**
+ * A store whose block size differs from the router's.
+ * @group Engine events
+ */
 export interface BlockSizeMismatch {
   /** The engine's block size. */
   engine: number;
@@ -237,16 +277,25 @@ export interface BlockSizeMismatch {
   router: number;
 }
 
-/** Options of {@link KvIndex.applyEngineBatch}. */
+/**
+ * Options of {@link KvIndex.applyEngineBatch}.
+ * @group Engine events
+ */
 export interface ApplyEngineBatchOptions {
   /** Informational; decoding detects the layout. */
   engine?: EngineName;
 }
 
-/** One `extra_keys` item as the engine published it (untagged on the wire). */
+/**
+ * One `extra_keys` item as the engine published it (untagged on the wire).
+ * @group Engine events
+ */
 export type DecodedExtraKey = ExtraKeyText | ExtraKeyInt | ExtraKeyPair | ExtraKeyBytes | ExtraKeyOther;
 
-/** A string key: a LoRA name, a cache salt, a multimodal id. */
+/**
+ * A string key: a LoRA name, a cache salt, a multimodal id.
+ * @group Engine events
+ */
 export interface ExtraKeyText {
   /** Discriminant. */
   kind: 'text';
@@ -254,7 +303,10 @@ export interface ExtraKeyText {
   value: string;
 }
 
-/** An integer key: older vLLM's `lora_int_id`. */
+/**
+ * An integer key: older vLLM's `lora_int_id`.
+ * @group Engine events
+ */
 export interface ExtraKeyInt {
   /** Discriminant. */
   kind: 'int';
@@ -262,7 +314,10 @@ export interface ExtraKeyInt {
   value: bigint;
 }
 
-/** A multimodal object: `(identifier, offset in block)`. */
+/**
+ * A multimodal object: `(identifier, offset in block)`.
+ * @group Engine events
+ */
 export interface ExtraKeyPair {
   /** Discriminant. */
   kind: 'pair';
@@ -272,7 +327,10 @@ export interface ExtraKeyPair {
   offset: number;
 }
 
-/** A bytes key: a prompt-embedding digest. */
+/**
+ * A bytes key: a prompt-embedding digest.
+ * @group Engine events
+ */
 export interface ExtraKeyBytes {
   /** Discriminant. */
   kind: 'bytes';
@@ -280,13 +338,19 @@ export interface ExtraKeyBytes {
   value: Uint8Array;
 }
 
-/** Anything else (counted, never interpreted). */
+/**
+ * Anything else (counted, never interpreted).
+ * @group Engine events
+ */
 export interface ExtraKeyOther {
   /** Discriminant. */
   kind: 'other';
 }
 
-/** A decoded `BlockStored`: every field of every engine version, `null` when absent. */
+/**
+ * A decoded `BlockStored`: every field of every engine version, `null` when absent.
+ * @group Engine events
+ */
 export interface DecodedBlockStored {
   /** Discriminant. */
   type: 'BlockStored';
@@ -324,7 +388,10 @@ export interface DecodedBlockStored {
   sessionId: string | null;
 }
 
-/** A decoded `BlockRemoved`. */
+/**
+ * A decoded `BlockRemoved`.
+ * @group Engine events
+ */
 export interface DecodedBlockRemoved {
   /** Discriminant. */
   type: 'BlockRemoved';
@@ -340,7 +407,10 @@ export interface DecodedBlockRemoved {
   ownership: string | null;
 }
 
-/** A decoded `AllBlocksCleared`. */
+/**
+ * A decoded `AllBlocksCleared`.
+ * @group Engine events
+ */
 export interface DecodedAllBlocksCleared {
   /** Discriminant. */
   type: 'AllBlocksCleared';
@@ -348,10 +418,16 @@ export interface DecodedAllBlocksCleared {
   ownership: string | null;
 }
 
-/** One decoded engine event. */
+/**
+ * One decoded engine event.
+ * @group Engine events
+ */
 export type DecodedEngineEvent = DecodedBlockStored | DecodedBlockRemoved | DecodedAllBlocksCleared;
 
-/** A decoded engine batch (see {@link decodeEngineBatch}). */
+/**
+ * A decoded engine batch (see {@link decodeEngineBatch}).
+ * @group Engine events
+ */
 export interface DecodedBatch {
   /** The batch's timestamp (engine clock, seconds). */
   ts: number;

@@ -8,19 +8,28 @@ import { checkEndpoint } from '../ingest/options.js';
 import { checkOptions, describe } from '../validate.js';
 import type { WireFormat } from './wire.js';
 
-/** Stop at once: open requests are cut, the HTTP port and the KV-event sockets close. */
+/**
+ * Stop at once: open requests are cut, the HTTP port and the KV-event sockets close.
+ * @group Mock worker
+ */
 export interface CrashFault {
   /** Discriminant. */
   kind: 'crash';
 }
 
-/** Stop answering (requests and `/health` stay open, engine passes stop) until `recover`. */
+/**
+ * Stop answering (requests and `/health` stay open, engine passes stop) until `recover`.
+ * @group Mock worker
+ */
 export interface HangFault {
   /** Discriminant. */
   kind: 'hang';
 }
 
-/** Every engine pass takes `factor` times longer until `recover`. */
+/**
+ * Every engine pass takes `factor` times longer until `recover`.
+ * @group Mock worker
+ */
 export interface SlowFault {
   /** Discriminant. */
   kind: 'slow';
@@ -28,7 +37,10 @@ export interface SlowFault {
   factor?: number;
 }
 
-/** The next `count` KV-event batches per rank are not sent live (they stay replayable). */
+/**
+ * The next `count` KV-event batches per rank are not sent live (they stay replayable).
+ * @group Mock worker
+ */
 export interface DropEventsFault {
   /** Discriminant. */
   kind: 'drop-events';
@@ -36,22 +48,34 @@ export interface DropEventsFault {
   count?: number;
 }
 
-/** A new engine incarnation: in-flight requests fail, the cache empties, block hashes change, seq restarts at 0. */
+/**
+ * A new engine incarnation: in-flight requests fail, the cache empties, block hashes change, seq restarts at 0.
+ * @group Mock worker
+ */
 export interface RestartFault {
   /** Discriminant. */
   kind: 'restart';
 }
 
-/** Ends `hang` (hung requests get 503) and `slow`. */
+/**
+ * Ends `hang` (hung requests get 503) and `slow`.
+ * @group Mock worker
+ */
 export interface RecoverFault {
   /** Discriminant. */
   kind: 'recover';
 }
 
-/** A fault to inject (`POST /admin/fault` with it as the body, or {@link MockWorker.fault}). */
+/**
+ * A fault to inject (`POST /admin/fault` with it as the body, or {@link MockWorker.fault}).
+ * @group Mock worker
+ */
 export type MockFault = CrashFault | HangFault | SlowFault | DropEventsFault | RestartFault | RecoverFault;
 
-/** A fault applied `afterMs` after start. */
+/**
+ * A fault applied `afterMs` after start.
+ * @group Mock worker
+ */
 export interface ScheduledFault {
   /** The fault. */
   fault: MockFault;
@@ -59,7 +83,10 @@ export interface ScheduledFault {
   afterMs: number;
 }
 
-/** Options of {@link startMockWorker}. */
+/**
+ * Options of {@link startMockWorker}.
+ * @group Mock worker
+ */
 export interface MockWorkerOptions {
   /** HTTP port. Default 8001; 0 picks a free one. */
   port?: number;
@@ -97,7 +124,10 @@ export interface MockWorkerOptions {
   faults?: readonly ScheduledFault[];
 }
 
-/** {@link MockWorkerOptions} with every default filled in. */
+/**
+ * {@link MockWorkerOptions} with every default filled in.
+ * @group Mock worker
+ */
 export type ResolvedMockOptions = Required<Omit<MockWorkerOptions, 'kvEvents' | 'replay'>> & Pick<MockWorkerOptions, 'kvEvents' | 'replay'>;
 
 const KEYS = [

@@ -25,7 +25,10 @@ function byteLevelAlphabet(): string[] {
   return chars;
 }
 
-/** The mock model's `tokenizer.json`. */
+/**
+ * The mock model's `tokenizer.json`.
+ * @group Mock worker
+ */
 export function mockTokenizerJson(): Record<string, unknown> {
   const vocab: Record<string, number> = {};
   byteLevelAlphabet().forEach((ch, byte) => {
@@ -45,7 +48,10 @@ export function mockTokenizerJson(): Record<string, unknown> {
   };
 }
 
-/** The mock model's `tokenizer_config.json` (its chat template). */
+/**
+ * The mock model's `tokenizer_config.json` (its chat template).
+ * @group Mock worker
+ */
 export function mockTokenizerConfig(): Record<string, unknown> {
   return { tokenizer_class: 'PreTrainedTokenizerFast', chat_template: MOCK_CHAT_TEMPLATE, model_max_length: 32768 };
 }
@@ -54,6 +60,7 @@ export function mockTokenizerConfig(): Record<string, unknown> {
  * Writes `tokenizer.json` and `tokenizer_config.json` into `dir` (created if missing); returns
  * the tokenizer's path.
  * @throws {KvRouteError} `ERR_INVALID_ARG` when `dir` is not a non-empty string or cannot be written.
+ * @group Mock worker
  */
 export function writeMockTokenizer(dir: string): string {
   if (typeof dir !== 'string' || dir.length === 0)

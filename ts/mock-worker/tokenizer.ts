@@ -12,12 +12,18 @@ import { Template } from '@huggingface/jinja';
 import { KvRouteError } from '../errors.js';
 import { describe } from '../validate.js';
 
-/** The mock model's chat template (ChatML), as a model's `tokenizer_config.json` carries it. */
+/**
+ * The mock model's chat template (ChatML), as a model's `tokenizer_config.json` carries it.
+ * @group Mock worker
+ */
 export const MOCK_CHAT_TEMPLATE =
   "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-/** One part of a message's content in OpenAI's list form; only `text` parts carry text. */
+/**
+ * One part of a message's content in OpenAI's list form; only `text` parts carry text.
+ * @group Mock worker
+ */
 export interface ChatContentPart {
   /** `text`, `image_url`, … */
   type: string;
@@ -25,7 +31,10 @@ export interface ChatContentPart {
   text?: string;
 }
 
-/** One chat message; `content` may be a string or OpenAI's list of parts. */
+/**
+ * One chat message; `content` may be a string or OpenAI's list of parts.
+ * @group Mock worker
+ */
 export interface ChatMessage {
   /** `system`, `user`, `assistant`, … */
   role: string;
@@ -37,13 +46,21 @@ const template = new Template(MOCK_CHAT_TEMPLATE);
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** Text → token ids (UTF-8 bytes). */
+/**
+ * Text → token ids (UTF-8 bytes).
+ * @group Mock worker
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for a non-string.
+ */
 export function tokenize(text: string): number[] {
   if (typeof text !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `text must be a string, got ${describe(text)}`);
   return Array.from(encoder.encode(text));
 }
 
-/** Token ids → text. Ids above 255 are not produced by this tokenizer and render as U+FFFD. */
+/**
+ * Token ids → text. Ids above 255 are not produced by this tokenizer and render as U+FFFD.
+ * @group Mock worker
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for anything but non-negative integers.
+ */
 export function detokenize(tokens: readonly number[]): string {
   if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0))
     throw new KvRouteError('ERR_INVALID_ARG', `tokens must be an array of non-negative integers, got ${describe(tokens)}`);
@@ -58,7 +75,11 @@ function textOf(content: ChatMessage['content']): string {
     .join('');
 }
 
-/** Renders messages through {@link MOCK_CHAT_TEMPLATE}. */
+/**
+ * Renders messages through {@link MOCK_CHAT_TEMPLATE}.
+ * @group Mock worker
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for malformed messages.
+ */
 export function renderChat(messages: readonly ChatMessage[], addGenerationPrompt = true): string {
   const ok =
     Array.isArray(messages) &&

@@ -11,10 +11,16 @@ import { KvRouteError } from '../errors.js';
 import { loadMsgpackr } from '../js/ingest/deps.js';
 import { describe } from '../validate.js';
 
-/** Which publisher the mock worker imitates. */
+/**
+ * Which publisher the mock worker imitates.
+ * @group Mock worker
+ */
 export type WireFormat = 'vllm-0.33' | 'vllm-0.11' | 'sglang';
 
-/** Blocks entered the engine's prefix cache. */
+/**
+ * Blocks entered the engine's prefix cache.
+ * @group Mock worker
+ */
 export interface WireBlockStored {
   /** Discriminant. */
   type: 'BlockStored';
@@ -28,7 +34,10 @@ export interface WireBlockStored {
   blockSize: number;
 }
 
-/** Blocks left the engine's prefix cache. */
+/**
+ * Blocks left the engine's prefix cache.
+ * @group Mock worker
+ */
 export interface WireBlockRemoved {
   /** Discriminant. */
   type: 'BlockRemoved';
@@ -36,13 +45,19 @@ export interface WireBlockRemoved {
   blockHashes: bigint[];
 }
 
-/** The engine dropped its whole cache. */
+/**
+ * The engine dropped its whole cache.
+ * @group Mock worker
+ */
 export interface WireAllBlocksCleared {
   /** Discriminant. */
   type: 'AllBlocksCleared';
 }
 
-/** One KV event in engine terms; the wire format decides its encoding. */
+/**
+ * One KV event in engine terms; the wire format decides its encoding.
+ * @group Mock worker
+ */
 export type WireEvent = WireBlockStored | WireBlockRemoved | WireAllBlocksCleared;
 
 type Packr = InstanceType<ReturnType<typeof loadMsgpackr>['Packr']>;
@@ -103,6 +118,8 @@ function encodeEvent(e: WireEvent, wire: WireFormat): unknown {
 /**
  * One batch's payload in an engine's wire format. The timestamp is always a float64, as msgspec
  * writes a Python float.
+ * @group Mock worker
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (events, dp rank, wire format).
  */
 export function encodeBatch(tsSeconds: number, events: readonly WireEvent[], dpRank: number, wire: WireFormat): Uint8Array {
   checkBatchArgs(tsSeconds, events, dpRank, wire);

@@ -33,7 +33,10 @@ import { RankPublisher } from './publisher.js';
 import { MockRank } from './rank.js';
 import { detokenize, renderChat, tokenize } from './tokenizer.js';
 
-/** What a mock worker did so far. */
+/**
+ * What a mock worker did so far.
+ * @group Mock worker
+ */
 export interface MockWorkerStats {
   /** Requests finished, per rank in rank order. */
   finished: number[];
@@ -61,7 +64,10 @@ export interface MockWorkerStats {
   closed: boolean;
 }
 
-/** A running mock worker. */
+/**
+ * A running mock worker.
+ * @group Mock worker
+ */
 export interface MockWorker {
   /** Base URL of its HTTP API (`http://127.0.0.1:<port>`). */
   readonly url: string;
@@ -75,9 +81,15 @@ export interface MockWorker {
   readonly options: Readonly<ResolvedMockOptions>;
   /** Counters and gauges of the worker. */
   stats(): MockWorkerStats;
-  /** Injects a fault now (what `POST /admin/fault` does). */
+  /**
+   * Injects a fault now (what `POST /admin/fault` does).
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for an unknown fault.
+   */
   fault(fault: MockFault): void;
-  /** Stops the HTTP server, the engines and the sockets. Idempotent. */
+  /**
+   * Stops the HTTP server, the engines and the sockets. Idempotent.
+   * @throws nothing; calling it again does nothing.
+   */
   close(): Promise<void>;
 }
 
@@ -376,6 +388,7 @@ class Worker implements MockWorker {
  * ```
  * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad option or a port in use;
  * `ERR_DEPENDENCY_MISSING` without the optional `zeromq`/`msgpackr` packages when KV events are on.
+ * @group Mock worker
  */
 export async function startMockWorker(opts?: MockWorkerOptions): Promise<MockWorker> {
   const worker = new Worker(resolveMockOptions(opts));

@@ -9,7 +9,10 @@ import { SeededRandom } from '../random.js';
 import { checkOptions, describe, positiveInteger } from '../validate.js';
 import type { Trace, TraceRequest } from './trace.js';
 
-/** Options of {@link generateTrace}; every field has a default. */
+/**
+ * Options of {@link generateTrace}; every field has a default.
+ * @group Replay
+ */
 export interface GenerateTraceOptions {
   /** Number of requests. Default 2000. */
   requests?: number;
@@ -27,7 +30,11 @@ export interface GenerateTraceOptions {
   seed?: number;
 }
 
-/** Generates a trace; the same options always give the same trace. */
+/**
+ * Generates a trace; the same options always give the same trace.
+ * @group Replay
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (an option out of range).
+ */
 export function generateTrace(opts: GenerateTraceOptions = {}): Trace {
   checkOptions(opts, 'opts', ['requests', 'rate', 'prefixGroups', 'sharedPrefixBlocks', 'turns', 'traceBlockSize', 'seed']);
   const requests = positiveInteger(opts.requests, 'requests', 2000);
@@ -74,7 +81,11 @@ export function generateTrace(opts: GenerateTraceOptions = {}): Trace {
   return { traceBlockSize, requests: out };
 }
 
-/** The trace as Mooncake JSONL text (what `kvroute gen-trace` prints). */
+/**
+ * The trace as Mooncake JSONL text (what `kvroute gen-trace` prints).
+ * @group Replay
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (not a trace).
+ */
 export function traceToJsonl(trace: Trace): string {
   if (trace === null || typeof trace !== 'object' || !Array.isArray((trace as Trace).requests))
     throw new KvRouteError('ERR_INVALID_ARG', `traceToJsonl needs a Trace, got ${describe(trace)}`);

@@ -17,7 +17,10 @@ import { type PolicyReport, type ReplayReport, summarise } from './report.js';
 import { type SimConfig, simulatePolicy } from './simulate.js';
 import { loadTrace, synthesizeTokens, type Trace } from './trace.js';
 
-/** A custom routing policy for replay. */
+/**
+ * A custom routing policy for replay.
+ * @group Replay
+ */
 export interface CustomPolicy {
   /** Its name in the report. */
   name: string;
@@ -25,10 +28,16 @@ export interface CustomPolicy {
   selector: Selector;
 }
 
-/** A routing policy: a built-in one, or a custom selector with a name for the report. */
+/**
+ * A routing policy: a built-in one, or a custom selector with a name for the report.
+ * @group Replay
+ */
 export type ReplayPolicy = 'kv' | 'round-robin' | 'random' | CustomPolicy;
 
-/** Options of {@link replay}; all but the trace mirror the `kvroute replay` flags. */
+/**
+ * Options of {@link replay}; all but the trace mirror the `kvroute replay` flags.
+ * @group Replay
+ */
 export interface ReplayOptions {
   /** A loaded trace or a JSONL path; default: the built-in generated workload. */
   trace?: Trace | string;
@@ -81,6 +90,8 @@ function policySelector(policy: ReplayPolicy, seed: number): { name: string; sel
 /**
  * Prompt tokens a single infinite prefix cache would serve: the ceiling of any policy's
  * hit ratio on this trace at this block size.
+ * @group Replay
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (trace, block sizes).
  */
 export function upperBoundHitRatio(trace: Trace, blockSize: number, backend?: BackendName): number {
   const seen = new Set<bigint>();
@@ -100,7 +111,10 @@ export function upperBoundHitRatio(trace: Trace, blockSize: number, backend?: Ba
   return total > 0 ? hit / total : 0;
 }
 
-/** Replays a trace under each policy; deterministic for given options (except wall-clock fields). */
+/**
+ * Replays a trace under each policy; deterministic for given options (except wall-clock fields).
+ * @group Replay
+ */
 export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
   const traceBlockSize = positiveInteger(opts.traceBlockSize, 'traceBlockSize', 512);
   let trace =

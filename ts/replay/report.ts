@@ -4,7 +4,10 @@
 
 import type { PolicyRun } from './simulate.js';
 
-/** A latency distribution in ms (nearest-rank percentiles, as Dynamo's replay reports them). */
+/**
+ * A latency distribution in ms (nearest-rank percentiles, as Dynamo's replay reports them).
+ * @group Replay
+ */
 export interface Distribution {
   /** Mean. */
   mean: number;
@@ -20,7 +23,10 @@ export interface Distribution {
   max: number;
 }
 
-/** One worker's share of a policy's traffic. */
+/**
+ * One worker's share of a policy's traffic.
+ * @group Replay
+ */
 export interface WorkerShare {
   /** The worker. */
   workerId: number;
@@ -32,7 +38,10 @@ export interface WorkerShare {
   cachedTokens: number;
 }
 
-/** Completed requests and generated tokens per simulated second. */
+/**
+ * Completed requests and generated tokens per simulated second.
+ * @group Replay
+ */
 export interface Throughput {
   /** Completed requests per simulated second. */
   requestsPerSec: number;
@@ -40,7 +49,10 @@ export interface Throughput {
   outputTokensPerSec: number;
 }
 
-/** Evenly spaced quantiles (at most 201 points, ascending), for CDF plots. */
+/**
+ * Evenly spaced quantiles (at most 201 points, ascending), for CDF plots.
+ * @group Replay
+ */
 export interface LatencyCdf {
   /** TTFT quantiles, ms. */
   ttftMs: number[];
@@ -48,7 +60,10 @@ export interface LatencyCdf {
   e2eMs: number[];
 }
 
-/** The workload a report describes. */
+/**
+ * The workload a report describes.
+ * @group Replay
+ */
 export interface TraceSummary {
   /** The trace file, or null for a generated or in-memory trace. */
   path: string | null;
@@ -58,7 +73,10 @@ export interface TraceSummary {
   upperBoundHitRatio: number;
 }
 
-/** Results of one routing policy. */
+/**
+ * Results of one routing policy.
+ * @group Replay
+ */
 export interface PolicyReport {
   /** `kv`, `round-robin`, `random`, or the custom selector's name. */
   name: string;
@@ -90,7 +108,10 @@ export interface PolicyReport {
   cdf: LatencyCdf;
 }
 
-/** A replay's full report (the `--report` JSON). */
+/**
+ * A replay's full report (the `--report` JSON).
+ * @group Replay
+ */
 export interface ReplayReport {
   /** The workload. */
   trace: TraceSummary;

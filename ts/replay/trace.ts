@@ -11,7 +11,10 @@ import { readFileSync } from 'node:fs';
 import { KvRouteError } from '../errors.js';
 import { checkOptions, describe } from '../validate.js';
 
-/** One request of a trace. */
+/**
+ * One request of a trace.
+ * @group Replay
+ */
 export interface TraceRequest {
   /** 1-based line in the source (0 for generated traces without a file). */
   line: number;
@@ -36,7 +39,10 @@ export interface TraceRequest {
   turn?: number;
 }
 
-/** A parsed trace. */
+/**
+ * A parsed trace.
+ * @group Replay
+ */
 export interface Trace {
   /** Where it came from (a path), if from a file. */
   path?: string;
@@ -46,7 +52,10 @@ export interface Trace {
   requests: TraceRequest[];
 }
 
-/** Options of {@link loadTrace}. */
+/**
+ * Options of {@link loadTrace}.
+ * @group Replay
+ */
 export interface LoadTraceOptions {
   /** Tokens per hash id; 512 for the Mooncake traces, 16 for Bailian ones. Default 512. */
   traceBlockSize?: number;
@@ -143,7 +152,11 @@ function linkBailianTurns(requests: TraceRequest[]): void {
   }
 }
 
-/** Parses trace text (JSONL). Blank lines are skipped; the first malformed line throws. */
+/**
+ * Parses trace text (JSONL). Blank lines are skipped; the first malformed line throws.
+ * @group Replay
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for malformed JSONL (the message names the line and field).
+ */
 export function parseTrace(text: string, opts: LoadTraceOptions = {}): Trace {
   if (typeof text !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `parseTrace needs JSONL text, got ${describe(text)}`);
   const o = checkOptions(opts, 'opts', ['traceBlockSize']);
@@ -164,6 +177,8 @@ export function parseTrace(text: string, opts: LoadTraceOptions = {}): Trace {
 /**
  * Loads a trace from a file path, or parses it when given the text itself (anything starting
  * with `{` or containing a newline).
+ * @group Replay
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for an unreadable file or malformed JSONL (the message names the line).
  */
 export function loadTrace(pathOrText: string, opts: LoadTraceOptions = {}): Trace {
   if (typeof pathOrText !== 'string')
@@ -191,6 +206,8 @@ function mix32(x: number): number {
  * `mix32(h · traceBlockSize + j)`, cut to `inputLength`. Equal ids give equal tokens, different
  * ids different tokens (for ids below 2^32 / traceBlockSize; above, collisions become merely
  * unlikely), and the engine blocks inside one trace block differ from each other.
+ * @group Replay
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument.
  */
 export function synthesizeTokens(req: TraceRequest, traceBlockSize: number): Uint32Array {
   const out = new Uint32Array(req.inputLength);

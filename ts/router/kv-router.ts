@@ -51,6 +51,7 @@ interface InFlight {
  * // ... when it ends (finished, failed or cancelled):
  * router.free('r1');
  * ```
+ * @group Router
  */
 export class KvRouter {
   /** The KV index the router matches against; fed by `applyEvent(s)`. */
@@ -121,7 +122,10 @@ export class KvRouter {
 
   // ---- workers -------------------------------------------------------------------------------
 
-  /** Registers a worker; its ranks become candidates. */
+  /**
+   * Registers a worker; its ranks become candidates.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (id, config, or more than MAX_WORKERS workers); `ERR_CLOSED` after `close()`.
+   */
   addWorker(workerId: WorkerId, cfg?: WorkerConfig): void {
     this.open();
     const id = checkWorkerId(workerId);
@@ -131,7 +135,10 @@ export class KvRouter {
     this.drain();
   }
 
-  /** Replaces a registered worker's configuration. */
+  /**
+   * Replaces a registered worker's configuration.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (unknown worker, bad config); `ERR_CLOSED` after `close()`.
+   */
   updateWorker(workerId: WorkerId, cfg: WorkerConfig): void {
     this.open();
     const id = checkWorkerId(workerId);
@@ -140,7 +147,10 @@ export class KvRouter {
     this.drain();
   }
 
-  /** Unregisters a worker, drops its cache entries from the index and its in-flight requests. */
+  /**
+   * Unregisters a worker, drops its cache entries from the index and its in-flight requests.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument; `ERR_CLOSED` after `close()`.
+   */
   removeWorker(workerId: WorkerId): void {
     this.open();
     const id = checkWorkerId(workerId);
@@ -179,25 +189,37 @@ export class KvRouter {
     return Array.isArray(opts) ? sources : sources[0];
   }
 
-  /** Applies one engine KV-event payload (see {@link KvIndex.applyEngineBatch}). */
+  /**
+   * Applies one engine KV-event payload (see {@link KvIndex.applyEngineBatch}).
+   * @throws {KvRouteError} `ERR_INVALID_EVENT` when the payload does not decode; `ERR_INVALID_ARG` for a bad argument; `ERR_CLOSED` after `close()`.
+   */
   applyEngineBatch(workerId: WorkerId, dpRank: number, payload: Uint8Array, opts?: ApplyEngineBatchOptions): BatchResult {
     this.open();
     return this.index.applyEngineBatch(workerId, dpRank, payload, opts);
   }
 
-  /** Feeds one KV event to the index (see {@link KvIndex.applyEvent}). */
+  /**
+   * Feeds one KV event to the index (see {@link KvIndex.applyEvent}).
+   * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed event (nothing applied); `ERR_CLOSED` after `close()`.
+   */
   applyEvent(event: RouterEvent | string): void {
     this.open();
     this.index.applyEvent(event);
   }
 
-  /** Feeds a batch of KV events to the index (see {@link KvIndex.applyEvents}). */
+  /**
+   * Feeds a batch of KV events to the index (see {@link KvIndex.applyEvents}).
+   * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed event (none of the batch applied); `ERR_CLOSED` after `close()`.
+   */
   applyEvents(events: Iterable<RouterEvent> | string): void {
     this.open();
     this.index.applyEvents(events);
   }
 
-  /** Resolves once every event given so far is visible to routing. */
+  /**
+   * Resolves once every event given so far is visible to routing.
+   * @throws {KvRouteError} (as a rejection) `ERR_CLOSED` after `close()`.
+   */
   flush(): Promise<void> {
     return this.index.flush();
   }
@@ -334,6 +356,7 @@ export class KvRouter {
    * Routes a request and books it on the chosen rank. Resolves at once unless queueing is on and
    * every candidate is busy (or others already wait); then it resolves when released by
    * `markPrefillCompleted` / `free` of other requests.
+   * @throws {KvRouteError} (as a rejection) `ERR_INVALID_ARG` for a bad argument (the request); `ERR_DUPLICATE_REQUEST` for an id in flight or waiting; `ERR_NO_WORKERS` when no (allowed) worker exists; `ERR_ABORTED` when its signal aborts or `free` cancels it while it waits; `ERR_CLOSED` after `close()`.
    */
   route(req: RouteRequest): Promise<RouteDecision> {
     try {
@@ -434,7 +457,10 @@ export class KvRouter {
     }
   }
 
-  /** What route() would weigh for each candidate, without booking anything. */
+  /**
+   * What route() would weigh for each candidate, without booking anything.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument; `ERR_NO_WORKERS`; `ERR_CLOSED` after `close()`.
+   */
   potentialLoads(req: RouteRequest): PotentialLoad[] {
     this.open();
     const p = this.prepare(req);
@@ -459,6 +485,7 @@ export class KvRouter {
    * The request's first token arrived: its prefill load ends, and its expiry lease is renewed.
    * Unknown ids are counted; after `close()` the call is a counted no-op (`callsAfterClose`), so
    * shutdown paths need no guard.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for a non-string id; unknown ids and calls after close are counted no-ops.
    */
   markPrefillCompleted(requestId: string): void {
     checkRequestId(requestId);
@@ -481,6 +508,7 @@ export class KvRouter {
    * The request is still making progress (for example, tokens keep streaming): renews its expiry
    * lease, so `requestExpirySecs` counts from now. Returns false for an unknown id; a counted
    * no-op after `close()`.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for a non-string id; unknown ids and calls after close are counted no-ops.
    */
   touch(requestId: string): boolean {
     checkRequestId(requestId);
@@ -498,6 +526,7 @@ export class KvRouter {
    * waiting in the queue is cancelled (its `route` rejects with `ERR_ABORTED`). Unknown ids are
    * counted; after `close()` it is a counted no-op (`callsAfterClose`), so a request's
    * `finally { router.free(id) }` is safe during shutdown.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for a non-string id; unknown ids and calls after close are counted no-ops.
    */
   free(requestId: string): void {
     checkRequestId(requestId);
@@ -544,7 +573,10 @@ export class KvRouter {
 
   // ---- report and shutdown -------------------------------------------------------------------
 
-  /** Counters, per-rank load and the index's stats. After `close()`: the counters, no load, and the index's stats at close. */
+  /**
+   * Counters, per-rank load and the index's stats. After `close()`: the counters, no load, and the index's stats at close.
+   * @throws nothing (after `close()` it reports the counters and the index's final stats).
+   */
   stats(): RouterStats {
     if (this.closed) {
       return withIdJson({
@@ -570,7 +602,10 @@ export class KvRouter {
     });
   }
 
-  /** Rejects waiting requests with `ERR_CLOSED` and closes the index. Idempotent. */
+  /**
+   * Rejects waiting requests with `ERR_CLOSED` and closes the index. Idempotent.
+   * @throws nothing; calling it again does nothing.
+   */
   close(): void {
     if (this.closed) return;
     this.finalIndexStats = this.index.stats();

@@ -8,10 +8,16 @@ import { KvRouteError } from '../errors.js';
 import { checkBlockSize, checkOptions, describe, nonNegativeNumber, positiveNumber } from '../validate.js';
 import type { CandidateScore, Selector } from './select.js';
 
-/** How waiting requests are ordered when every worker is busy. */
+/**
+ * How waiting requests are ordered when every worker is busy.
+ * @group Router
+ */
 export type QueuePolicy = 'fcfs' | 'lcfs' | 'wspt';
 
-/** Options of {@link KvRouter}. Only `blockSize` is required. */
+/**
+ * Options of {@link KvRouter}. Only `blockSize` is required.
+ * @group Router
+ */
 export interface KvRouterOptions {
   /** Tokens per KV block, as the engines use. */
   blockSize: number;

@@ -8,7 +8,10 @@
 import type { SeededRandom } from '../random.js';
 import type { RouteRequest } from './types.js';
 
-/** What routing weighed for one candidate. */
+/**
+ * What routing weighed for one candidate.
+ * @group Router
+ */
 export interface CandidateScore {
   /** The worker. */
   workerId: bigint;
@@ -26,7 +29,10 @@ export interface CandidateScore {
   cost: number;
 }
 
-/** A custom policy: returns the index of the chosen candidate. */
+/**
+ * A custom policy: returns the index of the chosen candidate.
+ * @group Router
+ */
 export type Selector = (candidates: readonly CandidateScore[], req: RouteRequest) => number;
 
 /**

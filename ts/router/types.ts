@@ -5,7 +5,10 @@
 import type { IndexStats, WorkerId } from '../kv-index.js';
 import type { CandidateScore } from './select.js';
 
-/** A worker's facts that routing uses; all optional. */
+/**
+ * A worker's facts that routing uses; all optional.
+ * @group Router
+ */
 export interface WorkerConfig {
   /** Data-parallel ranks of the worker. Default 1. */
   dataParallelSize?: number;
@@ -19,7 +22,10 @@ export interface WorkerConfig {
   maxNumSeqs?: number;
 }
 
-/** A worker (and optionally one of its ranks) a request must go to. */
+/**
+ * A worker (and optionally one of its ranks) a request must go to.
+ * @group Router
+ */
 export interface PinnedWorker {
   /** The worker. */
   workerId: WorkerId;
@@ -27,7 +33,10 @@ export interface PinnedWorker {
   dpRank?: number;
 }
 
-/** Per-request overrides of router options. */
+/**
+ * Per-request overrides of router options.
+ * @group Router
+ */
 export interface RouteOverrides {
   /** Replaces `overlapScoreWeight` for this request. */
   overlapScoreWeight?: number;
@@ -35,7 +44,10 @@ export interface RouteOverrides {
   routerTemperature?: number;
 }
 
-/** A request to route. */
+/**
+ * A request to route.
+ * @group Router
+ */
 export interface RouteRequest {
   /** Unique while the request is waiting or in flight. */
   requestId: string;
@@ -59,7 +71,10 @@ export interface RouteRequest {
   signal?: AbortSignal;
 }
 
-/** Where a request goes, and why. */
+/**
+ * Where a request goes, and why.
+ * @group Router
+ */
 export interface RouteDecision {
   /** The chosen worker. */
   workerId: bigint;
@@ -81,7 +96,10 @@ export interface RouteDecision {
   toJSON(): unknown;
 }
 
-/** What route() would weigh for one candidate, without booking. */
+/**
+ * What route() would weigh for one candidate, without booking.
+ * @group Router
+ */
 export interface PotentialLoad {
   /** The worker. */
   workerId: bigint;
@@ -95,7 +113,10 @@ export interface PotentialLoad {
   decodeBlocks: number;
 }
 
-/** One rank's current load. */
+/**
+ * One rank's current load.
+ * @group Router
+ */
 export interface RankLoad {
   /** The worker. */
   workerId: bigint;
@@ -109,7 +130,10 @@ export interface RankLoad {
   requests: number;
 }
 
-/** Router counters and load. */
+/**
+ * Router counters and load.
+ * @group Router
+ */
 export interface RouterStats {
   /** Registered workers. */
   workers: number;

@@ -7,7 +7,10 @@
  * @module
  */
 
-/** A worker's health as the gateway sees it. */
+/**
+ * A worker's health as the gateway sees it.
+ * @group Gateway
+ */
 export type WorkerHealthState = 'healthy' | 'suspect' | 'down';
 
 /** Why a call to a worker failed. */

@@ -23,7 +23,10 @@ import { openAiError, type ProxyContext, proxyCompletion } from './proxy.js';
 import { metrics } from './router-metrics.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
 
-/** Where a started gateway listens. */
+/**
+ * Where a started gateway listens.
+ * @group Gateway
+ */
 export interface GatewayAddress {
   /** The proxy's base URL. */
   url: string;
@@ -31,7 +34,10 @@ export interface GatewayAddress {
   adminUrl: string;
 }
 
-/** A gateway: Fastify apps over one router. */
+/**
+ * A gateway: Fastify apps over one router.
+ * @group Gateway
+ */
 export interface Gateway {
   /** The proxy's Fastify instance (with the admin API too unless `admin` is set): mount or `inject` it. */
   readonly app: FastifyInstance;
@@ -43,15 +49,27 @@ export interface Gateway {
   readonly router: KvRouter;
   /** The registry `/metrics` serves (router, index, event sources, gateway). */
   readonly registry: Registry;
-  /** Starts listening (port 0: any free port). */
+  /**
+   * Starts listening (port 0: any free port).
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument when the port cannot be bound (in use, no permission).
+   */
   listen(opts?: { port?: number; host?: string }): Promise<GatewayAddress>;
-  /** Adds a worker at run time (as `POST /admin/workers` does). */
+  /**
+   * Adds a worker at run time (as `POST /admin/workers` does).
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (the message names the key; an id already registered); `ERR_CLOSED` after `close()`.
+   */
   addWorker(worker: GatewayWorker): void;
-  /** Removes a worker; false when it was not registered. */
+  /**
+   * Removes a worker; false when it was not registered.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for a malformed id.
+   */
   removeWorker(id: GatewayWorker['id']): Promise<boolean>;
   /** The workers with their health, as `GET /admin/workers` lists them. */
   workers(): Record<string, unknown>[];
-  /** Stops accepting requests, lets in-flight ones finish, then closes the router. Idempotent. */
+  /**
+   * Stops accepting requests, lets in-flight ones finish, then closes the router. Idempotent.
+   * @throws nothing; calling it again returns the same promise.
+   */
   close(): Promise<void>;
 }
 
@@ -114,6 +132,7 @@ function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet): PromptTokenizer
  * ```
  * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad option (the message names the key) or an
  * unreadable tokenizer; `ERR_DEPENDENCY_MISSING` on the JS backend without `zeromq`/`msgpackr`.
+ * @group Gateway
  */
 export function createGateway(opts: GatewayOptions): Gateway {
   const o = resolveGatewayOptions(opts);

@@ -12,7 +12,10 @@ import type { WorkerId } from '../kv-index.js';
 import type { KvRouterOptions } from '../router/options.js';
 import { describe } from '../validate.js';
 
-/** One worker behind the gateway. */
+/**
+ * One worker behind the gateway.
+ * @group Gateway
+ */
 export interface GatewayWorker {
   /** The worker's id in the router (a u64: number, bigint, or decimal string in a config file). */
   id: WorkerId | string;
@@ -30,7 +33,10 @@ export interface GatewayWorker {
   weight?: number;
 }
 
-/** How prompts become token ids: `'engine'`, the path of a `tokenizer.json`, or a path with a chat template. */
+/**
+ * How prompts become token ids: `'engine'`, the path of a `tokenizer.json`, or a path with a chat template.
+ * @group Gateway
+ */
 export type TokenizerOption =
   | 'engine'
   | (string & {})
@@ -41,7 +47,10 @@ export type TokenizerOption =
       chatTemplate?: string;
     };
 
-/** Active and passive health checking, and the circuit breaker per worker. */
+/**
+ * Active and passive health checking, and the circuit breaker per worker.
+ * @group Gateway
+ */
 export interface HealthOptions {
   /** Interval of `GET /health` probes, ms; 0 turns active probes off. Default 2000. */
   intervalMs?: number;
@@ -53,7 +62,10 @@ export interface HealthOptions {
   recoveryThreshold?: number;
 }
 
-/** Forwarding limits. */
+/**
+ * Forwarding limits.
+ * @group Gateway
+ */
 export interface UpstreamOptions {
   /** Retries on another worker when one fails before its first byte. Default 2. */
   retries?: number;
@@ -65,7 +77,10 @@ export interface UpstreamOptions {
   connections?: number;
 }
 
-/** Admission when every worker is busy (needs `router.routerQueueThreshold`). */
+/**
+ * Admission when every worker is busy (needs `router.routerQueueThreshold`).
+ * @group Gateway
+ */
 export interface QueueOptions {
   /** Requests waiting in the router's queue before new ones get 429. Default 1024. */
   maxQueued?: number;
@@ -75,7 +90,10 @@ export interface QueueOptions {
   retryAfterSecs?: number;
 }
 
-/** Access control. Tokens are compared in constant time. */
+/**
+ * Access control. Tokens are compared in constant time.
+ * @group Gateway
+ */
 export interface AuthOptions {
   /** Bearer keys the proxy (`/v1/*`) accepts; empty or omitted: no key needed. */
   apiKeys?: readonly string[];
@@ -83,7 +101,10 @@ export interface AuthOptions {
   adminToken?: string;
 }
 
-/** A separate listener for the admin and indexer API and `/metrics`. */
+/**
+ * A separate listener for the admin and indexer API and `/metrics`.
+ * @group Gateway
+ */
 export interface AdminListenOptions {
   /** Port (0: any free one). */
   port: number;
@@ -91,7 +112,10 @@ export interface AdminListenOptions {
   host?: string;
 }
 
-/** TLS of the proxy listener. */
+/**
+ * TLS of the proxy listener.
+ * @group Gateway
+ */
 export interface TlsOptions {
   /** PEM certificate chain. */
   cert: string | Buffer;
@@ -99,7 +123,10 @@ export interface TlsOptions {
   key: string | Buffer;
 }
 
-/** Options of {@link createGateway}. Only `blockSize` is required. */
+/**
+ * Options of {@link createGateway}. Only `blockSize` is required.
+ * @group Gateway
+ */
 export interface GatewayOptions {
   /** Tokens per KV block, as the engines use. */
   blockSize: number;

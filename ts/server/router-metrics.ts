@@ -30,7 +30,11 @@ interface Snapshot {
 
 const STATES = ['connecting', 'active', 'recovering', 'resyncing', 'failed'];
 
-/** Metrics of one router, registered on `registry` (a new one when omitted), which is returned. */
+/**
+ * Metrics of one router, registered on `registry` (a new one when omitted), which is returned.
+ * @group Gateway
+ * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument when `router` is not a KvRouter or `registry` not a prom-client Registry (this package's copy).
+ */
 export function metrics(router: KvRouter, registry: Registry = new Registry()): Registry {
   if (!(router instanceof KvRouter)) throw new KvRouteError('ERR_INVALID_ARG', 'metrics(router) needs a KvRouter');
   if (!(registry instanceof Registry))
