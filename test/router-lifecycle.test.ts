@@ -10,6 +10,7 @@ import {
 } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { expectKvError } from './helpers/errors.js';
+import { stored } from './helpers/events.js';
 
 const BS = 4;
 const tokens = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
@@ -140,5 +141,54 @@ describe.each(BACKENDS)('limits and large inputs (%s)', (backend) => {
       code: 'ERR_INVALID_ARG',
     });
     r.close();
+  });
+});
+
+describe.each(BACKENDS)('back-pressure and closing with a queue (%s)', (backend) => {
+  /** One worker's chains: `chains` Stored events of `blocks` blocks each (about 100k blocks per call). */
+  const batch = (worker: number, chains: number, blocks: number) =>
+    Array.from({ length: chains }, (_, c) =>
+      stored(
+        worker,
+        Array.from({ length: blocks }, (_, b) => BigInt(c * blocks + b + 1)),
+      ),
+    );
+
+  test('pending() counts queued operations; applyEvents returns false at the high-water mark', async () => {
+    const index = new KvIndex({ blockSize: BS, backend, highWaterMark: 1, writerThreads: 1 });
+    const below = index.applyEvents(batch(1, 100, 1000));
+    if (backend === 'native') {
+      // The writer is still applying 100k blocks: one operation queued, at the mark of 1.
+      expect(below).toBe(false);
+    } else {
+      // The JS backend applies on this thread: nothing is ever queued.
+      expect(below).toBe(true);
+      expect(index.pending()).toBe(0);
+    }
+    await index.flush();
+    expect(index.pending()).toBe(0);
+    // Well below the default mark of 4096 operations.
+    const roomy = new KvIndex({ blockSize: BS, backend });
+    expect(roomy.applyEvent(stored(2, [1n]))).toBe(true);
+    roomy.close();
+    expectKvError(() => new KvIndex({ blockSize: BS, backend, highWaterMark: 0 }), 'ERR_INVALID_ARG', /highWaterMark/);
+    index.close();
+    expectKvError(() => index.pending(), 'ERR_CLOSED', /closed/);
+  });
+
+  test('closeAsync() lets the event loop run while the queue drains, and the final stats hold everything', async () => {
+    const router = new KvRouter({ blockSize: BS, backend, writerThreads: 1 });
+    router.addWorker(1);
+    for (let i = 0; i < 5; i++) router.applyEvents(batch(1, 100, 1000).map((e, c) => ({ ...e, worker_id: 1 + ((i * 100 + c) % 7) })));
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    const waiting = router.route({ requestId: 'w', tokens: tokens(0, 8), pinnedWorker: { workerId: 99 } }).catch((e) => e);
+    await router.closeAsync();
+    clearInterval(timer);
+    expect((await waiting).code).toBe('ERR_INVALID_ARG');
+    expect(router.stats().index.blocks).toBe(500_000);
+    if (backend === 'native') expect(ticks).toBeGreaterThan(0);
+    await router.closeAsync();
+    router.close();
   });
 });

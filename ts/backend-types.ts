@@ -69,6 +69,8 @@ export interface IndexBackend {
   flushSync(): void;
   dump(): { meta: Uint32Array; words: BigUint64Array };
   stats(): RawIndexStats;
+  /** Operations queued and not applied yet (always 0 where applying is synchronous). */
+  pending(): number;
   close(): void;
   /** Engine-event ingestion into this index (created on first use with the index's block size). */
   ingest(blockSize: number): IngestBackend;

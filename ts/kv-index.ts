@@ -57,6 +57,12 @@ export interface KvIndexOptions {
   approximate?: ApproximateOptions;
   /** Clock in milliseconds, for prediction TTLs. Default `Date.now`. */
   now?: () => number;
+  /**
+   * Back-pressure: `applyEvent(s)` returns false once this many operations (one per call) are
+   * queued and not applied yet, as a stream's `write` does; wait for `flush()` before sending
+   * more. Nothing is refused: the queue is the caller's to bound. Default 4096.
+   */
+  highWaterMark?: number;
 }
 
 /**
@@ -167,7 +173,7 @@ export interface IndexStats {
   expiredBlocks: number;
 }
 
-const INDEX_OPTIONS = ['blockSize', 'backend', 'writerThreads', 'approximate', 'now'] as const;
+const INDEX_OPTIONS = ['blockSize', 'backend', 'writerThreads', 'approximate', 'now', 'highWaterMark'] as const;
 const REQUEST_OPTIONS = ['loraName', 'cacheNamespace', 'eagle', 'mmHashes'] as const;
 const U32_MAX = 0xffffffff;
 
@@ -208,6 +214,7 @@ export class KvIndex {
   private readonly inner: IndexBackend;
   private readonly now: () => number;
   private readonly ttlMs: number | undefined;
+  private readonly highWaterMark: number;
   private closed = false;
   /** Valid events left out as a cache owner's (counted in `stats().skipped`). */
   private cacheOwnerEvents = 0;
@@ -228,6 +235,11 @@ export class KvIndex {
       throw new KvRouteError('ERR_INVALID_ARG', `opts.now must be a function returning milliseconds, got ${describe(o.now)}`);
     }
     this.now = (o.now as (() => number) | undefined) ?? Date.now;
+    const hwm = o.highWaterMark ?? 4096;
+    if (typeof hwm !== 'number' || !Number.isSafeInteger(hwm) || hwm < 1) {
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.highWaterMark must be a positive integer, got ${describe(hwm)}`);
+    }
+    this.highWaterMark = hwm;
     if (o.approximate !== undefined) {
       const a = checkOptions(o.approximate, 'opts.approximate', ['ttlMs']);
       if (typeof a.ttlMs !== 'number' || !Number.isFinite(a.ttlMs) || a.ttlMs <= 0) {
@@ -268,22 +280,25 @@ export class KvIndex {
 
   /**
    * Validates one event (an object or its JSON text) now; applies it in the background.
+   * Returns false when the queue has reached `highWaterMark` (see {@link KvIndex.pending}).
    * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed event (nothing applied); `ERR_CLOSED` after `close()`.
    */
-  applyEvent(event: RouterEvent | string): void {
+  applyEvent(event: RouterEvent | string): boolean {
     this.open();
     const value = typeof event === 'string' ? parseJsonLossless(event) : event;
     const packed = packEvents([value], () => 'event');
     this.cacheOwnerEvents += packed.cacheOwnerEvents;
     if (packed.meta.length > 0) this.inner.applyPacked(packed.meta, packed.words, this.clock());
+    return this.inner.pending() < this.highWaterMark;
   }
 
   /**
    * Validates a batch (objects, or JSON text: an array or NDJSON) now; applies it in the
-   * background. All or nothing: one invalid event rejects the whole batch.
+   * background. All or nothing: one invalid event rejects the whole batch. Returns false when the
+   * queue has reached `highWaterMark`.
    * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed event anywhere in the batch (none of it applied); `ERR_CLOSED` after `close()`.
    */
-  applyEvents(events: Iterable<RouterEvent> | string): void {
+  applyEvents(events: Iterable<RouterEvent> | string): boolean {
     this.open();
     let packed: ReturnType<typeof packEvents>;
     if (typeof events === 'string') {
@@ -296,6 +311,17 @@ export class KvIndex {
     }
     this.cacheOwnerEvents += packed.cacheOwnerEvents;
     if (packed.meta.length > 0) this.inner.applyPacked(packed.meta, packed.words, this.clock());
+    return this.inner.pending() < this.highWaterMark;
+  }
+
+  /**
+   * Operations accepted and not applied yet: one per `applyEvent(s)` call, worker removal or
+   * prediction (always 0 on the JS backend, which applies on the caller's thread). Cheap.
+   * @throws {KvRouteError} `ERR_CLOSED` after `close()`.
+   */
+  pending(): number {
+    this.open();
+    return this.inner.pending();
   }
 
   /**
@@ -486,7 +512,26 @@ export class KvIndex {
   }
 
   /**
-   * Stops background work and engine sources. Idempotent; other calls throw `ERR_CLOSED` afterwards.
+   * Applies what is queued without blocking the event loop (the writer threads drain it while
+   * JavaScript runs on), then closes. Prefer it to `close()` with a large queue.
+   * @throws nothing; calling it again, or after `close()`, resolves at once.
+   */
+  async closeAsync(): Promise<void> {
+    if (this.closed) return;
+    for (const source of [...this.sources.values()]) source.close();
+    try {
+      await this.inner.flush();
+    } finally {
+      this.close();
+    }
+  }
+
+  /**
+   * Stops background work and engine sources. Idempotent; other calls throw `ERR_CLOSED`
+   * afterwards. On the native backend it first applies what is still queued, on this thread:
+   * with a large queue that blocks the event loop (use {@link KvIndex.closeAsync}). A process
+   * that exits without closing drops the queue: the index lives in memory and is rebuilt from
+   * the engines.
    * @throws nothing; calling it again does nothing.
    */
   close(): void {

@@ -50,6 +50,7 @@ export function nativeIndex(binding: NativeBinding, writerThreads: number): Inde
     flushSync: () => callNative(() => inner.flushBlocking()),
     dump: () => callNative(() => inner.dump()),
     stats: (): RawIndexStats => callNative(() => inner.stats()),
+    pending: () => callNative(() => inner.pending()),
     close: () => callNative(() => inner.close()),
     ingest(blockSize) {
       ingest ??= nativeIngest(binding, inner, blockSize);

@@ -18,7 +18,8 @@ import { describe } from '../validate.js';
 import { type KvRouterOptions, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
 import { type Waiter, WaitQueue } from './queue.js';
 import { checkRequestId, type Prepared, prepareRequest } from './request.js';
-import { type CandidateScore, chooseCandidate } from './select.js';
+import { type CandidateScore, chooseCandidate, costsFromFigures } from './select.js';
+import { Sweeper } from './sweeper.js';
 import type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './types.js';
 import { type Candidates, resolveWorker, WorkerRegistry } from './workers.js';
 
@@ -81,12 +82,14 @@ export class KvRouter {
   };
   /** The index's stats when the router closed (what `stats()` reports afterwards). */
   private finalIndexStats: IndexStats | undefined;
-  /**
-   * While requests wait, a wall-clock timer sweeps expiry every second, so waiters behind
-   * requests that are never freed are released even when no other call comes (unref'd: it never
-   * keeps the process alive).
-   */
-  private sweeper: NodeJS.Timeout | undefined;
+  /** The expiry sweep while requests wait (see sweeper.ts). */
+  private readonly sweeper = new Sweeper(
+    () => !this.closed && this.queue.length > 0,
+    () => {
+      this.expire(true);
+      this.drain();
+    },
+  );
 
   constructor(opts: KvRouterOptions) {
     this.opts = resolveRouterOptions(opts);
@@ -202,18 +205,18 @@ export class KvRouter {
    * Feeds one KV event to the index (see {@link KvIndex.applyEvent}).
    * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed event (nothing applied); `ERR_CLOSED` after `close()`.
    */
-  applyEvent(event: RouterEvent | string): void {
+  applyEvent(event: RouterEvent | string): boolean {
     this.open();
-    this.index.applyEvent(event);
+    return this.index.applyEvent(event);
   }
 
   /**
    * Feeds a batch of KV events to the index (see {@link KvIndex.applyEvents}).
    * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed event (none of the batch applied); `ERR_CLOSED` after `close()`.
    */
-  applyEvents(events: Iterable<RouterEvent> | string): void {
+  applyEvents(events: Iterable<RouterEvent> | string): boolean {
     this.open();
-    this.index.applyEvents(events);
+    return this.index.applyEvents(events);
   }
 
   /**
@@ -232,23 +235,7 @@ export class KvRouter {
 
   /** The candidates of a request: every rank of its allowed workers, or its pinned rank(s). */
   private candidatesFor(p: Prepared): Candidates {
-    if (p.pinned) {
-      const w = this.workers.get(p.pinned.workerId);
-      if (!w || (p.allowed && !p.allowed.has(w.id)))
-        throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${p.pinned.workerId} is not registered or not allowed`);
-      const all = this.workers.candidates(new Set([w.id]));
-      if (p.pinned.dpRank === undefined) return all;
-      const i = all.ranks.indexOf(p.pinned.dpRank);
-      if (i < 0) throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${w.id} has no dp rank ${p.pinned.dpRank}`);
-      return { workers: all.workers.subarray(i, i + 1), ranks: all.ranks.subarray(i, i + 1) };
-    }
-    const c = this.workers.candidates(p.allowed);
-    if (c.ranks.length === 0)
-      throw new KvRouteError(
-        'ERR_NO_WORKERS',
-        this.workers.size === 0 ? 'no workers are registered' : 'none of the allowed workers is registered',
-      );
-    return c;
+    return this.workers.forRequest(p.pinned, p.allowed);
   }
 
   /** One backend call: hashes, overlap and load of every candidate; then the costs in TS. */
@@ -272,23 +259,7 @@ export class KvRouter {
       o.assumeKvReuse,
       f,
     );
-    const isl = p.tokens.length;
-    const scores: CandidateScore[] = new Array(n);
-    for (let i = 0; i < n; i++) {
-      const k = CANDIDATE_FIGURES * i;
-      const overlap = f[k];
-      const prefillTokens = f[k + 2] + (o.trackPrefillTokens ? Math.max(0, isl - overlap * o.blockSize) : 0);
-      const decodeBlocks = f[k + 3] + (o.trackActiveBlocks ? f[k + 4] : 0);
-      scores[i] = {
-        workerId: c.workers[i],
-        dpRank: c.ranks[i],
-        overlap,
-        prefillTokens,
-        decodeBlocks,
-        treeSize: f[k + 1],
-        cost: (p.weight * prefillTokens) / o.blockSize + decodeBlocks,
-      };
-    }
+    const scores = costsFromFigures(f, c, p, o);
     return { scores, blocks };
   }
 
@@ -391,7 +362,7 @@ export class KvRouter {
       const waiter = this.queue.push(pending, p.priority, this.queue.score(p.tokens.length, best, p.priority));
       this.waiting.set(p.req.requestId, waiter);
       this.counts.queuedTotal++;
-      this.armSweeper();
+      this.sweeper.arm();
       const signal = p.req.signal;
       if (signal) {
         pending.onAbort = () =>
@@ -414,21 +385,6 @@ export class KvRouter {
 
   private settle(pending: Pending): void {
     if (pending.onAbort) pending.prepared.req.signal?.removeEventListener('abort', pending.onAbort);
-  }
-
-  private armSweeper(): void {
-    if (this.sweeper) return;
-    this.sweeper = setInterval(() => {
-      if (this.closed || this.queue.length === 0) return this.disarmSweeper();
-      this.expire(true);
-      this.drain();
-    }, 1000);
-    this.sweeper.unref();
-  }
-
-  private disarmSweeper(): void {
-    if (this.sweeper) clearInterval(this.sweeper);
-    this.sweeper = undefined;
   }
 
   /** Releases waiting requests, in queue order, while their candidates are not all busy. */
@@ -603,19 +559,40 @@ export class KvRouter {
   }
 
   /**
-   * Rejects waiting requests with `ERR_CLOSED` and closes the index. Idempotent.
+   * Rejects waiting requests with `ERR_CLOSED` and closes the index (see {@link KvIndex.close}:
+   * a large event queue is applied first, on this thread). Idempotent.
    * @throws nothing; calling it again does nothing.
    */
   close(): void {
     if (this.closed) return;
+    this.stop();
     this.finalIndexStats = this.index.stats();
+    this.index.close();
+  }
+
+  /**
+   * `close()` without blocking the event loop: waiters are rejected at once, then the index
+   * applies its queue on its own threads and closes.
+   * @throws nothing; calling it again resolves at once.
+   */
+  async closeAsync(): Promise<void> {
+    if (this.closed) return;
+    this.stop();
+    try {
+      await this.index.flush();
+    } finally {
+      this.finalIndexStats = this.index.stats();
+      await this.index.closeAsync();
+    }
+  }
+
+  private stop(): void {
     this.closed = true;
-    this.disarmSweeper();
+    this.sweeper.disarm();
     for (const w of this.queue.drain()) {
       this.settle(w.item);
       w.item.reject(new KvRouteError('ERR_CLOSED', `the router closed while request ${w.item.prepared.req.requestId} waited`));
     }
     this.waiting.clear();
-    this.index.close();
   }
 }

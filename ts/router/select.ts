@@ -5,6 +5,7 @@
  * active blocks plus this request's blocks not already active there (Dynamo's classic cost).
  */
 
+import { CANDIDATE_FIGURES } from '../backend-types.js';
 import type { SeededRandom } from '../random.js';
 import type { RouteRequest } from './types.js';
 
@@ -65,4 +66,36 @@ export function chooseCandidate(candidates: readonly CandidateScore[], temperatu
     if (u < 0) return i;
   }
   return weights.length - 1;
+}
+
+/**
+ * The candidates' figures (overlap, tree size, active prefill tokens, active blocks, new blocks;
+ * `CANDIDATE_FIGURES` per candidate, as the router core fills them) turned into scores and costs.
+ * @internal
+ */
+export function costsFromFigures(
+  f: Float64Array,
+  c: { workers: BigUint64Array; ranks: Uint32Array },
+  p: { tokens: Uint32Array; weight: number },
+  o: { blockSize: number; trackPrefillTokens: boolean; trackActiveBlocks: boolean },
+): CandidateScore[] {
+  const n = c.ranks.length;
+  const isl = p.tokens.length;
+  const scores: CandidateScore[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const k = CANDIDATE_FIGURES * i;
+    const overlap = f[k];
+    const prefillTokens = f[k + 2] + (o.trackPrefillTokens ? Math.max(0, isl - overlap * o.blockSize) : 0);
+    const decodeBlocks = f[k + 3] + (o.trackActiveBlocks ? f[k + 4] : 0);
+    scores[i] = {
+      workerId: c.workers[i],
+      dpRank: c.ranks[i],
+      overlap,
+      prefillTokens,
+      decodeBlocks,
+      treeSize: f[k + 1],
+      cost: (p.weight * prefillTokens) / o.blockSize + decodeBlocks,
+    };
+  }
+  return scores;
 }

@@ -101,6 +101,27 @@ export class WorkerRegistry {
     if (!ids) this.all = out;
     return out;
   }
+
+  /**
+   * The candidates of one request: the pinned worker (and rank), or every registered rank of
+   * the allowed workers.
+   */
+  forRequest(pinned: { workerId: bigint; dpRank: number | undefined } | undefined, allowed: Set<bigint> | undefined): Candidates {
+    if (pinned) {
+      const w = this.get(pinned.workerId);
+      if (!w || (allowed && !allowed.has(w.id)))
+        throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${pinned.workerId} is not registered or not allowed`);
+      const all = this.candidates(new Set([w.id]));
+      if (pinned.dpRank === undefined) return all;
+      const i = all.ranks.indexOf(pinned.dpRank);
+      if (i < 0) throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${w.id} has no dp rank ${pinned.dpRank}`);
+      return { workers: all.workers.subarray(i, i + 1), ranks: all.ranks.subarray(i, i + 1) };
+    }
+    const c = this.candidates(allowed);
+    if (c.ranks.length === 0)
+      throw new KvRouteError('ERR_NO_WORKERS', this.size === 0 ? 'no workers are registered' : 'none of the allowed workers is registered');
+    return c;
+  }
 }
 
 export function workerIdSet(ids: unknown, name: string): Set<bigint> {

@@ -170,6 +170,12 @@ impl NativeKvIndex {
         })
     }
 
+    /// Ops queued and not applied yet.
+    #[napi]
+    pub fn pending(&self) -> Result<f64, &'static str> {
+        guard(|| Ok(self.inner.pending().map_err(to_node_error)? as f64))
+    }
+
     #[napi]
     pub fn close(&self) -> Result<(), &'static str> {
         guard(|| {

@@ -261,6 +261,11 @@ export class JsIndex implements IndexBackend {
 
   flushSync(): void {}
 
+  /** Events apply on the caller's thread, so nothing is ever queued. */
+  pending(): number {
+    return 0;
+  }
+
   dump(): { meta: Uint32Array; words: BigUint64Array } {
     const w = new PackedWriter();
     for (const rank of [...this.ranks.values()].sort(compareRanks)) dumpRank(rank, this.root, w);

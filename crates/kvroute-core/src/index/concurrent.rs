@@ -231,9 +231,19 @@ impl KvIndex {
         let mut stats = self.shared.tree.read().stats();
         // Both copies count.
         stats.memory_bytes *= 2;
+        Ok((stats, self.queued_ops()))
+    }
+
+    /// Ops accepted and not applied yet (one per `apply_events` call, removal or prediction):
+    /// cheap, for callers that pace themselves against a high-water mark.
+    pub fn pending(&self) -> Result<u64, KvError> {
+        self.ensure_open()?;
+        Ok(self.queued_ops())
+    }
+
+    fn queued_ops(&self) -> u64 {
         let applied = self.shared.applied.lock().clone();
-        let pending = self.shared.enqueued.iter().zip(applied).map(|(e, a)| e.load(Ordering::Acquire) - a).sum();
-        Ok((stats, pending))
+        self.shared.enqueued.iter().zip(applied).map(|(e, a)| e.load(Ordering::Acquire) - a).sum()
     }
 
     /// Stops the writers. Idempotent; every other call fails with `ERR_CLOSED` afterwards.
