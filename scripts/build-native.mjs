@@ -38,7 +38,7 @@ function baselineToolchain() {
   try {
     tarball = createRequire(import.meta.url)('@napi-rs/cross-toolchain-x64-target-x86_64').toolchainPath;
   } catch {
-    console.warn('kvroute: the glibc 2.17 toolchain package is not installed; linking against this machine\'s glibc.');
+    console.warn("kvroute: the glibc 2.17 toolchain package is not installed; linking against this machine's glibc.");
     return undefined;
   }
   const dir = resolve('target', 'glibc-2.17-toolchain');
