@@ -18,7 +18,14 @@ import { bearerGuard } from './auth.js';
 import { describeError, Fleet, failureKind } from './fleet.js';
 import { GatewayMetrics } from './gateway-metrics.js';
 import { indexerRoutes } from './indexer-api.js';
-import { type GatewayOptions, type GatewayWorker, type ResolvedGatewayOptions, resolveGatewayOptions, resolveWorker } from './options.js';
+import {
+  type GatewayOptions,
+  type GatewayWorker,
+  parseWorkerIdValue,
+  type ResolvedGatewayOptions,
+  resolveGatewayOptions,
+  resolveWorker,
+} from './options.js';
 import { openAiError, type ProxyContext, proxyCompletion } from './proxy.js';
 import { metrics } from './router-metrics.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
@@ -240,9 +247,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
       gm.setHealth(spec.id, 'healthy');
     },
     async removeWorker(id) {
-      const spec = resolveWorker({ id, url: 'http://127.0.0.1' }, 'worker');
-      gm.setHealth(spec.id, undefined);
-      return fleet.remove(spec.id);
+      const workerId = parseWorkerIdValue(id, 'id');
+      gm.setHealth(workerId, undefined);
+      return fleet.remove(workerId);
     },
     workers: () => fleet.list().map((m) => describeWorker(m, fleet)),
     close() {

@@ -5,11 +5,11 @@
  * @module
  */
 
-import type { ChatMessage } from '../mock-worker/tokenizer.js';
+import { BadRequest, checkMessages } from '../mock-worker/openai.js';
 import type { PromptInput } from './tokenize.js';
 
-/** A request the gateway cannot read: answered 400 in OpenAI's error shape. */
-export class BadRequest extends Error {}
+// The mock worker's reading of `messages` is OpenAI's; its BadRequest is answered 400 here too.
+export { BadRequest } from '../mock-worker/openai.js';
 
 export interface ReadRequest {
   input: PromptInput;
@@ -20,17 +20,6 @@ export interface ReadRequest {
   forward: string;
 }
 
-function messages(v: unknown): ChatMessage[] {
-  if (!Array.isArray(v) || v.length === 0) throw new BadRequest('messages must be a non-empty array');
-  for (const [i, m] of v.entries()) {
-    if (m === null || typeof m !== 'object' || typeof m.role !== 'string') throw new BadRequest(`messages[${i}].role must be a string`);
-    const ok =
-      typeof m.content === 'string' || (Array.isArray(m.content) && m.content.every((p: unknown) => p !== null && typeof p === 'object'));
-    if (!ok) throw new BadRequest(`messages[${i}].content must be a string or a list of parts`);
-  }
-  return v as ChatMessage[];
-}
-
 function tokenIds(v: unknown): v is number[] {
   return Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32);
 }
@@ -39,7 +28,7 @@ export function readRequest(body: unknown, chat: boolean): ReadRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
   let input: PromptInput;
-  if (chat) input = { kind: 'chat', messages: messages(b.messages) };
+  if (chat) input = { kind: 'chat', messages: checkMessages(b.messages) };
   else if (typeof b.prompt === 'string' && b.prompt.length > 0) input = { kind: 'text', text: b.prompt };
   else if (tokenIds(b.prompt)) input = { kind: 'ids', ids: b.prompt };
   else if (Array.isArray(b.prompt) && b.prompt.length > 1)
