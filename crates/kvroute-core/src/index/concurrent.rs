@@ -1,10 +1,14 @@
 //! [`KvIndex`]: the tree, readable without waiting, fed by background writer threads.
 //!
 //! Callers enqueue events and return at once; each worker id is pinned to one writer thread (round
-//! robin on first sight), so one worker's events apply in order. The tree is kept twice,
-//! left-right style (see `lock.rs`): reads run on the caller's thread on the published copy and
-//! never wait, not even for a writer; each event becomes visible whole, so a read always sees a
-//! state the ranks held at some instant.
+//! robin on first sight), so one worker's events apply in order. Each writer owns a **shard**: its
+//! own tree holding only its workers' ranks, so writers never share a lock and ingest scales with
+//! writer threads (see the design notes in [`crate::index`]). Each shard is kept twice,
+//! left-right style (see `lock.rs`): reads run on the caller's thread on the published copies and
+//! never wait, not even for a writer. A read visits every shard and merges their scores; ranks are
+//! disjoint across shards, so the merge is a concatenation. Each batch of events a writer takes
+//! from its queue becomes visible whole, so a read always sees, for each worker, a state that
+//! worker held at some instant.
 
 use super::event::{Rank, RouterEvent, WorkerId};
 use super::lock::LeftRight;
@@ -19,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// Upper bound on writer threads: more cannot help, since writers share one lock.
+/// Upper bound on writer threads (each owns a shard that every read visits).
 pub const MAX_WRITER_THREADS: usize = 64;
 
 enum Op {
@@ -30,8 +34,8 @@ enum Op {
 }
 
 struct Shared {
-    /// Two copies of the tree: reads never wait (see `lock.rs`).
-    tree: LeftRight<Tree>,
+    /// One shard per writer, each kept twice: reads never wait (see `lock.rs`).
+    shards: Vec<LeftRight<Tree>>,
     /// Ops enqueued per writer; compared with `applied` by `flush`.
     enqueued: Vec<AtomicU64>,
     applied: Mutex<Vec<u64>>,
@@ -57,7 +61,7 @@ impl KvIndex {
             )));
         }
         let shared = Arc::new(Shared {
-            tree: LeftRight::new(Tree::new(), Tree::new()),
+            shards: (0..writer_threads).map(|_| LeftRight::new(Tree::new(), Tree::new())).collect(),
             enqueued: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
             applied: Mutex::new(vec![0; writer_threads]),
             progress: Condvar::new(),
@@ -75,7 +79,7 @@ impl KvIndex {
                         if matches!(op, Op::Stop) {
                             break;
                         }
-                        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| apply(&shared.tree, op))) {
+                        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| apply(&shared.shards[id], op))) {
                             let detail = panic_message(payload.as_ref());
                             shared.failure.lock().get_or_insert(detail);
                         }
@@ -204,34 +208,67 @@ impl KvIndex {
 
     pub fn find_matches(&self, query: &[u64], now_ms: f64) -> Result<Vec<MatchScore>, KvError> {
         self.ensure_open()?;
-        Ok(self.shared.tree.read().find_matches(query, now_ms))
+        Ok(self.matches(query, now_ms))
     }
 
-    /// For each candidate rank: (leading blocks of `query` it holds, blocks it holds in total),
-    /// from one consistent state.
+    /// Every shard's scores, in the tree's order (blocks descending, then rank).
+    fn matches(&self, query: &[u64], now_ms: f64) -> Vec<MatchScore> {
+        if let [only] = self.shared.shards.as_slice() {
+            return only.read().find_matches(query, now_ms);
+        }
+        let mut out = Vec::new();
+        for shard in &self.shared.shards {
+            out.extend(shard.read().find_matches(query, now_ms));
+        }
+        out.sort_unstable_by(|a, b| b.blocks.cmp(&a.blocks).then(a.rank.cmp(&b.rank)));
+        out
+    }
+
+    /// For each candidate rank: (leading blocks of `query` it holds, blocks it holds in total).
+    /// Each rank's pair comes from one consistent state of its shard.
     pub fn overlaps(&self, query: &[u64], now_ms: f64, candidates: &[Rank]) -> Result<Vec<(u32, u32)>, KvError> {
         self.ensure_open()?;
-        let tree = self.shared.tree.read();
         let scores: rustc_hash::FxHashMap<Rank, (u32, u32)> =
-            tree.find_matches(query, now_ms).into_iter().map(|s| (s.rank, (s.blocks, s.tree_size))).collect();
+            self.matches(query, now_ms).into_iter().map(|s| (s.rank, (s.blocks, s.tree_size))).collect();
         Ok(candidates
             .iter()
-            .map(|rank| scores.get(rank).copied().unwrap_or((0, tree.tree_size(*rank) as u32)))
+            .map(|rank| match scores.get(rank) {
+                Some(pair) => *pair,
+                None => (0, self.shared.shards.iter().map(|s| s.read().tree_size(*rank) as u32).sum()),
+            })
             .collect())
     }
 
+    /// Every rank's blocks as Stored events, ranks in order.
     pub fn dump(&self) -> Result<Vec<DumpedStore>, KvError> {
         self.ensure_open()?;
-        Ok(self.shared.tree.read().dump())
+        let mut out = Vec::new();
+        for shard in &self.shared.shards {
+            out.extend(shard.read().dump());
+        }
+        // Stable: each rank's events keep their parent-first order.
+        out.sort_by_key(|d| d.rank);
+        Ok(out)
     }
 
-    /// Stats, plus the number of ops still queued.
+    /// Stats summed over the shards (both copies counted in `memory_bytes`), plus the number of
+    /// ops still queued. Shards share no ranks, so rank, worker and block counts add up; a prefix
+    /// that ranks of two shards hold counts once per shard in `tree_nodes` and `tree_blocks`.
     pub fn stats(&self) -> Result<(IndexStats, u64), KvError> {
         self.ensure_open()?;
-        let mut stats = self.shared.tree.read().stats();
-        // Both copies count.
-        stats.memory_bytes *= 2;
-        Ok((stats, self.queued_ops()))
+        let mut total = IndexStats::default();
+        for shard in &self.shared.shards {
+            total.add(&shard.read().stats());
+        }
+        total.memory_bytes = total.memory_bytes * 2 + self.own_bytes() as u64;
+        Ok((total, self.queued_ops()))
+    }
+
+    /// Heap bytes of the index's own bookkeeping (outside the trees).
+    fn own_bytes(&self) -> usize {
+        let table = self.assignment.lock();
+        crate::index::stats::map_bytes::<WorkerId, usize>(table.0.capacity())
+            + self.shared.shards.capacity() * std::mem::size_of::<LeftRight<Tree>>()
     }
 
     /// Ops accepted and not applied yet (one per `apply_events` call, removal or prediction):
@@ -268,11 +305,12 @@ impl Drop for KvIndex {
 
 fn apply(tree: &LeftRight<Tree>, op: Op) {
     match op {
-        Op::Events { events, now_ms } => {
+        // One publish per batch: the copies swap once however many events it holds.
+        Op::Events { events, now_ms } => tree.write(|t| {
             for event in &events {
-                tree.write(|t| t.apply_event(event, now_ms));
+                t.apply_event(event, now_ms);
             }
-        }
+        }),
         Op::RemoveWorker { worker_id, dp_rank } => tree.write(|t| t.remove_worker(worker_id, dp_rank)),
         Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms } => {
             tree.write(|t| t.record_prediction(rank, &locals, &seq_hashes, now_ms, expires_at_ms));

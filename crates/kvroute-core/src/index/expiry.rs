@@ -37,6 +37,13 @@ pub struct ExpiryQueue {
     next_compaction: usize,
 }
 
+impl ExpiryQueue {
+    /// Heap bytes of the queue.
+    pub fn heap_bytes(&self) -> usize {
+        self.heap.capacity() * std::mem::size_of::<Reverse<Entry>>()
+    }
+}
+
 impl Default for ExpiryQueue {
     fn default() -> Self {
         Self { heap: BinaryHeap::new(), next_compaction: FIRST_COMPACTION }

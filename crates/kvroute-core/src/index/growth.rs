@@ -14,23 +14,34 @@ const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const MASK: usize = CHUNK - 1;
 
-/// A growable array in fixed chunks of 4,096 elements.
-#[derive(Debug, Default)]
+/// A growable array in chunks of 4,096 elements. The first chunk grows like a `Vec` (so an empty
+/// or small index stays small: an empty one allocates nothing); later chunks are allocated whole,
+/// so growth never moves more than one chunk's elements.
+#[derive(Debug)]
 pub struct ChunkedVec<T> {
-    chunks: Vec<Box<[T]>>,
+    chunks: Vec<Vec<T>>,
     len: usize,
 }
 
-impl<T: Default> ChunkedVec<T> {
+impl<T> Default for ChunkedVec<T> {
+    fn default() -> Self {
+        Self { chunks: Vec::new(), len: 0 }
+    }
+}
+
+impl<T> ChunkedVec<T> {
     /// Appends `value` and returns its index.
     pub fn push(&mut self, value: T) -> usize {
-        if self.len == self.chunks.len() * CHUNK {
-            self.chunks.push((0..CHUNK).map(|_| T::default()).collect());
+        match self.chunks.last_mut() {
+            Some(chunk) if chunk.len() < CHUNK => chunk.push(value),
+            _ => {
+                let mut chunk = if self.chunks.is_empty() { Vec::new() } else { Vec::with_capacity(CHUNK) };
+                chunk.push(value);
+                self.chunks.push(chunk);
+            }
         }
-        let i = self.len;
         self.len += 1;
-        self[i] = value;
-        i
+        self.len - 1
     }
 
     pub fn len(&self) -> usize {
@@ -41,12 +52,18 @@ impl<T: Default> ChunkedVec<T> {
         self.len == 0
     }
 
+    /// Elements the chunks have room for (for memory accounting).
     pub fn capacity(&self) -> usize {
-        self.chunks.len() * CHUNK
+        self.chunks.iter().map(Vec::capacity).sum()
+    }
+
+    /// Heap bytes of the chunks themselves (not of what elements own).
+    pub fn heap_bytes(&self) -> usize {
+        self.capacity() * std::mem::size_of::<T>() + self.chunks.capacity() * std::mem::size_of::<Vec<T>>()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.chunks.iter().flat_map(|c| c.iter()).take(self.len)
+        self.chunks.iter().flat_map(|c| c.iter())
     }
 }
 
@@ -54,14 +71,12 @@ impl<T> Index<usize> for ChunkedVec<T> {
     type Output = T;
 
     fn index(&self, i: usize) -> &T {
-        debug_assert!(i < self.len);
         &self.chunks[i >> CHUNK_BITS][i & MASK]
     }
 }
 
 impl<T> IndexMut<usize> for ChunkedVec<T> {
     fn index_mut(&mut self, i: usize) -> &mut T {
-        debug_assert!(i < self.len);
         &mut self.chunks[i >> CHUNK_BITS][i & MASK]
     }
 }
@@ -114,8 +129,13 @@ impl<V> ShardedMap<V> {
         self.len == 0
     }
 
-    /// Entries the shards have room for (for memory estimates).
+    /// Entries the shards have room for.
     pub fn capacity(&self) -> usize {
         self.shards.iter().map(|s| s.capacity()).sum()
+    }
+
+    /// Heap bytes of the shards' tables.
+    pub fn heap_bytes(&self) -> usize {
+        self.shards.iter().map(|s| crate::index::stats::map_bytes::<u64, V>(s.capacity())).sum()
     }
 }

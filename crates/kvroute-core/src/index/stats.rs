@@ -58,3 +58,48 @@ pub struct IndexStats {
     pub memory_bytes: u64,
     pub events: EventCounters,
 }
+
+impl EventCounters {
+    fn add(&mut self, o: &Self) {
+        self.stored += o.stored;
+        self.removed += o.removed;
+        self.cleared += o.cleared;
+        self.parent_block_not_found += o.parent_block_not_found;
+        self.block_not_found += o.block_not_found;
+        self.invalid_block += o.invalid_block;
+        self.ignored_tier += o.ignored_tier;
+        self.duplicate_stores += o.duplicate_stores;
+        self.expired_blocks += o.expired_blocks;
+    }
+}
+
+impl IndexStats {
+    /// Adds another shard's stats (shards share no ranks or workers).
+    pub fn add(&mut self, o: &Self) {
+        self.workers += o.workers;
+        self.ranks += o.ranks;
+        self.blocks += o.blocks;
+        self.tree_nodes += o.tree_nodes;
+        self.tree_blocks += o.tree_blocks;
+        self.memory_bytes += o.memory_bytes;
+        self.events.add(&o.events);
+    }
+}
+
+/// Heap bytes of a hashbrown map (std's `HashMap`) with this `capacity()`: a power-of-two bucket
+/// array of (K, V) pairs, one control byte per bucket and one extra group of 16. Counting what
+/// the map really allocates, not its entries, keeps `memory_bytes` close to the allocator's view.
+pub fn map_bytes<K, V>(capacity: usize) -> usize {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = if capacity < 8 { capacity + 1 } else { capacity / 7 * 8 };
+    let pair = std::mem::size_of::<(K, V)>();
+    // The pair array is padded to 16 before the control bytes.
+    (buckets * pair).next_multiple_of(16) + buckets + 16
+}
+
+/// Heap bytes of a `Vec<T>` with this capacity.
+pub fn vec_bytes<T>(capacity: usize) -> usize {
+    capacity * std::mem::size_of::<T>()
+}

@@ -88,8 +88,8 @@ impl Children {
     pub fn heap_bytes(&self) -> usize {
         match self {
             Self::None => 0,
-            Self::Few(v) => v.capacity() * 16,
-            Self::Many(m) => m.capacity() * 17,
+            Self::Few(v) => crate::index::stats::vec_bytes::<(u64, NodeId)>(v.capacity()),
+            Self::Many(m) => crate::index::stats::map_bytes::<u64, NodeId>(m.capacity()),
         }
     }
 }

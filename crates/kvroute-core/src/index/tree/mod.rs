@@ -13,7 +13,7 @@ mod store;
 
 use crate::index::event::{EventData, Rank, RouterEvent};
 use crate::index::growth::ChunkedVec;
-use crate::index::stats::{EventCounters, IndexStats, Rejection};
+use crate::index::stats::{vec_bytes, EventCounters, IndexStats, Rejection};
 use children::Children;
 use ranks::{RankTable, Slot};
 
@@ -233,20 +233,22 @@ impl Tree {
         let mut workers: Vec<u64> = self.ranks.live().map(|(_, s)| s.rank.worker_id).collect();
         workers.sort_unstable();
         workers.dedup();
-        let node_bytes: usize = self
-            .nodes
-            .iter()
-            .map(|n| {
-                std::mem::size_of::<Node>()
-                    + n.locals.capacity() * 8
-                    + n.blocks.capacity() * 4
-                    + n.holders.capacity() * 8
-                    + n.children.heap_bytes()
-            })
-            .sum();
-        let block_bytes =
-            self.blocks.loc.capacity() * 8 + self.blocks.ext.capacity() * 8 + self.blocks.free.capacity() * 4;
-        let rank_bytes: usize = self.ranks.live().map(|(_, s)| s.heap_bytes()).sum();
+        let node_bytes: usize = self.nodes.heap_bytes()
+            + vec_bytes::<NodeId>(self.free_nodes.capacity())
+            + self
+                .nodes
+                .iter()
+                .map(|n| {
+                    vec_bytes::<u64>(n.locals.capacity())
+                        + vec_bytes::<BlockId>(n.blocks.capacity())
+                        + vec_bytes::<(Slot, u32)>(n.holders.capacity())
+                        + n.children.heap_bytes()
+                })
+                .sum::<usize>();
+        let block_bytes = self.blocks.loc.heap_bytes()
+            + self.blocks.ext.heap_bytes()
+            + vec_bytes::<BlockId>(self.blocks.free.capacity());
+        let rank_bytes: usize = self.ranks.heap_bytes() + self.expiry.heap_bytes();
         IndexStats {
             workers: workers.len() as u64,
             ranks: self.ranks.by_rank.len() as u64,
@@ -284,7 +286,13 @@ impl Tree {
 
     /// The rank's name for a block it holds.
     fn name_of(&self, slot: Slot, block: BlockId) -> u64 {
-        self.ranks.state(slot).aliases.get(&block).copied().unwrap_or(self.blocks.ext[block as usize])
+        let aliases = &self.ranks.state(slot).aliases;
+        let canonical = self.blocks.ext[block as usize];
+        if aliases.is_empty() {
+            canonical
+        } else {
+            aliases.get(&block).copied().unwrap_or(canonical)
+        }
     }
 
     /// Records that the rank holds `block` under `ext`, dropping a previous name of that block.
@@ -303,7 +311,9 @@ impl Tree {
         }
         state.lookup.insert(ext, block);
         if ext == canonical {
-            state.aliases.remove(&block);
+            if !state.aliases.is_empty() {
+                state.aliases.remove(&block);
+            }
         } else {
             state.aliases.insert(block, ext);
         }
@@ -312,11 +322,14 @@ impl Tree {
 
     /// Forgets the rank's name for a block it stops holding.
     fn drop_name(&mut self, slot: Slot, block: BlockId) {
-        let name = self.name_of(slot, block);
+        let canonical = self.blocks.ext[block as usize];
         let state = self.ranks.state_mut(slot);
+        // Aliases and predictions are rare: skip their maps when empty (the common case).
+        let name = if state.aliases.is_empty() { canonical } else { state.aliases.remove(&block).unwrap_or(canonical) };
         state.lookup.remove(&name);
-        state.aliases.remove(&block);
-        state.predicted.remove(&block);
+        if !state.predicted.is_empty() {
+            state.predicted.remove(&block);
+        }
         self.held_blocks -= 1;
     }
 

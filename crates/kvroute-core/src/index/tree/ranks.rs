@@ -4,6 +4,7 @@
 use super::BlockId;
 use crate::index::event::Rank;
 use crate::index::growth::ShardedMap;
+use crate::index::stats::{map_bytes, vec_bytes};
 use rustc_hash::FxHashMap;
 
 /// A rank's dense slot number: holder lists store slots, not (u64, u32) pairs.
@@ -28,7 +29,9 @@ impl RankState {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.lookup.capacity() * 13 + self.aliases.capacity() * 13 + self.predicted.capacity() * 13
+        self.lookup.heap_bytes()
+            + map_bytes::<BlockId, u64>(self.aliases.capacity())
+            + map_bytes::<BlockId, f64>(self.predicted.capacity())
     }
 }
 
@@ -74,6 +77,14 @@ impl RankTable {
             self.by_rank.remove(&state.rank);
             self.free.push(slot);
         }
+    }
+
+    /// Heap bytes of the table and of every rank's maps.
+    pub fn heap_bytes(&self) -> usize {
+        vec_bytes::<Option<RankState>>(self.slots.capacity())
+            + map_bytes::<Rank, Slot>(self.by_rank.capacity())
+            + vec_bytes::<Slot>(self.free.capacity())
+            + self.live().map(|(_, s)| s.heap_bytes()).sum::<usize>()
     }
 
     pub fn live(&self) -> impl Iterator<Item = (Slot, &RankState)> {

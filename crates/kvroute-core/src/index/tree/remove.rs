@@ -83,8 +83,7 @@ impl Tree {
         }
         debug_assert!(n.children.is_empty(), "an unheld edge tail must have no children");
         let (parent, first) = (n.parent, n.locals[0]);
-        let freed: Vec<u32> = n.blocks[keep as usize..].to_vec();
-        self.blocks.free.extend(freed);
+        self.blocks.free.extend_from_slice(&self.nodes[id as usize].blocks[keep as usize..]);
         if keep > 0 {
             let n = self.node_mut(id);
             n.locals.truncate(keep as usize);

@@ -8,6 +8,18 @@ use crate::index::event::StoredBlock;
 use crate::index::stats::Rejection;
 use rustc_hash::FxHashSet;
 
+/// Up to this many blocks, repeated names are found by comparing pairs: cheaper than hashing
+/// (no allocation) for the short events engines send.
+const PAIRWISE_MAX: usize = 16;
+
+fn has_repeated_name(blocks: &[StoredBlock]) -> bool {
+    if blocks.len() <= PAIRWISE_MAX {
+        return blocks.iter().enumerate().any(|(i, a)| blocks[i + 1..].iter().any(|b| b.ext == a.ext));
+    }
+    let mut seen = FxHashSet::default();
+    !blocks.iter().all(|b| seen.insert(b.ext))
+}
+
 impl Tree {
     /// Stores `blocks` for the rank after its block named `parent` (or at the root).
     /// `predicted` is the expiry of an approximate-mode prediction; `None` for real events.
@@ -62,8 +74,7 @@ impl Tree {
         if parent.is_some_and(|p| blocks.iter().any(|b| b.ext == p)) {
             return Err(Rejection::InvalidBlock);
         }
-        let mut seen = FxHashSet::default();
-        if !blocks.iter().all(|b| seen.insert(b.ext)) {
+        if has_repeated_name(blocks) {
             return Err(Rejection::InvalidBlock);
         }
         let lookup = &self.ranks.state(slot).lookup;
@@ -106,7 +117,10 @@ impl Tree {
                 !held
             }
             None => {
-                self.ranks.state_mut(slot).predicted.remove(&block);
+                let predicted = &mut self.ranks.state_mut(slot).predicted;
+                if !predicted.is_empty() {
+                    predicted.remove(&block);
+                }
                 self.set_name(slot, block, ext, held) || !held
             }
         }
