@@ -3,16 +3,20 @@
 //! `BigUint64Array`. The TypeScript wrapper owns validation and the public shapes.
 
 use crate::convert::{guard, invalid_arg, to_node_error};
+use crate::memory::ExternalMemory;
 use kvroute_core::index::{packed, KvIndex, Rank};
 use kvroute_core::ingest::EngineIngest;
+use napi::bindgen_prelude::ObjectFinalize;
 use napi::bindgen_prelude::{AsyncTask, BigInt, BigUint64Array, BigUint64ArraySlice, Uint32Array, Uint32ArraySlice};
 use napi::{Env, Result, Task};
 use napi_derive::napi;
 use std::sync::{Arc, OnceLock};
 
-#[napi]
+#[napi(custom_finalize)]
 pub struct NativeKvIndex {
     pub(crate) inner: Arc<KvIndex>,
+    /// What V8 has been told about the trees' native memory (see `memory.rs`).
+    memory: Arc<ExternalMemory>,
     /// Engine-event ingestion into this index, created on first use (see `ingest.rs`).
     pub(crate) ingest: OnceLock<Arc<EngineIngest>>,
 }
@@ -60,13 +64,15 @@ impl NativeKvIndex {
         guard(|| {
             Ok(Self {
                 inner: Arc::new(KvIndex::new(writer_threads as usize).map_err(to_node_error)?),
+                memory: Arc::default(),
                 ingest: OnceLock::new(),
             })
         })
     }
 
     #[napi(js_name = "applyPacked")]
-    pub fn apply_packed(&self, meta: &[u32], words: &[u64], now_ms: f64) -> Result<(), &'static str> {
+    pub fn apply_packed(&self, env: Env, meta: &[u32], words: &[u64], now_ms: f64) -> Result<(), &'static str> {
+        self.memory.sync(&env, &self.inner);
         guard(|| {
             let events = packed::decode(meta, words).map_err(to_node_error)?;
             self.inner.apply_events(events, now_ms).map_err(to_node_error)
@@ -127,13 +133,15 @@ impl NativeKvIndex {
     /// (An async task can only reject with napi's generic status, so the code travels as data.)
     #[napi]
     pub fn flush(&self) -> AsyncTask<FlushTask> {
-        AsyncTask::new(FlushTask { index: Arc::clone(&self.inner) })
+        AsyncTask::new(FlushTask { index: Arc::clone(&self.inner), memory: Arc::clone(&self.memory) })
     }
 
     /// Blocks the calling thread until queued events are applied; for restoring a dump.
     #[napi(js_name = "flushBlocking")]
-    pub fn flush_blocking(&self) -> Result<(), &'static str> {
-        guard(|| self.inner.flush().map_err(to_node_error))
+    pub fn flush_blocking(&self, env: Env) -> Result<(), &'static str> {
+        let outcome = guard(|| self.inner.flush().map_err(to_node_error));
+        self.memory.sync(&env, &self.inner);
+        outcome
     }
 
     #[napi]
@@ -145,9 +153,10 @@ impl NativeKvIndex {
     }
 
     #[napi]
-    pub fn stats(&self) -> Result<NativeIndexStats, &'static str> {
+    pub fn stats(&self, env: Env) -> Result<NativeIndexStats, &'static str> {
         guard(|| {
             let (s, pending) = self.inner.stats().map_err(to_node_error)?;
+            self.memory.sync_to(&env, s.memory_bytes);
             let e = s.events;
             Ok(NativeIndexStats {
                 workers: s.workers as f64,
@@ -172,21 +181,35 @@ impl NativeKvIndex {
 
     /// Ops queued and not applied yet.
     #[napi]
-    pub fn pending(&self) -> Result<f64, &'static str> {
+    pub fn pending(&self, env: Env) -> Result<f64, &'static str> {
+        self.memory.sync(&env, &self.inner);
         guard(|| Ok(self.inner.pending().map_err(to_node_error)? as f64))
     }
 
+    /// Stops the writers and frees the trees; V8 hears at once that the memory is gone.
     #[napi]
-    pub fn close(&self) -> Result<(), &'static str> {
-        guard(|| {
+    pub fn close(&self, env: Env) -> Result<(), &'static str> {
+        let outcome = guard(|| {
             self.inner.close();
             Ok(())
-        })
+        });
+        self.memory.release(&env);
+        outcome
+    }
+}
+
+impl ObjectFinalize for NativeKvIndex {
+    /// Collected without `close()`: V8 must still forget the memory it was told about. The
+    /// trees go when the last handle to the index (an event source may hold one) drops.
+    fn finalize(self, env: Env) -> Result<()> {
+        self.memory.release(&env);
+        Ok(())
     }
 }
 
 pub struct FlushTask {
     index: Arc<KvIndex>,
+    memory: Arc<ExternalMemory>,
 }
 
 impl Task for FlushTask {
@@ -202,7 +225,8 @@ impl Task for FlushTask {
         })
     }
 
-    fn resolve(&mut self, _env: Env, output: String) -> Result<String> {
+    fn resolve(&mut self, env: Env, output: String) -> Result<String> {
+        self.memory.sync(&env, &self.index);
         Ok(output)
     }
 }

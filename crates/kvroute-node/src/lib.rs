@@ -8,5 +8,6 @@ mod convert;
 mod hashing;
 mod index;
 mod ingest;
+mod memory;
 mod panic_probe;
 mod router;

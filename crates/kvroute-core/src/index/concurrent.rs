@@ -14,14 +14,15 @@ use super::event::{Rank, RouterEvent, WorkerId};
 use super::lock::LeftRight;
 use super::stats::IndexStats;
 use super::tree::{DumpedStore, MatchScore, Tree};
+use crate::index::growth::FastMap;
 use crate::KvError;
-use crossbeam_channel::{unbounded, Sender};
+use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::{Condvar, Mutex};
-use rustc_hash::FxHashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Upper bound on writer threads (each owns a shard that every read visits).
 pub const MAX_WRITER_THREADS: usize = 64;
@@ -38,18 +39,43 @@ struct Shared {
     shards: Vec<LeftRight<Tree>>,
     /// Ops enqueued per writer; compared with `applied` by `flush`.
     enqueued: Vec<AtomicU64>,
-    applied: Mutex<Vec<u64>>,
+    /// Ops applied per writer. Atomics, so that a waiter can spin on them briefly before
+    /// sleeping (see `wait_until`).
+    applied: Vec<AtomicU64>,
+    /// Each shard's heap bytes (both copies), refreshed by its writer at most every
+    /// `MEMORY_REFRESH` so that a binding can tell its garbage collector cheaply.
+    shard_bytes: Vec<AtomicU64>,
+    /// Waiters sleep here; writers notify only when someone sleeps.
+    sleepers: Mutex<usize>,
     progress: Condvar,
     /// The first panic inside a writer, if any. Writers keep running after it so that `flush`
     /// never hangs, but the index reports the failure instead of pretending to be healthy.
     failure: Mutex<Option<String>>,
 }
 
+/// How often a writer re-measures its shard's heap (an O(nodes) walk) for `memory_estimate`.
+const MEMORY_REFRESH: Duration = Duration::from_millis(250);
+
+impl Shared {
+    fn measure(&self, shard: usize) {
+        let bytes = self.shards[shard].read().heap_bytes() as u64 * 2;
+        self.shard_bytes[shard].store(bytes, Ordering::Relaxed);
+    }
+
+    fn mark_applied(&self, writer: usize) {
+        self.applied[writer].fetch_add(1, Ordering::AcqRel);
+        // Taking the lock orders this with a waiter's last check before it sleeps.
+        if *self.sleepers.lock() > 0 {
+            self.progress.notify_all();
+        }
+    }
+}
+
 pub struct KvIndex {
     shared: Arc<Shared>,
     writers: Vec<Sender<Op>>,
     handles: Mutex<Vec<JoinHandle<()>>>,
-    assignment: Mutex<(FxHashMap<WorkerId, usize>, usize)>,
+    assignment: Mutex<(FastMap<WorkerId, usize>, usize)>,
     closed: AtomicBool,
 }
 
@@ -63,7 +89,9 @@ impl KvIndex {
         let shared = Arc::new(Shared {
             shards: (0..writer_threads).map(|_| LeftRight::new(Tree::new(), Tree::new())).collect(),
             enqueued: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
-            applied: Mutex::new(vec![0; writer_threads]),
+            applied: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
+            shard_bytes: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
+            sleepers: Mutex::new(0),
             progress: Condvar::new(),
             failure: Mutex::new(None),
         });
@@ -74,19 +102,7 @@ impl KvIndex {
             let shared = Arc::clone(&shared);
             let handle = std::thread::Builder::new()
                 .name(format!("kvroute-writer-{id}"))
-                .spawn(move || {
-                    while let Ok(op) = rx.recv() {
-                        if matches!(op, Op::Stop) {
-                            break;
-                        }
-                        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| apply(&shared.shards[id], op))) {
-                            let detail = panic_message(payload.as_ref());
-                            shared.failure.lock().get_or_insert(detail);
-                        }
-                        shared.applied.lock()[id] += 1;
-                        shared.progress.notify_all();
-                    }
-                })
+                .spawn(move || writer_loop(&shared, id, &rx))
                 .map_err(|e| KvError::invalid_arg(format!("cannot start writer thread: {e}")))?;
             writers.push(tx);
             handles.push(handle);
@@ -95,7 +111,7 @@ impl KvIndex {
             shared,
             writers,
             handles: Mutex::new(handles),
-            assignment: Mutex::new((FxHashMap::default(), 0)),
+            assignment: Mutex::new((FastMap::default(), 0)),
             closed: AtomicBool::new(false),
         })
     }
@@ -107,7 +123,7 @@ impl KvIndex {
         Ok(())
     }
 
-    fn writer_for(&self, worker_id: WorkerId, table: &mut (FxHashMap<WorkerId, usize>, usize)) -> usize {
+    fn writer_for(&self, worker_id: WorkerId, table: &mut (FastMap<WorkerId, usize>, usize)) -> usize {
         let n = self.writers.len();
         *table.0.entry(worker_id).or_insert_with(|| {
             table.1 += 1;
@@ -125,10 +141,26 @@ impl KvIndex {
 
     /// Blocks until `writer` has applied its op at `position`.
     fn wait_for(&self, writer: usize, position: u64) {
-        let mut applied = self.shared.applied.lock();
-        while applied[writer] < position {
-            self.shared.progress.wait(&mut applied);
+        self.wait_until(|applied| applied[writer].load(Ordering::Acquire) >= position);
+    }
+
+    /// Blocks until `done` holds. Spins (yielding) for a few microseconds first: a writer usually
+    /// finishes a small batch sooner than a sleeping thread can be woken, and waking costs tens
+    /// of microseconds on small virtual machines.
+    fn wait_until(&self, done: impl Fn(&[AtomicU64]) -> bool) {
+        const SPINS: u32 = 200;
+        for _ in 0..SPINS {
+            if done(&self.shared.applied) {
+                return;
+            }
+            std::thread::yield_now();
         }
+        let mut sleepers = self.shared.sleepers.lock();
+        *sleepers += 1;
+        while !done(&self.shared.applied) {
+            self.shared.progress.wait(&mut sleepers);
+        }
+        *sleepers -= 1;
     }
 
     /// Enqueues events; each worker's events keep their order.
@@ -189,11 +221,7 @@ impl KvIndex {
     /// `close` succeeds: close applies everything queued before its writers stop.
     pub fn flush(&self) -> Result<(), KvError> {
         let targets: Vec<u64> = self.shared.enqueued.iter().map(|e| e.load(Ordering::Acquire)).collect();
-        let mut applied = self.shared.applied.lock();
-        while applied.iter().zip(&targets).any(|(a, t)| a < t) {
-            self.shared.progress.wait(&mut applied);
-        }
-        drop(applied);
+        self.wait_until(|applied| applied.iter().zip(&targets).all(|(a, t)| a.load(Ordering::Acquire) >= *t));
         self.check_failure()
     }
 
@@ -220,7 +248,8 @@ impl KvIndex {
         for shard in &self.shared.shards {
             out.extend(shard.read().find_matches(query, now_ms));
         }
-        out.sort_unstable_by(|a, b| b.blocks.cmp(&a.blocks).then(a.rank.cmp(&b.rank)));
+        // Each shard's list is sorted already: a stable sort merges the runs in linear time.
+        out.sort_by(|a, b| b.blocks.cmp(&a.blocks).then(a.rank.cmp(&b.rank)));
         out
     }
 
@@ -267,8 +296,7 @@ impl KvIndex {
     /// Heap bytes of the index's own bookkeeping (outside the trees).
     fn own_bytes(&self) -> usize {
         let table = self.assignment.lock();
-        crate::index::stats::map_bytes::<WorkerId, usize>(table.0.capacity())
-            + self.shared.shards.capacity() * std::mem::size_of::<LeftRight<Tree>>()
+        table.0.allocation_size() + self.shared.shards.capacity() * std::mem::size_of::<LeftRight<Tree>>()
     }
 
     /// Ops accepted and not applied yet (one per `apply_events` call, removal or prediction):
@@ -279,11 +307,19 @@ impl KvIndex {
     }
 
     fn queued_ops(&self) -> u64 {
-        let applied = self.shared.applied.lock().clone();
+        // Applied first: an op counted as applied was enqueued before, so this never underflows.
+        let applied: Vec<u64> = self.shared.applied.iter().map(|a| a.load(Ordering::Acquire)).collect();
         self.shared.enqueued.iter().zip(applied).map(|(e, a)| e.load(Ordering::Acquire) - a).sum()
     }
 
-    /// Stops the writers. Idempotent; every other call fails with `ERR_CLOSED` afterwards.
+    /// Heap bytes of the trees as last measured by the writers (at most `MEMORY_REFRESH` old,
+    /// 0 after `close`): cheap, for telling a garbage collector about native memory.
+    pub fn memory_estimate(&self) -> u64 {
+        self.shared.shard_bytes.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Stops the writers and frees the trees at once (reads in flight finish on the old copy
+    /// first). Idempotent; every other call fails with `ERR_CLOSED` afterwards.
     pub fn close(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
@@ -294,6 +330,10 @@ impl KvIndex {
         for handle in self.handles.lock().drain(..) {
             let _ = handle.join();
         }
+        for (shard, bytes) in self.shared.shards.iter().zip(&self.shared.shard_bytes) {
+            shard.write(|t| *t = Tree::new());
+            bytes.store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -303,19 +343,72 @@ impl Drop for KvIndex {
     }
 }
 
-fn apply(tree: &LeftRight<Tree>, op: Op) {
+/// One writer thread: applies its queue's ops to its shard in order. After a change it
+/// re-measures the shard's heap once the queue is idle, at most every `MEMORY_REFRESH`.
+fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
+    let mut last_measured = Instant::now();
+    let mut dirty = false;
+    loop {
+        let op = if dirty {
+            let wait = MEMORY_REFRESH.saturating_sub(last_measured.elapsed());
+            match rx.recv_timeout(wait) {
+                Ok(op) => op,
+                Err(RecvTimeoutError::Timeout) => {
+                    shared.measure(id);
+                    (last_measured, dirty) = (Instant::now(), false);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        } else {
+            match rx.recv() {
+                Ok(op) => op,
+                Err(_) => return,
+            }
+        };
+        if matches!(op, Op::Stop) {
+            return;
+        }
+        // The op counts as applied once visible; the second copy's replay overlaps with
+        // whatever the waiter does next.
+        let mut counted = false;
+        let visible = || {
+            counted = true;
+            shared.mark_applied(id);
+        };
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| apply(&shared.shards[id], op, visible))) {
+            let detail = panic_message(payload.as_ref());
+            shared.failure.lock().get_or_insert(detail);
+        }
+        if !counted {
+            shared.mark_applied(id);
+        }
+        dirty = true;
+        if last_measured.elapsed() >= MEMORY_REFRESH {
+            // A queue that never idles is measured on schedule too.
+            shared.measure(id);
+            (last_measured, dirty) = (Instant::now(), false);
+        }
+    }
+}
+
+/// Applies one op to a shard; `visible` runs once the op is visible to readers.
+fn apply(tree: &LeftRight<Tree>, op: Op, visible: impl FnOnce()) {
     match op {
         // One publish per batch: the copies swap once however many events it holds.
-        Op::Events { events, now_ms } => tree.write(|t| {
-            for event in &events {
-                t.apply_event(event, now_ms);
-            }
-        }),
-        Op::RemoveWorker { worker_id, dp_rank } => tree.write(|t| t.remove_worker(worker_id, dp_rank)),
+        Op::Events { events, now_ms } => tree.write_then(
+            |t| {
+                for event in &events {
+                    t.apply_event(event, now_ms);
+                }
+            },
+            visible,
+        ),
+        Op::RemoveWorker { worker_id, dp_rank } => tree.write_then(|t| t.remove_worker(worker_id, dp_rank), visible),
         Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms } => {
-            tree.write(|t| t.record_prediction(rank, &locals, &seq_hashes, now_ms, expires_at_ms));
+            tree.write_then(|t| t.record_prediction(rank, &locals, &seq_hashes, now_ms, expires_at_ms), visible)
         }
-        Op::Stop => {}
+        Op::Stop => visible(),
     }
 }
 

@@ -6,7 +6,7 @@
 //! containers bound that work: [`ChunkedVec`] grows by adding a chunk and never moves an element,
 //! and [`ShardedMap`] splits a rank's names over 16 maps, so one rehash touches a sixteenth of them.
 
-use rustc_hash::{FxHashMap, FxHasher};
+use rustc_hash::{FxBuildHasher, FxHasher};
 use std::hash::Hasher;
 use std::ops::{Index, IndexMut};
 
@@ -81,12 +81,17 @@ impl<T> IndexMut<usize> for ChunkedVec<T> {
     }
 }
 
+/// The index's hash map: hashbrown with the Fx hash (keys are already hashes, so a cheap hash
+/// suffices), used directly rather than through std for [`FastMap::allocation_size`]: what a
+/// map really holds, tombstones included, which `capacity()` does not tell.
+pub type FastMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
+
 const SHARDS: usize = 16;
 
 /// A map from u64 keys, split into 16 hash maps by the key's hash.
 #[derive(Debug, Default)]
 pub struct ShardedMap<V> {
-    shards: [FxHashMap<u64, V>; SHARDS],
+    shards: [FastMap<u64, V>; SHARDS],
     len: usize,
 }
 
@@ -136,6 +141,6 @@ impl<V> ShardedMap<V> {
 
     /// Heap bytes of the shards' tables.
     pub fn heap_bytes(&self) -> usize {
-        self.shards.iter().map(|s| crate::index::stats::map_bytes::<u64, V>(s.capacity())).sum()
+        self.shards.iter().map(FastMap::allocation_size).sum()
     }
 }

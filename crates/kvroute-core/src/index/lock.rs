@@ -57,7 +57,13 @@ impl<T> LeftRight<T> {
 
     /// Applies `op` to both copies, publishing the first one it changes; returns `op`'s result on
     /// the first copy. `op` must be deterministic: it runs once per copy.
-    pub fn write<R>(&self, mut op: impl FnMut(&mut T) -> R) -> R {
+    pub fn write<R>(&self, op: impl FnMut(&mut T) -> R) -> R {
+        self.write_then(op, || {})
+    }
+
+    /// [`Self::write`], calling `published` as soon as the change is visible to readers, before
+    /// the second copy catches up: a caller waiting for visibility need not wait for the replay.
+    pub fn write_then<R>(&self, mut op: impl FnMut(&mut T) -> R, published: impl FnOnce()) -> R {
         let _writer = self.writer.lock();
         let read = self.published.load(Ordering::SeqCst);
         let spare = 1 - read;
@@ -66,6 +72,7 @@ impl<T> LeftRight<T> {
         // other writers.
         let result = op(unsafe { &mut *self.copies[spare].get() });
         self.published.store(spare, Ordering::SeqCst);
+        published();
         while self.readers[read].load(Ordering::SeqCst) > 0 {
             std::hint::spin_loop();
             std::thread::yield_now();

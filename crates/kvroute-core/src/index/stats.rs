@@ -86,19 +86,6 @@ impl IndexStats {
     }
 }
 
-/// Heap bytes of a hashbrown map (std's `HashMap`) with this `capacity()`: a power-of-two bucket
-/// array of (K, V) pairs, one control byte per bucket and one extra group of 16. Counting what
-/// the map really allocates, not its entries, keeps `memory_bytes` close to the allocator's view.
-pub fn map_bytes<K, V>(capacity: usize) -> usize {
-    if capacity == 0 {
-        return 0;
-    }
-    let buckets = if capacity < 8 { capacity + 1 } else { capacity / 7 * 8 };
-    let pair = std::mem::size_of::<(K, V)>();
-    // The pair array is padded to 16 before the control bytes.
-    (buckets * pair).next_multiple_of(16) + buckets + 16
-}
-
 /// Heap bytes of a `Vec<T>` with this capacity.
 pub fn vec_bytes<T>(capacity: usize) -> usize {
     capacity * std::mem::size_of::<T>()

@@ -2,7 +2,7 @@
 //! children, so a short vector beats a hash map on both memory and speed until it grows.
 
 use super::NodeId;
-use rustc_hash::FxHashMap;
+use crate::index::growth::FastMap;
 
 const INLINE_MAX: usize = 8;
 
@@ -11,7 +11,7 @@ pub enum Children {
     #[default]
     None,
     Few(Vec<(u64, NodeId)>),
-    Many(FxHashMap<u64, NodeId>),
+    Many(FastMap<u64, NodeId>),
 }
 
 impl Children {
@@ -32,7 +32,7 @@ impl Children {
                 } else if v.len() < INLINE_MAX {
                     v.push((local, node));
                 } else {
-                    let mut m: FxHashMap<u64, NodeId> = v.drain(..).collect();
+                    let mut m: FastMap<u64, NodeId> = v.drain(..).collect();
                     m.insert(local, node);
                     *self = Self::Many(m);
                 }
@@ -89,7 +89,7 @@ impl Children {
         match self {
             Self::None => 0,
             Self::Few(v) => crate::index::stats::vec_bytes::<(u64, NodeId)>(v.capacity()),
-            Self::Many(m) => crate::index::stats::map_bytes::<u64, NodeId>(m.capacity()),
+            Self::Many(m) => m.allocation_size(),
         }
     }
 }

@@ -58,25 +58,37 @@ impl Tree {
                 None => break,
             }
         }
-        let mut out: Vec<MatchScore> = scores
+        // Sort key: blocks descending, then rank order, packed in a u64 (cheap to compare).
+        let mut keys: Vec<u64> = scores
             .into_iter()
-            .map(|(slot, blocks)| {
-                let state = self.ranks.state(slot);
-                let blocks =
-                    if track_path { unexpired_prefix(&path, blocks, &state.predicted, now_ms) } else { blocks };
-                MatchScore { rank: state.rank, blocks, tree_size: state.lookup.len() as u32 }
+            .filter_map(|(slot, blocks)| {
+                let blocks = if track_path {
+                    unexpired_prefix(&path, blocks, &self.ranks.state(slot).predicted, now_ms)
+                } else {
+                    blocks
+                };
+                (blocks > 0).then(|| (u64::from(!blocks) << 32) | u64::from(self.ranks.position(slot)))
             })
-            .filter(|s| s.blocks > 0)
             .collect();
-        out.sort_unstable_by(|a, b| b.blocks.cmp(&a.blocks).then(a.rank.cmp(&b.rank)));
-        out
+        keys.sort_unstable();
+        keys.into_iter()
+            .map(|key| {
+                let state = self.ranks.state(self.ranks.at_position(key as u32));
+                MatchScore { rank: state.rank, blocks: !((key >> 32) as u32), tree_size: state.lookup.len() as u32 }
+            })
+            .collect()
     }
 }
 
 /// How many of the first `held` path blocks are not expired predictions. Expiry never increases
 /// along a rank's path (a prediction refreshes its whole prefix, and confirmed blocks sit above
 /// predicted ones), so the expired blocks form a suffix and a binary search finds its start.
-fn unexpired_prefix(path: &[BlockId], held: u32, predicted: &rustc_hash::FxHashMap<BlockId, f64>, now_ms: f64) -> u32 {
+fn unexpired_prefix(
+    path: &[BlockId],
+    held: u32,
+    predicted: &crate::index::growth::FastMap<BlockId, f64>,
+    now_ms: f64,
+) -> u32 {
     if predicted.is_empty() {
         return held;
     }

@@ -233,6 +233,20 @@ impl Tree {
         let mut workers: Vec<u64> = self.ranks.live().map(|(_, s)| s.rank.worker_id).collect();
         workers.sort_unstable();
         workers.dedup();
+        IndexStats {
+            workers: workers.len() as u64,
+            ranks: self.ranks.by_rank.len() as u64,
+            blocks: self.held_blocks,
+            tree_nodes: (self.nodes.len() - self.free_nodes.len() - 1) as u64,
+            tree_blocks: self.blocks.live_count() as u64,
+            memory_bytes: self.heap_bytes() as u64,
+            events: self.counters,
+        }
+    }
+
+    /// Heap bytes the tree holds: every container's real allocation, so it matches what the
+    /// allocator sees (checked against a counting allocator in `bench/vs-dynamo`). O(nodes).
+    pub fn heap_bytes(&self) -> usize {
         let node_bytes: usize = self.nodes.heap_bytes()
             + vec_bytes::<NodeId>(self.free_nodes.capacity())
             + self
@@ -248,16 +262,7 @@ impl Tree {
         let block_bytes = self.blocks.loc.heap_bytes()
             + self.blocks.ext.heap_bytes()
             + vec_bytes::<BlockId>(self.blocks.free.capacity());
-        let rank_bytes: usize = self.ranks.heap_bytes() + self.expiry.heap_bytes();
-        IndexStats {
-            workers: workers.len() as u64,
-            ranks: self.ranks.by_rank.len() as u64,
-            blocks: self.held_blocks,
-            tree_nodes: (self.nodes.len() - self.free_nodes.len() - 1) as u64,
-            tree_blocks: self.blocks.live_count() as u64,
-            memory_bytes: (node_bytes + block_bytes + rank_bytes) as u64,
-            events: self.counters,
-        }
+        node_bytes + block_bytes + self.ranks.heap_bytes() + self.expiry.heap_bytes()
     }
 
     /// Blocks held by a rank (0 when unknown).

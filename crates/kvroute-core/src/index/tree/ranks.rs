@@ -3,9 +3,8 @@
 
 use super::BlockId;
 use crate::index::event::Rank;
-use crate::index::growth::ShardedMap;
-use crate::index::stats::{map_bytes, vec_bytes};
-use rustc_hash::FxHashMap;
+use crate::index::growth::{FastMap, ShardedMap};
+use crate::index::stats::vec_bytes;
 
 /// A rank's dense slot number: holder lists store slots, not (u64, u32) pairs.
 pub type Slot = u32;
@@ -18,20 +17,18 @@ pub struct RankState {
     pub lookup: ShardedMap<BlockId>,
     /// Blocks the rank names differently from the tree's canonical name (the first storer's).
     /// Usually empty: engines that hash like Dynamo agree on names.
-    pub aliases: FxHashMap<BlockId, u64>,
+    pub aliases: FastMap<BlockId, u64>,
     /// Predicted blocks (approximate mode) → expiry time in ms. Confirmed blocks are absent.
-    pub predicted: FxHashMap<BlockId, f64>,
+    pub predicted: FastMap<BlockId, f64>,
 }
 
 impl RankState {
     pub fn new(rank: Rank) -> Self {
-        Self { rank, lookup: ShardedMap::default(), aliases: FxHashMap::default(), predicted: FxHashMap::default() }
+        Self { rank, lookup: ShardedMap::default(), aliases: FastMap::default(), predicted: FastMap::default() }
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.lookup.heap_bytes()
-            + map_bytes::<BlockId, u64>(self.aliases.capacity())
-            + map_bytes::<BlockId, f64>(self.predicted.capacity())
+        self.lookup.heap_bytes() + self.aliases.allocation_size() + self.predicted.allocation_size()
     }
 }
 
@@ -39,8 +36,13 @@ impl RankState {
 #[derive(Debug, Default)]
 pub struct RankTable {
     pub slots: Vec<Option<RankState>>,
-    pub by_rank: FxHashMap<Rank, Slot>,
+    pub by_rank: FastMap<Rank, Slot>,
     free: Vec<Slot>,
+    /// Live slots in (worker id, dp rank) order, and each slot's position in it: results are
+    /// sorted by a u64 key built from that position instead of by comparing ranks (sorting 256
+    /// scores by rank was most of a query's time at 256 workers).
+    by_order: Vec<Slot>,
+    order: Vec<u32>,
 }
 
 impl RankTable {
@@ -61,7 +63,28 @@ impl RankTable {
             (self.slots.len() - 1) as Slot
         };
         self.by_rank.insert(rank, slot);
+        let at = self.by_order.partition_point(|&s| self.state(s).rank < rank);
+        self.by_order.insert(at, slot);
+        self.renumber(at);
         slot
+    }
+
+    /// Positions from `from` on changed: O(ranks) per rank added or removed, which is rare.
+    fn renumber(&mut self, from: usize) {
+        self.order.resize(self.slots.len(), u32::MAX);
+        for (i, &slot) in self.by_order.iter().enumerate().skip(from) {
+            self.order[slot as usize] = i as u32;
+        }
+    }
+
+    /// The slot's position in rank order (a live slot).
+    pub fn position(&self, slot: Slot) -> u32 {
+        self.order[slot as usize]
+    }
+
+    /// The slot at a position in rank order.
+    pub fn at_position(&self, position: u32) -> Slot {
+        self.by_order[position as usize]
     }
 
     pub fn state(&self, slot: Slot) -> &RankState {
@@ -76,14 +99,19 @@ impl RankTable {
         if let Some(state) = self.slots[slot as usize].take() {
             self.by_rank.remove(&state.rank);
             self.free.push(slot);
+            let at = self.order[slot as usize] as usize;
+            self.by_order.remove(at);
+            self.renumber(at);
         }
     }
 
     /// Heap bytes of the table and of every rank's maps.
     pub fn heap_bytes(&self) -> usize {
         vec_bytes::<Option<RankState>>(self.slots.capacity())
-            + map_bytes::<Rank, Slot>(self.by_rank.capacity())
+            + self.by_rank.allocation_size()
             + vec_bytes::<Slot>(self.free.capacity())
+            + vec_bytes::<Slot>(self.by_order.capacity())
+            + vec_bytes::<u32>(self.order.capacity())
             + self.live().map(|(_, s)| s.heap_bytes()).sum::<usize>()
     }
 
