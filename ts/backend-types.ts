@@ -61,6 +61,11 @@ export interface RawIndexStats {
  */
 export interface IndexBackend {
   applyPacked(meta: Uint32Array, words: BigUint64Array, nowMs: number): void;
+  /**
+   * Parses and applies JSON text itself (the native backend, in Rust); returns how many valid
+   * events were left out as a cache owner's. Absent where the TypeScript parser is used.
+   */
+  applyJson?(text: string, batch: boolean, nowMs: number): number;
   removeWorker(workerId: bigint, dpRank: number | undefined): void;
   recordRouting(workerId: bigint, dpRank: number, locals: BigUint64Array, nowMs: number, expiresAtMs: number): void;
   findMatches(locals: BigUint64Array, nowMs: number): RawScore[];

@@ -285,6 +285,10 @@ export class KvIndex {
    */
   applyEvent(event: RouterEvent | string): boolean {
     this.open();
+    if (typeof event === 'string' && this.inner.applyJson) {
+      this.cacheOwnerEvents += this.inner.applyJson(event, false, this.clock());
+      return this.inner.pending() < this.highWaterMark;
+    }
     const value = typeof event === 'string' ? parseJsonLossless(event) : event;
     const packed = packEvents([value], () => 'event');
     this.cacheOwnerEvents += packed.cacheOwnerEvents;
@@ -301,6 +305,11 @@ export class KvIndex {
   applyEvents(events: Iterable<RouterEvent> | string): boolean {
     this.open();
     let packed: ReturnType<typeof packEvents>;
+    if (typeof events === 'string' && this.inner.applyJson) {
+      // Parsed in Rust: no JavaScript objects are built for the batch at all.
+      this.cacheOwnerEvents += this.inner.applyJson(events, true, this.clock());
+      return this.inner.pending() < this.highWaterMark;
+    }
     if (typeof events === 'string') {
       const { values, lines } = parseJsonBatch(events);
       packed = packEvents(values, (i) => (lines ? `line ${lines[i]}` : `events[${i}]`));

@@ -7,6 +7,7 @@
  */
 
 import { invalidArg } from './errors.js';
+import { JsonFloat } from './events/json.js';
 import { MAX_TOKENS_PER_REQUEST } from './limits.js';
 
 /** Largest block size accepted, in tokens (matches `MAX_BLOCK_SIZE` in kvroute-core). */
@@ -18,6 +19,7 @@ export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
   if (Array.isArray(value)) return 'an array';
   if (value === null) return 'null';
+  if (value instanceof JsonFloat) return `${value.text} (a float)`;
   if (typeof value === 'object') return value.constructor?.name ?? 'an object';
   return String(value);
 }

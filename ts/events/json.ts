@@ -1,63 +1,69 @@
 /**
  * JSON text for events, without precision loss. Hashes above 2^53 are the normal case, and
- * `JSON.parse` would silently round them. Before parsing, integer literals with 16 or more digits
- * (the only ones that can exceed 2^53) are wrapped in quotes; the validator accepts u64 values as
- * decimal strings, so nothing else has to change. The scan skips string contents, so text inside
- * strings is never touched.
+ * `JSON.parse` would silently round them, so text is parsed by `lossless-json` (a strict JSON
+ * parser that hands each number over as its literal text):
+ * - an integer literal becomes a number when it is a safe integer, else its decimal string, which
+ *   every kvroute API accepts as a u64 (and rejects, naming the field, when out of range);
+ * - a literal with a fraction or an exponent (or `-0`) is a float: a number, except that a float
+ *   whose value is an integer (`45.0`, `1e3`, `45.000000000000001`) becomes a {@link JsonFloat}, so that
+ *   an integer field rejects it instead of reading a rounded value. The native backend parses in
+ *   Rust with serde_json, which never reads a float as an integer either: both answer the same.
+ * - a key repeated with a different value is an error (a document that means two things is not
+ *   accepted). An identical repeat passes here, while serde_json rejects every repeated key: the
+ *   one known difference between the backends (README, Limitations).
+ * - numbers beyond a double's range (`1e400`) are accepted here but rejected by serde_json:
+ *   JSON leaves that to implementations, and no event field can hold one.
  * @module
  */
 
+import { parse } from 'lossless-json';
 import { KvRouteError } from '../errors.js';
 
-const QUOTE = 34;
-const BACKSLASH = 92;
-const MINUS = 45;
-const ZERO = 48;
-const NINE = 57;
-const DOT = 46;
-const LOWER_E = 101;
-const UPPER_E = 69;
+/**
+ * A float literal whose value happens to be an integer (`45.0`, `1e3`), as {@link parseEvents}
+ * returns it: every integer field rejects it, as serde_json does, instead of reading a rounded
+ * value. `toJSON()` and `Number(x)` give its value.
+ * @group Events
+ */
+export class JsonFloat {
+  /** @param text the literal as written in the JSON text */
+  constructor(readonly text: string) {}
 
-/** Quotes every integer literal of 16+ digits outside strings. */
-function quoteLongIntegers(text: string): string {
-  let out = '';
-  let copied = 0;
-  const n = text.length;
-  let i = 0;
-  while (i < n) {
-    const c = text.charCodeAt(i);
-    if (c === QUOTE) {
-      i++;
-      while (i < n) {
-        const d = text.charCodeAt(i);
-        if (d === BACKSLASH) i += 2;
-        else if (d === QUOTE) break;
-        else i++;
-      }
-      i++;
-      continue;
-    }
-    if (c === MINUS || (c >= ZERO && c <= NINE)) {
-      const start = i;
-      i++;
-      while (i < n && text.charCodeAt(i) >= ZERO && text.charCodeAt(i) <= NINE) i++;
-      const next = i < n ? text.charCodeAt(i) : 0;
-      const isInteger = next !== DOT && next !== LOWER_E && next !== UPPER_E;
-      const digits = i - start - (c === MINUS ? 1 : 0);
-      if (isInteger && digits >= 16) {
-        out += `${text.slice(copied, start)}"${text.slice(start, i)}"`;
-        copied = i;
-      }
-      continue;
-    }
-    i++;
+  /** The literal as written. */
+  toString(): string {
+    return this.text;
   }
-  return copied === 0 ? text : out + text.slice(copied);
+
+  /** Its value as a number. */
+  valueOf(): number {
+    return Number(this.text);
+  }
+
+  /** Written back as a plain JSON number. */
+  toJSON(): number {
+    return Number(this.text);
+  }
+}
+
+const INTEGER = /^-?[0-9]+$/;
+
+function parseNumber(text: string): unknown {
+  if (INTEGER.test(text) && text !== '-0') {
+    const n = Number(text);
+    return Number.isSafeInteger(n) ? n : text;
+  }
+  const n = Number(text);
+  return Number.isInteger(n) ? new JsonFloat(text) : n;
+}
+
+/** A key repeated with a different value (lossless-json lets an identical repeat through). */
+function rejectDuplicateKey({ key, position }: { key: string; position: number }): never {
+  throw new SyntaxError(`duplicate key "${key}" at position ${position}`);
 }
 
 function parseOne(text: string, where: string): unknown {
   try {
-    return JSON.parse(quoteLongIntegers(text));
+    return parse(text, null, { parseNumber, onDuplicateKey: rejectDuplicateKey });
   } catch (err) {
     throw new KvRouteError('ERR_INVALID_EVENT', `${where}invalid JSON: ${(err as Error).message}`);
   }

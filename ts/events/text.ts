@@ -25,8 +25,10 @@ export function stringifyEvents(events: Iterable<RouterEvent>, format: 'json' | 
 
 /**
  * Parses a JSON array or NDJSON of events without precision loss: integers that do not fit a
- * double come back as decimal strings, which every kvroute API accepts as u64. The events are not
- * validated here; `KvIndex.applyEvents` does that.
+ * double come back as decimal strings, which every kvroute API accepts as u64, and floats whose
+ * value is an integer as {@link JsonFloat}, which integer fields reject. A key repeated with a
+ * different value is an error. The events are not validated here; `KvIndex.applyEvents` does
+ * that (and on the native backend parses text itself, in Rust).
  * @group Events
  * @throws {KvRouteError} `ERR_INVALID_EVENT` for text that is not JSON or NDJSON (the message names the line).
  */

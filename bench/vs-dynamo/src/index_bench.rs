@@ -19,9 +19,9 @@ use kvroute_core::index::{packed, EventData, KvIndex, RouterEvent};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-const WRITERS: usize = 2;
+pub const WRITERS: usize = 2;
 
-enum Op {
+pub enum Op {
     Query(Vec<u64>),
     Events(Vec<RouterEvent>, Vec<DynEvent>, u64),
 }
@@ -30,7 +30,7 @@ fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
 }
 
-fn to_dynamo(e: &RouterEvent) -> DynEvent {
+pub fn to_dynamo(e: &RouterEvent) -> DynEvent {
     let data = match &e.data {
         EventData::Stored { parent, blocks } => KvCacheEventData::Stored(KvCacheStoreData {
             parent_hash: parent.map(ExternalSequenceBlockHash),
@@ -52,7 +52,7 @@ fn to_dynamo(e: &RouterEvent) -> DynEvent {
     DynEvent::new(e.rank.worker_id, KvCacheEvent { event_id: e.event_id, data, dp_rank: e.rank.dp_rank })
 }
 
-fn read(path: &str) -> Vec<Op> {
+pub fn read(path: &str) -> Vec<Op> {
     let b = std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
     assert_eq!(&b[..4], b"KVRW", "{path} is not an index workload");
     let count = u32_at(&b, 16) as usize;
@@ -99,7 +99,7 @@ async fn theirs(indexer: &ThreadPoolIndexer<ConcurrentRadixTreeCompressed>, q: &
     scores.scores.iter().map(|(k, v)| ((k.worker_id, k.dp_rank), *v)).collect()
 }
 
-fn pct(sorted: &[f64], p: f64) -> f64 {
+pub fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[((p / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 

@@ -1,5 +1,6 @@
-//! Two harnesses: `index` (see `index_bench.rs`: the `bench:index` workload's write path, reads
-//! and memory) and `ingest`.
+//! Harnesses: `index` (see `index_bench.rs`: the `bench:index` workload's write path, reads and
+//! memory), `scaling` (see `scaling.rs`: 1, 2 and 4 writers, writes concurrent with reads, memory
+//! accounting), `ingest` (below), and profiling probes (`probes.rs`).
 //!
 //! `kvroute-vs-dynamo ingest <workload.kviw> [rounds]`: engine payloads → visible in the index,
 //! kvroute-core's `EngineIngest` as its source thread drives it (decode, convert and hash each
@@ -11,6 +12,8 @@
 
 mod alloc;
 mod index_bench;
+mod probes;
+mod scaling;
 mod workload;
 
 #[global_allocator]
@@ -78,9 +81,19 @@ fn median(mut v: Vec<f64>) -> f64 {
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     assert!(
-        args.len() >= 3 && (args[1] == "ingest" || args[1] == "index"),
-        "usage: kvroute-vs-dynamo ingest|index <workload> [rounds]"
+        args.len() >= 3 && ["ingest", "index", "scaling", "tree", "find", "lockstep"].contains(&args[1].as_str()),
+        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep <workload> [rounds]"
     );
+    match args[1].as_str() {
+        "tree" => return println!("{}", probes::tree_only(&args[2])),
+        "find" => return println!("{}", probes::find_only(&args[2])),
+        "lockstep" => return println!("{}", probes::lockstep_only(&args[2])),
+        "scaling" => {
+            let rounds: usize = args.get(3).map_or(3, |r| r.parse().expect("rounds"));
+            return println!("{}", scaling::run(&args[2], rounds).await);
+        }
+        _ => {}
+    }
     if args[1] == "index" {
         let rounds: usize = args.get(3).map_or(3, |r| r.parse().expect("rounds"));
         println!("{}", index_bench::run(&args[2], rounds).await);

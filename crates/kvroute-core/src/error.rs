@@ -1,7 +1,8 @@
 //! One error type for every fallible core call, carrying the stable code that the TypeScript
 //! layer exposes as `KvRouteError.code`. Keeping the code here (not in the binding) means the
-//! native and pure-JS backends report the same code for the same mistake. (Malformed events are
-//! rejected by the TypeScript validator before they reach the core, so no event code is here.)
+//! native and pure-JS backends report the same code for the same mistake. (Malformed event
+//! objects are rejected by the TypeScript validator before they reach the core; malformed event
+//! JSON text is parsed and rejected here, as `InvalidEvent`.)
 
 use std::fmt;
 
@@ -10,6 +11,8 @@ use std::fmt;
 pub enum ErrorCode {
     /// A caller passed an argument outside its documented domain.
     InvalidArg,
+    /// An event (or its JSON text) does not have Dynamo's shape.
+    InvalidEvent,
     /// The object was closed; it accepts no further calls.
     Closed,
     /// A bug in kvroute: an invariant did not hold. Never the caller's fault.
@@ -20,6 +23,7 @@ impl ErrorCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::InvalidArg => "ERR_INVALID_ARG",
+            Self::InvalidEvent => "ERR_INVALID_EVENT",
             Self::Closed => "ERR_CLOSED",
             Self::Internal => "ERR_INTERNAL",
         }
@@ -35,6 +39,10 @@ pub struct KvError {
 impl KvError {
     pub fn invalid_arg(message: impl Into<String>) -> Self {
         Self { code: ErrorCode::InvalidArg, message: message.into() }
+    }
+
+    pub fn invalid_event(message: impl Into<String>) -> Self {
+        Self { code: ErrorCode::InvalidEvent, message: message.into() }
     }
 
     pub fn closed(what: &str) -> Self {

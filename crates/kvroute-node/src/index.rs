@@ -4,7 +4,7 @@
 
 use crate::convert::{guard, invalid_arg, to_node_error};
 use crate::memory::ExternalMemory;
-use kvroute_core::index::{packed, KvIndex, Rank};
+use kvroute_core::index::{json, packed, KvIndex, Rank};
 use kvroute_core::ingest::EngineIngest;
 use napi::bindgen_prelude::ObjectFinalize;
 use napi::bindgen_prelude::{AsyncTask, BigInt, BigUint64Array, BigUint64ArraySlice, Uint32Array, Uint32ArraySlice};
@@ -76,6 +76,21 @@ impl NativeKvIndex {
         guard(|| {
             let events = packed::decode(meta, words).map_err(to_node_error)?;
             self.inner.apply_events(events, now_ms).map_err(to_node_error)
+        })
+    }
+
+    /// Parses events from JSON text in Rust (exact u64s; `batch`: an array or NDJSON, else one
+    /// event), then enqueues them. Returns how many valid events were left out as a cache
+    /// owner's. Invalid text throws `ERR_INVALID_EVENT` and enqueues nothing.
+    #[napi(js_name = "applyJson")]
+    pub fn apply_json(&self, env: Env, text: String, batch: bool, now_ms: f64) -> Result<f64, &'static str> {
+        self.memory.sync(&env, &self.inner);
+        guard(|| {
+            let parsed = if batch { json::parse_events(&text) } else { json::parse_event(&text) }.map_err(to_node_error)?;
+            if !parsed.events.is_empty() {
+                self.inner.apply_events(parsed.events, now_ms).map_err(to_node_error)?;
+            }
+            Ok(parsed.cache_owner_events as f64)
         })
     }
 

@@ -31,6 +31,9 @@ enum Op {
     Events { events: Vec<RouterEvent>, now_ms: f64 },
     RemoveWorker { worker_id: WorkerId, dp_rank: Option<u32> },
     Predict { rank: Rank, locals: Vec<u64>, seq_hashes: Vec<u64>, now_ms: f64, expires_at_ms: f64 },
+    /// Sweeps a shard's expired predictions: time passes for every shard, not only for the one
+    /// a write lands on, so that counts (`stats`) do not keep expired blocks.
+    Expire { now_ms: f64 },
     Stop,
 }
 
@@ -77,6 +80,9 @@ pub struct KvIndex {
     handles: Mutex<Vec<JoinHandle<()>>>,
     assignment: Mutex<(FastMap<WorkerId, usize>, usize)>,
     closed: AtomicBool,
+    /// Whether any prediction (approximate mode) was ever recorded: only then do writes sweep
+    /// expired predictions in every shard.
+    predictions: AtomicBool,
 }
 
 impl KvIndex {
@@ -113,6 +119,7 @@ impl KvIndex {
             handles: Mutex::new(handles),
             assignment: Mutex::new((FastMap::default(), 0)),
             closed: AtomicBool::new(false),
+            predictions: AtomicBool::new(false),
         })
     }
 
@@ -175,6 +182,8 @@ impl KvIndex {
         for (w, events) in per_writer.into_iter().enumerate() {
             if !events.is_empty() {
                 self.send(w, Op::Events { events, now_ms });
+            } else if self.predictions.load(Ordering::Relaxed) {
+                self.send(w, Op::Expire { now_ms });
             }
         }
         Ok(())
@@ -206,8 +215,19 @@ impl KvIndex {
         }
         let w = self.writer_for(rank.worker_id, &mut self.assignment.lock());
         let position = self.send(w, Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms });
+        self.predictions.store(true, Ordering::Relaxed);
+        self.sweep_others(w, now_ms);
         self.wait_for(w, position);
         self.check_failure()
+    }
+
+    /// Once predictions exist, a write to one shard sweeps the others' expired ones too.
+    fn sweep_others(&self, except: usize, now_ms: f64) {
+        if self.predictions.load(Ordering::Relaxed) {
+            for other in (0..self.writers.len()).filter(|&o| o != except) {
+                self.send(other, Op::Expire { now_ms });
+            }
+        }
     }
 
     /// Approximate mode: records that a request with these local hashes was routed to `rank`;
@@ -408,6 +428,7 @@ fn apply(tree: &LeftRight<Tree>, op: Op, visible: impl FnOnce()) {
         Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms } => {
             tree.write_then(|t| t.record_prediction(rank, &locals, &seq_hashes, now_ms, expires_at_ms), visible)
         }
+        Op::Expire { now_ms } => tree.write_then(|t| t.expire(now_ms), visible),
         Op::Stop => visible(),
     }
 }

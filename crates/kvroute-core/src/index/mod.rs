@@ -41,6 +41,7 @@ pub mod concurrent;
 pub mod event;
 mod expiry;
 pub mod growth;
+pub mod json;
 pub mod lock;
 pub mod packed;
 pub mod stats;

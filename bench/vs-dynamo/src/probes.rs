@@ -1,0 +1,70 @@
+//! Profiling probes on the `bench:index` workload, kvroute only: `tree` (the bare single-threaded
+//! tree: no threads, no second copy; block-events/s), `find` (mean µs per query on the full
+//! index) and `lockstep` (seconds for the trace walk). Run under `perf record` to see where time
+//! goes; the comparison itself is `index`.
+
+use crate::index_bench::{read, Op, WRITERS};
+use kvroute_core::index::KvIndex;
+use std::time::Instant;
+
+/// Probe: the bare single-threaded tree on the same events (no threads, no second copy).
+pub fn tree_only(path: &str) -> f64 {
+    let ops = read(path);
+    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    let before = crate::alloc::live();
+    let mut tree = kvroute_core::index::Tree::new();
+    let t0 = Instant::now();
+    for op in &ops {
+        if let Op::Events(e, _, _) = op {
+            for ev in e {
+                tree.apply_event(ev, 0.0);
+            }
+        }
+    }
+    let rate = block_events as f64 / t0.elapsed().as_secs_f64();
+    eprintln!("tree live bytes {} reported {}", crate::alloc::live() - before, tree.stats().memory_bytes);
+    rate
+}
+
+/// Probe: kvroute's lockstep walk alone (for profiling); returns seconds.
+pub fn lockstep_only(path: &str) -> f64 {
+    let ops = read(path);
+    let index = KvIndex::new(WRITERS).expect("index");
+    let t0 = Instant::now();
+    for op in &ops {
+        match op {
+            Op::Events(e, _, _) => {
+                index.apply_events(e.clone(), 0.0).expect("open");
+                index.flush().expect("flush");
+            }
+            Op::Query(q) => {
+                std::hint::black_box(index.find_matches(q, 0.0).expect("open"));
+            }
+        }
+    }
+    t0.elapsed().as_secs_f64()
+}
+
+/// Probe: every query 5 times on the full index (for profiling reads).
+pub fn find_only(path: &str) -> f64 {
+    let ops = read(path);
+    let index = KvIndex::new(WRITERS).expect("index");
+    for op in &ops {
+        if let Op::Events(e, _, _) = op {
+            index.apply_events(e.clone(), 0.0).expect("open");
+        }
+    }
+    index.flush().expect("flush");
+    let t0 = Instant::now();
+    let mut n = 0;
+    for _ in 0..5 {
+        for op in &ops {
+            if let Op::Query(q) = op {
+                std::hint::black_box(index.find_matches(q, 0.0).expect("open"));
+                n += 1;
+            }
+        }
+    }
+    t0.elapsed().as_secs_f64() * 1e6 / n as f64
+}
+

@@ -1,0 +1,189 @@
+//! `kvroute-vs-dynamo scaling <workload.bin> [rounds]`: the `bench:index` workload with 1, 2 and 4
+//! writer threads on both systems (ingest: apply every event, then wait until visible; the
+//! systems alternate within each round), and the **concurrent** phase with 2 writers: the main
+//! thread applies every event while one reader thread queries the trace's prompts in a loop as
+//! fast as it can; reported are the writers' block-events/s and the reader's queries/s and
+//! latency percentiles while writes run. Also checks `stats().memory_bytes` against the counting
+//! allocator, and what an empty index allocates. Prints one JSON line.
+
+use crate::alloc;
+use crate::index_bench::{pct, read, Op};
+use dynamo_kv_router::indexer::KvIndexerInterface;
+use dynamo_kv_router::protocols::LocalBlockHash;
+use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
+use kvroute_core::index::KvIndex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+type Dynamo = ThreadPoolIndexer<ConcurrentRadixTreeCompressed>;
+
+fn kvroute_ingest(ops: &[Op], writers: usize) -> f64 {
+    let index = KvIndex::new(writers).expect("index");
+    let t0 = Instant::now();
+    for op in ops {
+        if let Op::Events(e, _, _) = op {
+            index.apply_events(e.clone(), 0.0).expect("open");
+        }
+    }
+    index.flush().expect("flush");
+    t0.elapsed().as_secs_f64()
+}
+
+async fn dynamo_ingest(ops: &[Op], writers: usize) -> f64 {
+    let indexer = Dynamo::new(ConcurrentRadixTreeCompressed::new(), writers, 64);
+    let t0 = Instant::now();
+    for op in ops {
+        if let Op::Events(_, e, _) = op {
+            for ev in e {
+                indexer.apply_event(ev.clone()).await;
+            }
+        }
+    }
+    indexer.flush_and_wait().await.expect("flush");
+    t0.elapsed().as_secs_f64()
+}
+
+/// Reader latencies (µs) and queries, until `stop`.
+fn read_until(stop: &AtomicBool, queries: &[Vec<u64>], mut find: impl FnMut(&[u64])) -> Vec<f64> {
+    let mut lat = Vec::new();
+    'outer: loop {
+        for q in queries {
+            if stop.load(Ordering::Relaxed) {
+                break 'outer;
+            }
+            let t = Instant::now();
+            find(q);
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    lat
+}
+
+fn summary(block_events: u64, write_s: f64, mut lat: Vec<f64>) -> serde_json::Value {
+    lat.sort_by(f64::total_cmp);
+    if lat.is_empty() {
+        lat.push(0.0);
+    }
+    serde_json::json!({
+        "writerBlockEventsPerSec": block_events as f64 / write_s,
+        "readerQueriesPerSec": lat.len() as f64 / write_s,
+        "readerUs": { "p50": pct(&lat, 50.0), "p99": pct(&lat, 99.0), "p999": pct(&lat, 99.9) },
+    })
+}
+
+fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
+    let index = Arc::new(KvIndex::new(2).expect("index"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (index, stop, queries) = (Arc::clone(&index), Arc::clone(&stop), queries.to_vec());
+        std::thread::spawn(move || {
+            read_until(&stop, &queries, |q| {
+                std::hint::black_box(index.find_matches(q, 0.0).expect("open"));
+            })
+        })
+    };
+    let t0 = Instant::now();
+    for op in ops {
+        if let Op::Events(e, _, _) = op {
+            index.apply_events(e.clone(), 0.0).expect("open");
+        }
+    }
+    index.flush().expect("flush");
+    let write_s = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    summary(block_events, write_s, reader.join().expect("reader"))
+}
+
+async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
+    let indexer = Arc::new(Dynamo::new(ConcurrentRadixTreeCompressed::new(), 2, 64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (indexer, stop, queries) = (Arc::clone(&indexer), Arc::clone(&stop), queries.to_vec());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            read_until(&stop, &queries, |q| {
+                let hashes: Vec<LocalBlockHash> = q.iter().map(|&h| LocalBlockHash(h)).collect();
+                std::hint::black_box(rt.block_on(indexer.find_matches(hashes)).expect("find"));
+            })
+        })
+    };
+    let t0 = Instant::now();
+    for op in ops {
+        if let Op::Events(_, e, _) = op {
+            for ev in e {
+                indexer.apply_event(ev.clone()).await;
+            }
+        }
+    }
+    indexer.flush_and_wait().await.expect("flush");
+    let write_s = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    summary(block_events, write_s, reader.join().expect("reader"))
+}
+
+/// `stats().memory_bytes` against the counting allocator, for the full index and an empty one.
+fn memory_accuracy(ops: &[Op]) -> serde_json::Value {
+    let before = alloc::live();
+    let empty = KvIndex::new(2).expect("index");
+    let empty_live = alloc::live() - before;
+    let empty_reported = empty.stats().expect("open").0.memory_bytes;
+    drop(empty);
+    let before = alloc::live();
+    let index = KvIndex::new(2).expect("index");
+    for op in ops {
+        if let Op::Events(e, _, _) = op {
+            index.apply_events(e.clone(), 0.0).expect("open");
+        }
+    }
+    index.flush().expect("flush");
+    let live = alloc::live() - before;
+    let reported = index.stats().expect("open").0.memory_bytes;
+    drop(index);
+    let after_close = alloc::live() - before;
+    serde_json::json!({
+        "emptyIndexLiveBytes": empty_live,
+        "emptyIndexReportedBytes": empty_reported,
+        "fullIndexLiveBytes": live,
+        "fullIndexReportedBytes": reported,
+        "reportedOverLive": reported as f64 / live as f64,
+        "liveBytesAfterDrop": after_close,
+    })
+}
+
+pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
+    let ops = read(path);
+    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    let queries: Vec<Vec<u64>> =
+        ops.iter().filter_map(|o| if let Op::Query(q) = o { Some(q.clone()) } else { None }).collect();
+    let mut scaling = serde_json::Map::new();
+    for writers in [1usize, 2, 4] {
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            ours.push(kvroute_ingest(&ops, writers));
+            theirs.push(dynamo_ingest(&ops, writers).await);
+        }
+        ours.sort_by(f64::total_cmp);
+        theirs.sort_by(f64::total_cmp);
+        let (k, d) = (ours[ours.len() / 2], theirs[theirs.len() / 2]);
+        scaling.insert(
+            writers.to_string(),
+            serde_json::json!({
+                "kvrouteBlockEventsPerSec": block_events as f64 / k,
+                "dynamoBlockEventsPerSec": block_events as f64 / d,
+                "ratio": d / k,
+            }),
+        );
+    }
+    let concurrent = serde_json::json!({
+        "kvroute": kvroute_concurrent(&ops, &queries, block_events),
+        "dynamo": dynamo_concurrent(&ops, &queries, block_events).await,
+    });
+    serde_json::json!({
+        "blockEvents": block_events,
+        "rounds": rounds,
+        "ingestByWriters": scaling,
+        "concurrent": concurrent,
+        "memory": memory_accuracy(&ops),
+    })
+}

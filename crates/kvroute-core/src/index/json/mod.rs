@@ -1,0 +1,154 @@
+//! Events as JSON text, parsed here rather than in JavaScript: the native backend's
+//! `applyEvents(string)` and `fromDump(string)` hand the text straight to Rust. serde_json reads
+//! every integer exactly (no 2^53 limit), is a strict JSON parser, and never reads a float
+//! literal as an integer. The accepted shapes and the batch layout (a JSON array, or NDJSON with
+//! blank lines skipped) are those of the TypeScript parser and validator (`ts/events/json.ts`,
+//! `ts/events/validate.ts`), so both backends accept and reject the same texts; messages name the
+//! event as they do (`events[3]`, `line 7`).
+
+mod shapes;
+mod values;
+
+use super::event::{EventData, Rank, RouterEvent, StoredBlock};
+use crate::KvError;
+use serde_json::value::RawValue;
+use shapes::{JsonData, JsonEvent, Tier};
+
+/// Most blocks (or hashes) one event may carry, as in `ts/limits.ts`.
+pub const MAX_BLOCKS_PER_EVENT: usize = 1 << 20;
+
+/// Events parsed from text, and how many valid ones were left out as a cache owner's lane
+/// (`residency_domain: "cache_owner"`, which kvroute does not model yet: counted, not applied).
+#[derive(Debug, Default)]
+pub struct ParsedEvents {
+    pub events: Vec<RouterEvent>,
+    pub cache_owner_events: u64,
+}
+
+/// One event's JSON text.
+pub fn parse_event(text: &str) -> Result<ParsedEvents, KvError> {
+    let mut out = ParsedEvents::default();
+    push(&mut out, text, || "event".to_owned())?;
+    Ok(out)
+}
+
+/// A batch: a JSON array of events, or NDJSON (one event per line; blank lines skipped).
+/// All or nothing: the first invalid event fails the whole batch.
+pub fn parse_events(text: &str) -> Result<ParsedEvents, KvError> {
+    let mut out = ParsedEvents::default();
+    if text.trim_start().starts_with('[') {
+        let items: Vec<&RawValue> =
+            serde_json::from_str(text).map_err(|e| KvError::invalid_event(format!("invalid JSON: {e}")))?;
+        for (i, item) in items.iter().enumerate() {
+            push(&mut out, item.get(), || format!("events[{i}]"))?;
+        }
+        return Ok(out);
+    }
+    for (i, line) in text.split('\n').enumerate() {
+        if !line.trim().is_empty() {
+            push(&mut out, line, || format!("line {}", i + 1))?;
+        }
+    }
+    Ok(out)
+}
+
+fn push(out: &mut ParsedEvents, text: &str, label: impl Fn() -> String) -> Result<(), KvError> {
+    let syntax = |inner: &serde_json::Error| KvError::invalid_event(format!("{}: invalid JSON: {inner}", label()));
+    let mut de = serde_json::Deserializer::from_str(text);
+    let event: JsonEvent = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let inner = e.inner();
+        if inner.is_syntax() || inner.is_eof() {
+            return syntax(inner);
+        }
+        // The path in the validator's notation: `.event.data.stored.blocks[0].block_hash`.
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { format!(".{path}") };
+        KvError::invalid_event(format!("{}{field}: {inner}", label()))
+    })?;
+    de.end().map_err(|e| syntax(&e))?;
+    let event = convert(event).map_err(|why| KvError::invalid_event(format!("{}{why}", label())))?;
+    match event {
+        Some(e) => out.events.push(e),
+        None => out.cache_owner_events += 1,
+    }
+    Ok(())
+}
+
+/// The checks types cannot express; `None` for a valid event of a cache owner's lane.
+fn convert(e: JsonEvent) -> Result<Option<RouterEvent>, String> {
+    let too_many = |n: usize, what: &str| {
+        Err(format!(".event.data.{what} must hold at most {MAX_BLOCKS_PER_EVENT} entries, got {n}"))
+    };
+    let data = match e.event.data {
+        JsonData::Cleared => EventData::Cleared,
+        JsonData::Removed(r) if r.block_hashes.len() > MAX_BLOCKS_PER_EVENT => {
+            return too_many(r.block_hashes.len(), "removed.block_hashes")
+        }
+        JsonData::Removed(r) => EventData::Removed { hashes: r.block_hashes.into_iter().map(|h| h.0).collect() },
+        JsonData::Stored(s) if s.blocks.len() > MAX_BLOCKS_PER_EVENT => return too_many(s.blocks.len(), "stored.blocks"),
+        JsonData::Stored(s) => EventData::Stored {
+            parent: s.parent_hash.map(|h| h.0),
+            blocks: s.blocks.into_iter().map(|b| StoredBlock { ext: b.block_hash.0, local: b.tokens_hash.0 }).collect(),
+        },
+    };
+    if e.residency_domain.as_deref() == Some("cache_owner") {
+        return Ok(None);
+    }
+    Ok(Some(RouterEvent {
+        rank: Rank::new(e.worker_id.0, e.event.dp_rank.map_or(0, |r| r.0)),
+        event_id: e.event.event_id.0,
+        device_tier: e.storage_tier.is_none_or(|t| t == Tier::Device),
+        data,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STORED: &str = r#"{"worker_id": 18446744073709551615, "event": {"event_id": "7", "dp_rank": 2,
+        "data": {"stored": {"parent_hash": null, "blocks": [{"block_hash": 9007199254740993, "tokens_hash": 5}]}}}}"#;
+
+    #[test]
+    fn reads_u64s_exactly_and_both_batch_layouts() {
+        let one = parse_event(STORED).expect("valid");
+        let e = &one.events[0];
+        assert_eq!(e.rank, Rank::new(u64::MAX, 2));
+        assert_eq!(e.event_id, 7);
+        assert_eq!(e.data, EventData::Stored { parent: None, blocks: vec![StoredBlock { ext: 9007199254740993, local: 5 }] });
+        let flat = STORED.replace('\n', " ");
+        let ndjson = format!("\n{flat}\n  \n{flat}\n");
+        assert_eq!(parse_events(&ndjson).expect("ndjson").events.len(), 2);
+        assert_eq!(parse_events(&format!("[{flat}, {flat}]")).expect("array").events.len(), 2);
+    }
+
+    #[test]
+    fn rejects_floats_unknown_fields_duplicates_and_bad_variants() {
+        let cases = [
+            (r#"{"worker_id": 45.000000000000001, "event": {"event_id": 0, "data": "cleared"}}"#, "event.worker_id:"),
+            (r#"{"worker_id": 1, "event": {"event_id": 0, "data": {"removed": {"block_hashes": [1, 2.5]}}}}"#, "event.event.data.removed.block_hashes[1]:"),
+            (r#"{"worker_id": 1, "event": {"event_id": 0, "data": "cleared"}, "x": 1}"#, "unknown field"),
+            (r#"{"worker_id": 1, "worker_id": 2, "event": {"event_id": 0, "data": "cleared"}}"#, "duplicate"),
+            (r#"{"worker_id": 1, "event": {"event_id": 0, "data": {"cleared": null}}}"#, "unknown variant"),
+            (r#"{"worker_id": 1, "event": {"event_id": 0, "data": {"stored": {"blocks": []}}}}"#, "parent_hash"),
+            (r#"{"worker_id": 1, "event": {"event_id": 0, "data": {"removed": {"block_hashes": []}, "stored": {}}}}"#, "exactly one"),
+            (r#"{"worker_id": 0000000000000001, "event": {"event_id": 0, "data": "cleared"}}"#, "invalid JSON"),
+        ];
+        for (text, needle) in cases {
+            let err = parse_event(text).expect_err(text);
+            assert_eq!(err.code, crate::ErrorCode::InvalidEvent);
+            assert!(err.message.contains(needle), "{text}: {}", err.message);
+        }
+    }
+
+    #[test]
+    fn names_the_failing_event_and_keeps_cache_owner_events_out() {
+        let bad = parse_events("[{\"worker_id\": 1, \"event\": {\"event_id\": 0, \"data\": \"cleared\"}}, 3]").expect_err("bad");
+        assert!(bad.message.starts_with("events[1]"), "{}", bad.message);
+        let bad = parse_events("\n{\"worker_id\": -1, \"event\": {\"event_id\": 0, \"data\": \"cleared\"}}").expect_err("bad");
+        assert!(bad.message.starts_with("line 2"), "{}", bad.message);
+        let owner = r#"{"worker_id": 1, "residency_domain": "cache_owner", "event": {"event_id": 0, "data": "cleared"}}"#;
+        let parsed = parse_event(owner).expect("valid");
+        assert_eq!((parsed.events.len(), parsed.cache_owner_events), (0, 1));
+    }
+}

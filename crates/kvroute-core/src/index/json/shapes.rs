@@ -1,0 +1,133 @@
+//! Dynamo's `RouterEvent` JSON (as `ts/events/validate.ts` accepts it), as serde types: unknown
+//! fields and duplicate keys are errors, required fields must be present, and every value is
+//! checked by its type, so a document that deserialises is a valid event.
+
+use super::values::{required_nullable, AnyValue, Offset, U32, U64};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonEvent {
+    pub worker_id: U64,
+    #[serde(default)]
+    pub storage_tier: Option<Tier>,
+    pub event: JsonCacheEvent,
+    #[serde(default)]
+    pub residency_domain: Option<String>,
+    /// Informational in Dynamo; any value.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub state_source: Option<AnyValue>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Deserialize, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    Device,
+    HostPinned,
+    Disk,
+    External,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonCacheEvent {
+    pub event_id: U64,
+    #[serde(default)]
+    pub dp_rank: Option<U32>,
+    pub data: JsonData,
+}
+
+/// `{"stored": …}`, `{"removed": …}` or the string `"cleared"`, exactly as the TypeScript
+/// validator reads it (serde's own enum form would also take `{"cleared": null}`).
+pub enum JsonData {
+    Stored(JsonStored),
+    Removed(JsonRemoved),
+    Cleared,
+}
+
+impl<'de> Deserialize<'de> for JsonData {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = JsonData;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(r#"{"stored": …}, {"removed": …} or "cleared""#)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<JsonData, E> {
+                if v == "cleared" {
+                    Ok(JsonData::Cleared)
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Str(v), &self))
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonData, A::Error> {
+                let Some(variant) = map.next_key::<String>()? else {
+                    return Err(de::Error::custom(r#"must have exactly one of "stored" or "removed""#));
+                };
+                let data = match variant.as_str() {
+                    "stored" => JsonData::Stored(map.next_value()?),
+                    "removed" => JsonData::Removed(map.next_value()?),
+                    other => {
+                        return Err(de::Error::custom(format!(
+                            r#"unknown variant "{other}" (expected stored, removed or "cleared")"#
+                        )))
+                    }
+                };
+                if map.next_key::<IgnoredAny>()?.is_some() {
+                    return Err(de::Error::custom(r#"must have exactly one of "stored" or "removed""#));
+                }
+                Ok(data)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonStored {
+    #[serde(deserialize_with = "required_nullable")]
+    pub parent_hash: Option<U64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub start_position: Option<U32>,
+    pub blocks: Vec<JsonBlock>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonBlock {
+    pub block_hash: U64,
+    pub tokens_hash: U64,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub mm_extra_info: Option<JsonMmInfo>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonMmInfo {
+    #[allow(dead_code)]
+    pub mm_objects: Vec<JsonMmObject>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonMmObject {
+    #[allow(dead_code)]
+    pub mm_hash: U64,
+    #[allow(dead_code)]
+    pub offsets: Vec<(Offset, Offset)>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonRemoved {
+    pub block_hashes: Vec<U64>,
+}

@@ -1,0 +1,182 @@
+//! The scalar shapes of Dynamo's event JSON, deserialised exactly: a u64 is an integer literal in
+//! range or a decimal string (hashes above 2^53 travel both ways); a float literal is never read
+//! as an integer, even when its value is one (`45.0`, `1e3`, `45.000000000000001`).
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use std::fmt;
+
+/// Longest decimal string accepted (leading zeros included): a megabyte of zeros stays cheap.
+const DECIMAL_MAX_LENGTH: usize = 256;
+/// Largest integer an offset may be: the pure-JS twin holds offsets as doubles.
+const SAFE_INTEGER_MAX: u64 = (1 << 53) - 1;
+
+fn decimal(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > DECIMAL_MAX_LENGTH || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let significant = s.trim_start_matches('0');
+    if significant.is_empty() {
+        return Some(0);
+    }
+    if significant.len() > 20 {
+        return None;
+    }
+    significant.parse().ok()
+}
+
+struct U64Visitor;
+
+impl Visitor<'_> for U64Visitor {
+    type Value = u64;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a u64 (a non-negative integer or a decimal string)")
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+        Ok(v)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+        u64::try_from(v).map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+        decimal(v).ok_or_else(|| E::invalid_value(de::Unexpected::Str(v), &self))
+    }
+}
+
+/// A u64 as an integer literal or a decimal string.
+#[derive(Debug, Clone, Copy)]
+pub struct U64(pub u64);
+
+impl<'de> Deserialize<'de> for U64 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(U64Visitor).map(U64)
+    }
+}
+
+/// A u32 as an integer literal or a decimal string.
+#[derive(Debug, Clone, Copy)]
+pub struct U32(pub u32);
+
+impl<'de> Deserialize<'de> for U32 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = d.deserialize_any(U64Visitor)?;
+        u32::try_from(v)
+            .map(U32)
+            .map_err(|_| de::Error::invalid_value(de::Unexpected::Unsigned(v), &"an integer in [0, 2^32)"))
+    }
+}
+
+/// A non-negative integer literal no larger than 2^53 − 1 (multimodal offsets).
+#[derive(Debug, Clone, Copy)]
+pub struct Offset(#[allow(dead_code)] pub u64);
+
+impl<'de> Deserialize<'de> for Offset {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = u64;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a non-negative safe integer")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+                if v <= SAFE_INTEGER_MAX {
+                    Ok(v)
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Unsigned(v), &self))
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+                u64::try_from(v).map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self)).and_then(|v| self.visit_u64(v))
+            }
+        }
+        d.deserialize_any(V).map(Offset)
+    }
+}
+
+/// Any JSON value, checked only for duplicate keys at every depth: the TypeScript parser rejects
+/// a document whose objects repeat a key (it would mean two things), so this side does too.
+pub struct AnyValue;
+
+impl<'de> Deserialize<'de> for AnyValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(AnyVisitor)
+    }
+}
+
+struct AnyVisitor;
+
+impl<'de> Visitor<'de> for AnyVisitor {
+    type Value = AnyValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<AnyValue, E> {
+        Ok(AnyValue)
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<AnyValue, A::Error> {
+        while seq.next_element::<AnyValue>()?.is_some() {}
+        Ok(AnyValue)
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<AnyValue, A::Error> {
+        let mut keys = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            map.next_value::<AnyValue>()?;
+            if !keys.insert(key.clone()) {
+                return Err(de::Error::custom(format!("duplicate key \"{key}\"")));
+            }
+        }
+        Ok(AnyValue)
+    }
+}
+
+/// A field that must be present but may be null (`parent_hash`): `deserialize_with` turns off
+/// serde's implicit default for `Option`.
+pub fn required_nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    Option::<T>::deserialize(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u64_of(text: &str) -> Result<u64, String> {
+        serde_json::from_str::<U64>(text).map(|v| v.0).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn u64_reads_integers_and_decimal_strings_exactly() {
+        assert_eq!(u64_of("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(u64_of("\"18446744073709551615\""), Ok(u64::MAX));
+        assert_eq!(u64_of("\"0000000000000000000000000042\""), Ok(42));
+    }
+
+    #[test]
+    fn u64_rejects_floats_negatives_and_overflow() {
+        for text in ["45.000000000000001", "45.0", "1e3", "-1", "-0", "18446744073709551616", "\"18446744073709551616\"", "\"\"", "\"1 \""] {
+            assert!(u64_of(text).is_err(), "{text} must be rejected");
+        }
+    }
+}
