@@ -5,7 +5,7 @@
  */
 
 import { KIND_REMOVED, KIND_STORED } from '../ts/events/packed.js';
-import { KvIndex, type RouterEvent } from '../ts/index.js';
+import { KvIndex, type RouterEvent, stringifyEvents } from '../ts/index.js';
 import { percentile, sortedCopy } from './common.js';
 import { readWorkload } from './index-workload.js';
 
@@ -54,6 +54,25 @@ await ingest.flush();
 const ingestSeconds = (performance.now() - t0) / 1000;
 ingest.close();
 
+// 1b. The same ingest from JSON text (NDJSON batches written before timing: a service that
+// receives events as text, parsed in Rust on the native backend) and from packed columns (the
+// validated form both backends consume: validation and parsing excluded, for comparison).
+const texts: string[] = [];
+for (let i = 0; i < allEvents.length; i += BATCH) texts.push(stringifyEvents(allEvents.slice(i, i + BATCH), 'ndjson'));
+const textIndex = new KvIndex({ blockSize: workload.blockSize, backend });
+t0 = performance.now();
+for (const text of texts) textIndex.applyEvents(text);
+await textIndex.flush();
+const jsonIngestSeconds = (performance.now() - t0) / 1000;
+textIndex.close();
+const packedIndex = new KvIndex({ blockSize: workload.blockSize, backend });
+const inner = (packedIndex as unknown as { inner: { applyPacked(m: Uint32Array, w: BigUint64Array, now: number): void } }).inner;
+t0 = performance.now();
+for (const op of workload.ops) if ('meta' in op) inner.applyPacked(op.meta, op.words, 0);
+await packedIndex.flush();
+const packedIngestSeconds = (performance.now() - t0) / 1000;
+packedIndex.close();
+
 // 2. Interleaved, in trace order: a query, then that request's events.
 global.gc?.();
 const index = new KvIndex({ blockSize: workload.blockSize, backend });
@@ -97,6 +116,8 @@ console.log(
     ingestSeconds,
     eventsPerSec: allEvents.length / ingestSeconds,
     blockEventsPerSec: blockEvents / ingestSeconds,
+    jsonBlockEventsPerSec: blockEvents / jsonIngestSeconds,
+    packedBlockEventsPerSec: blockEvents / packedIngestSeconds,
     interleavedSeconds,
     findMatchesPerSec: latencies.length / (queryNs / 1e9),
     p50us: percentile(sorted, 50) / 1000,

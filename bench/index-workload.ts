@@ -67,7 +67,7 @@ export class Rng {
   }
 }
 
-export function buildWorkload(trace: Trace, workers: number, seed = 42): Omit<Workload, 'source'> {
+export function buildWorkload(trace: Trace, workers: number, seed = 42, capacity = CAPACITY): Omit<Workload, 'source'> {
   const rng = new Rng(seed);
   const caches = Array.from({ length: workers }, () => new Map<bigint, true>());
   const ops: WorkloadOp[] = [];
@@ -96,7 +96,7 @@ export function buildWorkload(trace: Trace, workers: number, seed = 42): Omit<Wo
     }
     const evicted: bigint[] = [];
     for (const key of cache.keys()) {
-      if (cache.size - evicted.length <= CAPACITY) break;
+      if (cache.size - evicted.length <= capacity) break;
       evicted.push(key);
     }
     for (const key of evicted) cache.delete(key);
@@ -108,6 +108,26 @@ export function buildWorkload(trace: Trace, workers: number, seed = 42): Omit<Wo
   }
   return { workers, blockSize: 64, ops };
 }
+
+/**
+ * The synthetic churn trace: many short prompts that branch early (a tree of 32 roots, each id
+ * drawn from a small alphabet at every depth of 1–6), so the index is mostly short branching
+ * prefixes, and a small per-worker cache (use with a capacity of 1,024 blocks) so that most
+ * events are removals.
+ */
+export function churnTrace(requests: number, seed = 7): Trace {
+  const rng = new Rng(seed);
+  const out: Trace['requests'] = [];
+  for (let r = 0; r < requests; r++) {
+    const depth = 1 + rng.int(6);
+    const hashIds: number[] = [rng.int(32)];
+    for (let d = 1; d < depth; d++) hashIds.push(hashIds[d - 1] * 8 + 1 + rng.int(8));
+    out.push({ line: 0, timestampMs: r, inputLength: 512 * depth, outputLength: 1, hashIds });
+  }
+  return { traceBlockSize: 512, requests: out };
+}
+
+export const CHURN_CAPACITY = 1024;
 
 export function writeWorkload(path: string, w: Omit<Workload, 'source'>): void {
   const parts: Uint8Array[] = [];

@@ -2,6 +2,8 @@
  * The index benchmark: the Mooncake-derived workload (see index-workload.ts) at W = 16 and 256
  * workers, replayed by the native backend, the pure-JS backend (each in its own process) and the
  * pure-Rust harness (`cargo bench -p kvroute-core --bench index`), side by side in one run.
+ * Node's ingest is measured three ways: event objects, the same events as NDJSON text, and
+ * packed columns (validation skipped), each beside the Rust harness.
  * Targets: ≥ 1M block-events/s and findMatches p99 < 20 µs at W = 16 through Node; Node within
  * 80% of the Rust harness; native ≥ 5× JS.
  */
@@ -58,6 +60,18 @@ for (const workers of [16, 256]) {
     'block-events/s (M)',
     Number(native.blockEventsPerSec) / 1e6,
     Number(js.blockEventsPerSec) / 1e6,
+    Number(rust.blockEventsPerSec) / 1e6,
+  );
+  row(
+    'block-events/s from JSON text (M)',
+    Number(native.jsonBlockEventsPerSec) / 1e6,
+    Number(js.jsonBlockEventsPerSec) / 1e6,
+    Number(rust.blockEventsPerSec) / 1e6,
+  );
+  row(
+    'block-events/s packed, unvalidated (M)',
+    Number(native.packedBlockEventsPerSec) / 1e6,
+    Number(js.packedBlockEventsPerSec) / 1e6,
     Number(rust.blockEventsPerSec) / 1e6,
   );
   row('events/s (k)', Number(native.eventsPerSec) / 1e3, Number(js.eventsPerSec) / 1e3, Number(rust.eventsPerSec) / 1e3);

@@ -12,7 +12,7 @@ import { mkdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fmt, printTable, QUICK, RESULTS, ROOT, writeResult } from './common.js';
-import { benchTrace, buildWorkload, writeWorkload } from './index-workload.js';
+import { benchTrace, buildWorkload, CHURN_CAPACITY, churnTrace, writeWorkload } from './index-workload.js';
 import { captureBatches, type IngestWorkload, mooncakeBatches, writeIngestWorkload } from './ingest-workload.js';
 
 const manifest = join(ROOT, 'bench', 'vs-dynamo', 'Cargo.toml');
@@ -51,13 +51,39 @@ printTable('engine payloads → visible in the index: kvroute-core vs dynamo-kv-
 // The index itself: the bench:index workload's events, already parsed, on both indexes.
 const indexTrace = benchTrace(QUICK ? 1500 : undefined);
 const indexRows: Array<Record<string, string | number>> = [];
-for (const workers of [16, 256]) {
-  const file = join(RESULTS, `vs-dynamo-index-w${workers}.bin`);
-  writeWorkload(file, buildWorkload(indexTrace.trace, workers));
+const indexWorkloads = [
+  { name: 'W=16', build: () => buildWorkload(indexTrace.trace, 16) },
+  { name: 'W=256', build: () => buildWorkload(indexTrace.trace, 256) },
+  { name: 'churn W=64', build: () => buildWorkload(churnTrace(QUICK ? 4000 : 40_000), 64, 42, CHURN_CAPACITY) },
+];
+const scaling: Record<string, unknown> = {};
+const scalingRows: Array<Record<string, string | number>> = [];
+for (const { name, build } of indexWorkloads) {
+  const file = join(RESULTS, `vs-dynamo-index-${name.replace(/[^a-z0-9]+/gi, '-')}.bin`);
+  writeWorkload(file, build());
   const out = JSON.parse(execFileSync(binary, ['index', file, '3'], { encoding: 'utf8', maxBuffer: 1 << 24 }).trim());
-  results[`index W=${workers}`] = out;
+  results[`index ${name}`] = out;
+  const sc = JSON.parse(execFileSync(binary, ['scaling', file, '3'], { encoding: 'utf8', maxBuffer: 1 << 24 }).trim());
+  scaling[name] = sc;
+  const byWriters = sc.ingestByWriters as Record<
+    string,
+    { kvrouteBlockEventsPerSec: number; dynamoBlockEventsPerSec: number; ratio: number }
+  >;
+  scalingRows.push({
+    workload: name,
+    ...Object.fromEntries(
+      Object.entries(byWriters).map(([w, r]) => [
+        `${w} writer${w === '1' ? '' : 's'}: kvroute / dynamo M/s (ratio)`,
+        `${fmt(r.kvrouteBlockEventsPerSec / 1e6, 2)} / ${fmt(r.dynamoBlockEventsPerSec / 1e6, 2)} (${fmt(r.ratio, 2)})`,
+      ]),
+    ),
+    'concurrent: writers M/s kvroute / dynamo': `${fmt(sc.concurrent.kvroute.writerBlockEventsPerSec / 1e6, 2)} / ${fmt(sc.concurrent.dynamo.writerBlockEventsPerSec / 1e6, 2)}`,
+    'concurrent: reader p99 µs kvroute / dynamo': `${fmt(sc.concurrent.kvroute.readerUs.p99, 1)} / ${fmt(sc.concurrent.dynamo.readerUs.p99, 1)}`,
+    'memoryBytes / allocator': fmt(sc.memory.reportedOverLive, 3),
+    'empty index bytes': sc.memory.emptyIndexLiveBytes,
+  });
   indexRows.push({
-    W: workers,
+    workload: name,
     'ingest ratio (kvroute/dynamo)': fmt(out.ingestRatio, 2),
     'kvroute ingest M/s': fmt(out.ingestBlockEventsPerSec.kvroute / 1e6, 2),
     'dynamo ingest M/s': fmt(out.ingestBlockEventsPerSec.dynamo / 1e6, 2),
@@ -69,13 +95,17 @@ for (const workers of [16, 256]) {
   });
 }
 printTable(
-  `index workload (${indexTrace.source}): kvroute-core KvIndex vs ThreadPoolIndexer<ConcurrentRadixTreeCompressed>, 2 writers`,
+  `index workloads (${indexTrace.source}; churn: synthetic): kvroute-core KvIndex vs ThreadPoolIndexer<ConcurrentRadixTreeCompressed>, 2 writers`,
   indexRows,
 );
+printTable('writer scaling (ingest, median of 3 alternating rounds), writes concurrent with a reader, memory accounting', scalingRows);
 writeResult('vs-dynamo', {
   parameters: { rounds: 3, writerThreads: 2 },
   loadavgBefore: loadBefore,
   loadavgAfter: loadavg(),
   results,
+  scaling,
   table: rows,
+  indexTable: indexRows,
+  scalingTable: scalingRows,
 });
