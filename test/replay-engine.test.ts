@@ -53,17 +53,18 @@ describe('KV block pool', () => {
   });
 });
 
-describe('engine', () => {
-  const config = (over: Partial<EngineConfig> = {}): EngineConfig => ({
-    blockSize: 4,
-    numGpuBlocks: 64,
-    maxNumSeqs: 8,
-    maxNumBatchedTokens: 32,
-    speedup: 1,
-    ...over,
-  });
-  const request = (uid: number, ids: number[], extra: number, out: number) => new SimRequest(uid, ids.length * 4 + extra, out, blocks(ids));
+const config = (over: Partial<EngineConfig> = {}): EngineConfig => ({
+  blockSize: 4,
+  numGpuBlocks: 64,
+  maxNumSeqs: 8,
+  maxNumBatchedTokens: 32,
+  speedup: 1,
+  timing: 'classic',
+  ...over,
+});
+const request = (uid: number, ids: number[], extra: number, out: number) => new SimRequest(uid, ids.length * 4 + extra, out, blocks(ids));
 
+describe('engine (classic timing; scheduling is the same under both models)', () => {
   test("timing follows the polynomials of Dynamo's mocker", () => {
     expect(prefillMs(0)).toBe(0);
     expect(prefillMs(1000)).toBeCloseTo(4.209989e-7 * 1e6 + 15.18344 + 16.50142, 9);
@@ -143,5 +144,52 @@ describe('engine', () => {
     for (let i = 0; i < 4; i++) e.enqueue(request(i, [10 + i], 0, 5));
     e.step(0);
     expect(e.running).toBe(2);
+  });
+});
+
+describe("engine with Dynamo 1.6's timing (the default)", () => {
+  const dynamo = (over: Partial<EngineConfig> = {}) => config({ timing: 'dynamo', ...over });
+
+  test('the default timing model is dynamo', () => {
+    const { timing: _, ...noTiming } = dynamo();
+    const e = new Engine(noTiming);
+    e.enqueue(request(1, [1, 2], 0, 2));
+    expect(e.step(0).durationMs).toBeCloseTo(prefillMs(8), 9);
+  });
+
+  test('rule 1: the prefill polynomial is applied once, to the pass total', () => {
+    const e = new Engine(dynamo());
+    const c = new Engine(config());
+    for (const engine of [e, c]) for (let i = 0; i < 3; i++) engine.enqueue(request(i, [10 * i + 1, 10 * i + 2], 0, 2));
+    // Three 8-token prompts in one pass: one constant, not three.
+    expect(e.step(0).durationMs).toBeCloseTo(prefillMs(24), 9);
+    const classic = c.step(0).durationMs;
+    expect(classic).toBeCloseTo(3 * prefillMs(8) + decodeMs(c.cache.used / 64), 9);
+    expect(classic - prefillMs(24)).toBeGreaterThan(2 * 16.5);
+  });
+
+  test('rule 2: a pass in which nothing is decoding yet charges no decode step', () => {
+    const e = new Engine(dynamo());
+    const r = request(1, [1, 2], 2, 3); // 10 prompt tokens
+    e.enqueue(r);
+    const first = e.step(0);
+    expect(first.firstTokens).toEqual([r]);
+    expect(first.durationMs).toBeCloseTo(prefillMs(10), 9);
+    // Next pass: r decodes (11 tokens = 3 blocks of 4), nothing to prefill.
+    expect(e.step(first.durationMs).durationMs).toBeCloseTo(decodeMs(3 / 64), 9);
+  });
+
+  test('rule 3: decode occupancy sums the decoding sequences, a shared prefix once per sequence', () => {
+    const e = new Engine(dynamo({ maxNumBatchedTokens: 64 }));
+    const c = new Engine(config({ maxNumBatchedTokens: 64 }));
+    for (const engine of [e, c]) for (let i = 0; i < 4; i++) engine.enqueue(request(i, [1, 2, 3, 4], 0, 4));
+    const t = e.step(0).durationMs;
+    c.step(0);
+    // Each sequence holds 17 tokens = 5 blocks; 4 sequences = 20 blocks, though the shared
+    // prefix is only 4 blocks in the pool.
+    expect(e.step(t).durationMs).toBeCloseTo(decodeMs(20 / 64), 9);
+    const used = c.cache.used;
+    expect(used).toBeLessThan(20);
+    expect(c.step(t).durationMs).toBeCloseTo(decodeMs(used / 64), 9);
   });
 });

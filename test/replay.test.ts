@@ -18,9 +18,9 @@ function simulationOnly(report: ReplayReport): ReplayReport {
 const small = () => generateTrace({ requests: 250, rate: 6, prefixGroups: 6, sharedPrefixBlocks: 6, turns: 4, seed: 11 });
 const smallFleet = { workers: 4, numGpuBlocks: 4096 };
 
-describe('replay', () => {
+describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) => {
   test('KV-aware routing beats round-robin on a workload with shared prefixes', async () => {
-    const report = await replay({ trace: small(), policies: ['kv', 'round-robin'], ...smallFleet });
+    const report = await replay({ timing, trace: small(), policies: ['kv', 'round-robin'], ...smallFleet });
     const [kv, rr] = report.policies;
     expect(kv.requests).toBe(250);
     expect(rr.requests).toBe(250);
@@ -37,20 +37,21 @@ describe('replay', () => {
   });
 
   test('is deterministic: the same options give the same report', async () => {
-    const a = await replay({ trace: small(), policies: ['kv', 'random'], ...smallFleet, seed: 5 });
-    const b = await replay({ trace: small(), policies: ['kv', 'random'], ...smallFleet, seed: 5 });
+    const a = await replay({ timing, trace: small(), policies: ['kv', 'random'], ...smallFleet, seed: 5 });
+    const b = await replay({ timing, trace: small(), policies: ['kv', 'random'], ...smallFleet, seed: 5 });
     expect(JSON.stringify(simulationOnly(b))).toBe(JSON.stringify(simulationOnly(a)));
   });
 
   test('the native and pure-JS backends simulate identically', async () => {
     const opts = { trace: small(), policies: ['kv' as const], ...smallFleet, dpSize: 2 };
-    const native = await replay({ ...opts, backend: 'native' });
-    const js = await replay({ ...opts, backend: 'js' });
+    const native = await replay({ timing, ...opts, backend: 'native' });
+    const js = await replay({ timing, ...opts, backend: 'js' });
     expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
   });
 
   test('custom selectors, queueing routers and data-parallel ranks run to completion', async () => {
     const report = await replay({
+      timing,
       trace: small(),
       policies: [{ name: 'first', selector: () => 0 }, 'kv'],
       routerConfig: { routerQueueThreshold: 0.5 },
@@ -70,27 +71,53 @@ describe('replay', () => {
         '{"timestamp": 0, "input_length": 1100, "output_length": 50, "hash_ids": [1, 2, 3, 4, 5], "session_id": "s", "delay": 5000}',
       ].join('\n'),
     );
-    const report = await replay({ trace, workers: 2 });
+    const report = await replay({ timing, trace, workers: 2 });
     const [kv] = report.policies;
     expect(report.policies[0].simulatedSeconds).toBeGreaterThan(5 + (2 * kv.e2eMs.mean) / 1000 - 0.001);
     expect(kv.hitRatio).toBeGreaterThan(0.3);
   });
 
   test('approximate mode replays without KV events and still finds shared prefixes', async () => {
-    const report = await replay({ trace: small(), policies: ['kv', 'round-robin'], routerConfig: { useKvEvents: false }, ...smallFleet });
+    const report = await replay({
+      timing,
+      trace: small(),
+      policies: ['kv', 'round-robin'],
+      routerConfig: { useKvEvents: false },
+      ...smallFleet,
+    });
     const [kv, rr] = report.policies;
     expect(kv.requests).toBe(250);
     expect(kv.hitRatio).toBeGreaterThan(rr.hitRatio);
   });
 
   test('bad options and requests that cannot fit are rejected clearly', async () => {
-    await expect(replay({ trace: small(), workers: 0 })).rejects.toMatchObject({
+    await expect(replay({ timing, trace: small(), workers: 0 })).rejects.toMatchObject({
       code: 'ERR_INVALID_ARG',
       message: expect.stringMatching(/workers/),
     });
-    await expect(replay({ trace: small(), policies: ['best' as never] })).rejects.toBeInstanceOf(KvRouteError);
-    await expect(replay({ trace: small(), numGpuBlocks: 8 })).rejects.toMatchObject({
+    await expect(replay({ timing, trace: small(), policies: ['best' as never] })).rejects.toBeInstanceOf(KvRouteError);
+    await expect(replay({ timing, trace: small(), numGpuBlocks: 8 })).rejects.toMatchObject({
       message: expect.stringMatching(/trace line \d+ needs \d+ KV blocks/),
+    });
+  });
+  test('arrivals that share a timestamp share an engine pass only under dynamo timing', async () => {
+    const line = (id: number) => `{"timestamp": 0, "input_length": 512, "output_length": 4, "hash_ids": [${id}]}`;
+    const trace = parseTrace([line(1), line(2), line(3)].join('\n'));
+    const [kv] = (await replay({ timing, trace, workers: 1 })).policies;
+    if (timing === 'dynamo') {
+      // One pass prefills all three: the same first-token time, one polynomial on 1,536 tokens.
+      expect(kv.ttftMs.mean).toBeCloseTo(kv.ttftMs.max, 6);
+      expect(kv.ttftMs.max).toBeCloseTo(4.209989e-7 * 1536 ** 2 + 0.01518344 * 1536 + 16.50142, 6);
+    } else {
+      // The first arrival starts a pass alone; the other two wait for it.
+      expect(kv.ttftMs.mean).toBeLessThan(kv.ttftMs.max - 10);
+    }
+  });
+
+  test('the timing model is validated', async () => {
+    await expect(replay({ trace: small(), timing: 'fast' as never })).rejects.toMatchObject({
+      code: 'ERR_INVALID_ARG',
+      message: expect.stringMatching(/timing/),
     });
   });
 });

@@ -16,6 +16,8 @@ export interface EngineConfig {
   maxNumBatchedTokens: number;
   /** Divides every simulated duration. */
   speedup: number;
+  /** How a pass's duration is computed (see {@link TimingModel}). Default `'dynamo'`. */
+  timing?: TimingModel;
   /**
    * The identity of a request's `index`-th output block (the block after its full prompt blocks,
    * `promptBlocks.length + index` from the start), given the block before it. Default: unique to
@@ -24,6 +26,21 @@ export interface EngineConfig {
    */
   outputBlock?: (r: SimRequest, index: number, parent: FullBlock | undefined) => FullBlock;
 }
+
+/**
+ * How an engine pass is timed. Both use Dynamo's mocker polynomials, `prefillMs(t)` and
+ * `decodeMs(p)`; they differ in what is fed to them:
+ * - `'dynamo'` (Dynamo 1.6's mocker): the prefill polynomial once, on the pass's total new
+ *   tokens; a decode step only when some sequence on the rank is decoding (has produced a token
+ *   before this pass), with `p` = the decoding sequences' lengths in blocks, summed (a shared
+ *   prefix counts once per sequence, as attention cost does), over the rank's GPU blocks. The
+ *   simulation also releases all arrivals of one timestamp before the next pass starts.
+ * - `'classic'` (kvroute before 0.2): one prefill polynomial per request chunk, summed; a decode
+ *   step in every pass with sequences in decode, `p` = unique blocks in use over GPU blocks;
+ *   a pass may start at the first of several same-timestamp arrivals.
+ * @group Replay
+ */
+export type TimingModel = 'dynamo' | 'classic';
 
 /** A request as an engine sees it. */
 export class SimRequest {
@@ -213,11 +230,29 @@ export class Engine {
     r.prefilled = cached;
   }
 
+  /**
+   * Dynamo's decode step: none unless a sequence is decoding; else the polynomial at the summed
+   * lengths (in blocks) of the decoding sequences over the rank's GPU blocks.
+   */
+  private dynamoDecodeMs(): number {
+    const bs = this.config.blockSize;
+    let blocks = 0;
+    let decoding = false;
+    for (const r of this.decode) {
+      if (r.justPrefilled || !r.inDecode) continue;
+      decoding = true;
+      blocks += Math.ceil(r.context / bs);
+    }
+    return decoding ? decodeMs(blocks / this.config.numGpuBlocks) : 0;
+  }
+
   /** One engine pass starting at `now`: a prefill step, then a decode step. */
   step(now: number): PassResult {
     const cfg = this.config;
+    const dynamo = (cfg.timing ?? 'dynamo') === 'dynamo';
     let budget = cfg.maxNumBatchedTokens - this.decode.length;
     let prefillTime = 0;
+    let prefillTokens = 0;
     while (budget > 0) {
       if (this.prefill.length === 0) {
         if (this.waiting.length === 0 || this.running >= cfg.maxNumSeqs) break;
@@ -229,7 +264,8 @@ export class Engine {
       let ok = this.ensure(r, r.prefilled + chunk);
       while (!ok && this.preemptYoungerThan(r)) ok = this.ensure(r, r.prefilled + chunk);
       if (!ok) break;
-      prefillTime += prefillMs(chunk);
+      if (!dynamo) prefillTime += prefillMs(chunk);
+      prefillTokens += chunk;
       r.prefilled += chunk;
       budget -= chunk;
       if (r.prefilled < r.context) break;
@@ -238,11 +274,12 @@ export class Engine {
       r.inDecode = true;
       this.decode.push(r);
     }
+    if (dynamo) prefillTime = prefillMs(prefillTokens);
     const firstTokens: SimRequest[] = [];
     const finished: SimRequest[] = [];
     let decodeTime = 0;
     if (this.decode.length > 0) {
-      decodeTime = decodeMs(this.cache.used / cfg.numGpuBlocks);
+      decodeTime = dynamo ? this.dynamoDecodeMs() : decodeMs(this.cache.used / cfg.numGpuBlocks);
       for (const r of this.decode.slice()) {
         if (!r.inDecode) continue;
         if (r.justPrefilled) {

@@ -12,6 +12,7 @@ import { SeededRandom } from '../random.js';
 import type { KvRouterOptions } from '../router/options.js';
 import type { Selector } from '../router/select.js';
 import { describe, positiveInteger, positiveNumber } from '../validate.js';
+import type { TimingModel } from './engine.js';
 import { generateTrace } from './generate.js';
 import { type PolicyReport, type ReplayReport, summarise } from './report.js';
 import { type SimConfig, simulatePolicy } from './simulate.js';
@@ -38,6 +39,12 @@ export type ReplayPolicy = 'kv' | 'round-robin' | 'random' | CustomPolicy;
  * Options of {@link replay}; all but the trace mirror the `kvroute replay` flags.
  * @group Replay
  */
+function timingModel(value: unknown): TimingModel {
+  if (value === undefined) return 'dynamo';
+  if (value === 'dynamo' || value === 'classic') return value;
+  throw new KvRouteError('ERR_INVALID_ARG', `timing must be 'dynamo' or 'classic', got ${describe(value)}`);
+}
+
 export interface ReplayOptions {
   /** A loaded trace or a JSONL path; default: the built-in generated workload. */
   trace?: Trace | string;
@@ -59,6 +66,8 @@ export interface ReplayOptions {
   maxNumBatchedTokens?: number;
   /** Divides simulated compute time. Default 1. */
   speedup?: number;
+  /** How engine passes are timed: Dynamo 1.6's mocker (`'dynamo'`, the default) or kvroute's earlier model (`'classic'`). See {@link TimingModel}. */
+  timing?: TimingModel;
   /** Divides inter-arrival times. Default 1. */
   arrivalSpeedup?: number;
   /** Options for the KV router (`overlapScoreWeight`, `routerQueueThreshold`, ...). */
@@ -131,6 +140,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       maxNumSeqs: positiveInteger(opts.maxNumSeqs, 'maxNumSeqs', 256),
       maxNumBatchedTokens: positiveInteger(opts.maxNumBatchedTokens, 'maxNumBatchedTokens', 8192),
       speedup: positiveNumber(opts.speedup, 'speedup', 1),
+      timing: timingModel(opts.timing),
     },
     arrivalSpeedup: positiveNumber(opts.arrivalSpeedup, 'arrivalSpeedup', 1),
     seed,

@@ -67,6 +67,11 @@ class EventQueue {
     }
   }
 
+  /** When the next event happens, if any. */
+  nextAt(): number | undefined {
+    return this.heap[0]?.at;
+  }
+
   pop(): SimEvent | undefined {
     const h = this.heap;
     const top = h[0];
@@ -172,11 +177,26 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     queue.push({ at: clock + result.durationMs, kind: 'pass', rank: i, result });
   };
 
+  // Dynamo timing: a rank's next pass starts only once every event of the current instant (all
+  // arrivals of one timestamp, say) is handled, so they can share that pass.
+  const deferPasses = (cfg.engine.timing ?? 'dynamo') === 'dynamo';
+  const toStart = new Set<number>();
+  const requestPass = (i: number) => {
+    if (deferPasses) toStart.add(i);
+    else startPass(i);
+  };
+  const startDeferred = () => {
+    const next = queue.nextAt();
+    if (toStart.size === 0 || (next !== undefined && next <= clock)) return;
+    for (const i of toStart) startPass(i);
+    toStart.clear();
+  };
+
   const dispatch = (uid: number, decision: { workerId: bigint; dpRank: number }) => {
     const i = rankOf.get(`${decision.workerId}:${decision.dpRank}`) as number;
     placement[uid] = { workerId: ranks[i].workerId, dpRank: ranks[i].dpRank };
     ranks[i].engine.enqueue(sims[uid]);
-    startPass(i);
+    requestPass(i);
   };
 
   let pendingRoutes = 0;
@@ -241,8 +261,9 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
         }
         // Queued routes released by the calls above resolve in microtasks: let them run.
         if (pendingRoutes > 0) await null;
-        startPass(e.rank);
+        requestPass(e.rank);
       }
+      startDeferred();
     }
   } finally {
     router.close();
