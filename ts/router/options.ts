@@ -47,7 +47,7 @@ export interface KvRouterOptions {
   requestExpirySecs?: number;
   /** Backend; default: the process-wide {@link backend}. */
   backend?: BackendName;
-  /** Native backend: writer threads of the index. Default `min(4, cores)`. */
+  /** Native backend: writer threads (shards) of the index. Default `min(4, cores − 1)`, at least 1 (see {@link KvIndexOptions.writerThreads}). */
   writerThreads?: number;
   /** Seed of the RNG used for temperature sampling and tie-breaks. Default 0. */
   seed?: number;
