@@ -11,8 +11,8 @@ import type { BackendName } from './backend-types.js';
 import { type Flags, helpText, parseCommand, UsageError } from './cli-args.js';
 import { KvRouteError } from './errors.js';
 import { runMockWorker } from './mock-worker/cli.js';
-import { generateTrace, traceToJsonl } from './replay/generate.js';
 import type { TimingModel } from './replay/engine.js';
+import { generateTrace, traceToJsonl } from './replay/generate.js';
 import { renderHtml } from './replay/html.js';
 import { type ReplayOptions, type ReplayPolicy, replay } from './replay/replay.js';
 import type { PolicyReport, ReplayReport } from './replay/report.js';
@@ -36,7 +36,12 @@ const REPLAY_FLAGS: Flags = {
   'max-num-batched-tokens': { kind: 'number', help: 'tokens per engine pass', default: '8192' },
   'dp-size': { kind: 'number', help: 'data-parallel ranks per worker', default: '1' },
   speedup: { kind: 'number', help: 'divides every modelled engine duration', default: '1' },
-  timing: { kind: 'string', value: 'dynamo|classic', help: "engine pass timing: Dynamo 1.6's mocker, or kvroute's earlier model", default: 'dynamo' },
+  timing: {
+    kind: 'string',
+    value: 'dynamo|classic',
+    help: "engine pass timing: Dynamo 1.6's mocker, or kvroute's earlier model",
+    default: 'dynamo',
+  },
   'arrival-speedup': { kind: 'number', help: "divides the trace's arrival times", default: '1' },
   'router-config': { kind: 'string', value: 'json', help: 'KvRouter options as JSON, e.g. \'{"overlapScoreWeight":1}\'' },
   limit: { kind: 'number', help: 'replay only the first N requests' },

@@ -1,6 +1,7 @@
 //! Harnesses: `index` (see `index_bench.rs`: the `bench:index` workload's write path, reads and
 //! memory), `scaling` (see `scaling.rs`: 1, 2 and 4 writers, writes concurrent with reads, memory
-//! accounting), `ingest` (below), and profiling probes (`probes.rs`).
+//! accounting), `replay` (see `replay_bench.rs`: Dynamo's own offline replay), `ingest` (below),
+//! and profiling probes (`probes.rs`).
 //!
 //! `kvroute-vs-dynamo ingest <workload.kviw> [rounds]`: engine payloads → visible in the index,
 //! kvroute-core's `EngineIngest` as its source thread drives it (decode, convert and hash each
@@ -13,6 +14,7 @@
 mod alloc;
 mod index_bench;
 mod probes;
+mod replay_bench;
 mod scaling;
 mod workload;
 
@@ -81,13 +83,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     assert!(
-        args.len() >= 3 && ["ingest", "index", "scaling", "tree", "find", "lockstep"].contains(&args[1].as_str()),
-        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep <workload> [rounds]"
+        args.len() >= 3 && ["ingest", "index", "scaling", "replay", "tree", "find", "lockstep"].contains(&args[1].as_str()),
+        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep <workload> [rounds], or replay <trace> <kv|round-robin> [arrival speedup]"
     );
     match args[1].as_str() {
         "tree" => return println!("{}", probes::tree_only(&args[2])),
         "find" => return println!("{}", probes::find_only(&args[2])),
         "lockstep" => return println!("{}", probes::lockstep_only(&args[2])),
+        "replay" => {
+            let speedup: f64 = args.get(4).map_or(1.0, |r| r.parse().expect("arrival speedup"));
+            return println!("{}", replay_bench::run(&args[2], &args[3], speedup));
+        }
         "scaling" => {
             let rounds: usize = args.get(3).map_or(3, |r| r.parse().expect("rounds"));
             return println!("{}", scaling::run(&args[2], rounds).await);

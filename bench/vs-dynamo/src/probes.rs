@@ -48,7 +48,8 @@ pub fn lockstep_only(path: &str) -> f64 {
 /// Probe: every query 5 times on the full index (for profiling reads).
 pub fn find_only(path: &str) -> f64 {
     let ops = read(path);
-    let index = KvIndex::new(WRITERS).expect("index");
+    let writers = std::env::var("WRITERS").map_or(WRITERS, |w| w.parse().expect("WRITERS"));
+    let index = KvIndex::new(writers).expect("index");
     for op in &ops {
         if let Op::Events(e, _, _) = op {
             index.apply_events(e.clone(), 0.0).expect("open");
@@ -67,4 +68,3 @@ pub fn find_only(path: &str) -> f64 {
     }
     t0.elapsed().as_secs_f64() * 1e6 / n as f64
 }
-

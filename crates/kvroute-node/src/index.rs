@@ -86,7 +86,8 @@ impl NativeKvIndex {
     pub fn apply_json(&self, env: Env, text: String, batch: bool, now_ms: f64) -> Result<f64, &'static str> {
         self.memory.sync(&env, &self.inner);
         guard(|| {
-            let parsed = if batch { json::parse_events(&text) } else { json::parse_event(&text) }.map_err(to_node_error)?;
+            let parsed =
+                if batch { json::parse_events(&text) } else { json::parse_event(&text) }.map_err(to_node_error)?;
             if !parsed.events.is_empty() {
                 self.inner.apply_events(parsed.events, now_ms).map_err(to_node_error)?;
             }

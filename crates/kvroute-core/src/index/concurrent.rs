@@ -28,12 +28,26 @@ use std::time::{Duration, Instant};
 pub const MAX_WRITER_THREADS: usize = 64;
 
 enum Op {
-    Events { events: Vec<RouterEvent>, now_ms: f64 },
-    RemoveWorker { worker_id: WorkerId, dp_rank: Option<u32> },
-    Predict { rank: Rank, locals: Vec<u64>, seq_hashes: Vec<u64>, now_ms: f64, expires_at_ms: f64 },
+    Events {
+        events: Vec<RouterEvent>,
+        now_ms: f64,
+    },
+    RemoveWorker {
+        worker_id: WorkerId,
+        dp_rank: Option<u32>,
+    },
+    Predict {
+        rank: Rank,
+        locals: Vec<u64>,
+        seq_hashes: Vec<u64>,
+        now_ms: f64,
+        expires_at_ms: f64,
+    },
     /// Sweeps a shard's expired predictions: time passes for every shard, not only for the one
     /// a write lands on, so that counts (`stats`) do not keep expired blocks.
-    Expire { now_ms: f64 },
+    Expire {
+        now_ms: f64,
+    },
     Stop,
 }
 

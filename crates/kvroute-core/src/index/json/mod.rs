@@ -85,7 +85,9 @@ fn convert(e: JsonEvent) -> Result<Option<RouterEvent>, String> {
             return too_many(r.block_hashes.len(), "removed.block_hashes")
         }
         JsonData::Removed(r) => EventData::Removed { hashes: r.block_hashes.into_iter().map(|h| h.0).collect() },
-        JsonData::Stored(s) if s.blocks.len() > MAX_BLOCKS_PER_EVENT => return too_many(s.blocks.len(), "stored.blocks"),
+        JsonData::Stored(s) if s.blocks.len() > MAX_BLOCKS_PER_EVENT => {
+            return too_many(s.blocks.len(), "stored.blocks")
+        }
         JsonData::Stored(s) => EventData::Stored {
             parent: s.parent_hash.map(|h| h.0),
             blocks: s.blocks.into_iter().map(|b| StoredBlock { ext: b.block_hash.0, local: b.tokens_hash.0 }).collect(),
@@ -115,7 +117,10 @@ mod tests {
         let e = &one.events[0];
         assert_eq!(e.rank, Rank::new(u64::MAX, 2));
         assert_eq!(e.event_id, 7);
-        assert_eq!(e.data, EventData::Stored { parent: None, blocks: vec![StoredBlock { ext: 9007199254740993, local: 5 }] });
+        assert_eq!(
+            e.data,
+            EventData::Stored { parent: None, blocks: vec![StoredBlock { ext: 9007199254740993, local: 5 }] }
+        );
         let flat = STORED.replace('\n', " ");
         let ndjson = format!("\n{flat}\n  \n{flat}\n");
         assert_eq!(parse_events(&ndjson).expect("ndjson").events.len(), 2);
@@ -126,12 +131,18 @@ mod tests {
     fn rejects_floats_unknown_fields_duplicates_and_bad_variants() {
         let cases = [
             (r#"{"worker_id": 45.000000000000001, "event": {"event_id": 0, "data": "cleared"}}"#, "event.worker_id:"),
-            (r#"{"worker_id": 1, "event": {"event_id": 0, "data": {"removed": {"block_hashes": [1, 2.5]}}}}"#, "event.event.data.removed.block_hashes[1]:"),
+            (
+                r#"{"worker_id": 1, "event": {"event_id": 0, "data": {"removed": {"block_hashes": [1, 2.5]}}}}"#,
+                "event.event.data.removed.block_hashes[1]:",
+            ),
             (r#"{"worker_id": 1, "event": {"event_id": 0, "data": "cleared"}, "x": 1}"#, "unknown field"),
             (r#"{"worker_id": 1, "worker_id": 2, "event": {"event_id": 0, "data": "cleared"}}"#, "duplicate"),
             (r#"{"worker_id": 1, "event": {"event_id": 0, "data": {"cleared": null}}}"#, "unknown variant"),
             (r#"{"worker_id": 1, "event": {"event_id": 0, "data": {"stored": {"blocks": []}}}}"#, "parent_hash"),
-            (r#"{"worker_id": 1, "event": {"event_id": 0, "data": {"removed": {"block_hashes": []}, "stored": {}}}}"#, "exactly one"),
+            (
+                r#"{"worker_id": 1, "event": {"event_id": 0, "data": {"removed": {"block_hashes": []}, "stored": {}}}}"#,
+                "exactly one",
+            ),
             (r#"{"worker_id": 0000000000000001, "event": {"event_id": 0, "data": "cleared"}}"#, "invalid JSON"),
         ];
         for (text, needle) in cases {
@@ -143,11 +154,14 @@ mod tests {
 
     #[test]
     fn names_the_failing_event_and_keeps_cache_owner_events_out() {
-        let bad = parse_events("[{\"worker_id\": 1, \"event\": {\"event_id\": 0, \"data\": \"cleared\"}}, 3]").expect_err("bad");
+        let bad = parse_events("[{\"worker_id\": 1, \"event\": {\"event_id\": 0, \"data\": \"cleared\"}}, 3]")
+            .expect_err("bad");
         assert!(bad.message.starts_with("events[1]"), "{}", bad.message);
-        let bad = parse_events("\n{\"worker_id\": -1, \"event\": {\"event_id\": 0, \"data\": \"cleared\"}}").expect_err("bad");
+        let bad = parse_events("\n{\"worker_id\": -1, \"event\": {\"event_id\": 0, \"data\": \"cleared\"}}")
+            .expect_err("bad");
         assert!(bad.message.starts_with("line 2"), "{}", bad.message);
-        let owner = r#"{"worker_id": 1, "residency_domain": "cache_owner", "event": {"event_id": 0, "data": "cleared"}}"#;
+        let owner =
+            r#"{"worker_id": 1, "residency_domain": "cache_owner", "event": {"event_id": 0, "data": "cleared"}}"#;
         let parsed = parse_event(owner).expect("valid");
         assert_eq!((parsed.events.len(), parsed.cache_owner_events), (0, 1));
     }

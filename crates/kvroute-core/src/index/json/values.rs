@@ -90,7 +90,9 @@ impl<'de> Deserialize<'de> for Offset {
                 }
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
-                u64::try_from(v).map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self)).and_then(|v| self.visit_u64(v))
+                u64::try_from(v)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+                    .and_then(|v| self.visit_u64(v))
             }
         }
         d.deserialize_any(V).map(Offset)
@@ -175,7 +177,17 @@ mod tests {
 
     #[test]
     fn u64_rejects_floats_negatives_and_overflow() {
-        for text in ["45.000000000000001", "45.0", "1e3", "-1", "-0", "18446744073709551616", "\"18446744073709551616\"", "\"\"", "\"1 \""] {
+        for text in [
+            "45.000000000000001",
+            "45.0",
+            "1e3",
+            "-1",
+            "-0",
+            "18446744073709551616",
+            "\"18446744073709551616\"",
+            "\"\"",
+            "\"1 \"",
+        ] {
             assert!(u64_of(text).is_err(), "{text} must be rejected");
         }
     }

@@ -1,0 +1,117 @@
+/**
+ * `npm run bench:replay-vs-dynamo [-- --speeds 1,4,8]`: `kvroute replay` (native backend, both
+ * timing models) beside Dynamo 1.6.1's own offline replay (`dynamo-mocker`, through
+ * `bench/vs-dynamo`) on the conversation trace, same settings: 16 workers, block size 64, trace
+ * block size 512, 16,384 GPU blocks, max_num_seqs 256, max_num_batched_tokens 8192, speedup 1,
+ * default router config. Dynamo's KV replay is unseeded, so it runs 3 times and its spread is
+ * shown. Prints the metrics side by side with kvroute's deviation, and the wall-time ratio;
+ * writes bench/results/replay-vs-dynamo.json. Not in CI (it builds Dynamo's crates: minutes).
+ */
+
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { replay } from '../ts/index.js';
+import { fmt, printTable, RESULTS, ROOT, writeResult } from './common.js';
+import { TRACE_PATH } from './index-workload.js';
+
+type Metrics = Record<string, number>;
+const METRICS = ['TTFT mean', 'TTFT p50', 'TTFT p99', 'ITL mean', 'ITL p99', 'E2E mean', 'hit ratio %'] as const;
+
+const speedsArg = process.argv.indexOf('--speeds');
+const speeds = speedsArg > 0 ? process.argv[speedsArg + 1].split(',').map(Number) : [1];
+if (!existsSync(TRACE_PATH)) {
+  console.log(`skipped: ${TRACE_PATH} is absent (the conversation trace is read from ../shared, never committed)`);
+  process.exit(0);
+}
+const manifest = join(ROOT, 'bench', 'vs-dynamo', 'Cargo.toml');
+console.log('building bench/vs-dynamo (the first build compiles dynamo-mocker 1.6.1 and its simulator: minutes)…');
+execFileSync('cargo', ['build', '--release', '--manifest-path', manifest], { stdio: 'inherit' });
+const binary = join(ROOT, 'bench', 'vs-dynamo', 'target', 'release', 'kvroute-vs-dynamo');
+
+function dynamo(policy: 'kv' | 'round-robin', speed: number): { metrics: Metrics; wall: number } {
+  const out = JSON.parse(execFileSync(binary, ['replay', TRACE_PATH, policy, String(speed)], { encoding: 'utf8', maxBuffer: 1 << 26 }));
+  const r = out.report as Record<string, number>;
+  return {
+    wall: out.wallSeconds,
+    metrics: {
+      'TTFT mean': r.mean_ttft_ms,
+      'TTFT p50': r.median_ttft_ms,
+      'TTFT p99': r.p99_ttft_ms,
+      'ITL mean': r.mean_itl_ms,
+      'ITL p99': r.p99_itl_ms,
+      'E2E mean': r.mean_e2e_latency_ms,
+      'hit ratio %': 100 * r.prefix_cache_reused_ratio,
+    },
+  };
+}
+
+async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
+  const report = await replay({
+    trace: TRACE_PATH,
+    policies: ['kv', 'round-robin'],
+    workers: 16,
+    blockSize: 64,
+    traceBlockSize: 512,
+    numGpuBlocks: 16_384,
+    maxNumSeqs: 256,
+    maxNumBatchedTokens: 8192,
+    speedup: 1,
+    arrivalSpeedup: speed,
+    timing,
+    backend: 'native',
+  });
+  return Object.fromEntries(
+    report.policies.map((p) => [
+      p.name,
+      {
+        wall: p.wallSeconds,
+        metrics: {
+          'TTFT mean': p.ttftMs.mean,
+          'TTFT p50': p.ttftMs.p50,
+          'TTFT p99': p.ttftMs.p99,
+          'ITL mean': p.itlMs.mean,
+          'ITL p99': p.itlMs.p99,
+          'E2E mean': p.e2eMs.mean,
+          'hit ratio %': 100 * p.hitRatio,
+        } as Metrics,
+      },
+    ]),
+  ) as Record<'kv' | 'round-robin', { wall: number; metrics: Metrics }>;
+}
+
+mkdirSync(RESULTS, { recursive: true });
+const loadBefore = loadavg();
+const results: Record<string, unknown> = {};
+for (const speed of speeds) {
+  const rr = dynamo('round-robin', speed);
+  const kvRuns = [dynamo('kv', speed), dynamo('kv', speed), dynamo('kv', speed)];
+  const ours = { dynamo: await kvroute('dynamo', speed), classic: await kvroute('classic', speed) };
+  const rows: Array<Record<string, string>> = [];
+  for (const m of METRICS) {
+    const runs = kvRuns.map((r) => r.metrics[m]);
+    const [lo, hi] = [Math.min(...runs), Math.max(...runs)];
+    const mid = runs.reduce((a, b) => a + b, 0) / runs.length;
+    const dev = (x: number, ref: number) => `${fmt((100 * (x - ref)) / ref, 1)}%`;
+    rows.push({
+      metric: m,
+      'dynamo RR': fmt(rr.metrics[m], 2),
+      'kvroute RR (dynamo timing)': `${fmt(ours.dynamo['round-robin'].metrics[m], 2)} (${dev(ours.dynamo['round-robin'].metrics[m], rr.metrics[m])})`,
+      'kvroute RR (classic)': `${fmt(ours.classic['round-robin'].metrics[m], 2)} (${dev(ours.classic['round-robin'].metrics[m], rr.metrics[m])})`,
+      'dynamo KV, 3 runs: mean [min–max]': `${fmt(mid, 2)} [${fmt(lo, 2)}–${fmt(hi, 2)}]`,
+      'kvroute KV (dynamo timing)': `${fmt(ours.dynamo.kv.metrics[m], 2)} (${dev(ours.dynamo.kv.metrics[m], mid)})`,
+      'kvroute KV (classic)': `${fmt(ours.classic.kv.metrics[m], 2)} (${dev(ours.classic.kv.metrics[m], mid)})`,
+    });
+  }
+  const dynWall = rr.wall + kvRuns[0].wall;
+  const ourWall = ours.dynamo.kv.wall + ours.dynamo['round-robin'].wall;
+  rows.push({
+    metric: 'wall s (RR + one KV run)',
+    'dynamo RR': fmt(dynWall, 1),
+    'kvroute RR (dynamo timing)': `${fmt(ourWall, 1)} (${fmt(ourWall / dynWall, 2)}× Dynamo's)`,
+  });
+  printTable(`conversation trace at arrival speed ×${speed}: kvroute replay vs Dynamo 1.6.1's offline replay`, rows);
+  results[`×${speed}`] = { dynamo: { roundRobin: rr, kv: kvRuns }, kvroute: ours, table: rows };
+}
+writeResult('replay-vs-dynamo', { speeds, loadavgBefore: loadBefore, loadavgAfter: loadavg(), results });
