@@ -29,6 +29,13 @@ export interface CustomPolicy {
   selector: Selector;
 }
 
+/** The timing model an option names; `'dynamo'` when absent. */
+function timingModel(value: unknown): TimingModel {
+  if (value === undefined) return 'dynamo';
+  if (value === 'dynamo' || value === 'classic') return value;
+  throw new KvRouteError('ERR_INVALID_ARG', `timing must be 'dynamo' or 'classic', got ${describe(value)}`);
+}
+
 /**
  * A routing policy: a built-in one, or a custom selector with a name for the report.
  * @group Replay
@@ -39,12 +46,6 @@ export type ReplayPolicy = 'kv' | 'round-robin' | 'random' | CustomPolicy;
  * Options of {@link replay}; all but the trace mirror the `kvroute replay` flags.
  * @group Replay
  */
-function timingModel(value: unknown): TimingModel {
-  if (value === undefined) return 'dynamo';
-  if (value === 'dynamo' || value === 'classic') return value;
-  throw new KvRouteError('ERR_INVALID_ARG', `timing must be 'dynamo' or 'classic', got ${describe(value)}`);
-}
-
 export interface ReplayOptions {
   /** A loaded trace or a JSONL path; default: the built-in generated workload. */
   trace?: Trace | string;

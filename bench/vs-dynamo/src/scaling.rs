@@ -18,8 +18,8 @@ use std::time::Instant;
 
 type Dynamo = ThreadPoolIndexer<ConcurrentRadixTreeCompressed>;
 
-fn kvroute_ingest(ops: &[Op], writers: usize) -> f64 {
-    let index = KvIndex::new(writers).expect("index");
+/// Applies every event and waits until all are visible; returns the seconds it took.
+fn kvroute_apply_all(index: &KvIndex, ops: &[Op]) -> f64 {
     let t0 = Instant::now();
     for op in ops {
         if let Op::Events(e, _, _) = op {
@@ -30,8 +30,8 @@ fn kvroute_ingest(ops: &[Op], writers: usize) -> f64 {
     t0.elapsed().as_secs_f64()
 }
 
-async fn dynamo_ingest(ops: &[Op], writers: usize) -> f64 {
-    let indexer = Dynamo::new(ConcurrentRadixTreeCompressed::new(), writers, 64);
+/// The same through Dynamo's indexer.
+async fn dynamo_apply_all(indexer: &Dynamo, ops: &[Op]) -> f64 {
     let t0 = Instant::now();
     for op in ops {
         if let Op::Events(_, e, _) = op {
@@ -42,6 +42,14 @@ async fn dynamo_ingest(ops: &[Op], writers: usize) -> f64 {
     }
     indexer.flush_and_wait().await.expect("flush");
     t0.elapsed().as_secs_f64()
+}
+
+fn kvroute_ingest(ops: &[Op], writers: usize) -> f64 {
+    kvroute_apply_all(&KvIndex::new(writers).expect("index"), ops)
+}
+
+async fn dynamo_ingest(ops: &[Op], writers: usize) -> f64 {
+    dynamo_apply_all(&Dynamo::new(ConcurrentRadixTreeCompressed::new(), writers, 64), ops).await
 }
 
 /// Reader latencies (µs) and queries, until `stop`.
@@ -83,14 +91,7 @@ fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> se
             })
         })
     };
-    let t0 = Instant::now();
-    for op in ops {
-        if let Op::Events(e, _, _) = op {
-            index.apply_events(e.clone(), 0.0).expect("open");
-        }
-    }
-    index.flush().expect("flush");
-    let write_s = t0.elapsed().as_secs_f64();
+    let write_s = kvroute_apply_all(&index, ops);
     stop.store(true, Ordering::Relaxed);
     summary(block_events, write_s, reader.join().expect("reader"))
 }
@@ -108,16 +109,7 @@ async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) 
             })
         })
     };
-    let t0 = Instant::now();
-    for op in ops {
-        if let Op::Events(_, e, _) = op {
-            for ev in e {
-                indexer.apply_event(ev.clone()).await;
-            }
-        }
-    }
-    indexer.flush_and_wait().await.expect("flush");
-    let write_s = t0.elapsed().as_secs_f64();
+    let write_s = dynamo_apply_all(&indexer, ops).await;
     stop.store(true, Ordering::Relaxed);
     summary(block_events, write_s, reader.join().expect("reader"))
 }
@@ -131,12 +123,7 @@ fn memory_accuracy(ops: &[Op]) -> serde_json::Value {
     drop(empty);
     let before = alloc::live();
     let index = KvIndex::new(2).expect("index");
-    for op in ops {
-        if let Op::Events(e, _, _) = op {
-            index.apply_events(e.clone(), 0.0).expect("open");
-        }
-    }
-    index.flush().expect("flush");
+    kvroute_apply_all(&index, ops);
     let live = alloc::live() - before;
     let reported = index.stats().expect("open").0.memory_bytes;
     drop(index);
