@@ -60,10 +60,15 @@ fn push(out: &mut ParsedEvents, text: &str, label: impl Fn() -> String) -> Resul
         if inner.is_syntax() || inner.is_eof() {
             return syntax(inner);
         }
-        // The path in the validator's notation: `.event.data.stored.blocks[0].block_hash`.
+        // The path in the validator's notation: `.event.data.stored.blocks[0].block_hash`; a
+        // "must be …" message reads on from it, as the validator's do.
         let path = e.path().to_string();
         let field = if path == "." { String::new() } else { format!(".{path}") };
-        KvError::invalid_event(format!("{}{field}: {inner}", label()))
+        let inner = inner.to_string();
+        // serde_json appends the position; the path says where already.
+        let inner = inner.split(" at line ").next().unwrap_or(&inner);
+        let sep = if inner.starts_with("must be") { " " } else { ": " };
+        KvError::invalid_event(format!("{}{field}{sep}{inner}", label()))
     })?;
     de.end().map_err(|e| syntax(&e))?;
     let event = convert(event).map_err(|why| KvError::invalid_event(format!("{}{why}", label())))?;
@@ -130,10 +135,13 @@ mod tests {
     #[test]
     fn rejects_floats_unknown_fields_duplicates_and_bad_variants() {
         let cases = [
-            (r#"{"worker_id": 45.000000000000001, "event": {"event_id": 0, "data": "cleared"}}"#, "event.worker_id:"),
+            (
+                r#"{"worker_id": 45.000000000000001, "event": {"event_id": 0, "data": "cleared"}}"#,
+                "event.worker_id must be a u64",
+            ),
             (
                 r#"{"worker_id": 1, "event": {"event_id": 0, "data": {"removed": {"block_hashes": [1, 2.5]}}}}"#,
-                "event.event.data.removed.block_hashes[1]:",
+                "event.event.data.removed.block_hashes[1] must be a u64",
             ),
             (r#"{"worker_id": 1, "event": {"event_id": 0, "data": "cleared"}, "x": 1}"#, "unknown field"),
             (r#"{"worker_id": 1, "worker_id": 2, "event": {"event_id": 0, "data": "cleared"}}"#, "duplicate"),

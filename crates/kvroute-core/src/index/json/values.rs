@@ -25,13 +25,21 @@ fn decimal(s: &str) -> Option<u64> {
     significant.parse().ok()
 }
 
+/// What the TypeScript validator says about a bad u64, so both backends word it alike.
+const MUST_BE_U64: &str = "must be a u64 (a non-negative safe integer, a bigint or a decimal string)";
+
+/// "must be …, got …": errors in the validator's words (`mod.rs` puts the field path first).
+pub fn must_be<E: de::Error>(what: &str, got: impl fmt::Display) -> E {
+    E::custom(format!("{what}, got {got}"))
+}
+
 struct U64Visitor;
 
-impl Visitor<'_> for U64Visitor {
+impl<'de> Visitor<'de> for U64Visitor {
     type Value = u64;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a u64 (a non-negative integer or a decimal string)")
+        f.write_str(MUST_BE_U64)
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
@@ -39,11 +47,31 @@ impl Visitor<'_> for U64Visitor {
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
-        u64::try_from(v).map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+        u64::try_from(v).map_err(|_| must_be(MUST_BE_U64, v))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<u64, E> {
+        Err(must_be(MUST_BE_U64, format_args!("{v} (a float)")))
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<u64, E> {
+        Err(must_be(MUST_BE_U64, v))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<u64, E> {
+        Err(must_be(MUST_BE_U64, "null"))
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
-        decimal(v).ok_or_else(|| E::invalid_value(de::Unexpected::Str(v), &self))
+        decimal(v).ok_or_else(|| must_be(MUST_BE_U64, format_args!("{v:?}")))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<u64, A::Error> {
+        Err(must_be(MUST_BE_U64, "an array"))
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> Result<u64, A::Error> {
+        Err(must_be(MUST_BE_U64, "an object"))
     }
 }
 
@@ -64,9 +92,7 @@ pub struct U32(pub u32);
 impl<'de> Deserialize<'de> for U32 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = d.deserialize_any(U64Visitor)?;
-        u32::try_from(v)
-            .map(U32)
-            .map_err(|_| de::Error::invalid_value(de::Unexpected::Unsigned(v), &"an integer in [0, 2^32)"))
+        u32::try_from(v).map(U32).map_err(|_| must_be("must be an integer in [0, 2^32)", v))
     }
 }
 
