@@ -251,6 +251,21 @@ export interface RouterCoreBackend {
     out: Float64Array,
   ): number;
   book(handle: number, workerId: bigint, dpRank: number, prefillTokens: number, trackBlocks: boolean, nowMs: number): void;
+  /**
+   * Books a request another router replica routed: its `blocks` (that replica's identities) plus
+   * `unshared` identities that match nothing.
+   */
+  bookRemote(
+    handle: number,
+    workerId: bigint,
+    dpRank: number,
+    blocks: BigUint64Array,
+    unshared: number,
+    prefillTokens: number,
+    nowMs: number,
+  ): void;
+  /** The block identities a booked request holds (empty when unknown or untracked). */
+  bookedBlocks(handle: number): BigUint64Array;
   discard(handle: number): void;
   prefillCompleted(handle: number): boolean;
   free(handle: number): boolean;

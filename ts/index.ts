@@ -109,6 +109,9 @@ export { loadTrace, parseTrace, synthesizeTokens } from './replay/trace.js';
 export { KvRouter } from './router/kv-router.js';
 export type { KvRouterOptions, QueuePolicy } from './router/options.js';
 export type { CandidateScore, Selector } from './router/select.js';
+export type { NatsReplicaOptions, ReplicaOptions } from './replicas/options.js';
+export type { ReplicaStats } from './replicas/sync.js';
+export { ReplicaBus, type ReplicaTransport, type ReplicaTransportHandlers } from './replicas/transport.js';
 export type {
   PinnedWorker,
   PotentialLoad,

@@ -12,6 +12,9 @@ import type { JsIndex } from './index/js-index.js';
 
 type BlockId = bigint | string;
 
+/** As kvroute-core's `MAX_REMOTE_UNSHARED_BLOCKS`: a corrupt peer message cannot allocate gigabytes. */
+const MAX_REMOTE_UNSHARED_BLOCKS = 1 << 20;
+
 interface RankLoad {
   workerId: bigint;
   dpRank: number;
@@ -88,6 +91,32 @@ export class JsRouterCore implements RouterCoreBackend {
     for (const b of held) load.blocks.set(b, (load.blocks.get(b) ?? 0) + 1);
     this.bookings.set(handle, { rankKey, blocks: held, prefillTokens, bookedAt: nowMs });
     this.order.push([nowMs, handle]);
+  }
+
+  bookRemote(
+    handle: number,
+    workerId: bigint,
+    dpRank: number,
+    blocks: BigUint64Array,
+    unshared: number,
+    prefillTokens: number,
+    nowMs: number,
+  ): void {
+    if (unshared > MAX_REMOTE_UNSHARED_BLOCKS)
+      throw new KvRouteError(
+        'ERR_INVALID_ARG',
+        `a remote booking holds at most ${MAX_REMOTE_UNSHARED_BLOCKS} unshared blocks, got ${unshared}`,
+      );
+    const ids: BlockId[] = Array.from(blocks);
+    for (let i = 0; i < unshared; i++) ids.push(`${handle}:${i}`);
+    this.pending.set(handle, ids);
+    this.book(handle, workerId, dpRank, prefillTokens, true, nowMs);
+  }
+
+  bookedBlocks(handle: number): BigUint64Array {
+    // Unshared identities (strings) stay private: a peer receives their count, not them.
+    const held = this.bookings.get(handle)?.blocks ?? [];
+    return BigUint64Array.from(held.filter((b): b is bigint => typeof b === 'bigint'));
   }
 
   discard(handle: number): void {

@@ -20,6 +20,9 @@ export function nativeRouterCore(binding: NativeBinding, index: IndexBackend): R
       ),
     book: (handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs) =>
       callNative(() => core.book(handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs)),
+    bookRemote: (handle, workerId, dpRank, blocks, unshared, prefillTokens, nowMs) =>
+      callNative(() => core.bookRemote(handle, workerId, dpRank, blocks, unshared, prefillTokens, nowMs)),
+    bookedBlocks: (handle) => callNative(() => core.bookedBlocks(handle)),
     discard: (handle) => callNative(() => core.discard(handle)),
     prefillCompleted: (handle) => callNative(() => core.prefillCompleted(handle)),
     touch: (handle, nowMs) => callNative(() => core.touch(handle, nowMs)),

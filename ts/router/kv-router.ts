@@ -17,25 +17,12 @@ import { SeededRandom } from '../random.js';
 import { describe } from '../validate.js';
 import { type KvRouterOptions, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
 import { type Waiter, WaitQueue } from './queue.js';
-import { checkRequestId, type Prepared, prepareRequest } from './request.js';
+import { ReplicaLink } from './replica-link.js';
+import { checkRequestId, type InFlight, type Pending, type Prepared, prepareRequest } from './request.js';
 import { type CandidateScore, chooseCandidate, costsFromFigures } from './select.js';
 import { Sweeper } from './sweeper.js';
 import type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './types.js';
 import { type Candidates, resolveWorker, WorkerRegistry } from './workers.js';
-
-interface Pending {
-  prepared: Prepared;
-  enqueuedAt: number;
-  resolve: (d: RouteDecision) => void;
-  reject: (e: unknown) => void;
-  onAbort?: () => void;
-}
-
-interface InFlight {
-  handle: number;
-  workerId: bigint;
-  dpRank: number;
-}
 
 /**
  * The KV-aware router.
@@ -62,6 +49,8 @@ export class KvRouter {
   private readonly workers = new WorkerRegistry();
   private readonly queue: WaitQueue<Pending>;
   private readonly rng: SeededRandom;
+  /** The load sync with the other replicas, when configured. */
+  private readonly replicas: ReplicaLink | undefined;
   private readonly inFlight = new Map<string, InFlight>();
   private readonly byHandle = new Map<number, string>();
   private readonly waiting = new Map<string, Waiter<Pending>>();
@@ -105,6 +94,15 @@ export class KvRouter {
     this.core = impl.createRouterCore(inner);
     this.queue = new WaitQueue(o.queuePolicy);
     this.rng = new SeededRandom(o.seed);
+    this.replicas = o.replicas && new ReplicaLink(o.replicas, o, this.core, { next: () => this.nextHandle++, drain: () => this.drain() });
+  }
+
+  /**
+   * Resolves once the replica sync has connected and announced this replica (at once without
+   * `replicas`). Routing does not wait for it: until then it weighs local load only.
+   */
+  ready(): Promise<void> {
+    return this.replicas?.ready ?? Promise.resolve();
   }
 
   /** The backend this router runs on. */
@@ -159,10 +157,7 @@ export class KvRouter {
     const id = checkWorkerId(workerId);
     this.workers.delete(id);
     this.index.removeWorker(id);
-    for (const handle of this.core.removeWorker(id)) {
-      this.forget(handle);
-      this.counts.droppedWithWorker++;
-    }
+    for (const handle of this.core.removeWorker(id)) if (this.forget(handle)) this.counts.droppedWithWorker++;
     this.drain();
   }
 
@@ -285,6 +280,7 @@ export class KvRouter {
       const uncached = this.opts.trackPrefillTokens ? Math.max(0, p.tokens.length - chosen.overlap * this.opts.blockSize) : 0;
       this.core.book(handle, chosen.workerId, chosen.dpRank, uncached, this.opts.trackActiveBlocks, now);
       booked = true;
+      this.replicas?.booked(handle, chosen.workerId, chosen.dpRank, uncached, this.opts.trackActiveBlocks ? blocks : 0);
       this.inFlight.set(p.req.requestId, { handle, workerId: chosen.workerId, dpRank: chosen.dpRank });
       this.byHandle.set(handle, p.req.requestId);
       if (!this.opts.useKvEvents) {
@@ -311,16 +307,7 @@ export class KvRouter {
 
   /** Every candidate's prefill load exceeds the threshold of its worker's batch budget. */
   private allBusy(c: Candidates): boolean {
-    const threshold = this.opts.queueThreshold;
-    if (threshold === null) return false;
-    const load = new Map<string, number>();
-    for (const l of this.core.snapshot()) load.set(`${l.workerId}:${l.dpRank}`, l.activePrefillTokens);
-    for (let i = 0; i < c.ranks.length; i++) {
-      const worker = this.workers.get(c.workers[i]);
-      const budget = threshold * (worker?.maxNumBatchedTokens ?? 0);
-      if ((load.get(`${c.workers[i]}:${c.ranks[i]}`) ?? 0) <= budget) return false;
-    }
-    return true;
+    return this.opts.queueThreshold !== null && this.workers.allBusy(c, this.core.snapshot(), this.opts.queueThreshold);
   }
 
   /**
@@ -455,6 +442,7 @@ export class KvRouter {
       return;
     }
     this.core.prefillCompleted(entry.handle);
+    this.replicas?.prefilled(entry.handle);
     this.core.touch(entry.handle, this.clock());
     this.expire();
     this.drain();
@@ -501,11 +489,14 @@ export class KvRouter {
     this.drain();
   }
 
-  private forget(handle: number): void {
+  /** A booking ended in the core; false when it was a peer's. */
+  private forget(handle: number): boolean {
+    this.replicas?.freed(handle);
     const id = this.byHandle.get(handle);
-    if (id === undefined) return;
+    if (id === undefined) return false;
     this.byHandle.delete(handle);
     this.inFlight.delete(id);
+    return true;
   }
 
   /**
@@ -519,8 +510,7 @@ export class KvRouter {
     this.nextExpiryAt = now + Math.min(1000, this.opts.requestExpiryMs / 10);
     let expired = 0;
     for (const handle of this.core.expire(now - this.opts.requestExpiryMs)) {
-      this.forget(handle);
-      this.counts.expired++;
+      if (this.forget(handle)) this.counts.expired++;
       expired++;
     }
     // Load dropped: waiters may fit now.
@@ -543,6 +533,7 @@ export class KvRouter {
         ...this.counts,
         load: [],
         index: this.finalIndexStats as IndexStats,
+        ...(this.replicas ? { replicas: this.replicas.stats() } : {}),
       });
     }
     this.expire(true);
@@ -555,6 +546,7 @@ export class KvRouter {
       ...this.counts,
       load,
       index: this.index.stats(),
+      ...(this.replicas ? { replicas: this.replicas.stats() } : {}),
     });
   }
 
@@ -568,6 +560,8 @@ export class KvRouter {
     this.stop();
     this.finalIndexStats = this.index.stats();
     this.index.close();
+    // Says goodbye to the peers in the background; closeAsync waits for it.
+    void this.replicas?.close();
   }
 
   /**
@@ -579,6 +573,7 @@ export class KvRouter {
     if (this.closed) return;
     this.stop();
     try {
+      await this.replicas?.close();
       await this.index.flush();
     } finally {
       this.finalIndexStats = this.index.stats();

@@ -5,6 +5,7 @@
 
 import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
+import { type ReplicaOptions, type ResolvedReplicaOptions, resolveReplicaOptions } from '../replicas/options.js';
 import { checkBlockSize, checkOptions, describe, nonNegativeNumber, positiveNumber } from '../validate.js';
 import type { CandidateScore, Selector } from './select.js';
 
@@ -49,12 +50,21 @@ export interface KvRouterOptions {
   backend?: BackendName;
   /** Native backend: writer threads (shards) of the index. Default `min(4, cores − 1)`, at least 1 (see {@link KvIndexOptions.writerThreads}). */
   writerThreads?: number;
-  /** Seed of the RNG used for temperature sampling and tie-breaks. Default 0. */
+  /**
+   * Seed of the RNG used for temperature sampling and tie-breaks. Default 0, so a single router
+   * is reproducible; with `replicas`, a random seed per replica, so replicas that see the same
+   * load do not break ties identically.
+   */
   seed?: number;
   /** Clock in ms. Default `Date.now`. */
   now?: () => number;
   /** Custom choice: returns the index of the chosen candidate. Default: lowest cost (see README). */
   selector?: Selector;
+  /**
+   * Share in-flight load with the other replicas of this router (see README "Router replicas").
+   * Default: none (this router knows only its own bookings).
+   */
+  replicas?: ReplicaOptions;
 }
 
 /** @internal */
@@ -75,6 +85,7 @@ export interface ResolvedRouterOptions {
   seed: number;
   now: () => number;
   selector: ((candidates: readonly CandidateScore[], req: never) => number) | undefined;
+  replicas: ResolvedReplicaOptions | undefined;
 }
 
 const KNOWN = [
@@ -94,6 +105,7 @@ const KNOWN = [
   'seed',
   'now',
   'selector',
+  'replicas',
 ] as const;
 
 function bad(name: string, what: string, value: unknown): never {
@@ -116,7 +128,8 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
   }
   const policy = o.routerQueuePolicy ?? 'fcfs';
   if (policy !== 'fcfs' && policy !== 'lcfs' && policy !== 'wspt') bad('routerQueuePolicy', "'fcfs', 'lcfs' or 'wspt'", policy);
-  const seed = o.seed ?? 0;
+  const replicas = o.replicas === undefined ? undefined : resolveReplicaOptions(o.replicas);
+  const seed = o.seed ?? (replicas ? Math.floor(Math.random() * 2 ** 32) : 0);
   if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) bad('seed', 'a safe integer', seed);
   if (o.now !== undefined && typeof o.now !== 'function') bad('now', 'a function returning milliseconds', o.now);
   if (o.selector !== undefined && typeof o.selector !== 'function') bad('selector', 'a function', o.selector);
@@ -139,5 +152,6 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
     seed: seed as number,
     now: (o.now as (() => number) | undefined) ?? Date.now,
     selector: o.selector as ResolvedRouterOptions['selector'],
+    replicas,
   };
 }

@@ -8,7 +8,7 @@ import { KvRouteError } from '../errors.js';
 import { parseBlockHashOptions } from '../hashing.js';
 import { checkDpRank, checkWorkerId } from '../kv-index.js';
 import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
-import type { RouteRequest } from './types.js';
+import type { RouteDecision, RouteRequest } from './types.js';
 import { workerIdSet } from './workers.js';
 
 const REQUEST_KEYS = [
@@ -91,4 +91,20 @@ export function prepareRequest(req: RouteRequest, defaultWeight: number, default
 /** Request ids are strings; anything else is `ERR_INVALID_ARG`, before any other check. */
 export function checkRequestId(id: unknown): asserts id is string {
   if (typeof id !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `requestId must be a string, got ${describe(id)}`);
+}
+
+/** A request waiting in the queue. */
+export interface Pending {
+  prepared: Prepared;
+  enqueuedAt: number;
+  resolve: (d: RouteDecision) => void;
+  reject: (e: unknown) => void;
+  onAbort?: () => void;
+}
+
+/** A routed request until `free`: its core handle and where it went. */
+export interface InFlight {
+  handle: number;
+  workerId: bigint;
+  dpRank: number;
 }

@@ -3,6 +3,7 @@
  */
 
 import type { IndexStats, WorkerId } from '../kv-index.js';
+import type { ReplicaStats } from '../replicas/sync.js';
 import type { CandidateScore } from './select.js';
 
 /**
@@ -139,7 +140,7 @@ export interface RouterStats {
   workers: number;
   /** Their (worker, dp rank) candidates. */
   ranks: number;
-  /** Requests booked and not yet freed. */
+  /** Requests this router booked and has not freed (peers' requests are in `replicas`). */
   inFlight: number;
   /** Requests waiting in the queue now. */
   queued: number;
@@ -159,10 +160,12 @@ export interface RouterStats {
   unknownPrefillCompleted: number;
   /** `free`, `markPrefillCompleted` and `touch` calls after `close()` (no-ops). */
   callsAfterClose: number;
-  /** Load of every rank with in-flight requests. */
+  /** Load of every rank with in-flight requests: this router's and, with replicas, its peers'. */
   load: RankLoad[];
   /** The index's stats. */
   index: IndexStats;
+  /** The replica load sync, when `replicas` is configured. */
+  replicas?: ReplicaStats;
   /** A JSON-safe copy: worker ids as decimal strings, so `JSON.stringify(stats)` works. */
   toJSON(): unknown;
 }

@@ -4,6 +4,7 @@
  * @module
  */
 
+import type { RawRankLoad } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { checkWorkerId, type WorkerId } from '../kv-index.js';
 import { MAX_RANKS_PER_WORKER } from '../limits.js';
@@ -121,6 +122,20 @@ export class WorkerRegistry {
     if (c.ranks.length === 0)
       throw new KvRouteError('ERR_NO_WORKERS', this.size === 0 ? 'no workers are registered' : 'none of the allowed workers is registered');
     return c;
+  }
+
+  /**
+   * Whether every candidate's prefill load (from the router core's snapshot: this router's and
+   * its peers') exceeds `threshold` of its worker's `maxNumBatchedTokens`.
+   */
+  allBusy(c: Candidates, load: readonly RawRankLoad[], threshold: number): boolean {
+    const prefill = new Map<string, number>();
+    for (const l of load) prefill.set(`${l.workerId}:${l.dpRank}`, l.activePrefillTokens);
+    for (let i = 0; i < c.ranks.length; i++) {
+      const budget = threshold * (this.get(c.workers[i])?.maxNumBatchedTokens ?? 0);
+      if ((prefill.get(`${c.workers[i]}:${c.ranks[i]}`) ?? 0) <= budget) return false;
+    }
+    return true;
   }
 }
 

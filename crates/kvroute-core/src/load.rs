@@ -161,6 +161,12 @@ impl ActiveLoad {
         ids
     }
 
+    /// The block identities a request holds (empty for an unknown id or untracked blocks): what
+    /// a router replica publishes so its peers count the same blocks.
+    pub fn blocks_of(&self, id: RequestHandle) -> &[u64] {
+        self.bookings.get(&id).map_or(&[], |b| b.blocks.as_slice())
+    }
+
     pub fn in_flight(&self) -> usize {
         self.bookings.len()
     }

@@ -18,6 +18,10 @@ pub struct CandidateFigures {
     pub load: LoadFigures,
 }
 
+/// Bounds the identities a peer's booking may ask for, so a corrupt message cannot allocate
+/// gigabytes (2^20 blocks is a 16M-token prompt at block size 16).
+pub const MAX_REMOTE_UNSHARED_BLOCKS: usize = 1 << 20;
+
 #[derive(Debug, Default)]
 pub struct RouterCore {
     load: ActiveLoad,
@@ -73,6 +77,35 @@ impl RouterCore {
             .remove(&handle)
             .ok_or_else(|| KvError::invalid_arg(format!("request handle {handle} was not scored")))?;
         self.load.book(handle, rank, if track_blocks { blocks } else { Vec::new() }, prefill_tokens, now_ms)
+    }
+
+    /// Books a request that another router replica routed: `blocks` are the identities that
+    /// replica computed (sequence hashes, so shared prefixes still count once per rank), plus
+    /// `unshared` identities that match nothing (a replica without KV reuse sends a count, as its
+    /// own identities derive from its handles, which collide across replicas). Scoring is skipped:
+    /// the peer already chose the rank.
+    pub fn book_remote(
+        &mut self,
+        handle: RequestHandle,
+        rank: Rank,
+        mut blocks: Vec<u64>,
+        unshared: usize,
+        prefill_tokens: u64,
+        now_ms: f64,
+    ) -> Result<(), KvError> {
+        if unshared > MAX_REMOTE_UNSHARED_BLOCKS {
+            return Err(KvError::invalid_arg(format!(
+                "a remote booking holds at most {MAX_REMOTE_UNSHARED_BLOCKS} unshared blocks, got {unshared}"
+            )));
+        }
+        blocks.extend(unshared_blocks(handle, unshared));
+        self.pending.remove(&handle);
+        self.load.book(handle, rank, blocks, prefill_tokens, now_ms)
+    }
+
+    /// The block identities a booked request holds (see [`ActiveLoad::blocks_of`]).
+    pub fn booked_blocks(&self, handle: RequestHandle) -> &[u64] {
+        self.load.blocks_of(handle)
     }
 
     /// Forgets a scored request that will not be booked.

@@ -86,3 +86,29 @@ fn touch_renews_the_expiry_lease() {
     assert_eq!(load.expire(95.0), vec![1]);
     assert!(load.snapshot().is_empty());
 }
+
+#[test]
+fn remote_bookings_share_blocks_with_local_ones_and_report_what_they_hold() {
+    use kvroute_core::index::KvIndex;
+    use kvroute_core::routing::RouterCore;
+    let index = KvIndex::new(1).unwrap();
+    let mut core = RouterCore::default();
+    let candidates = [rank(7, 0)];
+    // A local request of three blocks, booked with its sequence hashes.
+    let locals = [101, 102, 103];
+    core.score(&index, 1, &locals, &candidates, 0.0, true).unwrap();
+    core.book(1, rank(7, 0), 50, true, 0.0).unwrap();
+    let held = core.booked_blocks(1).to_vec();
+    assert_eq!(held.len(), 3);
+    // A peer books the same first two blocks and two of its own that match nothing.
+    core.book_remote(2, rank(7, 0), held[..2].to_vec(), 2, 30, 0.0).unwrap();
+    let snap = core.snapshot();
+    assert_eq!(snap[0].1.active_blocks, 5, "two shared + one local + two unshared");
+    assert_eq!(snap[0].1.active_prefill_tokens, 80);
+    assert_eq!(core.booked_blocks(2).len(), 4);
+    assert!(core.book_remote(2, rank(7, 0), vec![], 0, 0, 0.0).is_err(), "a handle is booked once");
+    assert!(core.book_remote(3, rank(7, 0), vec![], usize::MAX, 0, 0.0).is_err(), "absurd counts are refused");
+    assert!(core.free(2));
+    assert_eq!(core.snapshot()[0].1.active_blocks, 3);
+    assert!(core.booked_blocks(2).is_empty(), "a freed request holds nothing");
+}

@@ -110,6 +110,36 @@ impl NativeRouterCore {
         })
     }
 
+    /// Books a request another router replica routed (see `RouterCore::book_remote`).
+    #[napi(js_name = "bookRemote")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn book_remote(
+        &mut self,
+        handle: f64,
+        worker_id: BigInt,
+        dp_rank: u32,
+        blocks: &[u64],
+        unshared: u32,
+        prefill_tokens: f64,
+        now_ms: f64,
+    ) -> Result<(), &'static str> {
+        guard(|| {
+            let rank = Rank::new(u64_arg(&worker_id, "workerId")?, dp_rank);
+            if !(prefill_tokens >= 0.0 && prefill_tokens.fract() == 0.0 && prefill_tokens < 9_007_199_254_740_992.0) {
+                return Err(invalid_arg("prefillTokens must be a non-negative safe integer"));
+            }
+            self.core
+                .book_remote(handle_arg(handle)?, rank, blocks.to_vec(), unshared as usize, prefill_tokens as u64, now_ms)
+                .map_err(to_node_error)
+        })
+    }
+
+    /// The block identities a booked request holds (empty when unknown or untracked).
+    #[napi(js_name = "bookedBlocks")]
+    pub fn booked_blocks(&self, handle: f64) -> Result<BigUint64Array, &'static str> {
+        guard(|| Ok(BigUint64Array::new(self.core.booked_blocks(handle_arg(handle)?).to_vec())))
+    }
+
     #[napi]
     pub fn discard(&mut self, handle: f64) -> Result<(), &'static str> {
         guard(|| {

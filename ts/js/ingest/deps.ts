@@ -11,13 +11,14 @@ import { KvRouteError } from '../../errors.js';
 
 const require = createRequire(import.meta.url);
 
-function load<T>(name: string, purpose: string): T {
+/** Loads an optional package, or throws `ERR_DEPENDENCY_MISSING` naming what it is needed for. */
+export function loadOptional<T>(name: string, purpose: string, alternative = 'or use the native backend'): T {
   try {
     return require(name) as T;
   } catch (err) {
     throw new KvRouteError(
       'ERR_DEPENDENCY_MISSING',
-      `the pure-JS backend needs the optional package "${name}" for ${purpose}: npm install ${name} (or use the native backend)`,
+      `kvroute needs the optional package "${name}" for ${purpose}: npm install ${name} (${alternative})`,
       { cause: err },
     );
   }
@@ -30,11 +31,11 @@ let msgpackr: Msgpackr | undefined;
 let zeromq: Zeromq | undefined;
 
 export function loadMsgpackr(): Msgpackr {
-  msgpackr ??= load<Msgpackr>('msgpackr', 'decoding engine KV events');
+  msgpackr ??= loadOptional<Msgpackr>('msgpackr', 'decoding engine KV events on the pure-JS backend');
   return msgpackr;
 }
 
 export function loadZeromq(): Zeromq {
-  zeromq ??= load<Zeromq>('zeromq', 'subscribing to engine KV events');
+  zeromq ??= loadOptional<Zeromq>('zeromq', 'subscribing to engine KV events on the pure-JS backend');
   return zeromq;
 }

@@ -1,0 +1,138 @@
+/**
+ * `ReplicaOptions`: how a router replica shares its in-flight load with its peers. Validated up
+ * front, like every other option, so a typo fails at construction instead of silently running
+ * unsynchronised.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { KvRouteError } from '../errors.js';
+import { checkOptions, describe, positiveNumber } from '../validate.js';
+import type { ReplicaTransport } from './transport.js';
+
+/**
+ * Connection to a NATS server (core NATS: load sync is best effort by nature, so no JetStream is
+ * needed for it).
+ * @group Replicas
+ */
+export interface NatsReplicaOptions {
+  /** Server URL(s), e.g. `nats://127.0.0.1:4222`. */
+  servers: string | string[];
+  /** Subject prefix of the sync messages; replicas of one fleet share it. Default `kvroute.load`. */
+  subject?: string;
+  /** Token authentication. */
+  token?: string;
+  /** User and password authentication. */
+  user?: string;
+  pass?: string;
+  /** Path of a NATS `.creds` file (JWT + NKey seed). */
+  credentials?: string;
+  /** Connection name shown by the server's monitoring. Default `kvroute-<replicaId>`. */
+  name?: string;
+}
+
+/**
+ * Options of {@link KvRouterOptions.replicas}. Exactly one of `nats` or `transport`.
+ * @group Replicas
+ */
+export interface ReplicaOptions {
+  /** Share load over NATS (the production path). */
+  nats?: NatsReplicaOptions;
+  /** Share load over another transport (`kvroute replay` uses an in-process one). */
+  transport?: ReplicaTransport;
+  /** This replica's id; replicas of one fleet must differ. Default `<hostname>-<pid>-<random>`. */
+  replicaId?: string;
+  /** Interval of the liveness messages, ms. Default 1000. */
+  heartbeatMs?: number;
+  /**
+   * A peer unheard for this long (ms, on this replica's own clock) is presumed dead and its load
+   * is dropped. Default 5000; at least twice `heartbeatMs`.
+   */
+  leaseMs?: number;
+  /** A full state is published this often (ms) so messages lost in transit are repaired. Default 30000. */
+  resyncMs?: number;
+  /**
+   * Outgoing changes wait at most this long (ms) to be batched into one message; 0 sends them at
+   * the end of the current event-loop turn. Default 0.
+   */
+  batchMs?: number;
+}
+
+/** @internal */
+export interface ResolvedReplicaOptions {
+  nats: (Omit<NatsReplicaOptions, 'servers' | 'subject'> & { servers: string[]; subject: string }) | undefined;
+  transport: ReplicaTransport | undefined;
+  replicaId: string;
+  heartbeatMs: number;
+  leaseMs: number;
+  resyncMs: number;
+  batchMs: number;
+}
+
+/** A dot-separated NATS subject without wildcards or spaces. */
+const SUBJECT = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
+
+function bad(name: string, what: string, value: unknown): never {
+  throw new KvRouteError('ERR_INVALID_ARG', `opts.replicas.${name} must be ${what}, got ${describe(value)}`);
+}
+
+function optionalText(value: unknown, name: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length === 0) bad(name, 'a non-empty string', value);
+  return value;
+}
+
+function resolveNats(value: unknown, replicaId: string): ResolvedReplicaOptions['nats'] {
+  const o = checkOptions(value, 'opts.replicas.nats', ['servers', 'subject', 'token', 'user', 'pass', 'credentials', 'name']);
+  const servers = typeof o.servers === 'string' ? [o.servers] : o.servers;
+  if (!Array.isArray(servers) || servers.length === 0 || !servers.every((s) => typeof s === 'string' && s.length > 0))
+    bad('nats.servers', 'a server URL or a non-empty array of them', o.servers);
+  const subject = o.subject ?? 'kvroute.load';
+  if (typeof subject !== 'string' || !SUBJECT.test(subject)) bad('nats.subject', 'a NATS subject without wildcards', o.subject);
+  if ((o.user === undefined) !== (o.pass === undefined)) bad('nats.user', 'given together with pass', o.user);
+  const auth = [o.token, o.user, o.credentials].filter((x) => x !== undefined).length;
+  if (auth > 1) bad('nats', 'configured with at most one of token, user/pass and credentials', '(several)');
+  const token = optionalText(o.token, 'nats.token');
+  const user = optionalText(o.user, 'nats.user');
+  const pass = optionalText(o.pass, 'nats.pass');
+  const credentials = optionalText(o.credentials, 'nats.credentials');
+  return {
+    servers: servers as string[],
+    subject,
+    name: optionalText(o.name, 'nats.name') ?? `kvroute-${replicaId}`,
+    ...(token ? { token } : {}),
+    ...(user ? { user } : {}),
+    ...(pass ? { pass } : {}),
+    ...(credentials ? { credentials } : {}),
+  };
+}
+
+/** A default replica id that differs between processes and between routers of one process. */
+export function defaultReplicaId(): string {
+  return `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
+}
+
+/** @internal */
+export function resolveReplicaOptions(value: unknown): ResolvedReplicaOptions {
+  const o = checkOptions(value, 'opts.replicas', ['nats', 'transport', 'replicaId', 'heartbeatMs', 'leaseMs', 'resyncMs', 'batchMs']);
+  if ((o.nats === undefined) === (o.transport === undefined)) bad('', 'given exactly one of nats and transport', value);
+  const replicaId = optionalText(o.replicaId, 'replicaId') ?? defaultReplicaId();
+  if (replicaId.length > 128) bad('replicaId', 'at most 128 characters', replicaId);
+  const t = o.transport as ReplicaTransport | undefined;
+  if (t !== undefined && (typeof t !== 'object' || t === null || typeof t.publish !== 'function' || typeof t.start !== 'function'))
+    bad('transport', 'a ReplicaTransport (start, publish, close)', t);
+  const heartbeatMs = positiveNumber(o.heartbeatMs, 'opts.replicas.heartbeatMs', 1000);
+  const leaseMs = positiveNumber(o.leaseMs, 'opts.replicas.leaseMs', Math.max(5000, 2 * heartbeatMs));
+  if (leaseMs < 2 * heartbeatMs) bad('leaseMs', `at least twice heartbeatMs (${2 * heartbeatMs})`, leaseMs);
+  const batchMs = o.batchMs ?? 0;
+  if (typeof batchMs !== 'number' || !Number.isFinite(batchMs) || batchMs < 0) bad('batchMs', 'a finite number >= 0', batchMs);
+  return {
+    nats: o.nats === undefined ? undefined : resolveNats(o.nats, replicaId),
+    transport: t,
+    replicaId,
+    heartbeatMs,
+    leaseMs,
+    resyncMs: positiveNumber(o.resyncMs, 'opts.replicas.resyncMs', 30_000),
+    batchMs,
+  };
+}

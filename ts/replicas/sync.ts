@@ -1,0 +1,257 @@
+/**
+ * `ReplicaSync`: one router replica's half of the load sync. It publishes this replica's bookings,
+ * prefill completions and frees (batched, off the routing path: `route()` only appends to a
+ * queue), heartbeats and full states, and applies its peers' through {@link PeerLoad}.
+ *
+ * Guarantees (README "Router replicas"):
+ * - NATS down: every replica routes on local load plus what it still holds of its peers, which
+ *   lapses within the lease; it never blocks. `outages` counts the losses; on reconnect it asks
+ *   its peers for their state and publishes its own.
+ * - A replica crashes: its peers drop its load within `leaseMs`.
+ * - Partition: each side sees the other's load lapse, as for a crash, and converges on heal.
+ * - Clock skew: nothing on the wire is a time; leases run on each receiver's own clock.
+ */
+
+import { randomInt } from 'node:crypto';
+import { NatsTransport } from './nats-transport.js';
+import type { ResolvedReplicaOptions } from './options.js';
+import { type LoadLedger, type PeerCounters, PeerLoad } from './peer-load.js';
+import type { ReplicaTransport } from './transport.js';
+import { bookingBytes, decodeMessage, encodeMessage, type WireBody, type WireBooking, type WireOp } from './wire.js';
+
+/** A state message carries at most about this many bytes (NATS's default payload limit is 1 MiB). */
+const STATE_CHUNK_BYTES = 256 * 1024;
+
+/**
+ * What `KvRouter.stats().replicas` reports.
+ * @group Replicas
+ */
+export interface ReplicaStats extends PeerCounters {
+  replicaId: string;
+  /** Connected to the transport now. */
+  connected: boolean;
+  /** Peers heard from within the lease. */
+  peers: number;
+  /** Peers' requests counted in this replica's load. */
+  remoteInFlight: number;
+  /** Times the connection was lost (each replica then routes on local load until it returns). */
+  outages: number;
+  messagesPublished: number;
+  bytesPublished: number;
+  /** Publishes that failed (disconnected); what they carried is repaired by the next state. */
+  publishErrors: number;
+  messagesReceived: number;
+  bytesReceived: number;
+  /** Messages that did not decode (nothing of them applied). */
+  messagesRejected: number;
+  /** Full states published (on join, reconnect, request and every `resyncMs`). */
+  statesPublished: number;
+}
+
+interface OwnBooking {
+  booking: WireBooking;
+}
+
+/** @internal */
+export class ReplicaSync {
+  private readonly transport: ReplicaTransport;
+  private readonly peers: PeerLoad;
+  /** This process's instance of the replica id: a restarted replica is a new peer. */
+  private readonly instance = randomInt(0, 0xffff_ffff);
+  private seq = 0;
+  private readonly own = new Map<number, OwnBooking>();
+  private outbox: WireOp[] = [];
+  private flushScheduled: NodeJS.Immediate | NodeJS.Timeout | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private lastStateAt = Number.NEGATIVE_INFINITY;
+  private connected = false;
+  private closed = false;
+  private readyResolve: (() => void) | undefined;
+  /** Resolves once connected and announced to the peers. */
+  readonly ready: Promise<void>;
+  private readonly counts = {
+    outages: 0,
+    messagesPublished: 0,
+    bytesPublished: 0,
+    publishErrors: 0,
+    messagesReceived: 0,
+    bytesReceived: 0,
+    messagesRejected: 0,
+    statesPublished: 0,
+  };
+
+  constructor(
+    private readonly opts: ResolvedReplicaOptions,
+    ledger: LoadLedger,
+    renewEveryMs: number,
+    private readonly onLoadDropped: () => void,
+  ) {
+    this.transport = opts.transport ?? new NatsTransport(opts.nats as NonNullable<ResolvedReplicaOptions['nats']>);
+    this.peers = new PeerLoad(ledger, opts.leaseMs, renewEveryMs, (replicaId, instance) =>
+      this.send({ kind: 'join', target: { replicaId, instance } }),
+    );
+    this.ready = new Promise((resolve) => {
+      this.readyResolve = resolve;
+    });
+    this.transport.start({ onMessage: (d) => this.receive(d), onStatus: (c) => this.status(c) });
+    this.heartbeat = setInterval(() => this.tick(), opts.heartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  get replicaId(): string {
+    return this.opts.replicaId;
+  }
+
+  /** Whether a router handle is a peer's booking. */
+  owns(handle: number): boolean {
+    return this.peers.owns(handle);
+  }
+
+  // ---- this replica's changes ----------------------------------------------------------------
+
+  booked(b: WireBooking): void {
+    this.own.set(b.key, { booking: b });
+    this.queue({ op: 'book', booking: b });
+  }
+
+  prefilled(key: number): void {
+    const own = this.own.get(key);
+    if (!own || own.booking.prefillTokens === 0) return;
+    own.booking = { ...own.booking, prefillTokens: 0 };
+    this.queue({ op: 'prefill', key });
+  }
+
+  /** A request of this replica ended (or a peer's booking was dropped locally). */
+  freed(handle: number): void {
+    if (this.own.delete(handle)) this.queue({ op: 'free', key: handle });
+    else this.peers.dropped(handle);
+  }
+
+  private queue(op: WireOp): void {
+    this.outbox.push(op);
+    if (this.flushScheduled || this.closed) return;
+    this.flushScheduled = this.opts.batchMs > 0 ? setTimeout(() => this.flush(), this.opts.batchMs) : setImmediate(() => this.flush());
+  }
+
+  /** Publishes the queued changes as one message. */
+  flush(): void {
+    this.flushScheduled = undefined;
+    if (this.outbox.length === 0) return;
+    const ops = this.outbox;
+    this.outbox = [];
+    this.send({ kind: 'ops', ops });
+  }
+
+  private send(body: WireBody, seq?: number): void {
+    if (!this.connected) {
+      // Lost anyway: the state published on reconnect carries it.
+      if (body.kind === 'ops') this.counts.publishErrors++;
+      return;
+    }
+    const data = encodeMessage({ replicaId: this.opts.replicaId, instance: this.instance, seq: seq ?? ++this.seq, ...body });
+    try {
+      this.transport.publish(data);
+      this.counts.messagesPublished++;
+      this.counts.bytesPublished += data.byteLength;
+    } catch {
+      this.counts.publishErrors++;
+    }
+  }
+
+  /** Publishes this replica's whole in-flight set, in parts of about `STATE_CHUNK_BYTES`. */
+  private publishState(): void {
+    this.flush();
+    this.lastStateAt = Date.now();
+    const chunks: WireBooking[][] = [[]];
+    let bytes = 0;
+    for (const { booking } of this.own.values()) {
+      const size = bookingBytes(booking);
+      if (bytes + size > STATE_CHUNK_BYTES && chunks[chunks.length - 1].length > 0) {
+        chunks.push([]);
+        bytes = 0;
+      }
+      chunks[chunks.length - 1].push(booking);
+      bytes += size;
+    }
+    // All parts share one sequence number: the state is as of that moment.
+    const seq = ++this.seq;
+    chunks.forEach((bookings, part) => {
+      this.send({ kind: 'state', part, parts: chunks.length, bookings }, seq);
+    });
+    this.counts.statesPublished++;
+  }
+
+  // ---- peers' changes ------------------------------------------------------------------------
+
+  private receive(data: Uint8Array): void {
+    if (this.closed) return;
+    this.counts.messagesReceived++;
+    this.counts.bytesReceived += data.byteLength;
+    let m: ReturnType<typeof decodeMessage>;
+    try {
+      m = decodeMessage(data);
+    } catch {
+      this.counts.messagesRejected++;
+      return;
+    }
+    if (m.replicaId === this.opts.replicaId && m.instance === this.instance) return; // an echo
+    const before = this.peers.inFlight;
+    this.peers.receive(m);
+    if (m.kind === 'join' && (!m.target || (m.target.replicaId === this.opts.replicaId && m.target.instance === this.instance)))
+      this.publishState();
+    if (this.peers.inFlight < before) this.onLoadDropped();
+  }
+
+  private status(connected: boolean): void {
+    if (this.closed) return;
+    if (!connected) {
+      if (this.connected) this.counts.outages++;
+      this.connected = false;
+      return;
+    }
+    this.connected = true;
+    // Joining (or rejoining after an outage): ask every peer for its state and publish ours.
+    this.send({ kind: 'join' });
+    this.publishState();
+    this.readyResolve?.();
+  }
+
+  private tick(): void {
+    if (this.closed) return;
+    this.flush();
+    this.send({ kind: 'heartbeat', inFlight: this.own.size });
+    if (Date.now() - this.lastStateAt >= this.opts.resyncMs) this.publishState();
+    if (this.peers.sweep() > 0) this.onLoadDropped();
+  }
+
+  /** Drops peers whose lease ran out now (the router also sweeps on every heartbeat). */
+  sweep(): void {
+    if (this.peers.sweep() > 0) this.onLoadDropped();
+  }
+
+  stats(): ReplicaStats {
+    return {
+      replicaId: this.opts.replicaId,
+      connected: this.connected,
+      peers: this.peers.peerCount,
+      remoteInFlight: this.peers.inFlight,
+      ...this.counts,
+      ...this.peers.counters,
+    };
+  }
+
+  /** Says goodbye (peers drop this replica's load at once), then closes the transport. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.flush();
+    this.send({ kind: 'leave' });
+    this.closed = true;
+    clearInterval(this.heartbeat);
+    if (this.flushScheduled) {
+      clearTimeout(this.flushScheduled as NodeJS.Timeout);
+      clearImmediate(this.flushScheduled as NodeJS.Immediate);
+    }
+    this.peers.clear();
+    await this.transport.close();
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * The router's side of the replica load sync: turns its bookings into sync messages and peers'
+ * messages into remote bookings in its router core, so remote load is weighed exactly like local
+ * load (shared prefixes still count once per rank).
+ * @internal
+ * @module
+ */
+
+import type { RouterCoreBackend } from '../backend-types.js';
+import type { ResolvedReplicaOptions } from '../replicas/options.js';
+import { type ReplicaStats, ReplicaSync } from '../replicas/sync.js';
+import type { ResolvedRouterOptions } from './options.js';
+
+/** What the link calls back in its router. */
+export interface RouterHooks {
+  /** A fresh request handle (remote bookings share the router's handle space). */
+  next(): number;
+  /** Load dropped: waiting requests may fit now. */
+  drain(): void;
+}
+
+/** @internal */
+export class ReplicaLink {
+  private readonly sync: ReplicaSync;
+
+  constructor(
+    opts: ResolvedReplicaOptions,
+    private readonly router: ResolvedRouterOptions,
+    private readonly core: RouterCoreBackend,
+    hooks: RouterHooks,
+  ) {
+    const now = (): number => router.now();
+    this.sync = new ReplicaSync(
+      opts,
+      {
+        book: (b, prefillDone) => {
+          const handle = hooks.next();
+          try {
+            core.bookRemote(handle, b.workerId, b.dpRank, b.blocks, b.unshared, prefillDone ? 0 : b.prefillTokens, now());
+            return handle;
+          } catch {
+            return undefined;
+          }
+        },
+        prefillCompleted: (h) => {
+          core.prefillCompleted(h);
+          hooks.drain();
+        },
+        free: (h) => {
+          core.free(h);
+        },
+        touch: (h) => {
+          core.touch(h, now());
+        },
+        now,
+      },
+      // Renewed well before the router's own expiry sweep could free a live peer's request.
+      router.requestExpiryMs / 4,
+      hooks.drain,
+    );
+  }
+
+  get ready(): Promise<void> {
+    return this.sync.ready;
+  }
+
+  owns(handle: number): boolean {
+    return this.sync.owns(handle);
+  }
+
+  /** This replica booked a request: its peers learn the rank, prefill tokens and blocks. */
+  booked(handle: number, workerId: bigint, dpRank: number, prefillTokens: number, blockCount: number): void {
+    const { trackActiveBlocks, assumeKvReuse } = this.router;
+    const shared = trackActiveBlocks && assumeKvReuse;
+    this.sync.booked({
+      key: handle,
+      workerId,
+      dpRank,
+      prefillTokens,
+      blocks: shared ? this.core.bookedBlocks(handle) : new BigUint64Array(0),
+      unshared: trackActiveBlocks && !assumeKvReuse ? blockCount : 0,
+    });
+  }
+
+  prefilled(handle: number): void {
+    this.sync.prefilled(handle);
+  }
+
+  /** A booking ended here: this replica's own (published) or a peer's (forgotten). */
+  freed(handle: number): void {
+    this.sync.freed(handle);
+  }
+
+  stats(): ReplicaStats {
+    return this.sync.stats();
+  }
+
+  close(): Promise<void> {
+    return this.sync.close();
+  }
+}
