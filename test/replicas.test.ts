@@ -6,6 +6,7 @@ import { encodeMessage, type WireMessage } from '../ts/replicas/wire.js';
 import { BACKENDS } from './helpers/backends.js';
 import { DIST_ESM, requireDist } from './helpers/dist.js';
 import { NatsServer, NO_NATS } from './helpers/nats-server.js';
+import { TcpProxy } from './helpers/tcp-proxy.js';
 import { waitFor } from './helpers/wait.js';
 
 const BS = 4;
@@ -79,6 +80,22 @@ describe.skipIf(NO_NATS)('router replicas over a real nats-server', () => {
       await a.closeAsync();
       await waitFor(() => remote(b) === 0 && b.stats().replicas?.peers === 0, 'b to drop a at once on its goodbye');
       expect(b.stats().replicas?.leaseExpiries).toBe(0);
+    });
+
+    test('clock skew between replicas changes nothing: leases are durations on the receiver', async () => {
+      fresh();
+      // a's clock is a day ahead, c's an hour behind: no time crosses the wire.
+      const a = replica('a', {}, { now: () => Date.now() + 86_400_000 });
+      const c = replica('c', {}, { now: () => Date.now() - 3_600_000 });
+      await Promise.all([a.ready(), c.ready()]);
+      await a.route({ requestId: 'x', tokens: prompt(0) });
+      await c.route({ requestId: 'y', tokens: prompt(1) });
+      await waitFor(() => remote(a) === 1 && remote(c) === 1, 'both to see the other');
+      // Several leases later, both still hold the other's live booking (heartbeats renew it).
+      await new Promise((r) => setTimeout(r, 3 * LEASE));
+      expect([remote(a), remote(c)]).toEqual([1, 1]);
+      expect(a.stats().replicas?.leaseExpiries).toBe(0);
+      expect(c.stats().load).toEqual(a.stats().load);
     });
 
     test('a joining replica converges on the in-flight load of the others', async () => {
@@ -205,6 +222,52 @@ describe.skipIf(NO_NATS)('router replicas over a real nats-server', () => {
     } finally {
       await Promise.all([a.closeAsync(), b.closeAsync()]);
       await own.dispose();
+    }
+  });
+
+  test('a partition: each side drops the other within the lease, routes on, and converges on heal', async () => {
+    const proxy = new TcpProxy(server.port);
+    await proxy.open();
+    const subject = `kvroute.partition${Date.now()}`;
+    const mk = (id: string, url: string) => {
+      const r = new KvRouter({
+        blockSize: BS,
+        replicas: { nats: { servers: url, subject }, replicaId: id, heartbeatMs: HEARTBEAT, leaseMs: LEASE },
+      });
+      r.addWorker(1);
+      r.addWorker(2);
+      return r;
+    };
+    const a = mk('a', `nats://127.0.0.1:${proxy.port}`);
+    const b = mk('b', server.url);
+    try {
+      await Promise.all([a.ready(), b.ready()]);
+      await a.route({ requestId: 'a1', tokens: prompt(0) });
+      await b.route({ requestId: 'b1', tokens: prompt(1) });
+      await waitFor(() => a.stats().replicas?.remoteInFlight === 1 && b.stats().replicas?.remoteInFlight === 1, 'both to see the other');
+      await proxy.cut();
+      await waitFor(
+        () => a.stats().replicas?.remoteInFlight === 0 && b.stats().replicas?.remoteInFlight === 0,
+        'each side to drop the other',
+        10 * LEASE,
+      );
+      expect(b.stats().replicas?.connected).toBe(true);
+      expect(a.stats().replicas?.connected).toBe(false);
+      // Changes on either side during the partition reach the other after it heals.
+      b.free('b1');
+      await b.route({ requestId: 'b2', tokens: prompt(2) });
+      await b.route({ requestId: 'b3', tokens: prompt(3) });
+      await a.route({ requestId: 'a2', tokens: prompt(4) });
+      await proxy.open();
+      await waitFor(
+        () => a.stats().replicas?.remoteInFlight === 2 && b.stats().replicas?.remoteInFlight === 2,
+        'both sides to converge after the heal',
+        15_000,
+      );
+      expect(a.stats().load).toEqual(b.stats().load);
+    } finally {
+      await Promise.all([a.closeAsync(), b.closeAsync()]);
+      await proxy.cut();
     }
   });
 

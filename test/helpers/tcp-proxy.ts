@@ -1,0 +1,43 @@
+/**
+ * A TCP proxy on 127.0.0.1 that a test can cut and restore: a network partition between one
+ * client and a server, with real sockets, for the replica tests.
+ */
+
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+
+export class TcpProxy {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+  port = 0;
+
+  constructor(private readonly targetPort: number) {}
+
+  /** Starts forwarding (on its previous port after a cut, so clients reconnect to it). */
+  async open(): Promise<void> {
+    const server = createServer((client) => {
+      const upstream = createConnection({ host: '127.0.0.1', port: this.targetPort });
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+        s.on('error', () => s.destroy());
+      }
+      client.pipe(upstream).pipe(client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.port, '127.0.0.1', () => resolve());
+    });
+    this.server = server;
+    this.port = (server.address() as { port: number }).port;
+  }
+
+  /** Cuts every connection and refuses new ones. */
+  async cut(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    for (const s of this.sockets) s.destroy();
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
