@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { KvRouteError, KvRouter, type KvRouterOptions, type ReplicaOptions } from '../ts/index.js';
-import { encodeMessage, type WireMessage } from '../ts/replicas/wire.js';
+import { encodeMessage, type WireBody, type WireMessage } from '../ts/replicas/wire.js';
 import { BACKENDS } from './helpers/backends.js';
 import { DIST_ESM, requireDist } from './helpers/dist.js';
 import { NatsServer, NO_NATS } from './helpers/nats-server.js';
@@ -115,7 +115,7 @@ describe.skipIf(NO_NATS)('router replicas over a real nats-server', () => {
       const b = replica('b');
       await b.ready();
       const nc = await connect({ servers: server.url });
-      const send = (seq: number, body: Omit<WireMessage, 'replicaId' | 'instance' | 'seq'>) =>
+      const send = (seq: number, body: WireBody) =>
         nc.publish(subject, encodeMessage({ replicaId: 'peer', instance: 7, seq, ...body } as WireMessage));
       const booking = (key: number, workerId: bigint) => ({
         op: 'book' as const,
@@ -150,11 +150,28 @@ describe.skipIf(NO_NATS)('router replicas over a real nats-server', () => {
       await b.ready();
       const nc = await connect({ servers: server.url });
       const requests: string[] = [];
-      nc.subscribe(subject, { callback: (_e, m) => requests.push(String(m.data[2])) });
-      const send = (seq: number, body: Omit<WireMessage, 'replicaId' | 'instance' | 'seq'>) =>
+      nc.subscribe(subject, {
+        callback: (_e, m) => {
+          requests.push(String(m.data[2]));
+        },
+      });
+      const send = (seq: number, body: WireBody) =>
         nc.publish(subject, encodeMessage({ replicaId: 'peer', instance: 9, seq, ...body } as WireMessage));
-      const book = (key: number) => ({ key, workerId: 1n, dpRank: 0, prefillTokens: 8, blocks: new BigUint64Array([BigInt(key)]), unshared: 0 });
-      send(1, { kind: 'ops', ops: [{ op: 'book', booking: book(1) }, { op: 'book', booking: book(2) }] });
+      const book = (key: number) => ({
+        key,
+        workerId: 1n,
+        dpRank: 0,
+        prefillTokens: 8,
+        blocks: new BigUint64Array([BigInt(key)]),
+        unshared: 0,
+      });
+      send(1, {
+        kind: 'ops',
+        ops: [
+          { op: 'book', booking: book(1) },
+          { op: 'book', booking: book(2) },
+        ],
+      });
       await waitFor(() => remote(b) === 2, 'two bookings');
       // seq 2 (freeing key 1) is "lost"; seq 3 reveals the gap, and b asks this peer for its state.
       send(3, { kind: 'heartbeat', inFlight: 1 });
@@ -299,10 +316,14 @@ describe.skipIf(NO_NATS)('router replicas over a real nats-server', () => {
         await parent.ready();
         child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
         const running = child;
-        await waitFor(() => {
-          if (running.exitCode !== null) throw new Error(`the child replica exited with ${running.exitCode}`);
-          return parent.stats().replicas?.remoteInFlight === 3;
-        }, "the child's three bookings", 20_000);
+        await waitFor(
+          () => {
+            if (running.exitCode !== null) throw new Error(`the child replica exited with ${running.exitCode}`);
+            return parent.stats().replicas?.remoteInFlight === 3;
+          },
+          "the child's three bookings",
+          20_000,
+        );
         // Worker 1 carries the child's load, so the parent's cold request goes to worker 2.
         expect((await parent.route({ requestId: 'p', tokens: prompt(7) })).workerId).toBe(2n);
         parent.free('p');
@@ -322,7 +343,10 @@ describe.skipIf(NO_NATS)('router replicas over a real nats-server', () => {
     // Eight idle workers tie; with seed 0 everywhere every replica would pick the same one.
     const picks = new Set<bigint>();
     for (let i = 0; i < 8; i++) {
-      const r = new KvRouter({ blockSize: BS, replicas: { nats: { servers: server.url, subject: `kvroute.seed${i}` }, replicaId: `s${i}` } });
+      const r = new KvRouter({
+        blockSize: BS,
+        replicas: { nats: { servers: server.url, subject: `kvroute.seed${i}` }, replicaId: `s${i}` },
+      });
       for (let w = 1; w <= 8; w++) r.addWorker(w);
       picks.add((await r.route({ requestId: 'x', tokens: prompt(0) })).workerId);
       await r.closeAsync();
@@ -330,7 +354,11 @@ describe.skipIf(NO_NATS)('router replicas over a real nats-server', () => {
     expect(picks.size).toBeGreaterThan(1);
     const fixed = new Set<bigint>();
     for (let i = 0; i < 4; i++) {
-      const r = new KvRouter({ blockSize: BS, seed: 5, replicas: { nats: { servers: server.url, subject: `kvroute.fixed${i}` }, replicaId: `f${i}` } });
+      const r = new KvRouter({
+        blockSize: BS,
+        seed: 5,
+        replicas: { nats: { servers: server.url, subject: `kvroute.fixed${i}` }, replicaId: `f${i}` },
+      });
       for (let w = 1; w <= 8; w++) r.addWorker(w);
       fixed.add((await r.route({ requestId: 'x', tokens: prompt(0) })).workerId);
       await r.closeAsync();

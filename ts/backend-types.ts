@@ -122,6 +122,8 @@ export interface RawSourceConfig {
   maxHeld: number;
   receiveHwm: number;
   blockSize: number;
+  /** Per rank, the engine seq the index already holds (a warm start); -1n for none. */
+  resumeAfter?: bigint[];
 }
 
 export interface RawStreamCounters {

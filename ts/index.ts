@@ -106,12 +106,19 @@ export { replay, upperBoundHitRatio } from './replay/replay.js';
 export type { Distribution, LatencyCdf, PolicyReport, ReplayReport, Throughput, TraceSummary, WorkerShare } from './replay/report.js';
 export type { LoadTraceOptions, Trace, TraceRequest } from './replay/trace.js';
 export { loadTrace, parseTrace, synthesizeTokens } from './replay/trace.js';
+export type { NatsReplicaOptions, ReplicaOptions } from './replicas/options.js';
+export {
+  IndexSnapshotWriter,
+  type SnapshotStoreOptions,
+  type SnapshotWriterOptions,
+  type SnapshotWriterStats,
+} from './replicas/snapshot-store.js';
+export type { ReplicaStats } from './replicas/sync.js';
+export { ReplicaBus, type ReplicaTransport, type ReplicaTransportHandlers } from './replicas/transport.js';
+export { type WarmStartOptions, type WarmStartResult, warmStart } from './replicas/warm-start.js';
 export { KvRouter } from './router/kv-router.js';
 export type { KvRouterOptions, QueuePolicy } from './router/options.js';
 export type { CandidateScore, Selector } from './router/select.js';
-export type { NatsReplicaOptions, ReplicaOptions } from './replicas/options.js';
-export type { ReplicaStats } from './replicas/sync.js';
-export { ReplicaBus, type ReplicaTransport, type ReplicaTransportHandlers } from './replicas/transport.js';
 export type {
   PinnedWorker,
   PotentialLoad,

@@ -17,6 +17,7 @@ import { EngineSource } from './ingest/source.js';
 import { toIngestStats } from './ingest/stats.js';
 import type { ApplyEngineBatchOptions, BatchResult, IngestStats, SubscribeOptions } from './ingest/types.js';
 import { withIdJson } from './json-ids.js';
+import { takeResumeSeqs } from './replicas/resume.js';
 import { checkBlockSize, checkOptions, describe, toHashes, toTokens, toU64 } from './validate.js';
 
 /** What a KvRouter needs from the KvIndex it owns: the backend and its index. @internal */
@@ -443,7 +444,8 @@ export class KvIndex {
     const started: EngineSource[] = [];
     try {
       for (const p of parsed) {
-        const inner = ingest.startSource({ ...p.config, workerId: p.workerId, blockSize: this.blockSize });
+        const resumeAfter = p.config.resumeAfter ?? takeResumeSeqs(this, p.workerId, p.config.ranks);
+        const inner = ingest.startSource({ ...p.config, workerId: p.workerId, blockSize: this.blockSize, resumeAfter });
         const source = new EngineSource(p.workerId, p.engine, inner, ingest, (s) => {
           if (this.sources.get(s.workerId) === s) this.sources.delete(s.workerId);
         });

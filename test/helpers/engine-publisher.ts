@@ -83,7 +83,11 @@ export class TestEnginePublisher {
 
   static async start(opts: PublisherOptions = {}): Promise<TestEnginePublisher> {
     const p = new TestEnginePublisher(opts);
-    const pub = await bindConsecutive(() => new XPublisher({ linger: 0, sendHighWaterMark: 0 }), p.dpRanks, opts.basePort);
+    const pub = await bindConsecutive(
+      () => new XPublisher({ linger: 0, sendHighWaterMark: 0, verbosity: 'allSubs' }),
+      p.dpRanks,
+      opts.basePort,
+    );
     p.pubs = pub.sockets;
     p.port = pub.port;
     p.pubs.forEach((x, rank) => void p.countSubscriptions(x, rank));
@@ -115,9 +119,12 @@ export class TestEnginePublisher {
     }
   }
 
-  /** Resolves once every rank's PUB socket has seen a subscription (bounded wait). */
-  async waitForSubscribers(): Promise<void> {
-    await waitFor(() => this.subscriptions.every((n) => n > 0), 'a subscriber on every rank');
+  /**
+   * Resolves once every rank's PUB socket has seen `count` subscriptions (bounded wait); the
+   * XPUB is verbose, so a second subscriber to the same topic counts too.
+   */
+  async waitForSubscribers(count = 1): Promise<void> {
+    await waitFor(() => this.subscriptions.every((n) => n >= count), `${count} subscriber(s) on every rank`);
   }
 
   private async serveReplay(router: Router, rank: number): Promise<void> {

@@ -21,6 +21,7 @@ const OPTIONS = [
   'bind',
   'replayTimeoutMs',
   'maxHeldBatches',
+  'resumeAfterSeq',
   'receiveHighWaterMark',
 ] as const;
 const ENGINES: readonly EngineName[] = ['auto', 'vllm', 'sglang', 'trtllm'];
@@ -83,6 +84,19 @@ function endpoints(value: unknown, size: number, name: string): string[] {
   return Array.from({ length: size }, (_, r) => endpointForRank(value as string, r, name));
 }
 
+/** Per-rank resume seqs: one value for every rank, or one per rank (`null`: none); -1n is none. */
+function resumeSeqs(value: unknown, size: number, name: string): bigint[] {
+  const one = (v: unknown, what: string): bigint => {
+    if (v === null) return -1n;
+    if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return BigInt(v);
+    if (typeof v === 'bigint' && v >= 0n && v < 2n ** 64n) return v;
+    throw invalid(`${what} must be an engine seq (a non-negative integer) or null, got ${describe(v)}`);
+  };
+  if (!Array.isArray(value)) return Array.from({ length: size }, () => one(value, name));
+  if (value.length !== size) throw invalid(`${name} must have one entry per dp rank (${size}), got ${value.length}`);
+  return value.map((v, i) => one(v, `${name}[${i}]`));
+}
+
 export interface ParsedSubscribe {
   config: Omit<RawSourceConfig, 'workerId' | 'blockSize'>;
   engine: EngineName;
@@ -123,6 +137,7 @@ export function parseSubscribeOptions(opts: SubscribeOptions, indexBlockSize: nu
       maxHeld: o.maxHeldBatches === undefined ? 10_000 : positiveInt(o.maxHeldBatches, `${name}.maxHeldBatches`, 10_000_000),
       receiveHwm:
         o.receiveHighWaterMark === undefined ? 100_000 : positiveInt(o.receiveHighWaterMark, `${name}.receiveHighWaterMark`, 2 ** 31 - 1),
+      ...(o.resumeAfterSeq === undefined ? {} : { resumeAfter: resumeSeqs(o.resumeAfterSeq, size, `${name}.resumeAfterSeq`) }),
     },
   };
 }

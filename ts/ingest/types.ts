@@ -58,6 +58,14 @@ export interface SubscribeOptions {
   maxHeldBatches?: number;
   /** SUB receive high-water mark in messages (0 = unlimited). Default 100000, vLLM's publisher default. */
   receiveHighWaterMark?: number;
+  /**
+   * The engine seq the index already holds for this worker (one value, or one per rank; `null`
+   * for none), as a warm start from a peer's dump or a snapshot reports it: the stream continues
+   * from the next seq, a gap is repaired through `replayEndpoint` (or the rank resyncs), and a
+   * lower seq means the engine restarted since, so the rank is cleared. Default: none (the stream
+   * starts from scratch). {@link KvIndex.subscribe} fills it from the last {@link warmStart}.
+   */
+  resumeAfterSeq?: number | bigint | null | readonly (number | bigint | null)[];
 }
 
 /**

@@ -12,6 +12,43 @@ import type { ReplicaTransport, ReplicaTransportHandlers } from './transport.js'
 
 type NatsOptions = NonNullable<ResolvedReplicaOptions['nats']>;
 
+/** Authentication and identity of a NATS connection, as the replica and snapshot options give them. */
+export interface NatsAuth {
+  servers: string[];
+  name?: string;
+  token?: string;
+  user?: string;
+  pass?: string;
+  credentials?: string;
+}
+
+/**
+ * Connection options of the official client: authentication, and reconnection forever once
+ * connected (the first connection is retried by the caller where that matters).
+ * @internal
+ */
+export function natsConnectOptions(o: NatsAuth, name: string): ConnectionOptions {
+  let authenticator: ConnectionOptions['authenticator'];
+  if (o.credentials !== undefined) {
+    try {
+      authenticator = credsAuthenticator(readFileSync(o.credentials));
+    } catch (err) {
+      throw new KvRouteError('ERR_INVALID_ARG', `${name}.credentials: cannot read ${o.credentials}`, { cause: err });
+    }
+  }
+  return {
+    servers: o.servers,
+    ...(o.name !== undefined ? { name: o.name } : {}),
+    ...(o.token !== undefined ? { token: o.token } : {}),
+    ...(o.user !== undefined ? { user: o.user, pass: o.pass } : {}),
+    ...(authenticator ? { authenticator } : {}),
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    timeout: 2000,
+    pingInterval: 2000,
+  };
+}
+
 /** @internal */
 export class NatsTransport implements ReplicaTransport {
   private nc: NatsConnection | undefined;
@@ -23,34 +60,12 @@ export class NatsTransport implements ReplicaTransport {
 
   constructor(private readonly opts: NatsOptions) {}
 
-  private connectOptions(): ConnectionOptions {
-    const o = this.opts;
-    let authenticator: ConnectionOptions['authenticator'];
-    if (o.credentials !== undefined) {
-      try {
-        authenticator = credsAuthenticator(readFileSync(o.credentials));
-      } catch (err) {
-        throw new KvRouteError('ERR_INVALID_ARG', `opts.replicas.nats.credentials: cannot read ${o.credentials}`, { cause: err });
-      }
-    }
-    return {
-      servers: o.servers,
-      name: o.name,
-      ...(o.token !== undefined ? { token: o.token } : {}),
-      ...(o.user !== undefined ? { user: o.user, pass: o.pass } : {}),
-      ...(authenticator ? { authenticator } : {}),
+  start(handlers: ReplicaTransportHandlers): void {
+    const options: ConnectionOptions = {
+      ...natsConnectOptions(this.opts, 'opts.replicas.nats'),
       // This replica's own messages are not delivered back to it.
       noEcho: true,
-      // Once connected, reconnect forever (the first connection is retried by `start`).
-      maxReconnectAttempts: -1,
-      timeout: 2000,
-      reconnectTimeWait: 250,
-      pingInterval: 2000,
     };
-  }
-
-  start(handlers: ReplicaTransportHandlers): void {
-    const options = this.connectOptions();
     this.connecting = this.run(options, handlers);
   }
 

@@ -22,8 +22,9 @@ export interface NatsReplicaOptions {
   subject?: string;
   /** Token authentication. */
   token?: string;
-  /** User and password authentication. */
+  /** User authentication (with `pass`). */
   user?: string;
+  /** The password of `user`. */
   pass?: string;
   /** Path of a NATS `.creds` file (JWT + NKey seed). */
   credentials?: string;

@@ -51,14 +51,23 @@ interface Peer {
 
 /** Counters of the receiving side. @internal */
 export interface PeerCounters {
+  /** Peers' bookings added to this replica's load. */
   bookingsApplied: number;
+  /** Changes seen twice (ignored). */
   duplicates: number;
+  /** Changes that overtook their booking (a free or prefill before the booking). */
   reordered: number;
+  /** Sequence gaps in a peer's messages: lost messages (a state was requested). */
   gaps: number;
+  /** Complete peer states applied. */
   statesApplied: number;
+  /** Peers' bookings freed by a state because their free was lost. */
   repaired: number;
+  /** Peers dropped because their lease ran out (crashed, partitioned, NATS down). */
   leaseExpiries: number;
+  /** Bookings dropped with those peers. */
   expiredBookings: number;
+  /** Peers' bookings the router refused (a rank it cannot book). */
   refused: number;
 }
 

@@ -27,6 +27,7 @@ const STATE_CHUNK_BYTES = 256 * 1024;
  * @group Replicas
  */
 export interface ReplicaStats extends PeerCounters {
+  /** This replica's id. */
   replicaId: string;
   /** Connected to the transport now. */
   connected: boolean;
@@ -36,11 +37,15 @@ export interface ReplicaStats extends PeerCounters {
   remoteInFlight: number;
   /** Times the connection was lost (each replica then routes on local load until it returns). */
   outages: number;
+  /** Sync messages published (batches of changes, heartbeats, states). */
   messagesPublished: number;
+  /** Their bytes. */
   bytesPublished: number;
   /** Publishes that failed (disconnected); what they carried is repaired by the next state. */
   publishErrors: number;
+  /** Sync messages received from peers. */
   messagesReceived: number;
+  /** Their bytes. */
   bytesReceived: number;
   /** Messages that did not decode (nothing of them applied). */
   messagesRejected: number;

@@ -29,12 +29,39 @@ const FLAGS: Flags = {
   model: { kind: 'string', help: 'model name answered for', default: 'what the workers serve' },
   backend: { kind: 'string', value: 'native|js', help: 'the backend to run on', default: 'the process default' },
   'log-level': { kind: 'string', value: 'level|off', help: 'pino log level', default: 'info' },
+  replicas: { kind: 'string', value: 'nats://host:port[,…]', help: 'share in-flight load with the other gateway replicas over NATS' },
+  'replica-id': { kind: 'string', help: "this replica's id (unique in the fleet)", default: '<hostname>-<pid>-<random>' },
+  'warm-start-from': { kind: 'string', value: 'url', help: "fill the index from a running replica's /dump before subscribing" },
+  'warm-start-snapshot': { kind: 'string', value: 'nats://…', help: 'fill the index from the snapshot in this NATS object store' },
+  'snapshot-to': { kind: 'string', value: 'nats://…', help: 'write index snapshots to this NATS object store (bucket kvroute-index)' },
+  'snapshot-every-secs': { kind: 'number', help: 'how often --snapshot-to writes', default: '30' },
 };
 const USAGE = helpText(
   'kvroute serve [--config fleet.yaml] [options]',
   "Runs an OpenAI-compatible KV-aware gateway in front of vLLM-like workers: /v1/completions and\n/v1/chat/completions (streaming or not), /v1/models, /health, /ready, /metrics, /admin/* and Dynamo's\nindexer API. Keys: KVROUTE_API_KEYS (comma-separated) and KVROUTE_ADMIN_TOKEN, or auth in the config.",
   FLAGS,
 );
+
+const servers = (flag: unknown) => String(flag).split(',').filter(Boolean);
+
+/** --replicas, --warm-start-*, --snapshot-*: the router's replica sync, warm start and snapshots. */
+function replicaFlags(v: Record<string, unknown>, o: Record<string, unknown>): void {
+  if (v.replicas !== undefined || v['replica-id'] !== undefined) {
+    const router = { ...((o.router as Record<string, unknown>) ?? {}) };
+    const replicas = { ...((router.replicas as Record<string, unknown>) ?? {}) };
+    if (v.replicas !== undefined) replicas.nats = { ...((replicas.nats as object) ?? {}), servers: servers(v.replicas) };
+    if (v['replica-id'] !== undefined) replicas.replicaId = v['replica-id'];
+    router.replicas = replicas;
+    o.router = router;
+  }
+  if (v['warm-start-from'] !== undefined && v['warm-start-snapshot'] !== undefined)
+    throw new UsageError('give --warm-start-from or --warm-start-snapshot, not both', USAGE);
+  if (v['warm-start-from'] !== undefined) o.warmStart = { peer: v['warm-start-from'] };
+  if (v['warm-start-snapshot'] !== undefined) o.warmStart = { snapshot: { servers: servers(v['warm-start-snapshot']) } };
+  if (v['snapshot-to'] !== undefined) {
+    o.snapshots = { servers: servers(v['snapshot-to']), everyMs: Number(v['snapshot-every-secs'] ?? 30) * 1000 };
+  }
+}
 
 function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   const o: Record<string, unknown> = v.config === undefined ? {} : readConfigFile(String(v.config));
@@ -52,6 +79,7 @@ function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   if (v.model !== undefined) o.model = v.model;
   if (v.backend !== undefined) o.backend = v.backend;
   if (v['log-level'] !== undefined) o.logLevel = v['log-level'] === 'off' ? false : v['log-level'];
+  replicaFlags(v, o);
   const auth = { ...((o.auth as object) ?? {}) } as Record<string, unknown>;
   if (process.env.KVROUTE_API_KEYS) auth.apiKeys = process.env.KVROUTE_API_KEYS.split(',').filter(Boolean);
   if (process.env.KVROUTE_ADMIN_TOKEN) auth.adminToken = process.env.KVROUTE_ADMIN_TOKEN;

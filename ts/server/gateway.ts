@@ -11,6 +11,8 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import { Registry } from 'prom-client';
 import { KvRouteError } from '../errors.js';
 import { SeededRandom } from '../random.js';
+import { IndexSnapshotWriter } from '../replicas/snapshot-store.js';
+import { type WarmStartOptions, type WarmStartResult, warmStart } from '../replicas/warm-start.js';
 import { KvRouter } from '../router/kv-router.js';
 import { chooseCandidate, type Selector } from '../router/select.js';
 import { adminRoutes, describeWorker } from './admin-api.js';
@@ -56,6 +58,11 @@ export interface Gateway {
   readonly router: KvRouter;
   /** The registry `/metrics` serves (router, index, event sources, gateway). */
   readonly registry: Registry;
+  /**
+   * The warm start's outcome (see `warmStart` in the options): what was loaded, an error when the
+   * gateway had to start cold, or undefined without a warm start. `listen()` waits for it.
+   */
+  readonly warmStart: Promise<WarmStartResult | Error | undefined>;
   /**
    * Starts listening (port 0: any free port).
    * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument when the port cannot be bound (in use, no permission).
@@ -128,6 +135,18 @@ function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet): PromptTokenizer
   });
 }
 
+/** Runs the configured warm start; a failure is logged and the gateway starts cold. */
+async function warmUp(router: KvRouter, opts: WarmStartOptions, log: FastifyBaseLogger): Promise<WarmStartResult | Error> {
+  try {
+    const r = await warmStart(router, opts);
+    log.info({ warmStart: r }, `warm start from ${r.from}: ${r.blocks} blocks, ${r.resumableRanks} engine streams resumable`);
+    return r;
+  } catch (err) {
+    log.warn({ err }, `warm start failed, starting cold: ${(err as Error).message}`);
+    return err as Error;
+  }
+}
+
 /**
  * Builds a gateway over `opts.workers`: subscribes to their KV events, probes their health and
  * serves the proxy. Call `listen()` to serve it, or mount `app`/`handler` yourself.
@@ -173,18 +192,28 @@ export function createGateway(opts: GatewayOptions): Gateway {
     gm.transitions.inc({ worker: String(c.workerId), state: c.state });
   });
   let tokenizer: PromptTokenizer;
-  try {
-    tokenizer = makeTokenizer(o, fleet);
+  let snapshots: IndexSnapshotWriter | undefined;
+  const stopping = false;
+  const addWorkers = () => {
+    if (stopping) return;
     for (const w of o.workers) {
       fleet.add(w, 'config');
       gm.setHealth(w.id, 'healthy');
     }
+    fleet.start();
+  };
+  try {
+    tokenizer = makeTokenizer(o, fleet);
+    if (o.snapshots) snapshots = new IndexSnapshotWriter(router, o.snapshots);
+    // Without a warm start the workers are added now, so a bad worker option throws here.
+    if (!o.warmStart) addWorkers();
   } catch (err) {
     router.close();
     void fleet.close();
+    void snapshots?.close();
     throw err;
   }
-  fleet.start();
+  const warm = o.warmStart ? warmUp(router, o.warmStart, app.log).finally(addWorkers) : Promise.resolve(undefined);
   const model = () => o.model ?? fleet.list().find((m) => m.model)?.model ?? 'unknown';
   const logRequests = o.logLevel !== false && ['info', 'debug', 'trace'].includes(o.logLevel);
   const ctx: ProxyContext = { router, fleet, tokenizer, metrics: gm, opts: o, log: app.log, logRequests, routing: 0, nextId: 1 };
@@ -236,7 +265,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
     },
     router,
     registry,
+    warmStart: warm,
     async listen(l = {}) {
+      await warm;
       const url = (await app.listen({ port: l.port ?? 0, host: l.host ?? '127.0.0.1' })).replace('[::1]', '127.0.0.1');
       const adminUrl = adminApp && o.admin ? await adminApp.listen({ port: o.admin.port, host: o.admin.host }) : url;
       return { url, adminUrl };
@@ -256,8 +287,10 @@ export function createGateway(opts: GatewayOptions): Gateway {
       closed ??= (async () => {
         await app.close();
         await adminApp?.close();
+        await warm;
+        await snapshots?.close();
         await fleet.close();
-        router.close();
+        await router.closeAsync();
       })();
       return closed;
     },

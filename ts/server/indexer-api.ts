@@ -13,6 +13,7 @@ import { KvRouteError } from '../errors.js';
 import { parseJsonLossless, stringifyLossless } from '../events/json.js';
 import { checkEndpoint } from '../ingest/options.js';
 import type { OverlapScores } from '../kv-index.js';
+import { snapshotDocument } from '../replicas/snapshot.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { Fleet, FleetWorker } from './fleet.js';
 import { parseWorkerIdValue } from './options.js';
@@ -201,9 +202,8 @@ export function indexerRoutes(app: FastifyInstance, ctx: IndexerContext): void {
       throw new ApiError(400, 'cache_salt must be omitted: hashes already carry their salt');
     return send(reply, 200, queryAnswer(ctx.router.index.findMatches(hashes(b.block_hashes)), ctx.blockSize));
   });
-  app.get('/dump', async (_req, reply) =>
-    send(reply, 200, { [`${ctx.model()}:default`]: { block_size: ctx.blockSize, events: ctx.router.index.dump() } }),
-  );
+  // Dynamo's dump shape, plus the engine seqs a replica warm-starting from it resumes after.
+  app.get('/dump', async (_req, reply) => send(reply, 200, await snapshotDocument(ctx.router.index, ctx.model())));
   app.get('/workers', async (req, reply) => {
     const q = req.query as Record<string, unknown>;
     const match =

@@ -9,6 +9,8 @@ import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { checkEndpoint } from '../ingest/options.js';
 import type { WorkerId } from '../kv-index.js';
+import type { SnapshotWriterOptions } from '../replicas/snapshot-store.js';
+import type { WarmStartOptions } from '../replicas/warm-start.js';
 import type { KvRouterOptions } from '../router/options.js';
 import { describe } from '../validate.js';
 
@@ -158,6 +160,14 @@ export interface GatewayOptions {
   logLevel?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | false;
   /** Log prompt text in the request lines. Default false. */
   logPrompts?: boolean;
+  /**
+   * Fill the index from a running peer's `/dump` or a snapshot before subscribing to the workers
+   * (see {@link warmStart}); `listen()` waits for it. On failure the gateway starts cold and logs
+   * why. Default: cold start.
+   */
+  warmStart?: WarmStartOptions;
+  /** Write index snapshots to a NATS object store (see {@link IndexSnapshotWriter}). Default: none. */
+  snapshots?: SnapshotWriterOptions;
 }
 
 /** @internal a worker with every default filled in. */
@@ -190,6 +200,8 @@ export interface ResolvedGatewayOptions {
   tls: TlsOptions | undefined;
   logLevel: NonNullable<GatewayOptions['logLevel']>;
   logPrompts: boolean;
+  warmStart: WarmStartOptions | undefined;
+  snapshots: SnapshotWriterOptions | undefined;
 }
 
 const TOP_KEYS = [
@@ -198,6 +210,8 @@ const TOP_KEYS = [
   'router',
   'backend',
   'tokenizer',
+  'warmStart',
+  'snapshots',
   'model',
   'health',
   'upstream',
@@ -366,5 +380,14 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     tls,
     logLevel: logLevel as ResolvedGatewayOptions['logLevel'],
     logPrompts: o.logPrompts === true,
+    // Checked in full by warmStart / IndexSnapshotWriter, which name the bad key.
+    warmStart:
+      o.warmStart === undefined
+        ? undefined
+        : (record(o.warmStart, 'warmStart', ['peer', 'snapshot', 'model', 'headers', 'timeoutMs']) as WarmStartOptions),
+    snapshots:
+      o.snapshots === undefined
+        ? undefined
+        : (record(o.snapshots, 'snapshots', Object.keys(o.snapshots as object)) as unknown as SnapshotWriterOptions),
   };
 }

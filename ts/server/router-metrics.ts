@@ -9,6 +9,7 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import { KvRouteError } from '../errors.js';
 import type { IndexStats } from '../kv-index.js';
+import type { ReplicaStats } from '../replicas/sync.js';
 import { KvRouter } from '../router/kv-router.js';
 import type { RouterStats } from '../router/types.js';
 
@@ -178,5 +179,47 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
       for (const x of s.sources) set(rank(x), x[key]);
     });
   }
+  replicaMetrics(gauge, counter);
   return registry;
+}
+
+type GaugeFn = (name: string, help: string, labelNames: string[], fill: (g: Gauge, s: Snapshot) => void) => Gauge;
+type CounterFn = (
+  name: string,
+  help: string,
+  labelNames: string[],
+  fill: (set: (labels: Record<string, string | number>, v: number) => void, s: Snapshot) => void,
+) => Counter;
+
+/** The replica load sync (`replicas` configured; absent otherwise, so nothing is exported). */
+function replicaMetrics(gauge: GaugeFn, counter: CounterFn): void {
+  gauge('kvroute_replica_connected', 'Whether the replica sync is connected (1) or routing on local load only (0).', [], (g, s) => {
+    const r = s.router.replicas;
+    if (r) g.set(r.connected ? 1 : 0);
+  });
+  gauge('kvroute_replica_peers', 'Peer replicas heard from within the lease.', [], (g, s) => {
+    if (s.router.replicas) g.set(s.router.replicas.peers);
+  });
+  gauge('kvroute_replica_remote_in_flight_requests', "Peers' requests counted in this replica's load.", [], (g, s) => {
+    if (s.router.replicas) g.set(s.router.replicas.remoteInFlight);
+  });
+  const counts: [string, keyof ReplicaStats, string][] = [
+    ['kvroute_replica_outages_total', 'outages', 'Times the connection to the sync transport was lost.'],
+    ['kvroute_replica_messages_published_total', 'messagesPublished', 'Sync messages published.'],
+    ['kvroute_replica_published_bytes_total', 'bytesPublished', 'Bytes of sync messages published.'],
+    ['kvroute_replica_publish_errors_total', 'publishErrors', 'Changes not published (disconnected); repaired by the next state.'],
+    ['kvroute_replica_messages_received_total', 'messagesReceived', 'Sync messages received.'],
+    ['kvroute_replica_messages_rejected_total', 'messagesRejected', 'Sync messages that did not decode (nothing applied).'],
+    ['kvroute_replica_duplicates_total', 'duplicates', 'Duplicate sync changes ignored.'],
+    ['kvroute_replica_reordered_total', 'reordered', 'Sync changes that overtook their booking.'],
+    ['kvroute_replica_gaps_total', 'gaps', 'Sequence gaps in a peer’s messages (a state was requested).'],
+    ['kvroute_replica_repaired_total', 'repaired', 'Remote bookings freed by a full state (their free was lost).'],
+    ['kvroute_replica_lease_expiries_total', 'leaseExpiries', 'Peers dropped because their lease ran out.'],
+    ['kvroute_replica_expired_bookings_total', 'expiredBookings', 'Remote bookings dropped with an expired peer.'],
+  ];
+  for (const [name, key, help] of counts) {
+    counter(name, help, [], (set, s) => {
+      if (s.router.replicas) set({}, s.router.replicas[key] as number);
+    });
+  }
 }

@@ -126,3 +126,26 @@ fn failed_replays_clear_the_rank_and_resync() {
     assert!(out.contains(&Step::Reset));
     assert_eq!(c.counters.replay_timeouts, 1);
 }
+
+#[test]
+fn a_resumed_cursor_continues_after_the_snapshot_seq() {
+    let now = Instant::now();
+    let config = CursorConfig { has_replay: true, replay_timeout: Duration::from_millis(100), max_held: 4 };
+    // Next in line: applied at once, no replay.
+    let mut c = Cursor::resuming_after(config, 9);
+    let mut out = Vec::new();
+    c.on_live(10, vec![], now, &mut out);
+    assert_eq!(applied(&out), vec![10]);
+    assert_eq!(c.state(), RankState::Active);
+    // A gap since the snapshot: replayed from the seq after it, not from 0.
+    let mut c = Cursor::resuming_after(config, 9);
+    out.clear();
+    c.on_live(12, vec![], now, &mut out);
+    assert_eq!(out, vec![Step::RequestReplay { start: 10 }]);
+    // A lower seq: the engine restarted since the snapshot, so the rank is cleared.
+    let mut c = Cursor::resuming_after(config, 9);
+    out.clear();
+    c.on_live(0, vec![], now, &mut out);
+    assert_eq!(out[0], Step::Reset);
+    assert_eq!(c.counters.restarts, 1);
+}

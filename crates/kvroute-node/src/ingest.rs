@@ -177,6 +177,8 @@ pub struct NativeSourceConfig {
     pub max_held: u32,
     pub receive_hwm: i32,
     pub block_size: u32,
+    /// Per rank, the engine seq already applied (a warm start); `-1` for none.
+    pub resume_after: Option<Vec<BigInt>>,
 }
 
 #[napi(object)]
@@ -271,6 +273,7 @@ impl NativeEngineSource {
                     replay_timeout: Duration::from_secs_f64(config.replay_timeout_ms.max(0.0) / 1000.0),
                     max_held: config.max_held as usize,
                     receive_hwm: config.receive_hwm,
+                    resume_after: resume_after(config.resume_after.as_deref())?,
                 },
             )
             .map_err(to_node_error)?;
@@ -475,4 +478,12 @@ pub fn decode_engine_batch(payload: &[u8]) -> Result<NativeDecodedBatch, &'stati
             },
         })
     })
+}
+
+/// Per-rank resume seqs from JavaScript: a negative BigInt means none for that rank.
+fn resume_after(seqs: Option<&[BigInt]>) -> Result<Vec<Option<u64>>, &'static str> {
+    seqs.unwrap_or_default()
+        .iter()
+        .map(|b| if b.sign_bit { Ok(None) } else { u64_arg(b, "resumeAfterSeq").map(Some) })
+        .collect()
 }

@@ -129,7 +129,14 @@ impl NativeRouterCore {
                 return Err(invalid_arg("prefillTokens must be a non-negative safe integer"));
             }
             self.core
-                .book_remote(handle_arg(handle)?, rank, blocks.to_vec(), unshared as usize, prefill_tokens as u64, now_ms)
+                .book_remote(
+                    handle_arg(handle)?,
+                    rank,
+                    blocks.to_vec(),
+                    unshared as usize,
+                    prefill_tokens as u64,
+                    now_ms,
+                )
                 .map_err(to_node_error)
         })
     }

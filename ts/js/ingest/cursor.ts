@@ -68,6 +68,20 @@ export class Cursor {
 
   constructor(private readonly config: CursorConfig) {}
 
+  /**
+   * A cursor, or (with `resumeAfter` ≥ 0) one continuing a stream already applied up to that seq:
+   * an index warm-started from a peer's dump or a snapshot (see kvroute-core's
+   * `Cursor::resuming_after`).
+   */
+  static create(config: CursorConfig, resumeAfter: bigint | undefined): Cursor {
+    const c = new Cursor(config);
+    if (resumeAfter !== undefined && resumeAfter >= 0n) {
+      c.lastLive = resumeAfter;
+      c.applied = resumeAfter;
+    }
+    return c;
+  }
+
   get state(): RankStateName {
     return this.current;
   }

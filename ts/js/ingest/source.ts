@@ -61,7 +61,10 @@ export class JsEngineSource implements SourceBackend {
           dpRank,
           sub,
           replayEndpoint,
-          cursor: new Cursor({ hasReplay: replayEndpoint !== undefined, replayTimeoutMs: config.replayTimeoutMs, maxHeld: config.maxHeld }),
+          cursor: Cursor.create(
+            { hasReplay: replayEndpoint !== undefined, replayTimeoutMs: config.replayTimeoutMs, maxHeld: config.maxHeld },
+            config.resumeAfter?.[i],
+          ),
           status: {
             dpRank,
             endpoint,

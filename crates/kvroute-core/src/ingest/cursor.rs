@@ -127,6 +127,14 @@ impl Cursor {
         }
     }
 
+    /// A cursor that continues a stream already applied up to `seq` (an index warm-started from
+    /// a peer's dump or a snapshot taken at that seq): the next frame should be `seq + 1`; a gap
+    /// is repaired through the replay socket, or the rank resyncs; a lower seq is an engine
+    /// restart since the snapshot, so the rank is cleared.
+    pub fn resuming_after(config: CursorConfig, seq: u64) -> Self {
+        Self { last_live: Some(seq), applied: Some(seq), ..Self::new(config) }
+    }
+
     pub fn state(&self) -> RankState {
         self.state
     }

@@ -58,6 +58,8 @@ pub struct SourceConfig {
     pub max_held: usize,
     /// Receive high-water mark of the SUB sockets (0 = unlimited).
     pub receive_hwm: i32,
+    /// Per rank, the engine seq the index already holds (a warm start); empty or `None`: none.
+    pub resume_after: Vec<Option<u64>>,
 }
 
 /// A rank's view for stats.
@@ -165,7 +167,10 @@ impl EngineSource {
                 sub,
                 replay_endpoint,
                 dealer: None,
-                cursor: Cursor::new(cursor_config),
+                cursor: match config.resume_after.get(i).copied().flatten() {
+                    Some(seq) => Cursor::resuming_after(cursor_config, seq),
+                    None => Cursor::new(cursor_config),
+                },
             });
         }
         let shared = Arc::new(Shared { status: Mutex::new(status), changes: Mutex::new(Vec::new()) });

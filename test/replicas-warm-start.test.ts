@@ -1,0 +1,192 @@
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import {
+  createGateway,
+  type Gateway,
+  IndexSnapshotWriter,
+  type KvIndex,
+  KvRouteError,
+  KvRouter,
+  stringifyEvents,
+  warmStart,
+} from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { TestEnginePublisher } from './helpers/engine-publisher.js';
+import { packBatch, vllmStored } from './helpers/engine-wire.js';
+import { NatsServer, NO_NATS } from './helpers/nats-server.js';
+import { waitFor } from './helpers/wait.js';
+
+const BS = 4;
+const WORKER = 7;
+
+/** Block `i` of the test chain: hash 100 + i, tokens [i, 1, 2, 3]. */
+function block(i: number, parent: bigint | null): Uint8Array {
+  return packBatch([vllmStored([100n + BigInt(i)], parent, [i, 1, 2, 3])]);
+}
+const prompt = (blocks: number) => Array.from({ length: blocks }, (_, i) => [i + 1, 1, 2, 3]).flat();
+
+async function publishChain(pub: TestEnginePublisher, from: number, to: number): Promise<void> {
+  for (let i = from; i <= to; i++) await pub.publish(0, block(i, i === 1 ? null : 100n + BigInt(i - 1)));
+}
+
+/** What a router answers for every prefix of the chain: the observable the warm start must copy. */
+function answers(index: KvIndex, blocks: number): string {
+  const out: string[] = [];
+  for (let n = 1; n <= blocks; n++) {
+    const { scores } = index.findMatchesForRequest(prompt(n));
+    out.push(scores.map((s) => `${s.workerId}:${s.dpRank}:${s.blocks}`).join(','));
+  }
+  return out.join(' | ');
+}
+
+describe.each(BACKENDS)('index warm start (%s)', (backend) => {
+  const cleanup: (() => Promise<void> | void)[] = [];
+  afterEach(async () => {
+    for (const f of cleanup.splice(0).reverse()) await f();
+  });
+
+  /** A running replica: a gateway whose router follows one engine, and the engine. */
+  async function peer(): Promise<{ gw: Gateway; url: string; pub: TestEnginePublisher }> {
+    const pub = await TestEnginePublisher.start();
+    cleanup.push(() => pub.close());
+    const gw = createGateway({ blockSize: BS, backend, logLevel: false });
+    cleanup.push(() => gw.close());
+    const { url } = await gw.listen();
+    const src = gw.router.subscribe({ workerId: WORKER, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
+    await pub.waitForSubscribers();
+    await publishChain(pub, 1, 10);
+    await waitFor(() => src.stats().ranks[0].lastSeq === 9n, 'the peer to apply ten batches');
+    await gw.router.flush();
+    return { gw, url, pub };
+  }
+
+  function router(): KvRouter {
+    const r = new KvRouter({ blockSize: BS, backend });
+    cleanup.push(() => r.closeAsync());
+    return r;
+  }
+
+  test("from a peer's /dump: the same answers, and the engine stream resumes after the dump (gap replayed)", async () => {
+    const { gw, url, pub } = await peer();
+    const fresh = router();
+    const result = await warmStart(fresh, { peer: url });
+    expect(result).toMatchObject({ from: 'peer', events: 1, blocks: 10, resumableRanks: 1 });
+    expect(answers(fresh.index, 12)).toBe(answers(gw.router.index, 12));
+    // The engine moves on before the new replica subscribes: seqs 10 and 11 are the gap.
+    await publishChain(pub, 11, 12);
+    await waitFor(() => gw.router.index.engineSources()[0].stats().ranks[0].lastSeq === 11n, 'the peer to apply the gap');
+    const src = fresh.subscribe({ workerId: WORKER, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
+    await pub.waitForSubscribers(2);
+    await publishChain(pub, 13, 13);
+    await waitFor(() => src.stats().ranks[0].lastSeq === 12n, 'the new replica to catch up');
+    await Promise.all([fresh.flush(), gw.router.flush()]);
+    // It asked the replay socket for the gap only (from seq 10), not for the whole history.
+    expect(pub.replayRequests).toEqual([10n]);
+    expect(src.stats().ranks[0]).toMatchObject({ state: 'active', resyncs: 0 });
+    expect(answers(fresh.index, 14)).toBe(answers(gw.router.index, 14));
+    expect(fresh.index.stats().blocks).toBe(13);
+  });
+
+  test('an engine restarted since the snapshot clears the rank instead of keeping stale blocks', async () => {
+    const { url, pub } = await peer();
+    const fresh = router();
+    await warmStart(fresh, { peer: url });
+    const src = fresh.subscribe({ workerId: WORKER, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
+    await pub.waitForSubscribers(2);
+    pub.restart();
+    await pub.publish(0, block(1, null));
+    await waitFor(() => src.stats().ranks[0].restarts === 1, 'the restart to be seen');
+    await fresh.flush();
+    expect(fresh.index.stats().blocks).toBe(1);
+  });
+
+  test('a gateway configured with warmStart loads before it listens', async () => {
+    const { gw, url } = await peer();
+    const second = createGateway({ blockSize: BS, backend, logLevel: false, warmStart: { peer: url } });
+    cleanup.push(() => second.close());
+    await second.listen();
+    const r = await second.warmStart;
+    expect(r).toMatchObject({ from: 'peer', blocks: 10 });
+    expect(answers(second.router.index, 10)).toBe(answers(gw.router.index, 10));
+  });
+
+  test('bad sources are typed errors and apply nothing', async () => {
+    const fresh = router();
+    const code = async (p: Promise<unknown>) => {
+      try {
+        await p;
+      } catch (err) {
+        expect(err).toBeInstanceOf(KvRouteError);
+        return (err as KvRouteError).code;
+      }
+      return 'resolved';
+    };
+    expect(await code(warmStart(fresh, { peer: 'http://127.0.0.1:1', timeoutMs: 2000 }))).toBe('ERR_INVALID_ARG');
+    expect(await code(warmStart(fresh, { peer: 'ftp://x' }))).toBe('ERR_INVALID_ARG');
+    expect(await code(warmStart(fresh, {} as never))).toBe('ERR_INVALID_ARG');
+    // A peer that answers something else than a dump.
+    const other = createGateway({ blockSize: BS * 2, backend, logLevel: false });
+    cleanup.push(() => other.close());
+    const { url } = await other.listen();
+    expect(await code(warmStart(fresh, { peer: url }))).toBe('ERR_INVALID_ARG'); // its block size is 8
+    expect(fresh.index.stats().blocks).toBe(0);
+    expect(stringifyEvents(fresh.index.dump())).toBe('[]');
+    // The resume option itself is validated like every other subscribe option.
+    for (const resumeAfterSeq of [-1, 1.5, 'x', [1, 2]]) {
+      expect(() => fresh.subscribe({ workerId: 1, endpoint: 'tcp://127.0.0.1:1', resumeAfterSeq: resumeAfterSeq as never })).toThrow(
+        KvRouteError,
+      );
+    }
+  });
+});
+
+describe.skipIf(NO_NATS)('snapshots in a NATS object store', () => {
+  const server = new NatsServer();
+  beforeAll(() => server.start());
+  afterAll(() => server.dispose());
+  let bucketNo = 0;
+
+  test.each(BACKENDS)('written every N events and read back by a new replica (%s)', async (backend) => {
+    const bucket = `kvroute-test-${++bucketNo}`;
+    const pub = await TestEnginePublisher.start();
+    const source = new KvRouter({ blockSize: BS, backend });
+    const writer = new IndexSnapshotWriter(source, { servers: server.url, bucket, everyMs: 60_000, everyEvents: 5 });
+    const fresh = new KvRouter({ blockSize: BS, backend });
+    try {
+      const src = source.subscribe({ workerId: WORKER, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
+      await pub.waitForSubscribers();
+      await publishChain(pub, 1, 6);
+      await waitFor(() => src.stats().ranks[0].lastSeq === 5n, 'six batches');
+      // Six events since the start: the writer's own check writes a snapshot.
+      await waitFor(() => writer.stats().writes >= 1, 'a snapshot after five events', 10_000);
+      const result = await warmStart(fresh, { snapshot: { servers: server.url, bucket } });
+      expect(result.from).toBe('snapshot');
+      expect(result.resumableRanks).toBe(1);
+      expect(answers(fresh.index, 8)).toBe(answers(source.index, 8));
+      // Missing objects and buckets are clear errors.
+      await expect(warmStart(fresh, { snapshot: { servers: server.url, bucket, name: 'nothing' } })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+      });
+      await expect(warmStart(fresh, { snapshot: { servers: server.url, bucket: 'no-such-bucket' } })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+      });
+    } finally {
+      await writer.close();
+      pub.close();
+      await Promise.all([source.closeAsync(), fresh.closeAsync()]);
+    }
+  });
+
+  test('a writer whose store is unreachable counts its failures and never throws into the router', async () => {
+    const source = new KvRouter({ blockSize: BS });
+    const writer = new IndexSnapshotWriter(source, { servers: 'nats://127.0.0.1:1', everyMs: 100 });
+    try {
+      await expect(writer.write()).rejects.toMatchObject({ code: 'ERR_INTERNAL' });
+      expect(writer.stats()).toMatchObject({ writes: 0, failures: 1 });
+      expect(writer.stats().lastError).toBeTypeOf('string');
+      expect(() => new IndexSnapshotWriter(source, { servers: server.url, bucket: 'a.b' })).toThrow(KvRouteError);
+    } finally {
+      await writer.close();
+      await source.closeAsync();
+    }
+  });
+});

@@ -1,0 +1,32 @@
+/**
+ * Engine seqs a warm start loaded, per index, until the worker's source is subscribed: the link
+ * between {@link warmStart} and {@link KvIndex.subscribe} without widening either's API.
+ * @internal
+ * @module
+ */
+
+import type { EngineSeq } from './snapshot.js';
+
+const pending = new WeakMap<object, Map<bigint, Map<number, bigint>>>();
+
+/** Remembers the seqs of a snapshot just loaded into `index` (replacing an earlier one's). */
+export function recordResumeSeqs(index: object, seqs: readonly EngineSeq[]): void {
+  const byWorker = new Map<bigint, Map<number, bigint>>();
+  for (const s of seqs) {
+    const ranks = byWorker.get(s.workerId) ?? new Map<number, bigint>();
+    byWorker.set(s.workerId, ranks);
+    ranks.set(s.dpRank, s.seq);
+  }
+  pending.set(index, byWorker);
+}
+
+/**
+ * The seqs to resume a worker's ranks after (-1n: none), taken once: a later subscription of the
+ * same worker starts afresh, as the index has moved on since the snapshot.
+ */
+export function takeResumeSeqs(index: object, workerId: bigint, ranks: readonly number[]): bigint[] | undefined {
+  const seqs = pending.get(index)?.get(workerId);
+  if (!seqs) return undefined;
+  pending.get(index)?.delete(workerId);
+  return ranks.map((r) => seqs.get(r) ?? -1n);
+}

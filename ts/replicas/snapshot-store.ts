@@ -1,0 +1,220 @@
+/**
+ * Index snapshots in a NATS JetStream object store: {@link IndexSnapshotWriter} stores the index
+ * every so many seconds or applied events, so a replica can warm-start even when no peer is up
+ * (see {@link warmStart}). One object per fleet, replaced on each write; the store keeps the
+ * latest revision only.
+ */
+
+import { type ObjectStore, Objm } from '@nats-io/obj';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { KvRouteError } from '../errors.js';
+import { KvIndex } from '../kv-index.js';
+import { KvRouter } from '../router/kv-router.js';
+import { checkOptions, describe, positiveNumber } from '../validate.js';
+import { type NatsAuth, natsConnectOptions } from './nats-transport.js';
+import { snapshotText } from './snapshot.js';
+
+/**
+ * Where snapshots live.
+ * @group Replicas
+ */
+export interface SnapshotStoreOptions {
+  /** NATS server URL(s); the server needs JetStream (`nats-server -js`). */
+  servers: string | string[];
+  /** Object store bucket. Default `kvroute-index`. */
+  bucket?: string;
+  /** Object name; replicas of one fleet share it. Default `index`. */
+  name?: string;
+  /** Token authentication. */
+  token?: string;
+  /** User authentication (with `pass`). */
+  user?: string;
+  /** The password of `user`. */
+  pass?: string;
+  /** Path of a NATS `.creds` file. */
+  credentials?: string;
+}
+
+/** @internal */
+export interface ResolvedSnapshotStore extends NatsAuth {
+  bucket: string;
+  name: string;
+}
+
+/** @internal */
+export function resolveSnapshotStore(value: unknown, where: string): ResolvedSnapshotStore {
+  const o = checkOptions(value, where, ['servers', 'bucket', 'name', 'token', 'user', 'pass', 'credentials']);
+  const servers = typeof o.servers === 'string' ? [o.servers] : o.servers;
+  if (!Array.isArray(servers) || servers.length === 0 || !servers.every((s) => typeof s === 'string' && s.length > 0))
+    throw new KvRouteError(
+      'ERR_INVALID_ARG',
+      `${where}.servers must be a server URL or a non-empty array of them, got ${describe(o.servers)}`,
+    );
+  /** JetStream's rules: bucket names without dots; object names may have them. */
+  const text = (k: 'bucket' | 'name', fallback: string): string => {
+    const v = o[k] ?? fallback;
+    const pattern = k === 'bucket' ? /^[A-Za-z0-9_-]+$/ : /^[A-Za-z0-9_.-]+$/;
+    if (typeof v !== 'string' || !pattern.test(v))
+      throw new KvRouteError(
+        'ERR_INVALID_ARG',
+        `${where}.${k} must be a name of letters, digits, '_', '-'${k === 'name' ? " or '.'" : ''}, got ${describe(v)}`,
+      );
+    return v;
+  };
+  const auth = (k: string): string | undefined => {
+    const v = o[k];
+    if (v !== undefined && (typeof v !== 'string' || v.length === 0))
+      throw new KvRouteError('ERR_INVALID_ARG', `${where}.${k} must be a non-empty string, got ${describe(v)}`);
+    return v as string | undefined;
+  };
+  return {
+    servers: servers as string[],
+    bucket: text('bucket', 'kvroute-index'),
+    name: text('name', 'index'),
+    ...Object.fromEntries(['token', 'user', 'pass', 'credentials'].flatMap((k) => (auth(k) === undefined ? [] : [[k, auth(k)]]))),
+  };
+}
+
+/**
+ * Options of {@link IndexSnapshotWriter}.
+ * @group Replicas
+ */
+export interface SnapshotWriterOptions extends SnapshotStoreOptions {
+  /** Write at least this often (ms). Default 30000. */
+  everyMs?: number;
+  /** Also write once this many events were applied since the last write. Default: time only. */
+  everyEvents?: number;
+  /** The model named in the document (Dynamo's dump key `<model>:default`). Default `kvroute`. */
+  model?: string;
+}
+
+/**
+ * What the writer reports.
+ * @group Replicas
+ */
+export interface SnapshotWriterStats {
+  /** Snapshots stored. */
+  writes: number;
+  /** Writes that failed (NATS unreachable, no JetStream, …); retried at the next period. */
+  failures: number;
+  /** The last failure's message, until a write succeeds again. */
+  lastError: string | null;
+  /** Size of the last snapshot stored. */
+  lastBytes: number;
+  /** Wall-clock time of the last successful write (ms since the epoch), or null. */
+  lastWriteAt: number | null;
+}
+
+/**
+ * Writes the index to the object store periodically. Errors (NATS down, no JetStream) are counted
+ * and retried at the next period; they never reach the router.
+ * @group Replicas
+ */
+export class IndexSnapshotWriter {
+  private readonly index: KvIndex;
+  private readonly store: ResolvedSnapshotStore;
+  private readonly everyMs: number;
+  private readonly everyEvents: number | undefined;
+  private readonly model: string;
+  private nc: NatsConnection | undefined;
+  private os: ObjectStore | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private lastAt = Date.now();
+  private lastEvents = 0;
+  private writing: Promise<void> | undefined;
+  private closed = false;
+  private readonly counts: SnapshotWriterStats = { writes: 0, failures: 0, lastError: null, lastBytes: 0, lastWriteAt: null };
+
+  /** @throws {KvRouteError} `ERR_INVALID_ARG` for bad options. */
+  constructor(target: KvIndex | KvRouter, opts: SnapshotWriterOptions) {
+    this.index = target instanceof KvRouter ? target.index : target;
+    if (!(this.index instanceof KvIndex))
+      throw new KvRouteError('ERR_INVALID_ARG', `IndexSnapshotWriter needs a KvIndex or a KvRouter, got ${describe(target)}`);
+    const { everyMs, everyEvents, model, ...store } = checkOptions(opts, 'opts', [
+      'servers',
+      'bucket',
+      'name',
+      'token',
+      'user',
+      'pass',
+      'credentials',
+      'everyMs',
+      'everyEvents',
+      'model',
+    ]);
+    this.store = resolveSnapshotStore(store, 'opts');
+    this.everyMs = positiveNumber(everyMs, 'opts.everyMs', 30_000);
+    this.everyEvents = everyEvents === undefined ? undefined : positiveNumber(everyEvents, 'opts.everyEvents', 1);
+    if (model !== undefined && typeof model !== 'string')
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.model must be a string, got ${describe(model)}`);
+    this.model = (model as string | undefined) ?? 'kvroute';
+    // Checked often enough for `everyEvents`; cheap when nothing is due.
+    this.timer = setInterval(() => this.maybeWrite(), Math.min(this.everyMs, 1000));
+    this.timer.unref();
+  }
+
+  private appliedEvents(): number {
+    const e = this.index.stats().events;
+    return e.stored + e.removed + e.cleared;
+  }
+
+  private maybeWrite(): void {
+    if (this.writing || this.closed) return;
+    const due =
+      Date.now() - this.lastAt >= this.everyMs ||
+      (this.everyEvents !== undefined && this.appliedEvents() - this.lastEvents >= this.everyEvents);
+    if (due) void this.write().catch(() => {});
+  }
+
+  private async objectStore(): Promise<ObjectStore> {
+    if (this.os && this.nc && !this.nc.isClosed()) return this.os;
+    this.nc = await connect(natsConnectOptions(this.store, 'opts'));
+    this.os = await new Objm(this.nc).create(this.store.bucket);
+    return this.os;
+  }
+
+  /**
+   * Writes a snapshot now; resolves when stored.
+   * @throws {KvRouteError} (as a rejection) `ERR_INTERNAL` naming the NATS error; `ERR_CLOSED` after close.
+   */
+  write(): Promise<void> {
+    if (this.closed) return Promise.reject(new KvRouteError('ERR_CLOSED', 'this IndexSnapshotWriter is closed'));
+    this.writing ??= this.doWrite().finally(() => {
+      this.writing = undefined;
+    });
+    return this.writing;
+  }
+
+  private async doWrite(): Promise<void> {
+    this.lastAt = Date.now();
+    const events = this.appliedEvents();
+    try {
+      const text = await snapshotText(this.index, this.model);
+      const data = new TextEncoder().encode(text);
+      await (await this.objectStore()).putBlob({ name: this.store.name }, data);
+      this.lastEvents = events;
+      this.counts.writes++;
+      this.counts.lastBytes = data.byteLength;
+      this.counts.lastWriteAt = Date.now();
+      this.counts.lastError = null;
+    } catch (err) {
+      this.counts.failures++;
+      this.counts.lastError = (err as Error).message;
+      throw new KvRouteError('ERR_INTERNAL', `snapshot write failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /** What was written and what failed. */
+  stats(): SnapshotWriterStats {
+    return { ...this.counts };
+  }
+
+  /** Stops writing (a write in progress finishes first) and closes the connection. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.timer);
+    await this.writing?.catch(() => {});
+    await this.nc?.close();
+  }
+}

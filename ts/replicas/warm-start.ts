@@ -1,0 +1,144 @@
+/**
+ * Index warm start: a new replica fills its index from a running peer's `GET /dump` or from the
+ * latest snapshot in a NATS JetStream object store, before it subscribes to the engines. The
+ * snapshot's engine seqs are kept for {@link KvIndex.subscribe}, so each engine stream continues
+ * after the snapshot and the gap is repaired through the engine's replay socket (or, without
+ * one, the rank is marked resyncing, as for any unrepairable loss).
+ */
+
+import { Objm } from '@nats-io/obj';
+import { connect } from '@nats-io/transport-node';
+import { request } from 'undici';
+import { KvRouteError } from '../errors.js';
+import { KvIndex } from '../kv-index.js';
+import { KvRouter } from '../router/kv-router.js';
+import { checkOptions, describe, positiveNumber } from '../validate.js';
+import { natsConnectOptions } from './nats-transport.js';
+import { recordResumeSeqs } from './resume.js';
+import { parseSnapshot } from './snapshot.js';
+import { resolveSnapshotStore, type SnapshotStoreOptions } from './snapshot-store.js';
+
+/**
+ * Where a warm start reads the index from: exactly one of `peer` and `snapshot`.
+ * @group Replicas
+ */
+export interface WarmStartOptions {
+  /** Base URL of a running kvroute gateway (or Dynamo indexer) whose `GET /dump` to load. */
+  peer?: string;
+  /** The object store a {@link IndexSnapshotWriter} writes to. */
+  snapshot?: SnapshotStoreOptions;
+  /** The dump entry to use when the document holds several models. Default: its only entry. */
+  model?: string;
+  /** Headers of the peer request (e.g. `authorization` of the peer's admin listener). */
+  headers?: Record<string, string>;
+  /** Give up after this long (ms). Default 30000. */
+  timeoutMs?: number;
+}
+
+/**
+ * What a warm start loaded.
+ * @group Replicas
+ */
+export interface WarmStartResult {
+  /** Which source was read. */
+  from: 'peer' | 'snapshot';
+  /** Bytes of the document read. */
+  bytes: number;
+  /** Events applied (each a chain of stored blocks). */
+  events: number;
+  /** Blocks the index holds afterwards. */
+  blocks: number;
+  /** Engine ranks whose streams will continue from the snapshot's seq when subscribed. */
+  resumableRanks: number;
+}
+
+async function readPeer(url: string, headers: Record<string, string>, timeoutMs: number): Promise<string> {
+  const base = url.replace(/\/+$/, '');
+  let res: Awaited<ReturnType<typeof request>>;
+  try {
+    res = await request(`${base}/dump`, {
+      headers,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+  } catch (err) {
+    throw new KvRouteError('ERR_INVALID_ARG', `warm start: cannot read ${base}/dump: ${(err as Error).message}`, { cause: err });
+  }
+  const text = await res.body.text();
+  if (res.statusCode !== 200)
+    throw new KvRouteError('ERR_INVALID_ARG', `warm start: ${base}/dump answered ${res.statusCode}: ${text.slice(0, 200)}`);
+  return text;
+}
+
+async function readSnapshot(value: unknown, timeoutMs: number): Promise<string> {
+  const store = resolveSnapshotStore(value, 'opts.snapshot');
+  let nc: Awaited<ReturnType<typeof connect>>;
+  try {
+    nc = await connect({ ...natsConnectOptions(store, 'opts.snapshot'), timeout: timeoutMs, maxReconnectAttempts: 0 });
+  } catch (err) {
+    throw new KvRouteError(
+      'ERR_INVALID_ARG',
+      `warm start: cannot connect to NATS at ${store.servers.join(', ')}: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  try {
+    const os = await new Objm(nc).open(store.bucket);
+    const data = await os.getBlob(store.name);
+    if (data === null) throw new KvRouteError('ERR_INVALID_ARG', `warm start: no snapshot "${store.name}" in bucket "${store.bucket}"`);
+    return new TextDecoder().decode(data);
+  } catch (err) {
+    if (err instanceof KvRouteError) throw err;
+    throw new KvRouteError('ERR_INVALID_ARG', `warm start: cannot read bucket "${store.bucket}": ${(err as Error).message}`, {
+      cause: err,
+    });
+  } finally {
+    await nc.close();
+  }
+}
+
+/**
+ * Fills an index (or a router's) from a peer or a snapshot, and waits until it is visible. Call it
+ * before subscribing to the engines: the sources then continue each stream after the snapshot.
+ *
+ * @example
+ * ```ts
+ * const router = new KvRouter({ blockSize: 16, replicas: { nats: { servers } } });
+ * await warmStart(router, { peer: 'http://replica-0:8000' });
+ * router.subscribe(workers); // each stream resumes after the peer's snapshot
+ * ```
+ * @throws {KvRouteError} (as a rejection) `ERR_INVALID_ARG` for bad options, an unreachable peer or store, a missing snapshot or another block size; `ERR_INVALID_EVENT` for a malformed document (nothing applied).
+ * @group Replicas
+ */
+export async function warmStart(target: KvIndex | KvRouter, opts: WarmStartOptions): Promise<WarmStartResult> {
+  const index = target instanceof KvRouter ? target.index : target;
+  if (!(index instanceof KvIndex))
+    throw new KvRouteError('ERR_INVALID_ARG', `warmStart needs a KvIndex or a KvRouter, got ${describe(target)}`);
+  const o = checkOptions(opts, 'opts', ['peer', 'snapshot', 'model', 'headers', 'timeoutMs']);
+  if ((o.peer === undefined) === (o.snapshot === undefined))
+    throw new KvRouteError('ERR_INVALID_ARG', 'opts needs exactly one of peer and snapshot');
+  if (o.peer !== undefined && (typeof o.peer !== 'string' || !/^https?:\/\//.test(o.peer)))
+    throw new KvRouteError('ERR_INVALID_ARG', `opts.peer must be an http(s) URL, got ${describe(o.peer)}`);
+  if (o.model !== undefined && typeof o.model !== 'string')
+    throw new KvRouteError('ERR_INVALID_ARG', `opts.model must be a string, got ${describe(o.model)}`);
+  const timeoutMs = positiveNumber(o.timeoutMs, 'opts.timeoutMs', 30_000);
+  const text =
+    o.peer !== undefined
+      ? await readPeer(o.peer as string, (o.headers as Record<string, string>) ?? {}, timeoutMs)
+      : await readSnapshot(o.snapshot, timeoutMs);
+  const snap = parseSnapshot(text, index.blockSize, o.model as string | undefined);
+  if (target instanceof KvRouter) target.applyEvents(snap.events as never);
+  else index.applyEvents(snap.events as never);
+  await index.flush();
+  recordResumeSeqs(index, snap.engineSeqs);
+  return {
+    from: o.peer !== undefined ? 'peer' : 'snapshot',
+    bytes: Buffer.byteLength(text),
+    events: snap.events.length,
+    blocks: index.stats().blocks,
+    resumableRanks: snap.engineSeqs.length,
+  };
+}
