@@ -49,6 +49,9 @@ const REPLAY_FLAGS: Flags = {
   report: { kind: 'string', value: 'file', help: 'write the JSON report there' },
   html: { kind: 'string', value: 'file', help: 'write a self-contained HTML page there' },
   backend: { kind: 'string', value: 'native|js', help: 'the backend to run on', default: 'the process default' },
+  replicas: { kind: 'number', help: 'router replicas behind a load balancer, each with its own index', default: '1' },
+  'replica-sync': { kind: 'string', value: 'on|off', help: 'replicas share in-flight load', default: 'on' },
+  'replica-lb': { kind: 'string', value: 'random|round-robin', help: 'how the load balancer spreads arrivals', default: 'random' },
 };
 const REPLAY_USAGE = helpText(
   'kvroute replay [trace.jsonl] [options]',
@@ -171,6 +174,8 @@ async function runReplay(argv: string[]): Promise<void> {
     }
   }
   const num = (k: string) => v[k] as number | undefined;
+  const sync = v['replica-sync'];
+  if (sync !== undefined && sync !== 'on' && sync !== 'off') throw new UsageError('--replica-sync must be on or off', REPLAY_USAGE);
   const report = await replay({
     ...(positional[0] ? { trace: positional[0] } : {}),
     policies: await Promise.all(specs.map(loadPolicy)),
@@ -188,6 +193,9 @@ async function runReplay(argv: string[]): Promise<void> {
     seed: num('seed'),
     ...(routerConfig ? { routerConfig } : {}),
     ...(v.backend !== undefined ? { backend: v.backend as BackendName } : {}),
+    replicas: num('replicas'),
+    ...(sync !== undefined ? { replicaSync: sync === 'on' } : {}),
+    ...(v['replica-lb'] !== undefined ? { replicaBalancer: v['replica-lb'] as 'random' | 'round-robin' } : {}),
     onProgress: progressBar(),
   });
   process.stdout.write(`backend: ${String(report.config.backend)}\n${table(report)}`);

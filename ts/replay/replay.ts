@@ -79,8 +79,28 @@ export interface ReplayOptions {
   seed?: number;
   /** Backend. Default: the process-wide one. */
   backend?: BackendName;
+  /**
+   * Router replicas behind a load balancer, each with its own index fed by every engine (as each
+   * replica subscribes to every engine). Default 1.
+   */
+  replicas?: number;
+  /** Replicas share in-flight load (as `KvRouterOptions.replicas` does over NATS; here instantly). Default true. */
+  replicaSync?: boolean;
+  /** How the load balancer in front of the replicas spreads arrivals. Default `'random'` (seeded). */
+  replicaBalancer?: 'random' | 'round-robin';
   /** Called as requests complete (about 100 times per policy). */
   onProgress?: (policy: string, done: number, total: number) => void;
+}
+
+function replicaSettings(opts: ReplayOptions): SimConfig['replicas'] {
+  const sync = opts.replicaSync ?? true;
+  if (typeof sync !== 'boolean') throw new KvRouteError('ERR_INVALID_ARG', `replicaSync must be a boolean, got ${describe(sync)}`);
+  const balancer = opts.replicaBalancer ?? 'random';
+  if (balancer !== 'random' && balancer !== 'round-robin')
+    throw new KvRouteError('ERR_INVALID_ARG', `replicaBalancer must be 'random' or 'round-robin', got ${describe(balancer)}`);
+  const count = positiveInteger(opts.replicas, 'replicas', 1);
+  if (count > 64) throw new KvRouteError('ERR_INVALID_ARG', `replicas must be at most 64, got ${count}`);
+  return { count, sync, balancer };
 }
 
 function policySelector(policy: ReplayPolicy, seed: number): { name: string; selector: Selector | undefined } {
@@ -147,6 +167,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
     seed,
     backend: resolveBackend(opts.backend, 'opts.backend').name,
     routerConfig: opts.routerConfig ?? {},
+    replicas: replicaSettings(opts),
   };
   for (const r of trace.requests) {
     const needed = Math.ceil((r.inputLength + r.outputLength) / cfg.engine.blockSize);
@@ -179,6 +200,9 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       traceBlockSize,
       seed,
       backend: cfg.backend,
+      replicas: cfg.replicas.count,
+      replicaSync: cfg.replicas.sync,
+      replicaBalancer: cfg.replicas.balancer,
       policies: policies.map((p) => p.name),
     },
     policies: reports,

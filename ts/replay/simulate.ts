@@ -11,6 +11,8 @@ import { KvRouteError } from '../errors.js';
 import type { RouterEvent } from '../events/types.js';
 import { blockHashes, sequenceHashes } from '../hashing.js';
 import { indexInternals } from '../kv-index.js';
+import { SeededRandom } from '../random.js';
+import { ReplicaBus } from '../replicas/transport.js';
 import { KvRouter } from '../router/kv-router.js';
 import type { KvRouterOptions } from '../router/options.js';
 import type { Selector } from '../router/select.js';
@@ -37,7 +39,38 @@ export interface SimConfig {
   seed: number;
   backend: 'native' | 'js' | undefined;
   routerConfig: Partial<KvRouterOptions>;
+  /** Router replicas behind a load balancer (1: a single router). */
+  replicas: ReplaySimReplicas;
   onProgress?: (done: number, total: number) => void;
+}
+
+/** How many routers route the trace, whether they share load, and how arrivals reach them. @internal */
+export interface ReplaySimReplicas {
+  count: number;
+  sync: boolean;
+  balancer: 'random' | 'round-robin';
+}
+
+/**
+ * The routers of a run: `count` replicas, each with its own index fed by every engine (as each
+ * replica subscribes to every engine), sharing load over an in-process bus when `sync` is on.
+ */
+function makeRouters(cfg: SimConfig, selector: Selector | undefined, now: () => number): KvRouter[] {
+  const bus = cfg.replicas.sync && cfg.replicas.count > 1 ? new ReplicaBus() : undefined;
+  return Array.from(
+    { length: cfg.replicas.count },
+    (_, i) =>
+      new KvRouter({
+        ...cfg.routerConfig,
+        blockSize: cfg.engine.blockSize,
+        // Replicas draw different tie-breaks (as a fleet's random default seeds would), reproducibly.
+        seed: cfg.seed + i,
+        now,
+        ...(cfg.backend ? { backend: cfg.backend } : {}),
+        ...(selector ? { selector } : {}),
+        ...(bus ? { replicas: { transport: bus.transport(), replicaId: `replica-${i}` } } : {}),
+      }),
+  );
 }
 
 type EventBody = { at: number } & (
@@ -116,25 +149,27 @@ function toRouterEvents(events: CacheEvent[], workerId: number, dpRank: number):
 export async function simulatePolicy(trace: Trace, selector: Selector | undefined, cfg: SimConfig): Promise<PolicyRun> {
   const wallStart = performance.now();
   let clock = 0;
-  const router = new KvRouter({
-    ...cfg.routerConfig,
-    blockSize: cfg.engine.blockSize,
-    seed: cfg.seed,
-    now: () => clock,
-    ...(cfg.backend ? { backend: cfg.backend } : {}),
-    ...(selector ? { selector } : {}),
-  });
-  const flushIndex = () => indexInternals(router.index).inner.flushSync();
+  const routers = makeRouters(cfg, selector, () => clock);
+  const flushIndex = () => {
+    for (const r of routers) indexInternals(r.index).inner.flushSync();
+  };
+  // The load balancer in front of the replicas, and which replica routed each request.
+  const balancer = new SeededRandom(cfg.seed ^ 0x5eed);
+  let nextReplica = 0;
+  const pick = () => (cfg.replicas.balancer === 'round-robin' ? nextReplica++ % routers.length : balancer.int(0, routers.length - 1));
+  const owner: KvRouter[] = new Array(trace.requests.length);
   const publishEvents = cfg.routerConfig.useKvEvents !== false;
   const ranks: Array<{ workerId: number; dpRank: number; engine: Engine; busy: boolean }> = [];
   const rankOf = new Map<string, number>();
   for (let w = 0; w < cfg.workers; w++) {
-    router.addWorker(w, {
-      dataParallelSize: cfg.dpSize,
-      maxNumBatchedTokens: cfg.engine.maxNumBatchedTokens,
-      totalKvBlocks: cfg.engine.numGpuBlocks,
-      maxNumSeqs: cfg.engine.maxNumSeqs,
-    });
+    for (const router of routers) {
+      router.addWorker(w, {
+        dataParallelSize: cfg.dpSize,
+        maxNumBatchedTokens: cfg.engine.maxNumBatchedTokens,
+        totalKvBlocks: cfg.engine.numGpuBlocks,
+        maxNumSeqs: cfg.engine.maxNumSeqs,
+      });
+    }
     for (let r = 0; r < cfg.dpSize; r++) {
       rankOf.set(`${w}:${r}`, ranks.length);
       ranks.push({ workerId: w, dpRank: r, engine: new Engine(cfg.engine), busy: false });
@@ -219,6 +254,8 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
           flushIndex();
           dirty = false;
         }
+        const router = routers.length === 1 ? routers[0] : routers[pick()];
+        owner[e.uid] = router;
         const t0 = performance.now();
         const routed = router.route({ requestId: String(e.uid), tokens, maxOutputTokens: e.req.outputLength });
         routeWallMs += performance.now() - t0;
@@ -239,12 +276,13 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
         rank.busy = false;
         // In approximate mode the engines publish no events: the router has only its predictions.
         if (publishEvents && e.result.events.length > 0) {
-          router.applyEvents(toRouterEvents(e.result.events, rank.workerId, rank.dpRank));
+          const events = toRouterEvents(e.result.events, rank.workerId, rank.dpRank);
+          for (const router of routers) router.applyEvents(events);
           dirty = true;
         }
-        for (const r of e.result.firstTokens) router.markPrefillCompleted(String(r.uid));
+        for (const r of e.result.firstTokens) owner[r.uid].markPrefillCompleted(String(r.uid));
         for (const r of e.result.finished) {
-          router.free(String(r.uid));
+          owner[r.uid].free(String(r.uid));
           done++;
           if (cfg.onProgress && done % progressEvery === 0) {
             cfg.onProgress(done, total);
@@ -266,7 +304,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
       startDeferred();
     }
   } finally {
-    router.close();
+    for (const router of routers) router.close();
   }
   if (done !== total) throw new KvRouteError('ERR_INTERNAL', `replay ended with ${total - done} of ${total} requests unfinished`);
   // The last report, unless the loop just made it.

@@ -134,6 +134,10 @@ export class ReplicaSync {
 
   private queue(op: WireOp): void {
     this.outbox.push(op);
+    if (this.transport.synchronous) {
+      this.flush();
+      return;
+    }
     if (this.flushScheduled || this.closed) return;
     this.flushScheduled = this.opts.batchMs > 0 ? setTimeout(() => this.flush(), this.opts.batchMs) : setImmediate(() => this.flush());
   }

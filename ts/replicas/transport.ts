@@ -26,6 +26,11 @@ export interface ReplicaTransport {
   publish(data: Uint8Array): void;
   /** Stops delivering and releases the connection; published messages are flushed first when possible. */
   close(): Promise<void>;
+  /**
+   * Deliver each change as it happens instead of batching it to the end of the event-loop turn:
+   * for an in-process bus, where a message costs nothing and a simulation never yields. Default false.
+   */
+  readonly synchronous?: boolean;
 }
 
 /**
@@ -45,6 +50,7 @@ export class ReplicaBus {
 
 class BusTransport implements ReplicaTransport {
   private handlers: ReplicaTransportHandlers | undefined;
+  readonly synchronous = true;
 
   constructor(private readonly members: Set<BusTransport>) {}
 
