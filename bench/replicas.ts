@@ -13,8 +13,8 @@
  */
 
 import { setImmediate as turn } from 'node:timers/promises';
-import { KvRouter, type KvRouterOptions } from '../ts/index.js';
 import { NATS_BINARY, NatsServer } from '../test/helpers/nats-server.js';
+import { KvRouter, type KvRouterOptions, type ReplicaStats } from '../ts/index.js';
 import { fmt, percentile, printTable, QUICK, sortedCopy, writeResult } from './common.js';
 
 const WORKERS = 16;
@@ -83,21 +83,28 @@ async function waitUntil(cond: () => boolean, timeoutMs: number): Promise<number
   return performance.now() - start;
 }
 
+/** A replica router's sync stats (every router here has `replicas`). */
+function sync(r: KvRouter): ReplicaStats {
+  const s = r.stats().replicas;
+  if (!s) throw new Error('this router has no replicas');
+  return s;
+}
+
 async function cost(server: NatsServer) {
   const a = replica(server, 'a', 'bench.cost');
   const b = replica(server, 'b', 'bench.cost');
   await Promise.all([a.ready(), b.ready()]);
   await waitUntil(() => b.stats().replicas?.peers === 1, 5000);
-  const before = a.stats().replicas!;
+  const before = sync(a);
   const heartbeatsBefore = before.messagesPublished;
   const { wallMs } = await stream([a], REQUESTS, 'cost');
-  const after = a.stats().replicas!;
+  const after = sync(a);
   const converged = await waitUntil(() => b.stats().replicas?.remoteInFlight === 0, 5000);
   // Heartbeats during the run: one a second.
   const heartbeats = Math.floor(wallMs / 1000);
   const messages = after.messagesPublished - heartbeatsBefore - heartbeats;
   const bytes = after.bytesPublished - before.bytesPublished;
-  const bApplied = b.stats().replicas!.bookingsApplied;
+  const bApplied = sync(b).bookingsApplied;
   await Promise.all([a.closeAsync(), b.closeAsync()]);
   return {
     requests: REQUESTS,
@@ -140,7 +147,14 @@ async function latency(server: NatsServer) {
   return Object.fromEntries(
     Object.entries(rows).map(([name, r]) => {
       const sorted = sortedCopy(r.latencies);
-      return [name, { routeP50us: percentile(sorted, 50) / 1000, routeP99us: percentile(sorted, 99) / 1000, requestsPerSec: r.requests / (r.wallMs / 1000) }];
+      return [
+        name,
+        {
+          routeP50us: percentile(sorted, 50) / 1000,
+          routeP99us: percentile(sorted, 99) / 1000,
+          requestsPerSec: r.requests / (r.wallMs / 1000),
+        },
+      ];
     }),
   );
 }
@@ -153,7 +167,13 @@ async function throughput(server: NatsServer) {
   const settled = await waitUntil(() => replicas.every((r) => r.stats().replicas?.remoteInFlight === 0), 10_000);
   const received = replicas.reduce((n, r) => n + (r.stats().replicas?.messagesReceived ?? 0), 0);
   await Promise.all(replicas.map((r) => r.closeAsync()));
-  return { replicas: 4, requests: REQUESTS, requestsPerSec: REQUESTS / (wallMs / 1000), settledAfterMs: settled, messagesReceived: received };
+  return {
+    replicas: 4,
+    requests: REQUESTS,
+    requestsPerSec: REQUESTS / (wallMs / 1000),
+    settledAfterMs: settled,
+    messagesReceived: received,
+  };
 }
 
 async function main() {
@@ -190,7 +210,12 @@ async function main() {
     );
     const t = await throughput(server);
     printTable('4 replicas, one NATS server, one process', [
-      { requests: t.requests, 'requests/s': fmt(t.requestsPerSec, 0), 'settled ms': fmt(t.settledAfterMs, 1), 'messages received': t.messagesReceived },
+      {
+        requests: t.requests,
+        'requests/s': fmt(t.requestsPerSec, 0),
+        'settled ms': fmt(t.settledAfterMs, 1),
+        'messages received': t.messagesReceived,
+      },
     ]);
     writeResult('replicas', { natsServer: NATS_BINARY, cost: c, latency: l, throughput: t });
   } finally {
