@@ -30,6 +30,8 @@ export interface NatsReplicaOptions {
   credentials?: string;
   /** Connection name shown by the server's monitoring. Default `kvroute-<replicaId>`. */
   name?: string;
+  /** The same as {@link ReplicaOptions.replicaId} (either place; not both). */
+  replicaId?: string;
 }
 
 /**
@@ -84,7 +86,7 @@ function optionalText(value: unknown, name: string): string | undefined {
 }
 
 function resolveNats(value: unknown, replicaId: string): ResolvedReplicaOptions['nats'] {
-  const o = checkOptions(value, 'opts.replicas.nats', ['servers', 'subject', 'token', 'user', 'pass', 'credentials', 'name']);
+  const o = checkOptions(value, 'opts.replicas.nats', ['servers', 'subject', 'token', 'user', 'pass', 'credentials', 'name', 'replicaId']);
   const servers = typeof o.servers === 'string' ? [o.servers] : o.servers;
   if (!Array.isArray(servers) || servers.length === 0 || !servers.every((s) => typeof s === 'string' && s.length > 0))
     bad('nats.servers', 'a server URL or a non-empty array of them', o.servers);
@@ -117,7 +119,9 @@ export function defaultReplicaId(): string {
 export function resolveReplicaOptions(value: unknown): ResolvedReplicaOptions {
   const o = checkOptions(value, 'opts.replicas', ['nats', 'transport', 'replicaId', 'heartbeatMs', 'leaseMs', 'resyncMs', 'batchMs']);
   if ((o.nats === undefined) === (o.transport === undefined)) bad('', 'given exactly one of nats and transport', value);
-  const replicaId = optionalText(o.replicaId, 'replicaId') ?? defaultReplicaId();
+  const natsId = o.nats !== null && typeof o.nats === 'object' ? (o.nats as Record<string, unknown>).replicaId : undefined;
+  if (o.replicaId !== undefined && natsId !== undefined) bad('replicaId', 'given once (here or in nats)', natsId);
+  const replicaId = optionalText(o.replicaId ?? natsId, o.replicaId === undefined ? 'nats.replicaId' : 'replicaId') ?? defaultReplicaId();
   if (replicaId.length > 128) bad('replicaId', 'at most 128 characters', replicaId);
   const t = o.transport as ReplicaTransport | undefined;
   if (t !== undefined && (typeof t !== 'object' || t === null || typeof t.publish !== 'function' || typeof t.start !== 'function'))
