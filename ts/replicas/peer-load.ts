@@ -208,9 +208,7 @@ export class PeerLoad {
   private prefill(p: Peer, key: number, now: number): void {
     const e = p.entries.get(key);
     if (!e) {
-      // Overtook its booking: remembered, so the booking arrives already prefilled.
-      p.entries.set(key, { handle: undefined, bookedSeq: -1, prefilled: true, freed: false, at: now });
-      this.counters.reordered++;
+      this.overtaken(p, key, now, false);
       return;
     }
     if (e.prefilled || e.handle === undefined) {
@@ -224,9 +222,7 @@ export class PeerLoad {
   private free(p: Peer, key: number, now: number): void {
     const e = p.entries.get(key);
     if (!e) {
-      // Overtook its booking: a tombstone makes the late booking a no-op.
-      p.entries.set(key, { handle: undefined, bookedSeq: -1, prefilled: true, freed: true, at: now });
-      this.counters.reordered++;
+      this.overtaken(p, key, now, true);
       return;
     }
     if (e.freed) {
@@ -234,6 +230,15 @@ export class PeerLoad {
       return;
     }
     this.release(p, e, now);
+  }
+
+  /**
+   * A prefill completion or free that overtook its booking: remembered, so the late booking
+   * arrives already prefilled, or (freed: a tombstone) is a no-op.
+   */
+  private overtaken(p: Peer, key: number, now: number, freed: boolean): void {
+    p.entries.set(key, { handle: undefined, bookedSeq: -1, prefilled: true, freed, at: now });
+    this.counters.reordered++;
   }
 
   private release(p: Peer, e: Entry, now: number): void {
