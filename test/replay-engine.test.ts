@@ -7,7 +7,7 @@ import { describe, expect, test } from 'vitest';
 import { decodeMs, Engine, type EngineConfig, prefillMs, SimRequest } from '../ts/replay/engine.js';
 import { type CacheEvent, type FullBlock, KvCache } from '../ts/replay/kv-cache.js';
 
-const blocks = (ids: number[]): FullBlock[] => ids.map((i) => ({ seq: BigInt(1000 + i), local: BigInt(i) }));
+const blocks = (ids: number[]): FullBlock[] => ids.map((i) => ({ seq: BigInt(1000 + i), local: BigInt(i), id: i }));
 const stored = (e: CacheEvent) => ('stored' in e ? e.stored.blocks.map((b) => Number(b.local)) : null);
 
 describe('KV block pool', () => {
@@ -17,7 +17,7 @@ describe('KV block pool', () => {
     expect(cache.takeEvents()).toEqual([{ stored: { parent: null, blocks: blocks([1, 2, 3]) } }]);
     cache.release(blocks([1, 2, 3]));
     expect(cache.used).toBe(0);
-    expect(cache.prefixHit(blocks([1, 2, 9]).map((b) => b.seq))).toBe(2);
+    expect(cache.prefixHit(blocks([1, 2, 9]))).toBe(2);
     expect(cache.use(blocks([1, 2, 4]), null)).toBe(3);
     const events = cache.takeEvents();
     expect(events).toEqual([{ stored: { parent: 1002n, blocks: blocks([4]) } }]);
@@ -30,7 +30,7 @@ describe('KV block pool', () => {
     cache.takeEvents();
     expect(cache.use(blocks([7, 8]), null)).toBe(2);
     expect(cache.takeEvents().filter((e) => 'removed' in e)).toEqual([{ removed: [1003n] }]);
-    expect(cache.prefixHit(blocks([1, 2]).map((b) => b.seq))).toBe(2);
+    expect(cache.prefixHit(blocks([1, 2]))).toBe(2);
   });
 
   test('a pool full of blocks in use takes only what fits', () => {

@@ -51,6 +51,15 @@ function random64(): bigint {
   return b[0];
 }
 
+/**
+ * The pool id of a block (see `FullBlock.id`): its name's low 52 bits. A long-running worker
+ * cannot keep an interning table of every name it ever saw; two names agreeing on 52 bits (odds
+ * about 1 in 10^7 for a pool of 16,384 blocks) would share a pool slot, harmless in a mock.
+ */
+function poolId(seq: bigint): number {
+  return Number(BigInt.asUintN(52, seq));
+}
+
 export class MockRank {
   private engine: Engine;
   private seed = random64();
@@ -105,7 +114,7 @@ export class MockRank {
       entry.names.push(seq);
       this.liveRefs.set(seq, (this.liveRefs.get(seq) ?? 0) + 1);
     }
-    return { seq, local: seq };
+    return { seq, local: seq, id: poolId(seq) };
   }
 
   private outputBlock(r: SimRequest, index: number, parent: FullBlock | undefined): FullBlock {
@@ -154,7 +163,7 @@ export class MockRank {
       if (refs > 0) this.liveRefs.set(seq, refs);
       else {
         this.liveRefs.delete(seq);
-        if (!this.engine.cache.contains(seq)) this.blockTokens.delete(seq);
+        if (!this.engine.cache.contains({ seq, local: seq, id: poolId(seq) })) this.blockTokens.delete(seq);
       }
     }
   }

@@ -102,7 +102,8 @@ const OUTPUT_TAG = 0x6f75747075745f62n;
 
 function uniqueOutputBlock(r: SimRequest, index: number): FullBlock {
   const i = BigInt(index);
-  return { seq: (BigInt(r.uid) << 24n) ^ i ^ OUTPUT_TAG, local: (BigInt(r.uid) << 24n) ^ i };
+  // Negative ids never meet the prompt blocks' (interned from 0 up): output blocks are never shared.
+  return { seq: (BigInt(r.uid) << 24n) ^ i ^ OUTPUT_TAG, local: (BigInt(r.uid) << 24n) ^ i, id: -(r.uid * 2 ** 24 + index + 1) };
 }
 
 /** Whether `a` arrived after `b` (ties by uid, i.e. trace order). */
@@ -220,7 +221,7 @@ export class Engine {
 
   private admit(r: SimRequest, now: number): void {
     const bs = this.config.blockSize;
-    const hit = this.cache.prefixHit(r.promptBlocks.map((b) => b.seq));
+    const hit = this.cache.prefixHit(r.promptBlocks);
     const cached = Math.min(hit * bs, r.inputLength);
     r.reusedTokens = Math.max(r.reusedTokens, cached);
     if (r.firstAdmitMs < 0) r.firstAdmitMs = now;

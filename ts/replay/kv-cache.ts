@@ -11,16 +11,77 @@
 export interface FullBlock {
   seq: bigint;
   local: bigint;
+  /**
+   * A number standing for `seq` within one simulation (equal seqs, equal ids), so the pool's maps
+   * key on numbers: V8's maps are several times faster on small numbers than on bigints, and the
+   * pool is the replay's hottest code.
+   */
+  id: number;
 }
 
 /** KV events of one engine pass, in order. */
 export type CacheEvent = { stored: { parent: bigint | null; blocks: FullBlock[] } } | { removed: bigint[] };
 
+/** A cached (unused) block in the LRU list. */
+interface LruNode {
+  block: FullBlock;
+  prev: LruNode | undefined;
+  next: LruNode | undefined;
+}
+
+/**
+ * Unused cached blocks, least recently used first: a map by id plus a doubly-linked list, so
+ * evicting the oldest is O(1). (A Map's insertion order alone would do, but finding its first
+ * entry after many deletions from the front scans the deleted slots: quadratic in a long replay.)
+ */
+class LruBlocks {
+  private readonly nodes = new Map<number, LruNode>();
+  private head: LruNode | undefined;
+  private tail: LruNode | undefined;
+
+  get size(): number {
+    return this.nodes.size;
+  }
+
+  has(id: number): boolean {
+    return this.nodes.has(id);
+  }
+
+  /** Appends as the most recently used. */
+  push(block: FullBlock): void {
+    const node: LruNode = { block, prev: this.tail, next: undefined };
+    if (this.tail) this.tail.next = node;
+    else this.head = node;
+    this.tail = node;
+    this.nodes.set(block.id, node);
+  }
+
+  /** Removes the block; false if it was not cached. */
+  delete(id: number): boolean {
+    const node = this.nodes.get(id);
+    if (!node) return false;
+    this.nodes.delete(id);
+    if (node.prev) node.prev.next = node.next;
+    else this.head = node.next;
+    if (node.next) node.next.prev = node.prev;
+    else this.tail = node.prev;
+    return true;
+  }
+
+  /** Removes and returns the least recently used block. */
+  shift(): FullBlock | undefined {
+    const node = this.head;
+    if (!node) return undefined;
+    this.delete(node.block.id);
+    return node.block;
+  }
+}
+
 export class KvCache {
-  /** Full blocks in use → reference count. */
-  private readonly active = new Map<bigint, number>();
-  /** Full blocks cached but unused, least recently used first (Map order). */
-  private readonly cached = new Map<bigint, FullBlock>();
+  /** Full blocks in use (by id) → reference count. */
+  private readonly active = new Map<number, number>();
+  /** Full blocks cached but unused, least recently used first. */
+  private readonly cached = new LruBlocks();
   /** Private blocks in use (partial blocks and, without reuse, anything else). */
   private privateBlocks = 0;
   readonly events: CacheEvent[] = [];
@@ -33,24 +94,23 @@ export class KvCache {
   }
 
   /** Whether the block is in the pool (in use or cached). */
-  contains(seq: bigint): boolean {
-    return this.active.has(seq) || this.cached.has(seq);
+  contains(block: FullBlock): boolean {
+    return this.active.has(block.id) || this.cached.has(block.id);
   }
 
-  /** Leading blocks of `seqs` that are cached (in use or not). */
-  prefixHit(seqs: readonly bigint[]): number {
+  /** Leading `blocks` that are cached (in use or not). */
+  prefixHit(blocks: readonly FullBlock[]): number {
     let n = 0;
-    while (n < seqs.length && (this.active.has(seqs[n]) || this.cached.has(seqs[n]))) n++;
+    while (n < blocks.length && (this.active.has(blocks[n].id) || this.cached.has(blocks[n].id))) n++;
     return n;
   }
 
   /** Makes room for one more block, evicting the LRU cached block if needed. */
   private reserve(): boolean {
     if (this.used + this.cached.size < this.capacity) return true;
-    const lru = this.cached.keys().next();
-    if (lru.done) return false;
-    this.cached.delete(lru.value);
-    this.pushRemoved(lru.value);
+    const lru = this.cached.shift();
+    if (!lru) return false;
+    this.pushRemoved(lru.seq);
     return true;
   }
 
@@ -69,14 +129,14 @@ export class KvCache {
     let freshParent = parent;
     let taken = 0;
     for (const b of blocks) {
-      const refs = this.active.get(b.seq);
+      const refs = this.active.get(b.id);
       if (refs !== undefined) {
-        this.active.set(b.seq, refs + 1);
-      } else if (this.cached.delete(b.seq)) {
-        this.active.set(b.seq, 1);
+        this.active.set(b.id, refs + 1);
+      } else if (this.cached.delete(b.id)) {
+        this.active.set(b.id, 1);
       } else {
         if (!this.reserve()) break;
-        this.active.set(b.seq, 1);
+        this.active.set(b.id, 1);
         if (fresh.length === 0) freshParent = taken === 0 ? parent : blocks[taken - 1].seq;
         fresh.push(b);
       }
@@ -103,13 +163,13 @@ export class KvCache {
    */
   promote(block: FullBlock, parent: bigint | null): void {
     this.privateBlocks--;
-    const refs = this.active.get(block.seq);
+    const refs = this.active.get(block.id);
     if (refs !== undefined) {
-      this.active.set(block.seq, refs + 1);
-    } else if (this.cached.delete(block.seq)) {
-      this.active.set(block.seq, 1);
+      this.active.set(block.id, refs + 1);
+    } else if (this.cached.delete(block.id)) {
+      this.active.set(block.id, 1);
     } else {
-      this.active.set(block.seq, 1);
+      this.active.set(block.id, 1);
       this.events.push({ stored: { parent, blocks: [block] } });
     }
   }
@@ -118,11 +178,11 @@ export class KvCache {
   release(blocks: readonly FullBlock[]): void {
     for (let i = blocks.length - 1; i >= 0; i--) {
       const b = blocks[i];
-      const refs = this.active.get(b.seq) ?? 0;
-      if (refs > 1) this.active.set(b.seq, refs - 1);
+      const refs = this.active.get(b.id) ?? 0;
+      if (refs > 1) this.active.set(b.id, refs - 1);
       else if (refs === 1) {
-        this.active.delete(b.seq);
-        this.cached.set(b.seq, b);
+        this.active.delete(b.id);
+        this.cached.push(b);
       }
     }
   }

@@ -12,6 +12,7 @@ import { SeededRandom } from '../random.js';
 import type { KvRouterOptions } from '../router/options.js';
 import type { Selector } from '../router/select.js';
 import { describe, positiveInteger, positiveNumber } from '../validate.js';
+import { BlockIds } from './block-ids.js';
 import type { TimingModel } from './engine.js';
 import { generateTrace } from './generate.js';
 import { type PolicyReport, type ReplayReport, summarise } from './report.js';
@@ -124,19 +125,30 @@ function policySelector(policy: ReplayPolicy, seed: number): { name: string; sel
  * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (trace, block sizes).
  */
 export function upperBoundHitRatio(trace: Trace, blockSize: number, backend?: BackendName): number {
-  const seen = new Set<bigint>();
+  const ids = new BlockIds();
+  const byRequest = trace.requests.map((req) =>
+    ids.of(
+      sequenceHashes(
+        blockHashes(synthesizeTokens(req, trace.traceBlockSize), blockSize, backend ? { backend } : {}),
+        backend ? { backend } : {},
+      ),
+    ),
+  );
+  return ceilingOf(trace, byRequest, ids.size, blockSize);
+}
+
+/** The ceiling from each request's block ids (a simulation computed them already). */
+function ceilingOf(trace: Trace, idsByRequest: readonly Int32Array[], distinct: number, blockSize: number): number {
+  const seen = new Uint8Array(distinct);
   let hit = 0;
   let total = 0;
-  for (const req of trace.requests) {
-    const seqs = sequenceHashes(
-      blockHashes(synthesizeTokens(req, trace.traceBlockSize), blockSize, backend ? { backend } : {}),
-      backend ? { backend } : {},
-    );
+  for (const [i, req] of trace.requests.entries()) {
+    const ids = idsByRequest[i];
     let n = 0;
-    while (n < seqs.length && seen.has(seqs[n])) n++;
+    while (n < ids.length && seen[ids[n]] === 1) n++;
     hit += Math.min(n * blockSize, req.inputLength);
     total += req.inputLength;
-    for (const s of seqs) seen.add(s);
+    for (const id of ids) seen[id] = 1;
   }
   return total > 0 ? hit / total : 0;
 }
@@ -180,16 +192,18 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
   }
   const policies = (opts.policies ?? ['kv']).map((p) => policySelector(p, seed));
   const reports: PolicyReport[] = [];
+  let last: { blockIds: Int32Array[]; distinctBlocks: number } = { blockIds: [], distinctBlocks: 0 };
   for (const { name, selector } of policies) {
     const run = await simulatePolicy(trace, selector, { ...cfg, onProgress: opts.onProgress && ((d, t) => opts.onProgress?.(name, d, t)) });
     reports.push(summarise(name, run, cfg.workers));
+    last = run;
   }
   const { onProgress: _ignored, trace: _trace, ...shown } = opts;
   return {
     trace: {
       path: trace.path ?? null,
       requests: trace.requests.length,
-      upperBoundHitRatio: upperBoundHitRatio(trace, cfg.engine.blockSize, opts.backend),
+      upperBoundHitRatio: ceilingOf(trace, last.blockIds, last.distinctBlocks, cfg.engine.blockSize),
     },
     config: {
       ...shown,
