@@ -4,6 +4,7 @@
  * tested through `replay()` and the CLI.
  */
 import { describe, expect, test } from 'vitest';
+import { BlockIds } from '../ts/replay/block-ids.js';
 import { decodeMs, Engine, type EngineConfig, prefillMs, SimRequest } from '../ts/replay/engine.js';
 import { type CacheEvent, type FullBlock, KvCache } from '../ts/replay/kv-cache.js';
 
@@ -63,6 +64,35 @@ const config = (over: Partial<EngineConfig> = {}): EngineConfig => ({
   ...over,
 });
 const request = (uid: number, ids: number[], extra: number, out: number) => new SimRequest(uid, ids.length * 4 + extra, out, blocks(ids));
+
+describe('block ids of the pools', () => {
+  test('equal hashes share an id, different ones never do, even when their low 52 bits agree', () => {
+    const ids = new BlockIds();
+    const low = 0x000f_ffff_1234_5678n;
+    const a = ids.of(new BigUint64Array([low, low | (1n << 60n), 7n, low]));
+    expect(Array.from(a)).toEqual([0, 1, 2, 0]);
+    expect(Array.from(ids.of(new BigUint64Array([7n, low | (1n << 60n), low | (1n << 61n)])))).toEqual([2, 1, 3]);
+    expect(ids.size).toBe(4);
+  });
+
+  test('the LRU evicts in release order across many evictions', () => {
+    const cache = new KvCache(4);
+    for (let round = 0; round < 50; round++) {
+      const bs = blocks([4 * round + 1, 4 * round + 2]);
+      expect(cache.use(bs, null)).toBe(2);
+      cache.release(bs);
+    }
+    // 100 distinct blocks went through a pool of 4: the 4 most recently released remain.
+    expect(cache.prefixHit(blocks([197]))).toBe(1);
+    expect(cache.prefixHit(blocks([198]))).toBe(1);
+    expect(cache.prefixHit(blocks([193]))).toBe(1);
+    expect(cache.prefixHit(blocks([189]))).toBe(0);
+    const removed = cache.takeEvents().flatMap((e) => ('removed' in e ? e.removed : []));
+    expect(removed.length).toBe(96);
+    // Released tail first, so within a pair the tail (2nd block) goes first.
+    expect(removed.slice(0, 2)).toEqual([1002n, 1001n]);
+  });
+});
 
 describe('engine (classic timing; scheduling is the same under both models)', () => {
   test("timing follows the polynomials of Dynamo's mocker", () => {
