@@ -51,6 +51,9 @@ describe('closing a native index frees its memory at once', () => {
     const before = process.memoryUsage.rss();
     index.close();
     const released = before - process.memoryUsage.rss();
-    expect(released).toBeGreaterThan(reported * 0.5);
+    // Not all of it: glibc keeps some freed chunks in the writer threads' arenas (measured 47-60%
+    // returned on this machine). Before close() freed the trees, nothing came back until a
+    // garbage collection, so a quarter still tells the two apart.
+    expect(released).toBeGreaterThan(reported * 0.25);
   });
 });
