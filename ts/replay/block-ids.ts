@@ -1,14 +1,13 @@
 /**
  * Interns sequence hashes as small numbers for one simulation: equal hashes get equal ids, ids
  * count up from 0. The engines' block pools key their maps on these ids (see `FullBlock.id`),
- * and the hit-ratio ceiling marks them in a bitmap. Keys are the hash's low 52 bits read from its
- * 32-bit halves (no bigint is made); the full hash is compared on every hit, and the rare hashes
- * whose 52 bits collide with another's go to an exact map.
+ * and the hit-ratio ceiling marks them in a bitmap. Keys are the hash's low 32 bits read from its
+ * halves as a small integer (no bigint, no heap number); the full hash is compared on every hit,
+ * and the few hashes whose low 32 bits collide with another's (a few hundred in a million) go to
+ * an exact map.
  * @internal
  * @module
  */
-
-const LOW_52 = 0xfffff;
 
 export class BlockIds {
   private readonly byKey = new Map<number, number>();
@@ -46,7 +45,7 @@ export class BlockIds {
       // Little-endian (the only platforms kvroute builds for): low half first.
       const lo = halves[2 * i];
       const hi = halves[2 * i + 1];
-      const key = (hi & LOW_52) * 4294967296 + lo;
+      const key = lo | 0;
       const id = this.byKey.get(key);
       if (id === undefined) {
         const fresh = this.issue(lo, hi);
@@ -55,7 +54,7 @@ export class BlockIds {
       } else if (this.lo[id] === lo && this.hi[id] === hi) {
         out[i] = id;
       } else {
-        // Same low 52 bits, another hash: exact lookup.
+        // Same low 32 bits, another hash: exact lookup.
         const seq = seqs[i];
         let other = this.overflow.get(seq);
         if (other === undefined) {
