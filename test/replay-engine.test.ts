@@ -169,6 +169,21 @@ describe('engine (classic timing; scheduling is the same under both models)', ()
     expect(e.cache.used).toBe(0);
   });
 
+  test('every gap between two tokens is recorded: output − 1 per request, summing to last − first', () => {
+    const e = new Engine(config({ numGpuBlocks: 8, maxNumBatchedTokens: 64 }));
+    const old = request(1, [1, 2], 0, 20);
+    const young = request(2, [3, 4], 0, 20);
+    e.enqueue(old);
+    e.enqueue(young);
+    let t = 0;
+    for (let i = 0; i < 200 && !e.idle; i++) t += e.step(t).durationMs;
+    // The young request was preempted: its gaps include the stall, still one per token.
+    expect(e.tokenGaps.length).toBe(19 + 19);
+    const sum = e.tokenGaps.reduce((a, b) => a + b, 0);
+    expect(sum).toBeCloseTo(old.lastTokenMs - old.firstTokenMs + (young.lastTokenMs - young.firstTokenMs), 6);
+    expect(Math.max(...e.tokenGaps)).toBeGreaterThan(Math.min(...e.tokenGaps));
+  });
+
   test('at most maxNumSeqs requests run at once', () => {
     const e = new Engine(config({ maxNumSeqs: 2, maxNumBatchedTokens: 64 }));
     for (let i = 0; i < 4; i++) e.enqueue(request(i, [10 + i], 0, 5));

@@ -124,6 +124,7 @@ function table(report: ReplayReport): string {
     ['TTFT p99 ms', (x) => f(x.ttftMs.p99)],
     ['ITL mean ms', (x) => f(x.itlMs.mean, 2)],
     ['ITL p99 ms', (x) => f(x.itlMs.p99, 2)],
+    ['TPOT mean ms', (x) => f(x.tpotMs.mean, 2)],
     ['E2E mean ms', (x) => f(x.e2eMs.mean)],
     ['E2E p99 ms', (x) => f(x.e2eMs.p99)],
     ['hit ratio', (x) => `${f(100 * x.hitRatio)}%`],

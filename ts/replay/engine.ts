@@ -116,6 +116,11 @@ export class Engine {
   private readonly waiting: SimRequest[] = [];
   private readonly prefill: SimRequest[] = [];
   private readonly decode: SimRequest[] = [];
+  /**
+   * Every gap between two consecutive tokens of a request (ms), as Dynamo's replay reports its
+   * ITL distribution: a decode stalled behind a long prefill, or a preemption, is one long gap.
+   */
+  readonly tokenGaps: number[] = [];
 
   constructor(readonly config: EngineConfig) {
     this.cache = new KvCache(config.numGpuBlocks);
@@ -278,6 +283,8 @@ export class Engine {
     if (dynamo) prefillTime = prefillMs(prefillTokens);
     const firstTokens: SimRequest[] = [];
     const finished: SimRequest[] = [];
+    /** Requests that produced a token after their first in this pass. */
+    const produced: SimRequest[] = [];
     let decodeTime = 0;
     if (this.decode.length > 0) {
       decodeTime = dynamo ? this.dynamoDecodeMs() : decodeMs(this.cache.used / cfg.numGpuBlocks);
@@ -297,6 +304,7 @@ export class Engine {
             continue;
           }
           r.generated++;
+          produced.push(r);
         }
         if (r.generated >= r.outputLength) {
           this.decode.splice(this.decode.indexOf(r), 1);
@@ -308,6 +316,7 @@ export class Engine {
     }
     const durationMs = (prefillTime + decodeTime) / cfg.speedup;
     const end = now + durationMs;
+    for (const r of produced) this.tokenGaps.push(end - r.lastTokenMs);
     for (const r of firstTokens) r.firstTokenMs = end;
     for (const r of this.decode) if (r.generated > 0) r.lastTokenMs = end;
     for (const r of finished) r.lastTokenMs = end;

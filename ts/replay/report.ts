@@ -92,8 +92,13 @@ export interface PolicyReport {
   decisionsPerWallSecond: number;
   /** Time to first token. */
   ttftMs: Distribution;
-  /** Inter-token latency, per request: (last token − first token) / (output tokens − 1). */
+  /**
+   * Inter-token latency over every token gap of every request (Dynamo's ITL distribution): a
+   * decode stalled behind a long prefill shows as one long gap.
+   */
   itlMs: Distribution;
+  /** Time per output token, per request: (last token − first token) / (output tokens − 1) (Dynamo's TPOT). */
+  tpotMs: Distribution;
   /** End-to-end latency. */
   e2eMs: Distribution;
   /** Completed requests and generated tokens per simulated second. */
@@ -141,7 +146,7 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
   const reqs = run.requests;
   const ttft = reqs.map((r) => r.firstTokenMs - r.arrivalMs);
   const e2e = reqs.map((r) => r.lastTokenMs - r.arrivalMs);
-  const itl = reqs.filter((r) => r.outputLength > 1).map((r) => (r.lastTokenMs - r.firstTokenMs) / (r.outputLength - 1));
+  const tpot = reqs.filter((r) => r.outputLength > 1).map((r) => (r.lastTokenMs - r.firstTokenMs) / (r.outputLength - 1));
   const prompt = reqs.reduce((n, r) => n + r.inputLength, 0);
   const reused = reqs.reduce((n, r) => n + r.reusedTokens, 0);
   const output = reqs.reduce((n, r) => n + r.outputLength, 0);
@@ -166,7 +171,8 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
     simSecondsPerWallSecond: seconds / (run.wallMs / 1000),
     decisionsPerWallSecond: reqs.length / (run.routeWallMs / 1000),
     ttftMs: distribution(ttft),
-    itlMs: distribution(itl),
+    itlMs: distribution(run.tokenGaps),
+    tpotMs: distribution(tpot),
     e2eMs: distribution(e2e),
     throughput: { requestsPerSec: reqs.length / seconds, outputTokensPerSec: output / seconds },
     hitRatio: prompt > 0 ? reused / prompt : 0,

@@ -33,6 +33,8 @@ export interface PolicyRun {
   blockIds: Int32Array[];
   /** How many distinct block ids the run issued. */
   distinctBlocks: number;
+  /** Every inter-token gap of every engine (ms). */
+  tokenGaps: number[];
 }
 
 /** Simulation settings shared by every policy of a replay. @internal */
@@ -330,5 +332,6 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     routeWallMs,
     blockIds: idsByUid,
     distinctBlocks: blockIds.size,
+    tokenGaps: ranks.flatMap((r) => r.engine.tokenGaps),
   };
 }
