@@ -1,5 +1,5 @@
 /**
- * `npm run bench:replay-vs-dynamo [-- --speeds 1,4,8]`: `kvroute replay` (native backend, both
+ * `npm run bench:replay-vs-dynamo [-- --speeds 1,4,8] [--trace file.jsonl]`: `kvroute replay` (native backend, both
  * timing models) beside Dynamo 1.6.1's own offline replay (`dynamo-mocker`, through
  * `bench/vs-dynamo`) on the conversation trace, same settings: 16 workers, block size 64, trace
  * block size 512, 16,384 GPU blocks, max_num_seqs 256, max_num_batched_tokens 8192, speedup 1,
@@ -14,11 +14,14 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { replay } from '../ts/index.js';
 import { fmt, printTable, RESULTS, ROOT, writeResult } from './common.js';
-import { TRACE_PATH } from './index-workload.js';
+import { TRACE_PATH as CONVERSATION_TRACE } from './index-workload.js';
 
 type Metrics = Record<string, number>;
 const METRICS = ['TTFT mean', 'TTFT p50', 'TTFT p99', 'ITL mean', 'ITL p99', 'E2E mean', 'hit ratio %'] as const;
 
+const traceArg = process.argv.indexOf('--trace');
+/** `--trace <file>`: another Mooncake JSONL trace (e.g. from `kvroute gen-trace`); default the conversation trace. */
+const TRACE_PATH = traceArg > 0 ? process.argv[traceArg + 1] : CONVERSATION_TRACE;
 const speedsArg = process.argv.indexOf('--speeds');
 const speeds = speedsArg > 0 ? process.argv[speedsArg + 1].split(',').map(Number) : [1];
 if (!existsSync(TRACE_PATH)) {
@@ -111,7 +114,7 @@ for (const speed of speeds) {
     'dynamo RR': fmt(dynWall, 1),
     'kvroute RR (dynamo timing)': `${fmt(ourWall, 1)} (${fmt(ourWall / dynWall, 2)}× Dynamo's)`,
   });
-  printTable(`conversation trace at arrival speed ×${speed}: kvroute replay vs Dynamo 1.6.1's offline replay`, rows);
+  printTable(`${TRACE_PATH} at arrival speed ×${speed}: kvroute replay vs Dynamo 1.6.1's offline replay`, rows);
   results[`×${speed}`] = { dynamo: { roundRobin: rr, kv: kvRuns }, kvroute: ours, table: rows };
 }
-writeResult('replay-vs-dynamo', { speeds, loadavgBefore: loadBefore, loadavgAfter: loadavg(), results });
+writeResult('replay-vs-dynamo', { trace: TRACE_PATH, speeds, loadavgBefore: loadBefore, loadavgAfter: loadavg(), results });
