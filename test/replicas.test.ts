@@ -199,6 +199,9 @@ describe.skipIf(NO_NATS)('router replicas over a real nats-server', () => {
       expect(bad({ nats: { servers: 'nats://x', token: 't', user: 'u', pass: 'p' } })).toBe('ERR_INVALID_ARG');
       expect(bad({ nats: { servers: 'nats://x' }, heartbeatMs: 1000, leaseMs: 1500 })).toBe('ERR_INVALID_ARG');
       expect(bad({ nats: { servers: 'nats://x' }, lease: 1 })).toBe('ERR_INVALID_ARG');
+      expect(bad({ nats: { servers: 'nats://x' }, heartbeatMs: 2 ** 32 })).toBe('ERR_INVALID_ARG');
+      expect(bad({ nats: { servers: 'nats://x' }, batchMs: -1 })).toBe('ERR_INVALID_ARG');
+      expect(bad({ nats: { servers: 'nats://x', replicaId: 'a' }, replicaId: 'b' })).toBe('ERR_INVALID_ARG');
       expect(bad({ nats: { servers: 'nats://x', credentials: '/nonexistent.creds' } })).toBe('ERR_INVALID_ARG');
     });
   });

@@ -86,13 +86,27 @@ type EventBody = { at: number } & (
 );
 type SimEvent = EventBody & { seq: number };
 
-/** A binary min-heap on (at, seq): deterministic order for simultaneous events. */
+/**
+ * The simulation's events in (at, seq) order: deterministic for simultaneous events. The events
+ * known up front (the trace's arrivals) wait in a sorted array; a binary min-heap holds the rest
+ * (engine passes, later turns of sessions), so it stays as small as the fleet instead of as long
+ * as the trace.
+ */
 class EventQueue {
   private readonly heap: SimEvent[] = [];
+  private backlog: SimEvent[] = [];
+  private head = 0;
   private seq = 0;
 
-  get size(): number {
-    return this.heap.length;
+  /** Queues the events known up front; call before any `push`. */
+  load(events: EventBody[]): void {
+    // Stamped in place, in the order given, as `push` would have.
+    const stamped = events.map((e) => {
+      (e as SimEvent).seq = this.seq++;
+      return e as SimEvent;
+    });
+    this.backlog = stamped.sort((a, b) => a.at - b.at || a.seq - b.seq);
+    this.head = 0;
   }
 
   push(e: EventBody): void {
@@ -105,17 +119,31 @@ class EventQueue {
     while (i > 0) {
       const p = (i - 1) >> 1;
       if (!less(h[i], h[p])) break;
-      [h[i], h[p]] = [h[p], h[i]];
+      const t = h[i];
+      h[i] = h[p];
+      h[p] = t;
       i = p;
     }
   }
 
   /** When the next event happens, if any. */
   nextAt(): number | undefined {
-    return this.heap[0]?.at;
+    const a = this.heap[0];
+    const b = this.backlog[this.head];
+    if (!a) return b?.at;
+    return b && b.at < a.at ? b.at : a.at;
   }
 
   pop(): SimEvent | undefined {
+    const b = this.backlog[this.head];
+    if (b && (this.heap.length === 0 || less(b, this.heap[0]))) {
+      this.head++;
+      return b;
+    }
+    return this.popHeap();
+  }
+
+  private popHeap(): SimEvent | undefined {
     const h = this.heap;
     const top = h[0];
     const last = h.pop();
@@ -129,7 +157,9 @@ class EventQueue {
         if (l < h.length && less(h[l], h[m])) m = l;
         if (r < h.length && less(h[r], h[m])) m = r;
         if (m === i) break;
-        [h[i], h[m]] = [h[m], h[i]];
+        const t = h[i];
+        h[i] = h[m];
+        h[m] = t;
         i = m;
       }
     }
@@ -193,12 +223,14 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
   // of its session finished; other requests arrive at their timestamps.
   const lastTurn = new Map<string, number>();
   const nextTurn = new Map<number, number>();
+  const arrivals: EventBody[] = [];
   trace.requests.forEach((req, uid) => {
     const prev = req.sessionId === undefined ? undefined : lastTurn.get(req.sessionId);
     if (prev !== undefined && req.delayMs !== undefined) nextTurn.set(prev, uid);
-    else queue.push({ at: (req.timestampMs - first) / cfg.arrivalSpeedup, kind: 'arrival', req, uid });
+    else arrivals.push({ at: (req.timestampMs - first) / cfg.arrivalSpeedup, kind: 'arrival', req, uid });
     if (req.sessionId !== undefined) lastTurn.set(req.sessionId, uid);
   });
+  queue.load(arrivals);
   const sims: SimRequest[] = new Array(trace.requests.length);
   const idsByUid: Int32Array[] = new Array(trace.requests.length);
   // One number per distinct sequence hash, for the engines' block pools (see FullBlock.id).

@@ -72,6 +72,8 @@ export interface ResolvedReplicaOptions {
   batchMs: number;
 }
 
+const HOUR_MS = 3_600_000;
+
 /** A dot-separated NATS subject without wildcards or spaces. */
 const SUBJECT = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 
@@ -126,11 +128,14 @@ export function resolveReplicaOptions(value: unknown): ResolvedReplicaOptions {
   const t = o.transport as ReplicaTransport | undefined;
   if (t !== undefined && (typeof t !== 'object' || t === null || typeof t.publish !== 'function' || typeof t.start !== 'function'))
     bad('transport', 'a ReplicaTransport (start, publish, close)', t);
+  // Timers beyond 2^31 ms would fire at once (Node clamps them to 1 ms): an hour is plenty.
   const heartbeatMs = positiveNumber(o.heartbeatMs, 'opts.replicas.heartbeatMs', 1000);
+  if (heartbeatMs > HOUR_MS) bad('heartbeatMs', `at most ${HOUR_MS}`, heartbeatMs);
   const leaseMs = positiveNumber(o.leaseMs, 'opts.replicas.leaseMs', Math.max(5000, 2 * heartbeatMs));
   if (leaseMs < 2 * heartbeatMs) bad('leaseMs', `at least twice heartbeatMs (${2 * heartbeatMs})`, leaseMs);
   const batchMs = o.batchMs ?? 0;
-  if (typeof batchMs !== 'number' || !Number.isFinite(batchMs) || batchMs < 0) bad('batchMs', 'a finite number >= 0', batchMs);
+  if (typeof batchMs !== 'number' || !Number.isFinite(batchMs) || batchMs < 0 || batchMs > 60_000)
+    bad('batchMs', 'a number in [0, 60000]', batchMs);
   return {
     nats: o.nats === undefined ? undefined : resolveNats(o.nats, replicaId),
     transport: t,
