@@ -121,6 +121,8 @@ export class Engine {
    * ITL distribution: a decode stalled behind a long prefill, or a preemption, is one long gap.
    */
   readonly tokenGaps: number[] = [];
+  /** Reused for each pass's decode batch (one array per pass was garbage). */
+  private readonly scratch: SimRequest[] = [];
 
   constructor(readonly config: EngineConfig) {
     this.cache = new KvCache(config.numGpuBlocks);
@@ -288,7 +290,11 @@ export class Engine {
     let decodeTime = 0;
     if (this.decode.length > 0) {
       decodeTime = dynamo ? this.dynamoDecodeMs() : decodeMs(this.cache.used / cfg.numGpuBlocks);
-      for (const r of this.decode.slice()) {
+      // A snapshot: finishing and preemption remove requests from `decode` during the loop.
+      const batch = this.scratch;
+      batch.length = 0;
+      for (const r of this.decode) batch.push(r);
+      for (const r of batch) {
         if (!r.inDecode) continue;
         if (r.justPrefilled) {
           // The pass that completes a prefill produces the first token.

@@ -8,7 +8,7 @@
  */
 
 import { KvRouteError } from '../errors.js';
-import type { RouterEvent } from '../events/types.js';
+import { FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_REMOVED, KIND_STORED, type PackedEvents, PackedWriter } from '../events/packed.js';
 import { blockHashes, sequenceHashes } from '../hashing.js';
 import { indexInternals } from '../kv-index.js';
 import { SeededRandom } from '../random.js';
@@ -171,18 +171,32 @@ function less(a: SimEvent, b: SimEvent): boolean {
   return a.at < b.at || (a.at === b.at && a.seq < b.seq);
 }
 
-function toRouterEvents(events: CacheEvent[], workerId: number, dpRank: number): RouterEvent[] {
-  return events.map((e) => ({
-    worker_id: workerId,
-    event: {
-      event_id: 0,
-      dp_rank: dpRank,
-      data:
-        'stored' in e
-          ? { stored: { parent_hash: e.stored.parent, blocks: e.stored.blocks.map((b) => ({ block_hash: b.seq, tokens_hash: b.local })) } }
-          : { removed: { block_hashes: e.removed } },
-    },
-  }));
+/**
+ * One engine pass's KV events as the packed batch the index consumes (the layout of
+ * `events/packed.ts`). The engine produces them valid by construction, so they skip validation
+ * and the event objects a caller would build: a pass's events go straight to every router's index.
+ */
+function packCacheEvents(events: CacheEvent[], workerId: number, dpRank: number): PackedEvents {
+  const w = new PackedWriter();
+  for (const e of events) {
+    if ('stored' in e) {
+      const { parent, blocks } = e.stored;
+      w.pushMeta(KIND_STORED, dpRank, FLAG_DEVICE_TIER | (parent === null ? 0 : FLAG_HAS_PARENT), blocks.length);
+      w.pushNumber(workerId);
+      w.pushNumber(0);
+      if (parent !== null) w.pushBigInt(parent);
+      for (const b of blocks) {
+        w.pushBigInt(b.seq);
+        w.pushBigInt(b.local);
+      }
+    } else {
+      w.pushMeta(KIND_REMOVED, dpRank, FLAG_DEVICE_TIER, e.removed.length);
+      w.pushNumber(workerId);
+      w.pushNumber(0);
+      for (const h of e.removed) w.pushBigInt(h);
+    }
+  }
+  return w.finish();
 }
 
 /** Runs one policy over the trace. `selector` is undefined for the KV-aware default. */
@@ -323,8 +337,8 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
         rank.busy = false;
         // In approximate mode the engines publish no events: the router has only its predictions.
         if (publishEvents && e.result.events.length > 0) {
-          const events = toRouterEvents(e.result.events, rank.workerId, rank.dpRank);
-          for (const router of routers) router.applyEvents(events);
+          const { meta, words } = packCacheEvents(e.result.events, rank.workerId, rank.dpRank);
+          for (const router of routers) indexInternals(router.index).inner.applyPacked(meta, words, clock);
           dirty = true;
         }
         for (const r of e.result.firstTokens) owner[r.uid].markPrefillCompleted(String(r.uid));
