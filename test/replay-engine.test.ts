@@ -153,7 +153,8 @@ describe('engine (classic timing; scheduling is the same under both models)', ()
     expect(p2.firstTokens).toEqual([r]);
   });
 
-  test('when blocks run out, the newest running request is preempted and resumes later', () => {
+  /** Two requests that cannot both fit, run to the end. */
+  function preemptingPair() {
     // Each request alone needs 7 blocks (8 prompt + 20 output tokens); both together need 14.
     const e = new Engine(config({ numGpuBlocks: 8, maxNumBatchedTokens: 64 }));
     const old = request(1, [1, 2], 0, 20);
@@ -162,6 +163,11 @@ describe('engine (classic timing; scheduling is the same under both models)', ()
     e.enqueue(young);
     let t = 0;
     for (let i = 0; i < 200 && !e.idle; i++) t += e.step(t).durationMs;
+    return { e, old, young };
+  }
+
+  test('when blocks run out, the newest running request is preempted and resumes later', () => {
+    const { e, old, young } = preemptingPair();
     expect(e.idle).toBe(true);
     expect(young.preemptions).toBeGreaterThan(0);
     expect(old.preemptions).toBe(0);
@@ -170,13 +176,8 @@ describe('engine (classic timing; scheduling is the same under both models)', ()
   });
 
   test('every gap between two tokens is recorded: output − 1 per request, summing to last − first', () => {
-    const e = new Engine(config({ numGpuBlocks: 8, maxNumBatchedTokens: 64 }));
-    const old = request(1, [1, 2], 0, 20);
-    const young = request(2, [3, 4], 0, 20);
-    e.enqueue(old);
-    e.enqueue(young);
-    let t = 0;
-    for (let i = 0; i < 200 && !e.idle; i++) t += e.step(t).durationMs;
+    const { e, old, young } = preemptingPair();
+    expect(young.preemptions).toBeGreaterThan(0);
     // The young request was preempted: its gaps include the stall, still one per token.
     expect(e.tokenGaps.length).toBe(19 + 19);
     const sum = e.tokenGaps.reduce((a, b) => a + b, 0);
