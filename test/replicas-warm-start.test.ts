@@ -184,6 +184,9 @@ describe.skipIf(NO_NATS)('snapshots in a NATS object store', () => {
       expect(writer.stats()).toMatchObject({ writes: 0, failures: 1 });
       expect(writer.stats().lastError).toBeTypeOf('string');
       expect(() => new IndexSnapshotWriter(source, { servers: server.url, bucket: 'a.b' })).toThrow(KvRouteError);
+      // Authentication is checked as for the replica sync: user needs pass, one method at most.
+      expect(() => new IndexSnapshotWriter(source, { servers: server.url, user: 'u' })).toThrow(KvRouteError);
+      expect(() => new IndexSnapshotWriter(source, { servers: server.url, token: 't', credentials: '/x.creds' })).toThrow(KvRouteError);
     } finally {
       await writer.close();
       await source.closeAsync();

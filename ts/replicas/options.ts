@@ -87,28 +87,43 @@ function optionalText(value: unknown, name: string): string | undefined {
   return value;
 }
 
-function resolveNats(value: unknown, replicaId: string): ResolvedReplicaOptions['nats'] {
-  const o = checkOptions(value, 'opts.replicas.nats', ['servers', 'subject', 'token', 'user', 'pass', 'credentials', 'name', 'replicaId']);
+/**
+ * The servers and authentication of a NATS connection (`o.servers`, `o.token`, `o.user` +
+ * `o.pass`, `o.credentials`), checked alike wherever kvroute connects: the replica sync and the
+ * snapshot store. `where` names the options object in messages.
+ * @internal
+ */
+export function resolveNatsAuth(
+  o: Record<string, unknown>,
+  where: string,
+): { servers: string[]; token?: string; user?: string; pass?: string; credentials?: string } {
+  const fail = (name: string, what: string, value: unknown): never => {
+    throw new KvRouteError('ERR_INVALID_ARG', `${where}${name} must be ${what}, got ${describe(value)}`);
+  };
   const servers = typeof o.servers === 'string' ? [o.servers] : o.servers;
   if (!Array.isArray(servers) || servers.length === 0 || !servers.every((s) => typeof s === 'string' && s.length > 0))
-    bad('nats.servers', 'a server URL or a non-empty array of them', o.servers);
+    fail('.servers', 'a server URL or a non-empty array of them', o.servers);
+  if ((o.user === undefined) !== (o.pass === undefined)) fail('.user', 'given together with pass', o.user);
+  if ([o.token, o.user, o.credentials].filter((x) => x !== undefined).length > 1)
+    fail('', 'configured with at most one of token, user/pass and credentials', '(several)');
+  const auth: Record<string, string> = {};
+  for (const k of ['token', 'user', 'pass', 'credentials']) {
+    const v = o[k];
+    if (v === undefined) continue;
+    if (typeof v !== 'string' || v.length === 0) fail(`.${k}`, 'a non-empty string', v);
+    auth[k] = v as string;
+  }
+  return { servers: servers as string[], ...auth };
+}
+
+function resolveNats(value: unknown, replicaId: string): ResolvedReplicaOptions['nats'] {
+  const o = checkOptions(value, 'opts.replicas.nats', ['servers', 'subject', 'token', 'user', 'pass', 'credentials', 'name', 'replicaId']);
   const subject = o.subject ?? 'kvroute.load';
   if (typeof subject !== 'string' || !SUBJECT.test(subject)) bad('nats.subject', 'a NATS subject without wildcards', o.subject);
-  if ((o.user === undefined) !== (o.pass === undefined)) bad('nats.user', 'given together with pass', o.user);
-  const auth = [o.token, o.user, o.credentials].filter((x) => x !== undefined).length;
-  if (auth > 1) bad('nats', 'configured with at most one of token, user/pass and credentials', '(several)');
-  const token = optionalText(o.token, 'nats.token');
-  const user = optionalText(o.user, 'nats.user');
-  const pass = optionalText(o.pass, 'nats.pass');
-  const credentials = optionalText(o.credentials, 'nats.credentials');
   return {
-    servers: servers as string[],
+    ...resolveNatsAuth(o, 'opts.replicas.nats'),
     subject,
     name: optionalText(o.name, 'nats.name') ?? `kvroute-${replicaId}`,
-    ...(token ? { token } : {}),
-    ...(user ? { user } : {}),
-    ...(pass ? { pass } : {}),
-    ...(credentials ? { credentials } : {}),
   };
 }
 

@@ -12,6 +12,7 @@ import { KvIndex } from '../kv-index.js';
 import { KvRouter } from '../router/kv-router.js';
 import { checkOptions, describe, positiveNumber } from '../validate.js';
 import { type NatsAuth, natsConnectOptions } from './nats-transport.js';
+import { resolveNatsAuth } from './options.js';
 import { snapshotText } from './snapshot.js';
 
 /**
@@ -44,12 +45,6 @@ export interface ResolvedSnapshotStore extends NatsAuth {
 /** @internal */
 export function resolveSnapshotStore(value: unknown, where: string): ResolvedSnapshotStore {
   const o = checkOptions(value, where, ['servers', 'bucket', 'name', 'token', 'user', 'pass', 'credentials']);
-  const servers = typeof o.servers === 'string' ? [o.servers] : o.servers;
-  if (!Array.isArray(servers) || servers.length === 0 || !servers.every((s) => typeof s === 'string' && s.length > 0))
-    throw new KvRouteError(
-      'ERR_INVALID_ARG',
-      `${where}.servers must be a server URL or a non-empty array of them, got ${describe(o.servers)}`,
-    );
   /** JetStream's rules: bucket names without dots; object names may have them. */
   const text = (k: 'bucket' | 'name', fallback: string): string => {
     const v = o[k] ?? fallback;
@@ -61,18 +56,7 @@ export function resolveSnapshotStore(value: unknown, where: string): ResolvedSna
       );
     return v;
   };
-  const auth = (k: string): string | undefined => {
-    const v = o[k];
-    if (v !== undefined && (typeof v !== 'string' || v.length === 0))
-      throw new KvRouteError('ERR_INVALID_ARG', `${where}.${k} must be a non-empty string, got ${describe(v)}`);
-    return v as string | undefined;
-  };
-  return {
-    servers: servers as string[],
-    bucket: text('bucket', 'kvroute-index'),
-    name: text('name', 'index'),
-    ...Object.fromEntries(['token', 'user', 'pass', 'credentials'].flatMap((k) => (auth(k) === undefined ? [] : [[k, auth(k)]]))),
-  };
+  return { ...resolveNatsAuth(o, where), bucket: text('bucket', 'kvroute-index'), name: text('name', 'index') };
 }
 
 /**

@@ -130,8 +130,7 @@ export async function warmStart(target: KvIndex | KvRouter, opts: WarmStartOptio
       ? await readPeer(o.peer as string, (o.headers as Record<string, string>) ?? {}, timeoutMs)
       : await readSnapshot(o.snapshot, timeoutMs);
   const snap = parseSnapshot(text, index.blockSize, o.model as string | undefined);
-  if (target instanceof KvRouter) target.applyEvents(snap.events as never);
-  else index.applyEvents(snap.events as never);
+  index.applyEvents(snap.events as never);
   await index.flush();
   recordResumeSeqs(index, snap.engineSeqs);
   return {
