@@ -288,4 +288,55 @@ export interface Backend {
   decodeEngineBatch(payload: Uint8Array): RawDecodedBatch;
   /** A router core over an index this backend created. */
   createRouterCore(index: IndexBackend): RouterCoreBackend;
+  /** The engine ranks of one simulated replay run. */
+  createReplayFleet(spec: ReplayFleetSpec): ReplayFleetBackend;
+}
+
+/** What a replay fleet simulates. */
+export interface ReplayFleetSpec {
+  blockSize: number;
+  numGpuBlocks: number;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  speedup: number;
+  timing: 'dynamo' | 'classic';
+  /** One rank per (workers[i], dpRanks[i]). */
+  workers: number[];
+  dpRanks: number[];
+  /** Requests of the run (uids 0..requests-1). */
+  requests: number;
+  /** Whether passes deliver their KV events (off in approximate mode). */
+  publishEvents: boolean;
+  /**
+   * The routers' indexes (created by the same backend): every pass's KV events go to each, in
+   * the fleet, so no event crosses into the simulation loop.
+   */
+  indexes: IndexBackend[];
+}
+
+/**
+ * The engine ranks of one replay run and the clock that steps them: `ts/replay/fleet.ts` (JS)
+ * and `kvroute_core::replay::Fleet` (native). `run` steps engine passes until the caller must
+ * act: 1 = a request arrives (add it, route it, `enqueue` it), 2 = a pass ended with first
+ * tokens or completions, 0 = done. `header` gets the clock and the subject (the arriving uid or
+ * the rank). Each pass's KV events are sent to the indexes as it ends; they are flushed (visible)
+ * before each arrival wake, and on `syncIndexes()`.
+ */
+export interface ReplayFleetBackend {
+  load(at: Float64Array, uids: Uint32Array): void;
+  setNextTurn(prev: number, next: number, delayMs: number): void;
+  /** The arriving request's lengths and the hashes of its full prompt blocks at the engine block size. */
+  addRequest(uid: number, inputLength: number, outputLength: number, seqs: BigUint64Array, locals: BigUint64Array): void;
+  enqueue(rank: number, uid: number): void;
+  run(header: Float64Array): number;
+  /** Waits until the KV events sent so far are visible in the indexes. */
+  syncIndexes(): void;
+  firstTokens(rank: number): Uint32Array;
+  finished(rank: number): Uint32Array;
+  /** What a single infinite prefix cache would have served of the requests added, in uid order. */
+  upperBoundHitRatio(): number;
+  /** 5 numbers per uid: arrival, first token, last token (ms), reused tokens, preemptions. */
+  outcomes(): Float64Array;
+  /** Every inter-token gap (ms), rank by rank. */
+  tokenGaps(): Float64Array;
 }

@@ -12,6 +12,7 @@ import { decodeEngineBatchJs } from './js/ingest/decode.js';
 import { JsRouterCore } from './js/router-core.js';
 import { nativeBackend } from './native/backend.js';
 import { loadNativeBinding } from './native/binding.js';
+import { JsFleet } from './replay/fleet.js';
 import { describe } from './validate.js';
 
 export type { BackendName } from './backend-types.js';
@@ -25,6 +26,7 @@ const JS_BACKEND: Backend = {
     if (!(index instanceof JsIndex)) throw new KvRouteError('ERR_INTERNAL', 'a JS router core needs a JS index');
     return new JsRouterCore(index);
   },
+  createReplayFleet: (spec) => new JsFleet(spec),
 };
 
 const nativeLoad = loadNativeBinding();

@@ -10,6 +10,7 @@ import { callNative } from '../errors.js';
 import { blockCount } from '../validate.js';
 import type { NativeBinding } from './binding.js';
 import { nativeIndex } from './index.js';
+import { nativeReplayFleet } from './replay-fleet.js';
 import { nativeRouterCore } from './router-core.js';
 
 export function nativeBackend(binding: NativeBinding): Backend {
@@ -28,5 +29,6 @@ export function nativeBackend(binding: NativeBinding): Backend {
     createIndex: (writerThreads) => nativeIndex(binding, writerThreads),
     decodeEngineBatch: (payload) => callNative(() => binding.decodeEngineBatch(payload)),
     createRouterCore: (index) => nativeRouterCore(binding, index),
+    createReplayFleet: (spec) => nativeReplayFleet(binding, spec),
   };
 }

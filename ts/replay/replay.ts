@@ -13,6 +13,7 @@ import type { KvRouterOptions } from '../router/options.js';
 import type { Selector } from '../router/select.js';
 import { describe, positiveInteger, positiveNumber } from '../validate.js';
 import { BlockIds } from './block-ids.js';
+import { prefixCeiling } from './ceiling.js';
 import type { TimingModel } from './engine.js';
 import { generateTrace } from './generate.js';
 import { type PolicyReport, type ReplayReport, summarise } from './report.js';
@@ -134,23 +135,7 @@ export function upperBoundHitRatio(trace: Trace, blockSize: number, backend?: Ba
       ),
     ),
   );
-  return ceilingOf(trace, byRequest, ids.size, blockSize);
-}
-
-/** The ceiling from each request's block ids (a simulation computed them already). */
-function ceilingOf(trace: Trace, idsByRequest: readonly Int32Array[], distinct: number, blockSize: number): number {
-  const seen = new Uint8Array(distinct);
-  let hit = 0;
-  let total = 0;
-  for (const [i, req] of trace.requests.entries()) {
-    const ids = idsByRequest[i];
-    let n = 0;
-    while (n < ids.length && seen[ids[n]] === 1) n++;
-    hit += Math.min(n * blockSize, req.inputLength);
-    total += req.inputLength;
-    for (const id of ids) seen[id] = 1;
-  }
-  return total > 0 ? hit / total : 0;
+  return prefixCeiling(byRequest, trace.requests, blockSize, ids.size);
 }
 
 /**
@@ -192,18 +177,18 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
   }
   const policies = (opts.policies ?? ['kv']).map((p) => policySelector(p, seed));
   const reports: PolicyReport[] = [];
-  let last: { blockIds: Int32Array[]; distinctBlocks: number } = { blockIds: [], distinctBlocks: 0 };
+  let ceiling = 0;
   for (const { name, selector } of policies) {
     const run = await simulatePolicy(trace, selector, { ...cfg, onProgress: opts.onProgress && ((d, t) => opts.onProgress?.(name, d, t)) });
     reports.push(summarise(name, run, cfg.workers));
-    last = run;
+    ceiling = run.upperBoundHitRatio;
   }
   const { onProgress: _ignored, trace: _trace, ...shown } = opts;
   return {
     trace: {
       path: trace.path ?? null,
       requests: trace.requests.length,
-      upperBoundHitRatio: ceilingOf(trace, last.blockIds, last.distinctBlocks, cfg.engine.blockSize),
+      upperBoundHitRatio: ceiling,
     },
     config: {
       ...shown,

@@ -126,7 +126,7 @@ export interface ReplayReport {
   policies: PolicyReport[];
 }
 
-export function distribution(values: number[]): Distribution {
+export function distribution(values: ArrayLike<number>): Distribution {
   if (values.length === 0) return { mean: 0, p50: 0, p90: 0, p95: 0, p99: 0, max: 0 };
   const s = Float64Array.from(values).sort();
   const at = (p: number) => s[Math.round(((s.length - 1) * p) / 100)];

@@ -211,10 +211,15 @@ function mix32(x: number): number {
  */
 export function synthesizeTokens(req: TraceRequest, traceBlockSize: number): Uint32Array {
   const out = new Uint32Array(req.inputLength);
-  for (let k = 0; k < req.inputLength; k++) {
-    const id = req.hashIds[Math.floor(k / traceBlockSize)];
-    const v = id * traceBlockSize + (k % traceBlockSize);
-    out[k] = v < 4294967296 ? mix32(v) : mix32(mix32(Math.floor(v / 4294967296)) ^ v);
+  // Block by block: no division per token (this runs for every prompt token of a replay).
+  for (let start = 0, b = 0; start < req.inputLength; start += traceBlockSize, b++) {
+    const base = req.hashIds[b] * traceBlockSize;
+    const end = Math.min(start + traceBlockSize, req.inputLength);
+    if (base + traceBlockSize <= 4294967296) {
+      for (let k = start, v = base; k < end; k++, v++) out[k] = mix32(v);
+    } else {
+      for (let k = start, v = base; k < end; k++, v++) out[k] = v < 4294967296 ? mix32(v) : mix32(mix32(Math.floor(v / 4294967296)) ^ v);
+    }
   }
   return out;
 }

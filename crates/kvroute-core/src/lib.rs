@@ -5,6 +5,7 @@
 //! * [`index`]: the concurrent compressed radix tree of which worker holds which KV blocks.
 //! * [`ingest`]: engine KV events over ZeroMQ (vLLM, SGLang, TensorRT-LLM): decoding,
 //!   conversion, gap repair and restarts, on Rust threads.
+//! * [`replay`]: the engine fleet simulation of `kvroute replay`.
 //! * [`load`] and [`routing`]: per-rank active load, and the per-request figures a router weighs.
 //!
 //! The napi binding (`kvroute-node`) only converts types and errors; everything that decides
@@ -15,6 +16,7 @@ pub mod hashing;
 pub mod index;
 pub mod ingest;
 pub mod load;
+pub mod replay;
 pub mod routing;
 
 pub use error::{ErrorCode, KvError};

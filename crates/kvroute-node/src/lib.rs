@@ -10,4 +10,5 @@ mod index;
 mod ingest;
 mod memory;
 mod panic_probe;
+mod replay;
 mod router;

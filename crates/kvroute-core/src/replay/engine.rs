@@ -1,0 +1,365 @@
+//! One simulated engine rank, the Rust twin of `ts/replay/engine.ts` (read there for the model):
+//! continuous batching with chunked prefill, a prefix-caching block pool, recompute preemption
+//! of the newest request when blocks run out, and Dynamo's mocker timing. Every step mirrors the
+//! TypeScript line for line, with the same floating-point operations in the same order, so both
+//! give bit-identical reports.
+
+use super::kv_cache::{Block, KvCache};
+use super::timing::{decode_ms, prefill_ms, TimingModel};
+use std::collections::VecDeque;
+
+/// Engine knobs (vLLM's names).
+#[derive(Clone, Copy, Debug)]
+pub struct EngineConfig {
+    pub block_size: u64,
+    pub num_gpu_blocks: u64,
+    pub max_num_seqs: u64,
+    pub max_num_batched_tokens: u64,
+    /// Divides every simulated duration.
+    pub speedup: f64,
+    pub timing: TimingModel,
+}
+
+const OUTPUT_TAG: u64 = 0x6f75_7470_7574_5f62;
+
+/// A request as an engine sees it.
+#[derive(Default)]
+pub(crate) struct SimRequest {
+    pub uid: u32,
+    pub input_length: u64,
+    pub output_length: u64,
+    pub prompt: Vec<Block>,
+    pub arrival_ms: f64,
+    pub first_admit_ms: f64,
+    pub first_token_ms: f64,
+    pub last_token_ms: f64,
+    pub reused_tokens: u64,
+    pub generated: u64,
+    pub prefilled: u64,
+    pub admitted: bool,
+    pub preemptions: u32,
+    pub held: Vec<Block>,
+    pub prompt_taken: usize,
+    pub output_full: u64,
+    pub partial: bool,
+    pub just_prefilled: bool,
+    pub in_decode: bool,
+}
+
+impl SimRequest {
+    pub fn new(uid: u32, input_length: u64, output_length: u64, prompt: Vec<Block>, arrival_ms: f64) -> Self {
+        Self {
+            uid,
+            input_length,
+            output_length,
+            prompt,
+            arrival_ms,
+            first_admit_ms: -1.0,
+            first_token_ms: -1.0,
+            last_token_ms: -1.0,
+            ..Self::default()
+        }
+    }
+
+    fn context(&self) -> u64 {
+        self.input_length + self.generated
+    }
+
+    /// The `index`-th output block: unique to the request (generated tokens are unique).
+    fn output_block(&self, index: u64) -> Block {
+        let base = u64::from(self.uid) << 24;
+        Block {
+            key: -(i64::from(self.uid) * (1 << 24) + index as i64 + 1),
+            seq: base ^ index ^ OUTPUT_TAG,
+            local: base ^ index,
+        }
+    }
+}
+
+/// Whether `a` arrived after `b` (ties by uid, i.e. trace order).
+fn later(a: &SimRequest, b: &SimRequest) -> bool {
+    a.arrival_ms > b.arrival_ms || (a.arrival_ms == b.arrival_ms && a.uid > b.uid)
+}
+
+/// What a pass produced, besides the KV events left in the pool's buffer.
+#[derive(Default)]
+pub(crate) struct PassOutput {
+    pub first_tokens: Vec<u32>,
+    pub finished: Vec<u32>,
+}
+
+pub(crate) struct Engine {
+    pub cache: KvCache,
+    config: EngineConfig,
+    waiting: VecDeque<u32>,
+    prefill: VecDeque<u32>,
+    decode: Vec<u32>,
+    /// Every gap between two consecutive tokens of a request (ms).
+    pub token_gaps: Vec<f64>,
+    batch: Vec<u32>,
+    produced: Vec<u32>,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig, worker_id: u64, dp_rank: u32) -> Self {
+        Self {
+            cache: KvCache::new(config.num_gpu_blocks as usize, worker_id, dp_rank),
+            config,
+            waiting: VecDeque::new(),
+            prefill: VecDeque::new(),
+            decode: Vec::new(),
+            token_gaps: Vec::new(),
+            batch: Vec::new(),
+            produced: Vec::new(),
+        }
+    }
+
+    pub fn idle(&self) -> bool {
+        self.waiting.is_empty() && self.prefill.is_empty() && self.decode.is_empty()
+    }
+
+    fn running(&self) -> u64 {
+        (self.prefill.len() + self.decode.len()) as u64
+    }
+
+    pub fn enqueue(&mut self, uid: u32) {
+        self.waiting.push_back(uid);
+    }
+
+    /// Makes `r`'s blocks cover its first `tokens` tokens; false when the pool is full.
+    fn ensure(&mut self, r: &mut SimRequest, tokens: u64) -> bool {
+        let bs = self.config.block_size;
+        let want_prompt = ((tokens / bs) as usize).min(r.prompt.len());
+        if r.prompt_taken < want_prompt {
+            let parent = if r.prompt_taken > 0 { Some(r.prompt[r.prompt_taken - 1].seq) } else { None };
+            let slice = &r.prompt[r.prompt_taken..want_prompt];
+            let taken = self.cache.use_blocks(slice, parent);
+            r.held.extend_from_slice(&slice[..taken]);
+            let short = taken < slice.len();
+            r.prompt_taken += taken;
+            if short {
+                return false;
+            }
+        }
+        let full = tokens / bs;
+        while r.prompt_taken as u64 + r.output_full < full {
+            if !r.partial {
+                if !self.cache.use_private() {
+                    return false;
+                }
+                r.partial = true;
+            }
+            let block = r.output_block(r.output_full);
+            let parent = r.held.last().map(|b| b.seq);
+            self.cache.promote(block, parent);
+            r.held.push(block);
+            r.output_full += 1;
+            r.partial = false;
+        }
+        if !tokens.is_multiple_of(bs) && !r.partial {
+            if !self.cache.use_private() {
+                return false;
+            }
+            r.partial = true;
+        }
+        true
+    }
+
+    fn release_all(&mut self, r: &mut SimRequest) {
+        self.cache.release(&r.held);
+        if r.partial {
+            self.cache.release_private();
+        }
+        r.held.clear();
+        r.partial = false;
+        r.prompt_taken = 0;
+        r.output_full = 0;
+        r.prefilled = 0;
+        r.admitted = false;
+    }
+
+    /// Preempts the newest running request that arrived after `uid` (vLLM's recompute
+    /// preemption); false when none is younger.
+    fn preempt_younger_than(&mut self, reqs: &mut [SimRequest], uid: u32) -> bool {
+        let mut victim: Option<u32> = None;
+        for &x in self.decode.iter().chain(self.prefill.iter()) {
+            let (rx, rr) = (&reqs[x as usize], &reqs[uid as usize]);
+            if x != uid && later(rx, rr) && victim.is_none_or(|v| later(rx, &reqs[v as usize])) {
+                victim = Some(x);
+            }
+        }
+        let Some(v) = victim else { return false };
+        self.requeue(reqs, v);
+        true
+    }
+
+    fn requeue(&mut self, reqs: &mut [SimRequest], uid: u32) {
+        let r = &mut reqs[uid as usize];
+        if r.in_decode {
+            if let Some(i) = self.decode.iter().position(|&x| x == uid) {
+                self.decode.remove(i);
+            }
+        } else if let Some(i) = self.prefill.iter().position(|&x| x == uid) {
+            self.prefill.remove(i);
+        }
+        r.in_decode = false;
+        self.release_all(r);
+        r.preemptions += 1;
+        self.waiting.push_front(uid);
+    }
+
+    fn admit(&mut self, r: &mut SimRequest, now: f64) {
+        let bs = self.config.block_size;
+        let hit = self.cache.prefix_hit(&r.prompt) as u64;
+        let cached = (hit * bs).min(r.input_length);
+        r.reused_tokens = r.reused_tokens.max(cached);
+        if r.first_admit_ms < 0.0 {
+            r.first_admit_ms = now;
+        }
+        r.admitted = true;
+        // Cached blocks are in the pool already: taking them cannot fail.
+        self.ensure(r, hit * bs);
+        r.prefilled = cached;
+    }
+
+    /// `ensure`, preempting younger requests until it succeeds or none is left.
+    fn ensure_preempting(&mut self, reqs: &mut [SimRequest], uid: u32, tokens: u64) -> bool {
+        loop {
+            if self.ensure(&mut reqs[uid as usize], tokens) {
+                return true;
+            }
+            if !self.preempt_younger_than(reqs, uid) {
+                return false;
+            }
+        }
+    }
+
+    fn dynamo_decode_ms(&self, reqs: &[SimRequest]) -> f64 {
+        let bs = self.config.block_size;
+        let mut blocks = 0u64;
+        let mut decoding = false;
+        for &uid in &self.decode {
+            let r = &reqs[uid as usize];
+            if r.just_prefilled || !r.in_decode {
+                continue;
+            }
+            decoding = true;
+            blocks += r.context().div_ceil(bs);
+        }
+        if decoding {
+            decode_ms(blocks as f64 / self.config.num_gpu_blocks as f64)
+        } else {
+            0.0
+        }
+    }
+
+    /// One engine pass starting at `now`: a prefill step, then a decode step. Returns its
+    /// duration; first tokens and completions go to `out`, KV events to the pool's buffer.
+    pub fn step(&mut self, now: f64, reqs: &mut [SimRequest], out: &mut PassOutput) -> f64 {
+        let cfg = self.config;
+        let dynamo = cfg.timing == TimingModel::Dynamo;
+        let mut budget = cfg.max_num_batched_tokens as i64 - self.decode.len() as i64;
+        let mut prefill_time = 0.0;
+        let mut prefill_tokens = 0u64;
+        while budget > 0 {
+            if self.prefill.is_empty() {
+                if self.waiting.is_empty() || self.running() >= cfg.max_num_seqs {
+                    break;
+                }
+                let next = self.waiting.pop_front().expect("waiting is not empty");
+                self.prefill.push_back(next);
+            }
+            let uid = self.prefill[0];
+            if !reqs[uid as usize].admitted {
+                self.admit(&mut reqs[uid as usize], now);
+            }
+            let r = &reqs[uid as usize];
+            let chunk = (r.context() - r.prefilled).min(budget as u64);
+            let target = r.prefilled + chunk;
+            if !self.ensure_preempting(reqs, uid, target) {
+                break;
+            }
+            if !dynamo {
+                prefill_time += prefill_ms(chunk as f64);
+            }
+            prefill_tokens += chunk;
+            let r = &mut reqs[uid as usize];
+            r.prefilled += chunk;
+            budget -= chunk as i64;
+            if r.prefilled < r.context() {
+                break;
+            }
+            self.prefill.pop_front();
+            r.just_prefilled = r.generated == 0;
+            r.in_decode = true;
+            self.decode.push(uid);
+        }
+        if dynamo {
+            prefill_time = prefill_ms(prefill_tokens as f64);
+        }
+        out.first_tokens.clear();
+        out.finished.clear();
+        self.produced.clear();
+        let mut decode_time = 0.0;
+        if !self.decode.is_empty() {
+            decode_time = if dynamo {
+                self.dynamo_decode_ms(reqs)
+            } else {
+                decode_ms(self.cache.used() as f64 / cfg.num_gpu_blocks as f64)
+            };
+            // A snapshot: finishing and preemption remove requests from `decode` during the loop.
+            let mut batch = std::mem::take(&mut self.batch);
+            batch.clear();
+            batch.extend_from_slice(&self.decode);
+            for &uid in &batch {
+                let r = &mut reqs[uid as usize];
+                if !r.in_decode {
+                    continue;
+                }
+                if r.just_prefilled {
+                    // The pass that completes a prefill produces the first token.
+                    r.just_prefilled = false;
+                    r.generated = 1;
+                    out.first_tokens.push(uid);
+                } else {
+                    let target = r.context() + 1;
+                    if !self.ensure_preempting(reqs, uid, target) {
+                        // The newest running request yields its own blocks.
+                        self.requeue(reqs, uid);
+                        continue;
+                    }
+                    reqs[uid as usize].generated += 1;
+                    self.produced.push(uid);
+                }
+                let r = &mut reqs[uid as usize];
+                if r.generated >= r.output_length {
+                    if let Some(i) = self.decode.iter().position(|&x| x == uid) {
+                        self.decode.remove(i);
+                    }
+                    r.in_decode = false;
+                    self.release_all(r);
+                    out.finished.push(uid);
+                }
+            }
+            self.batch = batch;
+        }
+        let duration = (prefill_time + decode_time) / cfg.speedup;
+        let end = now + duration;
+        for &uid in &self.produced {
+            self.token_gaps.push(end - reqs[uid as usize].last_token_ms);
+        }
+        for &uid in &out.first_tokens {
+            reqs[uid as usize].first_token_ms = end;
+        }
+        for &uid in &self.decode {
+            let r = &mut reqs[uid as usize];
+            if r.generated > 0 {
+                r.last_token_ms = end;
+            }
+        }
+        for &uid in &out.finished {
+            reqs[uid as usize].last_token_ms = end;
+        }
+        duration
+    }
+}

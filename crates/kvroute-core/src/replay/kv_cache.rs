@@ -1,0 +1,299 @@
+//! One rank's KV block pool, as vLLM's prefix cache: blocks in use are reference-counted, an
+//! unused block stays cached in an LRU list until its room is needed. It writes the KV events a
+//! real engine publishes straight into the packed layout the index consumes
+//! (`index::packed`): Stored when a block enters the cache, Removed when one is evicted.
+
+use crate::index::packed::{FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_REMOVED, KIND_STORED};
+use rustc_hash::FxHashMap;
+
+/// A full block: `key` identifies it within one simulation (interned prompt ids are >= 0,
+/// output blocks negative); `seq` and `local` are its sequence and local hashes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Block {
+    pub key: i64,
+    pub seq: u64,
+    pub local: u64,
+}
+
+const NIL: u32 = u32::MAX;
+
+/// A block in the pool: in use (`refs > 0`) or cached in the LRU list at `slot`.
+struct Entry {
+    refs: u32,
+    slot: u32,
+}
+
+struct LruNode {
+    block: Block,
+    prev: u32,
+    next: u32,
+}
+
+/// The KV events of the passes since the last take, packed (see `index::packed`).
+#[derive(Default)]
+pub(crate) struct PackedEvents {
+    pub meta: Vec<u32>,
+    pub words: Vec<u64>,
+    /// Whether the last event is a Removed that further evictions may extend.
+    last_removed: bool,
+}
+
+impl PackedEvents {
+    pub fn is_empty(&self) -> bool {
+        self.meta.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.meta.clear();
+        self.words.clear();
+        self.last_removed = false;
+    }
+}
+
+/// The pool: one map from block key to its entry (one lookup per block operation), and a
+/// slab-backed doubly-linked LRU list of the cached blocks.
+pub(crate) struct KvCache {
+    capacity: usize,
+    entries: FxHashMap<i64, Entry>,
+    nodes: Vec<LruNode>,
+    free_slots: Vec<u32>,
+    head: u32,
+    tail: u32,
+    cached: usize,
+    active: usize,
+    private_blocks: usize,
+    pub worker_id: u64,
+    dp_rank: u32,
+    pub events: PackedEvents,
+    /// Fresh blocks of the `use_blocks` call in progress.
+    fresh: Vec<Block>,
+}
+
+impl KvCache {
+    pub fn new(capacity: usize, worker_id: u64, dp_rank: u32) -> Self {
+        Self {
+            capacity,
+            entries: FxHashMap::default(),
+            nodes: Vec::new(),
+            free_slots: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            cached: 0,
+            active: 0,
+            private_blocks: 0,
+            worker_id,
+            dp_rank,
+            events: PackedEvents::default(),
+            fresh: Vec::new(),
+        }
+    }
+
+    /// Blocks in use (the engine's KV occupancy).
+    pub fn used(&self) -> usize {
+        self.active + self.private_blocks
+    }
+
+    /// Leading `blocks` that are in the pool (in use or cached).
+    pub fn prefix_hit(&self, blocks: &[Block]) -> usize {
+        blocks.iter().take_while(|b| self.entries.contains_key(&b.key)).count()
+    }
+
+    fn lru_push(&mut self, block: Block) -> u32 {
+        let node = LruNode { block, prev: self.tail, next: NIL };
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.nodes[s as usize] = node;
+                s
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        if self.tail == NIL {
+            self.head = slot;
+        } else {
+            self.nodes[self.tail as usize].next = slot;
+        }
+        self.tail = slot;
+        self.cached += 1;
+        slot
+    }
+
+    fn lru_unlink(&mut self, slot: u32) {
+        let (prev, next) = {
+            let n = &self.nodes[slot as usize];
+            (n.prev, n.next)
+        };
+        if prev == NIL {
+            self.head = next;
+        } else {
+            self.nodes[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.nodes[next as usize].prev = prev;
+        }
+        self.free_slots.push(slot);
+        self.cached -= 1;
+    }
+
+    /// Takes one more reference on a block already in the pool; false if it is not there.
+    fn take_existing(&mut self, key: i64) -> bool {
+        let Some(entry) = self.entries.get_mut(&key) else { return false };
+        if entry.refs == 0 {
+            let slot = entry.slot;
+            entry.refs = 1;
+            self.lru_unlink(slot);
+            self.active += 1;
+        } else {
+            entry.refs += 1;
+        }
+        true
+    }
+
+    fn insert_active(&mut self, key: i64) {
+        self.entries.insert(key, Entry { refs: 1, slot: NIL });
+        self.active += 1;
+    }
+
+    /// Makes room for one more block, evicting the least recently used cached one if needed.
+    fn reserve(&mut self) -> bool {
+        if self.used() + self.cached < self.capacity {
+            return true;
+        }
+        if self.head == NIL {
+            return false;
+        }
+        let slot = self.head;
+        let block = self.nodes[slot as usize].block;
+        self.lru_unlink(slot);
+        self.entries.remove(&block.key);
+        self.push_removed(block.seq);
+        true
+    }
+
+    fn push_removed(&mut self, seq: u64) {
+        let ev = &mut self.events;
+        if ev.last_removed {
+            let n = ev.meta.len();
+            ev.meta[n - 1] += 1;
+        } else {
+            ev.meta.extend([KIND_REMOVED, self.dp_rank, FLAG_DEVICE_TIER, 1]);
+            ev.words.extend([self.worker_id, 0]);
+            ev.last_removed = true;
+        }
+        ev.words.push(seq);
+    }
+
+    fn push_stored(&mut self, parent: Option<u64>, blocks: &[Block]) {
+        let ev = &mut self.events;
+        let flags = FLAG_DEVICE_TIER | if parent.is_some() { FLAG_HAS_PARENT } else { 0 };
+        ev.meta.extend([KIND_STORED, self.dp_rank, flags, blocks.len() as u32]);
+        ev.words.extend([self.worker_id, 0]);
+        ev.words.extend(parent);
+        ev.words.extend(blocks.iter().flat_map(|b| [b.seq, b.local]));
+        ev.last_removed = false;
+    }
+
+    /// Takes `blocks` (consecutive, after `parent`) into use; returns how many it took (fewer
+    /// when the pool is full of blocks in use). One Stored event covers the newly cached ones.
+    pub fn use_blocks(&mut self, blocks: &[Block], parent: Option<u64>) -> usize {
+        let mut fresh = std::mem::take(&mut self.fresh);
+        fresh.clear();
+        let mut fresh_parent = parent;
+        let mut taken = 0;
+        for b in blocks {
+            if !self.take_existing(b.key) {
+                if !self.reserve() {
+                    break;
+                }
+                self.insert_active(b.key);
+                if fresh.is_empty() {
+                    fresh_parent = if taken == 0 { parent } else { Some(blocks[taken - 1].seq) };
+                }
+                fresh.push(*b);
+            }
+            taken += 1;
+        }
+        if !fresh.is_empty() {
+            self.push_stored(fresh_parent, &fresh);
+        }
+        self.fresh = fresh;
+        taken
+    }
+
+    /// Takes a private block (a partial block being filled).
+    pub fn use_private(&mut self) -> bool {
+        if !self.reserve() {
+            return false;
+        }
+        self.private_blocks += 1;
+        true
+    }
+
+    pub fn release_private(&mut self) {
+        self.private_blocks -= 1;
+    }
+
+    /// A private block became full with this identity: it joins the prefix cache and is
+    /// announced, unless an identical block is already there, in which case the two merge.
+    pub fn promote(&mut self, block: Block, parent: Option<u64>) {
+        self.private_blocks -= 1;
+        if !self.take_existing(block.key) {
+            self.insert_active(block.key);
+            self.push_stored(parent, &[block]);
+        }
+    }
+
+    /// Releases blocks, most recent first; unused ones stay cached, newest last in the LRU.
+    pub fn release(&mut self, blocks: &[Block]) {
+        for b in blocks.iter().rev() {
+            match self.entries.get_mut(&b.key) {
+                Some(e) if e.refs > 1 => e.refs -= 1,
+                Some(e) if e.refs == 1 => {
+                    self.active -= 1;
+                    let slot = self.lru_push(*b);
+                    if let Some(e) = self.entries.get_mut(&b.key) {
+                        e.refs = 0;
+                        e.slot = slot;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blocks(ids: &[i64]) -> Vec<Block> {
+        ids.iter().map(|&i| Block { key: i, seq: 1000 + i as u64, local: i as u64 }).collect()
+    }
+
+    #[test]
+    fn evicts_least_recently_used_and_announces_it() {
+        let mut c = KvCache::new(4, 7, 0);
+        assert_eq!(c.use_blocks(&blocks(&[1, 2, 3]), None), 3);
+        c.release(&blocks(&[1, 2, 3]));
+        c.events.clear();
+        assert_eq!(c.use_blocks(&blocks(&[7, 8]), None), 2);
+        // One Removed (block 3's seq, released first) then the Stored of 7 and 8.
+        assert_eq!(c.events.meta, vec![KIND_REMOVED, 0, FLAG_DEVICE_TIER, 1, KIND_STORED, 0, FLAG_DEVICE_TIER, 2]);
+        assert_eq!(c.events.words, vec![7, 0, 1003, 7, 0, 1007, 7, 1008, 8]);
+        assert_eq!(c.prefix_hit(&blocks(&[1, 2])), 2);
+    }
+
+    #[test]
+    fn full_pool_takes_what_fits() {
+        let mut c = KvCache::new(3, 0, 0);
+        assert_eq!(c.use_blocks(&blocks(&[1, 2, 3, 4]), None), 3);
+        assert!(!c.use_private());
+        c.release(&blocks(&[3]));
+        assert!(c.use_private());
+        assert_eq!(c.used(), 3);
+    }
+}

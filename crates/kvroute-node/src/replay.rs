@@ -1,0 +1,173 @@
+//! The `NativeReplayFleet` class: kvroute-core's replay `Fleet` (the engine ranks of one
+//! simulated policy run). The TypeScript loop wakes it with `run` and reads what a pass
+//! produced; quiet engine passes never cross into JavaScript.
+
+use crate::convert::{guard, invalid_arg, to_node_error};
+use crate::index::NativeKvIndex;
+use kvroute_core::replay::{EngineConfig, Fleet, FleetRank, TimingModel, Wake};
+use napi::bindgen_prelude::{Float64Array, Float64ArraySlice, Uint32Array};
+use napi::Result;
+use napi_derive::napi;
+use std::sync::Arc;
+
+/// Numbers per request in `outcomes`: arrival, first token, last token (ms), reused prompt
+/// tokens, preemptions.
+const OUTCOME_FIGURES: usize = 5;
+
+fn count_arg(value: f64, name: &str) -> Result<u64, &'static str> {
+    if !(value >= 0.0 && value.fract() == 0.0 && value < 9_007_199_254_740_992.0) {
+        return Err(invalid_arg(format!("{name} must be a non-negative safe integer")));
+    }
+    Ok(value as u64)
+}
+
+#[napi]
+pub struct NativeReplayFleet {
+    inner: Fleet,
+}
+
+#[napi]
+impl NativeReplayFleet {
+    /// `engine`: block size, GPU blocks, max sequences, max batched tokens (integers) and the
+    /// speedup; `timing`: "dynamo" or "classic"; one rank per (`workers[i]`, `dpRanks[i]`).
+    #[napi(constructor)]
+    pub fn new(
+        engine: &[f64],
+        timing: String,
+        workers: &[f64],
+        dp_ranks: &[u32],
+        requests: u32,
+        publish_events: bool,
+    ) -> Result<Self, &'static str> {
+        guard(|| {
+            let &[block_size, gpu, seqs, batched, speedup] = engine else {
+                return Err(invalid_arg("engine config must have 5 numbers"));
+            };
+            let timing = match timing.as_str() {
+                "dynamo" => TimingModel::Dynamo,
+                "classic" => TimingModel::Classic,
+                other => return Err(invalid_arg(format!("timing must be 'dynamo' or 'classic', got {other:?}"))),
+            };
+            if workers.len() != dp_ranks.len() {
+                return Err(invalid_arg("workers and dp ranks differ in length"));
+            }
+            let ranks = workers
+                .iter()
+                .zip(dp_ranks)
+                .map(|(&w, &dp_rank)| Ok(FleetRank { worker_id: count_arg(w, "worker id")?, dp_rank }))
+                .collect::<Result<Vec<_>, _>>()?;
+            let config = EngineConfig {
+                block_size: count_arg(block_size, "blockSize")?,
+                num_gpu_blocks: count_arg(gpu, "numGpuBlocks")?,
+                max_num_seqs: count_arg(seqs, "maxNumSeqs")?,
+                max_num_batched_tokens: count_arg(batched, "maxNumBatchedTokens")?,
+                speedup,
+                timing,
+            };
+            let inner = Fleet::new(config, &ranks, requests as usize, publish_events).map_err(to_node_error)?;
+            Ok(Self { inner })
+        })
+    }
+
+    /// Delivers every pass's KV events to this index (one per router replica).
+    #[napi(js_name = "attachIndex")]
+    pub fn attach_index(&mut self, index: &NativeKvIndex) {
+        self.inner.attach_index(Arc::clone(&index.inner));
+    }
+
+    #[napi]
+    pub fn load(&mut self, at: &[f64], uids: &[u32]) -> Result<(), &'static str> {
+        guard(|| self.inner.load(at, uids).map_err(to_node_error))
+    }
+
+    #[napi(js_name = "setNextTurn")]
+    pub fn set_next_turn(&mut self, prev: u32, next: u32, delay_ms: f64) -> Result<(), &'static str> {
+        guard(|| self.inner.set_next_turn(prev, next, delay_ms).map_err(to_node_error))
+    }
+
+    #[napi(js_name = "addRequest")]
+    pub fn add_request(
+        &mut self,
+        uid: u32,
+        input_length: f64,
+        output_length: f64,
+        seqs: &[u64],
+        locals: &[u64],
+    ) -> Result<(), &'static str> {
+        guard(|| {
+            let input = count_arg(input_length, "inputLength")?;
+            let output = count_arg(output_length, "outputLength")?;
+            self.inner.add_request(uid, input, output, seqs, locals).map_err(to_node_error)
+        })
+    }
+
+    #[napi]
+    pub fn enqueue(&mut self, rank: u32, uid: u32) -> Result<(), &'static str> {
+        guard(|| self.inner.enqueue(rank as usize, uid).map_err(to_node_error))
+    }
+
+    /// Runs to the next wake: 0 done, 1 an arrival, 2 a pass with output. `header` gets the
+    /// clock and the subject (the arriving uid, or the rank whose pass ended).
+    #[napi]
+    pub fn run(&mut self, mut header: Float64ArraySlice<'_>) -> Result<u32, &'static str> {
+        guard(|| {
+            if header.len() < 2 {
+                return Err(invalid_arg("run needs a header of 2 numbers"));
+            }
+            let wake = self.inner.run().map_err(to_node_error)?;
+            // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript can
+            // touch `header` while it is written; the TypeScript wrapper owns it.
+            let header = unsafe { header.as_mut() };
+            header[0] = self.inner.clock();
+            let (kind, subject) = match wake {
+                Wake::Done => (0, 0.0),
+                Wake::Arrival(uid) => (1, f64::from(uid)),
+                Wake::Output(rank) => (2, rank as f64),
+            };
+            header[1] = subject;
+            Ok(kind)
+        })
+    }
+
+    #[napi(js_name = "firstTokens")]
+    pub fn first_tokens(&self, rank: u32) -> Uint32Array {
+        Uint32Array::new(self.inner.first_tokens(rank as usize).to_vec())
+    }
+
+    #[napi]
+    pub fn finished(&self, rank: u32) -> Uint32Array {
+        Uint32Array::new(self.inner.finished(rank as usize).to_vec())
+    }
+
+    /// Waits until the KV events sent so far are visible in the indexes.
+    #[napi(js_name = "syncIndexes")]
+    pub fn sync_indexes(&mut self) -> Result<(), &'static str> {
+        guard(|| self.inner.sync_indexes().map_err(to_node_error))
+    }
+
+    #[napi(js_name = "upperBoundHitRatio")]
+    pub fn upper_bound_hit_ratio(&self) -> f64 {
+        self.inner.upper_bound_hit_ratio()
+    }
+
+    /// `OUTCOME_FIGURES` numbers per request, by uid.
+    #[napi]
+    pub fn outcomes(&self) -> Float64Array {
+        let mut out = Vec::with_capacity(OUTCOME_FIGURES * self.inner.outcomes().len());
+        for o in self.inner.outcomes() {
+            out.extend([
+                o.arrival_ms,
+                o.first_token_ms,
+                o.last_token_ms,
+                o.reused_tokens as f64,
+                f64::from(o.preemptions),
+            ]);
+        }
+        Float64Array::new(out)
+    }
+
+    #[napi(js_name = "tokenGaps")]
+    pub fn token_gaps(&self) -> Float64Array {
+        Float64Array::new(self.inner.token_gaps())
+    }
+}

@@ -1,0 +1,212 @@
+/**
+ * The replay fleet (the engine ranks and the clock of one simulated run), on both backends:
+ * the Rust core's `Fleet` and its TypeScript twin. The fleet is internal; these tests drive it
+ * through the backend interface the simulation uses, with pass timings computed by hand from
+ * Dynamo's polynomials. Whole replays are compared across backends in replay.test.ts.
+ */
+import { describe, expect, test } from 'vitest';
+import { resolveBackend } from '../ts/backend.js';
+import type { IndexBackend, ReplayFleetBackend, ReplayFleetSpec } from '../ts/backend-types.js';
+import { KvRouteError } from '../ts/errors.js';
+import { generateTrace, replay } from '../ts/index.js';
+import { decodeMs, prefillMs } from '../ts/replay/engine.js';
+import { BACKENDS } from './helpers/backends.js';
+
+const spec = (over: Partial<ReplayFleetSpec> = {}): ReplayFleetSpec => ({
+  blockSize: 4,
+  numGpuBlocks: 64,
+  maxNumSeqs: 8,
+  maxNumBatchedTokens: 32,
+  speedup: 1,
+  timing: 'dynamo',
+  workers: [0],
+  dpRanks: [0],
+  requests: 2,
+  publishEvents: true,
+  indexes: [],
+  ...over,
+});
+
+/** A request: its prompt's full blocks, named by small numbers (equal names, equal blocks). */
+interface Req {
+  at: number;
+  blocks: number[];
+  input: number;
+  output: number;
+}
+
+interface Outcome {
+  arrival: number;
+  firstToken: number;
+  lastToken: number;
+  reused: number;
+  preemptions: number;
+}
+
+/** Runs requests through a one-rank fleet; every arrival is enqueued on rank 0. */
+function drive(fleet: ReplayFleetBackend, reqs: Req[]): { outcomes: Outcome[]; wakes: Array<[number, number, number]> } {
+  fleet.load(
+    Float64Array.from(reqs, (r) => r.at),
+    Uint32Array.from(reqs, (_, i) => i),
+  );
+  const header = new Float64Array(2);
+  const wakes: Array<[number, number, number]> = [];
+  for (let kind = fleet.run(header); kind !== 0; kind = fleet.run(header)) {
+    wakes.push([kind, header[0], header[1]]);
+    if (kind === 1) {
+      const uid = header[1];
+      const r = reqs[uid];
+      const seqs = BigUint64Array.from(r.blocks, (b) => BigInt(1000 + b));
+      const locals = BigUint64Array.from(r.blocks, (b) => BigInt(b));
+      fleet.addRequest(uid, r.input, r.output, seqs, locals);
+      fleet.enqueue(0, uid);
+    }
+  }
+  const f = fleet.outcomes();
+  const outcomes = reqs.map((_, i) => ({
+    arrival: f[5 * i],
+    firstToken: f[5 * i + 1],
+    lastToken: f[5 * i + 2],
+    reused: f[5 * i + 3],
+    preemptions: f[5 * i + 4],
+  }));
+  return { outcomes, wakes };
+}
+
+describe.each(BACKENDS)('replay fleet (%s)', (backend) => {
+  const make = (over: Partial<ReplayFleetSpec> = {}) => resolveBackend(backend).createReplayFleet(spec(over));
+
+  test('rules 1, 2 and 4 (Dynamo timing): same-instant arrivals share one pass, one prefill polynomial on its total, no decode step', () => {
+    const { outcomes } = drive(make(), [
+      { at: 0, blocks: [1, 2], input: 8, output: 1 },
+      { at: 0, blocks: [3, 4], input: 8, output: 1 },
+    ]);
+    // One pass of 16 new tokens; nothing was decoding, so no decode step.
+    expect(outcomes[0].firstToken).toBe(prefillMs(16));
+    expect(outcomes[1].firstToken).toBe(prefillMs(16));
+    expect(outcomes[1].lastToken).toBe(prefillMs(16));
+  });
+
+  test('classic timing: the pass starts at the first arrival, one polynomial per chunk, a decode step in every pass', () => {
+    const { outcomes } = drive(make({ timing: 'classic' }), [
+      { at: 0, blocks: [1, 2], input: 8, output: 1 },
+      { at: 0, blocks: [3, 4], input: 8, output: 1 },
+    ]);
+    // Pass 1: request 0 alone (8 tokens) plus a decode step at 2 blocks in use of 64 (the
+    // finished request's blocks are released after the occupancy is read).
+    const first = prefillMs(8) + decodeMs(2 / 64);
+    expect(outcomes[0].firstToken).toBe(first);
+    // Pass 2, right after: request 1 (8 tokens), decode at 2 blocks in use (request 0's are
+    // cached now, not in use).
+    expect(outcomes[1].firstToken).toBe(first + prefillMs(8) + decodeMs(2 / 64));
+  });
+
+  test('rule 3 (Dynamo timing): decode occupancy sums the decoding sequences, a shared prefix once per sequence', () => {
+    const { outcomes } = drive(make(), [
+      { at: 0, blocks: [1, 2], input: 8, output: 2 },
+      { at: 0, blocks: [1, 2], input: 8, output: 2 },
+    ]);
+    // Pass 1: request 0 prefills 8 tokens; request 1 finds them cached (0 new tokens).
+    expect(outcomes[1].reused).toBe(8);
+    expect(outcomes[0].firstToken).toBe(prefillMs(8));
+    // Pass 2: both decode at 9 tokens = 3 blocks each, summed: 6 of 64 (not the 4 unique ones).
+    const end = prefillMs(8) + decodeMs(6 / 64);
+    expect(outcomes[0].lastToken).toBe(end);
+    expect(outcomes[1].lastToken).toBe(end);
+  });
+
+  test('wakes its caller only for arrivals and passes with first tokens or completions', () => {
+    const { wakes } = drive(make(), [{ at: 5, blocks: [1, 2], input: 8, output: 4 }]);
+    // The arrival, the first-token pass, the completing pass: the two quiet decode passes in
+    // between never reach the caller.
+    expect(wakes.map(([kind]) => kind)).toEqual([1, 2, 2]);
+    expect(wakes[0][1]).toBe(5);
+    const first = 5 + prefillMs(8);
+    expect(wakes[1][1]).toBe(first);
+    // Decode passes at 9, 10 and 11 tokens: 3 blocks each.
+    expect(wakes[2][1]).toBeCloseTo(first + 3 * decodeMs(3 / 64), 9);
+  });
+
+  test("delivers each pass's KV events to the routers' indexes", () => {
+    const indexes: IndexBackend[] = [resolveBackend(backend).createIndex(1), resolveBackend(backend).createIndex(1)];
+    try {
+      drive(make({ indexes, workers: [7] }), [{ at: 0, blocks: [1, 2, 3], input: 12, output: 1 }]);
+      for (const index of indexes) {
+        const [score] = index.findMatches(BigUint64Array.of(1n, 2n, 3n), 0);
+        expect(score).toMatchObject({ workerId: 7n, dpRank: 0, blocks: 3 });
+      }
+    } finally {
+      for (const index of indexes) index.close();
+    }
+  });
+
+  test('a full pool evicts the least recently used cached blocks, tails first, and announces the removals', () => {
+    const index = resolveBackend(backend).createIndex(1);
+    try {
+      // 4 blocks: the second request's prompt needs two of the first's cached blocks, which
+      // were released tail first (3, then 2, then 1), so 3 and 2 go and 1 stays.
+      drive(make({ indexes: [index], numGpuBlocks: 4 }), [
+        { at: 0, blocks: [1, 2, 3], input: 12, output: 1 },
+        { at: 100, blocks: [4, 5, 6], input: 12, output: 1 },
+      ]);
+      expect(index.findMatches(BigUint64Array.of(1n, 2n, 3n), 0)[0]?.blocks).toBe(1);
+      expect(index.findMatches(BigUint64Array.of(4n, 5n, 6n), 0)[0]?.blocks).toBe(3);
+    } finally {
+      index.close();
+    }
+  });
+
+  test('bad arguments are typed errors that change nothing', () => {
+    const fleet = make();
+    const bad = [
+      () => fleet.enqueue(3, 0),
+      () => fleet.load(Float64Array.of(0), Uint32Array.of(9)),
+      () => fleet.load(Float64Array.of(Number.NaN), Uint32Array.of(0)),
+      () => fleet.setNextTurn(0, 1, -1),
+      () => fleet.addRequest(0, 8, 1, BigUint64Array.of(1n), new BigUint64Array(0)),
+    ];
+    for (const call of bad) {
+      expect(call).toThrow(KvRouteError);
+      try {
+        call();
+      } catch (err) {
+        expect((err as KvRouteError).code).toBe('ERR_INVALID_ARG');
+      }
+    }
+    expect(() => make({ blockSize: 0 })).toThrow(KvRouteError);
+    // Nothing was queued by the rejected calls.
+    expect(fleet.run(new Float64Array(2))).toBe(0);
+  });
+});
+
+describe('native and JS fleets agree on random workloads', () => {
+  const shapes = [
+    { workers: 3, dpSize: 2, numGpuBlocks: 700, maxNumSeqs: 16, maxNumBatchedTokens: 2048 },
+    { workers: 2, numGpuBlocks: 400, maxNumSeqs: 64, maxNumBatchedTokens: 4096, routerConfig: { routerQueueThreshold: 0.5 } },
+    { workers: 5, numGpuBlocks: 2000, maxNumSeqs: 4, maxNumBatchedTokens: 1024, arrivalSpeedup: 4 },
+  ];
+  test.each([1, 2, 3, 4, 5, 6])('seed %i', async (seed) => {
+    const shape = shapes[seed % shapes.length];
+    const trace = generateTrace({
+      requests: 150,
+      rate: 20,
+      prefixGroups: 1 + (seed % 4),
+      sharedPrefixBlocks: 2 + seed,
+      turns: 1 + (seed % 3),
+      seed,
+    });
+    const timing = seed % 2 === 0 ? ('classic' as const) : ('dynamo' as const);
+    const opts = { trace, policies: ['kv' as const, 'round-robin' as const], timing, ...shape, seed };
+    const strip = (r: unknown) =>
+      JSON.parse(
+        JSON.stringify(r, (k, v) =>
+          ['wallSeconds', 'simSecondsPerWallSecond', 'decisionsPerWallSecond', 'backend'].includes(k) ? undefined : v,
+        ),
+      );
+    const native = strip(await replay({ ...opts, backend: 'native' }));
+    const js = strip(await replay({ ...opts, backend: 'js' }));
+    expect(js).toEqual(native);
+    // And the native run repeats exactly (its index applies on writer threads).
+    expect(strip(await replay({ ...opts, backend: 'native' }))).toEqual(native);
+  });
+});

@@ -1,0 +1,44 @@
+/**
+ * The native replay fleet: `NativeReplayFleet` behind the `ReplayFleetBackend` interface.
+ * @internal
+ * @module
+ */
+
+import type { ReplayFleetBackend, ReplayFleetSpec } from '../backend-types.js';
+import { callNative, KvRouteError } from '../errors.js';
+import type { NativeBinding } from './binding.js';
+import { rawIndexes } from './index.js';
+
+export function nativeReplayFleet(binding: NativeBinding, spec: ReplayFleetSpec): ReplayFleetBackend {
+  const engine = Float64Array.of(spec.blockSize, spec.numGpuBlocks, spec.maxNumSeqs, spec.maxNumBatchedTokens, spec.speedup);
+  const fleet = callNative(
+    () =>
+      new binding.NativeReplayFleet(
+        engine,
+        spec.timing,
+        Float64Array.from(spec.workers),
+        Uint32Array.from(spec.dpRanks),
+        spec.requests,
+        spec.publishEvents,
+      ),
+  );
+  for (const index of spec.indexes) {
+    const raw = rawIndexes.get(index);
+    if (!raw) throw new KvRouteError('ERR_INTERNAL', 'a native replay fleet needs native indexes');
+    fleet.attachIndex(raw);
+  }
+  return {
+    load: (at, uids) => callNative(() => fleet.load(at, uids)),
+    setNextTurn: (prev, next, delayMs) => callNative(() => fleet.setNextTurn(prev, next, delayMs)),
+    addRequest: (uid, inputLength, outputLength, seqs, locals) =>
+      callNative(() => fleet.addRequest(uid, inputLength, outputLength, seqs, locals)),
+    enqueue: (rank, uid) => callNative(() => fleet.enqueue(rank, uid)),
+    run: (header) => callNative(() => fleet.run(header)),
+    syncIndexes: () => callNative(() => fleet.syncIndexes()),
+    firstTokens: (rank) => fleet.firstTokens(rank),
+    finished: (rank) => fleet.finished(rank),
+    upperBoundHitRatio: () => fleet.upperBoundHitRatio(),
+    outcomes: () => fleet.outcomes(),
+    tokenGaps: () => fleet.tokenGaps(),
+  };
+}

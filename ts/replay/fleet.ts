@@ -1,0 +1,235 @@
+/**
+ * The engine ranks of one replay run and the clock that steps them: the pure-JS twin of
+ * `kvroute_core::replay::Fleet` (see `ReplayFleetBackend`). It runs engine passes by itself and
+ * wakes the simulation loop (which owns the routers) only when a request arrives or a pass
+ * produced first tokens, completions or KV events; both twins order every event, ties included,
+ * the same way, so they give identical reports.
+ * @internal
+ * @module
+ */
+
+import type { ReplayFleetBackend, ReplayFleetSpec } from '../backend-types.js';
+import { KvRouteError } from '../errors.js';
+import { FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_REMOVED, KIND_STORED, type PackedEvents, PackedWriter } from '../events/packed.js';
+import { BlockIds } from './block-ids.js';
+import { prefixCeiling } from './ceiling.js';
+import { Engine, type PassResult, SimRequest } from './engine.js';
+import { EventQueue } from './event-queue.js';
+import type { CacheEvent } from './kv-cache.js';
+
+/**
+ * One pass's KV events as the packed batch the index consumes (the layout of
+ * `events/packed.ts`). The engine produces them valid by construction, so they skip validation
+ * and the event objects a caller would build.
+ */
+function packCacheEvents(events: CacheEvent[], workerId: number, dpRank: number): PackedEvents {
+  const w = new PackedWriter();
+  for (const e of events) {
+    if ('stored' in e) {
+      const { parent, blocks } = e.stored;
+      w.pushMeta(KIND_STORED, dpRank, FLAG_DEVICE_TIER | (parent === null ? 0 : FLAG_HAS_PARENT), blocks.length);
+      w.pushNumber(workerId);
+      w.pushNumber(0);
+      if (parent !== null) w.pushBigInt(parent);
+      for (const b of blocks) {
+        w.pushBigInt(b.seq);
+        w.pushBigInt(b.local);
+      }
+    } else {
+      w.pushMeta(KIND_REMOVED, dpRank, FLAG_DEVICE_TIER, e.removed.length);
+      w.pushNumber(workerId);
+      w.pushNumber(0);
+      for (const h of e.removed) w.pushBigInt(h);
+    }
+  }
+  return w.finish();
+}
+
+interface Rank {
+  workerId: number;
+  dpRank: number;
+  engine: Engine;
+  busy: boolean;
+  /** The pass in flight (delivered when it ends). */
+  result: PassResult | undefined;
+}
+
+/** What the previous wake left to do before the next event. */
+type Resume = { kind: 'nothing' } | { kind: 'instant' } | { kind: 'pass'; rank: number };
+
+export class JsFleet implements ReplayFleetBackend {
+  private readonly ranks: Rank[];
+  private readonly reqs: SimRequest[];
+  private readonly queue = new EventQueue();
+  private readonly nextTurn = new Map<number, { next: number; delayMs: number }>();
+  /** Ranks whose next pass waits for the end of the current instant, in request order. */
+  private readonly toStart = new Set<number>();
+  private readonly defer: boolean;
+  private clock = 0;
+  /** Whether events were sent to the indexes since their last flush (see the Rust twin). */
+  private unflushed = false;
+  private resume: Resume = { kind: 'nothing' };
+  /** One small number per distinct sequence hash, for the pools' maps (see `FullBlock.id`). */
+  private readonly blockIds = new BlockIds();
+  private readonly promptIds: Int32Array[];
+
+  constructor(private readonly spec: ReplayFleetSpec) {
+    const sizes = [spec.blockSize, spec.numGpuBlocks, spec.maxNumSeqs, spec.maxNumBatchedTokens];
+    if (!sizes.every((n) => Number.isSafeInteger(n) && n > 0))
+      throw new KvRouteError('ERR_INVALID_ARG', 'engine sizes must be positive integers');
+    if (!(Number.isFinite(spec.speedup) && spec.speedup > 0))
+      throw new KvRouteError('ERR_INVALID_ARG', 'speedup must be a positive number');
+    if (spec.workers.length !== spec.dpRanks.length) throw new KvRouteError('ERR_INVALID_ARG', 'workers and dp ranks differ in length');
+    this.ranks = spec.workers.map((workerId, i) => ({
+      workerId,
+      dpRank: spec.dpRanks[i],
+      engine: new Engine(spec),
+      busy: false,
+      result: undefined,
+    }));
+    this.reqs = new Array(spec.requests);
+    this.promptIds = new Array(spec.requests);
+    this.defer = spec.timing === 'dynamo';
+  }
+
+  private uid(uid: number): number {
+    if (!Number.isInteger(uid) || uid < 0 || uid >= this.spec.requests)
+      throw new KvRouteError('ERR_INVALID_ARG', `request uid ${uid} is out of range (0..${this.spec.requests})`);
+    return uid;
+  }
+
+  load(at: Float64Array, uids: Uint32Array): void {
+    if (at.length !== uids.length) throw new KvRouteError('ERR_INVALID_ARG', 'arrival times and uids differ in length');
+    for (const uid of uids) this.uid(uid);
+    if (at.some((t) => !Number.isFinite(t))) throw new KvRouteError('ERR_INVALID_ARG', 'arrival times must be finite');
+    this.queue.load(at, uids);
+  }
+
+  setNextTurn(prev: number, next: number, delayMs: number): void {
+    this.uid(prev);
+    this.uid(next);
+    if (!(Number.isFinite(delayMs) && delayMs >= 0))
+      throw new KvRouteError('ERR_INVALID_ARG', "a turn's delay must be a finite number >= 0");
+    this.nextTurn.set(prev, { next, delayMs });
+  }
+
+  addRequest(uid: number, inputLength: number, outputLength: number, seqs: BigUint64Array, locals: BigUint64Array): void {
+    this.uid(uid);
+    if (seqs.length !== locals.length) throw new KvRouteError('ERR_INVALID_ARG', 'sequence and local hashes differ in length');
+    const ids = this.blockIds.of(seqs);
+    this.promptIds[uid] = ids;
+    const prompt = Array.from(ids, (id, k) => ({ seq: seqs[k], local: locals[k], id }));
+    const sim = new SimRequest(uid, inputLength, outputLength, prompt);
+    sim.arrivalMs = this.clock;
+    this.reqs[uid] = sim;
+  }
+
+  enqueue(rank: number, uid: number): void {
+    if (!Number.isInteger(rank) || rank < 0 || rank >= this.ranks.length)
+      throw new KvRouteError('ERR_INVALID_ARG', `rank ${rank} is out of range (0..${this.ranks.length})`);
+    this.ranks[rank].engine.enqueue(this.reqs[this.uid(uid)]);
+    this.requestPass(rank);
+  }
+
+  private startPass(i: number): void {
+    const rank = this.ranks[i];
+    if (rank.busy || rank.engine.idle) return;
+    const result = rank.engine.step(this.clock);
+    if (result.durationMs === 0 && result.firstTokens.length === 0 && result.finished.length === 0) {
+      throw new KvRouteError(
+        'ERR_INVALID_ARG',
+        `a request cannot fit worker ${rank.workerId}'s KV cache of ${this.spec.numGpuBlocks} blocks (raise --num-gpu-blocks)`,
+      );
+    }
+    rank.busy = true;
+    rank.result = result;
+    this.queue.push(this.clock + result.durationMs, false, i);
+  }
+
+  private requestPass(i: number): void {
+    if (this.defer) this.toStart.add(i);
+    else this.startPass(i);
+  }
+
+  /** Dynamo timing: passes start once every event of the current instant is handled. */
+  private startDeferred(): void {
+    const next = this.queue.nextAt();
+    if (this.toStart.size === 0 || (next !== undefined && next <= this.clock)) return;
+    const starting = [...this.toStart];
+    this.toStart.clear();
+    for (const i of starting) this.startPass(i);
+  }
+
+  run(header: Float64Array): number {
+    const resume = this.resume;
+    this.resume = { kind: 'nothing' };
+    if (resume.kind === 'pass') this.requestPass(resume.rank);
+    if (resume.kind !== 'nothing') this.startDeferred();
+    for (let e = this.queue.pop(); e; e = this.queue.pop()) {
+      this.clock = e.at;
+      header[0] = this.clock;
+      header[1] = e.subject;
+      if (e.arrival) {
+        this.syncIndexes();
+        this.resume = { kind: 'instant' };
+        return 1;
+      }
+      const rank = this.ranks[e.subject];
+      rank.busy = false;
+      const result = rank.result as PassResult;
+      this.deliver(rank, result);
+      if (result.firstTokens.length > 0 || result.finished.length > 0) {
+        for (const r of result.finished) {
+          const turn = this.nextTurn.get(r.uid);
+          if (turn) this.queue.push(this.clock + turn.delayMs, true, turn.next);
+        }
+        this.resume = { kind: 'pass', rank: e.subject };
+        return 2;
+      }
+      this.requestPass(e.subject);
+      this.startDeferred();
+    }
+    this.syncIndexes();
+    header[0] = this.clock;
+    header[1] = 0;
+    return 0;
+  }
+
+  /** Sends a pass's KV events to every index, stamped with the pass's end time. */
+  private deliver(rank: Rank, result: PassResult): void {
+    if (!this.spec.publishEvents || this.spec.indexes.length === 0 || result.events.length === 0) return;
+    const { meta, words } = packCacheEvents(result.events, rank.workerId, rank.dpRank);
+    for (const index of this.spec.indexes) index.applyPacked(meta, words, this.clock);
+    this.unflushed = true;
+  }
+
+  syncIndexes(): void {
+    if (!this.unflushed) return;
+    for (const index of this.spec.indexes) index.flushSync();
+    this.unflushed = false;
+  }
+
+  firstTokens(rank: number): Uint32Array {
+    return Uint32Array.from(this.ranks[rank]?.result?.firstTokens ?? [], (r) => r.uid);
+  }
+
+  finished(rank: number): Uint32Array {
+    return Uint32Array.from(this.ranks[rank]?.result?.finished ?? [], (r) => r.uid);
+  }
+
+  upperBoundHitRatio(): number {
+    return prefixCeiling(this.promptIds, this.reqs, this.spec.blockSize, this.blockIds.size);
+  }
+
+  outcomes(): Float64Array {
+    const out = new Float64Array(5 * this.reqs.length);
+    this.reqs.forEach((r, uid) => {
+      out.set([r.arrivalMs, r.firstTokenMs, r.lastTokenMs, r.reusedTokens, r.preemptions], 5 * uid);
+    });
+    return out;
+  }
+
+  tokenGaps(): Float64Array {
+    return Float64Array.from(this.ranks.flatMap((r) => r.engine.tokenGaps));
+  }
+}
