@@ -174,8 +174,23 @@ describe.each(BACKENDS)('replay fleet (%s)', (backend) => {
       }
     }
     expect(() => make({ blockSize: 0 })).toThrow(KvRouteError);
+    // A request is added once, and enqueued once, after it is added.
+    expect(() => fleet.enqueue(0, 1)).toThrow(/not added/);
+    fleet.addRequest(1, 8, 1, BigUint64Array.of(1n, 2n), BigUint64Array.of(1n, 2n));
+    expect(() => fleet.addRequest(1, 8, 1, BigUint64Array.of(1n, 2n), BigUint64Array.of(1n, 2n))).toThrow(/added already/);
     // Nothing was queued by the rejected calls.
     expect(fleet.run(new Float64Array(2))).toBe(0);
+  });
+
+  test('a request is enqueued once, and runs once', () => {
+    const fleet = make();
+    fleet.addRequest(0, 8, 1, BigUint64Array.of(1n, 2n), BigUint64Array.of(1n, 2n));
+    fleet.enqueue(0, 0);
+    expect(() => fleet.enqueue(0, 0)).toThrow(/enqueued already/);
+    const header = new Float64Array(2);
+    expect(fleet.run(header)).toBe(2);
+    expect(Array.from(fleet.finished(0))).toEqual([0]);
+    expect(fleet.run(header)).toBe(0);
   });
 });
 

@@ -1,7 +1,9 @@
 /**
  * A simulated vLLM-like engine rank: continuous batching with chunked prefill, a prefix-caching
  * KV block pool, preemption of the newest requests when blocks run out, and Dynamo's mocker timing model. Each
- * `step` is one engine pass in virtual time.
+ * `step` is one engine pass in virtual time. Used by the JS replay fleet (`fleet.ts`) and by
+ * `kvroute mock-worker`; the native replay runs its Rust twin (`kvroute_core::replay`), which
+ * must match it step for step.
  * @internal
  * @module
  */

@@ -54,8 +54,8 @@ interface Rank {
   result: PassResult | undefined;
 }
 
-/** What the previous wake left to do before the next event. */
-type Resume = { kind: 'nothing' } | { kind: 'instant' } | { kind: 'pass'; rank: number };
+/** What the previous wake left to do before the next event (besides the deferred passes). */
+type Resume = { kind: 'nothing' } | { kind: 'pass'; rank: number };
 
 export class JsFleet implements ReplayFleetBackend {
   private readonly ranks: Rank[];
@@ -72,6 +72,7 @@ export class JsFleet implements ReplayFleetBackend {
   /** One small number per distinct sequence hash, for the pools' maps (see `FullBlock.id`). */
   private readonly blockIds = new BlockIds();
   private readonly promptIds: Int32Array[];
+  private readonly enqueued = new Set<number>();
 
   constructor(private readonly spec: ReplayFleetSpec) {
     const sizes = [spec.blockSize, spec.numGpuBlocks, spec.maxNumSeqs, spec.maxNumBatchedTokens];
@@ -115,6 +116,7 @@ export class JsFleet implements ReplayFleetBackend {
 
   addRequest(uid: number, inputLength: number, outputLength: number, seqs: BigUint64Array, locals: BigUint64Array): void {
     this.uid(uid);
+    if (this.reqs[uid]) throw new KvRouteError('ERR_INVALID_ARG', `request ${uid} was added already`);
     if (seqs.length !== locals.length) throw new KvRouteError('ERR_INVALID_ARG', 'sequence and local hashes differ in length');
     const ids = this.blockIds.of(seqs);
     this.promptIds[uid] = ids;
@@ -127,7 +129,11 @@ export class JsFleet implements ReplayFleetBackend {
   enqueue(rank: number, uid: number): void {
     if (!Number.isInteger(rank) || rank < 0 || rank >= this.ranks.length)
       throw new KvRouteError('ERR_INVALID_ARG', `rank ${rank} is out of range (0..${this.ranks.length})`);
-    this.ranks[rank].engine.enqueue(this.reqs[this.uid(uid)]);
+    const sim = this.reqs[this.uid(uid)];
+    if (!sim) throw new KvRouteError('ERR_INVALID_ARG', `request ${uid} was not added`);
+    if (this.enqueued.has(uid)) throw new KvRouteError('ERR_INVALID_ARG', `request ${uid} is enqueued already`);
+    this.enqueued.add(uid);
+    this.ranks[rank].engine.enqueue(sim);
     this.requestPass(rank);
   }
 
@@ -164,14 +170,13 @@ export class JsFleet implements ReplayFleetBackend {
     const resume = this.resume;
     this.resume = { kind: 'nothing' };
     if (resume.kind === 'pass') this.requestPass(resume.rank);
-    if (resume.kind !== 'nothing') this.startDeferred();
+    this.startDeferred();
     for (let e = this.queue.pop(); e; e = this.queue.pop()) {
       this.clock = e.at;
       header[0] = this.clock;
       header[1] = e.subject;
       if (e.arrival) {
         this.syncIndexes();
-        this.resume = { kind: 'instant' };
         return 1;
       }
       const rank = this.ranks[e.subject];

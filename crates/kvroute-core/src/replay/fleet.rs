@@ -141,11 +141,12 @@ struct RankState {
     events: PackedEvents,
 }
 
-/// What the previous wake left to do before the next event.
+/// What the previous wake left to do before the next event (besides starting the passes
+/// deferred to the end of the instant).
 #[derive(Clone, Copy)]
 enum Resume {
     Nothing,
-    Instant,
+    /// The pass of this rank ended: the rank may start its next one.
     PassOf(usize),
 }
 
@@ -162,6 +163,8 @@ pub struct Fleet {
     keys: FxHashMap<u64, u32>,
     /// Each request's prompt block keys, by uid (for the hit-ratio ceiling).
     prompt_keys: Vec<Vec<u32>>,
+    /// Per uid: 0 not added yet, 1 added, 2 enqueued (a request is enqueued once).
+    states: Vec<u8>,
     ranks: Vec<RankState>,
     reqs: Vec<SimRequest>,
     queue: EventQueue,
@@ -209,6 +212,7 @@ impl Fleet {
             unflushed: false,
             keys: FxHashMap::default(),
             prompt_keys: vec![Vec::new(); requests],
+            states: vec![0; requests],
             ranks,
             reqs: (0..requests).map(|_| SimRequest::default()).collect(),
             queue: EventQueue::default(),
@@ -271,6 +275,9 @@ impl Fleet {
         locals: &[u64],
     ) -> Result<(), KvError> {
         let i = self.uid_arg(uid)?;
+        if self.states[i] != 0 {
+            return Err(KvError::invalid_arg(format!("request {uid} was added already")));
+        }
         if seqs.len() != locals.len() {
             return Err(KvError::invalid_arg("sequence and local hashes differ in length"));
         }
@@ -287,6 +294,7 @@ impl Fleet {
             .collect();
         self.prompt_keys[i] = keys;
         self.reqs[i] = SimRequest::new(uid, input_length, output_length, prompt, self.clock);
+        self.states[i] = 1;
         Ok(())
     }
 
@@ -349,7 +357,13 @@ impl Fleet {
         if rank >= self.ranks.len() {
             return Err(KvError::invalid_arg(format!("rank {rank} is out of range (0..{})", self.ranks.len())));
         }
-        self.uid_arg(uid)?;
+        let i = self.uid_arg(uid)?;
+        match self.states[i] {
+            0 => return Err(KvError::invalid_arg(format!("request {uid} was not added"))),
+            2 => return Err(KvError::invalid_arg(format!("request {uid} is enqueued already"))),
+            _ => {}
+        }
+        self.states[i] = 2;
         self.ranks[rank].engine.enqueue(uid);
         self.request_pass(rank)
     }
@@ -410,20 +424,15 @@ impl Fleet {
 
     /// Runs until the caller must act (see [`Wake`]).
     pub fn run(&mut self) -> Result<Wake, KvError> {
-        match std::mem::replace(&mut self.resume, Resume::Nothing) {
-            Resume::Nothing => {}
-            Resume::Instant => self.start_deferred()?,
-            Resume::PassOf(i) => {
-                self.request_pass(i)?;
-                self.start_deferred()?;
-            }
+        if let Resume::PassOf(i) = std::mem::replace(&mut self.resume, Resume::Nothing) {
+            self.request_pass(i)?;
         }
+        self.start_deferred()?;
         while let Some(e) = self.queue.pop() {
             self.clock = e.at;
             match e.kind {
                 Kind::Arrival(uid) => {
                     self.sync_indexes()?;
-                    self.resume = Resume::Instant;
                     return Ok(Wake::Arrival(uid));
                 }
                 Kind::Pass(i) => {
