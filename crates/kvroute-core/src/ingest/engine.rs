@@ -56,7 +56,9 @@ impl EngineIngest {
     ) -> Result<BatchOutcome, KvError> {
         let mut events = Vec::new();
         let outcome = self.convert_payload(rank, payload, event_id, &mut events);
-        self.commit(events, now_ms)?;
+        let committed = self.commit(events, now_ms);
+        self.add_counters(rank, &outcome.counters);
+        committed?;
         Ok(outcome)
     }
 
@@ -72,7 +74,10 @@ impl EngineIngest {
     /// [`EngineIngest::apply_payload`] without the commit: the index events are appended to
     /// `out`, so that a source draining a burst of frames wakes the index writers once per burst
     /// instead of once per batch (profiling showed the wake-ups costing more than the work for
-    /// small batches). Conversion state and counters are updated at once.
+    /// small batches). Conversion state is updated at once; the batch's counters come back in
+    /// the outcome, for the caller to add with [`EngineIngest::add_counters`] once the events
+    /// are committed. Counters that ran ahead of the index let a caller see `batches` grow,
+    /// flush the index, and still miss the batch's blocks.
     pub fn convert_payload(
         &self,
         rank: Rank,
@@ -93,7 +98,6 @@ impl EngineIngest {
             match decoded {
                 Err(message) => {
                     outcome.counters.decode_error(&message);
-                    conv.counters.add(&outcome.counters);
                     outcome.error = Some(message);
                     return outcome;
                 }
@@ -111,12 +115,16 @@ impl EngineIngest {
                     }
                     outcome.convert = conv.convert(rank, self.block_size, event_id, &batch.events, out);
                     outcome.counters = std::mem::replace(&mut conv.counters, totals);
-                    conv.counters.add(&outcome.counters);
                 }
             }
         }
         outcome.index_events = (out.len() - before) as u64;
         outcome
+    }
+
+    /// Adds a converted batch's counters to its rank's (see [`EngineIngest::convert_payload`]).
+    pub fn add_counters(&self, rank: Rank, counters: &IngestCounters) {
+        self.ranks.lock().entry(rank).or_default().counters.add(counters);
     }
 
     /// Drops everything of `rank` (index blocks, lower tiers, namespaces): an engine restart or

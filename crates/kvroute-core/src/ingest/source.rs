@@ -15,6 +15,7 @@
 //! pure-Rust `zeromq` crate was the alternative; it would bring an async runtime into the core
 //! for no gain in compatibility.
 
+use super::counters::IngestCounters;
 use super::cursor::{Cursor, CursorConfig, RankState, Step, StreamCounters};
 use super::endpoint;
 use super::engine::EngineIngest;
@@ -175,7 +176,14 @@ impl EngineSource {
         }
         let shared = Arc::new(Shared { status: Mutex::new(status), changes: Mutex::new(Vec::new()) });
         let stop = Arc::new(AtomicBool::new(false));
-        let runner = Runner { ingest, pending: Vec::new(), io, shared: Arc::clone(&shared), stop: Arc::clone(&stop) };
+        let runner = Runner {
+            ingest,
+            pending: Vec::new(),
+            pending_counters: Vec::new(),
+            io,
+            shared: Arc::clone(&shared),
+            stop: Arc::clone(&stop),
+        };
         let handle = std::thread::Builder::new()
             .name(format!("kvroute-source-{}", config.worker_id))
             .spawn(move || runner.run())
@@ -220,6 +228,8 @@ struct Runner {
     ingest: Arc<EngineIngest>,
     /// Index events converted since the last commit (committed after every drained burst).
     pending: Vec<crate::index::RouterEvent>,
+    /// The counters of the burst's batches, added once `pending` is committed.
+    pending_counters: Vec<(Rank, IngestCounters)>,
     io: Vec<RankIo>,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
@@ -250,10 +260,16 @@ impl Runner {
         }
     }
 
-    /// Hands the burst's index events to the index; stops the source if the index is closed.
+    /// Hands the burst's index events to the index, then its batches' counters to the ranks
+    /// (so counters never run ahead of what a flush makes visible); stops the source if the
+    /// index is closed.
     fn commit(&mut self) {
         let events = std::mem::take(&mut self.pending);
-        if self.ingest.commit(events, wall_ms()).is_err() {
+        let committed = self.ingest.commit(events, wall_ms());
+        for (rank, counters) in self.pending_counters.drain(..) {
+            self.ingest.add_counters(rank, &counters);
+        }
+        if committed.is_err() {
             self.stop.store(true, Ordering::Release);
         }
     }
@@ -329,7 +345,8 @@ impl Runner {
             let rank = self.io[i].rank;
             match step {
                 Step::Apply { seq, payload } => {
-                    let outcome = self.ingest.convert_payload(rank, &payload, seq, &mut self.pending);
+                    let mut outcome = self.ingest.convert_payload(rank, &payload, seq, &mut self.pending);
+                    self.pending_counters.push((rank, std::mem::take(&mut outcome.counters)));
                     last_ts = outcome.ts.or(last_ts);
                     let mut more = Vec::new();
                     self.io[i].cursor.on_outcome(&outcome.convert, &mut more);
