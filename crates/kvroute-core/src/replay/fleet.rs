@@ -150,6 +150,13 @@ enum Resume {
     PassOf(usize),
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RequestState {
+    Unknown,
+    Added,
+    Enqueued,
+}
+
 pub struct Fleet {
     config: EngineConfig,
     /// The routers' indexes: each pass's KV events go to every one, as each router replica
@@ -163,8 +170,8 @@ pub struct Fleet {
     keys: FxHashMap<u64, u32>,
     /// Each request's prompt block keys, by uid (for the hit-ratio ceiling).
     prompt_keys: Vec<Vec<u32>>,
-    /// Per uid: 0 not added yet, 1 added, 2 enqueued (a request is enqueued once).
-    states: Vec<u8>,
+    /// Where each request is in its life, by uid (a request is added once, then enqueued once).
+    states: Vec<RequestState>,
     ranks: Vec<RankState>,
     reqs: Vec<SimRequest>,
     queue: EventQueue,
@@ -212,7 +219,7 @@ impl Fleet {
             unflushed: false,
             keys: FxHashMap::default(),
             prompt_keys: vec![Vec::new(); requests],
-            states: vec![0; requests],
+            states: vec![RequestState::Unknown; requests],
             ranks,
             reqs: (0..requests).map(|_| SimRequest::default()).collect(),
             queue: EventQueue::default(),
@@ -275,7 +282,7 @@ impl Fleet {
         locals: &[u64],
     ) -> Result<(), KvError> {
         let i = self.uid_arg(uid)?;
-        if self.states[i] != 0 {
+        if self.states[i] != RequestState::Unknown {
             return Err(KvError::invalid_arg(format!("request {uid} was added already")));
         }
         if seqs.len() != locals.len() {
@@ -294,7 +301,7 @@ impl Fleet {
             .collect();
         self.prompt_keys[i] = keys;
         self.reqs[i] = SimRequest::new(uid, input_length, output_length, prompt, self.clock);
-        self.states[i] = 1;
+        self.states[i] = RequestState::Added;
         Ok(())
     }
 
@@ -359,11 +366,11 @@ impl Fleet {
         }
         let i = self.uid_arg(uid)?;
         match self.states[i] {
-            0 => return Err(KvError::invalid_arg(format!("request {uid} was not added"))),
-            2 => return Err(KvError::invalid_arg(format!("request {uid} is enqueued already"))),
-            _ => {}
+            RequestState::Unknown => return Err(KvError::invalid_arg(format!("request {uid} was not added"))),
+            RequestState::Enqueued => return Err(KvError::invalid_arg(format!("request {uid} is enqueued already"))),
+            RequestState::Added => {}
         }
-        self.states[i] = 2;
+        self.states[i] = RequestState::Enqueued;
         self.ranks[rank].engine.enqueue(uid);
         self.request_pass(rank)
     }
