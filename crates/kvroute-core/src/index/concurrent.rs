@@ -11,9 +11,9 @@
 //! worker held at some instant.
 
 use super::event::{Rank, RouterEvent, WorkerId};
-use super::lock::LeftRight;
+use super::shard::Shard;
 use super::stats::IndexStats;
-use super::tree::{DumpedStore, MatchScore, Tree};
+use super::tree::{DumpedStore, Journal, MatchScore, TreeWriter};
 use crate::index::growth::FastMap;
 use crate::KvError;
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
@@ -52,14 +52,16 @@ enum Op {
 }
 
 struct Shared {
-    /// One shard per writer, each kept twice: reads never wait (see `lock.rs`).
-    shards: Vec<LeftRight<Tree>>,
+    /// One shard per writer, its view kept twice: reads never wait (see `shard.rs`).
+    shards: Vec<Shard>,
+    /// Heap bytes of each writer's journal (its scratch between the two views' writes).
+    journal_bytes: Vec<AtomicU64>,
     /// Ops enqueued per writer; compared with `applied` by `flush`.
     enqueued: Vec<AtomicU64>,
     /// Ops applied per writer. Atomics, so that a waiter can spin on them briefly before
     /// sleeping (see `wait_until`).
     applied: Vec<AtomicU64>,
-    /// Each shard's heap bytes (both copies), refreshed by its writer at most every
+    /// Each shard's heap bytes (both views), refreshed by its writer at most every
     /// `MEMORY_REFRESH` so that a binding can tell its garbage collector cheaply.
     shard_bytes: Vec<AtomicU64>,
     /// Waiters sleep here; writers notify only when someone sleeps.
@@ -75,7 +77,7 @@ const MEMORY_REFRESH: Duration = Duration::from_millis(250);
 
 impl Shared {
     fn measure(&self, shard: usize) {
-        let bytes = self.shards[shard].read().heap_bytes() as u64 * 2;
+        let bytes = self.shards[shard].stats().memory_bytes + self.journal_bytes[shard].load(Ordering::Relaxed);
         self.shard_bytes[shard].store(bytes, Ordering::Relaxed);
     }
 
@@ -107,7 +109,8 @@ impl KvIndex {
             )));
         }
         let shared = Arc::new(Shared {
-            shards: (0..writer_threads).map(|_| LeftRight::new(Tree::new(), Tree::new())).collect(),
+            shards: (0..writer_threads).map(|_| Shard::default()).collect(),
+            journal_bytes: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
             enqueued: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
             applied: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
             shard_bytes: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
@@ -276,11 +279,11 @@ impl KvIndex {
     /// Every shard's scores, in the tree's order (blocks descending, then rank).
     fn matches(&self, query: &[u64], now_ms: f64) -> Vec<MatchScore> {
         if let [only] = self.shared.shards.as_slice() {
-            return only.read().find_matches(query, now_ms);
+            return only.find_matches(query, now_ms);
         }
         let mut out = Vec::new();
         for shard in &self.shared.shards {
-            out.extend(shard.read().find_matches(query, now_ms));
+            out.extend(shard.find_matches(query, now_ms));
         }
         // Each shard's list is sorted already: a stable sort merges the runs in linear time.
         out.sort_by(|a, b| b.blocks.cmp(&a.blocks).then(a.rank.cmp(&b.rank)));
@@ -297,7 +300,7 @@ impl KvIndex {
             .iter()
             .map(|rank| match scores.get(rank) {
                 Some(pair) => *pair,
-                None => (0, self.shared.shards.iter().map(|s| s.read().tree_size(*rank) as u32).sum()),
+                None => (0, self.shared.shards.iter().map(|s| s.tree_size(*rank) as u32).sum()),
             })
             .collect())
     }
@@ -307,30 +310,31 @@ impl KvIndex {
         self.ensure_open()?;
         let mut out = Vec::new();
         for shard in &self.shared.shards {
-            out.extend(shard.read().dump());
+            out.extend(shard.dump());
         }
         // Stable: each rank's events keep their parent-first order.
         out.sort_by_key(|d| d.rank);
         Ok(out)
     }
 
-    /// Stats summed over the shards (both copies counted in `memory_bytes`), plus the number of
+    /// Stats summed over the shards (both views counted in `memory_bytes`), plus the number of
     /// ops still queued. Shards share no ranks, so rank, worker and block counts add up; a prefix
     /// that ranks of two shards hold counts once per shard in `tree_nodes` and `tree_blocks`.
     pub fn stats(&self) -> Result<(IndexStats, u64), KvError> {
         self.ensure_open()?;
         let mut total = IndexStats::default();
         for shard in &self.shared.shards {
-            total.add(&shard.read().stats());
+            total.add(&shard.stats());
         }
-        total.memory_bytes = total.memory_bytes * 2 + self.own_bytes() as u64;
+        let journals: u64 = self.shared.journal_bytes.iter().map(|b| b.load(Ordering::Relaxed)).sum();
+        total.memory_bytes += journals + self.own_bytes() as u64;
         Ok((total, self.queued_ops()))
     }
 
     /// Heap bytes of the index's own bookkeeping (outside the trees).
     fn own_bytes(&self) -> usize {
         let table = self.assignment.lock();
-        table.0.allocation_size() + self.shared.shards.capacity() * std::mem::size_of::<LeftRight<Tree>>()
+        table.0.allocation_size() + self.shared.shards.capacity() * std::mem::size_of::<Shard>()
     }
 
     /// Ops accepted and not applied yet (one per `apply_events` call, removal or prediction):
@@ -364,9 +368,10 @@ impl KvIndex {
         for handle in self.handles.lock().drain(..) {
             let _ = handle.join();
         }
-        for (shard, bytes) in self.shared.shards.iter().zip(&self.shared.shard_bytes) {
-            shard.write(|t| *t = Tree::new());
-            bytes.store(0, Ordering::Relaxed);
+        for (id, shard) in self.shared.shards.iter().enumerate() {
+            shard.reset();
+            self.shared.shard_bytes[id].store(0, Ordering::Relaxed);
+            self.shared.journal_bytes[id].store(0, Ordering::Relaxed);
         }
     }
 }
@@ -382,6 +387,7 @@ impl Drop for KvIndex {
 fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
     let mut last_measured = Instant::now();
     let mut dirty = false;
+    let mut journal = Journal::default();
     loop {
         let op = if dirty {
             let wait = MEMORY_REFRESH.saturating_sub(last_measured.elapsed());
@@ -403,20 +409,24 @@ fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
         if matches!(op, Op::Stop) {
             return;
         }
-        // The op counts as applied once visible; the second copy's replay overlaps with
+        // The op counts as applied once visible; the second view's replay overlaps with
         // whatever the waiter does next.
         let mut counted = false;
         let visible = || {
             counted = true;
             shared.mark_applied(id);
         };
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| apply(&shared.shards[id], op, visible))) {
+        let shard = &shared.shards[id];
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| shard.write(&mut journal, |w| apply(w, op), visible))) {
             let detail = panic_message(payload.as_ref());
             shared.failure.lock().get_or_insert(detail);
+            // A write that panicked half-way leaves its journal half-replayed: start afresh.
+            journal = Journal::default();
         }
         if !counted {
             shared.mark_applied(id);
         }
+        shared.journal_bytes[id].store(journal.heap_bytes() as u64, Ordering::Relaxed);
         dirty = true;
         if last_measured.elapsed() >= MEMORY_REFRESH {
             // A queue that never idles is measured on schedule too.
@@ -426,24 +436,21 @@ fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
     }
 }
 
-/// Applies one op to a shard; `visible` runs once the op is visible to readers.
-fn apply(tree: &LeftRight<Tree>, op: Op, visible: impl FnOnce()) {
+/// Applies one op to a shard through its writer. A batch of events is one write: the views swap
+/// once however many events it holds.
+fn apply(w: &mut TreeWriter<'_>, op: Op) {
     match op {
-        // One publish per batch: the copies swap once however many events it holds.
-        Op::Events { events, now_ms } => tree.write_then(
-            |t| {
-                for event in &events {
-                    t.apply_event(event, now_ms);
-                }
-            },
-            visible,
-        ),
-        Op::RemoveWorker { worker_id, dp_rank } => tree.write_then(|t| t.remove_worker(worker_id, dp_rank), visible),
-        Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms } => {
-            tree.write_then(|t| t.record_prediction(rank, &locals, &seq_hashes, now_ms, expires_at_ms), visible)
+        Op::Events { events, now_ms } => {
+            for event in &events {
+                w.apply_event(event, now_ms);
+            }
         }
-        Op::Expire { now_ms } => tree.write_then(|t| t.expire(now_ms), visible),
-        Op::Stop => visible(),
+        Op::RemoveWorker { worker_id, dp_rank } => w.remove_worker(worker_id, dp_rank),
+        Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms } => {
+            w.record_prediction(rank, &locals, &seq_hashes, now_ms, expires_at_ms);
+        }
+        Op::Expire { now_ms } => w.expire(now_ms),
+        Op::Stop => {}
     }
 }
 

@@ -2,7 +2,7 @@
 //! prediction pushes a new entry and leaves the old one behind; stale entries are recognised when
 //! popped because the rank's recorded expiry no longer matches.
 
-use super::tree::ranks::{RankTable, Slot};
+use super::tree::ranks::{RankView, Slot};
 use super::tree::BlockId;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -54,7 +54,7 @@ impl ExpiryQueue {
     /// Queues an expiry. Refreshed predictions leave stale entries behind; when the heap has
     /// doubled since the last check and more than half of it is stale, it is rebuilt, so memory
     /// stays proportional to the live predictions rather than to the request rate times the TTL.
-    pub fn push(&mut self, at_ms: f64, slot: Slot, block: BlockId, ranks: &RankTable) {
+    pub fn push(&mut self, at_ms: f64, slot: Slot, block: BlockId, ranks: &RankView) {
         self.heap.push(Reverse(Entry { at_ms, slot, block }));
         if self.heap.len() >= self.next_compaction {
             let live: usize = ranks.live().map(|(_, s)| s.predicted.len()).sum();
@@ -70,7 +70,7 @@ impl ExpiryQueue {
     }
 
     /// The next (rank slot, block) whose prediction is due at `now_ms`, skipping stale entries.
-    pub fn pop_due(&mut self, now_ms: f64, ranks: &RankTable) -> Option<(Slot, BlockId)> {
+    pub fn pop_due(&mut self, now_ms: f64, ranks: &RankView) -> Option<(Slot, BlockId)> {
         while let Some(Reverse(top)) = self.heap.peek().copied() {
             if top.at_ms > now_ms {
                 return None;
@@ -85,7 +85,7 @@ impl ExpiryQueue {
     }
 
     /// Drops stale entries.
-    pub fn retain_live(&mut self, ranks: &RankTable) {
+    pub fn retain_live(&mut self, ranks: &RankView) {
         self.heap.retain(|Reverse(e)| {
             ranks.slots.get(e.slot as usize).and_then(Option::as_ref).and_then(|s| s.predicted.get(&e.block))
                 == Some(&e.at_ms)

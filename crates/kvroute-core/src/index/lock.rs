@@ -7,8 +7,9 @@
 //! one, then applies the same operation to it. Operations are deterministic, so the copies stay
 //! identical.
 //!
-//! Costs: the index is held twice (memory), and writers do every operation twice (CPU, on the
-//! background writer threads). Writers are serialised by a mutex.
+//! Costs: what is kept here is held twice (the index keeps only the view, not the writers' book,
+//! in it), and each write reaches both copies (the second by a cheap journal replay). Writers
+//! are serialised by a mutex.
 
 use parking_lot::Mutex;
 use std::cell::UnsafeCell;
@@ -55,32 +56,45 @@ impl<T> LeftRight<T> {
         }
     }
 
-    /// Applies `op` to both copies, publishing the first one it changes; returns `op`'s result on
-    /// the first copy. `op` must be deterministic: it runs once per copy.
-    pub fn write<R>(&self, op: impl FnMut(&mut T) -> R) -> R {
-        self.write_then(op, || {})
+    /// Applies `op` to both copies (it runs once per copy, so it must be deterministic).
+    pub fn write(&self, mut op: impl FnMut(&mut T)) {
+        self.write_split(
+            |copy| {
+                op(copy);
+                op
+            },
+            |op| op,
+            |copy, mut op| op(copy),
+        );
     }
 
-    /// [`Self::write`], calling `published` as soon as the change is visible to readers, before
-    /// the second copy catches up: a caller waiting for visibility need not wait for the replay.
-    pub fn write_then<R>(&self, mut op: impl FnMut(&mut T) -> R, published: impl FnOnce()) -> R {
+    /// One write in three steps: `first` changes the spare copy, which is then published;
+    /// `published` gets `first`'s result as soon as the change is visible to readers (a caller
+    /// waiting for visibility need not wait for the rest); `second`, once no reader is left on the
+    /// old copy, brings that copy up to date. `second` must leave it identical to the first:
+    /// [`crate::index::tree::Journal`] replays what `first` did, without redoing its work.
+    pub fn write_split<R, S>(
+        &self,
+        first: impl FnOnce(&mut T) -> R,
+        published: impl FnOnce(R) -> S,
+        second: impl FnOnce(&mut T, S),
+    ) {
         let _writer = self.writer.lock();
         let read = self.published.load(Ordering::SeqCst);
         let spare = 1 - read;
         // Safety: no reader is on `spare` (the previous write waited for them to leave before
         // touching it, and `published` has pointed elsewhere since), and `writer` excludes
         // other writers.
-        let result = op(unsafe { &mut *self.copies[spare].get() });
+        let result = first(unsafe { &mut *self.copies[spare].get() });
         self.published.store(spare, Ordering::SeqCst);
-        published();
+        let handed = published(result);
         while self.readers[read].load(Ordering::SeqCst) > 0 {
             std::hint::spin_loop();
             std::thread::yield_now();
         }
         // Safety: `published` now points at `spare`, the readers that were on `read` have left,
         // and new readers re-check `published` and go to `spare`.
-        op(unsafe { &mut *self.copies[read].get() });
-        result
+        second(unsafe { &mut *self.copies[read].get() }, handed);
     }
 }
 

@@ -27,16 +27,20 @@
 //!    expiry never increases along a path, so expired predictions are a suffix that a binary
 //!    search finds without any write.
 //!
-//! Concurrency: **one shard per writer thread**, each worker pinned to one writer, and each
-//! shard's tree kept twice, left-right style ([`lock`]): queries read the published copies
-//! without any lock and never wait; a writer updates its shard's other copy with a whole batch of
-//! events, publishes it (the batch is now visible, and `flush` returns), waits for readers to
-//! leave the old copy and replays the batch there. Writers share no lock, so ingest scales with
-//! writer threads up to the cores available; a read visits every shard and merges their
-//! (rank-disjoint, already sorted) scores. Dynamo's concurrent tree uses per-node locks and
-//! epochs instead; ours trades twice the memory and write work for reads that cannot be held up
-//! by writers at all, and for simple single-threaded tree code. Growth never stalls a writer for
-//! long either ([`growth`]). Edges are never re-merged after removals (neither are Dynamo's).
+//! Concurrency: **one shard per writer thread**, each worker pinned to one writer ([`shard`]).
+//! A shard's tree is split by who reads it: the **view** (edges, holders, children, ranks,
+//! predictions) is what queries read, kept twice left-right style ([`lock`]); the **book**
+//! (names, block locations, free lists, counters) only its writer reads, kept once. Queries read
+//! the published view without any lock and never wait. A writer applies a whole batch of events
+//! to the book and the other view, journaling the view's changes as resolved, per-edge ops;
+//! publishes that view (the batch is now visible, and `flush` returns); waits for readers to
+//! leave the old view and replays the journal there, which costs a small fraction of the first
+//! application because the name lookups and checks are not redone. Writers share no lock, so
+//! ingest scales with writer threads up to the cores available; a read visits every shard and
+//! merges their (rank-disjoint, already sorted) scores. Dynamo's concurrent tree uses per-node
+//! locks and epochs instead; ours trades a second copy of the view for reads that cannot be held
+//! up by writers at all, and for simple single-threaded tree code. Growth never stalls a writer
+//! for long either ([`growth`]). Edges are never re-merged after removals (neither are Dynamo's).
 //!
 //! # Write path: what was tried (bench/vs-dynamo, W = 16, 2 writers, this 2-core machine)
 //! | design | ingest M block-events/s | note |
@@ -62,6 +66,7 @@ pub mod growth;
 pub mod json;
 pub mod lock;
 pub mod packed;
+pub mod shard;
 pub mod stats;
 pub mod tree;
 

@@ -6,8 +6,10 @@
 //! identically and the pure-JS backend can produce the same events from its own layout.
 //! Predicted (approximate-mode) blocks are not dumped: they are guesses with a TTL.
 
+use super::book::Book;
 use super::ranks::Slot;
-use super::{NodeId, Tree, ROOT};
+use super::view::View;
+use super::{NodeId, ROOT};
 use crate::index::event::{Rank, StoredBlock};
 
 /// One Stored event of a dump.
@@ -18,9 +20,15 @@ pub struct DumpedStore {
     pub blocks: Vec<StoredBlock>,
 }
 
-impl Tree {
+/// A tree's book and view, read together.
+pub struct Dumper<'a> {
+    pub book: &'a Book,
+    pub view: &'a View,
+}
+
+impl Dumper<'_> {
     pub fn dump(&self) -> Vec<DumpedStore> {
-        let mut ranks: Vec<(Rank, Slot)> = self.ranks.live().map(|(slot, s)| (s.rank, slot)).collect();
+        let mut ranks: Vec<(Rank, Slot)> = self.view.ranks.live().map(|(slot, s)| (s.rank, slot)).collect();
         ranks.sort_unstable();
         let mut out = Vec::new();
         for (rank, slot) in ranks {
@@ -30,24 +38,25 @@ impl Tree {
     }
 
     fn held_children(&self, slot: Slot, node: NodeId) -> Vec<NodeId> {
-        self.node(node)
+        self.view
+            .node(node)
             .children
             .sorted()
             .into_iter()
             .map(|(_, c)| c)
-            .filter(|&c| self.node(c).cutoff(slot) > 0)
+            .filter(|&c| self.view.node(c).cutoff(slot) > 0)
             .collect()
     }
 
     fn dump_rank(&self, rank: Rank, slot: Slot, out: &mut Vec<DumpedStore>) {
-        let predicted = &self.ranks.state(slot).predicted;
+        let predicted = &self.view.ranks.state(slot).predicted;
         let mut stack: Vec<(NodeId, Option<u64>)> =
             self.held_children(slot, ROOT).into_iter().rev().map(|c| (c, None)).collect();
         while let Some((start, parent)) = stack.pop() {
             let mut blocks = Vec::new();
             let mut node = start;
             let next = loop {
-                let n = self.node(node);
+                let n = self.view.node(node);
                 let cutoff = n.cutoff(slot);
                 let mut stopped = false;
                 for pos in 0..cutoff as usize {
@@ -56,7 +65,7 @@ impl Tree {
                         stopped = true;
                         break;
                     }
-                    blocks.push(StoredBlock { ext: self.name_of(slot, block), local: n.locals[pos] });
+                    blocks.push(StoredBlock { ext: self.book.name_of(slot, block), local: n.locals[pos] });
                 }
                 if stopped || cutoff < n.len() {
                     break Vec::new();

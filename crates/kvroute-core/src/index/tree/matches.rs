@@ -1,7 +1,8 @@
 //! `find_matches`: for each rank, how many leading blocks of a query it holds.
 
 use super::ranks::Slot;
-use super::{BlockId, Tree, ROOT};
+use super::view::View;
+use super::{BlockId, ROOT};
 use crate::index::event::Rank;
 
 /// One rank's overlap with a query.
@@ -14,7 +15,7 @@ pub struct MatchScore {
     pub tree_size: u32,
 }
 
-impl Tree {
+impl View {
     /// Scores every rank holding at least the query's first block, sorted by blocks (descending),
     /// then worker id, then dp rank. Predicted blocks whose TTL passed at `now_ms` do not count,
     /// even before the next write sweeps them away.
@@ -25,7 +26,7 @@ impl Tree {
         let Some(first) = self.node(ROOT).children.get(first_local) else {
             return Vec::new();
         };
-        let track_path = !self.expiry.is_empty();
+        let track_path = self.predictions > 0;
         let mut path: Vec<BlockId> = Vec::new();
         // Every rank that scores holds the first node, so its holders are the result rows.
         let mut scores: Vec<(Slot, u32)> = self.node(first).holders.clone();
@@ -74,7 +75,7 @@ impl Tree {
         keys.into_iter()
             .map(|key| {
                 let state = self.ranks.state(self.ranks.at_position(key as u32));
-                MatchScore { rank: state.rank, blocks: !((key >> 32) as u32), tree_size: state.lookup.len() as u32 }
+                MatchScore { rank: state.rank, blocks: !((key >> 32) as u32), tree_size: state.held }
             })
             .collect()
     }

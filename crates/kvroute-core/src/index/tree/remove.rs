@@ -2,48 +2,61 @@
 //! rank's coverage is always contiguous from the root and a re-stored gap never resurrects
 //! descendants. Positions nobody holds any more are freed at once, keeping the tree minimal.
 
+use super::book::Loc;
+use super::journal::ViewOp;
 use super::ranks::Slot;
-use super::{Loc, NodeId, Tree, ROOT};
+use super::writer::TreeWriter;
+use super::{NodeId, ROOT};
 
-impl Tree {
+impl TreeWriter<'_> {
     /// Removes the rank's block named `ext` and everything the rank holds below it.
     /// Returns `false` when the rank has no block of that name.
     pub(super) fn remove_named(&mut self, slot: Slot, ext: u64) -> bool {
-        let Some(&block) = self.ranks.state(slot).lookup.get(&ext) else {
+        let Some(&block) = self.book.names(slot).lookup.get(&ext) else {
             return false;
         };
-        let loc = self.blocks.loc[block as usize];
+        let loc = self.book.blocks.loc[block as usize];
         self.cut_at(slot, loc);
         true
     }
 
     /// Drops every block the rank holds. The rank itself stays known.
     pub(super) fn clear_slot(&mut self, slot: Slot) {
-        let held: Vec<NodeId> =
-            self.node(ROOT).children.ids().into_iter().filter(|&c| self.node(c).cutoff(slot) > 0).collect();
+        let held: Vec<NodeId> = self.held_children(slot, ROOT);
         for child in held {
             self.drop_subtree(slot, child);
         }
-        debug_assert!(self.ranks.state(slot).lookup.is_empty());
-        self.ranks.state_mut(slot).predicted.clear();
+        debug_assert!(self.book.names(slot).lookup.is_empty());
+        if !self.view.ranks.state(slot).predicted.is_empty() {
+            self.record(ViewOp::ClearPredicted { slot });
+        }
+    }
+
+    fn held_children(&self, slot: Slot, node: NodeId) -> Vec<NodeId> {
+        let n = self.view.node(node);
+        n.children.ids().into_iter().filter(|&c| self.view.node(c).cutoff(slot) > 0).collect()
     }
 
     /// The rank keeps `edge[0..loc.pos]` of `loc.node` and loses the rest of it and all below.
     fn cut_at(&mut self, slot: Slot, loc: Loc) {
-        let n = self.node(loc.node);
+        let n = self.view.node(loc.node);
         let cutoff = n.cutoff(slot);
         if cutoff == n.len() {
-            let below: Vec<NodeId> = n.children.ids().into_iter().filter(|&c| self.node(c).cutoff(slot) > 0).collect();
-            for child in below {
+            for child in self.held_children(slot, loc.node) {
                 self.drop_subtree(slot, child);
             }
         }
-        for pos in loc.pos..cutoff {
-            let block = self.node(loc.node).blocks[pos as usize];
+        self.drop_names(slot, loc.node, loc.pos, cutoff);
+        self.set_cutoff(loc.node, slot, loc.pos);
+        self.tidy(loc.node);
+    }
+
+    /// Forgets the rank's names for positions `from..to` of `node`'s edge.
+    fn drop_names(&mut self, slot: Slot, node: NodeId, from: u32, to: u32) {
+        for pos in from..to {
+            let block = self.view.node(node).blocks[pos as usize];
             self.drop_name(slot, block);
         }
-        self.node_mut(loc.node).set_cutoff(slot, loc.pos);
-        self.tidy(loc.node);
     }
 
     /// Removes the rank from `top` and every node below it, children before parents so that each
@@ -53,18 +66,15 @@ impl Tree {
         let mut stack = vec![top];
         while let Some(id) = stack.pop() {
             order.push(id);
-            let n = self.node(id);
+            let n = self.view.node(id);
             if n.cutoff(slot) == n.len() {
-                stack.extend(n.children.ids().into_iter().filter(|&c| self.node(c).cutoff(slot) > 0));
+                stack.extend(self.held_children(slot, id));
             }
         }
         for id in order.into_iter().rev() {
-            let cutoff = self.node(id).cutoff(slot);
-            for pos in 0..cutoff {
-                let block = self.node(id).blocks[pos as usize];
-                self.drop_name(slot, block);
-            }
-            self.node_mut(id).set_cutoff(slot, 0);
+            let cutoff = self.view.node(id).cutoff(slot);
+            self.drop_names(slot, id, 0, cutoff);
+            self.set_cutoff(id, slot, 0);
             self.tidy(id);
         }
     }
@@ -76,23 +86,20 @@ impl Tree {
         if id == ROOT {
             return;
         }
-        let n = self.node(id);
+        let n = self.view.node(id);
         let keep = n.max_cutoff();
         if keep == n.len() {
             return;
         }
         debug_assert!(n.children.is_empty(), "an unheld edge tail must have no children");
         let (parent, first) = (n.parent, n.locals[0]);
-        self.blocks.free.extend_from_slice(&self.nodes[id as usize].blocks[keep as usize..]);
+        self.book.blocks.free.extend_from_slice(&n.blocks[keep as usize..]);
         if keep > 0 {
-            let n = self.node_mut(id);
-            n.locals.truncate(keep as usize);
-            n.blocks.truncate(keep as usize);
+            self.record(ViewOp::Truncate { node: id, keep });
             return;
         }
-        self.node_mut(parent).children.remove(first);
-        let n = self.node_mut(id);
-        *n = Default::default();
-        self.free_nodes.push(id);
+        self.record(ViewOp::RemoveChild { node: parent, local: first });
+        self.record(ViewOp::FreeNode { id });
+        self.book.free_nodes.push(id);
     }
 }

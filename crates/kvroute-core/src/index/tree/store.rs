@@ -2,8 +2,11 @@
 //!
 //! A store is planned read-only first and applied second, so a rejected event changes nothing.
 
+use super::book::Loc;
+use super::journal::ViewOp;
 use super::ranks::Slot;
-use super::{children::Children, BlockId, Loc, Node, NodeId, Tree, ROOT};
+use super::writer::TreeWriter;
+use super::{BlockId, NodeId, ROOT};
 use crate::index::event::StoredBlock;
 use crate::index::stats::Rejection;
 use rustc_hash::FxHashSet;
@@ -20,7 +23,7 @@ fn has_repeated_name(blocks: &[StoredBlock]) -> bool {
     !blocks.iter().all(|b| seen.insert(b.ext))
 }
 
-impl Tree {
+impl TreeWriter<'_> {
     /// Stores `blocks` for the rank after its block named `parent` (or at the root).
     /// `predicted` is the expiry of an approximate-mode prediction; `None` for real events.
     /// Returns whether anything changed (`false` is a duplicate store).
@@ -36,7 +39,7 @@ impl Tree {
         let mut changed = false;
         let mut at = start;
         for (i, block) in blocks.iter().enumerate() {
-            let Some(loc) = self.advance(at, block.local) else {
+            let Some(loc) = self.view.advance(at, block.local) else {
                 self.insert_new(slot, at, &blocks[i..], predicted);
                 changed = true;
                 break;
@@ -55,8 +58,8 @@ impl Tree {
     fn resolve_parent(&self, slot: Slot, parent: Option<u64>) -> Result<Option<Loc>, Rejection> {
         match parent {
             None => Ok(None),
-            Some(ext) => match self.ranks.state(slot).lookup.get(&ext) {
-                Some(&block) => Ok(Some(self.blocks.loc[block as usize])),
+            Some(ext) => match self.book.names(slot).lookup.get(&ext) {
+                Some(&block) => Ok(Some(self.book.blocks.loc[block as usize])),
                 None => Err(Rejection::ParentBlockNotFound),
             },
         }
@@ -77,17 +80,17 @@ impl Tree {
         if has_repeated_name(blocks) {
             return Err(Rejection::InvalidBlock);
         }
-        let lookup = &self.ranks.state(slot).lookup;
+        let lookup = &self.book.names(slot).lookup;
         let mut at = start;
         for (i, block) in blocks.iter().enumerate() {
-            let Some(loc) = self.advance(at, block.local) else {
+            let Some(loc) = self.view.advance(at, block.local) else {
                 // The rest of the event creates new positions: none of its names may be in use.
-                if blocks[i..].iter().any(|b| lookup.contains_key(&b.ext)) {
+                if !lookup.is_empty() && blocks[i..].iter().any(|b| lookup.contains_key(&b.ext)) {
                     return Err(Rejection::InvalidBlock);
                 }
                 break;
             };
-            let here = self.node(loc.node).blocks[loc.pos as usize];
+            let here = self.view.node(loc.node).blocks[loc.pos as usize];
             if lookup.get(&block.ext).is_some_and(|&named| named != here) {
                 return Err(Rejection::InvalidBlock);
             }
@@ -98,11 +101,12 @@ impl Tree {
 
     /// Makes the rank hold an existing position. Returns whether anything changed.
     fn hold_existing(&mut self, slot: Slot, loc: Loc, ext: u64, predicted: Option<f64>) -> bool {
-        let block = self.node(loc.node).blocks[loc.pos as usize];
-        let held = self.node(loc.node).cutoff(slot) > loc.pos;
+        let n = self.view.node(loc.node);
+        let block = n.blocks[loc.pos as usize];
+        let held = n.cutoff(slot) > loc.pos;
         if !held {
             // The rank holds the previous position, so its cutoff here is exactly `loc.pos`.
-            self.node_mut(loc.node).set_cutoff(slot, loc.pos + 1);
+            self.set_cutoff(loc.node, slot, loc.pos + 1);
         }
         match predicted {
             // A prediction never renames a block the engine named, and only refreshes the TTL
@@ -111,15 +115,14 @@ impl Tree {
                 if !held {
                     self.set_name(slot, block, ext, false);
                     self.predict(slot, block, expiry);
-                } else if self.ranks.state(slot).predicted.contains_key(&block) {
+                } else if self.view.ranks.state(slot).predicted.contains_key(&block) {
                     self.predict(slot, block, expiry);
                 }
                 !held
             }
             None => {
-                let predicted = &mut self.ranks.state_mut(slot).predicted;
-                if !predicted.is_empty() {
-                    predicted.remove(&block);
+                if self.view.predictions > 0 {
+                    self.unpredict(slot, block);
                 }
                 self.set_name(slot, block, ext, held) || !held
             }
@@ -133,83 +136,70 @@ impl Tree {
         let (node, extend_leaf) = match at {
             None => (ROOT, false),
             Some(loc) => {
-                if loc.pos + 1 < self.node(loc.node).len() {
+                if loc.pos + 1 < self.view.node(loc.node).len() {
                     self.split(loc.node, loc.pos + 1);
                 }
-                (loc.node, self.node(loc.node).children.is_empty())
+                (loc.node, self.view.node(loc.node).children.is_empty())
             }
         };
         let target = if extend_leaf {
             node
         } else {
-            let child = self.alloc_node(Node { parent: node, ..Node::default() });
-            self.node_mut(node).children.insert(blocks[0].local, child);
+            let child = self.alloc_node(node);
+            self.record(ViewOp::AddChild { node, local: blocks[0].local, child });
             child
         };
-        let offset = self.node(target).len();
-        for (j, b) in blocks.iter().enumerate() {
-            let id = self.blocks.alloc(Loc { node: target, pos: offset + j as u32 }, b.ext);
-            let n = self.node_mut(target);
-            n.locals.push(b.local);
-            n.blocks.push(id);
+        let offset = self.view.node(target).len();
+        let ids: Vec<BlockId> = blocks
+            .iter()
+            .enumerate()
+            .map(|(j, b)| self.book.blocks.alloc(Loc { node: target, pos: offset + j as u32 }, b.ext))
+            .collect();
+        for (b, &id) in blocks.iter().zip(&ids) {
             self.set_name(slot, id, b.ext, false);
-            if let Some(expiry) = predicted {
+        }
+        self.extend(target, blocks, &ids);
+        if let Some(expiry) = predicted {
+            for &id in &ids {
                 self.predict(slot, id, expiry);
             }
         }
-        let len = self.node(target).len();
-        self.node_mut(target).set_cutoff(slot, len);
+        self.set_cutoff(target, slot, offset + ids.len() as u32);
     }
 
     /// Splits `node`'s edge before position `k`; the tail becomes its only child.
     fn split(&mut self, node: NodeId, k: u32) {
-        let n = self.node_mut(node);
-        let locals = n.locals.split_off(k as usize);
-        let blocks = n.blocks.split_off(k as usize);
-        let children = std::mem::take(&mut n.children);
-        let mut holders = Vec::new();
-        for (slot, cutoff) in &mut n.holders {
-            if *cutoff > k {
-                holders.push((*slot, *cutoff - k));
-                *cutoff = k;
-            }
+        let tail = self.next_node_id();
+        self.record(ViewOp::Split { node, k, tail });
+        for (pos, &id) in self.view.node(tail).blocks.iter().enumerate() {
+            self.book.blocks.loc[id as usize] = Loc { node: tail, pos: pos as u32 };
         }
-        let first = locals[0];
-        let moved = blocks.clone();
-        let tail = self.alloc_node(Node { parent: node, locals, blocks, children, holders });
-        for child in self.node(tail).children.ids() {
-            self.node_mut(child).parent = tail;
-        }
-        for (pos, id) in moved.into_iter().enumerate() {
-            self.blocks.loc[id as usize] = Loc { node: tail, pos: pos as u32 };
-        }
-        self.node_mut(node).children = Children::default();
-        self.node_mut(node).children.insert(first, tail);
     }
 
     fn predict(&mut self, slot: Slot, block: BlockId, expiry: f64) {
-        self.ranks.state_mut(slot).predicted.insert(block, expiry);
-        self.expiry.push(expiry, slot, block, &self.ranks);
+        self.record(ViewOp::Predict { slot, block, expiry });
+        self.book.expiry.push(expiry, slot, block, &self.view.ranks);
     }
 
     /// A real event proves the rank holds `loc` and everything before it: those blocks are no
     /// longer predictions. Predictions only ever sit below confirmed blocks, so the walk stops at
     /// the first confirmed one.
     fn confirm_from(&mut self, slot: Slot, loc: Loc) {
-        if self.ranks.state(slot).predicted.is_empty() {
+        if self.view.ranks.state(slot).predicted.is_empty() {
             return;
         }
         let (mut node, mut pos) = (loc.node, Some(loc.pos));
         while node != ROOT {
-            let n = &self.nodes[node as usize];
-            let end = pos.map_or(n.len(), |p| p + 1);
+            let n = self.view.node(node);
+            let (end, parent) = (pos.map_or(n.len(), |p| p + 1), n.parent);
             for p in (0..end).rev() {
-                let block = n.blocks[p as usize];
-                if self.ranks.state_mut(slot).predicted.remove(&block).is_none() {
+                let block = self.view.node(node).blocks[p as usize];
+                if !self.view.ranks.state(slot).predicted.contains_key(&block) {
                     return;
                 }
+                self.record(ViewOp::Unpredict { slot, block });
             }
-            node = n.parent;
+            node = parent;
             pos = None;
         }
     }

@@ -1,0 +1,73 @@
+//! One writer's shard of a [`crate::index::KvIndex`]: its ranks' tree, as a book kept once and a
+//! view kept twice (left-right).
+//!
+//! A write locks the book, applies the op to the spare view while journaling the view's changes,
+//! publishes that view, unlocks the book, and once readers have left the old view replays the
+//! journal there. Queries read the published view and never wait. Calls that need the book
+//! (`dump`, `stats`) lock it first and read the view second, so they see the two in step; they
+//! may wait for the one write in progress.
+
+use super::event::Rank;
+use super::lock::LeftRight;
+use super::stats::IndexStats;
+use super::tree::{tree_stats, Book, DumpedStore, Dumper, Journal, MatchScore, TreeWriter, View};
+use parking_lot::Mutex;
+
+pub struct Shard {
+    book: Mutex<Book>,
+    view: LeftRight<View>,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Self { book: Mutex::new(Book::default()), view: LeftRight::new(View::new(), View::new()) }
+    }
+}
+
+impl Shard {
+    /// Applies `op` to the book and both views, calling `visible` once readers see the change.
+    /// `journal` is the writer's scratch (kept between writes to reuse its buffers).
+    pub fn write(&self, journal: &mut Journal, op: impl FnOnce(&mut TreeWriter<'_>), visible: impl FnOnce()) {
+        let mut book = self.book.lock();
+        journal.clear();
+        self.view.write_split(
+            |view| {
+                op(&mut TreeWriter::new(&mut book, view, journal));
+                (book, journal)
+            },
+            |(book, journal)| {
+                drop(book);
+                visible();
+                journal
+            },
+            |view, journal| journal.replay(view),
+        );
+    }
+
+    pub fn find_matches(&self, query: &[u64], now_ms: f64) -> Vec<MatchScore> {
+        self.view.read().find_matches(query, now_ms)
+    }
+
+    pub fn tree_size(&self, rank: Rank) -> usize {
+        self.view.read().tree_size(rank)
+    }
+
+    pub fn dump(&self) -> Vec<DumpedStore> {
+        let book = self.book.lock();
+        let view = self.view.read();
+        Dumper { book: &book, view: &view }.dump()
+    }
+
+    /// Stats with both views' memory (the writer's journal is not included: see `KvIndex`).
+    pub fn stats(&self) -> IndexStats {
+        let book = self.book.lock();
+        tree_stats(&book, &self.view.read(), 2)
+    }
+
+    /// Forgets everything (at close), freeing the memory at once.
+    pub fn reset(&self) {
+        let mut book = self.book.lock();
+        *book = Book::default();
+        self.view.write(|v| *v = View::new());
+    }
+}

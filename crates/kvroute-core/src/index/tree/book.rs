@@ -1,0 +1,113 @@
+//! The writer's book: everything about the tree that only writers read (names, where each block
+//! sits, free lists, counters, prediction expiries). Kept once, however many copies of the view
+//! readers use, so the per-block hash-map work of an event is done once.
+
+use super::ranks::{RankNames, Slot};
+use super::{BlockId, NodeId};
+use crate::index::expiry::ExpiryQueue;
+use crate::index::growth::ChunkedVec;
+use crate::index::stats::{vec_bytes, EventCounters};
+
+/// Where one block sits: its node and its offset in that node's edge.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Loc {
+    pub node: NodeId,
+    pub pos: u32,
+}
+
+/// Per-position data, indexed by [`BlockId`].
+#[derive(Debug, Default)]
+pub struct BlockArena {
+    pub loc: ChunkedVec<Loc>,
+    /// The canonical name: the external hash of the rank that created the position.
+    pub ext: ChunkedVec<u64>,
+    pub free: Vec<BlockId>,
+}
+
+impl BlockArena {
+    pub fn alloc(&mut self, loc: Loc, ext: u64) -> BlockId {
+        if let Some(id) = self.free.pop() {
+            self.loc[id as usize] = loc;
+            self.ext[id as usize] = ext;
+            id
+        } else {
+            self.ext.push(ext);
+            self.loc.push(loc) as BlockId
+        }
+    }
+
+    pub fn live_count(&self) -> usize {
+        self.loc.len() - self.free.len()
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.loc.heap_bytes() + self.ext.heap_bytes() + vec_bytes::<BlockId>(self.free.capacity())
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Book {
+    pub free_nodes: Vec<NodeId>,
+    pub blocks: BlockArena,
+    /// Per rank slot (the view assigns ranks to slots; the book keeps their names).
+    pub names: Vec<Option<RankNames>>,
+    pub free_slots: Vec<Slot>,
+    /// Sum over ranks of held blocks.
+    pub held_blocks: u64,
+    pub counters: EventCounters,
+    pub expiry: ExpiryQueue,
+    /// Slots whose held count changed during the current operation (published at its end).
+    pub dirty: Vec<Slot>,
+}
+
+impl Book {
+    pub fn names(&self, slot: Slot) -> &RankNames {
+        self.names[slot as usize].as_ref().expect("live rank slot")
+    }
+
+    pub fn names_mut(&mut self, slot: Slot) -> &mut RankNames {
+        self.names[slot as usize].as_mut().expect("live rank slot")
+    }
+
+    /// A free slot, with empty names.
+    pub fn alloc_slot(&mut self) -> Slot {
+        let slot = self.free_slots.pop().unwrap_or(self.names.len() as Slot);
+        if slot as usize == self.names.len() {
+            self.names.push(None);
+        }
+        self.names[slot as usize] = Some(RankNames::default());
+        slot
+    }
+
+    pub fn release_slot(&mut self, slot: Slot) {
+        if self.names[slot as usize].take().is_some() {
+            self.free_slots.push(slot);
+        }
+    }
+
+    /// The rank's name for a block it holds.
+    pub fn name_of(&self, slot: Slot, block: BlockId) -> u64 {
+        let aliases = &self.names(slot).aliases;
+        let canonical = self.blocks.ext[block as usize];
+        if aliases.is_empty() {
+            canonical
+        } else {
+            aliases.get(&block).copied().unwrap_or(canonical)
+        }
+    }
+
+    pub fn mark_dirty(&mut self, slot: Slot) {
+        if !self.dirty.contains(&slot) {
+            self.dirty.push(slot);
+        }
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        vec_bytes::<NodeId>(self.free_nodes.capacity())
+            + self.blocks.heap_bytes()
+            + vec_bytes::<Option<RankNames>>(self.names.capacity())
+            + self.names.iter().flatten().map(RankNames::heap_bytes).sum::<usize>()
+            + vec_bytes::<Slot>(self.free_slots.capacity() + self.dirty.capacity())
+            + self.expiry.heap_bytes()
+    }
+}

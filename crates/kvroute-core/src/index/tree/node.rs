@@ -1,0 +1,57 @@
+//! One node of the compressed tree: an edge of local hashes and the ranks that hold a prefix of it.
+
+use super::children::Children;
+use super::ranks::Slot;
+use super::{BlockId, NodeId};
+
+#[derive(Debug, Default)]
+pub struct Node {
+    pub(super) parent: NodeId,
+    /// The edge: local hashes, compared on every match, kept inline for cache locality.
+    pub(super) locals: Vec<u64>,
+    /// The edge's positions as stable block ids (same length as `locals`).
+    pub(super) blocks: Vec<BlockId>,
+    pub(super) children: Children,
+    /// (rank slot, cutoff), sorted by slot: the rank holds `edge[0..cutoff]`. Invariants: every
+    /// holder has `cutoff >= 1`; the holders of a child are a subset of the holders of its parent
+    /// with `cutoff == parent.len()`; the largest cutoff equals the edge length, so every
+    /// position is held by someone.
+    pub(super) holders: Vec<(Slot, u32)>,
+}
+
+impl Node {
+    pub(super) fn len(&self) -> u32 {
+        self.locals.len() as u32
+    }
+
+    pub(super) fn cutoff(&self, slot: Slot) -> u32 {
+        match self.holders.binary_search_by_key(&slot, |(s, _)| *s) {
+            Ok(i) => self.holders[i].1,
+            Err(_) => 0,
+        }
+    }
+
+    /// Sets a holder's cutoff (0 removes it).
+    pub(super) fn set_cutoff(&mut self, slot: Slot, cutoff: u32) {
+        match self.holders.binary_search_by_key(&slot, |(s, _)| *s) {
+            Ok(i) if cutoff == 0 => {
+                self.holders.remove(i);
+            }
+            Ok(i) => self.holders[i].1 = cutoff,
+            Err(i) if cutoff > 0 => self.holders.insert(i, (slot, cutoff)),
+            Err(_) => {}
+        }
+    }
+
+    pub(super) fn max_cutoff(&self) -> u32 {
+        self.holders.iter().map(|(_, c)| *c).max().unwrap_or(0)
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        use crate::index::stats::vec_bytes;
+        vec_bytes::<u64>(self.locals.capacity())
+            + vec_bytes::<BlockId>(self.blocks.capacity())
+            + vec_bytes::<(Slot, u32)>(self.holders.capacity())
+            + self.children.heap_bytes()
+    }
+}

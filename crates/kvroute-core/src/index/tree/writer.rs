@@ -1,0 +1,209 @@
+//! [`TreeWriter`]: applies events to the book and to one copy of the view, recording every view
+//! change in a [`Journal`] for the other copy. The algorithms live in `store` and `remove`; this
+//! file holds the entry points and the small operations they share.
+
+use super::book::Book;
+use super::journal::{Journal, ViewOp};
+use super::ranks::Slot;
+use super::view::View;
+use super::{BlockId, NodeId};
+use crate::index::event::{EventData, Rank, RouterEvent, StoredBlock};
+use crate::index::stats::Rejection;
+
+pub struct TreeWriter<'a> {
+    pub(super) book: &'a mut Book,
+    pub(super) view: &'a mut View,
+    journal: &'a mut Journal,
+}
+
+impl<'a> TreeWriter<'a> {
+    pub fn new(book: &'a mut Book, view: &'a mut View, journal: &'a mut Journal) -> Self {
+        Self { book, view, journal }
+    }
+
+    /// Applies one event. Rejections are counted, never returned: a router must keep going.
+    pub fn apply_event(&mut self, event: &RouterEvent, now_ms: f64) {
+        self.expire(now_ms);
+        if !event.device_tier {
+            self.book.counters.reject(Rejection::IgnoredTier);
+            return;
+        }
+        match &event.data {
+            EventData::Stored { parent, blocks } => {
+                let slot = self.slot_for(event.rank);
+                match self.store(slot, *parent, blocks, None) {
+                    Ok(changed) => self.count_store(changed, blocks.len()),
+                    Err(why) => self.book.counters.reject(why),
+                }
+            }
+            EventData::Removed { hashes } => self.remove_hashes(event.rank, hashes),
+            EventData::Cleared => {
+                let slot = self.slot_for(event.rank);
+                self.clear_slot(slot);
+                self.book.counters.cleared += 1;
+            }
+        }
+        self.publish_held();
+    }
+
+    fn count_store(&mut self, changed: bool, blocks: usize) {
+        self.book.counters.stored += 1;
+        // An empty store changes nothing but is no replay.
+        if !changed && blocks > 0 {
+            self.book.counters.duplicate_stores += 1;
+        }
+    }
+
+    /// A device-tier Removed event: each hash on its own, unknown ones counted.
+    fn remove_hashes(&mut self, rank: Rank, hashes: &[u64]) {
+        let slot = self.slot_for(rank);
+        for &ext in hashes {
+            if !self.remove_named(slot, ext) {
+                self.book.counters.reject(Rejection::BlockNotFound);
+            }
+        }
+        self.book.counters.removed += 1;
+    }
+
+    /// Drops one rank (`Some`) or every rank of a worker (`None`), forgetting them entirely.
+    pub fn remove_worker(&mut self, worker_id: u64, dp_rank: Option<u32>) {
+        let slots: Vec<Slot> = self
+            .view
+            .ranks
+            .live()
+            .filter(|(_, s)| s.rank.worker_id == worker_id && dp_rank.is_none_or(|r| r == s.rank.dp_rank))
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in slots {
+            self.clear_slot(slot);
+            self.book.dirty.retain(|&s| s != slot);
+            self.book.release_slot(slot);
+            self.record(ViewOp::ReleaseRank { slot });
+        }
+        self.publish_held();
+    }
+
+    /// Approximate mode: records that a request with these blocks was routed to `rank`, so its
+    /// blocks count as held until `expires_at_ms` (refreshed by every later prediction).
+    pub fn record_prediction(
+        &mut self,
+        rank: Rank,
+        locals: &[u64],
+        seq_hashes: &[u64],
+        now_ms: f64,
+        expires_at_ms: f64,
+    ) {
+        self.expire(now_ms);
+        let slot = self.slot_for(rank);
+        let blocks: Vec<_> = locals.iter().zip(seq_hashes).map(|(&local, &ext)| StoredBlock { ext, local }).collect();
+        if let Err(why) = self.store(slot, None, &blocks, Some(expires_at_ms)) {
+            self.book.counters.reject(why);
+        }
+        self.publish_held();
+    }
+
+    /// Removes predicted blocks whose TTL has passed.
+    pub fn expire(&mut self, now_ms: f64) {
+        while let Some((slot, block)) = self.book.expiry.pop_due(now_ms, &self.view.ranks) {
+            let before = self.book.held_blocks;
+            let name = self.book.name_of(slot, block);
+            self.remove_named(slot, name);
+            // Descendants go with their prefix, so count blocks, not removals.
+            self.book.counters.expired_blocks += before - self.book.held_blocks;
+        }
+        self.publish_held();
+    }
+
+    /// Tells the view the new held counts of the ranks this operation changed.
+    fn publish_held(&mut self) {
+        while let Some(slot) = self.book.dirty.pop() {
+            let held = self.book.names(slot).lookup.len() as u32;
+            self.record(ViewOp::SetHeld { slot, held });
+        }
+    }
+
+    // ---- shared helpers -------------------------------------------------------------------
+
+    pub(super) fn record(&mut self, op: ViewOp) {
+        self.journal.record(self.view, op);
+    }
+
+    /// The rank's slot, creating it on first sight.
+    fn slot_for(&mut self, rank: Rank) -> Slot {
+        if let Some(slot) = self.view.ranks.slot_of(rank) {
+            return slot;
+        }
+        let slot = self.book.alloc_slot();
+        self.record(ViewOp::AddRank { slot, rank });
+        slot
+    }
+
+    /// A new empty node under `parent`.
+    pub(super) fn alloc_node(&mut self, parent: NodeId) -> NodeId {
+        let id = self.next_node_id();
+        self.record(ViewOp::NewNode { id, parent });
+        id
+    }
+
+    /// The id the next new node gets (taken from the free list).
+    pub(super) fn next_node_id(&mut self) -> NodeId {
+        self.book.free_nodes.pop().unwrap_or(self.view.nodes.len() as NodeId)
+    }
+
+    /// Appends positions to `node`'s edge.
+    pub(super) fn extend(&mut self, node: NodeId, blocks: &[StoredBlock], ids: &[BlockId]) {
+        let start = self.journal.buffer(blocks.iter().map(|b| b.local), ids);
+        self.record(ViewOp::Extend { node, start, len: ids.len() as u32 });
+    }
+
+    pub(super) fn set_cutoff(&mut self, node: NodeId, slot: Slot, cutoff: u32) {
+        self.record(ViewOp::SetCutoff { node, slot, cutoff });
+    }
+
+    pub(super) fn unpredict(&mut self, slot: Slot, block: BlockId) {
+        if self.view.ranks.state(slot).predicted.contains_key(&block) {
+            self.record(ViewOp::Unpredict { slot, block });
+        }
+    }
+
+    /// Records that the rank holds `block` under `ext`, dropping a previous name of that block.
+    /// Returns whether anything changed.
+    pub(super) fn set_name(&mut self, slot: Slot, block: BlockId, ext: u64, held_before: bool) -> bool {
+        let canonical = self.book.blocks.ext[block as usize];
+        let old = held_before.then(|| self.book.name_of(slot, block));
+        if old == Some(ext) {
+            return false;
+        }
+        if old.is_none() {
+            self.book.held_blocks += 1;
+            self.book.mark_dirty(slot);
+        }
+        let names = self.book.names_mut(slot);
+        if let Some(old) = old {
+            names.lookup.remove(&old);
+        }
+        names.lookup.insert(ext, block);
+        if ext == canonical {
+            if !names.aliases.is_empty() {
+                names.aliases.remove(&block);
+            }
+        } else {
+            names.aliases.insert(block, ext);
+        }
+        true
+    }
+
+    /// Forgets the rank's name for a block it stops holding.
+    pub(super) fn drop_name(&mut self, slot: Slot, block: BlockId) {
+        let canonical = self.book.blocks.ext[block as usize];
+        let names = self.book.names_mut(slot);
+        // Aliases and predictions are rare: skip their maps when empty (the common case).
+        let name = if names.aliases.is_empty() { canonical } else { names.aliases.remove(&block).unwrap_or(canonical) };
+        names.lookup.remove(&name);
+        if self.view.predictions > 0 {
+            self.unpredict(slot, block);
+        }
+        self.book.held_blocks -= 1;
+        self.book.mark_dirty(slot);
+    }
+}
