@@ -45,6 +45,23 @@ export class RandomStream {
     return { events };
   }
 
+  /**
+   * What an engine's LRU evicts: a held block and its ancestors, leaf first (the order engines
+   * send), sometimes cut short, reversed, or with an unknown or repeated name mixed in.
+   */
+  private evictedChain(held: Array<{ path: bigint[]; ext: bigint }>): bigint[] {
+    const r = this.rng;
+    const leaf = r.pick(held);
+    const isPrefix = (p: bigint[]) => p.length <= leaf.path.length && p.every((x, i) => x === leaf.path[i]);
+    const chain = held.filter((h) => isPrefix(h.path)).sort((a, b) => b.path.length - a.path.length);
+    const hashes = chain.slice(0, 1 + r.int(chain.length)).map((h) => h.ext);
+    const twist = r.u32() % 6;
+    if (twist === 0) hashes.reverse();
+    if (twist === 1) hashes.splice(r.int(hashes.length + 1), 0, r.u64());
+    if (twist === 2) hashes.splice(r.int(hashes.length + 1), 0, r.pick(hashes));
+    return hashes;
+  }
+
   private event(): ModelEvent {
     const r = this.rng;
     const worker = r.pick(WORKERS);
@@ -54,6 +71,7 @@ export class RandomStream {
     const roll = r.u32() / 4294967296;
     if (roll < 0.05 && this.recent.length > 0) return r.pick(this.recent); // replay: duplicates, or stale for another state
     if (roll < 0.08) return { worker, dpRank, data: 'cleared' };
+    if (roll < 0.22 && held.length > 0) return { worker, dpRank, data: { removed: this.evictedChain(held) } };
     if (roll < 0.35) {
       const hashes: bigint[] = [];
       for (let k = 1 + r.int(3); k > 0; k--) hashes.push(held.length > 0 && !r.chance(0.15) ? r.pick(held).ext : r.u64());

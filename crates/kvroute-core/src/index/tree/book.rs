@@ -97,7 +97,8 @@ impl Book {
     }
 
     pub fn mark_dirty(&mut self, slot: Slot) {
-        if !self.dirty.contains(&slot) {
+        // Usually the same slot, block after block: check the last one first.
+        if self.dirty.last() != Some(&slot) && !self.dirty.contains(&slot) {
             self.dirty.push(slot);
         }
     }

@@ -20,6 +20,44 @@ impl TreeWriter<'_> {
         true
     }
 
+    /// Removes each named block (and what the rank holds below it) in order, as if one at a time;
+    /// returns how many names the rank did not hold at their turn.
+    ///
+    /// Engines evict leaf first, so a Removed event is mostly runs that walk an edge backwards
+    /// (each name the position just before the previous one). Such a run is cut once, at its
+    /// shallowest position, instead of once per block: the same final state, and since the run
+    /// only moves towards the root, every name in it was still held at its turn. Any other name
+    /// applies the pending cut first, so its lookup sees the state the names before it left.
+    pub(super) fn remove_names(&mut self, slot: Slot, hashes: &[u64]) -> usize {
+        let mut unknown = 0;
+        let mut pending: Option<Loc> = None;
+        for &ext in hashes {
+            let Some(&block) = self.book.names(slot).lookup.get(&ext) else {
+                // Whether or not a run is pending, an absent name stays absent after it.
+                unknown += 1;
+                continue;
+            };
+            let loc = self.book.blocks.loc[block as usize];
+            match pending {
+                Some(run) if run.node == loc.node && loc.pos + 1 == run.pos => pending = Some(loc),
+                Some(run) => {
+                    self.cut_at(slot, run);
+                    pending = None;
+                    // The cut may have taken this name with it.
+                    match self.book.names(slot).lookup.get(&ext) {
+                        Some(&block) => pending = Some(self.book.blocks.loc[block as usize]),
+                        None => unknown += 1,
+                    }
+                }
+                None => pending = Some(loc),
+            }
+        }
+        if let Some(run) = pending {
+            self.cut_at(slot, run);
+        }
+        unknown
+    }
+
     /// Drops every block the rank holds. The rank itself stays known.
     pub(super) fn clear_slot(&mut self, slot: Slot) {
         let held: Vec<NodeId> = self.held_children(slot, ROOT);

@@ -57,10 +57,9 @@ impl<'a> TreeWriter<'a> {
     /// A device-tier Removed event: each hash on its own, unknown ones counted.
     fn remove_hashes(&mut self, rank: Rank, hashes: &[u64]) {
         let slot = self.slot_for(rank);
-        for &ext in hashes {
-            if !self.remove_named(slot, ext) {
-                self.book.counters.reject(Rejection::BlockNotFound);
-            }
+        let unknown = self.remove_names(slot, hashes);
+        for _ in 0..unknown {
+            self.book.counters.reject(Rejection::BlockNotFound);
         }
         self.book.counters.removed += 1;
     }
