@@ -4,10 +4,10 @@
 //! A plain `Vec` copies all its elements when it grows, and a hash map rehashes all its entries:
 //! megabytes and hundreds of microseconds once the index holds millions of blocks. These two
 //! containers bound that work: [`ChunkedVec`] grows by adding a chunk and never moves an element,
-//! and [`ShardedMap`] splits a rank's names over 16 maps, so one rehash touches a sixteenth of them.
+//! and [`crate::index::names::NameTable`] splits a rank's names over 16 tables, so one rehash
+//! touches a sixteenth of them.
 
-use rustc_hash::{FxBuildHasher, FxHasher};
-use std::hash::Hasher;
+use rustc_hash::FxBuildHasher;
 use std::ops::{Index, IndexMut};
 
 const CHUNK_BITS: u32 = 12;
@@ -85,62 +85,3 @@ impl<T> IndexMut<usize> for ChunkedVec<T> {
 /// suffices), used directly rather than through std for [`FastMap::allocation_size`]: what a
 /// map really holds, tombstones included, which `capacity()` does not tell.
 pub type FastMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
-
-const SHARDS: usize = 16;
-
-/// A map from u64 keys, split into 16 hash maps by the key's hash.
-#[derive(Debug, Default)]
-pub struct ShardedMap<V> {
-    shards: [FastMap<u64, V>; SHARDS],
-    len: usize,
-}
-
-fn shard(key: u64) -> usize {
-    let mut h = FxHasher::default();
-    h.write_u64(key);
-    (h.finish() >> 60) as usize
-}
-
-impl<V> ShardedMap<V> {
-    pub fn get(&self, key: &u64) -> Option<&V> {
-        self.shards[shard(*key)].get(key)
-    }
-
-    pub fn contains_key(&self, key: &u64) -> bool {
-        self.shards[shard(*key)].contains_key(key)
-    }
-
-    pub fn insert(&mut self, key: u64, value: V) -> Option<V> {
-        let old = self.shards[shard(key)].insert(key, value);
-        if old.is_none() {
-            self.len += 1;
-        }
-        old
-    }
-
-    pub fn remove(&mut self, key: &u64) -> Option<V> {
-        let old = self.shards[shard(*key)].remove(key);
-        if old.is_some() {
-            self.len -= 1;
-        }
-        old
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Entries the shards have room for.
-    pub fn capacity(&self) -> usize {
-        self.shards.iter().map(|s| s.capacity()).sum()
-    }
-
-    /// Heap bytes of the shards' tables.
-    pub fn heap_bytes(&self) -> usize {
-        self.shards.iter().map(FastMap::allocation_size).sum()
-    }
-}

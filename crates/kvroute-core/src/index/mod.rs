@@ -65,6 +65,7 @@ mod expiry;
 pub mod growth;
 pub mod json;
 pub mod lock;
+pub mod names;
 pub mod packed;
 pub mod shard;
 pub mod stats;

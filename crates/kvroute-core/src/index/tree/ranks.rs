@@ -5,7 +5,8 @@
 
 use super::BlockId;
 use crate::index::event::Rank;
-use crate::index::growth::{FastMap, ShardedMap};
+use crate::index::growth::FastMap;
+use crate::index::names::NameTable;
 use crate::index::stats::vec_bytes;
 
 /// A rank's dense slot number: holder lists store slots, not (u64, u32) pairs.
@@ -105,9 +106,8 @@ impl RankView {
 /// The names one rank uses for its blocks (writer-only).
 #[derive(Debug, Default)]
 pub struct RankNames {
-    /// The rank's name for each block it holds → that block. Sharded so that growing it never
-    /// rehashes all of a large rank's names at once (see `growth.rs`).
-    pub lookup: ShardedMap<BlockId>,
+    /// The rank's name for each block it holds → that block (see `names.rs`).
+    pub lookup: NameTable,
     /// Blocks the rank names differently from the tree's canonical name (the first storer's).
     /// Usually empty: engines that hash like Dynamo agree on names.
     pub aliases: FastMap<BlockId, u64>,

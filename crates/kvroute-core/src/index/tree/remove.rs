@@ -8,6 +8,10 @@ use super::ranks::Slot;
 use super::writer::TreeWriter;
 use super::{NodeId, ROOT};
 
+/// How many names ahead a removal prefetches (enough to overlap the misses, few enough to stay
+/// in the cache until used).
+pub(super) const PREFETCH_AHEAD: usize = 8;
+
 impl TreeWriter<'_> {
     /// Removes the rank's block named `ext` and everything the rank holds below it.
     /// Returns `false` when the rank has no block of that name.
@@ -31,7 +35,14 @@ impl TreeWriter<'_> {
     pub(super) fn remove_names(&mut self, slot: Slot, hashes: &[u64]) -> usize {
         let mut unknown = 0;
         let mut pending: Option<Loc> = None;
-        for &ext in hashes {
+        let lookup = &self.book.names(slot).lookup;
+        for &ext in hashes.iter().take(PREFETCH_AHEAD) {
+            lookup.prefetch(ext);
+        }
+        for (i, &ext) in hashes.iter().enumerate() {
+            if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
+                self.book.names(slot).lookup.prefetch(ahead);
+            }
             let Some(&block) = self.book.names(slot).lookup.get(&ext) else {
                 // Whether or not a run is pending, an absent name stays absent after it.
                 unknown += 1;

@@ -5,9 +5,11 @@
 use super::book::Loc;
 use super::journal::ViewOp;
 use super::ranks::Slot;
+use super::remove::PREFETCH_AHEAD;
 use super::writer::TreeWriter;
 use super::{BlockId, NodeId, ROOT};
 use crate::index::event::StoredBlock;
+use crate::index::names::NameTable;
 use crate::index::stats::Rejection;
 use rustc_hash::FxHashSet;
 
@@ -21,6 +23,20 @@ fn has_repeated_name(blocks: &[StoredBlock]) -> bool {
     }
     let mut seen = FxHashSet::default();
     !blocks.iter().all(|b| seen.insert(b.ext))
+}
+
+/// Whether the rank uses any of these names, prefetching ahead: an event's new blocks are
+/// usually many, and all absent.
+fn any_named(lookup: &NameTable, blocks: &[StoredBlock]) -> bool {
+    for b in blocks.iter().take(PREFETCH_AHEAD) {
+        lookup.prefetch(b.ext);
+    }
+    blocks.iter().enumerate().any(|(i, b)| {
+        if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
+            lookup.prefetch(ahead.ext);
+        }
+        lookup.contains_key(&b.ext)
+    })
 }
 
 impl TreeWriter<'_> {
@@ -85,7 +101,7 @@ impl TreeWriter<'_> {
         for (i, block) in blocks.iter().enumerate() {
             let Some(loc) = self.view.advance(at, block.local) else {
                 // The rest of the event creates new positions: none of its names may be in use.
-                if !lookup.is_empty() && blocks[i..].iter().any(|b| lookup.contains_key(&b.ext)) {
+                if !lookup.is_empty() && any_named(lookup, &blocks[i..]) {
                     return Err(Rejection::InvalidBlock);
                 }
                 break;
