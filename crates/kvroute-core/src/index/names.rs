@@ -211,7 +211,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let key = x % 5_000;
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 assert_eq!(ours.remove(&key), reference.remove(&key), "step {step}");
             } else {
                 assert_eq!(ours.insert(key, step), reference.insert(key, step), "step {step}");
