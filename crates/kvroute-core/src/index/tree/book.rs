@@ -7,6 +7,10 @@ use super::{BlockId, NodeId};
 use crate::index::expiry::ExpiryQueue;
 use crate::index::growth::ChunkedVec;
 use crate::index::stats::{vec_bytes, EventCounters};
+use rustc_hash::FxBuildHasher;
+
+/// A set of names (hashbrown, for its real allocation size).
+pub type NameSet = hashbrown::HashSet<u64, FxBuildHasher>;
 
 /// Where one block sits: its node and its offset in that node's edge.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -15,33 +19,51 @@ pub struct Loc {
     pub pos: u32,
 }
 
+/// One position's writer-side data: where it sits and its canonical name (the external hash of
+/// the rank that created it), side by side so that a removal's two reads share a cache line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BlockInfo {
+    pub loc: Loc,
+    pub ext: u64,
+}
+
 /// Per-position data, indexed by [`BlockId`].
 #[derive(Debug, Default)]
 pub struct BlockArena {
-    pub loc: ChunkedVec<Loc>,
-    /// The canonical name: the external hash of the rank that created the position.
-    pub ext: ChunkedVec<u64>,
+    info: ChunkedVec<BlockInfo>,
     pub free: Vec<BlockId>,
 }
 
 impl BlockArena {
     pub fn alloc(&mut self, loc: Loc, ext: u64) -> BlockId {
+        let info = BlockInfo { loc, ext };
         if let Some(id) = self.free.pop() {
-            self.loc[id as usize] = loc;
-            self.ext[id as usize] = ext;
+            self.info[id as usize] = info;
             id
         } else {
-            self.ext.push(ext);
-            self.loc.push(loc) as BlockId
+            self.info.push(info) as BlockId
         }
     }
 
+    pub fn loc(&self, block: BlockId) -> Loc {
+        self.info[block as usize].loc
+    }
+
+    pub fn ext(&self, block: BlockId) -> u64 {
+        self.info[block as usize].ext
+    }
+
+    /// The block moved (an edge split).
+    pub fn relocate(&mut self, block: BlockId, loc: Loc) {
+        self.info[block as usize].loc = loc;
+    }
+
     pub fn live_count(&self) -> usize {
-        self.loc.len() - self.free.len()
+        self.info.len() - self.free.len()
     }
 
     fn heap_bytes(&self) -> usize {
-        self.loc.heap_bytes() + self.ext.heap_bytes() + vec_bytes::<BlockId>(self.free.capacity())
+        self.info.heap_bytes() + vec_bytes::<BlockId>(self.free.capacity())
     }
 }
 
@@ -58,6 +80,8 @@ pub struct Book {
     pub expiry: ExpiryQueue,
     /// Slots whose held count changed during the current operation (published at its end).
     pub dirty: Vec<Slot>,
+    /// Scratch for finding names repeated inside a long Stored event.
+    pub scratch: NameSet,
 }
 
 impl Book {
@@ -88,7 +112,7 @@ impl Book {
     /// The rank's name for a block it holds.
     pub fn name_of(&self, slot: Slot, block: BlockId) -> u64 {
         let aliases = &self.names(slot).aliases;
-        let canonical = self.blocks.ext[block as usize];
+        let canonical = self.blocks.ext(block);
         if aliases.is_empty() {
             canonical
         } else {
@@ -110,5 +134,6 @@ impl Book {
             + self.names.iter().flatten().map(RankNames::heap_bytes).sum::<usize>()
             + vec_bytes::<Slot>(self.free_slots.capacity() + self.dirty.capacity())
             + self.expiry.heap_bytes()
+            + self.scratch.allocation_size()
     }
 }

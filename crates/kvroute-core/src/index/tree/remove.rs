@@ -19,7 +19,7 @@ impl TreeWriter<'_> {
         let Some(&block) = self.book.names(slot).lookup.get(&ext) else {
             return false;
         };
-        let loc = self.book.blocks.loc[block as usize];
+        let loc = self.book.blocks.loc(block);
         self.cut_at(slot, loc);
         true
     }
@@ -48,7 +48,7 @@ impl TreeWriter<'_> {
                 unknown += 1;
                 continue;
             };
-            let loc = self.book.blocks.loc[block as usize];
+            let loc = self.book.blocks.loc(block);
             match pending {
                 Some(run) if run.node == loc.node && loc.pos + 1 == run.pos => pending = Some(loc),
                 Some(run) => {
@@ -56,7 +56,7 @@ impl TreeWriter<'_> {
                     pending = None;
                     // The cut may have taken this name with it.
                     match self.book.names(slot).lookup.get(&ext) {
-                        Some(&block) => pending = Some(self.book.blocks.loc[block as usize]),
+                        Some(&block) => pending = Some(self.book.blocks.loc(block)),
                         None => unknown += 1,
                     }
                 }

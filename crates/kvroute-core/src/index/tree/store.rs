@@ -3,6 +3,7 @@
 //! A store is planned read-only first and applied second, so a rejected event changes nothing.
 
 use super::book::Loc;
+use super::book::NameSet;
 use super::journal::ViewOp;
 use super::ranks::Slot;
 use super::remove::PREFETCH_AHEAD;
@@ -11,19 +12,28 @@ use super::{BlockId, NodeId, ROOT};
 use crate::index::event::StoredBlock;
 use crate::index::names::NameTable;
 use crate::index::stats::Rejection;
-use rustc_hash::FxHashSet;
 
 /// Up to this many blocks, repeated names are found by comparing pairs: cheaper than hashing
 /// (no allocation) for the short events engines send.
 const PAIRWISE_MAX: usize = 16;
 
-fn has_repeated_name(blocks: &[StoredBlock]) -> bool {
+/// Whether a name repeats inside the event; `seen` is scratch kept between events, so that long
+/// events (a prompt's hundreds of blocks) allocate nothing.
+fn has_repeated_name(blocks: &[StoredBlock], seen: &mut NameSet) -> bool {
     if blocks.len() <= PAIRWISE_MAX {
         return blocks.iter().enumerate().any(|(i, a)| blocks[i + 1..].iter().any(|b| b.ext == a.ext));
     }
-    let mut seen = FxHashSet::default();
-    !blocks.iter().all(|b| seen.insert(b.ext))
+    seen.clear();
+    seen.reserve(blocks.len());
+    let repeated = !blocks.iter().all(|b| seen.insert(b.ext));
+    if seen.capacity() > SCRATCH_KEEP {
+        *seen = NameSet::default();
+    }
+    repeated
 }
+
+/// Above this capacity the scratch set is given back after use (an outsized event).
+const SCRATCH_KEEP: usize = 1 << 14;
 
 /// Whether the rank uses any of these names, prefetching ahead: an event's new blocks are
 /// usually many, and all absent.
@@ -51,6 +61,9 @@ impl TreeWriter<'_> {
         predicted: Option<f64>,
     ) -> Result<bool, Rejection> {
         let start = self.resolve_parent(slot, parent)?;
+        if has_repeated_name(blocks, &mut self.book.scratch) {
+            return Err(Rejection::InvalidBlock);
+        }
         self.check_names(slot, parent, start, blocks)?;
         let mut changed = false;
         let mut at = start;
@@ -75,14 +88,15 @@ impl TreeWriter<'_> {
         match parent {
             None => Ok(None),
             Some(ext) => match self.book.names(slot).lookup.get(&ext) {
-                Some(&block) => Ok(Some(self.book.blocks.loc[block as usize])),
+                Some(&block) => Ok(Some(self.book.blocks.loc(block))),
                 None => Err(Rejection::ParentBlockNotFound),
             },
         }
     }
 
     /// Rejects stores that would give one name two meanings: the parent among the blocks, a name
-    /// repeated inside the event, or a name the rank already uses for a different position.
+    /// repeated inside the event, or a name the rank already uses for a different position (a name
+    /// repeated inside the event is checked before).
     fn check_names(
         &self,
         slot: Slot,
@@ -91,9 +105,6 @@ impl TreeWriter<'_> {
         blocks: &[StoredBlock],
     ) -> Result<(), Rejection> {
         if parent.is_some_and(|p| blocks.iter().any(|b| b.ext == p)) {
-            return Err(Rejection::InvalidBlock);
-        }
-        if has_repeated_name(blocks) {
             return Err(Rejection::InvalidBlock);
         }
         let lookup = &self.book.names(slot).lookup;
@@ -188,7 +199,7 @@ impl TreeWriter<'_> {
         let tail = self.next_node_id();
         self.record(ViewOp::Split { node, k, tail });
         for (pos, &id) in self.view.node(tail).blocks.iter().enumerate() {
-            self.book.blocks.loc[id as usize] = Loc { node: tail, pos: pos as u32 };
+            self.book.blocks.relocate(id, Loc { node: tail, pos: pos as u32 });
         }
     }
 

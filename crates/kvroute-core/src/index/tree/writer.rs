@@ -168,7 +168,7 @@ impl<'a> TreeWriter<'a> {
     /// Records that the rank holds `block` under `ext`, dropping a previous name of that block.
     /// Returns whether anything changed.
     pub(super) fn set_name(&mut self, slot: Slot, block: BlockId, ext: u64, held_before: bool) -> bool {
-        let canonical = self.book.blocks.ext[block as usize];
+        let canonical = self.book.blocks.ext(block);
         let old = held_before.then(|| self.book.name_of(slot, block));
         if old == Some(ext) {
             return false;
@@ -194,7 +194,7 @@ impl<'a> TreeWriter<'a> {
 
     /// Forgets the rank's name for a block it stops holding.
     pub(super) fn drop_name(&mut self, slot: Slot, block: BlockId) {
-        let canonical = self.book.blocks.ext[block as usize];
+        let canonical = self.book.blocks.ext(block);
         let names = self.book.names_mut(slot);
         // Aliases and predictions are rare: skip their maps when empty (the common case).
         let name = if names.aliases.is_empty() { canonical } else { names.aliases.remove(&block).unwrap_or(canonical) };
