@@ -1,6 +1,7 @@
 //! Profiling probes on the `bench:index` workload, kvroute only: `tree` (the bare single-threaded
 //! tree: no threads, no second copy; block-events/s), `find` (mean µs per query on the full
-//! index) and `lockstep` (seconds for the trace walk). Run under `perf record` to see where time
+//! index), `lockstep` (seconds for the trace walk) and `ingest` (`KvIndex` with 2 writers,
+//! block-events/s). Run under `perf record` to see where time
 //! goes; the comparison itself is `index`.
 
 use crate::index_bench::{read, Op, WRITERS};
@@ -24,6 +25,21 @@ pub fn tree_only(path: &str) -> f64 {
     let rate = block_events as f64 / t0.elapsed().as_secs_f64();
     eprintln!("tree live bytes {} reported {}", crate::alloc::live() - before, tree.stats().memory_bytes);
     rate
+}
+
+/// Probe: kvroute's ingest alone (2 writers, apply every event then flush); block-events/s.
+pub fn ingest_only(path: &str) -> f64 {
+    let ops = read(path);
+    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    let index = KvIndex::new(WRITERS).expect("index");
+    let t0 = Instant::now();
+    for op in &ops {
+        if let Op::Events(e, _, _) = op {
+            index.apply_events(e.clone(), 0.0).expect("open");
+        }
+    }
+    index.flush().expect("flush");
+    block_events as f64 / t0.elapsed().as_secs_f64()
 }
 
 /// Probe: kvroute's lockstep walk alone (for profiling); returns seconds.

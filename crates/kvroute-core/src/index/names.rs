@@ -14,6 +14,8 @@ const SHARD_BITS: u32 = 4;
 const SHARDS: usize = 1 << SHARD_BITS;
 /// Slots a table starts with once it gets its first name.
 const FIRST_SLOTS: usize = 8;
+/// The fullest a table gets, as a fraction (numerator, denominator).
+const MAX_LOAD: (usize, usize) = (3, 4);
 /// Marks a free slot (block ids stay below it: the arena would need 2^32 positions).
 const EMPTY: u32 = u32::MAX;
 
@@ -62,8 +64,8 @@ impl Table {
     }
 
     fn insert(&mut self, key: u64, value: u32, h: u64) -> Option<u32> {
-        // At most 3/4 full keeps linear probes short.
-        if (self.len + 1) * 4 > self.slots.len() * 3 {
+        // At most MAX_LOAD full keeps linear probes short.
+        if (self.len + 1) * MAX_LOAD.1 > self.slots.len() * MAX_LOAD.0 {
             self.grow();
         }
         let mask = self.slots.len() - 1;

@@ -35,12 +35,9 @@ fn has_repeated_name(blocks: &[StoredBlock], seen: &mut NameSet) -> bool {
 /// Above this capacity the scratch set is given back after use (an outsized event).
 const SCRATCH_KEEP: usize = 1 << 14;
 
-/// Whether the rank uses any of these names, prefetching ahead: an event's new blocks are
-/// usually many, and all absent.
+/// Whether the rank uses any of these names, prefetching ahead (the first ones already are): an
+/// event's new blocks are usually many, and all absent.
 fn any_named(lookup: &NameTable, blocks: &[StoredBlock]) -> bool {
-    for b in blocks.iter().take(PREFETCH_AHEAD) {
-        lookup.prefetch(b.ext);
-    }
     blocks.iter().enumerate().any(|(i, b)| {
         if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
             lookup.prefetch(ahead.ext);
@@ -108,11 +105,20 @@ impl TreeWriter<'_> {
             return Err(Rejection::InvalidBlock);
         }
         let lookup = &self.book.names(slot).lookup;
+        if lookup.is_empty() {
+            return Ok(());
+        }
+        for b in blocks.iter().take(PREFETCH_AHEAD) {
+            lookup.prefetch(b.ext);
+        }
         let mut at = start;
         for (i, block) in blocks.iter().enumerate() {
+            if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
+                lookup.prefetch(ahead.ext);
+            }
             let Some(loc) = self.view.advance(at, block.local) else {
                 // The rest of the event creates new positions: none of its names may be in use.
-                if !lookup.is_empty() && any_named(lookup, &blocks[i..]) {
+                if any_named(lookup, &blocks[i..]) {
                     return Err(Rejection::InvalidBlock);
                 }
                 break;
