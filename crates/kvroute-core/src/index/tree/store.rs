@@ -46,6 +46,15 @@ fn any_named(lookup: &NameTable, blocks: &[StoredBlock]) -> bool {
     })
 }
 
+/// How far along one node's edge the rank holds, while a store walks it.
+#[derive(Clone, Copy)]
+struct Reach {
+    node: NodeId,
+    cutoff: u32,
+    /// Whether the store extended it (and must write it back).
+    grew: bool,
+}
+
 impl TreeWriter<'_> {
     /// Stores `blocks` for the rank after its block named `parent` (or at the root).
     /// `predicted` is the expiry of an approximate-mode prediction; `None` for real events.
@@ -64,15 +73,30 @@ impl TreeWriter<'_> {
         self.check_names(slot, parent, start, blocks)?;
         let mut changed = false;
         let mut at = start;
+        // The rank's cutoff on the node being walked, written back once per node rather than
+        // once per block (an edge shared by hundreds of ranks has a long holder list).
+        let mut reach: Option<Reach> = None;
         for (i, block) in blocks.iter().enumerate() {
             let Some(loc) = self.view.advance(at, block.local) else {
+                self.write_reach(slot, reach.take());
                 self.insert_new(slot, at, &blocks[i..], predicted);
                 changed = true;
                 break;
             };
-            changed |= self.hold_existing(slot, loc, block.ext, predicted);
+            let r = match reach {
+                Some(r) if r.node == loc.node => r,
+                other => {
+                    self.write_reach(slot, other);
+                    Reach { node: loc.node, cutoff: self.view.node(loc.node).cutoff(slot), grew: false }
+                }
+            };
+            let held = r.cutoff > loc.pos;
+            // Not held: the rank holds the previous position, so its cutoff is exactly `loc.pos`.
+            reach = Some(if held { r } else { Reach { cutoff: loc.pos + 1, grew: true, ..r } });
+            changed |= self.hold_existing(slot, loc, held, block.ext, predicted);
             at = Some(loc);
         }
+        self.write_reach(slot, reach);
         if predicted.is_none() {
             if let Some(parent_loc) = start {
                 self.confirm_from(slot, parent_loc);
@@ -132,15 +156,16 @@ impl TreeWriter<'_> {
         Ok(())
     }
 
-    /// Makes the rank hold an existing position. Returns whether anything changed.
-    fn hold_existing(&mut self, slot: Slot, loc: Loc, ext: u64, predicted: Option<f64>) -> bool {
-        let n = self.view.node(loc.node);
-        let block = n.blocks[loc.pos as usize];
-        let held = n.cutoff(slot) > loc.pos;
-        if !held {
-            // The rank holds the previous position, so its cutoff here is exactly `loc.pos`.
-            self.set_cutoff(loc.node, slot, loc.pos + 1);
+    fn write_reach(&mut self, slot: Slot, reach: Option<Reach>) {
+        if let Some(Reach { node, cutoff, grew: true }) = reach {
+            self.set_cutoff(node, slot, cutoff);
         }
+    }
+
+    /// Names an existing position for the rank (whose cutoff the caller extends when it was not
+    /// `held`). Returns whether anything changed.
+    fn hold_existing(&mut self, slot: Slot, loc: Loc, held: bool, ext: u64, predicted: Option<f64>) -> bool {
+        let block = self.view.node(loc.node).blocks[loc.pos as usize];
         match predicted {
             // A prediction never renames a block the engine named, and only refreshes the TTL
             // of blocks that are still predictions.
