@@ -39,7 +39,10 @@ pub fn ingest_only(path: &str) -> f64 {
         }
     }
     index.flush().expect("flush");
-    block_events as f64 / t0.elapsed().as_secs_f64()
+    let rate = block_events as f64 / t0.elapsed().as_secs_f64();
+    let stats = index.stats().expect("open").0;
+    eprintln!("held {} memoryBytes {} bytes/held {:.1}", stats.blocks, stats.memory_bytes, stats.memory_bytes as f64 / stats.blocks as f64);
+    rate
 }
 
 /// Probe: kvroute's lockstep walk alone (for profiling); returns seconds.
