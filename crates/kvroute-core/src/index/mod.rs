@@ -53,6 +53,8 @@
 //! | + leaf-first removal runs cut once | | | bare tree 3.4 → 5.2 |
 //! | + own name table, probes prefetched 8 names ahead | 12.3 | 0.73× | bare tree 5.2 → 7–8.5 |
 //! | + location and name in one slot, scratch dedup set | 15.8 | 0.93× | bare tree 9.3 |
+//! | + a store's cutoff written once per node | 15.5 | 0.90× | W = 256: 0.71×; full-bench sitting |
+//! | tried: one shard-wide canonical name table | | | W = 256: no memory gain, 15% slower |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -62,7 +64,9 @@
 //! expose a probe's address, hence [`names::NameTable`]). Engines evict leaf first, so a Removed
 //! event's runs along an edge are cut once instead of position by position. Tried and not kept:
 //! a name table at most half full instead of three quarters (no measurable gain, 25% more
-//! memory). Reads were also made cheaper: results sort by a packed u64 (blocks, rank order) key,
+//! memory). Also tried: one shard-wide table of canonical names instead of one per rank (at
+//! W = 256 a position is held by only 1.3 ranks per shard, so memory stayed at 143 MB while the
+//! holder check each lookup then needs cost 15% of ingest). Reads were also made cheaper: results sort by a packed u64 (blocks, rank order) key,
 //! which halved a query at W = 256.
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
