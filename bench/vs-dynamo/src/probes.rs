@@ -32,16 +32,14 @@ pub fn ingest_only(path: &str) -> f64 {
     let ops = read(path);
     let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
     let index = KvIndex::new(WRITERS).expect("index");
-    let t0 = Instant::now();
-    for op in &ops {
-        if let Op::Events(e, _, _) = op {
-            index.apply_events(e.clone(), 0.0).expect("open");
-        }
-    }
-    index.flush().expect("flush");
-    let rate = block_events as f64 / t0.elapsed().as_secs_f64();
+    let rate = block_events as f64 / crate::scaling::kvroute_apply_all(&index, &ops);
     let stats = index.stats().expect("open").0;
-    eprintln!("held {} memoryBytes {} bytes/held {:.1}", stats.blocks, stats.memory_bytes, stats.memory_bytes as f64 / stats.blocks as f64);
+    eprintln!(
+        "held {} memoryBytes {} bytes/held {:.1}",
+        stats.blocks,
+        stats.memory_bytes,
+        stats.memory_bytes as f64 / stats.blocks as f64
+    );
     rate
 }
 

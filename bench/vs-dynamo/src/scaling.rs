@@ -19,7 +19,7 @@ use std::time::Instant;
 type Dynamo = ThreadPoolIndexer<ConcurrentRadixTreeCompressed>;
 
 /// Applies every event and waits until all are visible; returns the seconds it took.
-fn kvroute_apply_all(index: &KvIndex, ops: &[Op]) -> f64 {
+pub fn kvroute_apply_all(index: &KvIndex, ops: &[Op]) -> f64 {
     let t0 = Instant::now();
     for op in ops {
         if let Op::Events(e, _, _) = op {
