@@ -26,10 +26,10 @@ impl Default for Shard {
 
 impl Shard {
     /// Applies `op` to the book and both views, calling `visible` once readers see the change.
-    /// `journal` is the writer's scratch (kept between writes to reuse its buffers).
+    /// `journal` is the writer's scratch, emptied after each write; it keeps its buffers for the
+    /// next write unless they grew past a few hundred KiB (see `journal.rs`).
     pub fn write(&self, journal: &mut Journal, op: impl FnOnce(&mut TreeWriter<'_>), visible: impl FnOnce()) {
         let mut book = self.book.lock();
-        journal.clear();
         self.view.write_split(
             |view| {
                 op(&mut TreeWriter::new(&mut book, view, journal));
@@ -40,7 +40,10 @@ impl Shard {
                 visible();
                 journal
             },
-            |view, journal| journal.replay(view),
+            |view, journal| {
+                journal.replay(view);
+                journal.clear();
+            },
         );
     }
 

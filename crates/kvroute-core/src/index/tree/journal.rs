@@ -88,8 +88,9 @@ pub struct Journal {
     blocks: Vec<BlockId>,
 }
 
-/// Above this many buffered entries, a cleared journal gives its memory back.
-const KEEP_CAPACITY: usize = 1 << 16;
+/// Above this many buffered entries (about 600 KiB in all), a cleared journal gives its memory
+/// back, so an idle index does not hold the scratch of its largest batch.
+const KEEP_CAPACITY: usize = 1 << 14;
 
 impl Journal {
     /// Applies `op` to `view` and keeps it for the replay.
