@@ -120,6 +120,11 @@ impl Book {
         }
     }
 
+    /// Where the block the rank names `ext` sits, if the rank holds one.
+    pub fn locate(&self, slot: Slot, ext: u64) -> Option<Loc> {
+        self.names(slot).lookup.get(&ext).map(|&block| self.blocks.loc(block))
+    }
+
     pub fn mark_dirty(&mut self, slot: Slot) {
         // Usually the same slot, block after block: check the last one first.
         if self.dirty.last() != Some(&slot) && !self.dirty.contains(&slot) {

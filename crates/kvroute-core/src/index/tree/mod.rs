@@ -126,6 +126,6 @@ impl Tree {
     /// Heap bytes the tree holds: every container's real allocation, so it matches what the
     /// allocator sees (checked against a counting allocator in `bench/vs-dynamo`). O(nodes).
     pub fn heap_bytes(&self) -> usize {
-        self.stats().memory_bytes as usize
+        self.view.heap_bytes() + self.book.heap_bytes() + self.journal.heap_bytes()
     }
 }

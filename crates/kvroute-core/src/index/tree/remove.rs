@@ -16,10 +16,9 @@ impl TreeWriter<'_> {
     /// Removes the rank's block named `ext` and everything the rank holds below it.
     /// Returns `false` when the rank has no block of that name.
     pub(super) fn remove_named(&mut self, slot: Slot, ext: u64) -> bool {
-        let Some(&block) = self.book.names(slot).lookup.get(&ext) else {
+        let Some(loc) = self.book.locate(slot, ext) else {
             return false;
         };
-        let loc = self.book.blocks.loc(block);
         self.cut_at(slot, loc);
         true
     }
@@ -43,22 +42,18 @@ impl TreeWriter<'_> {
             if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
                 self.book.names(slot).lookup.prefetch(ahead);
             }
-            let Some(&block) = self.book.names(slot).lookup.get(&ext) else {
+            let Some(loc) = self.book.locate(slot, ext) else {
                 // Whether or not a run is pending, an absent name stays absent after it.
                 unknown += 1;
                 continue;
             };
-            let loc = self.book.blocks.loc(block);
             match pending {
                 Some(run) if run.node == loc.node && loc.pos + 1 == run.pos => pending = Some(loc),
                 Some(run) => {
                     self.cut_at(slot, run);
-                    pending = None;
                     // The cut may have taken this name with it.
-                    match self.book.names(slot).lookup.get(&ext) {
-                        Some(&block) => pending = Some(self.book.blocks.loc(block)),
-                        None => unknown += 1,
-                    }
+                    pending = self.book.locate(slot, ext);
+                    unknown += usize::from(pending.is_none());
                 }
                 None => pending = Some(loc),
             }

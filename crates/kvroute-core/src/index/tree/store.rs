@@ -108,10 +108,7 @@ impl TreeWriter<'_> {
     fn resolve_parent(&self, slot: Slot, parent: Option<u64>) -> Result<Option<Loc>, Rejection> {
         match parent {
             None => Ok(None),
-            Some(ext) => match self.book.names(slot).lookup.get(&ext) {
-                Some(&block) => Ok(Some(self.book.blocks.loc(block))),
-                None => Err(Rejection::ParentBlockNotFound),
-            },
+            Some(ext) => self.book.locate(slot, ext).map(Some).ok_or(Rejection::ParentBlockNotFound),
         }
     }
 
