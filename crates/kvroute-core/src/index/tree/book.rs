@@ -67,6 +67,16 @@ impl BlockArena {
     }
 }
 
+/// A rank's name for a block it holds: its alias when it has one, else the canonical name.
+fn name_in(names: &RankNames, blocks: &BlockArena, block: BlockId) -> u64 {
+    let canonical = blocks.ext(block);
+    if names.aliases.is_empty() {
+        canonical
+    } else {
+        names.aliases.get(&block).copied().unwrap_or(canonical)
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Book {
     pub free_nodes: Vec<NodeId>,
@@ -111,18 +121,19 @@ impl Book {
 
     /// The rank's name for a block it holds.
     pub fn name_of(&self, slot: Slot, block: BlockId) -> u64 {
-        let aliases = &self.names(slot).aliases;
-        let canonical = self.blocks.ext(block);
-        if aliases.is_empty() {
-            canonical
-        } else {
-            aliases.get(&block).copied().unwrap_or(canonical)
-        }
+        name_in(self.names(slot), &self.blocks, block)
+    }
+
+    /// The block the rank names `ext`, if it holds one. The name table matches fingerprints;
+    /// the block's own name confirms the hit (see `names.rs`).
+    pub fn named(&self, slot: Slot, ext: u64) -> Option<BlockId> {
+        let names = self.names(slot);
+        names.lookup.get(ext, |block| name_in(names, &self.blocks, block) == ext)
     }
 
     /// Where the block the rank names `ext` sits, if the rank holds one.
     pub fn locate(&self, slot: Slot, ext: u64) -> Option<Loc> {
-        self.names(slot).lookup.get(&ext).map(|&block| self.blocks.loc(block))
+        self.named(slot, ext).map(|block| self.blocks.loc(block))
     }
 
     pub fn mark_dirty(&mut self, slot: Slot) {

@@ -2,15 +2,13 @@
 //!
 //! A store is planned read-only first and applied second, so a rejected event changes nothing.
 
-use super::book::Loc;
-use super::book::NameSet;
+use super::book::{Book, Loc, NameSet};
 use super::journal::ViewOp;
 use super::ranks::Slot;
 use super::remove::PREFETCH_AHEAD;
 use super::writer::TreeWriter;
 use super::{BlockId, NodeId, ROOT};
 use crate::index::event::StoredBlock;
-use crate::index::names::NameTable;
 use crate::index::stats::Rejection;
 
 /// Up to this many blocks, repeated names are found by comparing pairs: cheaper than hashing
@@ -37,12 +35,13 @@ const SCRATCH_KEEP: usize = 1 << 14;
 
 /// Whether the rank uses any of these names, prefetching ahead (the first ones already are): an
 /// event's new blocks are usually many, and all absent.
-fn any_named(lookup: &NameTable, blocks: &[StoredBlock]) -> bool {
+fn any_named(book: &Book, slot: Slot, blocks: &[StoredBlock]) -> bool {
+    let lookup = &book.names(slot).lookup;
     blocks.iter().enumerate().any(|(i, b)| {
         if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
             lookup.prefetch(ahead.ext);
         }
-        lookup.contains_key(&b.ext)
+        book.named(slot, b.ext).is_some()
     })
 }
 
@@ -139,13 +138,13 @@ impl TreeWriter<'_> {
             }
             let Some(loc) = self.view.advance(at, block.local) else {
                 // The rest of the event creates new positions: none of its names may be in use.
-                if any_named(lookup, &blocks[i..]) {
+                if any_named(self.book, slot, &blocks[i..]) {
                     return Err(Rejection::InvalidBlock);
                 }
                 break;
             };
             let here = self.view.node(loc.node).blocks[loc.pos as usize];
-            if lookup.get(&block.ext).is_some_and(|&named| named != here) {
+            if self.book.named(slot, block.ext).is_some_and(|named| named != here) {
                 return Err(Rejection::InvalidBlock);
             }
             at = Some(loc);

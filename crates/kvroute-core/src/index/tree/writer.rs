@@ -179,7 +179,7 @@ impl<'a> TreeWriter<'a> {
         }
         let names = self.book.names_mut(slot);
         if let Some(old) = old {
-            names.lookup.remove(&old);
+            names.lookup.remove(old, block);
         }
         names.lookup.insert(ext, block);
         if ext == canonical {
@@ -198,7 +198,7 @@ impl<'a> TreeWriter<'a> {
         let names = self.book.names_mut(slot);
         // Aliases and predictions are rare: skip their maps when empty (the common case).
         let name = if names.aliases.is_empty() { canonical } else { names.aliases.remove(&block).unwrap_or(canonical) };
-        names.lookup.remove(&name);
+        names.lookup.remove(name, block);
         if self.view.predictions > 0 {
             self.unpredict(slot, block);
         }
