@@ -36,6 +36,11 @@ fn repeat() -> usize {
     std::env::var("REPEAT").map_or(1, |r| r.parse().expect("REPEAT"))
 }
 
+/// Writer threads of the probe's index (`WRITERS`, default the comparison's 2).
+fn writers() -> usize {
+    std::env::var("WRITERS").map_or(WRITERS, |w| w.parse().expect("WRITERS"))
+}
+
 /// The best of the repeated rates (the one least disturbed by other tenants of the machine).
 fn best(rates: Vec<f64>) -> f64 {
     rates.into_iter().fold(0.0, f64::max)
@@ -47,7 +52,7 @@ pub fn ingest_only(path: &str) -> f64 {
     let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
     let mut rates = Vec::new();
     for _ in 0..repeat() {
-        let index = KvIndex::new(WRITERS).expect("index");
+        let index = KvIndex::new(writers()).expect("index");
         rates.push(block_events as f64 / crate::scaling::kvroute_apply_all(&index, &ops));
         let stats = index.stats().expect("open").0;
         eprintln!(
@@ -82,8 +87,7 @@ pub fn lockstep_only(path: &str) -> f64 {
 /// Probe: every query 5 times on the full index (for profiling reads).
 pub fn find_only(path: &str) -> f64 {
     let ops = read(path);
-    let writers = std::env::var("WRITERS").map_or(WRITERS, |w| w.parse().expect("WRITERS"));
-    let index = KvIndex::new(writers).expect("index");
+    let index = KvIndex::new(writers()).expect("index");
     for op in &ops {
         if let Op::Events(e, _, _) = op {
             index.apply_events(e.clone(), 0.0).expect("open");

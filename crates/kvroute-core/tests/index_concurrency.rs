@@ -5,7 +5,7 @@
 mod common;
 
 use common::model::Model;
-use common::{rank, remove, store};
+use common::{cleared, rank, remove, store};
 use kvroute_core::index::{KvIndex, Rank, RouterEvent};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -148,4 +148,61 @@ fn long_events_apply_in_parts_without_changing_semantics() {
     assert_eq!(stats.events.invalid_block, 21);
     assert_eq!(stats.events.block_not_found, 21 * 100);
     assert_eq!(stats.events.stored, 42);
+}
+
+/// Waiters sleeping on different positions of different writers are each woken once their own
+/// events are applied (writers wake sleepers only at the positions they registered): every
+/// flush returns having seen its own store, and approximate-mode predictions (which wait for one
+/// writer) return visible, while another thread keeps every writer's queue long. Bounded: each
+/// waiter must finish within a deadline, so a lost wake-up fails instead of hanging.
+#[test]
+fn waiters_at_different_positions_all_wake() {
+    const WAITERS: u64 = 6;
+    let index = Arc::new(KvIndex::new(3).expect("index"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let background = {
+        let (index, stop) = (Arc::clone(&index), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut round = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let batch = (100..112).map(|w| store(rank(w, 0), &[], &[round % 50 + 1, 2, 3])).collect();
+                index.apply_events(batch, 0.0).expect("open");
+                index.apply_events((100..112).map(|w| cleared(rank(w, 0))).collect(), 0.0).expect("open");
+                round += 1;
+            }
+        })
+    };
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    for waiter in 0..WAITERS {
+        let (index, done_tx) = (Arc::clone(&index), done_tx.clone());
+        std::thread::spawn(move || {
+            for step in 0..40u64 {
+                let r = rank(waiter, 0);
+                let path = [1000 + waiter, step + 1];
+                if step % 2 == 0 {
+                    index.apply_events(vec![cleared(r), store(r, &[], &path)], 0.0).expect("open");
+                    index.flush().expect("flush");
+                } else {
+                    index.record_routing(rank(waiter, 1), path.to_vec(), 0.0, 1e12).expect("predict");
+                }
+                let scores = index.find_matches(&path, 0.0).expect("open");
+                let expected = if step % 2 == 0 { r } else { rank(waiter, 1) };
+                assert!(scores.iter().any(|s| s.rank == expected && s.blocks == 2), "waiter {waiter} step {step}");
+            }
+            done_tx.send(waiter).expect("report");
+        });
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut finished = HashSet::new();
+    while finished.len() < WAITERS as usize {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match done_rx.recv_timeout(left) {
+            Ok(waiter) => {
+                finished.insert(waiter);
+            }
+            Err(e) => panic!("waiters {:?} of {WAITERS} finished ({e}): a wake-up was lost", finished),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    background.join().expect("background writer");
 }

@@ -200,6 +200,17 @@ impl NameTable {
         removed
     }
 
+    /// Calls `hit` with the block id of every entry in `key`'s home bucket whose fingerprint
+    /// matches (usually one, the block named `key`), without confirming it: for prefetching
+    /// the block's data a few names before it is needed, once the bucket itself has arrived.
+    pub fn candidates(&self, key: u64, mut hit: impl FnMut(u32)) {
+        let (t, fp) = split(key);
+        let table = &self.tables[t];
+        if let Some(b) = table.buckets.get(table.home(fp)) {
+            (0..b.len as usize).filter(|&k| b.fps[k] == fp).for_each(|k| hit(b.ids[k]));
+        }
+    }
+
     /// Asks the CPU to start loading the bucket where `key` would sit; a hint, never a fault.
     pub fn prefetch(&self, key: u64) {
         let (t, fp) = split(key);

@@ -3,14 +3,11 @@
 //! readers use, so the per-block hash-map work of an event is done once.
 
 use super::ranks::{RankNames, Slot};
+use super::repeats::RepeatFinder;
 use super::{BlockId, NodeId};
 use crate::index::expiry::ExpiryQueue;
 use crate::index::growth::ChunkedVec;
 use crate::index::stats::{vec_bytes, EventCounters};
-use rustc_hash::FxBuildHasher;
-
-/// A set of names (hashbrown, for its real allocation size).
-pub type NameSet = hashbrown::HashSet<u64, FxBuildHasher>;
 
 /// Where one block sits: its node and its offset in that node's edge.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,6 +50,13 @@ impl BlockArena {
         self.info[block as usize].ext
     }
 
+    /// Starts loading the block's data (a hint).
+    pub fn prefetch(&self, block: BlockId) {
+        if (block as usize) < self.info.len() {
+            crate::index::names::prefetch(&self.info[block as usize]);
+        }
+    }
+
     /// The block moved (an edge split).
     pub fn relocate(&mut self, block: BlockId, loc: Loc) {
         self.info[block as usize].loc = loc;
@@ -65,6 +69,13 @@ impl BlockArena {
     fn heap_bytes(&self) -> usize {
         self.info.heap_bytes() + vec_bytes::<BlockId>(self.free.capacity())
     }
+}
+
+/// The two stages of [`Book::prefetch_named`].
+#[derive(Debug, Clone, Copy)]
+pub enum Prefetch {
+    Bucket,
+    Block,
 }
 
 /// A rank's name for a block it holds: its alias when it has one, else the canonical name.
@@ -90,8 +101,8 @@ pub struct Book {
     pub expiry: ExpiryQueue,
     /// Slots whose held count changed during the current operation (published at its end).
     pub dirty: Vec<Slot>,
-    /// Scratch for finding names repeated inside a long Stored event.
-    pub scratch: NameSet,
+    /// Scratch for finding names repeated inside a Stored event.
+    pub repeats: RepeatFinder,
 }
 
 impl Book {
@@ -131,6 +142,18 @@ impl Book {
         names.lookup.get(ext, |block| name_in(names, &self.blocks, block) == ext)
     }
 
+    /// Prefetches for a lookup of `ext` a few names from now: its bucket when `stage` is
+    /// [`Prefetch::Bucket`] (the bucket's address is known at once), the data of the block it
+    /// names when [`Prefetch::Block`] (read from the bucket, which an earlier `Bucket` stage
+    /// has brought in). Two stages overlap the two dependent misses of a lookup.
+    pub fn prefetch_named(&self, slot: Slot, ext: u64, stage: Prefetch) {
+        let lookup = &self.names(slot).lookup;
+        match stage {
+            Prefetch::Bucket => lookup.prefetch(ext),
+            Prefetch::Block => lookup.candidates(ext, |block| self.blocks.prefetch(block)),
+        }
+    }
+
     /// Where the block the rank names `ext` sits, if the rank holds one.
     pub fn locate(&self, slot: Slot, ext: u64) -> Option<Loc> {
         self.named(slot, ext).map(|block| self.blocks.loc(block))
@@ -150,6 +173,6 @@ impl Book {
             + self.names.iter().flatten().map(RankNames::heap_bytes).sum::<usize>()
             + vec_bytes::<Slot>(self.free_slots.capacity() + self.dirty.capacity())
             + self.expiry.heap_bytes()
-            + self.scratch.allocation_size()
+            + self.repeats.heap_bytes()
     }
 }

@@ -18,6 +18,7 @@ mod matches;
 mod node;
 pub mod ranks;
 mod remove;
+mod repeats;
 mod store;
 pub mod view;
 pub mod writer;

@@ -2,7 +2,7 @@
 //! rank's coverage is always contiguous from the root and a re-stored gap never resurrects
 //! descendants. Positions nobody holds any more are freed at once, keeping the tree minimal.
 
-use super::book::Loc;
+use super::book::{Loc, Prefetch};
 use super::journal::ViewOp;
 use super::ranks::Slot;
 use super::writer::TreeWriter;
@@ -34,13 +34,18 @@ impl TreeWriter<'_> {
     pub(super) fn remove_names(&mut self, slot: Slot, hashes: &[u64]) -> usize {
         let mut unknown = 0;
         let mut pending: Option<Loc> = None;
-        let lookup = &self.book.names(slot).lookup;
         for &ext in hashes.iter().take(PREFETCH_AHEAD) {
-            lookup.prefetch(ext);
+            self.book.prefetch_named(slot, ext, Prefetch::Bucket);
+        }
+        for &ext in hashes.iter().take(PREFETCH_AHEAD / 2) {
+            self.book.prefetch_named(slot, ext, Prefetch::Block);
         }
         for (i, &ext) in hashes.iter().enumerate() {
             if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
-                self.book.names(slot).lookup.prefetch(ahead);
+                self.book.prefetch_named(slot, ahead, Prefetch::Bucket);
+            }
+            if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD / 2) {
+                self.book.prefetch_named(slot, ahead, Prefetch::Block);
             }
             let Some(loc) = self.book.locate(slot, ext) else {
                 // Whether or not a run is pending, an absent name stays absent after it.

@@ -2,7 +2,7 @@
 //!
 //! A store is planned read-only first and applied second, so a rejected event changes nothing.
 
-use super::book::{Book, Loc, NameSet};
+use super::book::{Book, Loc};
 use super::journal::ViewOp;
 use super::ranks::Slot;
 use super::remove::PREFETCH_AHEAD;
@@ -10,28 +10,6 @@ use super::writer::TreeWriter;
 use super::{BlockId, NodeId, ROOT};
 use crate::index::event::StoredBlock;
 use crate::index::stats::Rejection;
-
-/// Up to this many blocks, repeated names are found by comparing pairs: cheaper than hashing
-/// (no allocation) for the short events engines send.
-const PAIRWISE_MAX: usize = 16;
-
-/// Whether a name repeats inside the event; `seen` is scratch kept between events, so that long
-/// events (a prompt's hundreds of blocks) allocate nothing.
-fn has_repeated_name(blocks: &[StoredBlock], seen: &mut NameSet) -> bool {
-    if blocks.len() <= PAIRWISE_MAX {
-        return blocks.iter().enumerate().any(|(i, a)| blocks[i + 1..].iter().any(|b| b.ext == a.ext));
-    }
-    seen.clear();
-    seen.reserve(blocks.len());
-    let repeated = !blocks.iter().all(|b| seen.insert(b.ext));
-    if seen.capacity() > SCRATCH_KEEP {
-        *seen = NameSet::default();
-    }
-    repeated
-}
-
-/// Above this capacity the scratch set is given back after use (an outsized event).
-const SCRATCH_KEEP: usize = 1 << 14;
 
 /// Whether the rank uses any of these names, prefetching ahead (the first ones already are): an
 /// event's new blocks are usually many, and all absent.
@@ -66,7 +44,7 @@ impl TreeWriter<'_> {
         predicted: Option<f64>,
     ) -> Result<bool, Rejection> {
         let start = self.resolve_parent(slot, parent)?;
-        if has_repeated_name(blocks, &mut self.book.scratch) {
+        if self.book.repeats.any_repeated(blocks) {
             return Err(Rejection::InvalidBlock);
         }
         self.check_names(slot, parent, start, blocks)?;
