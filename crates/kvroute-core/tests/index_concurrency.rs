@@ -153,7 +153,7 @@ fn long_events_apply_in_parts_without_changing_semantics() {
 /// Waiters sleeping on different positions of different writers are each woken once their own
 /// events are applied (writers wake sleepers only at the positions they registered): every
 /// flush returns having seen its own store, and approximate-mode predictions (which wait for one
-/// writer) return visible, while another thread keeps every writer's queue long. Bounded: each
+/// writer) return visible, while another thread keeps every writer's queue busy. Bounded: each
 /// waiter must finish within a deadline, so a lost wake-up fails instead of hanging.
 #[test]
 fn waiters_at_different_positions_all_wake() {
@@ -165,6 +165,12 @@ fn waiters_at_different_positions_all_wake() {
         std::thread::spawn(move || {
             let mut round = 0u64;
             while !stop.load(Ordering::Relaxed) {
+                // Paced like an engine source: a bounded backlog, so each flush waits for a
+                // bounded amount of work (an unbounded one would outrun the writers).
+                if index.pending().expect("open") > 64 {
+                    std::thread::yield_now();
+                    continue;
+                }
                 let batch = (100..112).map(|w| store(rank(w, 0), &[], &[round % 50 + 1, 2, 3])).collect();
                 index.apply_events(batch, 0.0).expect("open");
                 index.apply_events((100..112).map(|w| cleared(rank(w, 0))).collect(), 0.0).expect("open");
@@ -200,7 +206,14 @@ fn waiters_at_different_positions_all_wake() {
             Ok(waiter) => {
                 finished.insert(waiter);
             }
-            Err(e) => panic!("waiters {:?} of {WAITERS} finished ({e}): a wake-up was lost", finished),
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                panic!(
+                    "waiters {finished:?} of {WAITERS} finished ({e}), pending {:?}: a wake-up was lost",
+                    index.pending()
+                )
+            }
         }
     }
     stop.store(true, Ordering::Relaxed);

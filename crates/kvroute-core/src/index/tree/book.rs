@@ -42,6 +42,12 @@ impl BlockArena {
         }
     }
 
+    /// Gives back a block id taken by the last `alloc` (ids given back in the reverse order of
+    /// their allocation leave the free list as it was).
+    pub fn release(&mut self, block: BlockId) {
+        self.free.push(block);
+    }
+
     pub fn loc(&self, block: BlockId) -> Loc {
         self.info[block as usize].loc
     }

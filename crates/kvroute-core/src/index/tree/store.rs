@@ -1,8 +1,10 @@
 //! Stored events (and approximate-mode predictions, which are stores with an expiry).
 //!
-//! A store is planned read-only first and applied second, so a rejected event changes nothing.
+//! A store is checked before it changes the tree, so a rejected event changes nothing: the names
+//! of positions that exist are checked read-only; the names of new positions are claimed (checked
+//! and inserted in one pass over each bucket) and given back if one of them is in use.
 
-use super::book::{Book, Loc};
+use super::book::Loc;
 use super::journal::ViewOp;
 use super::ranks::Slot;
 use super::remove::PREFETCH_AHEAD;
@@ -10,18 +12,6 @@ use super::writer::TreeWriter;
 use super::{BlockId, NodeId, ROOT};
 use crate::index::event::StoredBlock;
 use crate::index::stats::Rejection;
-
-/// Whether the rank uses any of these names, prefetching ahead (the first ones already are): an
-/// event's new blocks are usually many, and all absent.
-fn any_named(book: &Book, slot: Slot, blocks: &[StoredBlock]) -> bool {
-    let lookup = &book.names(slot).lookup;
-    blocks.iter().enumerate().any(|(i, b)| {
-        if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
-            lookup.prefetch(ahead.ext);
-        }
-        book.named(slot, b.ext).is_some()
-    })
-}
 
 /// How far along one node's edge the rank holds, while a store walks it.
 #[derive(Clone, Copy)]
@@ -47,19 +37,16 @@ impl TreeWriter<'_> {
         if self.book.repeats.any_repeated(blocks) {
             return Err(Rejection::InvalidBlock);
         }
-        self.check_names(slot, parent, start, blocks)?;
+        let new_from = self.check_names(slot, parent, start, blocks)?;
+        let (existing, new) = blocks.split_at(new_from);
+        let claimed = self.claim_names(slot, new).ok_or(Rejection::InvalidBlock)?;
         let mut changed = false;
         let mut at = start;
         // The rank's cutoff on the node being walked, written back once per node rather than
         // once per block (an edge shared by hundreds of ranks has a long holder list).
         let mut reach: Option<Reach> = None;
-        for (i, block) in blocks.iter().enumerate() {
-            let Some(loc) = self.view.advance(at, block.local) else {
-                self.write_reach(slot, reach.take());
-                self.insert_new(slot, at, &blocks[i..], predicted);
-                changed = true;
-                break;
-            };
+        for block in existing {
+            let loc = self.view.advance(at, block.local).expect("check_names walked these positions");
             let r = match reach {
                 Some(r) if r.node == loc.node => r,
                 other => {
@@ -74,6 +61,10 @@ impl TreeWriter<'_> {
             at = Some(loc);
         }
         self.write_reach(slot, reach);
+        if !new.is_empty() {
+            self.insert_new(slot, at, new, &claimed, predicted);
+            changed = true;
+        }
         if predicted.is_none() {
             if let Some(parent_loc) = start {
                 self.confirm_from(slot, parent_loc);
@@ -89,45 +80,71 @@ impl TreeWriter<'_> {
         }
     }
 
-    /// Rejects stores that would give one name two meanings: the parent among the blocks, a name
-    /// repeated inside the event, or a name the rank already uses for a different position (a name
-    /// repeated inside the event is checked before).
+    /// Walks the positions that already exist and rejects names that would get two meanings
+    /// there: the parent among the blocks, or a name the rank already uses for a different
+    /// position (names repeated inside the event are checked before). Returns how many leading
+    /// blocks sit at existing positions; the rest are new (see [`Self::claim_names`]).
     fn check_names(
         &self,
         slot: Slot,
         parent: Option<u64>,
         start: Option<Loc>,
         blocks: &[StoredBlock],
-    ) -> Result<(), Rejection> {
+    ) -> Result<usize, Rejection> {
         if parent.is_some_and(|p| blocks.iter().any(|b| b.ext == p)) {
             return Err(Rejection::InvalidBlock);
         }
         let lookup = &self.book.names(slot).lookup;
-        if lookup.is_empty() {
-            return Ok(());
-        }
-        for b in blocks.iter().take(PREFETCH_AHEAD) {
-            lookup.prefetch(b.ext);
+        let check = !lookup.is_empty();
+        if check {
+            for b in blocks.iter().take(PREFETCH_AHEAD) {
+                lookup.prefetch(b.ext);
+            }
         }
         let mut at = start;
         for (i, block) in blocks.iter().enumerate() {
-            if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
-                lookup.prefetch(ahead.ext);
-            }
             let Some(loc) = self.view.advance(at, block.local) else {
-                // The rest of the event creates new positions: none of its names may be in use.
-                if any_named(self.book, slot, &blocks[i..]) {
+                return Ok(i);
+            };
+            if check {
+                if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
+                    lookup.prefetch(ahead.ext);
+                }
+                let here = self.view.node(loc.node).blocks[loc.pos as usize];
+                if self.book.named(slot, block.ext).is_some_and(|named| named != here) {
                     return Err(Rejection::InvalidBlock);
                 }
-                break;
-            };
-            let here = self.view.node(loc.node).blocks[loc.pos as usize];
-            if self.book.named(slot, block.ext).is_some_and(|named| named != here) {
-                return Err(Rejection::InvalidBlock);
             }
             at = Some(loc);
         }
-        Ok(())
+        Ok(blocks.len())
+    }
+
+    /// Gives each new block a block id and the rank's name for it, checking in the same pass over
+    /// the name's bucket that the rank does not use that name yet. On the first name in use,
+    /// gives back every name and id claimed so far and returns `None`: the event is rejected
+    /// before anything else changed. The ids' locations are set by [`Self::insert_new`].
+    fn claim_names(&mut self, slot: Slot, blocks: &[StoredBlock]) -> Option<Vec<BlockId>> {
+        let mut claimed = Vec::with_capacity(blocks.len());
+        for b in blocks.iter().take(PREFETCH_AHEAD) {
+            self.book.names(slot).lookup.prefetch(b.ext);
+        }
+        for (i, b) in blocks.iter().enumerate() {
+            if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
+                self.book.names(slot).lookup.prefetch(ahead.ext);
+            }
+            if self.book.named(slot, b.ext).is_some() {
+                for (&id, b) in claimed.iter().zip(blocks).rev() {
+                    self.book.names_mut(slot).lookup.remove(b.ext, id);
+                    self.book.blocks.release(id);
+                }
+                return None;
+            }
+            let id = self.book.blocks.alloc(Loc::default(), b.ext);
+            self.book.names_mut(slot).lookup.insert(b.ext, id);
+            claimed.push(id);
+        }
+        Some(claimed)
     }
 
     fn write_reach(&mut self, slot: Slot, reach: Option<Reach>) {
@@ -164,7 +181,14 @@ impl TreeWriter<'_> {
     /// Creates positions for `blocks` after `at`: extending a leaf in place when the rank holds its
     /// end and it has no children (decode appends one block at a time), otherwise as a new child,
     /// splitting the edge first when `at` is inside it.
-    fn insert_new(&mut self, slot: Slot, at: Option<Loc>, blocks: &[StoredBlock], predicted: Option<f64>) {
+    fn insert_new(
+        &mut self,
+        slot: Slot,
+        at: Option<Loc>,
+        blocks: &[StoredBlock],
+        ids: &[BlockId],
+        predicted: Option<f64>,
+    ) {
         let (node, extend_leaf) = match at {
             None => (ROOT, false),
             Some(loc) => {
@@ -182,17 +206,15 @@ impl TreeWriter<'_> {
             child
         };
         let offset = self.view.node(target).len();
-        let ids: Vec<BlockId> = blocks
-            .iter()
-            .enumerate()
-            .map(|(j, b)| self.book.blocks.alloc(Loc { node: target, pos: offset + j as u32 }, b.ext))
-            .collect();
-        for (b, &id) in blocks.iter().zip(&ids) {
-            self.set_name(slot, id, b.ext, false);
+        for (j, &id) in ids.iter().enumerate() {
+            self.book.blocks.relocate(id, Loc { node: target, pos: offset + j as u32 });
         }
-        self.extend(target, blocks, &ids);
+        // `claim_names` named them (by their canonical names: this rank creates them).
+        self.book.held_blocks += ids.len() as u64;
+        self.book.mark_dirty(slot);
+        self.extend(target, blocks, ids);
         if let Some(expiry) = predicted {
-            for &id in &ids {
+            for &id in ids {
                 self.predict(slot, id, expiry);
             }
         }
