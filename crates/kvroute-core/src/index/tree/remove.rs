@@ -7,10 +7,26 @@ use super::journal::ViewOp;
 use super::ranks::Slot;
 use super::writer::TreeWriter;
 use super::{NodeId, ROOT};
+use std::ops::Range;
 
 /// How many names ahead a removal prefetches (enough to overlap the misses, few enough to stay
 /// in the cache until used).
 pub(super) const PREFETCH_AHEAD: usize = 8;
+
+/// A pending run of a Removed event: positions `low..=high` of `node`'s edge, named deepest
+/// first.
+#[derive(Clone, Copy)]
+struct Run {
+    node: NodeId,
+    low: u32,
+    high: u32,
+}
+
+impl Run {
+    fn at(loc: Loc) -> Self {
+        Self { node: loc.node, low: loc.pos, high: loc.pos }
+    }
+}
 
 impl TreeWriter<'_> {
     /// Removes the rank's block named `ext` and everything the rank holds below it.
@@ -19,7 +35,7 @@ impl TreeWriter<'_> {
         let Some(loc) = self.book.locate(slot, ext) else {
             return false;
         };
-        self.cut_at(slot, loc);
+        self.cut_at(slot, loc, 0..0);
         true
     }
 
@@ -31,9 +47,13 @@ impl TreeWriter<'_> {
     /// shallowest position, instead of once per block: the same final state, and since the run
     /// only moves towards the root, every name in it was still held at its turn. Any other name
     /// applies the pending cut first, so its lookup sees the state the names before it left.
+    ///
+    /// A name that joins the pending run is sure to go when the run is cut, so its name-table
+    /// entry is taken out at once, while its bucket is in the cache, and the cut skips it. A
+    /// name repeated later in the event is then not found, as it would not be after the cut.
     pub(super) fn remove_names(&mut self, slot: Slot, hashes: &[u64]) -> usize {
         let mut unknown = 0;
-        let mut pending: Option<Loc> = None;
+        let mut pending: Option<Run> = None;
         for &ext in hashes.iter().take(PREFETCH_AHEAD) {
             self.book.prefetch_named(slot, ext, Prefetch::Bucket);
         }
@@ -47,26 +67,37 @@ impl TreeWriter<'_> {
             if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD / 2) {
                 self.book.prefetch_named(slot, ahead, Prefetch::Block);
             }
-            let Some(loc) = self.book.locate(slot, ext) else {
+            let Some(mut block) = self.book.named(slot, ext) else {
                 // Whether or not a run is pending, an absent name stays absent after it.
                 unknown += 1;
                 continue;
             };
-            match pending {
-                Some(run) if run.node == loc.node && loc.pos + 1 == run.pos => pending = Some(loc),
+            let loc = self.book.blocks.loc(block);
+            pending = match pending {
+                Some(run) if run.node == loc.node && loc.pos + 1 == run.low => Some(Run { low: loc.pos, ..run }),
                 Some(run) => {
-                    self.cut_at(slot, run);
+                    self.cut_run(slot, run);
                     // The cut may have taken this name with it.
-                    pending = self.book.locate(slot, ext);
-                    unknown += usize::from(pending.is_none());
+                    let Some(still) = self.book.named(slot, ext) else {
+                        unknown += 1;
+                        continue;
+                    };
+                    block = still;
+                    Some(Run::at(self.book.blocks.loc(still)))
                 }
-                None => pending = Some(loc),
-            }
+                None => Some(Run::at(loc)),
+            };
+            self.take_name(slot, ext, block);
         }
         if let Some(run) = pending {
-            self.cut_at(slot, run);
+            self.cut_run(slot, run);
         }
         unknown
+    }
+
+    /// Cuts the rank at a run's shallowest position; the run's names were taken already.
+    fn cut_run(&mut self, slot: Slot, run: Run) {
+        self.cut_at(slot, Loc { node: run.node, pos: run.low }, run.low..run.high + 1);
     }
 
     /// Drops every block the rank holds. The rank itself stays known.
@@ -87,7 +118,8 @@ impl TreeWriter<'_> {
     }
 
     /// The rank keeps `edge[0..loc.pos]` of `loc.node` and loses the rest of it and all below.
-    fn cut_at(&mut self, slot: Slot, loc: Loc) {
+    /// The names of the positions in `taken` are out of the name table already.
+    fn cut_at(&mut self, slot: Slot, loc: Loc, taken: Range<u32>) {
         let n = self.view.node(loc.node);
         let cutoff = n.cutoff(slot);
         if cutoff == n.len() {
@@ -95,16 +127,17 @@ impl TreeWriter<'_> {
                 self.drop_subtree(slot, child);
             }
         }
-        self.drop_names(slot, loc.node, loc.pos, cutoff);
+        self.drop_names(slot, loc.node, loc.pos..cutoff, taken);
         self.set_cutoff(loc.node, slot, loc.pos);
         self.tidy(loc.node);
     }
 
-    /// Forgets the rank's names for positions `from..to` of `node`'s edge.
-    fn drop_names(&mut self, slot: Slot, node: NodeId, from: u32, to: u32) {
-        for pos in from..to {
+    /// Forgets the rank's names for `positions` of `node`'s edge (those in `taken` are out of
+    /// the name table already).
+    fn drop_names(&mut self, slot: Slot, node: NodeId, positions: Range<u32>, taken: Range<u32>) {
+        for pos in positions {
             let block = self.view.node(node).blocks[pos as usize];
-            self.drop_name(slot, block);
+            self.drop_name(slot, block, !taken.contains(&pos));
         }
     }
 
@@ -122,7 +155,7 @@ impl TreeWriter<'_> {
         }
         for id in order.into_iter().rev() {
             let cutoff = self.view.node(id).cutoff(slot);
-            self.drop_names(slot, id, 0, cutoff);
+            self.drop_names(slot, id, 0..cutoff, 0..0);
             self.set_cutoff(id, slot, 0);
             self.tidy(id);
         }

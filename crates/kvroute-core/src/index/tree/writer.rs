@@ -192,13 +192,27 @@ impl<'a> TreeWriter<'a> {
         true
     }
 
-    /// Forgets the rank's name for a block it stops holding.
-    pub(super) fn drop_name(&mut self, slot: Slot, block: BlockId) {
-        let canonical = self.book.blocks.ext(block);
+    /// Takes the rank's name `ext` for `block` out of the name table ahead of the block's drop
+    /// (see `remove_names`); `drop_name` is then told it is gone.
+    pub(super) fn take_name(&mut self, slot: Slot, ext: u64, block: BlockId) {
         let names = self.book.names_mut(slot);
-        // Aliases and predictions are rare: skip their maps when empty (the common case).
-        let name = if names.aliases.is_empty() { canonical } else { names.aliases.remove(&block).unwrap_or(canonical) };
-        names.lookup.remove(name, block);
+        names.lookup.remove(ext, block);
+        if !names.aliases.is_empty() {
+            names.aliases.remove(&block);
+        }
+    }
+
+    /// Forgets the rank's name for a block it stops holding; `in_table` is false when
+    /// `take_name` took it out already.
+    pub(super) fn drop_name(&mut self, slot: Slot, block: BlockId, in_table: bool) {
+        if in_table {
+            let canonical = self.book.blocks.ext(block);
+            let names = self.book.names_mut(slot);
+            // Aliases and predictions are rare: skip their maps when empty (the common case).
+            let name =
+                if names.aliases.is_empty() { canonical } else { names.aliases.remove(&block).unwrap_or(canonical) };
+            names.lookup.remove(name, block);
+        }
         if self.view.predictions > 0 {
             self.unpredict(slot, block);
         }
