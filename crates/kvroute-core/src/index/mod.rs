@@ -55,6 +55,11 @@
 //! | + location and name in one slot, scratch dedup set | 15.8 | 0.93× | bare tree 9.3 |
 //! | + a store's cutoff written once per node | 15.5 | 0.90× | W = 256: 0.71×; full-bench sitting |
 //! | tried: one shard-wide canonical name table | | | W = 256: no memory gain, 15% slower |
+//! | name table in 64-byte buckets of fingerprints (see below) | 16.5 | | bare tree 10 → 12, W = 256 7.0 → 11.9; 76 → 60 B/block |
+//! | + waiters woken only at the position they need | 24.2 | | 1 writer 9 → 12.6; W = 256 12 → 16.4 |
+//! | + removals prefetch the block after its bucket; flat repeat check | | | (measured with the line above) |
+//! | + new names claimed in one pass; a run's names taken at once | 21.6–22.6 | 1.10–1.2× | churn 9 → 10; noisy sitting |
+//! | tried: a writer polls its queue 50 µs before sleeping | | | lockstep unchanged (one writer's speed bounds it) |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -66,8 +71,27 @@
 //! a name table at most half full instead of three quarters (no measurable gain, 25% more
 //! memory). Also tried: one shard-wide table of canonical names instead of one per rank (at
 //! W = 256 a position is held by only 1.3 ranks per shard, so memory stayed at 143 MB while the
-//! holder check each lookup then needs cost 15% of ingest). Reads were also made cheaper: results sort by a packed u64 (blocks, rank order) key,
-//! which halved a query at W = 256.
+//! holder check each lookup then needs cost 15% of ingest). Reads were also made cheaper: results
+//! sort by a packed u64 (blocks, rank order) key, which halved a query at W = 256.
+//!
+//! The next profile had a quarter of the writer's time in the name table's backward-shift
+//! deletion and in proving names absent: linear probing at three quarters full scans about eight
+//! slots (two or three cache lines) for either. [`names::NameTable`] now keeps seven 8-byte
+//! entries (32-bit fingerprint, block id) per 64-byte bucket, with an overflow counter per bucket
+//! instead of shifting: every operation reads one line, usually, and the table is half the size.
+//! A fingerprint hit is confirmed against the block's own name, which the writer reads next anyway.
+//! Then the writer's own clock showed a fifth of its time outside the tree: every applied batch
+//! woke the thread waiting in `flush` (a futex wake-up and a reschedule, about 6 µs on this VM),
+//! although it waited for the last batch only; waiters now register the position they need. A
+//! removal's two dependent misses (the name's bucket, then its block's data) are prefetched in
+//! two stages, eight and four names ahead. A Stored event's new names are claimed (checked and
+//! inserted) in one pass over their buckets right before the tree changes, and given back if one
+//! is taken; a Removed event takes each name of its leaf-first run out of the table as soon as
+//! the run reaches it, while the bucket is in the cache, so the cut does not visit it again.
+//! What the time goes to now: one bucket and one block-data miss per removed block and one
+//! bucket miss per new block (prefetched, so they overlap), node allocations and the second
+//! view's replay (about 6% of a writer), and, on the churn workload, the structural work of many
+//! small events (nodes created, split and freed in both views).
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 

@@ -77,9 +77,10 @@ impl TreeWriter<'_> {
                 Some(run) if run.node == loc.node && loc.pos + 1 == run.low => Some(Run { low: loc.pos, ..run }),
                 Some(run) => {
                     self.cut_run(slot, run);
-                    // The cut may have taken this name with it.
+                    // The cut may have taken this name with it; then no run is pending.
                     let Some(still) = self.book.named(slot, ext) else {
                         unknown += 1;
+                        pending = None;
                         continue;
                     };
                     block = still;
