@@ -4,8 +4,8 @@
 //! both with 2 writer threads, events parsed before timing.
 //!
 //! Phases: **ingest** (apply every event, then wait until visible), **lockstep** (the trace walk:
-//! each op's events visible before the next query, both answering from the same state, overlaps
-//! compared), **idle find** (every query on the full index: p50/p99/p99.9), and **memory** (live
+//! each op's events visible before the next query; each system walks alone, alternating over the
+//! rounds, and both answer from the same states, overlaps compared), **idle find** (every query on the full index: p50/p99/p99.9), and **memory** (live
 //! heap from the counting allocator per held (rank, block)). Prints one JSON line.
 
 use crate::alloc;
@@ -103,6 +103,54 @@ pub fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[((p / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
+type Answers = Vec<BTreeMap<(u64, u32), u32>>;
+
+/// kvroute's lockstep walk: seconds, and every query's overlaps.
+fn kvroute_walk(ops: &[Op]) -> (f64, Answers) {
+    let index = KvIndex::new(WRITERS).expect("index");
+    let (mut seconds, mut answers) = (0.0, Vec::new());
+    for op in ops {
+        let t = Instant::now();
+        match op {
+            Op::Events(e, _, _) => {
+                index.apply_events(e.clone(), 0.0).expect("open");
+                index.flush().expect("flush");
+                seconds += t.elapsed().as_secs_f64();
+            }
+            Op::Query(q) => {
+                let a = ours(&index, q);
+                seconds += t.elapsed().as_secs_f64();
+                answers.push(a);
+            }
+        }
+    }
+    (seconds, answers)
+}
+
+/// The same walk through Dynamo's indexer.
+async fn dynamo_walk(ops: &[Op]) -> (f64, Answers) {
+    let indexer = ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), WRITERS, 64);
+    let (mut seconds, mut answers) = (0.0, Vec::new());
+    for op in ops {
+        let t = Instant::now();
+        match op {
+            Op::Events(_, d, _) => {
+                for ev in d {
+                    indexer.apply_event(ev.clone()).await;
+                }
+                indexer.flush_and_wait().await.expect("flush");
+                seconds += t.elapsed().as_secs_f64();
+            }
+            Op::Query(q) => {
+                let a = theirs(&indexer, q).await;
+                seconds += t.elapsed().as_secs_f64();
+                answers.push(a);
+            }
+        }
+    }
+    (seconds, answers)
+}
+
 pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
     let ops = read(path);
     let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
@@ -157,35 +205,21 @@ pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
         }
         drop(indexer);
     }
-    // Lockstep: both walk the trace; each op's events visible before the next query.
-    let index = KvIndex::new(WRITERS).expect("index");
-    let indexer = ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), WRITERS, 64);
-    let (mut kv_walk, mut dyn_walk, mut differing) = (0.0, 0.0, 0usize);
-    for op in &ops {
-        match op {
-            Op::Events(e, d, _) => {
-                let t = Instant::now();
-                index.apply_events(e.clone(), 0.0).expect("open");
-                index.flush().expect("flush");
-                kv_walk += t.elapsed().as_secs_f64();
-                let t = Instant::now();
-                for ev in d {
-                    indexer.apply_event(ev.clone()).await;
-                }
-                indexer.flush_and_wait().await.expect("flush");
-                dyn_walk += t.elapsed().as_secs_f64();
-            }
-            Op::Query(q) => {
-                let t = Instant::now();
-                let a = ours(&index, q);
-                kv_walk += t.elapsed().as_secs_f64();
-                let t = Instant::now();
-                let b = theirs(&indexer, q).await;
-                dyn_walk += t.elapsed().as_secs_f64();
-                differing += usize::from(a != b);
-            }
-        }
+    // Lockstep: each system walks the trace with each op's events visible before the next query,
+    // alone (the other's threads do not exist meanwhile: interleaving the two walks op by op made
+    // each pay for the other's idle threads), alternating over the rounds; the answers of the
+    // last round are compared query by query.
+    let (mut kv_walks, mut dyn_walks) = (Vec::new(), Vec::new());
+    let (mut kv_answers, mut dyn_answers) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let (t, answers) = kvroute_walk(&ops);
+        kv_walks.push(t);
+        kv_answers = answers;
+        let (t, answers) = dynamo_walk(&ops).await;
+        dyn_walks.push(t);
+        dyn_answers = answers;
     }
+    let differing = kv_answers.iter().zip(&dyn_answers).filter(|(a, b)| a != b).count();
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
@@ -193,6 +227,7 @@ pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
     kv_find.sort_by(f64::total_cmp);
     dyn_find.sort_by(f64::total_cmp);
     let (ki, di) = (median(kv_ingest.clone()), median(dyn_ingest.clone()));
+    let (kv_walk, dyn_walk) = (median(kv_walks.clone()), median(dyn_walks.clone()));
     serde_json::json!({
         "blockEvents": block_events,
         "queries": queries.len(),
@@ -200,7 +235,7 @@ pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
         "ingestSeconds": { "kvroute": kv_ingest, "dynamo": dyn_ingest },
         "ingestBlockEventsPerSec": { "kvroute": block_events as f64 / ki, "dynamo": block_events as f64 / di },
         "ingestRatio": di / ki,
-        "lockstepSeconds": { "kvroute": kv_walk, "dynamo": dyn_walk },
+        "lockstepSeconds": { "kvroute": kv_walks, "dynamo": dyn_walks },
         "lockstepTimeRatio": kv_walk / dyn_walk,
         "idleFindUs": {
             "kvroute": { "p50": pct(&kv_find, 50.0), "p99": pct(&kv_find, 99.0), "p999": pct(&kv_find, 99.9) },
