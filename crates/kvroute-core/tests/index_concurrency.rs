@@ -219,3 +219,38 @@ fn waiters_at_different_positions_all_wake() {
     stop.store(true, Ordering::Relaxed);
     background.join().expect("background writer");
 }
+
+/// A prediction is visible when `record_routing` returns, however many threads send to the same
+/// writer at once: a waiter is released by the position of its own op, so positions must follow
+/// the queue's order (they did not when a prediction took its position outside the lock that
+/// other sends hold, and another thread's op overtook it).
+#[test]
+fn predictions_are_visible_on_return_under_concurrent_senders() {
+    const THREADS: u64 = 8;
+    const CALLS: u64 = 1_500;
+    let index = Arc::new(KvIndex::new(1).expect("index"));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let index = Arc::clone(&index);
+            std::thread::spawn(move || {
+                for call in 0..CALLS {
+                    let path = [5_000 + t, call + 1];
+                    if call % 3 == 0 {
+                        // Unlocked and locked senders mixed: events of another worker too.
+                        let other = rank(100 + t, 0);
+                        index.apply_events(vec![cleared(other), store(other, &[], &path)], 0.0).expect("open");
+                    }
+                    index.record_routing(rank(t, 0), path.to_vec(), 0.0, 1e12).expect("predict");
+                    let scores = index.find_matches(&path, 0.0).expect("open");
+                    if !scores.iter().any(|s| s.rank == rank(t, 0) && s.blocks == 2) {
+                        return Err(format!("thread {t} call {call}: own prediction not visible"));
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread").unwrap_or_else(|e| panic!("{e}"));
+    }
+}

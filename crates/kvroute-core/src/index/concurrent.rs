@@ -99,11 +99,15 @@ impl Shared {
     }
 }
 
+/// Worker → writer, and how many workers were assigned so far (round robin on first sight).
+type Assignment = (FastMap<WorkerId, usize>, usize);
+
 pub struct KvIndex {
     shared: Arc<Shared>,
     writers: Vec<Sender<Op>>,
     handles: Mutex<Vec<JoinHandle<()>>>,
-    assignment: Mutex<(FastMap<WorkerId, usize>, usize)>,
+    /// Which writer each worker is pinned to. Every send happens under this lock (see `send`).
+    assignment: Mutex<Assignment>,
     closed: AtomicBool,
     /// Whether any prediction (approximate mode) was ever recorded: only then do writes sweep
     /// expired predictions in every shard.
@@ -157,7 +161,7 @@ impl KvIndex {
         Ok(())
     }
 
-    fn writer_for(&self, worker_id: WorkerId, table: &mut (FastMap<WorkerId, usize>, usize)) -> usize {
+    fn writer_for(&self, worker_id: WorkerId, table: &mut Assignment) -> usize {
         let n = self.writers.len();
         *table.0.entry(worker_id).or_insert_with(|| {
             table.1 += 1;
@@ -165,8 +169,12 @@ impl KvIndex {
         })
     }
 
-    /// Enqueues `op`; returns its position in that writer's sequence.
-    fn send(&self, writer: usize, op: Op) -> u64 {
+    /// Enqueues `op`; returns its position in that writer's sequence. The caller holds the
+    /// assignment lock (`_ordered` is only reachable through it), so positions follow the
+    /// channel's order: two threads that took positions 5 and 6 without it could send 6 first,
+    /// and the writer, applying it, would count position 5 as applied and release a waiter whose
+    /// own op was still queued (a prediction not yet visible to the router that made it).
+    fn send(&self, _ordered: &Assignment, writer: usize, op: Op) -> u64 {
         let position = self.shared.enqueued[writer].fetch_add(1, Ordering::AcqRel) + 1;
         // The receiver only disappears after `close`, which `ensure_open` already excluded.
         let _ = self.writers[writer].send(op);
@@ -220,9 +228,9 @@ impl KvIndex {
         }
         for (w, events) in per_writer.into_iter().enumerate() {
             if !events.is_empty() {
-                self.send(w, Op::Events { events, now_ms });
+                self.send(&table, w, Op::Events { events, now_ms });
             } else if self.predictions.load(Ordering::Relaxed) {
-                self.send(w, Op::Expire { now_ms });
+                self.send(&table, w, Op::Expire { now_ms });
             }
         }
         Ok(())
@@ -232,8 +240,9 @@ impl KvIndex {
     /// worker's events already enqueued.
     pub fn remove_worker(&self, worker_id: WorkerId, dp_rank: Option<u32>) -> Result<(), KvError> {
         self.ensure_open()?;
-        let w = self.writer_for(worker_id, &mut self.assignment.lock());
-        self.send(w, Op::RemoveWorker { worker_id, dp_rank });
+        let mut table = self.assignment.lock();
+        let w = self.writer_for(worker_id, &mut table);
+        self.send(&table, w, Op::RemoveWorker { worker_id, dp_rank });
         Ok(())
     }
 
@@ -252,19 +261,23 @@ impl KvIndex {
         if locals.len() != seq_hashes.len() {
             return Err(KvError::invalid_arg("local and sequence hashes differ in length"));
         }
-        let w = self.writer_for(rank.worker_id, &mut self.assignment.lock());
-        let position = self.send(w, Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms });
-        self.predictions.store(true, Ordering::Relaxed);
-        self.sweep_others(w, now_ms);
+        let (w, position) = {
+            let mut table = self.assignment.lock();
+            let w = self.writer_for(rank.worker_id, &mut table);
+            let position = self.send(&table, w, Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms });
+            self.predictions.store(true, Ordering::Relaxed);
+            self.sweep_others(&table, w, now_ms);
+            (w, position)
+        };
         self.wait_for(w, position);
         self.check_failure()
     }
 
     /// Once predictions exist, a write to one shard sweeps the others' expired ones too.
-    fn sweep_others(&self, except: usize, now_ms: f64) {
+    fn sweep_others(&self, table: &Assignment, except: usize, now_ms: f64) {
         if self.predictions.load(Ordering::Relaxed) {
             for other in (0..self.writers.len()).filter(|&o| o != except) {
-                self.send(other, Op::Expire { now_ms });
+                self.send(table, other, Op::Expire { now_ms });
             }
         }
     }
