@@ -5,8 +5,9 @@
 //!
 //! Phases: **ingest** (apply every event, then wait until visible), **lockstep** (the trace walk:
 //! each op's events visible before the next query; each system walks alone, alternating over the
-//! rounds, and both answer from the same states, overlaps compared), **idle find** (every query on the full index: p50/p99/p99.9), and **memory** (live
-//! heap from the counting allocator per held (rank, block)). Prints one JSON line.
+//! rounds, and both answer from the same states, overlaps compared), **idle find** (every query
+//! on the full index: p50/p99/p99.9), and **memory** (live heap from the counting allocator per
+//! held (rank, block)). Prints one JSON line.
 
 use crate::alloc;
 use dynamo_kv_router::indexer::KvIndexerInterface;
@@ -106,7 +107,7 @@ pub fn pct(sorted: &[f64], p: f64) -> f64 {
 type Answers = Vec<BTreeMap<(u64, u32), u32>>;
 
 /// kvroute's lockstep walk: seconds, and every query's overlaps.
-fn kvroute_walk(ops: &[Op]) -> (f64, Answers) {
+pub fn kvroute_walk(ops: &[Op]) -> (f64, Answers) {
     let index = KvIndex::new(WRITERS).expect("index");
     let (mut seconds, mut answers) = (0.0, Vec::new());
     for op in ops {

@@ -65,23 +65,9 @@ pub fn ingest_only(path: &str) -> f64 {
     best(rates)
 }
 
-/// Probe: kvroute's lockstep walk alone (for profiling); returns seconds.
+/// Probe: kvroute's lockstep walk alone, as the comparison times it (for profiling); seconds.
 pub fn lockstep_only(path: &str) -> f64 {
-    let ops = read(path);
-    let index = KvIndex::new(WRITERS).expect("index");
-    let t0 = Instant::now();
-    for op in &ops {
-        match op {
-            Op::Events(e, _, _) => {
-                index.apply_events(e.clone(), 0.0).expect("open");
-                index.flush().expect("flush");
-            }
-            Op::Query(q) => {
-                std::hint::black_box(index.find_matches(q, 0.0).expect("open"));
-            }
-        }
-    }
-    t0.elapsed().as_secs_f64()
+    crate::index_bench::kvroute_walk(&read(path)).0
 }
 
 /// Probe: every query 5 times on the full index (for profiling reads).

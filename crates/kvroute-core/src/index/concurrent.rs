@@ -183,34 +183,32 @@ impl KvIndex {
 
     /// Blocks until `writer` has applied its op at `position`.
     fn wait_for(&self, writer: usize, position: u64) {
-        let mut targets = vec![0; self.writers.len()];
-        targets[writer] = position;
-        self.wait_until(&targets);
+        self.wait_until(&[(writer, position)]);
     }
 
-    /// Blocks until each writer `w` has applied `targets[w]` ops. Spins (yielding) for a few
+    /// Blocks until each `(writer, target)` writer has applied `target` ops. Spins (yielding) for a few
     /// microseconds first: a writer usually finishes a small batch sooner than a sleeping thread
     /// can be woken, and waking costs tens of microseconds on small virtual machines. Then it
     /// sleeps, registered to be woken when the first writer it waits for reaches its target.
-    fn wait_until(&self, targets: &[u64]) {
+    fn wait_until(&self, targets: &[(usize, u64)]) {
         const SPINS: u32 = 200;
         let shared = &*self.shared;
-        let behind = |w: usize| shared.applied[w].load(Ordering::SeqCst) < targets[w];
+        let behind = |&(w, target): &(usize, u64)| shared.applied[w].load(Ordering::SeqCst) < target;
         for _ in 0..SPINS {
-            if !(0..targets.len()).any(behind) {
+            if !targets.iter().any(behind) {
                 return;
             }
             std::thread::yield_now();
         }
         let mut lock = shared.sleepers.lock();
         loop {
-            let waiting: Vec<usize> = (0..targets.len()).filter(|&w| behind(w)).collect();
-            for &w in &waiting {
-                shared.wake_at[w].fetch_min(targets[w], Ordering::SeqCst);
+            let waiting: Vec<(usize, u64)> = targets.iter().copied().filter(behind).collect();
+            for &(w, target) in &waiting {
+                shared.wake_at[w].fetch_min(target, Ordering::SeqCst);
             }
             // Checked again after registering: an op applied before the writer could see the
             // registration is seen here.
-            if !waiting.iter().any(|&w| behind(w)) {
+            if !waiting.iter().any(behind) {
                 return;
             }
             shared.progress.wait(&mut lock);
@@ -292,7 +290,8 @@ impl KvIndex {
     /// Blocks until every op enqueued before the call is applied. A flush that races with
     /// `close` succeeds: close applies everything queued before its writers stop.
     pub fn flush(&self) -> Result<(), KvError> {
-        let targets: Vec<u64> = self.shared.enqueued.iter().map(|e| e.load(Ordering::Acquire)).collect();
+        let targets: Vec<(usize, u64)> =
+            self.shared.enqueued.iter().map(|e| e.load(Ordering::Acquire)).enumerate().collect();
         self.wait_until(&targets);
         self.check_failure()
     }

@@ -197,6 +197,7 @@ impl<'a> TreeWriter<'a> {
     pub(super) fn take_name(&mut self, slot: Slot, ext: u64, block: BlockId) {
         let names = self.book.names_mut(slot);
         names.lookup.remove(ext, block);
+        // Aliases are rare: skip their map when empty (the common case).
         if !names.aliases.is_empty() {
             names.aliases.remove(&block);
         }
@@ -206,12 +207,8 @@ impl<'a> TreeWriter<'a> {
     /// `take_name` took it out already.
     pub(super) fn drop_name(&mut self, slot: Slot, block: BlockId, in_table: bool) {
         if in_table {
-            let canonical = self.book.blocks.ext(block);
-            let names = self.book.names_mut(slot);
-            // Aliases and predictions are rare: skip their maps when empty (the common case).
-            let name =
-                if names.aliases.is_empty() { canonical } else { names.aliases.remove(&block).unwrap_or(canonical) };
-            names.lookup.remove(name, block);
+            let name = self.book.name_of(slot, block);
+            self.take_name(slot, name, block);
         }
         if self.view.predictions > 0 {
             self.unpredict(slot, block);
