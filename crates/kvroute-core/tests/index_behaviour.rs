@@ -374,3 +374,36 @@ fn predictions_count_until_their_ttl_and_real_events_never_expire() {
     apply(&mut t, &[store(r, &[], &locals)]);
     assert_eq!(t.find_matches(&locals, 99_999.0).len(), 2, "a real store confirms predicted blocks");
 }
+
+/// Many ranks over several writer shards: a long result is ordered by blocks (descending), then
+/// worker id, then dp rank, whether it has few distinct block counts (ordered by grouping) or
+/// many (sorted), and the single tree orders it the same way.
+#[test]
+fn many_ranks_order_by_blocks_then_rank() {
+    use kvroute_core::index::KvIndex;
+    let chain: Vec<u64> = (1..=60).collect();
+    for distinct_lengths in [3u64, 50] {
+        let index = KvIndex::new(3).expect("index");
+        let mut tree = Tree::new();
+        let mut expected = Vec::new();
+        for i in 0..150u64 {
+            // Distinct workers, out of order of first sight; dp ranks 0 and 1.
+            let (worker, dp) = ((i * 37) % 151, (i % 3 == 0) as u32);
+            let len = 1 + (i * 7919) % distinct_lengths;
+            let e = store(rank(worker, dp), &[], &chain[..len as usize]);
+            index.apply_events(vec![e.clone()], 0.0).expect("open");
+            tree.apply_event(&e, 0.0);
+            expected.push((worker, dp, len as u32));
+        }
+        index.flush().expect("flush");
+        expected.sort_by(|a, b| b.2.cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
+        let got: Vec<_> = index
+            .find_matches(&chain, 0.0)
+            .expect("open")
+            .iter()
+            .map(|s| (s.rank.worker_id, s.rank.dp_rank, s.blocks))
+            .collect();
+        assert_eq!(got, expected, "index, {distinct_lengths} lengths");
+        assert_eq!(scores(&tree, &chain), expected, "tree, {distinct_lengths} lengths");
+    }
+}

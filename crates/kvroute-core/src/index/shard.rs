@@ -51,6 +51,11 @@ impl Shard {
         self.view.read().find_matches(query, now_ms)
     }
 
+    /// This shard's sorted scores, appended to `out`.
+    pub fn find_matches_into(&self, query: &[u64], now_ms: f64, out: &mut Vec<MatchScore>) {
+        self.view.read().find_matches_into(query, now_ms, out);
+    }
+
     pub fn tree_size(&self, rank: Rank) -> usize {
         self.view.read().tree_size(rank)
     }

@@ -77,6 +77,11 @@ impl RankView {
         self.order[slot as usize]
     }
 
+    /// Live ranks: positions run from 0 to this.
+    pub fn count(&self) -> usize {
+        self.by_order.len()
+    }
+
     /// The slot at a position in rank order.
     pub fn at_position(&self, position: u32) -> Slot {
         self.by_order[position as usize]
