@@ -1,6 +1,5 @@
 //! `find_matches`: for each rank, how many leading blocks of a query it holds.
 
-use super::ranks::Slot;
 use super::view::View;
 use super::{BlockId, ROOT};
 use crate::index::event::Rank;
@@ -16,10 +15,11 @@ pub struct MatchScore {
 }
 
 /// A reader thread's working buffers, kept between queries: allocating them per query (the
-/// holder list, the keys, the position array) cost a sixth of a query at W = 256.
+/// scores, the keys, the position array) cost a sixth of a query at W = 256.
 #[derive(Default)]
 struct Scratch {
-    scores: Vec<(Slot, u32)>,
+    /// A score per rank slot (only the query's rows are meaningful).
+    by_slot: Vec<u32>,
     keys: Vec<u64>,
     by_position: Vec<u32>,
     path: Vec<BlockId>,
@@ -30,7 +30,7 @@ impl Scratch {
     const KEEP: usize = 1 << 14;
 
     fn trim(&mut self) {
-        if self.scores.capacity() > Self::KEEP
+        if self.by_slot.capacity() > Self::KEEP
             || self.keys.capacity() > Self::KEEP
             || self.by_position.capacity() > Self::KEEP
             || self.path.capacity() > Self::KEEP
@@ -75,32 +75,27 @@ impl View {
             return;
         };
         let track_path = self.predictions > 0;
-        let Scratch { scores, keys, by_position, path } = scratch;
+        let Scratch { by_slot, keys, by_position, path } = scratch;
         path.clear();
-        // Every rank that scores holds the first node, so its holders are the result rows.
-        scores.clear();
-        scores.extend_from_slice(&self.node(first).holders);
-        let (mut node, mut depth, mut is_first) = (first, 0u32, true);
+        // Every rank that scores holds the first node, so its holders are the result rows; each
+        // node below overwrites the score of its own holders (a subset of those rows). Scores sit
+        // in an array indexed by slot: one store per holder per node, where a slot-sorted list
+        // needed a binary search per holder.
+        let rows = &self.node(first).holders;
+        by_slot.resize(by_slot.len().max(self.ranks.slots.len()), 0);
+        let mut node = first;
+        let mut depth = 0u32;
         loop {
             let n = self.node(node);
             let rest = &query[depth as usize..];
             let m = common_prefix(&n.locals, rest) as u32;
-            if is_first {
-                for (score, (_, cutoff)) in scores.iter_mut().zip(&n.holders) {
-                    score.1 = (*cutoff).min(m);
-                }
-            } else {
-                for &(slot, cutoff) in &n.holders {
-                    if let Ok(i) = scores.binary_search_by_key(&slot, |(s, _)| *s) {
-                        scores[i].1 = depth + cutoff.min(m);
-                    }
-                }
+            for &(slot, cutoff) in &n.holders {
+                by_slot[slot as usize] = depth + cutoff.min(m);
             }
             if track_path {
                 path.extend_from_slice(&n.blocks[..m as usize]);
             }
             depth += m;
-            is_first = false;
             if m < n.len() || depth as usize == query.len() {
                 break;
             }
@@ -111,7 +106,8 @@ impl View {
         }
         // Sort key: blocks descending, then rank order, packed in a u64 (cheap to compare).
         keys.clear();
-        keys.extend(scores.iter().filter_map(|&(slot, blocks)| {
+        keys.extend(rows.iter().filter_map(|&(slot, _)| {
+            let blocks = by_slot[slot as usize];
             let blocks = if track_path {
                 unexpired_prefix(path, blocks, &self.ranks.state(slot).predicted, now_ms)
             } else {
