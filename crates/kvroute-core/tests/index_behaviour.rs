@@ -407,3 +407,40 @@ fn many_ranks_order_by_blocks_then_rank() {
         assert_eq!(scores(&tree, &chain), expected, "tree, {distinct_lengths} lengths");
     }
 }
+
+/// A name used twice inside one Stored event is rejected whole, wherever the two uses sit:
+/// both on positions other ranks created, one there and one on a new position, or both new;
+/// in short events and in long ones (which are checked differently).
+#[test]
+fn a_name_repeated_inside_a_store_is_rejected_whole() {
+    for len in [4u64, 40] {
+        let locals: Vec<u64> = (1..=len).collect();
+        let other_names: Vec<u64> = locals.iter().map(|l| 1000 + l).collect();
+        let stored = |r, names: &[u64], locals: &[u64]| {
+            event(
+                r,
+                EventData::Stored {
+                    parent: None,
+                    blocks: locals.iter().zip(names).map(|(&local, &ext)| StoredBlock { ext, local }).collect(),
+                },
+            )
+        };
+        let half = (len / 2) as usize;
+        // (first use, second use) as indexes into a store of `locals` plus `len` new blocks.
+        let cases = [(0, half - 1), (1, len as usize + 2), (len as usize, len as usize + 3)];
+        for (a, b) in cases {
+            let mut t = Tree::new();
+            // Another rank creates the first `len` positions, with the same names as ours.
+            apply(&mut t, &[stored(rank(1, 0), &other_names, &locals)]);
+            let before = t.stats();
+            let all_locals: Vec<u64> = (1..=2 * len).collect();
+            let mut names: Vec<u64> = all_locals.iter().map(|l| 1000 + l).collect();
+            names[b] = names[a];
+            apply(&mut t, &[stored(rank(0, 0), &names, &all_locals)]);
+            let after = t.stats();
+            assert_eq!(after.events.invalid_block, 1, "len {len}, uses {a} and {b}");
+            assert_eq!((after.blocks, after.tree_blocks), (before.blocks, before.tree_blocks), "nothing changed");
+            assert_eq!(scores(&t, &all_locals), [(1, 0, len as u32)]);
+        }
+    }
+}

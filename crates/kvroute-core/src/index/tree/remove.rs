@@ -11,7 +11,7 @@ use std::ops::Range;
 
 /// How many names ahead a removal prefetches (enough to overlap the misses, few enough to stay
 /// in the cache until used).
-pub(super) const PREFETCH_AHEAD: usize = 8;
+pub(super) const PREFETCH_AHEAD: usize = 16;
 
 /// A pending run of a Removed event: positions `low..=high` of `node`'s edge, named deepest
 /// first.

@@ -34,10 +34,12 @@ impl TreeWriter<'_> {
         predicted: Option<f64>,
     ) -> Result<bool, Rejection> {
         let start = self.resolve_parent(slot, parent)?;
-        if self.book.repeats.any_repeated(blocks) {
+        let new_from = self.check_names(slot, parent, start, blocks)?;
+        // A name repeated among new blocks is caught by `claim_names` (its first use is claimed
+        // by then), so an event of new blocks only, the common case, skips the repeat search.
+        if new_from > 0 && self.book.repeats.any_repeated(blocks) {
             return Err(Rejection::InvalidBlock);
         }
-        let new_from = self.check_names(slot, parent, start, blocks)?;
         let (existing, new) = blocks.split_at(new_from);
         let claimed = self.claim_names(slot, new).ok_or(Rejection::InvalidBlock)?;
         let mut changed = false;
@@ -82,7 +84,7 @@ impl TreeWriter<'_> {
 
     /// Walks the positions that already exist and rejects names that would get two meanings
     /// there: the parent among the blocks, or a name the rank already uses for a different
-    /// position (names repeated inside the event are checked before). Returns how many leading
+    /// position (names repeated inside the event are checked after). Returns how many leading
     /// blocks sit at existing positions; the rest are new (see [`Self::claim_names`]).
     fn check_names(
         &self,
