@@ -254,3 +254,35 @@ fn predictions_are_visible_on_return_under_concurrent_senders() {
         t.join().expect("thread").unwrap_or_else(|e| panic!("{e}"));
     }
 }
+
+/// Ops sent faster than the writers apply them queue up, and a writer applies the queued ones in
+/// one write: the final state must still be that of applying every op in order. Single-event
+/// batches, removals of whole workers between them and a close right after the last send (the
+/// stop joins a group), with the model applying the same sequence.
+#[test]
+fn queued_ops_apply_in_order() {
+    for writers in [1, 2] {
+        let index = KvIndex::new(writers).unwrap();
+        let mut model = Model::default();
+        let streams: Vec<Vec<RouterEvent>> = (0..4).map(stream).collect();
+        for i in 0..streams[0].len() {
+            for (worker, s) in streams.iter().enumerate() {
+                index.apply_events(vec![s[i].clone()], 0.0).unwrap();
+                model.apply(&s[i]);
+                if (i + worker) % 97 == 0 {
+                    index.remove_worker(worker as u64, None).unwrap();
+                    model.remove_worker(worker as u64, None);
+                }
+            }
+        }
+        index.flush().unwrap();
+        let got: Vec<(Rank, u32, u32)> =
+            index.find_matches(&QUERY, 0.0).unwrap().iter().map(|s| (s.rank, s.blocks, s.tree_size)).collect();
+        assert_eq!(got, model.find_matches(&QUERY), "{writers} writers");
+        assert_eq!(index.stats().unwrap().0.blocks, model.total_blocks(), "{writers} writers");
+        // A close while ops are still queued stops after them and frees the trees.
+        index.apply_events(streams[0].clone(), 0.0).unwrap();
+        index.close();
+        assert!(index.find_matches(&QUERY, 0.0).is_err());
+    }
+}

@@ -12,6 +12,8 @@
 //!   the next bucket, and is counted down when such an entry leaves, so no tombstones build up.
 //! * **Probes can be prefetched**: an event's names are known up front, so the writer asks for
 //!   the next names' buckets while it works on the current one, overlapping the cache misses.
+//! * **A bucket is scanned without branches**: its fingerprints sit side by side, so two vector
+//!   compares find every hit at once (`Bucket::fingerprint_hits`).
 //!
 //! A fingerprint can match another name, so a hit is confirmed by the caller's `is_name`, which
 //! compares the block's own name (the writer reads that block's data next anyway). The table
