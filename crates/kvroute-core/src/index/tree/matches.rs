@@ -15,7 +15,8 @@ pub struct MatchScore {
 }
 
 /// A reader thread's working buffers, kept between queries: allocating them per query (the
-/// scores, the keys, the position array) cost a sixth of a query at W = 256.
+/// scores, the keys, the position array) cost a sixth of a query at W = 256. They are not part of
+/// any index's `memory_bytes`: at most [`Scratch::KEEP`] entries each per thread that queries.
 #[derive(Default)]
 struct Scratch {
     /// A score per rank slot (only the query's rows are meaningful).
