@@ -255,10 +255,10 @@ fn predictions_are_visible_on_return_under_concurrent_senders() {
     }
 }
 
-/// Ops sent faster than the writers apply them queue up, and a writer applies the queued ones in
-/// one write: the final state must still be that of applying every op in order. Single-event
-/// batches, removals of whole workers between them and a close right after the last send (the
-/// stop joins a group), with the model applying the same sequence.
+/// Ops sent faster than the writers apply them queue up: the final state must still be that of
+/// applying every op in order. Single-event batches, removals of whole workers between them and
+/// a close right after the last send (the stop queues behind them), with the model applying the
+/// same sequence.
 #[test]
 fn queued_ops_apply_in_order() {
     for writers in [1, 2] {

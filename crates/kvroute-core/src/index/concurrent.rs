@@ -24,9 +24,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The most queued ops a writer applies in one write (one swap of the views).
-const MAX_GROUP: usize = 32;
-
 /// Upper bound on writer threads (each owns a shard that every read visits).
 pub const MAX_WRITER_THREADS: usize = 64;
 
@@ -89,11 +86,10 @@ impl Shared {
         self.shard_bytes[shard].store(bytes, Ordering::Relaxed);
     }
 
-    /// Counts `ops` more of the writer's ops as applied (visible), waking the waiters they reach.
-    fn mark_applied(&self, writer: usize, ops: u64) {
+    fn mark_applied(&self, writer: usize) {
         // SeqCst pairs with the waiter's registration (store `wake_at`, then load `applied`):
         // either this load sees its registration, or its load sees this op applied.
-        let applied = self.applied[writer].fetch_add(ops, Ordering::SeqCst) + ops;
+        let applied = self.applied[writer].fetch_add(1, Ordering::SeqCst) + 1;
         if applied >= self.wake_at[writer].load(Ordering::SeqCst) {
             let _lock = self.sleepers.lock();
             // Every sleeper wakes and re-registers what it still needs.
@@ -448,46 +444,25 @@ fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
         if matches!(op, Op::Stop) {
             return;
         }
-        // Ops already queued behind this one are applied in the same write, so the views swap
-        // once for the group: under a stream of small batches the swap, the wait for readers and
-        // the replay were a large share of each op. A group stays small, so the first op of it
-        // becomes visible soon.
-        let mut group = vec![op];
-        let mut stop = false;
-        while group.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(Op::Stop) => {
-                    stop = true;
-                    break;
-                }
-                Ok(next) => group.push(next),
-                Err(_) => break,
-            }
-        }
-        let ops = group.len() as u64;
-        // The group counts as applied once visible; the second view's replay overlaps with
+        // The op counts as applied once visible; the second view's replay overlaps with
         // whatever the waiter does next.
         let mut counted = false;
         let visible = || {
             counted = true;
-            shared.mark_applied(id, ops);
+            shared.mark_applied(id);
         };
         let shard = &shared.shards[id];
-        let write = || shard.write(&mut journal, |w| group.into_iter().for_each(|op| apply(w, op)), visible);
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(write)) {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| shard.write(&mut journal, |w| apply(w, op), visible))) {
             let detail = panic_message(payload.as_ref());
             shared.failure.lock().get_or_insert(detail);
             // A write that panicked half-way leaves its journal half-replayed: start afresh.
             journal = Journal::default();
         }
         if !counted {
-            shared.mark_applied(id, ops);
+            shared.mark_applied(id);
         }
         shared.journal_bytes[id].store(journal.heap_bytes() as u64, Ordering::Relaxed);
         dirty = true;
-        if stop {
-            return;
-        }
         if last_measured.elapsed() >= MEMORY_REFRESH {
             // A queue that never idles is measured on schedule too.
             shared.measure(id);

@@ -32,8 +32,7 @@
 //! predictions) is what queries read, kept twice left-right style ([`lock`]); the **book**
 //! (names, block locations, free lists, counters) only its writer reads, kept once. Queries read
 //! the published view without any lock and never wait. A writer applies a whole batch of events
-//! (with the batches queued behind it, up to 32) to the book and the other view, journaling the
-//! view's changes as resolved, per-edge ops;
+//! to the book and the other view, journaling the view's changes as resolved, per-edge ops;
 //! publishes that view (the batch is now visible, and `flush` returns); waits for readers to
 //! leave the old view and replays the journal there, which costs a small fraction of the first
 //! application because the name lookups and checks are not redone. Writers share no lock, so
@@ -61,11 +60,12 @@
 //! | + removals prefetch the block after its bucket; flat repeat check | | | (measured with the line above) |
 //! | + new names claimed in one pass; a run's names taken at once | 21.6–22.6 | 1.10–1.2× | churn 9 → 10; noisy sitting |
 //! | tried: a writer polls its queue 50 µs before sleeping | | | lockstep unchanged (one writer's speed bounds it) |
-//! | bucket fingerprints compared at once (SSE2), not one by one | 30–42 (probe) | 1.68× | bare tree W = 16 15 → 26; W = 256 1.41× |
+//! | bucket fingerprints compared at once (SSE2), not one by one | 38–40 | 1.49–1.55× | bare tree W = 16 15 → 26; W = 256 1.22–1.37× |
 //! | + prefetch 16 names ahead (8 for block data); no repeat search for new-only stores | | | within noise, kept (+2–5%) |
 //! | tried: freed nodes keep their buffers for reuse | | | churn and W = 16 unchanged (bare tree) |
 //! | tried: name buckets from zeroed memory; prefetch 32 ahead | | | no change: growth cost is page faults |
-//! | + a writer applies up to 32 queued ops in one write (one swap) | | | churn probe 12.1 → 13.6 M (mean of 5 pairs) |
+//! | tried: prefetch the next event's first names during the current one | | | best of 6 runs equal |
+//! | tried: a writer applies up to 32 queued ops in one write (one swap) | | | churn probe +5% over 9 pairs, within noise: the queue is rarely backlogged |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
