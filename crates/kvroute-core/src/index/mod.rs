@@ -60,7 +60,7 @@
 //! | + removals prefetch the block after its bucket; flat repeat check | | | (measured with the line above) |
 //! | + new names claimed in one pass; a run's names taken at once | 21.6–22.6 | 1.10–1.2× | churn 9 → 10; noisy sitting |
 //! | tried: a writer polls its queue 50 µs before sleeping | | | lockstep unchanged (one writer's speed bounds it) |
-//! | bucket fingerprints compared at once (SSE2), not one by one | 38–40 | 1.49–1.55× | bare tree W = 16 15 → 26; W = 256 1.22–1.37× |
+//! | bucket fingerprints compared at once (SSE2), not one by one | 32–40 | 1.53–1.55× | bare tree W = 16 15 → 26; W = 256 1.37–1.42× |
 //! | + prefetch 16 names ahead (8 for block data); no repeat search for new-only stores | | | within noise, kept (+2–5%) |
 //! | tried: freed nodes keep their buffers for reuse | | | churn and W = 16 unchanged (bare tree) |
 //! | tried: name buckets from zeroed memory; prefetch 32 ahead | | | no change: growth cost is page faults |
