@@ -58,7 +58,7 @@
 //! | name table in 64-byte buckets of fingerprints (see below) | 16.5 | | bare tree 10 → 12, W = 256 7.0 → 11.9; 76 → 60 B/block |
 //! | + waiters woken only at the position they need | 24.2 | | 1 writer 9 → 12.6; W = 256 12 → 16.4 |
 //! | + removals prefetch the block after its bucket; flat repeat check | | | (measured with the line above) |
-//! | + new names claimed in one pass; a run's names taken at once | 21.6–22.6 | 1.10–1.2× | churn 9 → 10; noisy sitting |
+//! | + new names claimed (checked, then inserted at once); a run's names taken at once | 21.6–22.6 | 1.10–1.2× | churn 9 → 10; noisy sitting |
 //! | tried: a writer polls its queue 50 µs before sleeping | | | lockstep unchanged (one writer's speed bounds it) |
 //! | bucket fingerprints compared at once (SSE2), not one by one | 32–40 | 1.53–1.55× | bare tree W = 16 15 → 26; W = 256 1.37–1.42× |
 //! | + prefetch 16 names ahead (8 for block data); no repeat search for new-only stores | | | within noise, kept (+2–5%) |
@@ -90,9 +90,9 @@
 //! woke the thread waiting in `flush` (a futex wake-up and a reschedule, about 6 µs on this VM),
 //! although it waited for the last batch only; waiters now register the position they need. A
 //! removal's two dependent misses (the name's bucket, then its block's data) are prefetched in
-//! two stages, sixteen and eight names ahead. A Stored event's new names are claimed (checked and
-//! inserted) in one pass over their buckets right before the tree changes, and given back if one
-//! is taken; a Removed event takes each name of its leaf-first run out of the table as soon as
+//! two stages, sixteen and eight names ahead. A Stored event's new names are claimed (each
+//! checked and inserted back to back, its bucket in the cache) right before the tree changes,
+//! and given back if one is taken; a Removed event takes each name of its leaf-first run out of the table as soon as
 //! the run reaches it, while the bucket is in the cache, so the cut does not visit it again.
 //! Then a bucket's scan itself: the seven fingerprints were compared one by one and the loop left
 //! at a random place on every removal, a mispredicted branch per block; two SSE2 compares give a

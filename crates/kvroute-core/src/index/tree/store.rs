@@ -1,8 +1,9 @@
 //! Stored events (and approximate-mode predictions, which are stores with an expiry).
 //!
 //! A store is checked before it changes the tree, so a rejected event changes nothing: the names
-//! of positions that exist are checked read-only; the names of new positions are claimed (checked
-//! and inserted in one pass over each bucket) and given back if one of them is in use.
+//! of positions that exist are checked read-only; the names of new positions are claimed (each
+//! checked and inserted back to back, while its bucket is in the cache) and given back if one of
+//! them is in use.
 
 use super::book::Loc;
 use super::journal::ViewOp;
@@ -122,10 +123,10 @@ impl TreeWriter<'_> {
         Ok(blocks.len())
     }
 
-    /// Gives each new block a block id and the rank's name for it, checking in the same pass over
-    /// the name's bucket that the rank does not use that name yet. On the first name in use,
-    /// gives back every name and id claimed so far and returns `None`: the event is rejected
-    /// before anything else changed. The ids' locations are set by [`Self::insert_new`].
+    /// Gives each new block a block id and the rank's name for it, checking right before, while
+    /// the name's bucket is in the cache, that the rank does not use that name yet. On the first
+    /// name in use, gives back every name and id claimed so far and returns `None`: the event is
+    /// rejected before anything else changed. The ids' locations are set by [`Self::insert_new`].
     fn claim_names(&mut self, slot: Slot, blocks: &[StoredBlock]) -> Option<Vec<BlockId>> {
         let mut claimed = Vec::with_capacity(blocks.len());
         for b in blocks.iter().take(PREFETCH_AHEAD) {
