@@ -1,8 +1,9 @@
-//! Profiling probes on the `bench:index` workload, kvroute only: `tree` (the bare single-threaded
-//! tree: no threads, no second copy; block-events/s), `find` (mean µs per query on the full
-//! index), `lockstep` (seconds for the trace walk) and `ingest` (`KvIndex` with 2 writers,
-//! block-events/s). Run under `perf record` to see where time
-//! goes; the comparison itself is `index`.
+//! Profiling probes on the `bench:index` workload: `tree` (the bare single-threaded tree: no
+//! threads, no second copy; block-events/s), `find` (mean µs per query on the full index),
+//! `lockstep` (seconds for the trace walk), `ingest-only` (`KvIndex` with 2 writers,
+//! block-events/s), `concurrent` (the comparison's concurrent phase alone, both systems
+//! alternating) and `mix` (the workload's event mix and how it splits over the writers). Run
+//! under `perf record` to see where time goes; the comparison itself is `index`.
 
 use crate::index_bench::{read, Op, WRITERS};
 use kvroute_core::index::KvIndex;
@@ -56,8 +57,10 @@ pub fn ingest_only(path: &str) -> f64 {
         rates.push(block_events as f64 / crate::scaling::kvroute_apply_all(&index, &ops));
         let stats = index.stats().expect("open").0;
         eprintln!(
-            "held {} memoryBytes {} bytes/held {:.1}",
+            "held {} positions {} nodes {} memoryBytes {} bytes/held {:.1}",
             stats.blocks,
+            stats.tree_blocks,
+            stats.tree_nodes,
             stats.memory_bytes,
             stats.memory_bytes as f64 / stats.blocks as f64
         );
@@ -91,4 +94,70 @@ pub fn find_only(path: &str) -> f64 {
         best = best.min(t0.elapsed().as_secs_f64() * 1e6 / queries.len() as f64);
     }
     best
+}
+
+/// Probe: the workload's event mix (events and blocks per kind, blocks per event), to reason
+/// about where a writer's time can go.
+pub fn mix(path: &str) -> String {
+    use kvroute_core::index::EventData;
+    let ops = read(path);
+    let (mut stored, mut stored_blocks, mut removed, mut removed_blocks, mut cleared) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut hist = [0u64; 8];
+    let (mut batches, mut queries) = (0u64, 0u64);
+    // Block-events per writer when workers are pinned round robin on first sight (as `KvIndex`
+    // pins them), for `WRITERS` writers: how evenly the work splits.
+    let mut pinned: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    let mut per_writer = vec![0u64; writers()];
+    for op in &ops {
+        match op {
+            Op::Query(_) => queries += 1,
+            Op::Events(e, _, _) => {
+                batches += 1;
+                for ev in e {
+                    let n = pinned.len();
+                    let w = *pinned.entry(ev.rank.worker_id).or_insert(n % per_writer.len());
+                    per_writer[w] += match &ev.data {
+                        EventData::Stored { blocks, .. } => blocks.len() as u64,
+                        EventData::Removed { hashes } => hashes.len() as u64,
+                        EventData::Cleared => 0,
+                    };
+                    match &ev.data {
+                        EventData::Stored { blocks, .. } => {
+                            stored += 1;
+                            stored_blocks += blocks.len() as u64;
+                            hist[(64 - (blocks.len() as u64).leading_zeros()).min(7) as usize] += 1;
+                        }
+                        EventData::Removed { hashes } => {
+                            removed += 1;
+                            removed_blocks += hashes.len() as u64;
+                        }
+                        EventData::Cleared => cleared += 1,
+                    }
+                }
+            }
+        }
+    }
+    format!(
+        "batches {batches} queries {queries} stored {stored} ({stored_blocks} blocks) removed {removed} ({removed_blocks} blocks) cleared {cleared}; stored sizes by log2 bucket [0,1,2-3,4-7,8-15,16-31,32-63,64+]: {hist:?}; block-events per writer (round robin on first sight): {per_writer:?}"
+    )
+}
+
+/// Probe: the comparison's concurrent phase alone (2 writers applying every event while one
+/// reader queries in a loop), kvroute and Dynamo alternating for `REPEAT` rounds (default 3);
+/// one JSON line per run. `ONLY=kvroute` or `ONLY=dynamo` runs one system (for profiling).
+pub async fn concurrent(path: &str) {
+    let only = std::env::var("ONLY").ok();
+    let runs = |system: &str| only.as_deref().is_none_or(|o| o == system);
+    let ops = read(path);
+    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    let queries: Vec<Vec<u64>> =
+        ops.iter().filter_map(|o| if let Op::Query(q) = o { Some(q.clone()) } else { None }).collect();
+    for _ in 0..repeat().max(3) {
+        if runs("kvroute") {
+            println!("kvroute {}", crate::scaling::kvroute_concurrent(&ops, &queries, block_events));
+        }
+        if runs("dynamo") {
+            println!("dynamo  {}", crate::scaling::dynamo_concurrent(&ops, &queries, block_events).await);
+        }
+    }
 }

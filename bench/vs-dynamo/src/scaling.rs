@@ -80,7 +80,7 @@ fn summary(block_events: u64, write_s: f64, mut lat: Vec<f64>) -> serde_json::Va
     })
 }
 
-fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
+pub fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
     let index = Arc::new(KvIndex::new(2).expect("index"));
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
@@ -96,7 +96,7 @@ fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> se
     summary(block_events, write_s, reader.join().expect("reader"))
 }
 
-async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
+pub async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
     let indexer = Arc::new(Dynamo::new(ConcurrentRadixTreeCompressed::new(), 2, 64));
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {

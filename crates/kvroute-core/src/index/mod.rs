@@ -66,6 +66,8 @@
 //! | tried: name buckets from zeroed memory; prefetch 32 ahead | | | no change: growth cost is page faults |
 //! | tried: prefetch the next event's first names during the current one | | | best of 6 runs equal |
 //! | tried: a writer applies up to 32 queued ops in one write (one swap) | | | churn probe +5% over 9 pairs, within noise: the queue is rarely backlogged |
+//! | tried: replay the journal at the start of the next write instead of after publishing | | | concurrent phase unchanged (W = 16 19.7 vs 18.6, W = 256 11.9 vs 12.1 M/s over 3 alternating pairs): see below |
+//! | tried: prefetch the next bucket too when the home bucket is full or has overflowed | | | bare tree W = 256 unchanged over 3 pairs |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -100,6 +102,18 @@
 //! record: edges are compared eight hashes at a time, long results are ordered by grouping their
 //! few distinct block counts rather than sorted, shards' runs are merged by hand and per-thread
 //! scratch replaces per-query allocations: a W = 256 query 6.9 → about 3.8 µs on the probe.)
+//! Two later tries, both measured in alternating pairs and dropped. Replaying the journal at the
+//! start of the next write (or when the writer idles) instead of right after publishing, so that a
+//! writer need not wait for the readers of the copy it just unpublished: the profile of the
+//! concurrent phase (two writers, one reader querying in a loop, the producer, on two cores) still
+//! showed the writers yielding, now at the start of the next write, because the reader they wait
+//! for is one the scheduler preempted mid-query, and it is back only after a time slice whenever
+//! the writer next needs that copy. And prefetching the bucket after a full or overflowed home
+//! bucket (about one insert in four spills at three quarters full): no change in the bare tree.
+//! Transparent huge pages for the heap (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, a setting of the
+//! whole process, not a library's to make) gave the bare tree +5% at W = 256: TLB misses are a
+//! small part of the cost.
+//!
 //! What the time goes to now: one bucket and one block-data miss per removed block and one
 //! bucket miss per new block (prefetched, so they overlap), node allocations and the second
 //! view's replay (about 6% of a writer), and, on the churn workload, the structural work of many
