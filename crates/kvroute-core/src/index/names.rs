@@ -105,8 +105,11 @@ struct Table {
 }
 
 impl Table {
+    /// The bucket the fingerprint's bits after the table's choose: the top `bits` of them,
+    /// taken as a multiply by the (power of two) bucket count, which is 0 for an empty or
+    /// one-bucket table without a special case.
     fn home(&self, fp: u32) -> usize {
-        (u64::from(fp << SHARD_BITS) << 32).checked_shr(64 - self.bits).unwrap_or(0) as usize
+        ((u64::from(fp << SHARD_BITS) * self.buckets.len() as u64) >> 32) as usize
     }
 
     fn next(&self, i: usize) -> usize {
@@ -168,28 +171,29 @@ impl Table {
         }
     }
 
-    /// Removes the entry `(fp, id)`: the bucket's last entry fills its place, and the buckets it
-    /// had been pushed past count it off their overflow.
-    fn remove(&mut self, fp: u32, id: u32) -> bool {
+    /// Removes the first entry with fingerprint `fp` for whose id `is_it` holds, and returns
+    /// that id: the bucket's last entry fills its place, and the buckets it had been pushed past
+    /// count it off their overflow.
+    fn remove_where(&mut self, fp: u32, mut is_it: impl FnMut(u32) -> bool) -> Option<u32> {
         if self.buckets.is_empty() {
-            return false;
+            return None;
         }
         let home = self.home(fp);
         let mut i = home;
-        loop {
+        let id = loop {
             let b = &mut self.buckets[i];
-            if let Some(k) = b.position(fp, |found| found == id) {
-                let last = b.len as usize - 1;
+            if let Some(k) = b.position(fp, &mut is_it) {
+                let (id, last) = (b.ids[k], b.len as usize - 1);
                 b.fps[k] = b.fps[last];
                 b.ids[k] = b.ids[last];
                 b.len -= 1;
-                break;
+                break id;
             }
             if b.overflow == 0 {
-                return false;
+                return None;
             }
             i = self.next(i);
-        }
+        };
         let mut j = home;
         while j != i {
             self.buckets[j].overflow -= 1;
@@ -199,7 +203,17 @@ impl Table {
         if self.len == 0 {
             *self = Self::default();
         }
-        true
+        Some(id)
+    }
+
+    /// Inserts `(fp, id)` unless an entry with fingerprint `fp` for whose id `is_name` holds is
+    /// there already; returns that entry's id then, and changes nothing.
+    fn claim(&mut self, fp: u32, id: u32, is_name: impl FnMut(u32) -> bool) -> Option<u32> {
+        if let Some(existing) = self.find(fp, is_name) {
+            return Some(existing);
+        }
+        self.insert(fp, id);
+        None
     }
 }
 
@@ -228,9 +242,27 @@ impl NameTable {
     /// Removes `key → value`; returns whether it was there.
     pub fn remove(&mut self, key: u64, value: u32) -> bool {
         let (t, fp) = split(key);
-        let removed = self.tables[t].remove(fp, value);
+        let removed = self.tables[t].remove_where(fp, |id| id == value).is_some();
         self.len -= usize::from(removed);
         removed
+    }
+
+    /// Removes the block named `key` (as [`Self::get`] finds it) and returns it: a lookup and
+    /// a removal in one scan of the bucket.
+    pub fn take(&mut self, key: u64, is_name: impl FnMut(u32) -> bool) -> Option<u32> {
+        let (t, fp) = split(key);
+        let taken = self.tables[t].remove_where(fp, is_name);
+        self.len -= usize::from(taken.is_some());
+        taken
+    }
+
+    /// Adds `key → value` unless the table names a block `key` already (as [`Self::get`] finds
+    /// it): then returns that block and changes nothing. A lookup and an insert in one call.
+    pub fn claim(&mut self, key: u64, value: u32, is_name: impl FnMut(u32) -> bool) -> Option<u32> {
+        let (t, fp) = split(key);
+        let existing = self.tables[t].claim(fp, value, is_name);
+        self.len += usize::from(existing.is_none());
+        existing
     }
 
     /// Calls `hit` with the block id of every entry in `key`'s home bucket whose fingerprint
@@ -313,15 +345,31 @@ mod tests {
             let key = keys[(x % keys.len() as u64) as usize];
             let found = ours.get(key, |v| by_value.get(&v) == Some(&key));
             assert_eq!(found, by_key.get(&key).copied(), "step {step}");
+            // Each change goes through one of two entry points, chosen by another bit of `x`.
+            let by_name = (x >> 20) & 1 == 1;
             match found {
                 Some(value) if x.is_multiple_of(3) => {
-                    assert!(ours.remove(key, value));
+                    if by_name {
+                        assert_eq!(ours.take(key, |v| by_value.get(&v) == Some(&key)), Some(value), "step {step}");
+                    } else {
+                        assert!(ours.remove(key, value));
+                    }
                     by_key.remove(&key);
                     by_value.remove(&value);
                 }
-                Some(_) => {}
+                Some(value) => {
+                    if by_name {
+                        // Claiming a name in use returns its block and changes nothing.
+                        assert_eq!(ours.claim(key, step, |v| by_value.get(&v) == Some(&key)), Some(value));
+                    }
+                }
                 None => {
-                    ours.insert(key, step);
+                    if by_name {
+                        assert_eq!(ours.take(key, |v| by_value.get(&v) == Some(&key)), None, "step {step}");
+                        assert_eq!(ours.claim(key, step, |v| by_value.get(&v) == Some(&key)), None);
+                    } else {
+                        ours.insert(key, step);
+                    }
                     by_key.insert(key, step);
                     by_value.insert(step, key);
                 }

@@ -6,7 +6,7 @@ use super::ranks::{RankNames, Slot};
 use super::repeats::RepeatFinder;
 use super::{BlockId, NodeId};
 use crate::index::expiry::ExpiryQueue;
-use crate::index::growth::ChunkedVec;
+use crate::index::growth::{ChunkedVec, FastMap};
 use crate::index::stats::{vec_bytes, EventCounters};
 
 /// Where one block sits: its node and its offset in that node's edge.
@@ -86,11 +86,15 @@ pub enum Prefetch {
 
 /// A rank's name for a block it holds: its alias when it has one, else the canonical name.
 fn name_in(names: &RankNames, blocks: &BlockArena, block: BlockId) -> u64 {
+    alias_or_canonical(&names.aliases, blocks, block)
+}
+
+fn alias_or_canonical(aliases: &FastMap<BlockId, u64>, blocks: &BlockArena, block: BlockId) -> u64 {
     let canonical = blocks.ext(block);
-    if names.aliases.is_empty() {
+    if aliases.is_empty() {
         canonical
     } else {
-        names.aliases.get(&block).copied().unwrap_or(canonical)
+        aliases.get(&block).copied().unwrap_or(canonical)
     }
 }
 
@@ -146,6 +150,38 @@ impl Book {
     pub fn named(&self, slot: Slot, ext: u64) -> Option<BlockId> {
         let names = self.names(slot);
         names.lookup.get(ext, |block| name_in(names, &self.blocks, block) == ext)
+    }
+
+    /// Takes the rank's name `ext` out of its table and returns the block it named, if any: a
+    /// lookup and a removal in one scan of the name's bucket. The block's alias, if it had one,
+    /// goes too; [`Self::restore_name`] undoes this.
+    pub fn take_named(&mut self, slot: Slot, ext: u64) -> Option<BlockId> {
+        let RankNames { lookup, aliases } = self.names[slot as usize].as_mut().expect("live rank slot");
+        let blocks = &self.blocks;
+        let block = lookup.take(ext, |block| alias_or_canonical(aliases, blocks, block) == ext)?;
+        if !aliases.is_empty() {
+            aliases.remove(&block);
+        }
+        Some(block)
+    }
+
+    /// Gives back a name [`Self::take_named`] took.
+    pub fn restore_name(&mut self, slot: Slot, ext: u64, block: BlockId) {
+        let canonical = self.blocks.ext(block);
+        let names = self.names_mut(slot);
+        names.lookup.insert(ext, block);
+        if ext != canonical {
+            names.aliases.insert(block, ext);
+        }
+    }
+
+    /// Names `block` `ext` for the rank unless the rank names a block so already: then returns
+    /// that block and changes nothing. One call for the check and the insert. `block` must be
+    /// a block the rank does not name yet, with `ext` as its canonical name (a new one).
+    pub fn claim_name(&mut self, slot: Slot, ext: u64, block: BlockId) -> Option<BlockId> {
+        let RankNames { lookup, aliases } = self.names[slot as usize].as_mut().expect("live rank slot");
+        let blocks = &self.blocks;
+        lookup.claim(ext, block, |id| alias_or_canonical(aliases, blocks, id) == ext)
     }
 
     /// Prefetches for a lookup of `ext` a few names from now: its bucket when `stage` is

@@ -49,9 +49,11 @@ impl TreeWriter<'_> {
     /// only moves towards the root, every name in it was still held at its turn. Any other name
     /// applies the pending cut first, so its lookup sees the state the names before it left.
     ///
-    /// A name that joins the pending run is sure to go when the run is cut, so its name-table
-    /// entry is taken out at once, while its bucket is in the cache, and the cut skips it. A
-    /// name repeated later in the event is then not found, as it would not be after the cut.
+    /// Each name is looked up and taken out of the name table in one scan of its bucket
+    /// ([`crate::index::tree::Book::take_named`]): a name that joins the pending run is sure to
+    /// go when the run is cut, and the cut skips the names it took. A name that starts a new run
+    /// goes back in the table for the pending cut, which may take it with it. A name repeated
+    /// later in the event is then not found, as it would not be after the cut.
     pub(super) fn remove_names(&mut self, slot: Slot, hashes: &[u64]) -> usize {
         let mut unknown = 0;
         let mut pending: Option<Run> = None;
@@ -68,7 +70,9 @@ impl TreeWriter<'_> {
             if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD / 2) {
                 self.book.prefetch_named(slot, ahead, Prefetch::Block);
             }
-            let Some(mut block) = self.book.named(slot, ext) else {
+            // Taken out of the table at once (the common case: it joins the run); put back below
+            // when it does not.
+            let Some(block) = self.book.take_named(slot, ext) else {
                 // Whether or not a run is pending, an absent name stays absent after it.
                 unknown += 1;
                 continue;
@@ -77,19 +81,19 @@ impl TreeWriter<'_> {
             pending = match pending {
                 Some(run) if run.node == loc.node && loc.pos + 1 == run.low => Some(Run { low: loc.pos, ..run }),
                 Some(run) => {
+                    // The pending cut applies first and may take this name with it (then no run
+                    // is pending), so the name goes back in the table for it.
+                    self.book.restore_name(slot, ext, block);
                     self.cut_run(slot, run);
-                    // The cut may have taken this name with it; then no run is pending.
-                    let Some(still) = self.book.named(slot, ext) else {
+                    let Some(still) = self.book.take_named(slot, ext) else {
                         unknown += 1;
                         pending = None;
                         continue;
                     };
-                    block = still;
                     Some(Run::at(self.book.blocks.loc(still)))
                 }
                 None => Some(Run::at(loc)),
             };
-            self.take_name(slot, ext, block);
         }
         if let Some(run) = pending {
             self.cut_run(slot, run);
@@ -135,11 +139,26 @@ impl TreeWriter<'_> {
     }
 
     /// Forgets the rank's names for `positions` of `node`'s edge (those in `taken` are out of
-    /// the name table already).
+    /// the name table already). Without predictions, a taken position only needs counting.
     fn drop_names(&mut self, slot: Slot, node: NodeId, positions: Range<u32>, taken: Range<u32>) {
-        for pos in positions {
+        if self.view.predictions > 0 {
+            for pos in positions {
+                let block = self.view.node(node).blocks[pos as usize];
+                self.drop_name(slot, block, !taken.contains(&pos));
+            }
+            return;
+        }
+        // The positions outside `taken`: before it and after it.
+        let within = |p: u32| p.max(positions.start).min(positions.end);
+        let (before, after) = (positions.start..within(taken.start), within(taken.end)..positions.end);
+        for pos in before.chain(after) {
             let block = self.view.node(node).blocks[pos as usize];
-            self.drop_name(slot, block, !taken.contains(&pos));
+            let name = self.book.name_of(slot, block);
+            self.take_name(slot, name, block);
+        }
+        if !positions.is_empty() {
+            self.book.held_blocks -= u64::from(positions.end - positions.start);
+            self.book.mark_dirty(slot);
         }
     }
 

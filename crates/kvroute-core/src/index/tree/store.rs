@@ -136,15 +136,15 @@ impl TreeWriter<'_> {
             if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
                 self.book.names(slot).lookup.prefetch(ahead.ext);
             }
-            if self.book.named(slot, b.ext).is_some() {
+            let id = self.book.blocks.alloc(Loc::default(), b.ext);
+            if self.book.claim_name(slot, b.ext, id).is_some() {
+                self.book.blocks.release(id);
                 for (&id, b) in claimed.iter().zip(blocks).rev() {
                     self.book.names_mut(slot).lookup.remove(b.ext, id);
                     self.book.blocks.release(id);
                 }
                 return None;
             }
-            let id = self.book.blocks.alloc(Loc::default(), b.ext);
-            self.book.names_mut(slot).lookup.insert(b.ext, id);
             claimed.push(id);
         }
         Some(claimed)

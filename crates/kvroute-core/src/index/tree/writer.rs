@@ -192,8 +192,7 @@ impl<'a> TreeWriter<'a> {
         true
     }
 
-    /// Takes the rank's name `ext` for `block` out of the name table ahead of the block's drop
-    /// (see `remove_names`); `drop_name` is then told it is gone.
+    /// Takes the rank's name `ext` for `block` out of the name table (and its alias, if any).
     pub(super) fn take_name(&mut self, slot: Slot, ext: u64, block: BlockId) {
         let names = self.book.names_mut(slot);
         names.lookup.remove(ext, block);
@@ -204,7 +203,7 @@ impl<'a> TreeWriter<'a> {
     }
 
     /// Forgets the rank's name for a block it stops holding; `in_table` is false when
-    /// `take_name` took it out already.
+    /// `remove_names` took it out already.
     pub(super) fn drop_name(&mut self, slot: Slot, block: BlockId, in_table: bool) {
         if in_table {
             let name = self.book.name_of(slot, block);
