@@ -130,9 +130,9 @@
 //! block-event on the bare tree at W = 16, node allocations and the second view's replay (about
 //! 6% of a writer); at W = 256, page faults and `malloc` as 256 ranks' name tables grow (about 40%
 //! of a writer: perf shows 27% kernel and 14% libc there); on the churn workload, the structural
-//! work of many small events (nodes created, split and freed in both views; a seventh of its
-//! instructions are `malloc` and `free`). The next step is fewer, larger allocations: edges,
-//! block data and names in per-shard arenas.
+//! work of many small events (nodes created, split and freed in both views; their allocations
+//! and frees are some 5% of its instructions). The next step is fewer, larger allocations:
+//! edges, block data and names in per-shard arenas.
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
