@@ -128,8 +128,8 @@
 //! What the time goes to now: one bucket and one block-data miss per removed block and one
 //! bucket miss per new block (prefetched, so they overlap), about 330 instructions per
 //! block-event on the bare tree at W = 16, node allocations and the second view's replay (about
-//! 6% of a writer); at W = 256, page faults and `malloc` as 256 ranks' name tables grow (about 40%
-//! of a writer: perf shows 27% kernel and 14% libc there); on the churn workload, the structural
+//! 6% of a writer); at W = 256, page faults as 256 ranks' name tables and the rest of the tree
+//! grow (perf: 27% of a writer's samples in the kernel, 14% in `malloc` and `free`); on the churn workload, the structural
 //! work of many small events (nodes created, split and freed in both views; their allocations
 //! and frees are some 5% of its instructions). The next step is fewer, larger allocations:
 //! edges, block data and names in per-shard arenas.
