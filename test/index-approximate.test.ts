@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { blockHashes, KvIndex } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { stored } from './helpers/events.js';
+import { removed, stored } from './helpers/events.js';
 
 describe.each(BACKENDS)('approximate mode on the %s backend', (backend) => {
   let clock = 0;
@@ -58,6 +58,24 @@ describe.each(BACKENDS)('approximate mode on the %s backend', (backend) => {
       [2, 0, 4],
       [1, 0, 2],
     ]);
+  });
+
+  test('removing predicted blocks forgets their TTL: the same blocks stored for real later never expire', async () => {
+    const i = make(10);
+    const locals = [...blockHashes(tokens, 4, { backend })];
+    i.recordRouting(1, 0, tokens);
+    await i.flush();
+    expect(blocks(i)).toEqual([[1, 0, 4]]);
+    // The engine evicts what the router predicted, then really stores the same blocks.
+    i.applyEvent(removed(1, locals, [1]));
+    await i.flush();
+    expect(blocks(i)).toEqual([]);
+    i.applyEvent(stored(1, locals));
+    clock += 1_000_000;
+    i.recordRouting(3, 0, [9, 9, 9, 9]);
+    await i.flush();
+    expect(blocks(i), 'no expiry left over from the removed predictions').toEqual([[1, 0, 4]]);
+    expect(i.stats().blocks).toBe(5);
   });
 
   test('removeWorker drops predictions of that worker only', async () => {
