@@ -139,15 +139,8 @@ impl TreeWriter<'_> {
     }
 
     /// Forgets the rank's names for `positions` of `node`'s edge (those in `taken` are out of
-    /// the name table already). Without predictions, a taken position only needs counting.
+    /// the name table already, so they are only counted) and their predictions, if any.
     fn drop_names(&mut self, slot: Slot, node: NodeId, positions: Range<u32>, taken: Range<u32>) {
-        if self.view.predictions > 0 {
-            for pos in positions {
-                let block = self.view.node(node).blocks[pos as usize];
-                self.drop_name(slot, block, !taken.contains(&pos));
-            }
-            return;
-        }
         // The positions outside `taken`: before it and after it.
         let within = |p: u32| p.max(positions.start).min(positions.end);
         let (before, after) = (positions.start..within(taken.start), within(taken.end)..positions.end);
@@ -155,6 +148,12 @@ impl TreeWriter<'_> {
             let block = self.view.node(node).blocks[pos as usize];
             let name = self.book.name_of(slot, block);
             self.take_name(slot, name, block);
+        }
+        if self.view.predictions > 0 {
+            for pos in positions.clone() {
+                let block = self.view.node(node).blocks[pos as usize];
+                self.unpredict(slot, block);
+            }
         }
         if !positions.is_empty() {
             self.book.held_blocks -= u64::from(positions.end - positions.start);

@@ -201,18 +201,4 @@ impl<'a> TreeWriter<'a> {
             names.aliases.remove(&block);
         }
     }
-
-    /// Forgets the rank's name for a block it stops holding; `in_table` is false when
-    /// `remove_names` took it out already.
-    pub(super) fn drop_name(&mut self, slot: Slot, block: BlockId, in_table: bool) {
-        if in_table {
-            let name = self.book.name_of(slot, block);
-            self.take_name(slot, name, block);
-        }
-        if self.view.predictions > 0 {
-            self.unpredict(slot, block);
-        }
-        self.book.held_blocks -= 1;
-        self.book.mark_dirty(slot);
-    }
 }
