@@ -286,3 +286,32 @@ fn queued_ops_apply_in_order() {
         assert!(index.find_matches(&QUERY, 0.0).is_err());
     }
 }
+
+/// A worker's ops all reach the writer that holds its ranks, whether its events come in a batch
+/// of their own or mixed with other workers' (the two paths of `apply_events`), and its removal
+/// reaches that writer too: a continuation applied on another writer's shard would not find its
+/// parent, and a removal sent elsewhere would leave the worker's blocks in place.
+#[test]
+fn a_workers_ops_reach_one_writer_however_they_are_batched() {
+    const WORKERS: u64 = 6;
+    for writers in [2, 3] {
+        let index = KvIndex::new(writers).unwrap();
+        for w in 0..WORKERS {
+            index.apply_events(vec![store(rank(w, 0), &[], &QUERY[..2])], 0.0).unwrap();
+        }
+        let mixed: Vec<RouterEvent> =
+            (0..WORKERS).rev().map(|w| store(rank(w, 0), &QUERY[..2], &QUERY[2..4])).collect();
+        index.apply_events(mixed, 0.0).unwrap();
+        for w in 0..WORKERS {
+            index.apply_events(vec![store(rank(w, 0), &QUERY[..4], &QUERY[4..6])], 0.0).unwrap();
+        }
+        index.remove_worker(1, None).unwrap();
+        index.remove_worker(4, None).unwrap();
+        index.flush().unwrap();
+        let (stats, _) = index.stats().unwrap();
+        assert_eq!(stats.events.parent_block_not_found, 0, "{writers} writers");
+        let got: Vec<(u64, u32)> =
+            index.find_matches(&QUERY, 0.0).unwrap().iter().map(|s| (s.rank.worker_id, s.blocks)).collect();
+        assert_eq!(got, vec![(0, 6), (2, 6), (3, 6), (5, 6)], "{writers} writers");
+    }
+}

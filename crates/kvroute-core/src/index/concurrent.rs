@@ -216,14 +216,30 @@ impl KvIndex {
     }
 
     /// Enqueues events; each worker's events keep their order.
+    ///
+    /// A batch whose events all belong to one writer's workers (an engine's frame carries its own
+    /// events only) goes to that writer as it is. Splitting it instead allocated a vector per
+    /// writer and grew it event by event, and the writer thread then freed memory of the caller's
+    /// allocator arena: on the churn workload (two events per batch) every batch took the
+    /// allocator's lock against the producing thread, a futex call per batch.
     pub fn apply_events(&self, events: Vec<RouterEvent>, now_ms: f64) -> Result<(), KvError> {
         self.ensure_open()?;
         let mut table = self.assignment.lock();
-        let mut per_writer: Vec<Vec<RouterEvent>> = (0..self.writers.len()).map(|_| Vec::new()).collect();
-        for event in events {
-            let w = self.writer_for(event.rank.worker_id, &mut table);
-            per_writer[w].push(event);
-        }
+        let single = {
+            let mut targets = events.iter().map(|e| self.writer_for(e.rank.worker_id, &mut table));
+            match targets.next() {
+                Some(w) if targets.all(|t| t == w) => Some(w),
+                _ => None,
+            }
+        };
+        let per_writer = match single {
+            Some(w) => {
+                let mut per_writer: Vec<Vec<RouterEvent>> = (0..self.writers.len()).map(|_| Vec::new()).collect();
+                per_writer[w] = events;
+                per_writer
+            }
+            None => self.split_by_writer(events, &mut table),
+        };
         for (w, events) in per_writer.into_iter().enumerate() {
             if !events.is_empty() {
                 self.send(&table, w, Op::Events { events, now_ms });
@@ -232,6 +248,20 @@ impl KvIndex {
             }
         }
         Ok(())
+    }
+
+    /// `events` in one vector per writer, each sized exactly, in their order.
+    fn split_by_writer(&self, events: Vec<RouterEvent>, table: &mut Assignment) -> Vec<Vec<RouterEvent>> {
+        let mut counts = vec![0usize; self.writers.len()];
+        for e in &events {
+            counts[self.writer_for(e.rank.worker_id, table)] += 1;
+        }
+        let mut per_writer: Vec<Vec<RouterEvent>> = counts.into_iter().map(Vec::with_capacity).collect();
+        for event in events {
+            let w = self.writer_for(event.rank.worker_id, table);
+            per_writer[w].push(event);
+        }
+        per_writer
     }
 
     /// Enqueues the removal of one rank, or of all ranks of the worker; ordered after the
