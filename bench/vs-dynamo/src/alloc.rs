@@ -40,3 +40,14 @@ unsafe impl GlobalAlloc for Counting {
 pub fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
 }
+
+/// The process's minor page faults so far (first touches of fresh memory), from
+/// `/proc/self/stat`; 0 where that file does not exist. On this VM a fault costs about 2 µs, so
+/// which system gets memory the allocator recycled from an earlier round moves ingest rates by
+/// tens of percent: the comparison reports the faults of every timed round.
+pub fn minor_faults() -> u64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0 };
+    // Fields after the command name (which is in parentheses and may hold spaces): state is
+    // field 3, minflt field 10.
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(7)).and_then(|f| f.parse().ok()).unwrap_or(0)
+}

@@ -47,14 +47,15 @@ fn best(rates: Vec<f64>) -> f64 {
     rates.into_iter().fold(0.0, f64::max)
 }
 
-/// Probe: kvroute's ingest alone (2 writers, apply every event then flush); block-events/s.
+/// Probe: kvroute's ingest alone (2 writers, apply every prebuilt event then flush); block-events/s.
 pub fn ingest_only(path: &str) -> f64 {
     let ops = read(path);
     let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
     let mut rates = Vec::new();
     for _ in 0..repeat() {
+        let batches = crate::index_bench::kvroute_batches(&ops);
         let index = KvIndex::new(writers()).expect("index");
-        rates.push(block_events as f64 / crate::scaling::kvroute_apply_all(&index, &ops));
+        rates.push(block_events as f64 / crate::index_bench::kvroute_apply(&index, batches));
         let stats = index.stats().expect("open").0;
         eprintln!(
             "held {} positions {} nodes {} memoryBytes {} bytes/held {:.1}",
@@ -84,7 +85,8 @@ pub fn find_only(path: &str) -> f64 {
     }
     index.flush().expect("flush");
     // The best of several passes: this VM's other tenants slow whole passes down.
-    let queries: Vec<&Vec<u64>> = ops.iter().filter_map(|op| if let Op::Query(q) = op { Some(q) } else { None }).collect();
+    let queries: Vec<&Vec<u64>> =
+        ops.iter().filter_map(|op| if let Op::Query(q) = op { Some(q) } else { None }).collect();
     let mut best = f64::MAX;
     for _ in 0..repeat().max(9) {
         let t0 = Instant::now();

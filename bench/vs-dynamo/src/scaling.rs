@@ -1,13 +1,13 @@
 //! `kvroute-vs-dynamo scaling <workload.bin> [rounds]`: the `bench:index` workload with 1, 2 and 4
 //! writer threads on both systems (ingest: apply every event, then wait until visible; the
 //! systems alternate within each round), and the **concurrent** phase with 2 writers: the main
-//! thread applies every event while one reader thread queries the trace's prompts in a loop as
+//! thread applies every event (built before the clock starts, as in `index`) while one reader thread queries the trace's prompts in a loop as
 //! fast as it can; reported are the writers' block-events/s and the reader's queries/s and
 //! latency percentiles while writes run. Also checks `stats().memory_bytes` against the counting
 //! allocator, and what an empty index allocates. Prints one JSON line.
 
 use crate::alloc;
-use crate::index_bench::{pct, read, Op};
+use crate::index_bench::{dynamo_apply, dynamo_events, kvroute_apply, kvroute_batches, pct, read, Op};
 use dynamo_kv_router::indexer::KvIndexerInterface;
 use dynamo_kv_router::protocols::LocalBlockHash;
 use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
@@ -18,38 +18,14 @@ use std::time::Instant;
 
 type Dynamo = ThreadPoolIndexer<ConcurrentRadixTreeCompressed>;
 
-/// Applies every event and waits until all are visible; returns the seconds it took.
-pub fn kvroute_apply_all(index: &KvIndex, ops: &[Op]) -> f64 {
-    let t0 = Instant::now();
-    for op in ops {
-        if let Op::Events(e, _, _) = op {
-            index.apply_events(e.clone(), 0.0).expect("open");
-        }
-    }
-    index.flush().expect("flush");
-    t0.elapsed().as_secs_f64()
-}
-
-/// The same through Dynamo's indexer.
-async fn dynamo_apply_all(indexer: &Dynamo, ops: &[Op]) -> f64 {
-    let t0 = Instant::now();
-    for op in ops {
-        if let Op::Events(_, e, _) = op {
-            for ev in e {
-                indexer.apply_event(ev.clone()).await;
-            }
-        }
-    }
-    indexer.flush_and_wait().await.expect("flush");
-    t0.elapsed().as_secs_f64()
-}
-
 fn kvroute_ingest(ops: &[Op], writers: usize) -> f64 {
-    kvroute_apply_all(&KvIndex::new(writers).expect("index"), ops)
+    let batches = kvroute_batches(ops);
+    kvroute_apply(&KvIndex::new(writers).expect("index"), batches)
 }
 
 async fn dynamo_ingest(ops: &[Op], writers: usize) -> f64 {
-    dynamo_apply_all(&Dynamo::new(ConcurrentRadixTreeCompressed::new(), writers, 64), ops).await
+    let events = dynamo_events(ops);
+    dynamo_apply(&Dynamo::new(ConcurrentRadixTreeCompressed::new(), writers, 64), events).await
 }
 
 /// Reader latencies (µs) and queries, until `stop`.
@@ -81,6 +57,7 @@ fn summary(block_events: u64, write_s: f64, mut lat: Vec<f64>) -> serde_json::Va
 }
 
 pub fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
+    let batches = kvroute_batches(ops);
     let index = Arc::new(KvIndex::new(2).expect("index"));
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
@@ -91,12 +68,13 @@ pub fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -
             })
         })
     };
-    let write_s = kvroute_apply_all(&index, ops);
+    let write_s = kvroute_apply(&index, batches);
     stop.store(true, Ordering::Relaxed);
     summary(block_events, write_s, reader.join().expect("reader"))
 }
 
 pub async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
+    let events = dynamo_events(ops);
     let indexer = Arc::new(Dynamo::new(ConcurrentRadixTreeCompressed::new(), 2, 64));
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
@@ -109,7 +87,7 @@ pub async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u
             })
         })
     };
-    let write_s = dynamo_apply_all(&indexer, ops).await;
+    let write_s = dynamo_apply(&indexer, events).await;
     stop.store(true, Ordering::Relaxed);
     summary(block_events, write_s, reader.join().expect("reader"))
 }
@@ -122,8 +100,9 @@ fn memory_accuracy(ops: &[Op]) -> serde_json::Value {
     let empty_reported = empty.stats().expect("open").0.memory_bytes;
     drop(empty);
     let before = alloc::live();
+    let batches = kvroute_batches(ops);
     let index = KvIndex::new(2).expect("index");
-    kvroute_apply_all(&index, ops);
+    kvroute_apply(&index, batches);
     let live = alloc::live() - before;
     let reported = index.stats().expect("open").0.memory_bytes;
     drop(index);
