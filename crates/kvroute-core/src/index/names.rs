@@ -124,7 +124,9 @@ impl Table {
             return None;
         }
         let mut i = self.home(fp);
-        loop {
+        // At most every bucket once: after removals every bucket can still count an overflow
+        // (an entry pushed past it when it was full), and an absent name then ends the scan here.
+        for _ in 0..self.buckets.len() {
             let b = &self.buckets[i];
             if let Some(k) = b.position(fp, &mut is_name) {
                 return Some(b.ids[k]);
@@ -134,6 +136,7 @@ impl Table {
             }
             i = self.next(i);
         }
+        None
     }
 
     fn insert(&mut self, fp: u32, id: u32) {
@@ -188,20 +191,24 @@ impl Table {
         }
         let home = self.home(fp);
         let mut i = home;
-        let id = loop {
+        let mut found = None;
+        // At most every bucket once, as in `find`.
+        for _ in 0..self.buckets.len() {
             let b = &mut self.buckets[i];
             if let Some(k) = b.position(fp, &mut is_it) {
                 let (id, last) = (b.ids[k], b.len as usize - 1);
                 b.fps[k] = b.fps[last];
                 b.ids[k] = b.ids[last];
                 b.len -= 1;
-                break id;
+                found = Some(id);
+                break;
             }
             if b.overflow == 0 {
                 return None;
             }
             i = self.next(i);
-        };
+        }
+        let id = found?;
         let mut j = home;
         while j != i {
             self.buckets[j].overflow -= 1;
@@ -399,6 +406,50 @@ mod tests {
         }
         assert!(ours.is_empty());
         assert_eq!(ours.heap_bytes(), 0);
+    }
+
+    /// After removals every bucket of a table can still count an overflow (an entry pushed past
+    /// it while it was full): a lookup or removal of an absent name must still end. Before the
+    /// bound on their scans, both went round the table forever (a writer thread hung).
+    #[test]
+    fn absent_names_end_the_scan_when_every_bucket_has_overflowed() {
+        // Keys of sub-table 0 whose home in a 4-bucket table is `home`: fingerprint bits 27-26.
+        let key = |home: u64, n: u64| unmix((home << 58) | ((n + 1) << 32) | 0xABCD);
+        let mut ours = NameTable::default();
+        let mut value = 0;
+        let mut add = |t: &mut NameTable, k: u64| {
+            t.insert(k, value);
+            value += 1;
+        };
+        // 8 names homed in each of buckets 0-2: 24 entries, the most 4 buckets take; bucket 0
+        // spills into 1, 1 into 2, 2 into 3.
+        for home in 0..3 {
+            for n in 0..8 {
+                add(&mut ours, key(home, n));
+            }
+        }
+        assert_eq!(ours.tables[0].buckets.len(), 4);
+        // Room for 5 more, then 5 names homed in bucket 3 (holding 3): it fills and spills into 0.
+        for n in 0..5 {
+            assert!(ours.take(key(1, n), |_| true).is_some());
+        }
+        for n in 0..5 {
+            add(&mut ours, key(3, n));
+        }
+        let table = &ours.tables[0];
+        assert_eq!(table.buckets.len(), 4, "no growth: the construction needs 4 buckets");
+        assert!(table.buckets.iter().all(|b| b.overflow > 0), "every bucket counts an overflow");
+        // Run where a hang fails the test instead of stalling it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let absent = key(2, 99);
+            let found = ours.get(absent, |_| true);
+            let taken = ours.take(absent, |_| true);
+            let removed = ours.remove(absent, 0);
+            let _ = tx.send((found, taken, removed, ours.len()));
+        });
+        let outcome = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("the scans ended");
+        assert_eq!(outcome, (None, None, false, 24));
     }
 
     /// Small keys (which collide after masking) and heavy removal.
