@@ -315,3 +315,46 @@ fn a_workers_ops_reach_one_writer_however_they_are_batched() {
         assert_eq!(got, vec![(0, 6), (2, 6), (3, 6), (5, 6)], "{writers} writers");
     }
 }
+
+/// Applied batches wait in their writer's pile for the next sender to free them, and count in
+/// `stats().memory_bytes` meanwhile; a writer left idle frees its pile itself, and a pile never
+/// holds more than `MAX_PILE_BYTES`: a larger batch is freed by its writer at once.
+#[test]
+fn applied_batches_are_freed_by_senders_or_idle_writers_and_stay_bounded() {
+    use std::time::{Duration, Instant};
+    let index = KvIndex::new(1).unwrap();
+    // A batch of 1000 removals of unknown blocks: the tree does not change, the batch is kept.
+    let hashes: Vec<u64> = (1..=1000).collect();
+    let batch = || vec![common::event(rank(1, 0), kvroute_core::index::EventData::Removed { hashes: hashes.clone() })];
+    let bytes_of_batch = (hashes.len() * 8) as u64;
+    // The rank's own state exists from its first event on: measured after it.
+    index.apply_events(batch(), 0.0).unwrap();
+    index.flush().unwrap();
+    let empty = index.stats().unwrap().0.memory_bytes;
+    let settle = |index: &KvIndex| {
+        while index.pending().unwrap() > 0 {
+            std::thread::yield_now();
+        }
+    };
+    index.apply_events(batch(), 0.0).unwrap();
+    settle(&index);
+    let held = index.stats().unwrap().0.memory_bytes;
+    assert!(held >= empty + bytes_of_batch, "an applied batch waiting to be freed is counted: {held} vs {empty}");
+    // The writer, idle, frees it within a few of its memory refreshes (250 ms each).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while index.stats().unwrap().0.memory_bytes > empty {
+        assert!(Instant::now() < deadline, "an idle writer kept its applied batch");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A flush frees what it waited for at once.
+    index.apply_events(batch(), 0.0).unwrap();
+    index.flush().unwrap();
+    assert_eq!(index.stats().unwrap().0.memory_bytes, empty);
+    // A batch over the bound is freed by the writer at once, not kept.
+    let big: Vec<u64> = (1..=(kvroute_core::index::MAX_PILE_BYTES as u64 / 8 + 1)).collect();
+    index
+        .apply_events(vec![common::event(rank(1, 0), kvroute_core::index::EventData::Removed { hashes: big })], 0.0)
+        .unwrap();
+    settle(&index);
+    assert!(index.stats().unwrap().0.memory_bytes < empty + kvroute_core::index::MAX_PILE_BYTES as u64 / 2);
+}

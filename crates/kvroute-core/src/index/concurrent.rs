@@ -12,6 +12,7 @@
 
 use super::event::{Rank, RouterEvent, WorkerId};
 use super::shard::Shard;
+use super::spent::SpentBatches;
 use super::stats::IndexStats;
 use super::tree::{DumpedStore, Journal, MatchScore, TreeWriter};
 use crate::index::growth::FastMap;
@@ -72,6 +73,8 @@ struct Shared {
     /// Waiters sleep here, registering in `wake_at` under the lock first.
     sleepers: Mutex<()>,
     progress: Condvar,
+    /// Applied event batches, freed by the threads that send events (see `spent.rs`).
+    spent: SpentBatches,
     /// The first panic inside a writer, if any. Writers keep running after it so that `flush`
     /// never hangs, but the index reports the failure instead of pretending to be healthy.
     failure: Mutex<Option<String>>,
@@ -130,6 +133,7 @@ impl KvIndex {
             wake_at: (0..writer_threads).map(|_| AtomicU64::new(u64::MAX)).collect(),
             sleepers: Mutex::new(()),
             progress: Condvar::new(),
+            spent: SpentBatches::new(writer_threads),
             failure: Mutex::new(None),
         });
         let mut writers = Vec::with_capacity(writer_threads);
@@ -247,6 +251,9 @@ impl KvIndex {
                 self.send(&table, w, Op::Expire { now_ms });
             }
         }
+        drop(table);
+        // After sending, so the writers start on this batch meanwhile.
+        self.shared.spent.free_all();
         Ok(())
     }
 
@@ -323,6 +330,8 @@ impl KvIndex {
         let targets: Vec<(usize, u64)> =
             self.shared.enqueued.iter().map(|e| e.load(Ordering::Acquire)).enumerate().collect();
         self.wait_until(&targets);
+        // A writer retires a batch before counting it applied: every batch waited for is here.
+        self.shared.spent.free_all();
         self.check_failure()
     }
 
@@ -392,7 +401,7 @@ impl KvIndex {
             total.add(&shard.stats());
         }
         let journals: u64 = self.shared.journal_bytes.iter().map(|b| b.load(Ordering::Relaxed)).sum();
-        total.memory_bytes += journals + self.own_bytes() as u64;
+        total.memory_bytes += journals + self.shared.spent.held_bytes() + self.own_bytes() as u64;
         Ok((total, self.queued_ops()))
     }
 
@@ -433,6 +442,7 @@ impl KvIndex {
         for handle in self.handles.lock().drain(..) {
             let _ = handle.join();
         }
+        self.shared.spent.free_all();
         for (id, shard) in self.shared.shards.iter().enumerate() {
             shard.reset();
             self.shared.shard_bytes[id].store(0, Ordering::Relaxed);
@@ -459,6 +469,8 @@ fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
             match rx.recv_timeout(wait) {
                 Ok(op) => op,
                 Err(RecvTimeoutError::Timeout) => {
+                    // Idle: no sender is coming back soon to free this writer's applied batches.
+                    shared.spent.free(id);
                     shared.measure(id);
                     (last_measured, dirty) = (Instant::now(), false);
                     continue;
@@ -482,7 +494,13 @@ fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
             shared.mark_applied(id);
         };
         let shard = &shared.shards[id];
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| shard.write(&mut journal, |w| apply(w, op), visible))) {
+        let write = |w: &mut TreeWriter<'_>| {
+            // Retired before the batch counts as applied (`flush` frees what it waited for).
+            if let Some(batch) = apply(w, op) {
+                drop(shared.spent.retire(id, batch));
+            }
+        };
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| shard.write(&mut journal, write, visible))) {
             let detail = panic_message(payload.as_ref());
             shared.failure.lock().get_or_insert(detail);
             // A write that panicked half-way leaves its journal half-replayed: start afresh.
@@ -502,13 +520,14 @@ fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
 }
 
 /// Applies one op to a shard through its writer. A batch of events is one write: the views swap
-/// once however many events it holds.
-fn apply(w: &mut TreeWriter<'_>, op: Op) {
+/// once however many events it holds. Returns the applied batch, to be freed elsewhere.
+fn apply(w: &mut TreeWriter<'_>, op: Op) -> Option<Vec<RouterEvent>> {
     match op {
         Op::Events { events, now_ms } => {
             for event in &events {
                 w.apply_event(event, now_ms);
             }
+            return Some(events);
         }
         Op::RemoveWorker { worker_id, dp_rank } => w.remove_worker(worker_id, dp_rank),
         Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms } => {
@@ -517,6 +536,7 @@ fn apply(w: &mut TreeWriter<'_>, op: Op) {
         Op::Expire { now_ms } => w.expire(now_ms),
         Op::Stop => {}
     }
+    None
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

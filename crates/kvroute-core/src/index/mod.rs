@@ -145,10 +145,12 @@ pub mod lock;
 pub mod names;
 pub mod packed;
 pub mod shard;
+mod spent;
 pub mod stats;
 pub mod tree;
 
 pub use concurrent::KvIndex;
 pub use event::{DpRank, EventData, Rank, RouterEvent, StoredBlock, WorkerId};
+pub use spent::MAX_PILE_BYTES;
 pub use stats::{EventCounters, IndexStats, Rejection};
 pub use tree::{DumpedStore, MatchScore, Tree};
