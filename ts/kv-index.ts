@@ -160,7 +160,11 @@ export interface IndexStats {
   treeNodes: number;
   /** Distinct block positions (a block shared by several ranks counts once). */
   treeBlocks: number;
-  /** Estimated heap bytes (native: measured capacities; JS: a rough model). */
+  /**
+   * Estimated heap bytes (native: measured capacities, including applied event batches that
+   * wait to be freed by the next `applyEvents` or `flush`, at most 4 MiB per writer thread;
+   * JS: a rough model).
+   */
   memoryBytes: number;
   /** `memoryBytes / blocks` (0 when empty). */
   bytesPerHeldBlock: number;

@@ -69,6 +69,9 @@
 //! | a removed name looked up and taken out in one scan; a new name checked and inserted in one call; cut positions already taken only counted; bucket home by a multiply | 41 (mean of 4) | | instructions (cachegrind, whole bare-tree probe) W = 16 1.83 → 1.42 G, W = 256 1.11 → 0.96 G; 2 writers W = 16 33 → 41 M/s (means of 4 alternating pairs), W = 256 unchanged |
 //! | tried: replay the journal at the start of the next write instead of after publishing | | | concurrent phase unchanged (W = 16 19.7 vs 18.6, W = 256 11.9 vs 12.1 M/s over 3 alternating pairs): see below |
 //! | tried: prefetch the next bucket too when the home bucket is full or has overflowed | | | bare tree W = 256 unchanged over 3 pairs |
+//! | every name prefetch loads the home bucket and the next; tables up to 7/8 full; `grow` out of line | | | bare tree W = 256 +6%, W = 16 +4% (6 alternating pairs); names 7% smaller at W = 256, 13% on churn |
+//! | a batch for one writer sent as is (no per-writer vectors); applied batches freed by the sender | | | churn futex calls 85k → 7.5k per 3 rounds; comparison +5–6% at W = 16 and churn |
+//! | tried: writers never freeing event memory (a measurement, not a design) | | | churn and W = 16 +25–50%: freeing costs that much, wherever it runs |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -133,6 +136,20 @@
 //! work of many small events (nodes created, split and freed in both views; their allocations
 //! and frees are some 5% of its instructions). The next step is fewer, larger allocations:
 //! edges, block data and names in per-shard arenas.
+//!
+//! Then the machinery around the tree (2026-12-02, fifth round). With events built before the
+//! clock starts (the comparison copied every event inside its timed loop until then), the
+//! writers' remaining overhead showed up as futex calls: glibc frees a chunk into the arena of
+//! the thread that allocated it, under that arena's lock, so two writers freeing the sender's
+//! event batches slept on one lock, a call every batch or two on churn. A batch that belongs to
+//! one writer now goes to it as it is, and applied batches wait in the writer's pile for the
+//! next sender (`apply_events`, `flush`) to free them (see `spent.rs`). Also found this round, by
+//! the JS differential test once tables ran 7/8 full: a lookup of an absent name in a table
+//! whose every bucket counted an overflow went round it forever (a hung writer); scans now stop
+//! after every bucket. And the cost that dominates W = 256 is first touches of memory: a page
+//! fault costs about 2 µs on this VM, a fresh 100 MB index faults about 25,000 pages, and
+//! whether an index gets memory its process freed before (no faults) depends on glibc's arena
+//! reuse, so the comparison now reports each round's faults.
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
