@@ -222,10 +222,9 @@ impl KvIndex {
     /// Enqueues events; each worker's events keep their order.
     ///
     /// A batch whose events all belong to one writer's workers (an engine's frame carries its own
-    /// events only) goes to that writer as it is. Splitting it instead allocated a vector per
-    /// writer and grew it event by event, and the writer thread then freed memory of the caller's
-    /// allocator arena: on the churn workload (two events per batch) every batch took the
-    /// allocator's lock against the producing thread, a futex call per batch.
+    /// events only) goes to that writer as it is; splitting it allocated a vector per writer,
+    /// grown event by event, on every call. After sending, this thread frees the batches the
+    /// writers have applied since the last call (see `spent.rs`).
     pub fn apply_events(&self, events: Vec<RouterEvent>, now_ms: f64) -> Result<(), KvError> {
         self.ensure_open()?;
         let mut table = self.assignment.lock();

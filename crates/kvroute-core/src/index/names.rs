@@ -165,9 +165,9 @@ impl Table {
         }
     }
 
-    /// Doubles the table and rehashes it from the fingerprints. Kept out of line: inlined, its
-    /// registers made every insert save and restore six more (3% of the bare tree's
-    /// instructions at W = 256).
+    /// Doubles the table and rehashes it from the fingerprints. Kept out of line: inlined, it
+    /// made every insert save and restore more registers (outlining it took 3% off the bare
+    /// tree's instructions at W = 256).
     #[cold]
     #[inline(never)]
     fn grow(&mut self) {
