@@ -159,6 +159,7 @@ mod expiry;
 pub mod growth;
 pub mod json;
 pub mod lock;
+mod merge;
 pub mod names;
 pub mod packed;
 pub mod shard;
