@@ -236,19 +236,19 @@ impl KvIndex {
                 _ => None,
             }
         };
-        let per_writer = match single {
+        match single {
             Some(w) => {
-                let mut per_writer: Vec<Vec<RouterEvent>> = (0..self.writers.len()).map(|_| Vec::new()).collect();
-                per_writer[w] = events;
-                per_writer
-            }
-            None => self.split_by_writer(events, &mut table),
-        };
-        for (w, events) in per_writer.into_iter().enumerate() {
-            if !events.is_empty() {
                 self.send(&table, w, Op::Events { events, now_ms });
-            } else if self.predictions.load(Ordering::Relaxed) {
-                self.send(&table, w, Op::Expire { now_ms });
+                self.sweep_others(&table, w, now_ms);
+            }
+            None => {
+                for (w, events) in self.split_by_writer(events, &mut table).into_iter().enumerate() {
+                    if !events.is_empty() {
+                        self.send(&table, w, Op::Events { events, now_ms });
+                    } else if self.predictions.load(Ordering::Relaxed) {
+                        self.send(&table, w, Op::Expire { now_ms });
+                    }
+                }
             }
         }
         drop(table);

@@ -38,7 +38,7 @@ pub struct SpentBatches {
 }
 
 /// Heap bytes of a batch of events (what freeing it gives back).
-pub fn batch_bytes(batch: &Vec<RouterEvent>) -> usize {
+fn batch_bytes(batch: &Vec<RouterEvent>) -> usize {
     let payload: usize = batch
         .iter()
         .map(|e| match &e.data {
