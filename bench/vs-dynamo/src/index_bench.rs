@@ -96,9 +96,14 @@ pub fn kvroute_batches(ops: &[Op]) -> Vec<Vec<RouterEvent>> {
     ops.iter().filter_map(|o| if let Op::Events(e, _, _) = o { Some(e.clone()) } else { None }).collect()
 }
 
+/// Dynamo's copy of the same batches.
+fn dynamo_batches(ops: &[Op]) -> Vec<Vec<DynEvent>> {
+    ops.iter().filter_map(|o| if let Op::Events(_, e, _) = o { Some(e.clone()) } else { None }).collect()
+}
+
 /// Dynamo's copy of the same events, one `RouterEvent` at a time as its indexer takes them.
 pub fn dynamo_events(ops: &[Op]) -> Vec<DynEvent> {
-    ops.iter().filter_map(|o| if let Op::Events(_, e, _) = o { Some(e.clone()) } else { None }).flatten().collect()
+    dynamo_batches(ops).into_iter().flatten().collect()
 }
 
 /// Applies prebuilt batches to a new kvroute index and waits until they are visible; seconds.
@@ -194,11 +199,7 @@ pub fn kvroute_walk(ops: &[Op]) -> (f64, Answers) {
 async fn dynamo_walk(ops: &[Op]) -> (f64, Answers) {
     let indexer = ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), WRITERS, 64);
     let (mut seconds, mut answers) = (0.0, Vec::new());
-    let mut batches = ops
-        .iter()
-        .filter_map(|o| if let Op::Events(_, d, _) = o { Some(d.clone()) } else { None })
-        .collect::<Vec<_>>()
-        .into_iter();
+    let mut batches = dynamo_batches(ops).into_iter();
     for op in ops {
         let t = Instant::now();
         match op {

@@ -119,22 +119,22 @@ pub fn mix(path: &str) -> String {
                     let n = pinned.len();
                     let w = *pinned.entry(ev.rank.worker_id).or_insert(n % per_writer.len());
                     per_writer[w] += match &ev.data {
-                        EventData::Stored { blocks, .. } => blocks.len() as u64,
-                        EventData::Removed { hashes } => hashes.len() as u64,
-                        EventData::Cleared => 0,
-                    };
-                    match &ev.data {
                         EventData::Stored { blocks, .. } => {
                             stored += 1;
                             stored_blocks += blocks.len() as u64;
                             hist[(64 - (blocks.len() as u64).leading_zeros()).min(7) as usize] += 1;
+                            blocks.len() as u64
                         }
                         EventData::Removed { hashes } => {
                             removed += 1;
                             removed_blocks += hashes.len() as u64;
+                            hashes.len() as u64
                         }
-                        EventData::Cleared => cleared += 1,
-                    }
+                        EventData::Cleared => {
+                            cleared += 1;
+                            0
+                        }
+                    };
                 }
             }
         }
