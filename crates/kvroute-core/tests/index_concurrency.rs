@@ -358,3 +358,42 @@ fn applied_batches_are_freed_by_senders_or_idle_writers_and_stay_bounded() {
     settle(&index);
     assert!(index.stats().unwrap().0.memory_bytes < empty + kvroute_core::index::MAX_PILE_BYTES as u64 / 2);
 }
+
+/// Edge positions are stored once for both copies of the view; a write never rewrites what the
+/// copy readers are on still shows. Here every write cuts a leaf's tail and grows the leaf again
+/// with other blocks (the positions the cut freed are exactly where the new ones would go): a
+/// reader must see one path or the other in full, never a mix of the two.
+#[test]
+fn a_leaf_cut_and_grown_in_one_write_never_shows_a_mix() {
+    const HALF: usize = 32;
+    let r = rank(1, 0);
+    let a: Vec<u64> = (1..=2 * HALF as u64).collect();
+    let b: Vec<u64> = a[..HALF].iter().copied().chain(1001..=1000 + HALF as u64).collect();
+    let index = Arc::new(KvIndex::new(1).unwrap());
+    index.apply_events(vec![store(r, &[], &a)], 0.0).unwrap();
+    index.flush().unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (index, done, a, b) = (Arc::clone(&index), Arc::clone(&done), a.clone(), b.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !done.load(Ordering::Acquire) || reads < 1000 {
+                for query in [&a, &b] {
+                    let got = index.find_matches(query, 0.0).unwrap()[0].blocks as usize;
+                    assert!(got == HALF || got == 2 * HALF, "a reader saw {got} blocks of one path");
+                }
+                reads += 1;
+            }
+        })
+    };
+    for round in 0..20_000 {
+        let (from, to) = if round % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let swap = vec![remove(r, from, &[HALF + 1]), store(r, &to[..HALF], &to[HALF..])];
+        index.apply_events(swap, 0.0).unwrap();
+    }
+    index.flush().unwrap();
+    done.store(true, Ordering::Release);
+    reader.join().unwrap();
+    assert_eq!(index.find_matches(&a, 0.0).unwrap()[0].blocks as usize, 2 * HALF);
+    assert_eq!(index.find_matches(&b, 0.0).unwrap()[0].blocks as usize, HALF);
+}

@@ -8,8 +8,8 @@
 //! identical.
 //!
 //! Costs: what is kept here is held twice (the index keeps only the view, not the writers' book,
-//! in it), and each write reaches both copies (the second by a cheap journal replay). Writers
-//! are serialised by a mutex.
+//! in it, and the view's edges point at buffers the book owns), and each write reaches both
+//! copies (the second by a cheap journal replay). Writers are serialised by a mutex.
 
 use parking_lot::Mutex;
 use std::cell::UnsafeCell;

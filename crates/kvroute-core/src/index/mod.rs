@@ -10,9 +10,10 @@
 //!
 //! # Design
 //! A compressed radix tree ([`tree::Tree`]) in two arenas:
-//! * **Nodes** own an edge: a run of local hashes, stored inline so matching compares a
-//!   contiguous slice, plus `holders`, a slot-sorted list of `(rank, cutoff)`: the rank holds the
-//!   edge's first `cutoff` positions. Children are keyed by the first local hash of their edge.
+//! * **Nodes** have an edge: a run of local hashes, contiguous so matching compares a slice,
+//!   with the positions' block ids beside it in one buffer ([`tree::edge`]), plus `holders`, a
+//!   slot-sorted list of `(rank, cutoff)`: the rank holds the edge's first `cutoff` positions.
+//!   Children are keyed by the first local hash of their edge.
 //! * **Blocks** are stable ids for tree positions. A rank's lookup maps its names to block ids,
 //!   not to (node, offset), so splitting an edge re-points each moved position once instead of
 //!   once per rank that holds it (Dynamo re-points lookups per rank, lazily). A position keeps one
@@ -29,8 +30,10 @@
 //!
 //! Concurrency: **one shard per writer thread**, each worker pinned to one writer ([`shard`]).
 //! A shard's tree is split by who reads it: the **view** (edges, holders, children, ranks,
-//! predictions) is what queries read, kept twice left-right style ([`lock`]); the **book**
-//! (names, block locations, free lists, counters) only its writer reads, kept once. Queries read
+//! predictions) is what queries read, kept twice left-right style ([`lock`]), except that the
+//! edges' positions are stored once, in buffers both copies point at (a writer only writes
+//! positions neither copy shows: [`tree::edge`]); the **book** (names, block locations, edge
+//! buffers, free lists, counters) only its writer reads, kept once. Queries read
 //! the published view without any lock and never wait. A writer applies a whole batch of events
 //! to the book and the other view, journaling the view's changes as resolved, per-edge ops;
 //! publishes that view (the batch is now visible, and `flush` returns); waits for readers to
@@ -72,6 +75,7 @@
 //! | every name prefetch loads the home bucket and the next; tables up to 7/8 full; `grow` out of line | | | bare tree W = 256 +6%, W = 16 +4% (6 alternating pairs); names 7% smaller at W = 256, 13% on churn |
 //! | a batch for one writer sent as is (no per-writer vectors); applied batches freed by the sender | | | churn futex calls 85k → 7.5k per 3 rounds; comparison +5–6% at W = 16 and churn |
 //! | tried: writers never freeing event memory (a measurement, not a design) | | | churn and W = 16 +25–50%: freeing costs that much, wherever it runs |
+//! | edges stored once for both copies of the view (shared buffers; the replay sets a pointer and a length) | | | memory W = 256 49.3 → 39.2 B per held block (0.77 → 0.61× Dynamo), W = 16 0.21 → 0.16×, churn 0.18 → 0.15×; a fresh W = 256 index +9% (5 alternating pairs); later rounds depend on glibc's reuse of freed memory |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -150,6 +154,19 @@
 //! fault costs about 2 µs on this VM, a fresh 100 MB index faults about 25,000 pages, and
 //! whether an index gets memory its process freed before (no faults) depends on glibc's arena
 //! reuse, so the comparison now reports each round's faults.
+//!
+//! Then memory again (sixth round): both copies of the view kept their own edges, 12 bytes per
+//! tree position each (a local hash and a block id), and the second copy's replay copied every
+//! appended position. An edge's positions never change while a copy shows them, so the copies
+//! now point at one buffer per edge, owned by the book: a writer appends in place when no copy
+//! shows the positions it writes (the copy readers are on is the tree before this write, so only
+//! a node shortened in this write, or one out of room, moves to a new buffer), and buffers no
+//! copy shows any more are freed when the next write starts. The replay of an append sets a
+//! pointer and a length. A W = 256 index went from 108.7 to 86.5 MB; a node's two copies from
+//! two vectors each to 16 bytes each. A test cuts and regrows one leaf in every write while a
+//! reader checks it never sees a mix of the two paths; writing in place regardless fails it
+//! every run. A write that panics poisons its shard (no more writes; reads go on), since the
+//! copies and the book may then disagree about which buffers are shown.
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 

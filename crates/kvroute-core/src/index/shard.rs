@@ -12,15 +12,35 @@ use super::lock::LeftRight;
 use super::stats::IndexStats;
 use super::tree::{tree_stats, Book, DumpedStore, Dumper, Journal, MatchScore, TreeWriter, View};
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub struct Shard {
     book: Mutex<Book>,
     view: LeftRight<View>,
+    /// A write panicked: the copies and the book may disagree, so nothing is written any more
+    /// (the index reports the failure). Reads go on from the copy readers were on, whose edge
+    /// buffers stay alive: only a write frees buffers (see `tree/edge.rs`).
+    poisoned: AtomicBool,
 }
 
 impl Default for Shard {
     fn default() -> Self {
-        Self { book: Mutex::new(Book::default()), view: LeftRight::new(View::new(), View::new()) }
+        Self {
+            book: Mutex::new(Book::default()),
+            view: LeftRight::new(View::new(), View::new()),
+            poisoned: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Poisons its shard when dropped during a panic (a write that did not finish).
+struct PoisonOnUnwind<'a>(&'a AtomicBool);
+
+impl Drop for PoisonOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
     }
 }
 
@@ -28,8 +48,13 @@ impl Shard {
     /// Applies `op` to the book and both views, calling `visible` once readers see the change.
     /// `journal` is the writer's scratch, emptied after each write; it keeps its buffers for the
     /// next write unless they grew past a few hundred KiB (see `journal.rs`).
+    /// A poisoned shard (a write panicked) ignores writes.
     pub fn write(&self, journal: &mut Journal, op: impl FnOnce(&mut TreeWriter<'_>), visible: impl FnOnce()) {
         let mut book = self.book.lock();
+        if self.poisoned.load(Ordering::Relaxed) {
+            return;
+        }
+        let _poison = PoisonOnUnwind(&self.poisoned);
         self.view.write_split(
             |view| {
                 op(&mut TreeWriter::new(&mut book, view, journal));
@@ -72,10 +97,12 @@ impl Shard {
         tree_stats(&book, &self.view.read(), 2)
     }
 
-    /// Forgets everything (at close), freeing the memory at once.
+    /// Forgets everything (at close), freeing the memory at once. The views go first: the book
+    /// owns the edge buffers they point at.
     pub fn reset(&self) {
         let mut book = self.book.lock();
-        *book = Book::default();
         self.view.write(|v| *v = View::new());
+        *book = Book::default();
+        self.poisoned.store(false, Ordering::Relaxed);
     }
 }

@@ -2,6 +2,7 @@
 //! sits, free lists, counters, prediction expiries). Kept once, however many copies of the view
 //! readers use, so the per-block hash-map work of an event is done once.
 
+use super::edge::EdgeStore;
 use super::ranks::{RankNames, Slot};
 use super::repeats::RepeatFinder;
 use super::{BlockId, NodeId};
@@ -101,6 +102,8 @@ fn alias_or_canonical(aliases: &FastMap<BlockId, u64>, blocks: &BlockArena, bloc
 #[derive(Debug, Default)]
 pub struct Book {
     pub free_nodes: Vec<NodeId>,
+    /// Every node's edge buffer, shared by the copies of the view (see `edge.rs`).
+    pub edges: EdgeStore,
     pub blocks: BlockArena,
     /// Per rank slot (the view assigns ranks to slots; the book keeps their names).
     pub names: Vec<Option<RankNames>>,
@@ -210,6 +213,7 @@ impl Book {
 
     pub fn heap_bytes(&self) -> usize {
         vec_bytes::<NodeId>(self.free_nodes.capacity())
+            + self.edges.heap_bytes()
             + self.blocks.heap_bytes()
             + vec_bytes::<Option<RankNames>>(self.names.capacity())
             + self.names.iter().flatten().map(RankNames::heap_bytes).sum::<usize>()

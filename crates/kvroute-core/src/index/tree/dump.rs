@@ -60,12 +60,12 @@ impl Dumper<'_> {
                 let cutoff = n.cutoff(slot);
                 let mut stopped = false;
                 for pos in 0..cutoff as usize {
-                    let block = n.blocks[pos];
+                    let block = n.blocks()[pos];
                     if predicted.contains_key(&block) {
                         stopped = true;
                         break;
                     }
-                    blocks.push(StoredBlock { ext: self.book.name_of(slot, block), local: n.locals[pos] });
+                    blocks.push(StoredBlock { ext: self.book.name_of(slot, block), local: n.locals()[pos] });
                 }
                 if stopped || cutoff < n.len() {
                     break Vec::new();

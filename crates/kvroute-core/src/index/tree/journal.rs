@@ -3,10 +3,12 @@
 //! A writer works out an event once (name lookups, checks, block allocation: the book's
 //! hash-map work) and records what it changes in the view as [`ViewOp`]s, applying each to the
 //! copy it writes as it goes. The other copy then replays the list, which costs a few loads and
-//! stores per edge instead of the event's per-block work. Every op is deterministic, so replay
-//! leaves the two copies identical, node ids and capacities included.
+//! stores per edge instead of the event's per-block work: an edge's positions are written once,
+//! into the buffer both copies share (`edge.rs`), and the ops only point the copies at it. Every
+//! op is deterministic, so replay leaves the two copies identical, node ids included.
 
 use super::children::Children;
+use super::edge::Edge;
 use super::node::Node;
 use super::ranks::Slot;
 use super::view::View;
@@ -24,11 +26,10 @@ pub enum ViewOp {
     FreeNode {
         id: NodeId,
     },
-    /// Appends `len` positions to the edge, from the journal's buffers at `start`.
-    Extend {
+    /// The node's edge is now `edge` (positions appended, perhaps in a new buffer).
+    SetEdge {
         node: NodeId,
-        start: u32,
-        len: u32,
+        edge: Edge,
     },
     Truncate {
         node: NodeId,
@@ -49,11 +50,12 @@ pub enum ViewOp {
         local: u64,
     },
     /// Moves the edge's tail from `k` on (with its children and holders) into the new node
-    /// `tail`, which becomes `node`'s only child.
+    /// `tail`, which becomes `node`'s only child; `edge` is the tail's copy of those positions.
     Split {
         node: NodeId,
         k: u32,
         tail: NodeId,
+        edge: Edge,
     },
     AddRank {
         slot: Slot,
@@ -80,77 +82,57 @@ pub enum ViewOp {
     },
 }
 
-/// The ops of one batch, and the edge positions they append.
+/// The ops of one batch.
 #[derive(Debug, Default)]
 pub struct Journal {
     ops: Vec<ViewOp>,
-    locals: Vec<u64>,
-    blocks: Vec<BlockId>,
 }
 
-/// Above this many buffered entries (about 600 KiB in all), a cleared journal gives its memory
-/// back, so an idle index does not hold the scratch of its largest batch.
+/// Above this many ops (512 KiB), a cleared journal gives its memory back, so an idle index does
+/// not hold the scratch of its largest batch.
 const KEEP_CAPACITY: usize = 1 << 14;
 
 impl Journal {
     /// Applies `op` to `view` and keeps it for the replay.
     pub fn record(&mut self, view: &mut View, op: ViewOp) {
-        view.apply(&op, &self.locals, &self.blocks);
+        view.apply(&op);
         self.ops.push(op);
-    }
-
-    /// Buffers edge positions for an [`ViewOp::Extend`]; returns their start.
-    pub fn buffer(&mut self, locals: impl Iterator<Item = u64>, blocks: &[BlockId]) -> u32 {
-        let start = self.locals.len() as u32;
-        self.locals.extend(locals);
-        self.blocks.extend_from_slice(blocks);
-        start
     }
 
     /// Applies every recorded op, in order, to the other copy.
     pub fn replay(&self, view: &mut View) {
         for op in &self.ops {
-            view.apply(op, &self.locals, &self.blocks);
+            view.apply(op);
         }
     }
 
     pub fn clear(&mut self) {
-        if self.ops.capacity() > KEEP_CAPACITY || self.locals.capacity() > KEEP_CAPACITY {
+        if self.ops.capacity() > KEEP_CAPACITY {
             *self = Self::default();
         } else {
             self.ops.clear();
-            self.locals.clear();
-            self.blocks.clear();
         }
     }
 
     pub fn heap_bytes(&self) -> usize {
         vec_bytes::<ViewOp>(self.ops.capacity())
-            + vec_bytes::<u64>(self.locals.capacity())
-            + vec_bytes::<BlockId>(self.blocks.capacity())
     }
 }
 
 impl View {
-    fn apply(&mut self, op: &ViewOp, locals: &[u64], blocks: &[BlockId]) {
+    fn apply(&mut self, op: &ViewOp) {
         match *op {
             ViewOp::NewNode { id, parent } => self.put_node(id, Node { parent, ..Node::default() }),
             ViewOp::FreeNode { id } => *self.node_mut(id) = Node::default(),
-            ViewOp::Extend { node, start, len } => {
-                let range = start as usize..(start + len) as usize;
-                let n = self.node_mut(node);
-                n.locals.extend_from_slice(&locals[range.clone()]);
-                n.blocks.extend_from_slice(&blocks[range]);
-            }
+            ViewOp::SetEdge { node, edge } => self.node_mut(node).edge = edge,
             ViewOp::Truncate { node, keep } => {
                 let n = self.node_mut(node);
-                n.locals.truncate(keep as usize);
-                n.blocks.truncate(keep as usize);
+                n.edge = n.edge.truncated(keep);
             }
             ViewOp::SetCutoff { node, slot, cutoff } => self.node_mut(node).set_cutoff(slot, cutoff),
             ViewOp::AddChild { node, local, child } => self.node_mut(node).children.insert(local, child),
             ViewOp::RemoveChild { node, local } => self.node_mut(node).children.remove(local),
-            ViewOp::Split { node, k, tail } => self.split(node, k, tail),
+            ViewOp::Split { node, k, tail, edge } => self.split(node, k, tail, edge),
             ViewOp::AddRank { slot, rank } => self.ranks.add(slot, rank),
             ViewOp::ReleaseRank { slot } => self.predictions -= self.ranks.release(slot) as u64,
             ViewOp::SetHeld { slot, held } => self.ranks.state_mut(slot).held = held,
@@ -180,10 +162,9 @@ impl View {
         }
     }
 
-    fn split(&mut self, node: NodeId, k: u32, tail: NodeId) {
+    fn split(&mut self, node: NodeId, k: u32, tail: NodeId, edge: Edge) {
         let n = self.node_mut(node);
-        let locals = n.locals.split_off(k as usize);
-        let blocks = n.blocks.split_off(k as usize);
+        n.edge = n.edge.truncated(k);
         let children = std::mem::take(&mut n.children);
         let mut holders = Vec::new();
         for (slot, cutoff) in &mut n.holders {
@@ -192,8 +173,8 @@ impl View {
                 *cutoff = k;
             }
         }
-        let first = locals[0];
-        self.put_node(tail, Node { parent: node, locals, blocks, children, holders });
+        let first = edge.locals()[0];
+        self.put_node(tail, Node { parent: node, edge, children, holders });
         for child in self.node(tail).children.ids() {
             self.node_mut(child).parent = tail;
         }

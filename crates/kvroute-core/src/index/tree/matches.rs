@@ -89,12 +89,12 @@ impl View {
         loop {
             let n = self.node(node);
             let rest = &query[depth as usize..];
-            let m = common_prefix(&n.locals, rest) as u32;
+            let m = common_prefix(n.locals(), rest) as u32;
             for &(slot, cutoff) in &n.holders {
                 by_slot[slot as usize] = depth + cutoff.min(m);
             }
             if track_path {
-                path.extend_from_slice(&n.blocks[..m as usize]);
+                path.extend_from_slice(&n.blocks()[..m as usize]);
             }
             depth += m;
             if m < n.len() || depth as usize == query.len() {

@@ -2,9 +2,10 @@
 //!
 //! See the [`crate::index`] module docs for the design. The tree is two parts:
 //! * the [`View`] (`view.rs`, `node.rs`): edges, holders, children, ranks and predictions, all
-//!   that queries read (`matches.rs`); [`crate::index::KvIndex`] keeps it twice, left-right;
-//! * the [`Book`] (`book.rs`): names, block locations, free lists, counters, expiries, which
-//!   only writers read; kept once.
+//!   that queries read (`matches.rs`); [`crate::index::KvIndex`] keeps it twice, left-right,
+//!   with the edges' positions in buffers both copies share (`edge.rs`);
+//! * the [`Book`] (`book.rs`): names, block locations, the edge buffers, free lists, counters,
+//!   expiries, which only writers read; kept once.
 //!
 //! [`TreeWriter`] (`writer.rs`, with the algorithms in `store.rs` and `remove.rs`) applies an
 //! event to the book and one view, journaling the view's changes (`journal.rs`) so that the
@@ -13,6 +14,7 @@
 pub mod book;
 mod children;
 mod dump;
+pub mod edge;
 pub mod journal;
 mod matches;
 mod node;

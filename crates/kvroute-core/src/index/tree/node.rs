@@ -1,16 +1,16 @@
 //! One node of the compressed tree: an edge of local hashes and the ranks that hold a prefix of it.
 
 use super::children::Children;
+use super::edge::Edge;
 use super::ranks::Slot;
 use super::{BlockId, NodeId};
 
 #[derive(Debug, Default)]
 pub struct Node {
     pub(super) parent: NodeId,
-    /// The edge: local hashes, compared on every match, kept inline for cache locality.
-    pub(super) locals: Vec<u64>,
-    /// The edge's positions as stable block ids (same length as `locals`).
-    pub(super) blocks: Vec<BlockId>,
+    /// The edge: its local hashes (compared on every match, contiguous) and its positions'
+    /// stable block ids, in a buffer both copies of the view share (see `edge.rs`).
+    pub(super) edge: Edge,
     pub(super) children: Children,
     /// (rank slot, cutoff), sorted by slot: the rank holds `edge[0..cutoff]`. Invariants: every
     /// holder has `cutoff >= 1`; the holders of a child are a subset of the holders of its parent
@@ -21,7 +21,15 @@ pub struct Node {
 
 impl Node {
     pub(super) fn len(&self) -> u32 {
-        self.locals.len() as u32
+        self.edge.len()
+    }
+
+    pub(super) fn locals(&self) -> &[u64] {
+        self.edge.locals()
+    }
+
+    pub(super) fn blocks(&self) -> &[BlockId] {
+        self.edge.blocks()
     }
 
     pub(super) fn cutoff(&self, slot: Slot) -> u32 {
@@ -47,11 +55,8 @@ impl Node {
         self.holders.iter().map(|(_, c)| *c).max().unwrap_or(0)
     }
 
+    /// Heap bytes of this copy of the node (the edge's buffer is the book's: see `edge.rs`).
     pub(super) fn heap_bytes(&self) -> usize {
-        use crate::index::stats::vec_bytes;
-        vec_bytes::<u64>(self.locals.capacity())
-            + vec_bytes::<BlockId>(self.blocks.capacity())
-            + vec_bytes::<(Slot, u32)>(self.holders.capacity())
-            + self.children.heap_bytes()
+        crate::index::stats::vec_bytes::<(Slot, u32)>(self.holders.capacity()) + self.children.heap_bytes()
     }
 }

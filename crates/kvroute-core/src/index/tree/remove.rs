@@ -145,13 +145,13 @@ impl TreeWriter<'_> {
         let within = |p: u32| p.max(positions.start).min(positions.end);
         let (before, after) = (positions.start..within(taken.start), within(taken.end)..positions.end);
         for pos in before.chain(after) {
-            let block = self.view.node(node).blocks[pos as usize];
+            let block = self.view.node(node).blocks()[pos as usize];
             let name = self.book.name_of(slot, block);
             self.take_name(slot, name, block);
         }
         if self.view.predictions > 0 {
             for pos in positions.clone() {
-                let block = self.view.node(node).blocks[pos as usize];
+                let block = self.view.node(node).blocks()[pos as usize];
                 self.unpredict(slot, block);
             }
         }
@@ -194,14 +194,16 @@ impl TreeWriter<'_> {
             return;
         }
         debug_assert!(n.children.is_empty(), "an unheld edge tail must have no children");
-        let (parent, first) = (n.parent, n.locals[0]);
-        self.book.blocks.free.extend_from_slice(&n.blocks[keep as usize..]);
+        let (parent, first) = (n.parent, n.locals()[0]);
+        self.book.blocks.free.extend_from_slice(&n.blocks()[keep as usize..]);
         if keep > 0 {
+            self.book.edges.shortened(id);
             self.record(ViewOp::Truncate { node: id, keep });
             return;
         }
         self.record(ViewOp::RemoveChild { node: parent, local: first });
         self.record(ViewOp::FreeNode { id });
+        self.book.edges.free(id);
         self.book.free_nodes.push(id);
     }
 }

@@ -113,7 +113,7 @@ impl TreeWriter<'_> {
                 if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
                     lookup.prefetch(ahead.ext);
                 }
-                let here = self.view.node(loc.node).blocks[loc.pos as usize];
+                let here = self.view.node(loc.node).blocks()[loc.pos as usize];
                 if self.book.named(slot, block.ext).is_some_and(|named| named != here) {
                     return Err(Rejection::InvalidBlock);
                 }
@@ -159,7 +159,7 @@ impl TreeWriter<'_> {
     /// Names an existing position for the rank (whose cutoff the caller extends when it was not
     /// `held`). Returns whether anything changed.
     fn hold_existing(&mut self, slot: Slot, loc: Loc, held: bool, ext: u64, predicted: Option<f64>) -> bool {
-        let block = self.view.node(loc.node).blocks[loc.pos as usize];
+        let block = self.view.node(loc.node).blocks()[loc.pos as usize];
         match predicted {
             // A prediction never renames a block the engine named, and only refreshes the TTL
             // of blocks that are still predictions.
@@ -227,8 +227,9 @@ impl TreeWriter<'_> {
     /// Splits `node`'s edge before position `k`; the tail becomes its only child.
     fn split(&mut self, node: NodeId, k: u32) {
         let tail = self.next_node_id();
-        self.record(ViewOp::Split { node, k, tail });
-        for (pos, &id) in self.view.node(tail).blocks.iter().enumerate() {
+        let edge = self.book.edges.split(node, tail, self.view.node(node).edge, k);
+        self.record(ViewOp::Split { node, k, tail, edge });
+        for (pos, &id) in self.view.node(tail).blocks().iter().enumerate() {
             self.book.blocks.relocate(id, Loc { node: tail, pos: pos as u32 });
         }
     }
@@ -250,7 +251,7 @@ impl TreeWriter<'_> {
             let n = self.view.node(node);
             let (end, parent) = (pos.map_or(n.len(), |p| p + 1), n.parent);
             for p in (0..end).rev() {
-                let block = self.view.node(node).blocks[p as usize];
+                let block = self.view.node(node).blocks()[p as usize];
                 if !self.view.ranks.state(slot).predicted.contains_key(&block) {
                     return;
                 }

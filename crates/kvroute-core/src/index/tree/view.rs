@@ -1,6 +1,7 @@
 //! The view: the part of the tree that queries read (edges, holders, children, ranks,
 //! predictions). [`crate::index::KvIndex`] keeps two copies of it, left-right style; writers
-//! change one through [`super::journal`] and replay the journal on the other.
+//! change one through [`super::journal`] and replay the journal on the other. The edges'
+//! positions are not copied: both copies point at the same buffers (`edge.rs`).
 
 use super::book::Loc;
 use super::node::Node;
@@ -56,7 +57,7 @@ impl View {
             Some(Loc { node, pos }) => {
                 let n = self.node(node);
                 if pos + 1 < n.len() {
-                    (n.locals[(pos + 1) as usize] == local).then_some(Loc { node, pos: pos + 1 })
+                    (n.locals()[(pos + 1) as usize] == local).then_some(Loc { node, pos: pos + 1 })
                 } else {
                     n.children.get(local).map(|child| Loc { node: child, pos: 0 })
                 }

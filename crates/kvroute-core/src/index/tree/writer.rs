@@ -17,7 +17,11 @@ pub struct TreeWriter<'a> {
 }
 
 impl<'a> TreeWriter<'a> {
+    /// Starts a write. Writes to a tree must be serialised, and each must be replayed on every
+    /// other copy of the view before the next starts: this frees the edge buffers the previous
+    /// write retired (see `edge.rs`).
     pub fn new(book: &'a mut Book, view: &'a mut View, journal: &'a mut Journal) -> Self {
+        book.edges.begin_write();
         Self { book, view, journal }
     }
 
@@ -151,8 +155,8 @@ impl<'a> TreeWriter<'a> {
 
     /// Appends positions to `node`'s edge.
     pub(super) fn extend(&mut self, node: NodeId, blocks: &[StoredBlock], ids: &[BlockId]) {
-        let start = self.journal.buffer(blocks.iter().map(|b| b.local), ids);
-        self.record(ViewOp::Extend { node, start, len: ids.len() as u32 });
+        let edge = self.book.edges.append(node, self.view.node(node).edge, blocks, ids);
+        self.record(ViewOp::SetEdge { node, edge });
     }
 
     pub(super) fn set_cutoff(&mut self, node: NodeId, slot: Slot, cutoff: u32) {
