@@ -67,11 +67,17 @@ impl Children {
     }
 
     pub fn ids(&self) -> Vec<NodeId> {
-        match self {
-            Self::None => Vec::new(),
-            Self::Few(v) => v.iter().map(|(_, n)| *n).collect(),
-            Self::Many(m) => m.values().copied().collect(),
-        }
+        self.iter().collect()
+    }
+
+    /// The children's ids, without collecting them (a removal filters them first).
+    pub fn iter(&self) -> impl Iterator<Item = NodeId> + '_ {
+        let (few, many) = match self {
+            Self::None => (None, None),
+            Self::Few(v) => (Some(v.iter().map(|(_, n)| *n)), None),
+            Self::Many(m) => (None, Some(m.values().copied())),
+        };
+        few.into_iter().flatten().chain(many.into_iter().flatten())
     }
 
     /// Children ordered by their first local hash: dumps must not depend on insertion order.

@@ -120,7 +120,7 @@ impl TreeWriter<'_> {
 
     fn held_children(&self, slot: Slot, node: NodeId) -> Vec<NodeId> {
         let n = self.view.node(node);
-        n.children.ids().into_iter().filter(|&c| self.view.node(c).cutoff(slot) > 0).collect()
+        n.children.iter().filter(|&c| self.view.node(c).cutoff(slot) > 0).collect()
     }
 
     /// The rank keeps `edge[0..loc.pos]` of `loc.node` and loses the rest of it and all below.
