@@ -65,10 +65,6 @@ impl ExpiryQueue {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
-    }
-
     /// The next (rank slot, block) whose prediction is due at `now_ms`, skipping stale entries.
     pub fn pop_due(&mut self, now_ms: f64, ranks: &RankView) -> Option<(Slot, BlockId)> {
         while let Some(Reverse(top)) = self.heap.peek().copied() {

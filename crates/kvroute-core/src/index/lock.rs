@@ -72,7 +72,7 @@ impl<T> LeftRight<T> {
     /// `published` gets `first`'s result as soon as the change is visible to readers (a caller
     /// waiting for visibility need not wait for the rest); `second`, once no reader is left on the
     /// old copy, brings that copy up to date. `second` must leave it identical to the first:
-    /// [`crate::index::tree::Journal`] replays what `first` did, without redoing its work.
+    /// The tree's journal (`tree/journal.rs`) replays what `first` did, without redoing its work.
     pub fn write_split<R, S>(
         &self,
         first: impl FnOnce(&mut T) -> R,

@@ -11,7 +11,7 @@
 //! # Design
 //! A compressed radix tree ([`tree::Tree`]) in two arenas:
 //! * **Nodes** have an edge: a run of local hashes, contiguous so matching compares a slice,
-//!   with the positions' block ids beside it in one buffer ([`tree::edge`]), plus `holders`, a
+//!   with the positions' block ids beside it in one buffer (`tree/edge.rs`), plus `holders`, a
 //!   slot-sorted list of `(rank, cutoff)`: the rank holds the edge's first `cutoff` positions.
 //!   Children are keyed by the first local hash of their edge.
 //! * **Blocks** are stable ids for tree positions. A rank's lookup maps its names to block ids,
@@ -28,11 +28,11 @@
 //!    expiry never increases along a path, so expired predictions are a suffix that a binary
 //!    search finds without any write.
 //!
-//! Concurrency: **one shard per writer thread**, each worker pinned to one writer ([`shard`]).
+//! Concurrency: **one shard per writer thread**, each worker pinned to one writer (`shard.rs`).
 //! A shard's tree is split by who reads it: the **view** (edges, holders, children, ranks,
 //! predictions) is what queries read, kept twice left-right style ([`lock`]), except that the
 //! edges' positions are stored once, in buffers both copies point at (a writer only writes
-//! positions neither copy shows: [`tree::edge`]); the **book** (names, block locations, edge
+//! positions neither copy shows: `tree/edge.rs`); the **book** (names, block locations, edge
 //! buffers, free lists, counters) only its writer reads, kept once. Queries read
 //! the published view without any lock and never wait. A writer applies a whole batch of events
 //! to the book and the other view, journaling the view's changes as resolved, per-edge ops;
@@ -179,7 +179,7 @@ pub mod lock;
 mod merge;
 pub mod names;
 pub mod packed;
-pub mod shard;
+pub(crate) mod shard;
 mod spent;
 pub mod stats;
 pub mod tree;

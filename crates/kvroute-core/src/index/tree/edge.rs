@@ -46,10 +46,6 @@ impl Edge {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     pub fn locals(&self) -> &[u64] {
         // Safety: `len <= cap` positions of a live buffer, written before this edge was made
         // (an empty edge's dangling pointer is aligned, and zero elements are read).
@@ -62,10 +58,10 @@ impl Edge {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(self.cap as usize).cast(), self.len as usize) }
     }
 
-    /// The same buffer showing only its first `len` positions.
+    /// The same buffer showing only its first `len` positions (never more than it showed).
     pub fn truncated(self, len: u32) -> Self {
         debug_assert!(len <= self.len);
-        Self { len, ..self }
+        Self { len: len.min(self.len), ..self }
     }
 
     fn layout(cap: u32) -> Layout {

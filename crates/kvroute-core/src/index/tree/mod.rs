@@ -1,39 +1,42 @@
 //! The compressed radix tree: which rank holds which KV blocks, keyed by local hashes.
 //!
 //! See the [`crate::index`] module docs for the design. The tree is two parts:
-//! * the [`View`] (`view.rs`, `node.rs`): edges, holders, children, ranks and predictions, all
+//! * the `View` (`view.rs`, `node.rs`): edges, holders, children, ranks and predictions, all
 //!   that queries read (`matches.rs`); [`crate::index::KvIndex`] keeps it twice, left-right,
 //!   with the edges' positions in buffers both copies share (`edge.rs`);
-//! * the [`Book`] (`book.rs`): names, block locations, the edge buffers, free lists, counters,
+//! * the `Book` (`book.rs`): names, block locations, the edge buffers, free lists, counters,
 //!   expiries, which only writers read; kept once.
 //!
-//! [`TreeWriter`] (`writer.rs`, with the algorithms in `store.rs` and `remove.rs`) applies an
+//! `TreeWriter` (`writer.rs`, with the algorithms in `store.rs` and `remove.rs`) applies an
 //! event to the book and one view, journaling the view's changes (`journal.rs`) so that the
 //! other copy replays them cheaply. [`Tree`] is the single-threaded whole.
 
-pub mod book;
+// The parts a writer works with are private to the crate: the copies of the view share edge
+// buffers (`edge.rs`), which is sound only under the write discipline `Tree` and `Shard` keep.
+pub(crate) mod book;
 mod children;
 mod dump;
-pub mod edge;
-pub mod journal;
+pub(crate) mod edge;
+pub(crate) mod journal;
 mod matches;
 mod node;
 pub mod ranks;
 mod remove;
 mod repeats;
 mod store;
-pub mod view;
-pub mod writer;
+pub(crate) mod view;
+pub(crate) mod writer;
 
 use crate::index::event::{Rank, RouterEvent};
 use crate::index::stats::IndexStats;
 
-pub use book::Book;
-pub use dump::{DumpedStore, Dumper};
-pub use journal::Journal;
+pub(crate) use book::Book;
+pub use dump::DumpedStore;
+pub(crate) use dump::Dumper;
+pub(crate) use journal::Journal;
 pub use matches::MatchScore;
-pub use view::View;
-pub use writer::TreeWriter;
+pub(crate) use view::View;
+pub(crate) use writer::TreeWriter;
 
 /// Index of a node in the node arena. The root is node 0 and owns no blocks.
 pub type NodeId = u32;
@@ -45,7 +48,7 @@ pub const ROOT: NodeId = 0;
 
 /// Stats of a tree from its book and one view; `view_copies` is how many copies of the view
 /// exist (their memory counts that many times).
-pub fn tree_stats(book: &Book, view: &View, view_copies: usize) -> IndexStats {
+pub(crate) fn tree_stats(book: &Book, view: &View, view_copies: usize) -> IndexStats {
     let mut workers: Vec<u64> = view.ranks.live().map(|(_, s)| s.rank.worker_id).collect();
     workers.sort_unstable();
     workers.dedup();
@@ -90,7 +93,7 @@ impl Tree {
         self.write(|w| w.remove_worker(worker_id, dp_rank));
     }
 
-    /// Approximate mode: see [`TreeWriter::record_prediction`].
+    /// Approximate mode: see `TreeWriter::record_prediction` (`writer.rs`).
     pub fn record_prediction(
         &mut self,
         rank: Rank,
