@@ -298,7 +298,7 @@ impl NameTable {
     /// a hint, never a fault. The second line is for inserts whose home bucket is full (one in
     /// six at W = 256, counted when tables were at most three quarters full): each waited on a
     /// cache miss of its own there, a third of the inserts' time in perf's samples. Loading both
-    /// made the bare tree 8% faster at W = 256 and 3% at W = 16 (six alternating pairs).
+    /// made the bare tree 6% faster at W = 256 and 4% at W = 16 (six alternating pairs).
     pub fn prefetch(&self, key: u64) {
         let (t, fp) = split(key);
         let table = &self.tables[t];
