@@ -76,6 +76,9 @@
 //! | a batch for one writer sent as is (no per-writer vectors); applied batches freed by the sender | | | churn futex calls 85k → 7.5k per 3 rounds; comparison +5–6% at W = 16 and churn |
 //! | tried: writers never freeing event memory (a measurement, not a design) | | | churn and W = 16 +25–50%: freeing costs that much, wherever it runs |
 //! | edges stored once for both copies of the view (shared buffers; the replay sets a pointer and a length) | | | memory W = 256 49.3 → 39.2 B per held block (0.77 → 0.61× Dynamo), W = 16 0.21 → 0.16×, churn 0.18 → 0.15×; a fresh W = 256 index +9% (5 alternating pairs); later rounds depend on glibc's reuse of freed memory |
+//! | name buckets of nine entries with 24-bit fingerprints (were seven with 32-bit) | | | memory W = 256 39.2 → 36.5 B per held block (0.61 → 0.57× Dynamo; W = 16 and churn unchanged, their tables' sizes fall just past a doubling either way); two-writer W = 256 ingest +15% (8 alternating pairs; churn +9%, W = 16 even) |
+//! | tried: name tables that grow by a quarter, not double (any bucket count: the home is a multiply) | | | names W = 256 15 → 11.7 B per held block, but the bare tree 27% slower (5 pairs): each name is rehashed about four times, `grow` 3% → 9% of samples |
+//! | tried: block data without the offset in the edge (12 bytes, not 16; the writer finds the offset in the edge's block ids, from a hint or the end) | | | memory W = 256 36.5 → 33.4 B per held block (0.52×), W = 16 47.9 → 44.1; but churn ingest 6% slower (8 pairs, 6 of them slower): the edge's block ids are loaded before the cut that used to load them, a cache miss nothing prefetches (4.5% of samples) |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -92,8 +95,8 @@
 //!
 //! The next profile had a quarter of the writer's time in the name table's backward-shift
 //! deletion and in proving names absent: linear probing at three quarters full scans about eight
-//! slots (two or three cache lines) for either. [`names::NameTable`] now keeps seven 8-byte
-//! entries (32-bit fingerprint, block id) per 64-byte bucket, with an overflow counter per bucket
+//! slots (two or three cache lines) for either. [`names::NameTable`] then kept seven 8-byte
+//! entries (32-bit fingerprint, block id) per 64-byte bucket (nine of 7 bytes now, see below), with an overflow counter per bucket
 //! instead of shifting: every operation reads one line, usually, and the table is half the size.
 //! A fingerprint hit is confirmed against the block's own name, which the writer reads next anyway.
 //! Then the writer's own clock showed a fifth of its time outside the tree: every applied batch
@@ -167,6 +170,17 @@
 //! reader checks it never sees a mix of the two paths; writing in place regardless fails it
 //! every run. A write that panics poisons its shard (no more writes; reads go on), since the
 //! copies and the book may then disagree about which buffers are shown.
+//!
+//! Then the names' own size (seventh round). At W = 256 the rank tables were the index's largest
+//! part, 15 bytes per held block: seven 8-byte entries per 64-byte bucket, and tables that
+//! double sit about 60% full on average. A bucket now holds nine entries with 24-bit
+//! fingerprints (their low 16 and high 8 bits each side by side, so three SSE2 compares test all
+//! nine), 12 bytes per held block: a W = 256 index 86.5 → 80.5 MB, and its two-writer ingest 15%
+//! faster, from fewer pages to fault. The two other ways to the 0.5× memory target were measured
+//! and dropped (table above): tables that grow by a quarter rehash every name several times, and
+//! block data without the edge offset moves a cache miss where nothing prefetches it. What is
+//! left to try: incremental growth (a table that splits one bucket at a time stays nearly full
+//! at every size), and dropping the offset once the edge's block ids can be prefetched.
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
