@@ -12,8 +12,9 @@
 //!   about 60% full); nine with 24-bit ones take 12 (a W = 256 index 39.2 → 36.5 bytes per held
 //!   block), and the two-writer ingest of a fresh W = 256 index was 15% faster (8 alternating
 //!   pairs; W = 16 even), from fewer pages to fault and fewer full buckets. A fingerprint keeps
-//!   24 minus log2(buckets) bits to tell a bucket's entries apart: for a table of 128 buckets
-//!   (a rank of about 16,000 names) a lookup meets a false hit fewer than once in 14,000.
+//!   24 minus log2(buckets) bits to tell a bucket's entries apart: for tables of 128 buckets
+//!   (a rank of 8,000 to 16,000 names) a lookup meets a false hit fewer than once in 14,000,
+//!   for 2^17 (ten million names) about once in fourteen; each costs a read of the block's data.
 //! * **Removal touches one bucket.** The last entry of the bucket fills the hole; an overflow
 //!   counter per bucket (entries that were pushed past it) says whether a lookup must go on to
 //!   the next bucket, and is counted down when such an entry leaves, so no tombstones build up.
