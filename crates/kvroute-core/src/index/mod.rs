@@ -79,6 +79,8 @@
 //! | name buckets of nine entries with 24-bit fingerprints (were seven with 32-bit) | | | memory W = 256 39.2 → 36.5 B per held block (0.61 → 0.57× Dynamo; W = 16 and churn unchanged, their tables' sizes fall just past a doubling either way); two-writer W = 256 ingest +15% (8 alternating pairs; churn +9%, W = 16 even) |
 //! | tried: name tables that grow by a quarter, not double (any bucket count: the home is a multiply) | | | names W = 256 15 → 11.7 B per held block, but the bare tree 27% slower (5 pairs): each name is rehashed about four times, `grow` 3% → 9% of samples |
 //! | tried: block data without the offset in the edge (12 bytes, not 16; the writer finds the offset in the edge's block ids, from a hint or the end) | | | memory W = 256 36.5 → 33.4 B per held block (0.52×), W = 16 47.9 → 44.1; but churn ingest 6% slower (8 pairs, 6 of them slower): the edge's block ids are loaded before the cut that used to load them, a cache miss nothing prefetches (4.5% of samples) |
+//! | tried: name tables up to fifteen sixteenths full (were seven eighths) | | | W = 256 36.5 → 35.7 B per held block; W = 16 and churn unchanged (their tables' peak sizes decide); not worth the longer overflow runs |
+//! | tried: each writer thread grows its glibc heap ahead once (chunks allocated and freed at start) | | | a fresh W = 256 ingest made 11,882 `mprotect` calls (glibc grows a thread's heap page by page), 1,042 with it; speed +3% over 6 pairs, within noise; not a library's business |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -96,8 +98,9 @@
 //! The next profile had a quarter of the writer's time in the name table's backward-shift
 //! deletion and in proving names absent: linear probing at three quarters full scans about eight
 //! slots (two or three cache lines) for either. [`names::NameTable`] then kept seven 8-byte
-//! entries (32-bit fingerprint, block id) per 64-byte bucket (nine of 7 bytes now, see below), with an overflow counter per bucket
-//! instead of shifting: every operation reads one line, usually, and the table is half the size.
+//! entries (32-bit fingerprint, block id) per 64-byte bucket (nine of 7 bytes now, see below),
+//! with an overflow counter per bucket instead of shifting: every operation reads one line,
+//! usually, and the table is half the size.
 //! A fingerprint hit is confirmed against the block's own name, which the writer reads next anyway.
 //! Then the writer's own clock showed a fifth of its time outside the tree: every applied batch
 //! woke the thread waiting in `flush` (a futex wake-up and a reschedule, about 6 µs on this VM),

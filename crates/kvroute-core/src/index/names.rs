@@ -44,8 +44,9 @@ const FP_BITS: u32 = 24;
 /// less on the churn workload, for 1% more instructions (more inserts pass a full bucket, whose
 /// successor [`NameTable::prefetch`] loads too) and no change in speed beyond the noise.
 const MAX_LOAD: (usize, usize) = (7, 8);
-/// Bits of the fingerprint that choose a bucket at most: 2^24 buckets a table, 2^28 a rank,
-/// far more than the 2^32 block ids could fill at nine a bucket.
+/// Bits of the fingerprint that choose a bucket at most: 2^24 buckets a table, 2^28 a rank, so
+/// about two billion names a rank (`grow` panics beyond, which poisons the writer's shard): an
+/// index of some 60 GB for that rank alone.
 const MAX_BUCKET_BITS: u32 = FP_BITS;
 /// The overflow count saturates here and then stays: a lookup then always goes on to the next
 /// bucket, which is slower but never wrong, until the table grows and recounts.
