@@ -78,7 +78,7 @@
 //! | edges stored once for both copies of the view (shared buffers; the replay sets a pointer and a length) | | | memory W = 256 49.3 → 39.2 B per held block (0.77 → 0.61× Dynamo), W = 16 0.21 → 0.16×, churn 0.18 → 0.15×; a fresh W = 256 index +9% (5 alternating pairs); later rounds depend on glibc's reuse of freed memory |
 //! | name buckets of nine entries with 24-bit fingerprints (were seven with 32-bit) | | | memory W = 256 39.2 → 36.5 B per held block (0.61 → 0.57× Dynamo; W = 16 and churn unchanged, their tables' sizes fall just past a doubling either way); two-writer W = 256 ingest +15% (8 alternating pairs; churn +9%, W = 16 even) |
 //! | tried: name tables that grow by a quarter, not double (any bucket count: the home is a multiply) | | | names W = 256 15 → 11.7 B per held block, but the bare tree 27% slower (5 pairs): each name is rehashed about four times, `grow` 3% → 9% of samples |
-//! | tried: block data without the offset in the edge (12 bytes, not 16; the writer finds the offset in the edge's block ids, from a hint or the end) | | | memory W = 256 36.5 → 33.4 B per held block (0.52×), W = 16 47.9 → 44.1; but churn ingest 6% slower (8 pairs, 6 of them slower): the edge's block ids are loaded before the cut that used to load them, a cache miss nothing prefetches (4.5% of samples) |
+//! | tried: block data without the offset in the edge (12 bytes, not 16; the writer finds the offset in the edge's block ids, from a hint or the end) | | | memory W = 256 36.5 → 33.4 B per held block (0.52×), W = 16 47.9 → 44.1; but churn ingest 6% slower (8 pairs, 6 of them slower): the edge's block ids are loaded before the cut that used to load them, a cache miss nothing prefetches (4.5% of samples); prefetching the node and then the edge's last block id two and four names ahead made the bare tree on churn 16% slower still (8 pairs, 7 slower) |
 //! | tried: name tables up to fifteen sixteenths full (were seven eighths) | | | W = 256 36.5 → 35.7 B per held block; W = 16 and churn unchanged (their tables' peak sizes decide); not worth the longer overflow runs |
 //! | tried: each writer thread grows its glibc heap ahead once (chunks allocated and freed at start) | | | a fresh W = 256 ingest made 11,882 `mprotect` calls (glibc grows a thread's heap page by page), 1,042 with it; speed +3% over 6 pairs, within noise; not a library's business |
 //!
@@ -183,7 +183,7 @@
 //! and dropped (table above): tables that grow by a quarter rehash every name several times, and
 //! block data without the edge offset moves a cache miss where nothing prefetches it. What is
 //! left to try: incremental growth (a table that splits one bucket at a time stays nearly full
-//! at every size), and dropping the offset once the edge's block ids can be prefetched.
+//! at every size), and dropping the offset where the edge's block ids come for free.
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
