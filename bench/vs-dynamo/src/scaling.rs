@@ -3,8 +3,9 @@
 //! systems alternate within each round), and the **concurrent** phase with 2 writers: the main
 //! thread applies every event (built before the clock starts, as in `index`) while one reader
 //! thread queries the trace's prompts in a loop as fast as it can; reported are the writers'
-//! block-events/s and the reader's queries/s and latency percentiles while writes run. Also checks `stats().memory_bytes` against the counting
-//! allocator, and what an empty index allocates. Prints one JSON line.
+//! block-events/s and the reader's queries/s and latency percentiles while writes run. Also
+//! checks `stats().memory_bytes` against the counting allocator, and what an empty index
+//! allocates. Prints one JSON line.
 
 use crate::alloc;
 use crate::index_bench::{dynamo_apply, dynamo_events, kvroute_apply, kvroute_batches, pct, read, Op};
