@@ -81,6 +81,7 @@
 //! | tried: block data without the offset in the edge (12 bytes, not 16; the writer finds the offset in the edge's block ids, from a hint or the end) | | | memory W = 256 36.5 → 33.4 B per held block (0.52×), W = 16 47.9 → 44.1; but churn ingest 6% slower (8 pairs, 6 of them slower): the edge's block ids are loaded before the cut that used to load them, a cache miss nothing prefetches (4.5% of samples); prefetching the node and then the edge's last block id two and four names ahead made the bare tree on churn 16% slower still (8 pairs, 7 slower) |
 //! | tried: name tables up to fifteen sixteenths full (were seven eighths) | | | W = 256 36.5 → 35.7 B per held block; W = 16 and churn unchanged (their tables' peak sizes decide); not worth the longer overflow runs |
 //! | tried: each writer thread grows its glibc heap ahead once (chunks allocated and freed at start) | | | a fresh W = 256 ingest made 11,882 `mprotect` calls (glibc grows a thread's heap page by page), 1,042 with it; speed +3% over 6 pairs, within noise; not a library's business |
+//! | a writer waiting for readers to leave the old copy spins 5 µs, then sleeps until the last reader out wakes it (was: spin with `yield_now` until they leave) | | | concurrent phase, writers: W = 16 22.8 → 35.9, W = 256 16.1 → 18.0, churn 9.1 → 11.4 M block-events/s (means of 4-5 alternating runs of 3); see [`lock`] |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -122,7 +123,8 @@
 //! concurrent phase (two writers, one reader querying in a loop, the producer, on two cores) still
 //! showed the writers yielding, now at the start of the next write, because the reader they wait
 //! for is one the scheduler preempted mid-query, and it is back only after a time slice whenever
-//! the writer next needs that copy. And prefetching the bucket after a full or overflowed home
+//! the writer next needs that copy. (What did help, later: a writer that sleeps instead of
+//! spinning for that reader frees its core for it; see [`lock`].) And prefetching the bucket after a full or overflowed home
 //! bucket (about one insert in four spills at three quarters full): no change in the bare tree.
 //! Transparent huge pages for the heap (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, a setting of the
 //! whole process, not a library's to make) gave the bare tree +5% at W = 256: TLB misses are a
