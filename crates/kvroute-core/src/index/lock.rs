@@ -124,6 +124,10 @@ impl<T> LeftRight<T> {
     /// wakes it. Sleeping frees this core, so the scheduler can move a preempted reader onto it.
     fn wait_for_readers(&self, copy: usize) {
         let readers = &self.readers[copy];
+        // Usually no reader is there: no clock read then.
+        if readers.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         let start = Instant::now();
         let mut spins = 0u32;
         while readers.load(Ordering::SeqCst) > 0 {
