@@ -82,6 +82,8 @@
 //! | tried: name tables up to fifteen sixteenths full (were seven eighths) | | | W = 256 36.5 → 35.7 B per held block; W = 16 and churn unchanged (their tables' peak sizes decide); not worth the longer overflow runs |
 //! | tried: each writer thread grows its glibc heap ahead once (chunks allocated and freed at start) | | | a fresh W = 256 ingest made 11,882 `mprotect` calls (glibc grows a thread's heap page by page), 1,042 with it; speed +3% over 6 pairs, within noise; not a library's business |
 //! | a writer waiting for readers to leave the old copy spins 5 µs, then sleeps until the last reader out wakes it (was: spin with `yield_now` until they leave) | | | concurrent phase, writers: W = 16 22.8 → 35.9, W = 256 16.1 → 18.0, churn 9.1 → 11.4 M block-events/s (means of 4-5 alternating runs of 3); see [`lock`] |
+//! | tried: prefetch the first lines of the next event's blocks before applying each event | | | the first scan of a store's blocks (its parent check) stayed at 7% of the store's samples, about 2% of a writer: a sequential read the hardware already streams; ingest within noise (6-8 pairs) |
+//! | tried: name tables that grow alternately by half and by a third (1, 2, 3, 4, 6, 8, ...), not double | | | memory W = 256 36.5 → 34.3 B per held block, W = 16 47.9 → 43.9, churn 56.7 → 52.7; but ingest 9-10% slower on all three (6 pairs each): fuller tables send more lookups past a full bucket (`store` 25 → 29% of samples at W = 16, `grow` only 1.1 → 1.3%) |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -183,9 +185,16 @@
 //! nine), 12 bytes per held block: a W = 256 index 86.5 → 80.5 MB, and its two-writer ingest 15%
 //! faster, from fewer pages to fault. The two other ways to the 0.5× memory target were measured
 //! and dropped (table above): tables that grow by a quarter rehash every name several times, and
-//! block data without the edge offset moves a cache miss where nothing prefetches it. What is
-//! left to try: incremental growth (a table that splits one bucket at a time stays nearly full
-//! at every size), and dropping the offset where the edge's block ids come for free.
+//! block data without the edge offset moves a cache miss where nothing prefetches it.
+//!
+//! Eighth round. Tables that grow by half and then by a third (so they sit about 73% full, not
+//! 63%) cut the W = 256 index to 34.3 bytes per held block, but ingest was 9-10% slower on every
+//! workload, and the profile put the loss in lookups, not in `grow`: fuller tables send more of
+//! them past a full bucket. Incremental growth, which keeps tables full all the time, would pay
+//! the same, so the names' remaining slack is the price of their speed with buckets of nine.
+//! What did help was outside the tree: in the concurrent phase a writer waiting for a reader
+//! that the scheduler preempted now sleeps instead of spinning ([`lock`]), which gave the
+//! writers 12-57% more there.
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
