@@ -62,16 +62,20 @@ fn a_write_waits_for_a_reader_that_stays_and_finishes_when_it_leaves() {
 #[test]
 fn readers_that_stay_or_leave_at_once_never_see_a_copy_mid_write() {
     const WRITES: u64 = 400;
+    const READERS: usize = 3;
     let lock = Arc::new(LeftRight::new(Pair::default(), Pair::default()));
     let done = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicU64::new(0));
-    let readers: Vec<_> = (0..3u64)
+    // The writes start once every reader has read once, so they overlap with reads.
+    let reading = Arc::new(Barrier::new(READERS + 1));
+    let readers: Vec<_> = (0..READERS as u64)
         .map(|id| {
-            let (lock, done, reads) = (Arc::clone(&lock), Arc::clone(&done), Arc::clone(&reads));
+            let (lock, done, reads, reading) =
+                (Arc::clone(&lock), Arc::clone(&done), Arc::clone(&reads), Arc::clone(&reading));
             std::thread::spawn(move || {
                 let mut last = 0;
                 let mut n = 0u64;
-                while !done.load(Ordering::SeqCst) {
+                loop {
                     let guard = lock.read();
                     let (first, second) = (guard.first, guard.second);
                     assert_eq!(first, second, "reader {id} saw a copy mid-write");
@@ -84,11 +88,18 @@ fn readers_that_stay_or_leave_at_once_never_see_a_copy_mid_write() {
                         assert_eq!((guard.first, guard.second), (first, second), "reader {id}'s copy changed under it");
                     }
                     drop(guard);
+                    if n == 1 {
+                        reading.wait();
+                    }
+                    if done.load(Ordering::SeqCst) {
+                        break;
+                    }
                 }
                 reads.fetch_add(n, Ordering::Relaxed);
             })
         })
         .collect();
+    reading.wait();
     for value in 1..=WRITES {
         lock.write(|copy| set(copy, value));
     }
@@ -96,7 +107,7 @@ fn readers_that_stay_or_leave_at_once_never_see_a_copy_mid_write() {
     for reader in readers {
         reader.join().expect("reader");
     }
-    assert!(reads.load(Ordering::Relaxed) > 0);
+    assert!(reads.load(Ordering::Relaxed) >= READERS as u64, "every reader read at least once");
     let now = lock.read();
     assert_eq!((now.first, now.second), (WRITES, WRITES));
 }
