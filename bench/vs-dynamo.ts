@@ -103,7 +103,10 @@ printTable(
   `index workloads (${indexTrace.source}; churn: synthetic): kvroute-core KvIndex vs ThreadPoolIndexer<ConcurrentRadixTreeCompressed>, 2 writers`,
   indexRows,
 );
-printTable('writer scaling (ingest, median of 3 alternating rounds), writes concurrent with a reader, memory accounting', scalingRows);
+printTable(
+  'writer scaling (ingest) and writes concurrent with a reader (each the median of 3 alternating rounds), memory accounting',
+  scalingRows,
+);
 writeResult('vs-dynamo', {
   parameters: { rounds: 3, writerThreads: 2 },
   loadavgBefore: loadBefore,

@@ -3,7 +3,8 @@
 //! systems alternate within each round), and the **concurrent** phase with 2 writers: the main
 //! thread applies every event (built before the clock starts, as in `index`) while one reader
 //! thread queries the trace's prompts in a loop as fast as it can; reported are the writers'
-//! block-events/s and the reader's queries/s and latency percentiles while writes run. Also
+//! block-events/s and the reader's queries/s and latency percentiles while writes run, each the
+//! median over the rounds (the systems alternate, as in the other phases). Also
 //! checks `stats().memory_bytes` against the counting allocator, and what an empty index
 //! allocates. Prints one JSON line.
 
@@ -54,6 +55,29 @@ fn summary(block_events: u64, write_s: f64, mut lat: Vec<f64>) -> serde_json::Va
         "writerBlockEventsPerSec": block_events as f64 / write_s,
         "readerQueriesPerSec": lat.len() as f64 / write_s,
         "readerUs": { "p50": pct(&lat, 50.0), "p99": pct(&lat, 99.0), "p999": pct(&lat, 99.9) },
+    })
+}
+
+/// Each figure of [`summary`]'s shape, the median over the runs (figure by figure: one run's
+/// writers and another's reader may be the medians).
+fn medians(runs: &[serde_json::Value]) -> serde_json::Value {
+    let median = |get: &dyn Fn(&serde_json::Value) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(get).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let figure = |path: &[&str]| {
+        median(&|run: &serde_json::Value| path.iter().fold(run, |v, k| &v[*k]).as_f64().expect("a number"))
+    };
+    serde_json::json!({
+        "writerBlockEventsPerSec": figure(&["writerBlockEventsPerSec"]),
+        "readerQueriesPerSec": figure(&["readerQueriesPerSec"]),
+        "readerUs": {
+            "p50": figure(&["readerUs", "p50"]),
+            "p99": figure(&["readerUs", "p99"]),
+            "p999": figure(&["readerUs", "p999"]),
+        },
+        "runs": runs.len(),
     })
 }
 
@@ -142,10 +166,12 @@ pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
             }),
         );
     }
-    let concurrent = serde_json::json!({
-        "kvroute": kvroute_concurrent(&ops, &queries, block_events),
-        "dynamo": dynamo_concurrent(&ops, &queries, block_events).await,
-    });
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        ours.push(kvroute_concurrent(&ops, &queries, block_events));
+        theirs.push(dynamo_concurrent(&ops, &queries, block_events).await);
+    }
+    let concurrent = serde_json::json!({ "kvroute": medians(&ours), "dynamo": medians(&theirs) });
     serde_json::json!({
         "blockEvents": block_events,
         "rounds": rounds,
