@@ -4,8 +4,8 @@
 //! A plain `Vec` copies all its elements when it grows, and a hash map rehashes all its entries:
 //! megabytes and hundreds of microseconds once the index holds millions of blocks. These two
 //! containers bound that work: [`ChunkedVec`] grows by adding a chunk and never moves an element,
-//! and [`crate::index::names::NameTable`] splits a rank's names over 16 tables, so one rehash
-//! touches a sixteenth of them.
+//! and [`crate::index::names::NameTable`] splits a rank's names over 4 tables, so one rehash
+//! touches a quarter of them.
 
 use rustc_hash::FxBuildHasher;
 use std::ops::{Index, IndexMut};

@@ -12,9 +12,10 @@
 //!   about 60% full); nine with 24-bit ones take 12 (a W = 256 index 39.2 → 36.5 bytes per held
 //!   block), and the two-writer ingest of a fresh W = 256 index was 15% faster (8 alternating
 //!   pairs; W = 16 even), from fewer pages to fault and fewer full buckets. A fingerprint keeps
-//!   24 minus log2(buckets) bits to tell a bucket's entries apart: for tables of 128 buckets
-//!   (a rank of 8,000 to 16,000 names) a lookup meets a false hit fewer than once in 14,000,
-//!   for 2^17 (ten million names) about once in fourteen; each costs a read of the block's data.
+//!   24 minus log2(buckets) bits to tell a bucket's entries apart: for tables of 512 buckets
+//!   (a rank of 8,000 to 16,000 names) a lookup meets a false hit fewer than once in 3,600, for
+//!   2^15 (a million names) about once in 57, for 2^19 (ten million) about once in four; each
+//!   costs a read of the block's data.
 //! * **Removal touches one bucket.** The last entry of the bucket fills the hole; an overflow
 //!   counter per bucket (entries that were pushed past it) says whether a lookup must go on to
 //!   the next bucket, and is counted down when such an entry leaves, so no tombstones build up.
@@ -28,12 +29,18 @@
 //! never needs the names themselves: a bucket's home is taken from the fingerprint's bits, so
 //! growing rehashes from the fingerprints alone.
 //!
-//! Split into 16 tables by the name's hash, so that growing rehashes a sixteenth of a large
-//! rank's names at a time and never stalls a writer for long.
+//! Split into 4 tables by the name's hash, so that growing rehashes a quarter of a large rank's
+//! names at a time (a million-name rank: about a millisecond). It was 16 tables: with 256 ranks
+//! that is 4,096 small tables a shard, each growing through every size, and the two-writer
+//! ingest at W = 256 was 11% faster with 4 (8 alternating pairs, 7 faster; churn +3.5%, W = 16
+//! even, the bare tree even); glibc grows a thread's heap by an `mprotect` call per shortfall,
+//! which holds the address space's lock that the other writer's page faults need, and those
+//! calls fell from 11,948 to 5,085 per three rounds. The cost: a table four times larger keeps
+//! two fingerprint bits fewer to tell a bucket's entries apart (above).
 
 use crate::index::stats::vec_bytes;
 
-const SHARD_BITS: u32 = 4;
+const SHARD_BITS: u32 = 2;
 const SHARDS: usize = 1 << SHARD_BITS;
 /// Entries per bucket: nine ids, nine 24-bit fingerprints and a byte of counters fill 64 bytes.
 const SLOTS: usize = 9;
@@ -44,9 +51,9 @@ const FP_BITS: u32 = 24;
 /// less on the churn workload, for 1% more instructions (more inserts pass a full bucket, whose
 /// successor [`NameTable::prefetch`] loads too) and no change in speed beyond the noise.
 const MAX_LOAD: (usize, usize) = (7, 8);
-/// Bits of the fingerprint that choose a bucket at most: 2^24 buckets a table, 2^28 a rank, so
-/// about two billion names a rank (`grow` panics beyond, which poisons the writer's shard): an
-/// index of some 60 GB for that rank alone.
+/// Bits of the fingerprint that choose a bucket at most: 2^24 buckets a table, 2^26 a rank, so
+/// about 500 million names a rank (`grow` panics beyond, which poisons the writer's shard): an
+/// index of some 15 GB for that rank alone.
 const MAX_BUCKET_BITS: u32 = FP_BITS;
 /// The overflow count saturates here and then stays: a lookup then always goes on to the next
 /// bucket, which is slower but never wrong, until the table grows and recounts.
@@ -402,7 +409,7 @@ pub fn prefetch<T>(value: &T) {
 
 #[cfg(test)]
 mod tests {
-    use super::{mix, NameTable, MAX_LOAD, OVERFLOW_SATURATED, SLOTS};
+    use super::{mix, NameTable, MAX_LOAD, OVERFLOW_SATURATED, SHARD_BITS, SLOTS};
     use std::collections::HashMap;
 
     /// The key whose mixed hash is `h` (both steps of `mix` are invertible).
@@ -479,8 +486,8 @@ mod tests {
     #[test]
     fn absent_names_end_the_scan_when_every_bucket_has_overflowed() {
         // Keys of sub-table 0 whose home in a 4-bucket table is `home` (the fingerprint's top
-        // two bits, the mixed hash's bits 59-58), with distinct fingerprints for distinct `n`.
-        let key = |home: u64, n: u64| unmix((home << 58) | ((n + 1) << 40) | 0xABCD);
+        // two bits, just below the table's bits), with distinct fingerprints for distinct `n`.
+        let key = |home: u64, n: u64| unmix((home << (62 - SHARD_BITS)) | ((n + 1) << 40) | 0xABCD);
         let most = 4 * SLOTS * MAX_LOAD.0 / MAX_LOAD.1;
         let mut ours = NameTable::default();
         let mut value = 0;
