@@ -84,6 +84,7 @@
 //! | a writer waiting for readers to leave the old copy spins 5 µs, then sleeps until the last reader out wakes it (was: spin with `yield_now` until they leave) | | | concurrent phase, writers: W = 16 22.8 → 35.9, W = 256 16.1 → 18.0, churn 9.1 → 11.4 M block-events/s (means of 4-5 alternating runs of 3); see [`lock`] |
 //! | tried: prefetch the first lines of the next event's blocks before applying each event | | | the first scan of a store's blocks (its parent check) stayed at 7% of the store's samples, about 2% of a writer: a sequential read the hardware already streams; ingest within noise (6-8 pairs) |
 //! | tried: name tables that grow alternately by half and by a third (1, 2, 3, 4, 6, 8, ...), not double | | | memory W = 256 36.5 → 34.3 B per held block, W = 16 47.9 → 43.9, churn 56.7 → 52.7; but ingest 9-10% slower on all three (6 pairs each): fuller tables send more lookups past a full bucket (`store` 25 → 29% of samples at W = 16, `grow` only 1.1 → 1.3%) |
+//! | four name tables a rank, not sixteen | | | two-writer ingest W = 256 +11% (8 alternating pairs, 7 faster), churn +3.5%, W = 16 and the bare tree even: fewer, larger tables halve glibc's `mprotect` calls (11,948 → 5,085 per three rounds), which hold the lock the other writer's page faults need; growth now rehashes a quarter of a rank |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -192,9 +193,10 @@
 //! workload, and the profile put the loss in lookups, not in `grow`: fuller tables send more of
 //! them past a full bucket. Incremental growth, which keeps tables full all the time, would pay
 //! the same, so the names' remaining slack is the price of their speed with buckets of nine.
-//! What did help was outside the tree: in the concurrent phase a writer waiting for a reader
+//! What did help was around the tree: in the concurrent phase a writer waiting for a reader
 //! that the scheduler preempted now sleeps instead of spinning ([`lock`]), which gave the
-//! writers 12-57% more there.
+//! writers 12-57% more there; and four name tables a rank instead of sixteen, which made two
+//! writers at W = 256 11% faster through the allocator, not the tree ([`names`]).
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
