@@ -409,7 +409,10 @@ pub fn prefetch<T>(value: &T) {
 
 #[cfg(test)]
 mod tests {
-    use super::{mix, NameTable, MAX_LOAD, OVERFLOW_SATURATED, SHARD_BITS, SLOTS};
+    use super::{mix, NameTable, FP_BITS, MAX_LOAD, OVERFLOW_SATURATED, SHARD_BITS, SLOTS};
+
+    /// Where a fingerprint's lowest bit sits in the mixed hash (the table's bits are above it).
+    const FP_SHIFT: u32 = 64 - SHARD_BITS - FP_BITS;
     use std::collections::HashMap;
 
     /// The key whose mixed hash is `h` (both steps of `mix` are invertible).
@@ -487,7 +490,7 @@ mod tests {
     fn absent_names_end_the_scan_when_every_bucket_has_overflowed() {
         // Keys of sub-table 0 whose home in a 4-bucket table is `home` (the fingerprint's top
         // two bits, just below the table's bits), with distinct fingerprints for distinct `n`.
-        let key = |home: u64, n: u64| unmix((home << (62 - SHARD_BITS)) | ((n + 1) << 40) | 0xABCD);
+        let key = |home: u64, n: u64| unmix((home << (FP_SHIFT + FP_BITS - 2)) | ((n + 1) << FP_SHIFT) | 0xABCD);
         let most = 4 * SLOTS * MAX_LOAD.0 / MAX_LOAD.1;
         let mut ours = NameTable::default();
         let mut value = 0;
@@ -537,7 +540,7 @@ mod tests {
     #[test]
     fn a_saturated_overflow_count_stays_correct() {
         // Distinct fingerprints, all homed in bucket 0 at any table size (top fingerprint bits 0).
-        let key = |n: u64| unmix(((n + 1) << 36) | 0x1234);
+        let key = |n: u64| unmix(((n + 1) << FP_SHIFT) | 0x1234);
         let mut ours = NameTable::default();
         let names = 2 * SLOTS as u64 + u64::from(OVERFLOW_SATURATED) + 4;
         for n in 0..names {
