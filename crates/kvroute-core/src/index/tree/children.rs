@@ -4,20 +4,38 @@
 use super::NodeId;
 use crate::index::growth::FastMap;
 
-const INLINE_MAX: usize = 8;
+const FEW_MAX: usize = 8;
 
-#[derive(Debug, Default)]
+/// Children kept in the node itself: a split leaves a node with exactly two (the old tail and
+/// the new branch), the most common case, and a `Vec` of them was a heap allocation of four
+/// pairs (64 bytes) per node and view copy, and a `malloc` and `free` for every split and freed
+/// node. The two pairs fit in the bytes the larger variants need anyway.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Pair {
+    len: u32,
+    nodes: [NodeId; 2],
+    locals: [u64; 2],
+}
+
+#[derive(Debug)]
 pub enum Children {
-    #[default]
-    None,
+    /// Up to two (`len` of them).
+    Pair(Pair),
+    /// Three to eight.
     Few(Vec<(u64, NodeId)>),
     Many(FastMap<u64, NodeId>),
+}
+
+impl Default for Children {
+    fn default() -> Self {
+        Self::Pair(Pair::default())
+    }
 }
 
 impl Children {
     pub fn get(&self, local: u64) -> Option<NodeId> {
         match self {
-            Self::None => None,
+            Self::Pair(p) => (0..p.len as usize).find(|&i| p.locals[i] == local).map(|i| p.nodes[i]),
             Self::Few(v) => v.iter().find(|(k, _)| *k == local).map(|(_, n)| *n),
             Self::Many(m) => m.get(&local).copied(),
         }
@@ -25,11 +43,25 @@ impl Children {
 
     pub fn insert(&mut self, local: u64, node: NodeId) {
         match self {
-            Self::None => *self = Self::Few(vec![(local, node)]),
+            Self::Pair(p) => {
+                let len = p.len as usize;
+                if let Some(i) = (0..len).find(|&i| p.locals[i] == local) {
+                    p.nodes[i] = node;
+                } else if len < 2 {
+                    p.locals[len] = local;
+                    p.nodes[len] = node;
+                    p.len += 1;
+                } else {
+                    let mut v = Vec::with_capacity(4);
+                    v.extend((0..2).map(|i| (p.locals[i], p.nodes[i])));
+                    v.push((local, node));
+                    *self = Self::Few(v);
+                }
+            }
             Self::Few(v) => {
                 if let Some(slot) = v.iter_mut().find(|(k, _)| *k == local) {
                     slot.1 = node;
-                } else if v.len() < INLINE_MAX {
+                } else if v.len() < FEW_MAX {
                     v.push((local, node));
                 } else {
                     let mut m: FastMap<u64, NodeId> = v.drain(..).collect();
@@ -45,11 +77,23 @@ impl Children {
 
     pub fn remove(&mut self, local: u64) {
         match self {
-            Self::None => {}
+            Self::Pair(p) => {
+                let len = p.len as usize;
+                if let Some(i) = (0..len).find(|&i| p.locals[i] == local) {
+                    p.locals[i] = p.locals[len - 1];
+                    p.nodes[i] = p.nodes[len - 1];
+                    p.len -= 1;
+                }
+            }
             Self::Few(v) => {
                 v.retain(|(k, _)| *k != local);
-                if v.is_empty() {
-                    *self = Self::None;
+                if v.len() <= 2 {
+                    let mut p = Pair { len: v.len() as u32, ..Pair::default() };
+                    for (i, (k, n)) in v.iter().enumerate() {
+                        p.locals[i] = *k;
+                        p.nodes[i] = *n;
+                    }
+                    *self = Self::Pair(p);
                 }
             }
             Self::Many(m) => {
@@ -60,7 +104,7 @@ impl Children {
 
     pub fn is_empty(&self) -> bool {
         match self {
-            Self::None => true,
+            Self::Pair(p) => p.len == 0,
             Self::Few(v) => v.is_empty(),
             Self::Many(m) => m.is_empty(),
         }
@@ -72,18 +116,18 @@ impl Children {
 
     /// The children's ids, without collecting them (a removal filters them first).
     pub fn iter(&self) -> impl Iterator<Item = NodeId> + '_ {
-        let (few, many) = match self {
-            Self::None => (None, None),
-            Self::Few(v) => (Some(v.iter().map(|(_, n)| *n)), None),
-            Self::Many(m) => (None, Some(m.values().copied())),
+        let (pair, few, many) = match self {
+            Self::Pair(p) => (Some(&p.nodes[..p.len as usize]), None, None),
+            Self::Few(v) => (None, Some(v.iter().map(|(_, n)| *n)), None),
+            Self::Many(m) => (None, None, Some(m.values().copied())),
         };
-        few.into_iter().flatten().chain(many.into_iter().flatten())
+        pair.into_iter().flatten().copied().chain(few.into_iter().flatten()).chain(many.into_iter().flatten())
     }
 
     /// Children ordered by their first local hash: dumps must not depend on insertion order.
     pub fn sorted(&self) -> Vec<(u64, NodeId)> {
         let mut out: Vec<(u64, NodeId)> = match self {
-            Self::None => Vec::new(),
+            Self::Pair(p) => (0..p.len as usize).map(|i| (p.locals[i], p.nodes[i])).collect(),
             Self::Few(v) => v.clone(),
             Self::Many(m) => m.iter().map(|(k, n)| (*k, *n)).collect(),
         };
@@ -93,9 +137,54 @@ impl Children {
 
     pub fn heap_bytes(&self) -> usize {
         match self {
-            Self::None => 0,
+            Self::Pair(_) => 0,
             Self::Few(v) => crate::index::stats::vec_bytes::<(u64, NodeId)>(v.capacity()),
             Self::Many(m) => m.allocation_size(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Seeded random inserts and removals against a map, over enough keys to pass through all
+    /// three forms and back.
+    #[test]
+    fn behaves_like_a_map_in_every_form() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut children = Children::default();
+        let mut model = BTreeMap::new();
+        for step in 0..30_000u32 {
+            // Phases of mostly inserts, then mostly removals, over 12 keys.
+            let key = next() % 12;
+            let inserting = next() % 4 != 0 || (step / 2000) % 2 == 0 && next() % 2 == 0;
+            if inserting {
+                children.insert(key, step);
+                model.insert(key, step);
+            } else {
+                children.remove(key);
+                model.remove(&key);
+            }
+            let expected: Vec<_> = model.iter().map(|(k, n)| (*k, *n)).collect();
+            assert_eq!(children.sorted(), expected);
+            assert_eq!(children.get(key), model.get(&key).copied());
+            assert_eq!(children.is_empty(), model.is_empty());
+            let mut ids = children.ids();
+            ids.sort_unstable();
+            let mut want: Vec<_> = model.values().copied().collect();
+            want.sort_unstable();
+            assert_eq!(ids, want);
+            if model.len() <= 2 && !matches!(children, Children::Many(_)) {
+                assert_eq!(children.heap_bytes(), 0, "two or fewer children are kept in place");
+            }
         }
     }
 }

@@ -166,13 +166,7 @@ impl View {
         let n = self.node_mut(node);
         n.edge = n.edge.truncated(k);
         let children = std::mem::take(&mut n.children);
-        let mut holders = Vec::new();
-        for (slot, cutoff) in &mut n.holders {
-            if *cutoff > k {
-                holders.push((*slot, *cutoff - k));
-                *cutoff = k;
-            }
-        }
+        let holders = n.holders.split_at(k);
         let first = edge.locals()[0];
         self.put_node(tail, Node { parent: node, edge, children, holders });
         for child in self.node(tail).children.ids() {

@@ -82,7 +82,7 @@ impl View {
         // node below overwrites the score of its own holders (a subset of those rows). Scores sit
         // in an array indexed by slot: one store per holder per node, where a slot-sorted list
         // needed a binary search per holder.
-        let rows = &self.node(first).holders;
+        let rows = self.node(first).holders.as_slice();
         by_slot.resize(by_slot.len().max(self.ranks.slots.len()), 0);
         let mut node = first;
         let mut depth = 0u32;
@@ -90,7 +90,7 @@ impl View {
             let n = self.node(node);
             let rest = &query[depth as usize..];
             let m = common_prefix(n.locals(), rest) as u32;
-            for &(slot, cutoff) in &n.holders {
+            for &(slot, cutoff) in n.holders.as_slice() {
                 by_slot[slot as usize] = depth + cutoff.min(m);
             }
             if track_path {

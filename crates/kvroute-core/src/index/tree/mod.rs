@@ -17,6 +17,7 @@ pub(crate) mod book;
 mod children;
 mod dump;
 pub(crate) mod edge;
+mod holders;
 pub(crate) mod journal;
 mod matches;
 mod node;

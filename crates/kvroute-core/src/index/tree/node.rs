@@ -2,6 +2,7 @@
 
 use super::children::Children;
 use super::edge::Edge;
+use super::holders::Holders;
 use super::ranks::Slot;
 use super::{BlockId, NodeId};
 
@@ -16,8 +17,11 @@ pub struct Node {
     /// holder has `cutoff >= 1`; the holders of a child are a subset of the holders of its parent
     /// with `cutoff == parent.len()`; the largest cutoff equals the edge length, so every
     /// position is held by someone.
-    pub(super) holders: Vec<(Slot, u32)>,
+    pub(super) holders: Holders,
 }
+
+// Two holders and two children are kept in place, in bytes the node had anyway: keep it so.
+const _: () = assert!(std::mem::size_of::<Node>() == 88);
 
 impl Node {
     pub(super) fn len(&self) -> u32 {
@@ -33,30 +37,20 @@ impl Node {
     }
 
     pub(super) fn cutoff(&self, slot: Slot) -> u32 {
-        match self.holders.binary_search_by_key(&slot, |(s, _)| *s) {
-            Ok(i) => self.holders[i].1,
-            Err(_) => 0,
-        }
+        self.holders.cutoff(slot)
     }
 
     /// Sets a holder's cutoff (0 removes it).
     pub(super) fn set_cutoff(&mut self, slot: Slot, cutoff: u32) {
-        match self.holders.binary_search_by_key(&slot, |(s, _)| *s) {
-            Ok(i) if cutoff == 0 => {
-                self.holders.remove(i);
-            }
-            Ok(i) => self.holders[i].1 = cutoff,
-            Err(i) if cutoff > 0 => self.holders.insert(i, (slot, cutoff)),
-            Err(_) => {}
-        }
+        self.holders.set_cutoff(slot, cutoff);
     }
 
     pub(super) fn max_cutoff(&self) -> u32 {
-        self.holders.iter().map(|(_, c)| *c).max().unwrap_or(0)
+        self.holders.max_cutoff()
     }
 
     /// Heap bytes of this copy of the node (the edge's buffer is the book's: see `edge.rs`).
     pub(super) fn heap_bytes(&self) -> usize {
-        crate::index::stats::vec_bytes::<(Slot, u32)>(self.holders.capacity()) + self.children.heap_bytes()
+        self.holders.heap_bytes() + self.children.heap_bytes()
     }
 }
