@@ -85,6 +85,8 @@
 //! | tried: prefetch the first lines of the next event's blocks before applying each event | | | the first scan of a store's blocks (its parent check) stayed at 7% of the store's samples, about 2% of a writer: a sequential read the hardware already streams; ingest within noise (6-8 pairs) |
 //! | tried: name tables that grow alternately by half and by a third (1, 2, 3, 4, 6, 8, ...), not double | | | memory W = 256 36.5 → 34.3 B per held block, W = 16 47.9 → 43.9, churn 56.7 → 52.7; but ingest 9-10% slower on all three (6 pairs each): fuller tables send more lookups past a full bucket (`store` 25 → 29% of samples at W = 16, `grow` only 1.1 → 1.3%) |
 //! | four name tables a rank, not sixteen | | | two-writer ingest W = 256 +11% (8 alternating pairs, 7 faster), churn +3.5%, W = 16 and the bare tree even: fewer, larger tables halve glibc's `mprotect` calls (11,948 → 5,085 per three rounds), which hold the lock the other writer's page faults need; growth now rehashes a quarter of a rank |
+//! | up to two holders and two children kept in the node itself (the node stays 88 bytes); chunked arrays sized in bytes (512 nodes a chunk, not 4,096) | | | memory W = 256 36.5 → 35.9 B per held block, W = 16 47.9 → 46.6, churn 56.2 → 49.7; ingest even (6-10 alternating pairs) |
+//! | tried: block data without the offset (12 bytes), found in the edge below the rank's cutoff, with tables up to fifteen sixteenths full | | | W = 256 35.9 → 32.0 B per held block, 0.497× Dynamo (the target); but two-writer W = 16 ingest 9-15% slower over 10 alternating pairs (the position's lookup 9% of samples: the node, then its edge's block-id line, a miss the 16-byte record did not need), churn 6-8% |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -197,6 +199,17 @@
 //! that the scheduler preempted now sleeps instead of spinning ([`lock`]), which gave the
 //! writers 12-57% more there; and four name tables a rank instead of sixteen, which made two
 //! writers at W = 256 11% faster through the allocator, not the tree ([`names`]).
+//!
+//! Ninth round: the memory around the tree. Most nodes have one or two holders and zero or two
+//! children, and each was a `Vec` (a heap allocation of four pairs at least, per node and view
+//! copy); up to two of each now sit in the node, in bytes it had anyway (`tree/holders.rs`,
+//! `tree/children.rs`), and [`growth::ChunkedVec`] sizes its chunks in bytes, so the nodes'
+//! last chunk leaves less room unused: churn 56.2 → 49.7 bytes per held block, W = 256 36.5 →
+//! 35.9, ingest even. The 0.5× memory target at W = 256 was reached once, at 32.0 bytes (block
+//! data of 12 bytes without the offset, which the writer finds below the rank's cutoff in the
+//! edge, and tables up to 15/16 full), and dropped: W = 16's ingest, which meets its 2× target,
+//! fell 9-15%, since finding a position now loads the node and then a line of its edge, two
+//! misses the old record did not need.
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
