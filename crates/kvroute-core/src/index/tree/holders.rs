@@ -58,6 +58,8 @@ impl Holders {
     /// Cuts every holder to at most `k` positions and returns, for the edge's tail after `k`
     /// (split off into a new node), the holders that reached past it with what they hold there.
     pub fn split_at(&mut self, k: u32) -> Holders {
+        // A cutoff of 0 would end the in-place pairs early: splits are never at the edge's start.
+        debug_assert!(k >= 1, "an edge is split after its first position at least");
         let mut tail = Holders::default();
         for (slot, cutoff) in self.as_mut_slice() {
             if *cutoff > k {
