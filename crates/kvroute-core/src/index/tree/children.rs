@@ -147,43 +147,38 @@ impl Children {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::collections::BTreeMap;
 
-    /// Seeded random inserts and removals against a map, over enough keys to pass through all
-    /// three forms and back.
-    #[test]
-    fn behaves_like_a_map_in_every_form() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let mut children = Children::default();
-        let mut model = BTreeMap::new();
-        for step in 0..30_000u32 {
-            // Phases of mostly inserts, then mostly removals, over 12 keys.
-            let key = next() % 12;
-            let inserting = next() % 4 != 0 || (step / 2000) % 2 == 0 && next() % 2 == 0;
-            if inserting {
-                children.insert(key, step);
-                model.insert(key, step);
-            } else {
-                children.remove(key);
-                model.remove(&key);
-            }
-            let expected: Vec<_> = model.iter().map(|(k, n)| (*k, *n)).collect();
-            assert_eq!(children.sorted(), expected);
-            assert_eq!(children.get(key), model.get(&key).copied());
-            assert_eq!(children.is_empty(), model.is_empty());
-            let mut ids = children.ids();
-            ids.sort_unstable();
-            let mut want: Vec<_> = model.values().copied().collect();
-            want.sort_unstable();
-            assert_eq!(ids, want);
-            if model.len() <= 2 && !matches!(children, Children::Many(_)) {
-                assert_eq!(children.heap_bytes(), 0, "two or fewer children are kept in place");
+    proptest! {
+        /// Inserts and removals against a map, over enough keys (12) to pass through all three
+        /// forms and back.
+        #[test]
+        fn behaves_like_a_map_in_every_form(
+            ops in prop::collection::vec((0u64..12, prop::bool::weighted(0.7)), 0..300),
+        ) {
+            let mut children = Children::default();
+            let mut model = BTreeMap::new();
+            for (step, (key, inserting)) in (0u32..).zip(ops) {
+                if inserting {
+                    children.insert(key, step);
+                    model.insert(key, step);
+                } else {
+                    children.remove(key);
+                    model.remove(&key);
+                }
+                let expected: Vec<_> = model.iter().map(|(k, n)| (*k, *n)).collect();
+                prop_assert_eq!(children.sorted(), expected);
+                prop_assert_eq!(children.get(key), model.get(&key).copied());
+                prop_assert_eq!(children.is_empty(), model.is_empty());
+                let mut ids = children.ids();
+                ids.sort_unstable();
+                let mut want: Vec<_> = model.values().copied().collect();
+                want.sort_unstable();
+                prop_assert_eq!(ids, want);
+                if model.len() <= 2 && !matches!(children, Children::Many(_)) {
+                    prop_assert_eq!(children.heap_bytes(), 0, "two or fewer children are kept in place");
+                }
             }
         }
     }

@@ -139,36 +139,32 @@ fn inline_len(pairs: &[(Slot, u32); INLINE]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::collections::BTreeMap;
 
-    /// Seeded random cutoffs set and cleared against a map; slots 0..6 so that nodes cross the
-    /// two in-place pairs both ways many times.
-    #[test]
-    fn behaves_like_a_sorted_map_in_place_and_spilled() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let mut holders = Holders::default();
-        let mut model = BTreeMap::new();
-        for _ in 0..20_000 {
-            let slot = (next() % 6) as Slot;
-            let cutoff = if next() % 3 == 0 { 0 } else { (next() % 50) as u32 };
-            holders.set_cutoff(slot, cutoff);
-            if cutoff == 0 {
-                model.remove(&slot);
-            } else {
-                model.insert(slot, cutoff);
+    proptest! {
+        /// Cutoffs set and cleared against a map; slots 0..6, so that a node's holders cross the
+        /// two in-place pairs both ways many times.
+        #[test]
+        fn behaves_like_a_sorted_map_in_place_and_spilled(
+            ops in prop::collection::vec((0u32..6, prop_oneof![Just(0u32), 1u32..50]), 0..300),
+        ) {
+            let mut holders = Holders::default();
+            let mut model = BTreeMap::new();
+            for (slot, cutoff) in ops {
+                holders.set_cutoff(slot, cutoff);
+                if cutoff == 0 {
+                    model.remove(&slot);
+                } else {
+                    model.insert(slot, cutoff);
+                }
+                let expected: Vec<_> = model.iter().map(|(s, c)| (*s, *c)).collect();
+                prop_assert_eq!(holders.as_slice(), &expected[..]);
+                prop_assert_eq!(matches!(holders, Holders::Inline(_)), expected.len() <= INLINE);
+                prop_assert_eq!(holders.heap_bytes() == 0, expected.len() <= INLINE);
+                prop_assert_eq!(holders.cutoff(slot), cutoff);
+                prop_assert_eq!(holders.max_cutoff(), model.values().copied().max().unwrap_or(0));
             }
-            let expected: Vec<_> = model.iter().map(|(s, c)| (*s, *c)).collect();
-            assert_eq!(holders.as_slice(), &expected[..]);
-            assert_eq!(matches!(holders, Holders::Inline(_)), expected.len() <= INLINE);
-            assert_eq!(holders.heap_bytes() == 0, expected.len() <= INLINE);
-            assert_eq!(holders.cutoff(slot), cutoff);
-            assert_eq!(holders.max_cutoff(), model.values().copied().max().unwrap_or(0));
         }
     }
 
