@@ -16,12 +16,9 @@ import { fmt, percentile, printTable, QUICK, ROOT, sortedCopy, writeResult } fro
 const SECONDS = QUICK ? 2 : 10;
 const CLIENTS = 64;
 
-function freePortBase(): number {
-  return 20000 + Math.floor(Math.random() * 30000);
-}
-
 async function startWorker(): Promise<{ url: string; events: string; replay: string; stop: () => void }> {
-  const port = freePortBase();
+  // Port 0 everywhere: the worker binds what the OS gives and prints it. (A random port could
+  // collide with one in use, and the bench then failed with EADDRINUSE.)
   const child = spawn(
     process.execPath,
     [
@@ -32,9 +29,9 @@ async function startWorker(): Promise<{ url: string; events: string; replay: str
       '--port',
       '0',
       '--kv-events',
-      `tcp://127.0.0.1:${port}`,
+      'tcp://127.0.0.1:0',
       '--replay',
-      `tcp://127.0.0.1:${port + 1}`,
+      'tcp://127.0.0.1:0',
       '--speedup',
       '100',
       '--block-size',
@@ -50,8 +47,15 @@ async function startWorker(): Promise<{ url: string; events: string; replay: str
     });
     child.on('exit', (code) => reject(new Error(`mock worker exited with ${code}`)));
   });
-  const url = /(http:\/\/\S+?),/.exec(line)?.[1] as string;
-  return { url, events: `tcp://127.0.0.1:${port}`, replay: `tcp://127.0.0.1:${port + 1}`, stop: () => child.kill('SIGTERM') };
+  const endpoint = (re: RegExp) => {
+    const found = re.exec(line)?.[1];
+    if (!found) throw new Error(`unexpected mock worker banner: ${line}`);
+    return found;
+  };
+  const url = endpoint(/(http:\/\/\S+?),/);
+  const events = endpoint(/KV events (tcp:\/\/\S+?),/);
+  const replay = endpoint(/replay (tcp:\/\/\S+)/);
+  return { url, events, replay, stop: () => child.kill('SIGTERM') };
 }
 
 const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
