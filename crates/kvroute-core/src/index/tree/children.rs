@@ -1,5 +1,6 @@
-//! A node's children, keyed by the first local hash of their edge. Most nodes have one or two
-//! children, so a short vector beats a hash map on both memory and speed until it grows.
+//! A node's children, keyed by the first local hash of their edge. Most nodes have none or two,
+//! kept in the node itself; up to eight sit in a short vector, which beats a hash map on both
+//! memory and speed until it grows; more go to a hash map.
 
 use super::NodeId;
 use crate::index::growth::FastMap;
@@ -10,7 +11,7 @@ const FEW_MAX: usize = 8;
 /// the new branch), the most common case, and a `Vec` of them was a heap allocation of four
 /// pairs (64 bytes) per node and view copy, and a `malloc` and `free` for every split and freed
 /// node. The two pairs fit in the bytes the larger variants need anyway.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default)]
 pub struct Pair {
     len: u32,
     nodes: [NodeId; 2],

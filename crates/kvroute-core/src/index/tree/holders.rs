@@ -13,7 +13,7 @@ use super::ranks::Slot;
 /// In place, unused pairs have cutoff 0 and come last: every holder's cutoff is at least 1.
 const INLINE: usize = 2;
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Holders {
     Inline([(Slot, u32); INLINE]),
     Spilled(Vec<(Slot, u32)>),
