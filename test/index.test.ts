@@ -188,6 +188,40 @@ describe.each(BACKENDS)('KvIndex behaviours on the %s backend', (backend) => {
     if (backend === 'native') expect(i.stats().treeNodes).toBe(1);
   });
 
+  test('a path longer than the longest native edge (1,024 positions) has no seams', async () => {
+    const path = range(1, 3100);
+    // One store of 2,500 blocks, then continuations of 300 and a decode-style single block.
+    const i = await index([stored(0, path.slice(0, 2500))]);
+    if (backend === 'native') expect(i.stats().treeNodes).toBe(3);
+    await apply(i, stored(0, path.slice(2500, 2800), { prefix: path.slice(0, 2500) }));
+    await apply(i, stored(0, path.slice(2800, 3072), { prefix: path.slice(0, 2800) }), stored(0, [3073n], { prefix: path.slice(0, 3072) }));
+    if (backend === 'native') expect(i.stats().treeNodes).toBe(4);
+    expect(scores(i, path)).toEqual([[0, 0, 3073]]);
+    expect(scores(i, [...path.slice(0, 1030), 0n])).toEqual([[0, 0, 1030]]);
+    // Another rank branches right after the first seam, and one right at it.
+    await apply(i, stored(1, [...path.slice(0, 1025), 7n]), stored(2, [...path.slice(0, 1024), 8n]));
+    expect(scores(i, path.slice(0, 1026))).toEqual([
+      [0, 0, 1026],
+      [1, 0, 1025],
+      [2, 0, 1024],
+    ]);
+    // Removing the first block past a seam keeps exactly the edges before it.
+    await apply(i, removed(0, path, [2049]), removed(1, path, [2049]));
+    expect(scores(i, path)[0]).toEqual([0, 0, 2048]);
+    await apply(i, removed(0, path, [1025]));
+    expect(scores(i, path)).toEqual([
+      [1, 0, 1025],
+      [0, 0, 1024],
+      [2, 0, 1024],
+    ]);
+    expect(i.stats()).toMatchObject({ blocks: 1024 + 1026 + 1025, treeBlocks: 1027, skipped: { block_not_found: 1 } });
+    // Rank 0 gets its tail back in one store and dumps as one event again.
+    await apply(i, stored(0, path.slice(1024, 3000), { prefix: path.slice(0, 1024) }));
+    const dumped = i.dump().filter((e) => e.worker_id === 0n);
+    expect(dumped.map((e) => e.event.data.stored.blocks.length)).toEqual([3000]);
+    expect(scores(i, path)[0]).toEqual([0, 0, 3000]);
+  });
+
   test('LoRA adapters and cache namespaces do not collide', async () => {
     const tokens = Array.from({ length: 12 }, (_, k) => k);
     const variants = [{}, { loraName: 'a' }, { loraName: 'b' }, { cacheNamespace: 'tenant-a' }, { cacheNamespace: 'tenant-b' }];

@@ -2,81 +2,14 @@
 //! sits, free lists, counters, prediction expiries). Kept once, however many copies of the view
 //! readers use, so the per-block hash-map work of an event is done once.
 
+pub use super::blocks::{BlockArena, Loc};
 use super::edge::EdgeStore;
 use super::ranks::{RankNames, Slot};
 use super::repeats::RepeatFinder;
 use super::{BlockId, NodeId};
 use crate::index::expiry::ExpiryQueue;
-use crate::index::growth::{ChunkedVec, FastMap};
+use crate::index::growth::FastMap;
 use crate::index::stats::{vec_bytes, EventCounters};
-
-/// Where one block sits: its node and its offset in that node's edge.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Loc {
-    pub node: NodeId,
-    pub pos: u32,
-}
-
-/// One position's writer-side data: where it sits and its canonical name (the external hash of
-/// the rank that created it), side by side so that a removal's two reads share a cache line.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BlockInfo {
-    pub loc: Loc,
-    pub ext: u64,
-}
-
-/// Per-position data, indexed by [`BlockId`].
-#[derive(Debug, Default)]
-pub struct BlockArena {
-    info: ChunkedVec<BlockInfo>,
-    pub free: Vec<BlockId>,
-}
-
-impl BlockArena {
-    pub fn alloc(&mut self, loc: Loc, ext: u64) -> BlockId {
-        let info = BlockInfo { loc, ext };
-        if let Some(id) = self.free.pop() {
-            self.info[id as usize] = info;
-            id
-        } else {
-            self.info.push(info) as BlockId
-        }
-    }
-
-    /// Gives back a block id taken by the last `alloc` (ids given back in the reverse order of
-    /// their allocation leave the free list as it was).
-    pub fn release(&mut self, block: BlockId) {
-        self.free.push(block);
-    }
-
-    pub fn loc(&self, block: BlockId) -> Loc {
-        self.info[block as usize].loc
-    }
-
-    pub fn ext(&self, block: BlockId) -> u64 {
-        self.info[block as usize].ext
-    }
-
-    /// Starts loading the block's data (a hint).
-    pub fn prefetch(&self, block: BlockId) {
-        if (block as usize) < self.info.len() {
-            crate::index::names::prefetch(&self.info[block as usize]);
-        }
-    }
-
-    /// The block moved (an edge split).
-    pub fn relocate(&mut self, block: BlockId, loc: Loc) {
-        self.info[block as usize].loc = loc;
-    }
-
-    pub fn live_count(&self) -> usize {
-        self.info.len() - self.free.len()
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.info.heap_bytes() + vec_bytes::<BlockId>(self.free.capacity())
-    }
-}
 
 /// The two stages of [`Book::prefetch_named`].
 #[derive(Debug, Clone, Copy)]

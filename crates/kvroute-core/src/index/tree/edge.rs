@@ -14,6 +14,7 @@
 //! start of the next write, when the previous write's replay has brought the other copy up to
 //! date (writes to a tree are serialised: see `shard.rs`).
 
+use super::blocks::MAX_EDGE_LEN;
 use super::{BlockId, NodeId};
 use crate::index::event::StoredBlock;
 use crate::index::growth::ChunkedVec;
@@ -167,7 +168,8 @@ impl EdgeStore {
             } else if edge.cap == 0 {
                 needed
             } else {
-                needed.max(edge.cap.saturating_mul(2))
+                // No room past the longest edge the tree makes (`needed` never exceeds it).
+                needed.max(edge.cap.saturating_mul(2).min(MAX_EDGE_LEN))
             };
             let fresh = Edge::allocate(cap);
             // Safety: the new buffer has room for the old positions and nobody shows it yet.

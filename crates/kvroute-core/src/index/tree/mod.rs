@@ -13,6 +13,7 @@
 
 // The parts a writer works with are private to the crate: the copies of the view share edge
 // buffers (`edge.rs`), which is sound only under the write discipline `Tree` and `Shard` keep.
+mod blocks;
 pub(crate) mod book;
 mod children;
 mod dump;

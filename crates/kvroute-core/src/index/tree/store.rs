@@ -5,6 +5,7 @@
 //! checked and inserted back to back, while its bucket is in the cache) and given back if one of
 //! them is in use.
 
+use super::blocks::MAX_EDGE_LEN;
 use super::book::Loc;
 use super::journal::ViewOp;
 use super::ranks::Slot;
@@ -183,7 +184,9 @@ impl TreeWriter<'_> {
 
     /// Creates positions for `blocks` after `at`: extending a leaf in place when the rank holds its
     /// end and it has no children (decode appends one block at a time), otherwise as a new child,
-    /// splitting the edge first when `at` is inside it.
+    /// splitting the edge first when `at` is inside it. An edge holds at most [`MAX_EDGE_LEN`]
+    /// positions (so that locations pack: `blocks.rs`); a longer run goes on in a chain of
+    /// children, each held whole by the rank.
     fn insert_new(
         &mut self,
         slot: Slot,
@@ -201,27 +204,42 @@ impl TreeWriter<'_> {
                 (loc.node, self.view.node(loc.node).children.is_empty())
             }
         };
-        let target = if extend_leaf {
+        let mut target = if extend_leaf && self.view.node(node).len() < MAX_EDGE_LEN {
             node
         } else {
-            let child = self.alloc_node(node);
-            self.record(ViewOp::AddChild { node, local: blocks[0].local, child });
-            child
+            self.add_child(node, blocks[0].local)
         };
-        let offset = self.view.node(target).len();
-        for (j, &id) in ids.iter().enumerate() {
-            self.book.blocks.relocate(id, Loc { node: target, pos: offset + j as u32 });
+        let mut done = 0;
+        loop {
+            let offset = self.view.node(target).len();
+            let take = (ids.len() - done).min((MAX_EDGE_LEN - offset) as usize);
+            let (run, run_ids) = (&blocks[done..done + take], &ids[done..done + take]);
+            for (j, &id) in run_ids.iter().enumerate() {
+                self.book.blocks.relocate(id, Loc { node: target, pos: offset + j as u32 });
+            }
+            self.extend(target, run, run_ids);
+            self.set_cutoff(target, slot, offset + take as u32);
+            done += take;
+            if done == ids.len() {
+                break;
+            }
+            target = self.add_child(target, blocks[done].local);
         }
         // `claim_names` named them (by their canonical names: this rank creates them).
         self.book.held_blocks += ids.len() as u64;
         self.book.mark_dirty(slot);
-        self.extend(target, blocks, ids);
         if let Some(expiry) = predicted {
             for &id in ids {
                 self.predict(slot, id, expiry);
             }
         }
-        self.set_cutoff(target, slot, offset + ids.len() as u32);
+    }
+
+    /// A new empty child of `node`, keyed by `local`, the first local hash its edge will get.
+    fn add_child(&mut self, node: NodeId, local: u64) -> NodeId {
+        let child = self.alloc_node(node);
+        self.record(ViewOp::AddChild { node, local, child });
+        child
     }
 
     /// Splits `node`'s edge before position `k`; the tail becomes its only child.
