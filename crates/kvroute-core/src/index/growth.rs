@@ -13,9 +13,10 @@ use std::ops::{Index, IndexMut};
 /// A chunk's size in bytes, at most: chunks hold a power of two elements, as many as fit.
 const CHUNK_BYTES: usize = 1 << 16;
 
-/// A growable array in chunks of up to 64 KiB (4,096 blocks' data, 512 nodes). The first chunk
-/// grows like a `Vec` (so an empty or small index stays small: an empty one allocates nothing);
-/// later chunks are allocated whole, so growth never moves more than one chunk's elements. Sized
+/// A growable array in chunks of up to 64 KiB (4,096 blocks' data, 512 nodes). Each chunk grows
+/// like a `Vec` up to its full size (so an empty or small index stays small: an empty one
+/// allocates nothing), and the first chunk starts empty, later ones at an eighth: growth never
+/// moves more than one chunk's elements, and the last chunk's unused room is at most half of it. Sized
 /// in bytes rather than elements, so that the last chunk's unused room is as small for large
 /// elements (a node is 88 bytes) as for small ones: chunks of 4,096 nodes left a W = 256 index
 /// about 0.3 bytes per held block of room never used.
@@ -45,9 +46,17 @@ impl<T> ChunkedVec<T> {
     /// Appends `value` and returns its index.
     pub fn push(&mut self, value: T) -> usize {
         match self.chunks.last_mut() {
-            Some(chunk) if chunk.len() < Self::CHUNK => chunk.push(value),
+            Some(chunk) if chunk.len() < Self::CHUNK => {
+                if chunk.len() == chunk.capacity() {
+                    // Room doubles, up to a whole chunk (never past it).
+                    chunk.reserve_exact(chunk.capacity().clamp(1, Self::CHUNK - chunk.len()));
+                }
+                chunk.push(value);
+            }
             _ => {
-                let mut chunk = if self.chunks.is_empty() { Vec::new() } else { Vec::with_capacity(Self::CHUNK) };
+                // A new chunk starts at an eighth of its size: else a tree a few elements past
+                // a chunk boundary held up to 64 KiB it never used, per array.
+                let mut chunk = Vec::with_capacity(if self.chunks.is_empty() { 0 } else { (Self::CHUNK / 8).max(1) });
                 chunk.push(value);
                 self.chunks.push(chunk);
             }
@@ -115,7 +124,12 @@ mod tests {
         assert!((0..5000).all(|i| nodes[i][10] == i as u64 && blocks[i] == i as u128));
         nodes[4999][0] = 7;
         assert_eq!(nodes[4999][0], 7);
-        assert!(nodes.capacity() - nodes.len() < 512, "at most one chunk's room unused");
+        assert!(nodes.capacity() - nodes.len() <= 256, "at most half the last chunk's room unused");
+        let mut past: ChunkedVec<[u64; 11]> = ChunkedVec::default();
+        for i in 0..=512u64 {
+            past.push([i; 11]);
+        }
+        assert_eq!(past.capacity(), 512 + 64, "one element past a chunk takes an eighth of one");
         assert_eq!(nodes.iter().count(), 5000);
     }
 }
