@@ -53,7 +53,7 @@ impl Children {
                     p.nodes[len] = node;
                     p.len += 1;
                 } else {
-                    let mut v = Vec::with_capacity(4);
+                    let mut v = Vec::with_capacity(3);
                     v.extend((0..2).map(|i| (p.locals[i], p.nodes[i])));
                     v.push((local, node));
                     *self = Self::Few(v);
@@ -63,6 +63,9 @@ impl Children {
                 if let Some(slot) = v.iter_mut().find(|(k, _)| *k == local) {
                     slot.1 = node;
                 } else if v.len() < FEW_MAX {
+                    // Exact room: children are added rarely (at a split or a new branch), and
+                    // a doubled vector's spare room was a quarter of the children's memory.
+                    v.reserve_exact(1);
                     v.push((local, node));
                 } else {
                     let mut m: FastMap<u64, NodeId> = v.drain(..).collect();
