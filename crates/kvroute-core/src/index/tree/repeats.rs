@@ -12,8 +12,10 @@ use crate::index::stats::vec_bytes;
 /// Up to this many blocks, pairs are compared directly: cheaper than hashing for the short
 /// events engines send during decode.
 const PAIRWISE_MAX: usize = 16;
-/// Above this many slots the scratch is given back after use (an outsized event).
-const KEEP_SLOTS: usize = 1 << 15;
+/// Above this many slots (8 KiB: an event of more than 512 blocks) the scratch is given back
+/// after use, so an index does not keep scratch sized for its largest event (it was 32 KiB per
+/// shard at W = 256); allocating it again costs little next to wiping it, which every use does.
+const KEEP_SLOTS: usize = 1 << 10;
 
 #[derive(Debug, Default)]
 pub struct RepeatFinder {
@@ -97,8 +99,11 @@ mod tests {
         names[30] = 0;
         assert!(f.any_repeated(&blocks(&names)));
         assert!(f.any_repeated(&blocks(&[0, 5, 0])));
-        // An outsized event's scratch is given back.
-        let big: Vec<u64> = (1..=40_000).collect();
+        // An event of up to 512 blocks leaves its scratch for the next; a larger one gives it back.
+        let kept: Vec<u64> = (1..=300).collect();
+        assert!(!f.any_repeated(&blocks(&kept)));
+        assert_eq!(f.heap_bytes(), 8 * 1024);
+        let big: Vec<u64> = (1..=600).collect();
         assert!(!f.any_repeated(&blocks(&big)));
         assert_eq!(f.heap_bytes(), 0);
     }
