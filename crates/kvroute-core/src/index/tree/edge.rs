@@ -122,12 +122,36 @@ pub struct EdgeStore {
     bytes: usize,
 }
 
-#[derive(Debug, Default)]
+/// A node's buffer (its address and room; the copies of the view hold the lengths), 16 bytes.
+#[derive(Debug)]
 struct Owned {
-    edge: Edge,
+    ptr: NonNull<u64>,
+    cap: u32,
     /// The write that last shortened this node: until it ends, the other copy may still show
     /// positions past the node's length, so they are not written in place.
     cut_in: u32,
+}
+
+// Safety: as for `Edge`: the book owns the buffer, and only the writer of its tree touches it.
+unsafe impl Send for Owned {}
+// Safety: as above.
+unsafe impl Sync for Owned {}
+
+impl Default for Owned {
+    fn default() -> Self {
+        Self { ptr: NonNull::dangling(), cap: 0, cut_in: 0 }
+    }
+}
+
+impl Owned {
+    /// The buffer as an edge that shows none of it (for freeing or retiring it).
+    fn buffer(&self) -> Edge {
+        Edge { ptr: self.ptr, len: 0, cap: self.cap }
+    }
+
+    fn set(&mut self, edge: Edge) {
+        (self.ptr, self.cap) = (edge.ptr, edge.cap);
+    }
 }
 
 impl EdgeStore {
@@ -156,7 +180,7 @@ impl EdgeStore {
     pub fn append(&mut self, node: NodeId, edge: Edge, blocks: &[StoredBlock], ids: &[BlockId]) -> Edge {
         let write = self.write;
         let owned = self.owned_mut(node);
-        debug_assert_eq!(owned.edge.ptr, edge.ptr, "the writer's copy shows the owned buffer");
+        debug_assert_eq!(owned.ptr, edge.ptr, "the writer's copy shows the owned buffer");
         let needed = edge.len + ids.len() as u32;
         let target = if needed <= edge.cap && owned.cut_in != write {
             edge
@@ -180,20 +204,29 @@ impl EdgeStore {
         // Safety: they fit, and positions from the length on are shown by no copy (the other
         // copy shows this buffer no longer than now unless cut this write, handled above).
         let appended = unsafe { target.append(blocks.iter().map(|b| b.local), ids) };
-        self.owned_mut(node).edge = appended;
+        self.owned_mut(node).set(appended);
         appended
     }
 
     /// Splits `node`'s edge before position `k`: the positions from `k` on are copied to a new
-    /// buffer for `tail`, which is returned; `node` keeps its buffer, shortened.
-    pub fn split(&mut self, node: NodeId, tail: NodeId, edge: Edge, k: u32) -> Edge {
+    /// buffer for `tail`, and the first `k` to a new buffer for `node`; returns (head, tail).
+    /// The head moves too because its old buffer's room past `k` would be dead: a split head has
+    /// a child, so it never grows in place again, and without the move every split left the
+    /// tail's positions allocated twice (1.2 MB of a W = 256 index). Copying the head costs
+    /// little: splits are rare next to the block-events that make them.
+    pub fn split(&mut self, node: NodeId, tail: NodeId, edge: Edge, k: u32) -> (Edge, Edge) {
         debug_assert!(k > 0 && k < edge.len);
+        let (locals, blocks) = (edge.locals(), edge.blocks());
         let fresh = Edge::allocate(edge.len - k);
-        // Safety: the new buffer has exactly the room, and nobody shows it yet.
-        let fresh = unsafe { fresh.append(edge.locals()[k as usize..].iter().copied(), &edge.blocks()[k as usize..]) };
+        // Safety: each new buffer has exactly the room, and nobody shows either yet.
+        let fresh = unsafe { fresh.append(locals[k as usize..].iter().copied(), &blocks[k as usize..]) };
+        let head = Edge::allocate(k);
+        // Safety: as above.
+        let head = unsafe { head.append(locals[..k as usize].iter().copied(), &blocks[..k as usize]) };
         self.shortened(node);
+        self.replace(node, head);
         self.replace(tail, fresh);
-        fresh
+        (head, fresh)
     }
 
     /// Records that `node`'s edge got shorter in this write.
@@ -210,7 +243,9 @@ impl EdgeStore {
     /// Makes `edge` the buffer `node` owns, retiring the one it owned.
     fn replace(&mut self, node: NodeId, edge: Edge) {
         self.bytes += edge.bytes();
-        let old = std::mem::replace(&mut self.owned_mut(node).edge, edge);
+        let owned = self.owned_mut(node);
+        let old = owned.buffer();
+        owned.set(edge);
         if old.cap > 0 {
             self.retired.push(old);
         }
@@ -228,7 +263,7 @@ impl Drop for EdgeStore {
         self.begin_write();
         for owned in self.owned.iter() {
             // Safety: as above; each buffer is owned by one node only.
-            unsafe { owned.edge.free() };
+            unsafe { owned.buffer().free() };
         }
     }
 }
@@ -285,20 +320,23 @@ mod tests {
     }
 
     #[test]
-    fn a_split_copies_the_tail_and_a_freed_node_retires_its_buffer() {
+    fn a_split_copies_both_parts_to_exact_buffers_and_a_freed_node_retires_its_buffer() {
         let mut store = EdgeStore::default();
         store.begin_write();
         let edge = append(&mut store, 1, Edge::default(), &[1, 2, 3, 4]);
         store.begin_write();
-        let tail = store.split(1, 2, edge, 1);
+        let (head, tail) = store.split(1, 2, edge, 1);
         assert_eq!((tail.locals(), tail.blocks(), tail.cap), (&[2, 3, 4][..], &[20, 30, 40][..], 3));
-        // The head was shortened this write: growing it moves it.
-        let head = append(&mut store, 1, edge.truncated(1), &[7]);
-        assert_ne!(head.ptr, edge.ptr);
-        assert_eq!(head.locals(), &[1, 7]);
+        assert_eq!((head.locals(), head.blocks(), head.cap), (&[1][..], &[10][..], 1));
+        assert_eq!(edge.locals(), &[1, 2, 3, 4], "the old copy still shows the whole edge");
+        // The old buffer is retired (counted until the next write starts); growing the head moves it.
+        assert_eq!(store.heap_bytes(), 48 + 12 + 36 + store.owned.heap_bytes() + vec_bytes_of_retired(&store));
+        let grown = append(&mut store, 1, head, &[7]);
+        assert_ne!(grown.ptr, head.ptr);
+        assert_eq!(grown.locals(), &[1, 7]);
         store.free(2);
         store.begin_write();
-        assert_eq!(store.heap_bytes(), 48 + store.owned.heap_bytes() + vec_bytes_of_retired(&store));
+        assert_eq!(store.heap_bytes(), 24 + store.owned.heap_bytes() + vec_bytes_of_retired(&store));
     }
 
     fn vec_bytes_of_retired(store: &EdgeStore) -> usize {

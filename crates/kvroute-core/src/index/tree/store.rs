@@ -245,8 +245,9 @@ impl TreeWriter<'_> {
     /// Splits `node`'s edge before position `k`; the tail becomes its only child.
     fn split(&mut self, node: NodeId, k: u32) {
         let tail = self.next_node_id();
-        let edge = self.book.edges.split(node, tail, self.view.node(node).edge, k);
+        let (head, edge) = self.book.edges.split(node, tail, self.view.node(node).edge, k);
         self.record(ViewOp::Split { node, k, tail, edge });
+        self.record(ViewOp::SetEdge { node, edge: head });
         for (pos, &id) in self.view.node(tail).blocks().iter().enumerate() {
             self.book.blocks.relocate(id, Loc { node: tail, pos: pos as u32 });
         }
