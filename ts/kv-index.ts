@@ -156,7 +156,10 @@ export interface IndexStats {
   ranks: number;
   /** Sum over ranks of the blocks each holds. */
   blocks: number;
-  /** Nodes of the tree: compressed edges on the native backend, single blocks on the JS one. */
+  /**
+   * Nodes of the tree: compressed edges of at most 1,024 blocks on the native backend, single
+   * blocks on the JS one.
+   */
   treeNodes: number;
   /** Distinct block positions (a block shared by several ranks counts once). */
   treeBlocks: number;

@@ -10,7 +10,8 @@
 //!
 //! # Design
 //! A compressed radix tree ([`tree::Tree`]) in two arenas:
-//! * **Nodes** have an edge: a run of local hashes, contiguous so matching compares a slice,
+//! * **Nodes** have an edge: a run of at most 1,024 local hashes (a longer run chains through
+//!   children), contiguous so matching compares a slice,
 //!   with the positions' block ids beside it in one buffer (`tree/edge.rs`), plus `holders`, a
 //!   slot-sorted list of `(rank, cutoff)`: the rank holds the edge's first `cutoff` positions.
 //!   Children are keyed by the first local hash of their edge.
@@ -87,6 +88,9 @@
 //! | four name tables a rank, not sixteen | | | two-writer ingest W = 256 +11% (8 alternating pairs, 7 faster), churn +3.5%, W = 16 and the bare tree even: fewer, larger tables halve glibc's `mprotect` calls (11,948 → 5,085 per three rounds), which hold the lock the other writer's page faults need; growth now rehashes a quarter of a rank |
 //! | up to two holders and two children kept in the node itself (the node stays 88 bytes); chunked arrays sized in bytes (512 nodes a chunk, not 4,096) | | | memory W = 256 36.5 → 35.9 B per held block, W = 16 47.9 → 46.6, churn 56.2 → 49.7; ingest even (6-10 alternating pairs) |
 //! | tried: block data without the offset (12 bytes), found in the edge below the rank's cutoff, with tables up to fifteen sixteenths full | | | W = 256 35.9 → 32.0 B per held block, 0.497× Dynamo (the target); but two-writer W = 16 ingest 9-15% slower over 10 alternating pairs (the position's lookup 9% of samples: the node, then its edge's block-id line, a miss the 16-byte record did not need), churn 6-8% |
+//! | block data of 12 bytes with the offset: node and offset packed in 32 bits, edges at most 1,024 positions (longer runs chain), a side table for locations that do not pack | | | W = 256 35.9 → 32.8 B per held block, W = 16 46.6 → 42.8, churn 49.7 → 47.2; ingest even (8-10 alternating pairs on all three workloads); a first version that read the old record before writing a new one was 8% slower (the read missed) |
+//! | split heads moved to exact buffers; chunks that grow like vectors; 16-byte edge owners; exact child vectors; repeat scratch above 8 KiB given back | | | W = 256 32.8 → 32.1 B per held block (0.499-0.500× Dynamo), W = 16 → 41.2, churn → 43.0; ingest even (bare tree on churn +2%, 8 pairs) |
+//! | tried: name tables up to fifteen sixteenths full, with the packed block data | | | W = 256 32.8 → 32.0 B per held block, but two-writer ingest 7-8% slower at W = 16 and W = 256 (8 pairs each, 7 slower) |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -210,6 +214,18 @@
 //! edge, and tables up to 15/16 full), and dropped: W = 16's ingest, which meets its 2× target,
 //! fell 9-15%, since finding a position now loads the node and then a line of its edge, two
 //! misses the old record did not need.
+//!
+//! Tenth round: the offset without a miss. A position's node and offset now share one `u32`
+//! (`tree/blocks.rs`): the offset in 10 bits, because the tree keeps every edge at most 1,024
+//! positions long (a longer run continues in a child the rank holds whole), and the node in the
+//! other 22, with a side table for the locations that do not fit (past about four million
+//! nodes), so a huge tree is slower and larger, never wrong. Block data is 12 bytes with no
+//! extra load, and ingest measured even. Then the memory no container used: a split head kept
+//! its whole old buffer although, with a child, it never grows in place again (the tail's
+//! positions were allocated twice, 1.2 MB at W = 256); a new chunk was allocated whole for its
+//! first element; each node's edge owner kept a length nobody read. W = 256 went 35.9 → 32.1
+//! bytes per held block, which against Dynamo's 64.22-64.38 (its allocation order varies by
+//! sitting) is 0.499-0.500×: on the target's line rather than under it (see `BENCHMARKS.md`).
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 

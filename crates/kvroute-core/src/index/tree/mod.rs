@@ -4,8 +4,8 @@
 //! * the `View` (`view.rs`, `node.rs`): edges, holders, children, ranks and predictions, all
 //!   that queries read (`matches.rs`); [`crate::index::KvIndex`] keeps it twice, left-right,
 //!   with the edges' positions in buffers both copies share (`edge.rs`);
-//! * the `Book` (`book.rs`): names, block locations, the edge buffers, free lists, counters,
-//!   expiries, which only writers read; kept once.
+//! * the `Book` (`book.rs`): names, block locations (`blocks.rs`, 12 bytes a position), the
+//!   edge buffers, free lists, counters, expiries, which only writers read; kept once.
 //!
 //! `TreeWriter` (`writer.rs`, with the algorithms in `store.rs` and `remove.rs`) applies an
 //! event to the book and one view, journaling the view's changes (`journal.rs`) so that the
