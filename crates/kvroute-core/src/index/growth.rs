@@ -3,8 +3,9 @@
 //! The tree is guarded by one lock, so any single operation that takes long stalls every reader.
 //! A plain `Vec` copies all its elements when it grows, and a hash map rehashes all its entries:
 //! megabytes and hundreds of microseconds once the index holds millions of blocks. These two
-//! containers bound that work: [`ChunkedVec`] grows by adding a chunk and never moves an element,
-//! and [`crate::index::names::NameTable`] splits a rank's names over 4 tables, so one rehash
+//! containers bound that work: [`ChunkedVec`] grows within its last chunk (at most 64 KiB moved)
+//! or by adding a chunk, never moving the elements of earlier chunks, and
+//! [`crate::index::names::NameTable`] splits a rank's names over 4 tables, so one rehash
 //! touches a quarter of them.
 
 use rustc_hash::FxBuildHasher;
