@@ -8,8 +8,8 @@
 //!
 //! Why sharing is safe: a writer only writes positions that no copy shows. The copy readers
 //! may be on is the copy as it was before the current write, so a position at or after a
-//! node's length now is unseen unless this write shortened that node (a truncation or a
-//! split); such a node, or one without room, moves to a new buffer when it grows. A buffer
+//! node's length now is unseen unless this write truncated that node (a split moves both parts
+//! to new buffers); such a node, or one without room, moves to a new buffer when it grows. A buffer
 //! that no copy should show any more (its node freed, or moved) is retired and freed at the
 //! start of the next write, when the previous write's replay has brought the other copy up to
 //! date (writes to a tree are serialised: see `shard.rs`).
@@ -223,7 +223,8 @@ impl EdgeStore {
         let head = Edge::allocate(k);
         // Safety: as above.
         let head = unsafe { head.append(locals[..k as usize].iter().copied(), &blocks[..k as usize]) };
-        self.shortened(node);
+        // No `shortened` mark: the head's new buffer is one no copy shows yet, and it has no
+        // room to grow in place anyway.
         self.replace(node, head);
         self.replace(tail, fresh);
         (head, fresh)
