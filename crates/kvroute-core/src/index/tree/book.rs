@@ -120,6 +120,20 @@ impl Book {
         lookup.claim(ext, block, |id| alias_or_canonical(aliases, blocks, id) == ext)
     }
 
+    /// Names `block`, a position the rank does not hold yet, `ext` for the rank unless the rank
+    /// names a block so already: then returns that block and changes nothing. Unlike
+    /// [`Self::claim_name`], `ext` may differ from the block's canonical name (its creator's);
+    /// it is then recorded as the rank's alias for the block.
+    pub fn claim_existing(&mut self, slot: Slot, ext: u64, block: BlockId) -> Option<BlockId> {
+        let RankNames { lookup, aliases } = self.names[slot as usize].as_mut().expect("live rank slot");
+        let blocks = &self.blocks;
+        let existing = lookup.claim(ext, block, |id| alias_or_canonical(aliases, blocks, id) == ext);
+        if existing.is_none() && ext != blocks.ext(block) {
+            aliases.insert(block, ext);
+        }
+        existing
+    }
+
     /// Prefetches for a lookup of `ext` a few names from now: its bucket when `stage` is
     /// [`Prefetch::Bucket`] (the bucket's address is known at once), the data of the block it
     /// names when [`Prefetch::Block`] (read from the bucket, which an earlier `Bucket` stage

@@ -1,9 +1,15 @@
 //! Stored events (and approximate-mode predictions, which are stores with an expiry).
 //!
-//! A store is checked before it changes the tree, so a rejected event changes nothing: the names
-//! of positions that exist are checked read-only; the names of new positions are claimed (each
-//! checked and inserted back to back, while its bucket is in the cache) and given back if one of
-//! them is in use.
+//! A store is checked before it changes the tree, so a rejected event changes nothing. Names are
+//! claimed as the walk reaches them (each checked and inserted back to back, while its bucket is
+//! in the cache): the names of existing positions the rank did not hold yet while the existing
+//! part of the path is walked, the names of new positions after it; on the first name in use,
+//! every name claimed so far is given back. Claiming an existing position's name in the walk,
+//! rather than checking it there and inserting it once the tree changes, saves a second probe of
+//! the rank's table per block; and since a name claimed earlier in the event is then in the
+//! table, a name repeated inside the event is caught by its second claim, so the separate search
+//! for repeats is only needed for events that rename a held block (the new name is inserted only
+//! when the tree changes).
 
 use super::blocks::MAX_EDGE_LEN;
 use super::book::Loc;
@@ -14,6 +20,17 @@ use super::writer::TreeWriter;
 use super::{BlockId, NodeId, ROOT};
 use crate::index::event::StoredBlock;
 use crate::index::stats::Rejection;
+
+/// What [`TreeWriter::claim_existing`] found on the part of the path that already exists.
+struct Walk {
+    /// The blocks of the event `[first_claimed, new_from)` sit at existing positions the rank did
+    /// not hold: their names are now claimed.
+    first_claimed: usize,
+    /// The blocks from `new_from` on need new positions.
+    new_from: usize,
+    /// Whether the event names a block the rank holds differently.
+    renames: bool,
+}
 
 /// How far along one node's edge the rank holds, while a store walks it.
 #[derive(Clone, Copy)]
@@ -36,21 +53,27 @@ impl TreeWriter<'_> {
         predicted: Option<f64>,
     ) -> Result<bool, Rejection> {
         let start = self.resolve_parent(slot, parent)?;
-        let new_from = self.check_names(slot, parent, start, blocks)?;
-        // A name repeated among new blocks is caught by `claim_names` (its first use is claimed
-        // by then), so an event of new blocks only, the common case, skips the repeat search.
-        if new_from > 0 && self.book.repeats.any_repeated(blocks) {
+        if parent.is_some_and(|p| blocks.iter().any(|b| b.ext == p)) {
             return Err(Rejection::InvalidBlock);
         }
-        let (existing, new) = blocks.split_at(new_from);
-        let claimed = self.claim_names(slot, new).ok_or(Rejection::InvalidBlock)?;
+        let walk = self.claim_existing(slot, start, blocks, predicted.is_some())?;
+        // A rename's new name is inserted only below, so a repeat of it is not caught by a claim.
+        if walk.renames && self.book.repeats.any_repeated(blocks) {
+            self.give_back(slot, &blocks[walk.first_claimed..walk.new_from]);
+            return Err(Rejection::InvalidBlock);
+        }
+        let (existing, new) = blocks.split_at(walk.new_from);
+        let Some(claimed) = self.claim_names(slot, new) else {
+            self.give_back(slot, &blocks[walk.first_claimed..walk.new_from]);
+            return Err(Rejection::InvalidBlock);
+        };
         let mut changed = false;
         let mut at = start;
         // The rank's cutoff on the node being walked, written back once per node rather than
         // once per block (an edge shared by hundreds of ranks has a long holder list).
         let mut reach: Option<Reach> = None;
         for block in existing {
-            let loc = self.view.advance(at, block.local).expect("check_names walked these positions");
+            let loc = self.view.advance(at, block.local).expect("claim_existing walked these positions");
             let r = match reach {
                 Some(r) if r.node == loc.node => r,
                 other => {
@@ -61,10 +84,15 @@ impl TreeWriter<'_> {
             let held = r.cutoff > loc.pos;
             // Not held: the rank holds the previous position, so its cutoff is exactly `loc.pos`.
             reach = Some(if held { r } else { Reach { cutoff: loc.pos + 1, grew: true, ..r } });
-            changed |= self.hold_existing(slot, loc, held, block.ext, predicted);
+            changed |= self.hold_existing(slot, loc, held, block.ext, predicted, walk.renames);
             at = Some(loc);
         }
         self.write_reach(slot, reach);
+        let newly_held = walk.new_from - walk.first_claimed;
+        if newly_held > 0 {
+            self.book.held_blocks += newly_held as u64;
+            self.book.mark_dirty(slot);
+        }
         if !new.is_empty() {
             self.insert_new(slot, at, new, &claimed, predicted);
             changed = true;
@@ -84,44 +112,70 @@ impl TreeWriter<'_> {
         }
     }
 
-    /// Walks the positions that already exist and rejects names that would get two meanings
-    /// there: the parent among the blocks, or a name the rank already uses for a different
-    /// position (names repeated inside the event are checked after). Returns how many leading
-    /// blocks sit at existing positions; the rest are new (see [`Self::claim_names`]).
-    fn check_names(
-        &self,
+    /// Walks the positions that already exist, claiming for the rank the names of those it does
+    /// not hold yet and checking the names of those it holds: a name the rank uses for another
+    /// position rejects the event (after giving back what was claimed). A rank's coverage is
+    /// prefix-closed, so the positions it holds come first and its cutoffs are only looked up
+    /// until the first one it does not hold.
+    fn claim_existing(
+        &mut self,
         slot: Slot,
-        parent: Option<u64>,
         start: Option<Loc>,
         blocks: &[StoredBlock],
-    ) -> Result<usize, Rejection> {
-        if parent.is_some_and(|p| blocks.iter().any(|b| b.ext == p)) {
-            return Err(Rejection::InvalidBlock);
+        predicted: bool,
+    ) -> Result<Walk, Rejection> {
+        for b in blocks.iter().take(PREFETCH_AHEAD) {
+            self.book.names(slot).lookup.prefetch(b.ext);
         }
-        let lookup = &self.book.names(slot).lookup;
-        let check = !lookup.is_empty();
-        if check {
-            for b in blocks.iter().take(PREFETCH_AHEAD) {
-                lookup.prefetch(b.ext);
-            }
-        }
+        let mut renames = false;
+        // The index of the first position the rank does not hold, once the walk reaches it.
+        let mut claiming_from: Option<usize> = None;
+        let mut cutoff_on: Option<(NodeId, u32)> = None;
         let mut at = start;
+        let mut new_from = blocks.len();
         for (i, block) in blocks.iter().enumerate() {
             let Some(loc) = self.view.advance(at, block.local) else {
-                return Ok(i);
+                new_from = i;
+                break;
             };
-            if check {
-                if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
-                    lookup.prefetch(ahead.ext);
+            if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
+                self.book.names(slot).lookup.prefetch(ahead.ext);
+            }
+            let here = self.view.node(loc.node).blocks()[loc.pos as usize];
+            let held = claiming_from.is_none() && {
+                let cutoff = match cutoff_on {
+                    Some((node, cutoff)) if node == loc.node => cutoff,
+                    _ => self.view.node(loc.node).cutoff(slot),
+                };
+                cutoff_on = Some((loc.node, cutoff));
+                loc.pos < cutoff
+            };
+            let in_use = if held {
+                let named = self.book.named(slot, block.ext);
+                // Held under another name: renamed when the tree changes (a prediction never renames).
+                renames |= named.is_none() && !predicted;
+                named.is_some_and(|named| named != here)
+            } else {
+                let first = *claiming_from.get_or_insert(i);
+                let taken = self.book.claim_existing(slot, block.ext, here).is_some();
+                if taken {
+                    self.give_back(slot, &blocks[first..i]);
                 }
-                let here = self.view.node(loc.node).blocks()[loc.pos as usize];
-                if self.book.named(slot, block.ext).is_some_and(|named| named != here) {
-                    return Err(Rejection::InvalidBlock);
-                }
+                taken
+            };
+            if in_use {
+                return Err(Rejection::InvalidBlock);
             }
             at = Some(loc);
         }
-        Ok(blocks.len())
+        Ok(Walk { first_claimed: claiming_from.unwrap_or(new_from), new_from, renames })
+    }
+
+    /// Gives back the names the rank claimed for `blocks` in this event (and their aliases).
+    fn give_back(&mut self, slot: Slot, blocks: &[StoredBlock]) {
+        for b in blocks {
+            self.book.take_named(slot, b.ext);
+        }
     }
 
     /// Gives each new block a block id and the rank's name for it, checking right before, while
@@ -157,18 +211,28 @@ impl TreeWriter<'_> {
         }
     }
 
-    /// Names an existing position for the rank (whose cutoff the caller extends when it was not
-    /// `held`). Returns whether anything changed.
-    fn hold_existing(&mut self, slot: Slot, loc: Loc, held: bool, ext: u64, predicted: Option<f64>) -> bool {
+    /// Holds an existing position for the rank: the caller extends its cutoff when it was not
+    /// `held`, and [`Self::claim_existing`] named it for the rank then. A held position is
+    /// renamed when the event names it differently (only real events rename: `renames` says
+    /// whether this one does anywhere). Returns whether anything changed.
+    fn hold_existing(
+        &mut self,
+        slot: Slot,
+        loc: Loc,
+        held: bool,
+        ext: u64,
+        predicted: Option<f64>,
+        renames: bool,
+    ) -> bool {
+        if predicted.is_none() && self.view.predictions == 0 && !renames {
+            return !held;
+        }
         let block = self.view.node(loc.node).blocks()[loc.pos as usize];
         match predicted {
             // A prediction never renames a block the engine named, and only refreshes the TTL
             // of blocks that are still predictions.
             Some(expiry) => {
-                if !held {
-                    self.set_name(slot, block, ext, false);
-                    self.predict(slot, block, expiry);
-                } else if self.view.ranks.state(slot).predicted.contains_key(&block) {
+                if !held || self.view.ranks.state(slot).predicted.contains_key(&block) {
                     self.predict(slot, block, expiry);
                 }
                 !held
@@ -177,7 +241,7 @@ impl TreeWriter<'_> {
                 if self.view.predictions > 0 {
                     self.unpredict(slot, block);
                 }
-                self.set_name(slot, block, ext, held) || !held
+                !held || (renames && self.rename(slot, block, ext))
             }
         }
     }

@@ -169,22 +169,16 @@ impl<'a> TreeWriter<'a> {
         }
     }
 
-    /// Records that the rank holds `block` under `ext`, dropping a previous name of that block.
-    /// Returns whether anything changed.
-    pub(super) fn set_name(&mut self, slot: Slot, block: BlockId, ext: u64, held_before: bool) -> bool {
+    /// Names `block`, which the rank holds, `ext` instead of its previous name. Returns whether
+    /// the name changed.
+    pub(super) fn rename(&mut self, slot: Slot, block: BlockId, ext: u64) -> bool {
         let canonical = self.book.blocks.ext(block);
-        let old = held_before.then(|| self.book.name_of(slot, block));
-        if old == Some(ext) {
+        let old = self.book.name_of(slot, block);
+        if old == ext {
             return false;
         }
-        if old.is_none() {
-            self.book.held_blocks += 1;
-            self.book.mark_dirty(slot);
-        }
         let names = self.book.names_mut(slot);
-        if let Some(old) = old {
-            names.lookup.remove(old, block);
-        }
+        names.lookup.remove(old, block);
         names.lookup.insert(ext, block);
         if ext == canonical {
             if !names.aliases.is_empty() {
