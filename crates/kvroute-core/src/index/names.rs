@@ -295,7 +295,21 @@ impl Table {
 
     /// Inserts `(fp, id)` unless an entry with fingerprint `fp` for whose id `is_name` holds is
     /// there already; returns that entry's id then, and changes nothing.
-    fn claim(&mut self, fp: u32, id: u32, is_name: impl FnMut(u32) -> bool) -> Option<u32> {
+    fn claim(&mut self, fp: u32, id: u32, mut is_name: impl FnMut(u32) -> bool) -> Option<u32> {
+        // The common case in one visit of the home bucket: no match there, nothing ever pushed
+        // past it (so the name is absent), and room for it (where `put` would place it).
+        if !self.buckets.is_empty() && (self.len + 1) * MAX_LOAD.1 <= self.buckets.len() * SLOTS * MAX_LOAD.0 {
+            let home = self.home(fp);
+            let b = &mut self.buckets[home];
+            if let Some(k) = b.position(fp, &mut is_name) {
+                return Some(b.ids[k]);
+            }
+            if b.overflow() == 0 && b.len() < SLOTS {
+                b.push(fp, id);
+                self.len += 1;
+                return None;
+            }
+        }
         if let Some(existing) = self.find(fp, is_name) {
             return Some(existing);
         }
