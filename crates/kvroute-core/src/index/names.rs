@@ -183,6 +183,9 @@ struct Table {
     /// log2 of the bucket count.
     bits: u32,
     len: usize,
+    /// The most entries the table holds before it grows (`MAX_LOAD` of its slots), kept so that
+    /// an insert compares two numbers instead of multiplying them out.
+    most: usize,
 }
 
 impl Table {
@@ -218,7 +221,7 @@ impl Table {
     }
 
     fn insert(&mut self, fp: u32, id: u32) {
-        if (self.len + 1) * MAX_LOAD.1 > self.buckets.len() * SLOTS * MAX_LOAD.0 {
+        if self.len >= self.most {
             self.grow();
         }
         self.put(fp, id);
@@ -250,6 +253,7 @@ impl Table {
         assert!(bits <= MAX_BUCKET_BITS, "name table over 2^{MAX_BUCKET_BITS} buckets");
         let old = std::mem::replace(&mut self.buckets, vec![Bucket::default(); 1 << bits]);
         self.bits = bits;
+        self.most = self.buckets.len() * SLOTS * MAX_LOAD.0 / MAX_LOAD.1;
         for b in &old {
             for k in 0..b.len() {
                 self.put(b.fingerprint(k), b.ids[k]);
@@ -298,7 +302,7 @@ impl Table {
     fn claim(&mut self, fp: u32, id: u32, mut is_name: impl FnMut(u32) -> bool) -> Option<u32> {
         // The common case in one visit of the home bucket: no match there, nothing ever pushed
         // past it (so the name is absent), and room for it (where `put` would place it).
-        if !self.buckets.is_empty() && (self.len + 1) * MAX_LOAD.1 <= self.buckets.len() * SLOTS * MAX_LOAD.0 {
+        if self.len < self.most {
             let home = self.home(fp);
             let b = &mut self.buckets[home];
             if let Some(k) = b.position(fp, &mut is_name) {
