@@ -30,6 +30,10 @@ struct Walk {
     new_from: usize,
     /// Whether the event names a block the rank holds differently.
     renames: bool,
+    /// The node of the first position claimed, if any.
+    first_claimed_node: Option<NodeId>,
+    /// The last existing position of the event (the parent's when there is none).
+    end: Option<Loc>,
 }
 
 /// How far along one node's edge the rank holds, while a store walks it.
@@ -67,6 +71,60 @@ impl TreeWriter<'_> {
             self.give_back(slot, &blocks[walk.first_claimed..walk.new_from]);
             return Err(Rejection::InvalidBlock);
         };
+        // A plain store (no predictions anywhere, no renames) only extends the rank's cutoffs
+        // along the part it did not hold, which the walk already found; otherwise each existing
+        // position is visited again.
+        let (mut changed, at) = if predicted.is_none() && self.view.predictions == 0 && !walk.renames {
+            self.extend_cutoffs(slot, &walk);
+            (walk.first_claimed < walk.new_from, walk.end)
+        } else {
+            self.hold_each(slot, start, existing, predicted, walk.renames)
+        };
+        let newly_held = walk.new_from - walk.first_claimed;
+        if newly_held > 0 {
+            self.book.held_blocks += newly_held as u64;
+            self.book.mark_dirty(slot);
+        }
+        if !new.is_empty() {
+            self.insert_new(slot, at, new, &claimed, predicted);
+            changed = true;
+        }
+        if predicted.is_none() {
+            if let Some(parent_loc) = start {
+                self.confirm_from(slot, parent_loc);
+            }
+        }
+        Ok(changed)
+    }
+
+    /// The rank now holds the path to `walk.end`: sets its cutoff on each node from the one
+    /// holding the first position it did not hold, going up from the end (the walk only passes
+    /// to a child at the end of an edge, so the nodes above the last are held whole).
+    fn extend_cutoffs(&mut self, slot: Slot, walk: &Walk) {
+        let (Some(first), Some(end)) = (walk.first_claimed_node, walk.end) else {
+            return;
+        };
+        let (mut node, mut cutoff) = (end.node, end.pos + 1);
+        loop {
+            self.set_cutoff(node, slot, cutoff);
+            if node == first {
+                return;
+            }
+            node = self.view.node(node).parent;
+            cutoff = self.view.node(node).len();
+        }
+    }
+
+    /// Holds each existing position of the event for the rank, in order (predictions, renames).
+    /// Returns whether anything changed, and the last position.
+    fn hold_each(
+        &mut self,
+        slot: Slot,
+        start: Option<Loc>,
+        existing: &[StoredBlock],
+        predicted: Option<f64>,
+        renames: bool,
+    ) -> (bool, Option<Loc>) {
         let mut changed = false;
         let mut at = start;
         // The rank's cutoff on the node being walked, written back once per node rather than
@@ -84,25 +142,11 @@ impl TreeWriter<'_> {
             let held = r.cutoff > loc.pos;
             // Not held: the rank holds the previous position, so its cutoff is exactly `loc.pos`.
             reach = Some(if held { r } else { Reach { cutoff: loc.pos + 1, grew: true, ..r } });
-            changed |= self.hold_existing(slot, loc, held, block.ext, predicted, walk.renames);
+            changed |= self.hold_existing(slot, loc, held, block.ext, predicted, renames);
             at = Some(loc);
         }
         self.write_reach(slot, reach);
-        let newly_held = walk.new_from - walk.first_claimed;
-        if newly_held > 0 {
-            self.book.held_blocks += newly_held as u64;
-            self.book.mark_dirty(slot);
-        }
-        if !new.is_empty() {
-            self.insert_new(slot, at, new, &claimed, predicted);
-            changed = true;
-        }
-        if predicted.is_none() {
-            if let Some(parent_loc) = start {
-                self.confirm_from(slot, parent_loc);
-            }
-        }
-        Ok(changed)
+        (changed, at)
     }
 
     fn resolve_parent(&self, slot: Slot, parent: Option<u64>) -> Result<Option<Loc>, Rejection> {
@@ -130,6 +174,7 @@ impl TreeWriter<'_> {
         let mut renames = false;
         // The index of the first position the rank does not hold, once the walk reaches it.
         let mut claiming_from: Option<usize> = None;
+        let mut first_claimed_node = None;
         let mut cutoff_on: Option<(NodeId, u32)> = None;
         let mut at = start;
         let mut new_from = blocks.len();
@@ -157,6 +202,7 @@ impl TreeWriter<'_> {
                 named.is_some_and(|named| named != here)
             } else {
                 let first = *claiming_from.get_or_insert(i);
+                first_claimed_node.get_or_insert(loc.node);
                 let taken = self.book.claim_existing(slot, block.ext, here).is_some();
                 if taken {
                     self.give_back(slot, &blocks[first..i]);
@@ -168,7 +214,7 @@ impl TreeWriter<'_> {
             }
             at = Some(loc);
         }
-        Ok(Walk { first_claimed: claiming_from.unwrap_or(new_from), new_from, renames })
+        Ok(Walk { first_claimed: claiming_from.unwrap_or(new_from), new_from, renames, first_claimed_node, end: at })
     }
 
     /// Gives back the names the rank claimed for `blocks` in this event (and their aliases).
@@ -224,9 +270,6 @@ impl TreeWriter<'_> {
         predicted: Option<f64>,
         renames: bool,
     ) -> bool {
-        if predicted.is_none() && self.view.predictions == 0 && !renames {
-            return !held;
-        }
         let block = self.view.node(loc.node).blocks()[loc.pos as usize];
         match predicted {
             // A prediction never renames a block the engine named, and only refreshes the TTL
