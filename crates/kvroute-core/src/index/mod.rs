@@ -91,6 +91,10 @@
 //! | block data of 12 bytes with the offset: node and offset packed in 32 bits, edges at most 1,024 positions (longer runs chain), a side table for locations that do not pack | | | W = 256 35.9 → 32.8 B per held block, W = 16 46.6 → 42.8, churn 49.7 → 47.2; ingest even (8-10 alternating pairs on all three workloads); a first version that read the old record before writing a new one was 7-8% slower at W = 16 (the read missed) |
 //! | split heads moved to exact buffers; chunks that grow like vectors; 16-byte edge owners; exact child vectors; repeat scratch above 8 KiB given back | | | W = 256 32.8 → 32.1 B per held block (0.499-0.500× Dynamo), W = 16 → 41.2, churn → 43.0; ingest even (bare tree on churn +2%, 8 pairs) |
 //! | tried: name tables up to fifteen sixteenths full, with the packed block data | | | W = 256 32.8 → 32.0 B per held block, but two-writer ingest 7-8% slower at W = 16 and W = 256 (8 pairs each, 7 slower) |
+//! | the names of existing positions a rank did not hold are claimed during the walk that checks them (one probe of the rank's table, not a check and a later insert); the repeat search only for events that rename a held block | | | instructions (cachegrind, whole bare-tree probe) W = 256 1.11 → 0.99 G; bare tree +4% at W = 256, +10% at W = 16 (6 alternating pairs); two-writer ingest +5% / +3% / +1% (W = 256 / W = 16 / churn, 8 pairs) |
+//! | a claim whose home bucket has room and never overflowed: one visit of it; tables keep the count at which they grow | | | W = 256 0.99 → 0.97 G instructions; time within noise (16 pairs) |
+//! | a plain store (no predictions, no renames) sets the rank's cutoffs from the walk's two ends, going up from the last node, instead of visiting each existing position again | | | W = 256 0.97 → 0.90 G; the round (these three rows) W = 256 1.11 → 0.90 G, W = 16 1.60 → 1.44 G, churn 0.97 → 0.85 G; bare tree +17% / +11% / +15% (5 pairs), two-writer ingest +7.5% / even / +5% (8 pairs) |
+//! | tried: `grow`'s rehash on a local slice, the table's address and size in registers | | | W = 256 instructions 10% more in `grow` (105 → 116 M): the compiler had done better; dropped |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -226,6 +230,20 @@
 //! first element; each node's edge owner kept a length nobody read. W = 256 went 35.9 → 32.1
 //! bytes per held block, which against Dynamo's 64.22-64.38 (its allocation order varies by
 //! sitting) is 0.499-0.500×: on the target's line rather than under it (see `BENCHMARKS.md`).
+//!
+//! Eleventh round: instructions again. Cachegrind on the bare tree at W = 256 counted about 450
+//! instructions per stored block, and a position that another rank had created cost twice a
+//! new one: the walk that checks an event's existing positions looked each name up in the
+//! rank's table, a second pass over the same positions inserted it (another probe), set the
+//! rank's cutoff node by node and counted each block, and every such event searched its names
+//! for repeats. Now the walk claims each name it reaches (checked and inserted in one probe, and
+//! given back if the event is rejected), so a repeat is caught by its second claim and the
+//! repeat search only runs for the rare event that renames a held block; and a plain store sets
+//! the rank's cutoffs from the walk's two ends, going up the parent links from the last node.
+//! The whole probe at W = 256 went from 1.11 to 0.90 G instructions (W = 16 1.60 → 1.44, churn
+//! 0.97 → 0.85), the bare tree 11-17% faster on the three workloads; two writers gain less
+//! (even to +7.5%), because their time also goes to page faults on fresh memory and to the
+//! second core's share of the sender's work.
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
