@@ -8,7 +8,11 @@
 //! never wait, not even for a writer. A read visits every shard and merges their scores; ranks are
 //! disjoint across shards, so the merge is a concatenation. Each batch of events a writer takes
 //! from its queue becomes visible whole, so a read always sees, for each worker, a state that
-//! worker held at some instant.
+//! worker held at some instant. A writer that finds batches queued behind the one it takes
+//! applies them in the same write (up to 64 batches or 4,096 blocks), so it publishes, and
+//! waits for readers to leave the other copy, once for the lot: with readers querying
+//! meanwhile, a writer publishing after every small batch spent much of its time waiting for a
+//! reader the scheduler had preempted.
 
 use super::event::{Rank, RouterEvent, WorkerId};
 use super::merge::merge_runs;
@@ -90,10 +94,10 @@ impl Shared {
         self.shard_bytes[shard].store(bytes, Ordering::Relaxed);
     }
 
-    fn mark_applied(&self, writer: usize) {
+    fn mark_applied(&self, writer: usize, ops: u64) {
         // SeqCst pairs with the waiter's registration (store `wake_at`, then load `applied`):
         // either this load sees its registration, or its load sees this op applied.
-        let applied = self.applied[writer].fetch_add(1, Ordering::SeqCst) + 1;
+        let applied = self.applied[writer].fetch_add(ops, Ordering::SeqCst) + ops;
         if applied >= self.wake_at[writer].load(Ordering::SeqCst) {
             let _lock = self.sleepers.lock();
             // Every sleeper wakes and re-registers what it still needs.
@@ -457,16 +461,28 @@ impl Drop for KvIndex {
     }
 }
 
-/// One writer thread: applies its queue's ops to its shard in order. After a change it
-/// re-measures the shard's heap once the queue is idle, at most every `MEMORY_REFRESH`.
+/// At most this many queued event batches are applied in one write, and no more once they hold
+/// [`COALESCE_BLOCKS`] blocks: a write publishes its view and then waits for readers to leave the
+/// other copy, so a backlogged writer that published after every batch spent much of its time
+/// waiting for a reader that the scheduler had preempted (three busy threads on two cores). The
+/// block budget bounds how much later the first batch of a group becomes visible.
+const COALESCE_OPS: usize = 64;
+const COALESCE_BLOCKS: usize = 4096;
+
+/// One writer thread: applies its queue's ops to its shard in order, a backlog of event batches
+/// in one write (see [`COALESCE_OPS`]). After a change it re-measures the shard's heap once the
+/// queue is idle, at most every `MEMORY_REFRESH`.
 fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
     let mut last_measured = Instant::now();
     let mut dirty = false;
     let mut journal = Journal::default();
+    let mut group: Vec<Op> = Vec::new();
+    // An op taken from the queue while gathering a group that cannot join it: the next one.
+    let mut held_back: Option<Op> = None;
     loop {
         // A backlogged queue hands out its next op without a clock read (the timed wait below
         // reads the clock twice: about 2% of a writer's time on the churn workload).
-        let queued = match rx.try_recv() {
+        let queued = match held_back.take().map(Ok).unwrap_or_else(|| rx.try_recv()) {
             Ok(op) => Some(op),
             Err(TryRecvError::Empty) => None,
             Err(TryRecvError::Disconnected) => return,
@@ -495,18 +511,23 @@ fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
         if matches!(op, Op::Stop) {
             return;
         }
-        // The op counts as applied once visible; the second view's replay overlaps with
+        gather(op, rx, &mut group, &mut held_back);
+        let ops = group.len() as u64;
+        // The ops count as applied once visible; the second view's replay overlaps with
         // whatever the waiter does next.
         let mut counted = false;
         let visible = || {
             counted = true;
-            shared.mark_applied(id);
+            shared.mark_applied(id, ops);
         };
         let shard = &shared.shards[id];
+        let group = &mut group;
         let write = |w: &mut TreeWriter<'_>| {
-            // Retired before the batch counts as applied (`flush` frees what it waited for).
-            if let Some(batch) = apply(w, op) {
-                drop(shared.spent.retire(id, batch));
+            for op in group.drain(..) {
+                // Retired before the batch counts as applied (`flush` frees what it waited for).
+                if let Some(batch) = apply(w, op) {
+                    drop(shared.spent.retire(id, batch));
+                }
             }
         };
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| shard.write(&mut journal, write, visible))) {
@@ -515,8 +536,9 @@ fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
             // A write that panicked half-way leaves its journal half-replayed: start afresh.
             journal = Journal::default();
         }
+        group.clear();
         if !counted {
-            shared.mark_applied(id);
+            shared.mark_applied(id, ops);
         }
         shared.journal_bytes[id].store(journal.heap_bytes() as u64, Ordering::Relaxed);
         dirty = true;
@@ -525,6 +547,36 @@ fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
             shared.measure(id);
             (last_measured, dirty) = (Instant::now(), false);
         }
+    }
+}
+
+/// Fills `group` with `first` and, when it is a batch of events, the event batches queued right
+/// behind it (up to [`COALESCE_OPS`] and [`COALESCE_BLOCKS`]). Another kind of op ends the group
+/// and waits in `held_back`, so that ops still apply in queue order.
+fn gather(first: Op, rx: &Receiver<Op>, group: &mut Vec<Op>, held_back: &mut Option<Op>) {
+    let mut blocks = events_blocks(&first);
+    let coalescing = matches!(first, Op::Events { .. });
+    group.push(first);
+    while coalescing && group.len() < COALESCE_OPS && blocks < COALESCE_BLOCKS {
+        match rx.try_recv() {
+            Ok(op @ Op::Events { .. }) => {
+                blocks += events_blocks(&op);
+                group.push(op);
+            }
+            Ok(other) => {
+                *held_back = Some(other);
+                return;
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// Blocks named by a batch of events (stored or removed), for [`COALESCE_BLOCKS`].
+fn events_blocks(op: &Op) -> usize {
+    match op {
+        Op::Events { events, .. } => events.iter().map(RouterEvent::block_count).sum(),
+        _ => 0,
     }
 }
 

@@ -44,3 +44,14 @@ pub struct RouterEvent {
     pub device_tier: bool,
     pub data: EventData,
 }
+
+impl RouterEvent {
+    /// Blocks the event names (stored or removed); 0 for a clear.
+    pub fn block_count(&self) -> usize {
+        match &self.data {
+            EventData::Stored { blocks, .. } => blocks.len(),
+            EventData::Removed { hashes } => hashes.len(),
+            EventData::Cleared => 0,
+        }
+    }
+}
