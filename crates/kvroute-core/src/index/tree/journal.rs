@@ -88,9 +88,11 @@ pub struct Journal {
     ops: Vec<ViewOp>,
 }
 
-/// Above this many ops (512 KiB), a cleared journal gives its memory back, so an idle index does
-/// not hold the scratch of its largest batch.
-const KEEP_CAPACITY: usize = 1 << 14;
+/// Above this many ops (64 KiB), a cleared journal gives its memory back, so an idle index does
+/// not hold the scratch of its largest batch. It was 16,384 ops (512 KiB); once writers applied
+/// queued batches in one write, their journals kept more, and the index's live bytes at rest
+/// rose 3% on the churn workload.
+const KEEP_CAPACITY: usize = 1 << 11;
 
 impl Journal {
     /// Applies `op` to `view` and keeps it for the replay.
