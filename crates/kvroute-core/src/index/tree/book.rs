@@ -113,7 +113,8 @@ impl Book {
 
     /// Names `block` `ext` for the rank unless the rank names a block so already: then returns
     /// that block and changes nothing. One call for the check and the insert. `block` must be
-    /// a block the rank does not name yet, with `ext` as its canonical name (a new one).
+    /// a block the rank does not name yet, with `ext` as its canonical name (a new one), or
+    /// see [`Self::claim_existing_name`].
     pub fn claim_name(&mut self, slot: Slot, ext: u64, block: BlockId) -> Option<BlockId> {
         let RankNames { lookup, aliases } = self.names[slot as usize].as_mut().expect("live rank slot");
         let blocks = &self.blocks;
@@ -121,15 +122,14 @@ impl Book {
     }
 
     /// Names `block`, a position the rank does not hold yet, `ext` for the rank unless the rank
-    /// names a block so already: then returns that block and changes nothing. Unlike
-    /// [`Self::claim_name`], `ext` may differ from the block's canonical name (its creator's);
-    /// it is then recorded as the rank's alias for the block.
-    pub fn claim_existing(&mut self, slot: Slot, ext: u64, block: BlockId) -> Option<BlockId> {
-        let RankNames { lookup, aliases } = self.names[slot as usize].as_mut().expect("live rank slot");
-        let blocks = &self.blocks;
-        let existing = lookup.claim(ext, block, |id| alias_or_canonical(aliases, blocks, id) == ext);
-        if existing.is_none() && ext != blocks.ext(block) {
-            aliases.insert(block, ext);
+    /// names a block so already: then returns that block and changes nothing. Unlike a new
+    /// block, an existing one may be named differently by this rank than by its creator; the
+    /// name is then recorded as the rank's alias, right after the claim (which never looks at
+    /// `block` itself, so it can run before the alias is there).
+    pub fn claim_existing_name(&mut self, slot: Slot, ext: u64, block: BlockId) -> Option<BlockId> {
+        let existing = self.claim_name(slot, ext, block);
+        if existing.is_none() && ext != self.blocks.ext(block) {
+            self.names_mut(slot).aliases.insert(block, ext);
         }
         existing
     }

@@ -203,7 +203,7 @@ impl TreeWriter<'_> {
             } else {
                 let first = *claiming_from.get_or_insert(i);
                 first_claimed_node.get_or_insert(loc.node);
-                let taken = self.book.claim_existing(slot, block.ext, here).is_some();
+                let taken = self.book.claim_existing_name(slot, block.ext, here).is_some();
                 if taken {
                     self.give_back(slot, &blocks[first..i]);
                 }
