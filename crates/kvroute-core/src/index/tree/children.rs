@@ -7,13 +7,43 @@ use crate::index::growth::FastMap;
 
 const FEW_MAX: usize = 8;
 
+/// How many of a [`Pair`]'s entries are in use. An enum rather than an integer so that its
+/// unused values can hold [`Children`]'s variant tag: with a `u32` count the tag took 8 bytes
+/// of its own, and a node 88 bytes instead of 80 (about 1% of a W = 256 index, whose nodes
+/// are kept once per copy of the view).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+enum PairLen {
+    #[default]
+    Zero = 0,
+    One = 1,
+    Two = 2,
+}
+
+impl PairLen {
+    fn get(self) -> usize {
+        self as usize
+    }
+
+    fn of(len: usize) -> Self {
+        match len {
+            0 => Self::Zero,
+            1 => Self::One,
+            _ => {
+                debug_assert_eq!(len, 2, "a pair holds at most two children");
+                Self::Two
+            }
+        }
+    }
+}
+
 /// Children kept in the node itself: a split leaves a node with exactly two (the old tail and
 /// the new branch), the most common case, and a `Vec` of them was a heap allocation of four
 /// pairs (64 bytes) per node and view copy, and a `malloc` and `free` for every split and freed
 /// node. The two pairs fit in the bytes the larger variants need anyway.
 #[derive(Debug, Default)]
 pub struct Pair {
-    len: u32,
+    len: PairLen,
     nodes: [NodeId; 2],
     locals: [u64; 2],
 }
@@ -24,8 +54,14 @@ pub enum Children {
     Pair(Pair),
     /// Three to eight.
     Few(Vec<(u64, NodeId)>),
-    Many(FastMap<u64, NodeId>),
+    /// Boxed, so that the enum is no larger than a pair: nodes with more than eight children
+    /// are few (the root, mostly), and one more pointer to follow there costs less than eight
+    /// bytes in every node of both copies of the view.
+    #[allow(clippy::box_collection)]
+    Many(Box<FastMap<u64, NodeId>>),
 }
+
+const _: () = assert!(std::mem::size_of::<Children>() == 32);
 
 impl Default for Children {
     fn default() -> Self {
@@ -36,7 +72,7 @@ impl Default for Children {
 impl Children {
     pub fn get(&self, local: u64) -> Option<NodeId> {
         match self {
-            Self::Pair(p) => (0..p.len as usize).find(|&i| p.locals[i] == local).map(|i| p.nodes[i]),
+            Self::Pair(p) => (0..p.len.get()).find(|&i| p.locals[i] == local).map(|i| p.nodes[i]),
             Self::Few(v) => v.iter().find(|(k, _)| *k == local).map(|(_, n)| *n),
             Self::Many(m) => m.get(&local).copied(),
         }
@@ -45,13 +81,13 @@ impl Children {
     pub fn insert(&mut self, local: u64, node: NodeId) {
         match self {
             Self::Pair(p) => {
-                let len = p.len as usize;
+                let len = p.len.get();
                 if let Some(i) = (0..len).find(|&i| p.locals[i] == local) {
                     p.nodes[i] = node;
                 } else if len < 2 {
                     p.locals[len] = local;
                     p.nodes[len] = node;
-                    p.len += 1;
+                    p.len = PairLen::of(len + 1);
                 } else {
                     let mut v = Vec::with_capacity(3);
                     v.extend((0..2).map(|i| (p.locals[i], p.nodes[i])));
@@ -70,7 +106,7 @@ impl Children {
                 } else {
                     let mut m: FastMap<u64, NodeId> = v.drain(..).collect();
                     m.insert(local, node);
-                    *self = Self::Many(m);
+                    *self = Self::Many(Box::new(m));
                 }
             }
             Self::Many(m) => {
@@ -82,17 +118,17 @@ impl Children {
     pub fn remove(&mut self, local: u64) {
         match self {
             Self::Pair(p) => {
-                let len = p.len as usize;
+                let len = p.len.get();
                 if let Some(i) = (0..len).find(|&i| p.locals[i] == local) {
                     p.locals[i] = p.locals[len - 1];
                     p.nodes[i] = p.nodes[len - 1];
-                    p.len -= 1;
+                    p.len = PairLen::of(len - 1);
                 }
             }
             Self::Few(v) => {
                 v.retain(|(k, _)| *k != local);
                 if v.len() <= 2 {
-                    let mut p = Pair { len: v.len() as u32, ..Pair::default() };
+                    let mut p = Pair { len: PairLen::of(v.len()), ..Pair::default() };
                     for (i, (k, n)) in v.iter().enumerate() {
                         p.locals[i] = *k;
                         p.nodes[i] = *n;
@@ -108,7 +144,7 @@ impl Children {
 
     pub fn is_empty(&self) -> bool {
         match self {
-            Self::Pair(p) => p.len == 0,
+            Self::Pair(p) => p.len == PairLen::Zero,
             Self::Few(v) => v.is_empty(),
             Self::Many(m) => m.is_empty(),
         }
@@ -121,7 +157,7 @@ impl Children {
     /// The children's ids, without collecting them (a removal filters them first).
     pub fn iter(&self) -> impl Iterator<Item = NodeId> + '_ {
         let (pair, few, many) = match self {
-            Self::Pair(p) => (Some(&p.nodes[..p.len as usize]), None, None),
+            Self::Pair(p) => (Some(&p.nodes[..p.len.get()]), None, None),
             Self::Few(v) => (None, Some(v.iter().map(|(_, n)| *n)), None),
             Self::Many(m) => (None, None, Some(m.values().copied())),
         };
@@ -131,7 +167,7 @@ impl Children {
     /// Children ordered by their first local hash: dumps must not depend on insertion order.
     pub fn sorted(&self) -> Vec<(u64, NodeId)> {
         let mut out: Vec<(u64, NodeId)> = match self {
-            Self::Pair(p) => (0..p.len as usize).map(|i| (p.locals[i], p.nodes[i])).collect(),
+            Self::Pair(p) => (0..p.len.get()).map(|i| (p.locals[i], p.nodes[i])).collect(),
             Self::Few(v) => v.clone(),
             Self::Many(m) => m.iter().map(|(k, n)| (*k, *n)).collect(),
         };
@@ -143,7 +179,7 @@ impl Children {
         match self {
             Self::Pair(_) => 0,
             Self::Few(v) => crate::index::stats::vec_bytes::<(u64, NodeId)>(v.capacity()),
-            Self::Many(m) => m.allocation_size(),
+            Self::Many(m) => std::mem::size_of::<FastMap<u64, NodeId>>() + m.allocation_size(),
         }
     }
 }
