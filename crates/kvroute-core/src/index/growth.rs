@@ -19,7 +19,7 @@ const CHUNK_BYTES: usize = 1 << 16;
 /// allocates nothing), and the first chunk starts empty, later ones at an eighth: growth never
 /// moves more than one chunk's elements, and the last chunk's unused room is at most half of it. Sized
 /// in bytes rather than elements, so that the last chunk's unused room is as small for large
-/// elements (a node is 88 bytes) as for small ones: chunks of 4,096 nodes left a W = 256 index
+/// elements (a node is 80 bytes) as for small ones: chunks of 4,096 nodes left a W = 256 index
 /// about 0.3 bytes per held block of room never used.
 #[derive(Debug)]
 pub struct ChunkedVec<T> {
