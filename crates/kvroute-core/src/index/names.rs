@@ -64,7 +64,8 @@ const MAX_LOAD: (usize, usize) = (7, 8);
 /// index of some 15 GB for that rank alone.
 const MAX_BUCKET_BITS: u32 = FP_BITS;
 /// The overflow count saturates here and then stays: a lookup then always goes on to the next
-/// bucket, which is slower but never wrong, until the table grows and recounts.
+/// bucket, which is slower but never wrong, until the table grows and recounts, or a removal
+/// from the bucket finds nothing pushed past it any more (`Table::refill`).
 const OVERFLOW_SATURATED: u8 = 15;
 
 /// One cache line of entries. Fingerprints are split into their low 16 and high 8 bits, each
