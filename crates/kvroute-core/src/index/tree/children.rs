@@ -40,7 +40,8 @@ impl PairLen {
 /// Children kept in the node itself: a split leaves a node with exactly two (the old tail and
 /// the new branch), the most common case, and a `Vec` of them was a heap allocation of four
 /// pairs (64 bytes) per node and view copy, and a `malloc` and `free` for every split and freed
-/// node. The two pairs fit in the bytes the larger variants need anyway.
+/// node. It is the largest variant (28 bytes), and the enum is no larger than it: the tag sits
+/// in the count's spare values.
 #[derive(Debug, Default)]
 pub struct Pair {
     len: PairLen,
