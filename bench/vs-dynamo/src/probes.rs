@@ -17,6 +17,7 @@ pub fn tree_only(path: &str) -> f64 {
     for _ in 0..repeat() {
         let before = crate::alloc::live();
         let mut tree = kvroute_core::index::Tree::new();
+        let faults = crate::alloc::minor_faults();
         let t0 = Instant::now();
         for op in &ops {
             if let Op::Events(e, _, _) = op {
@@ -25,7 +26,9 @@ pub fn tree_only(path: &str) -> f64 {
                 }
             }
         }
-        rates.push(block_events as f64 / t0.elapsed().as_secs_f64());
+        let seconds = t0.elapsed().as_secs_f64();
+        rates.push(block_events as f64 / seconds);
+        eprint!("{seconds:.4} s, {} faults: ", crate::alloc::minor_faults() - faults);
         eprintln!("tree live bytes {} reported {}", crate::alloc::live() - before, tree.stats().memory_bytes);
     }
     best(rates)
@@ -55,10 +58,13 @@ pub fn ingest_only(path: &str) -> f64 {
     for _ in 0..repeat() {
         let batches = crate::index_bench::kvroute_batches(&ops);
         let index = KvIndex::new(writers()).expect("index");
-        rates.push(block_events as f64 / crate::index_bench::kvroute_apply(&index, batches));
+        let faults = crate::alloc::minor_faults();
+        let seconds = crate::index_bench::kvroute_apply(&index, batches);
+        let faults = crate::alloc::minor_faults() - faults;
+        rates.push(block_events as f64 / seconds);
         let stats = index.stats().expect("open").0;
         eprintln!(
-            "held {} positions {} nodes {} memoryBytes {} bytes/held {:.1}",
+            "{seconds:.4} s, {faults} faults: held {} positions {} nodes {} memoryBytes {} bytes/held {:.1}",
             stats.blocks,
             stats.tree_blocks,
             stats.tree_nodes,
