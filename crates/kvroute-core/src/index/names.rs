@@ -368,23 +368,43 @@ impl Table {
         }
     }
 
+    /// Inserts `(fp, id)` when its home bucket shows at once that the name is absent (no
+    /// fingerprint hit, nothing ever pushed past it) and has room, where `put` would place it;
+    /// returns whether it did. The common case of [`Self::claim`] (about four claims in five
+    /// at W = 256), inlined into the writer's loops while the rest stays out of line: the claim
+    /// as one function saved and restored six registers and spilled a dozen values on every
+    /// call for its rare paths' sake. Split so, the bare tree ran 5% fewer instructions at
+    /// W = 256 (4% at W = 16, 3% on churn) and 3% faster at W = 256 (12 pairs in alternating
+    /// order, 11 faster; W = 16 and churn even). Inlining the whole claim instead had added 1.4%.
+    #[inline(always)]
+    fn claim_at_home(&mut self, fp: u32, id: u32) -> bool {
+        if self.len >= self.most {
+            return false;
+        }
+        let home = self.home(fp);
+        let b = &mut self.buckets[home];
+        if b.fingerprint_hits(fp) != 0 || b.overflow() != 0 || b.len() == SLOTS {
+            return false;
+        }
+        b.push(fp, id);
+        self.len += 1;
+        true
+    }
+
     /// Inserts `(fp, id)` unless an entry with fingerprint `fp` for whose id `is_name` holds is
     /// there already; returns that entry's id then, and changes nothing.
-    fn claim(&mut self, fp: u32, id: u32, mut is_name: impl FnMut(u32) -> bool) -> Option<u32> {
-        // The common case in one visit of the home bucket: no match there, nothing ever pushed
-        // past it (so the name is absent), and room for it (where `put` would place it).
-        if self.len < self.most {
-            let home = self.home(fp);
-            let b = &mut self.buckets[home];
-            if let Some(k) = b.position(fp, &mut is_name) {
-                return Some(b.ids[k]);
-            }
-            if b.overflow() == 0 && b.len() < SLOTS {
-                b.push(fp, id);
-                self.len += 1;
-                return None;
-            }
+    #[inline(always)]
+    fn claim(&mut self, fp: u32, id: u32, is_name: impl FnMut(u32) -> bool) -> Option<u32> {
+        if self.claim_at_home(fp, id) {
+            return None;
         }
+        self.claim_elsewhere(fp, id, is_name)
+    }
+
+    /// The rest of [`Self::claim`]: a fingerprint hit to confirm, a full or overflowed home
+    /// bucket, or a table due to grow. Out of line (see [`Self::claim_at_home`]).
+    #[inline(never)]
+    fn claim_elsewhere(&mut self, fp: u32, id: u32, is_name: impl FnMut(u32) -> bool) -> Option<u32> {
         if let Some(existing) = self.find(fp, is_name) {
             return Some(existing);
         }
@@ -434,6 +454,7 @@ impl NameTable {
 
     /// Adds `key → value` unless the table names a block `key` already (as [`Self::get`] finds
     /// it): then returns that block and changes nothing. A lookup and an insert in one call.
+    #[inline(always)]
     pub fn claim(&mut self, key: u64, value: u32, is_name: impl FnMut(u32) -> bool) -> Option<u32> {
         let (t, fp) = split(key);
         let existing = self.tables[t].claim(fp, value, is_name);

@@ -114,7 +114,9 @@ impl Book {
     /// Names `block` `ext` for the rank unless the rank names a block so already: then returns
     /// that block and changes nothing. One call for the check and the insert. `block` must be
     /// a block the rank does not name yet, with `ext` as its canonical name (a new one), or
-    /// see [`Self::claim_existing_name`].
+    /// see [`Self::claim_existing_name`]. Inlined, with the table's common case
+    /// (`names.rs`, `Table::claim_at_home`).
+    #[inline(always)]
     pub fn claim_name(&mut self, slot: Slot, ext: u64, block: BlockId) -> Option<BlockId> {
         let RankNames { lookup, aliases } = self.names[slot as usize].as_mut().expect("live rank slot");
         let blocks = &self.blocks;
