@@ -83,14 +83,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     assert!(
-        args.len() >= 3 && ["ingest", "index", "scaling", "replay", "tree", "find", "lockstep", "ingest-only", "mix", "concurrent"].contains(&args[1].as_str()),
-        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep|ingest-only|mix|concurrent <workload> [rounds], or replay <trace> <kv|round-robin> [arrival speedup]"
+        args.len() >= 3 && ["ingest", "index", "scaling", "replay", "tree", "find", "lockstep", "ingest-only", "ingest-rounds", "mix", "concurrent"].contains(&args[1].as_str()),
+        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep|ingest-only|ingest-rounds|mix|concurrent <workload> [rounds], or replay <trace> <kv|round-robin> [arrival speedup]"
     );
     match args[1].as_str() {
         "tree" => return println!("{}", probes::tree_only(&args[2])),
         "mix" => return println!("{}", probes::mix(&args[2])),
         "concurrent" => return probes::concurrent(&args[2]).await,
         "ingest-only" => return println!("{}", probes::ingest_only(&args[2])),
+        "ingest-rounds" => return probes::ingest_rounds(&args[2]).await,
         "find" => return println!("{}", probes::find_only(&args[2])),
         "lockstep" => return println!("{}", probes::lockstep_only(&args[2])),
         "replay" => {

@@ -1,7 +1,8 @@
 //! Profiling probes on the `bench:index` workload: `tree` (the bare single-threaded tree: no
 //! threads, no second copy; block-events/s), `find` (mean µs per query on the full index),
 //! `lockstep` (seconds for the trace walk), `ingest-only` (`KvIndex` with 2 writers,
-//! block-events/s), `concurrent` (the comparison's concurrent phase alone, both systems
+//! block-events/s), `ingest-rounds` (the comparison's ingest rounds alone, each round's
+//! seconds and page faults), `concurrent` (the comparison's concurrent phase alone, both systems
 //! alternating) and `mix` (the workload's event mix and how it splits over the writers). Run
 //! under `perf record` to see where time goes; the comparison itself is `index`.
 
@@ -167,5 +168,33 @@ pub async fn concurrent(path: &str) {
         if runs("dynamo") {
             println!("dynamo  {}", crate::scaling::dynamo_concurrent(&ops, &queries, block_events).await);
         }
+    }
+}
+
+/// Probe: the comparison's ingest rounds alone, as `index` runs them (kvroute, then Dynamo, for
+/// `REPEAT` rounds, default 3), each round's seconds and minor page faults printed; with
+/// `ONLY=kvroute` Dynamo's rounds are skipped, to see what running after it does to kvroute's.
+pub async fn ingest_rounds(path: &str) {
+    use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
+    let only_kvroute = std::env::var("ONLY").is_ok_and(|o| o == "kvroute");
+    let ops = read(path);
+    for round in 0..repeat().max(3) {
+        let batches = crate::index_bench::kvroute_batches(&ops);
+        let index = KvIndex::new(writers()).expect("index");
+        let faults = crate::alloc::minor_faults();
+        let seconds = crate::index_bench::kvroute_apply(&index, batches);
+        let faults = crate::alloc::minor_faults() - faults;
+        drop(index);
+        print!("round {round}: kvroute {seconds:.4} s ({faults} faults)");
+        if !only_kvroute {
+            let events = crate::index_bench::dynamo_events(&ops);
+            let indexer = ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), WRITERS, 64);
+            let faults = crate::alloc::minor_faults();
+            let seconds = crate::index_bench::dynamo_apply(&indexer, events).await;
+            let faults = crate::alloc::minor_faults() - faults;
+            drop(indexer);
+            print!(", dynamo {seconds:.4} s ({faults} faults)");
+        }
+        println!();
     }
 }
