@@ -103,6 +103,7 @@
 //! | a claim's common case (home bucket with room, no hit, nothing pushed past it) inlined into the writer's loops, the rest out of line | | | instructions (whole bare-tree probe) W = 256 935 → 888 M, W = 16 1,476 → 1,415 M, churn 868 → 846 M; bare tree W = 256 +3% (12 pairs in alternating order, 11 faster), W = 16 and churn even; two-writer W = 256 +3% (12 pairs, noisy) |
 //! | tried: a claim's rest as one scan that proves the name absent and finds the bucket with room (not a lookup, then an insert) | | | W = 256 instructions 888 → 896 M: the slow claims are long overflow runs (2.5 buckets a claim) where the two scans cost little more than one with its extra bookkeeping |
 //! | tried: `grow`'s rehash with the home as a shift and the new table in a local | | | instructions even (106 vs 105 M): about 32 a rehashed entry either way |
+//! | tried: `grow` splitting an old bucket straight into its two new ones when nothing was pushed past the bucket before it | | | W = 256 `grow` 105 → 123 M instructions: at seven eighths full about half the buckets follow one that overflowed, so half the entries still took `put`, and the split's own work cost more than it saved |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
