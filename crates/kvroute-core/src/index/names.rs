@@ -322,12 +322,8 @@ impl Table {
     /// it (its overflow count says so), the nearest of them moves back into it, and the same is
     /// done for the bucket that one left: a bucketed backward shift. It keeps what a table
     /// built by inserts alone has, every bucket that counts an overflow full, so lookups go on
-    /// past a bucket only when they must. Without it, a table of steady size whose names come
-    /// and go (a rank whose cache is full: every store evicts) kept entries pushed past buckets
-    /// that had room again, and counts stuck at saturation: at three quarters full a lookup of
-    /// an absent name visited 7 buckets, then 9 as the churn went on (1.4 once rebuilt), and at
-    /// 83% full 117, then 2,000, nearly the whole table. A count found stale (saturated, with
-    /// nothing left pushed past) is set to zero here. Out of line: most removals leave a
+    /// past a bucket only when they must (the module doc has what steady churn did without it).
+    /// A count found stale (saturated, with nothing left pushed past) is set to zero here. Out of line: most removals leave a
     /// bucket that nothing was pushed past, and the caller checks that first.
     #[cold]
     #[inline(never)]
