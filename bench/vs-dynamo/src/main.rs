@@ -12,6 +12,7 @@
 //! every query of the workload and the overlaps are compared. Prints one JSON line.
 
 mod alloc;
+mod cpu;
 mod index_bench;
 mod probes;
 mod replay_bench;

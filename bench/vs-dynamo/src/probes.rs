@@ -181,11 +181,12 @@ pub async fn ingest_rounds(path: &str) {
     for round in 0..repeat().max(3) {
         let batches = crate::index_bench::kvroute_batches(&ops);
         let index = KvIndex::new(writers()).expect("index");
-        let faults = crate::alloc::minor_faults();
+        let (faults, cpu) = (crate::alloc::minor_faults(), crate::cpu::per_thread());
         let seconds = crate::index_bench::kvroute_apply(&index, batches);
         let faults = crate::alloc::minor_faults() - faults;
+        let ran = crate::cpu::ran_ms(&cpu, &crate::cpu::per_thread());
         drop(index);
-        print!("round {round}: kvroute {seconds:.4} s ({faults} faults)");
+        print!("round {round}: kvroute {seconds:.4} s ({faults} faults; ms on CPU {ran:.1?})");
         if !only_kvroute {
             let events = crate::index_bench::dynamo_events(&ops);
             let indexer = ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), WRITERS, 64);

@@ -242,6 +242,24 @@ fn self_referencing_store_is_rejected_whole() {
     apply(&mut t, &[e]);
     assert_eq!(t.stats().events.invalid_block, 1);
     assert_eq!(scores(&t, &[1, 2, 3]), [(0, 0, 2)]);
+
+    // The parent's name on positions that exist already: one another rank made (the rank does
+    // not hold it yet), and one the rank holds under another name (a rename).
+    let other = rank(1, 0);
+    apply(&mut t, &[store(other, &[], &[1, 2, 3, 4])]);
+    let first = common::names(&[], &[1], 0)[0];
+    let onto = |blocks: Vec<StoredBlock>| event(r, EventData::Stored { parent: Some(first), blocks });
+    let names = common::names(&[1], &[2, 3], 0);
+    apply(
+        &mut t,
+        &[
+            onto(vec![StoredBlock { ext: names[0], local: 2 }, StoredBlock { ext: first, local: 3 }]),
+            onto(vec![StoredBlock { ext: first, local: 2 }]),
+        ],
+    );
+    assert_eq!(t.stats().events.invalid_block, 3);
+    assert_eq!(scores(&t, &[1, 2, 3, 4]), [(1, 0, 4), (0, 0, 2)]);
+    assert_eq!(t.stats().blocks, 6);
 }
 
 #[test]

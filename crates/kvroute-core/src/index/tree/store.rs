@@ -9,7 +9,11 @@
 //! the rank's table per block; and since a name claimed earlier in the event is then in the
 //! table, a name repeated inside the event is caught by its second claim, so the separate search
 //! for repeats is only needed for events that rename a held block (the new name is inserted only
-//! when the tree changes).
+//! when the tree changes). The same claims reject an event that names its own parent among its
+//! blocks: the rank names the parent so already, so that name's claim, or at a position the rank
+//! holds its check, fails. A separate scan of the event's blocks for the parent's name, before
+//! the walk, was 7% of the bare tree's time at W = 256 in perf's samples (it took the event's cache
+//! misses; removed, the tree ran 2-6% faster: `BENCHMARKS.md`).
 
 use super::blocks::MAX_EDGE_LEN;
 use super::book::Loc;
@@ -57,9 +61,6 @@ impl TreeWriter<'_> {
         predicted: Option<f64>,
     ) -> Result<bool, Rejection> {
         let start = self.resolve_parent(slot, parent)?;
-        if parent.is_some_and(|p| blocks.iter().any(|b| b.ext == p)) {
-            return Err(Rejection::InvalidBlock);
-        }
         let walk = self.claim_existing(slot, start, blocks, predicted.is_some())?;
         // A rename's new name is inserted only below, so a repeat of it is not caught by a claim.
         if walk.renames && self.book.repeats.any_repeated(blocks) {
