@@ -14,6 +14,7 @@ use dynamo_kv_router::indexer::KvIndexerInterface;
 use dynamo_kv_router::protocols::LocalBlockHash;
 use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
 use kvroute_core::index::KvIndex;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -46,7 +47,9 @@ fn read_until(stop: &AtomicBool, queries: &[Vec<u64>], mut find: impl FnMut(&[u6
     lat
 }
 
-fn summary(block_events: u64, write_s: f64, mut lat: Vec<f64>) -> serde_json::Value {
+/// `cpu_ms`: milliseconds each kind of thread ran while the writes did (by thread name: the
+/// writers, the reader, the thread applying events), to see how the two cores were shared.
+fn summary(block_events: u64, write_s: f64, mut lat: Vec<f64>, cpu_ms: BTreeMap<String, f64>) -> serde_json::Value {
     lat.sort_by(f64::total_cmp);
     if lat.is_empty() {
         lat.push(0.0);
@@ -55,6 +58,7 @@ fn summary(block_events: u64, write_s: f64, mut lat: Vec<f64>) -> serde_json::Va
         "writerBlockEventsPerSec": block_events as f64 / write_s,
         "readerQueriesPerSec": lat.len() as f64 / write_s,
         "readerUs": { "p50": pct(&lat, 50.0), "p99": pct(&lat, 99.0), "p999": pct(&lat, 99.9) },
+        "cpuMs": cpu_ms,
     })
 }
 
@@ -87,15 +91,20 @@ pub fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
         let (index, stop, queries) = (Arc::clone(&index), Arc::clone(&stop), queries.to_vec());
-        std::thread::spawn(move || {
-            read_until(&stop, &queries, |q| {
-                std::hint::black_box(index.find_matches(q, 0.0).expect("open"));
+        std::thread::Builder::new()
+            .name("bench-reader".into())
+            .spawn(move || {
+                read_until(&stop, &queries, |q| {
+                    std::hint::black_box(index.find_matches(q, 0.0).expect("open"));
+                })
             })
-        })
+            .expect("reader thread")
     };
+    let cpu = crate::cpu::per_thread();
     let write_s = kvroute_apply(&index, batches);
+    let cpu_ms = crate::cpu::ran_ms(&cpu, &crate::cpu::per_thread());
     stop.store(true, Ordering::Relaxed);
-    summary(block_events, write_s, reader.join().expect("reader"))
+    summary(block_events, write_s, reader.join().expect("reader"), cpu_ms)
 }
 
 pub async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
@@ -104,17 +113,22 @@ pub async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
         let (indexer, stop, queries) = (Arc::clone(&indexer), Arc::clone(&stop), queries.to_vec());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-            read_until(&stop, &queries, |q| {
-                let hashes: Vec<LocalBlockHash> = q.iter().map(|&h| LocalBlockHash(h)).collect();
-                std::hint::black_box(rt.block_on(indexer.find_matches(hashes)).expect("find"));
+        std::thread::Builder::new()
+            .name("bench-reader".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+                read_until(&stop, &queries, |q| {
+                    let hashes: Vec<LocalBlockHash> = q.iter().map(|&h| LocalBlockHash(h)).collect();
+                    std::hint::black_box(rt.block_on(indexer.find_matches(hashes)).expect("find"));
+                })
             })
-        })
+            .expect("reader thread")
     };
+    let cpu = crate::cpu::per_thread();
     let write_s = dynamo_apply(&indexer, events).await;
+    let cpu_ms = crate::cpu::ran_ms(&cpu, &crate::cpu::per_thread());
     stop.store(true, Ordering::Relaxed);
-    summary(block_events, write_s, reader.join().expect("reader"))
+    summary(block_events, write_s, reader.join().expect("reader"), cpu_ms)
 }
 
 /// `stats().memory_bytes` against the counting allocator, for the full index and an empty one.
