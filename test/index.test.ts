@@ -256,6 +256,28 @@ describe.each(BACKENDS)('KvIndex behaviours on the %s backend', (backend) => {
     expect(i.stats().rejected.invalid_block).toBe(2);
     expect(scores(i, q(1, 2, 3))).toEqual([[0, 0, 2]]);
     expect(scores(i, q(50))).toEqual([]);
+
+    // The parent's name on positions that exist already: one another worker made (worker 0
+    // does not hold it yet), and one worker 0 holds under another name.
+    await apply(i, stored(1, [1, 2, 3, 4]));
+    const [first, second] = names(q(1, 2));
+    const onto = (blocks: { block_hash: bigint; tokens_hash: bigint }[]): RouterEvent => ({
+      worker_id: 0,
+      event: { event_id: 3, data: { stored: { parent_hash: first, blocks } } },
+    });
+    await apply(
+      i,
+      onto([
+        { block_hash: second, tokens_hash: 2n },
+        { block_hash: first, tokens_hash: 3n },
+      ]),
+      onto([{ block_hash: first, tokens_hash: 2n }]),
+    );
+    expect(i.stats().rejected.invalid_block).toBe(4);
+    expect(scores(i, q(1, 2, 3, 4))).toEqual([
+      [1, 0, 4],
+      [0, 0, 2],
+    ]);
   });
 
   test('ranks may name the same path differently; removals and dumps use each rank own names', async () => {

@@ -23,7 +23,7 @@ pub fn ran_ms(before: &BTreeMap<u32, (String, u64)>, after: &BTreeMap<u32, (Stri
     let mut out = BTreeMap::new();
     for (tid, (name, ran)) in after {
         let start = before.get(tid).map_or(0, |(_, r)| *r);
-        *out.entry(name.clone()).or_insert(0.0) += (ran - start) as f64 / 1e6;
+        *out.entry(name.clone()).or_insert(0.0) += ran.saturating_sub(start) as f64 / 1e6;
     }
     out
 }

@@ -323,8 +323,9 @@ impl Table {
     /// done for the bucket that one left: a bucketed backward shift. It keeps what a table
     /// built by inserts alone has, every bucket that counts an overflow full, so lookups go on
     /// past a bucket only when they must (the module doc has what steady churn did without it).
-    /// A count found stale (saturated, with nothing left pushed past) is set to zero here. Out of line: most removals leave a
-    /// bucket that nothing was pushed past, and the caller checks that first.
+    /// A count found stale (saturated, with nothing left pushed past) is set to zero here. Out
+    /// of line: most removals leave a bucket that nothing was pushed past, and the caller checks
+    /// that first.
     #[cold]
     #[inline(never)]
     fn refill(&mut self, mut hole: usize) {

@@ -12,8 +12,8 @@
 //! when the tree changes). The same claims reject an event that names its own parent among its
 //! blocks: the rank names the parent so already, so that name's claim, or at a position the rank
 //! holds its check, fails. A separate scan of the event's blocks for the parent's name, before
-//! the walk, was 7% of the bare tree's time at W = 256 in perf's samples (it took the event's cache
-//! misses; removed, the tree ran 2-6% faster: `BENCHMARKS.md`).
+//! the walk, was 7% of the bare tree's samples at W = 256 (it took the event's cache misses;
+//! removed, the tree ran 2-6% faster: `BENCHMARKS.md`).
 
 use super::blocks::MAX_EDGE_LEN;
 use super::book::Loc;
