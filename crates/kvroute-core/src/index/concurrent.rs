@@ -15,7 +15,7 @@
 //! reader the scheduler had preempted.
 
 use super::event::{Rank, RouterEvent, WorkerId};
-use super::merge::merge_runs;
+use super::merge::merged_runs;
 use super::shard::Shard;
 use super::spent::SpentBatches;
 use super::stats::IndexStats;
@@ -360,14 +360,9 @@ impl KvIndex {
         if let [only] = self.shared.shards.as_slice() {
             return only.find_matches(query, now_ms);
         }
-        // Every shard's sorted run in one vector, then merged (runs hold disjoint ranks).
-        let mut runs = Vec::new();
-        let mut ends = Vec::with_capacity(self.shared.shards.len());
-        for shard in &self.shared.shards {
-            shard.find_matches_into(query, now_ms, &mut runs);
-            ends.push(runs.len());
-        }
-        merge_runs(runs, &ends)
+        // Every shard's sorted run, then merged (runs hold disjoint ranks).
+        let shards = &self.shared.shards;
+        merged_runs(shards.len(), |i, out| shards[i].find_matches_into(query, now_ms, out))
     }
 
     /// For each candidate rank: (leading blocks of `query` it holds, blocks it holds in total).
