@@ -108,6 +108,7 @@
 //! | tried: each name hashed once for its prefetch and its claim (the keys of the 16 names in flight kept in a ring) | | | W = 256 instructions 888 → 904 M: the ring's loads and stores cost more than the hash they save |
 //! | tried: new blocks allocated at their final location (the node and offset `insert_new` will make, planned before the names are claimed, the new nodes' ids peeked from the free list), not allocated and then relocated | | | instructions W = 256 876 → 853 M, W = 16 1,403 → 1,378 M, churn 842 → 835 M; but time even: bare tree W = 256 0.96 and 0.99 (10 and 12 pairs), W = 16 0.98 (8), two-writer W = 256 0.97 (10): the second write of a record goes to a line the first just brought in |
 //! | tried: the ids of a store's new blocks in a scratch vector kept between events | | | W = 256 instructions 876 → 875 M: a small vector's `malloc` and `free` cost little |
+//! | tried on the Intel Xeon machine (fifteenth round): name buckets prefetched 16 names ahead and block data 4 (and 24 and 8; 32 and 12), against 16 and 8 | | | bare tree W = 16: none faster; 16 and 4 12% slower (8 alternating pairs) |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -260,6 +261,19 @@
 //! while two writers apply) then gained from writers applying the batches queued behind the one
 //! they take in the same write: one publish, and one wait for a preempted reader to leave the
 //! other copy, per group rather than per batch (W = 256 +12% there).
+//!
+//! Fifteenth round: another machine. The rounds above ran on an AMD EPYC VM; this one is an
+//! Intel Xeon (Emerald Rapids, KVM, 2 vCPUs at 2.3 GHz). The same code's bare tree runs 15-18 M
+//! block-events/s at W = 256 here, against 26-30 M there, while Dynamo's ingest is only about a
+//! fifth slower, so every write ratio fell (`BENCHMARKS.md`). Two writers spend about a quarter
+//! more writer CPU on the same events than one (perf, W = 16), spread over the tree in
+//! proportion (stores +27%, name removals +40%, prefetches +22%): memory latency with both cores
+//! busy, not a shared lock or line; the shards' duplicated positions add 10% more work. Prefetch
+//! distances tried again for this machine (buckets 16 names ahead and block data 4; 24 and 8;
+//! 32 and 12): none beat 16 and 8. A W = 256 query spent a tenth of its time in `malloc`, growing
+//! fresh vectors for the shards' runs and their merge; per-thread buffers (`merge.rs`) made
+//! queries 11% faster at W = 256, 28% at W = 16 and 22% on churn. A merge that picks the next
+//! score without a branch was 23% slower: shards hold alternate ranks, so the branch predicts.
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
