@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 
 /// How long a writer spins for readers to leave the old copy before it sleeps: a running reader
 /// usually leaves within this; one that does not was most likely preempted (see the module doc).
-/// 5 µs measured a little better than 20 µs on all three workloads of the concurrent phase.
+/// 5 µs measured a little better than 20 µs on all three workloads of the concurrent phase; on
+/// an Intel Xeon VM, where a query takes longer, 20 and 50 µs gave the writers no more at W = 256
+/// (medians of 9 runs: 15.7, 14.9 and 13.9 M block-events/s for 5, 20 and 50 µs).
 const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(5);
 
 /// A sleeping writer re-checks at least this often (a safety net: the last reader out wakes it).
