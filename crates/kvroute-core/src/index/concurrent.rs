@@ -36,8 +36,8 @@ mod writer;
 /// lockstep walk of `bench/vs-dynamo` (each batch flushed before the next query) spent most of
 /// its time in the scheduler when the waiter yielded from the start: 50 µs of plain spinning
 /// made it 29% faster at W = 16, 26% on churn and 17% at W = 256 (Intel Xeon VM, 6 alternating
-/// runs each; 10 and 20 µs gained less, 100 µs about the same). A writer that polled its queue for 20 µs
-/// before parking, so that the next batch would not have to wake it, gained nothing.
+/// runs each; 10 and 20 µs gained less, 100 µs about the same). A writer that polled its queue
+/// for 20 µs before parking, so that the next batch would not have to wake it, gained nothing.
 const FLUSH_SPIN: Duration = Duration::from_micros(50);
 
 /// Upper bound on writer threads (each owns a shard that every read visits).

@@ -266,10 +266,10 @@
 //! Intel Xeon (Emerald Rapids, KVM, 2 vCPUs at 2.3 GHz). The same code's bare tree runs 15-23 M
 //! block-events/s at W = 256 here, against 26-30 M there, for the same instruction count; our
 //! two-writer ingest lost about half, Dynamo's a quarter to a third, so every write ratio fell
-//! (`BENCHMARKS.md`). Two writers spend about a quarter
-//! more writer CPU on the same events than one (perf, W = 16), spread over the tree in
-//! proportion (stores +27%, name removals +40%, prefetches +22%), as slower memory accesses
-//! would, not a shared lock or line; the shards' duplicated positions add 10% more work. Prefetch
+//! (`BENCHMARKS.md`). Two writers spend about a quarter more writer CPU on the same events than
+//! one (perf, W = 16), spread over the tree in proportion (stores +27%, name removals +40%,
+//! prefetches +22%), as slower memory accesses would, not a shared lock or line; the shards'
+//! duplicated positions add 10% more work. Prefetch
 //! distances tried again for this machine (buckets 16 names ahead and block data 4; 24 and 8;
 //! 32 and 12): none beat 16 and 8. A W = 256 query spent a tenth of its time in `malloc`, growing
 //! fresh vectors for the shards' runs and their merge; per-thread buffers (`merge.rs`) made
