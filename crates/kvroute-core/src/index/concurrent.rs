@@ -156,8 +156,10 @@ impl KvIndex {
         for id in 0..writer_threads {
             let (tx, rx) = unbounded::<Op>();
             let shared = Arc::clone(&shared);
+            // Linux keeps 15 bytes of a thread's name (what `top -H` and perf show): short
+            // enough that each writer's stays distinct.
             let handle = std::thread::Builder::new()
-                .name(format!("kvroute-writer-{id}"))
+                .name(format!("kvr-writer-{id}"))
                 .spawn(move || writer_loop(&shared, id, &rx))
                 .map_err(|e| KvError::invalid_arg(format!("cannot start writer thread: {e}")))?;
             writers.push(tx);

@@ -184,8 +184,10 @@ impl EngineSource {
             shared: Arc::clone(&shared),
             stop: Arc::clone(&stop),
         };
+        // Linux keeps 15 bytes of a thread's name: "kvr-src-" leaves room for 7 digits of the
+        // worker id, where "kvroute-source-" left none.
         let handle = std::thread::Builder::new()
-            .name(format!("kvroute-source-{}", config.worker_id))
+            .name(format!("kvr-src-{}", config.worker_id))
             .spawn(move || runner.run())
             .map_err(|e| KvError::invalid_arg(format!("cannot start the source thread: {e}")))?;
         Ok(Self { worker_id: config.worker_id, shared, stop, handle: Mutex::new(Some(handle)) })

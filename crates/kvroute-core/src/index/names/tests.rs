@@ -63,6 +63,9 @@ fn check_against_map(keys: &[u64], steps: u32, seed: u64) {
             }
         }
         assert_eq!(ours.len(), by_key.len());
+        if step % 1_000 == 999 {
+            assert_overflow_counts_exact(&ours);
+        }
     }
     for &key in keys {
         assert_eq!(ours.get(key, |v| by_value.get(&v) == Some(&key)), by_key.get(&key).copied());
@@ -92,6 +95,32 @@ fn assert_overflowed_buckets_full(table: &NameTable) {
                 b.len(),
                 b.overflow()
             );
+        }
+    }
+}
+
+/// Each bucket's overflow count is the number of entries stored past it from a home at or
+/// before it (a saturated count may be stale-high: it stays saturated until a table grows or a
+/// refill finds nothing pushed past), and every bucket that counts one is full.
+fn assert_overflow_counts_exact(table: &NameTable) {
+    assert_overflowed_buckets_full(table);
+    for (t, sub) in table.tables.iter().enumerate() {
+        let n = sub.buckets.len();
+        let mut passed = vec![0usize; n];
+        for (k, b) in sub.buckets.iter().enumerate() {
+            for e in 0..b.len() {
+                let mut j = sub.home(b.fingerprint(e));
+                while j != k {
+                    passed[j] += 1;
+                    j = (j + 1) % n;
+                }
+            }
+        }
+        for (j, b) in sub.buckets.iter().enumerate() {
+            let count = usize::from(b.overflow());
+            if count < usize::from(OVERFLOW_SATURATED) {
+                assert_eq!(count, passed[j], "table {t} bucket {j}");
+            }
         }
     }
 }
