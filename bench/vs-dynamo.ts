@@ -12,7 +12,7 @@
 
 import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fmt, printTable, QUICK, RESULTS, ROOT, writeResult } from './common.js';
 import { benchTrace, buildWorkload, CHURN_CAPACITY, churnTrace, writeWorkload } from './index-workload.js';
@@ -29,9 +29,31 @@ const workloads: IngestWorkload[] = [{ ...mooncakeBatches(trace, 16), source: `m
 const captures = captureBatches(QUICK ? 4 : 64);
 if (captures) workloads.push({ ...captures, source: `captures ×${QUICK ? 4 : 64} workers` });
 
+/**
+ * Each CPU's effective clock in GHz (`kvroute-vs-dynamo clock`: a chain of dependent additions,
+ * pinned with `taskset` when it is there). On a VM whose virtual CPUs share physical cores with
+ * other tenants it moves between sittings, and the index's rates with it: the figure says which
+ * kind of sitting a result comes from.
+ */
+function effectiveClocks(): number[] {
+  const clock = (cpu?: number) =>
+    Number(
+      cpu === undefined
+        ? execFileSync(binary, ['clock'], { encoding: 'utf8' })
+        : execFileSync('taskset', ['-c', String(cpu), binary, 'clock'], { encoding: 'utf8' }),
+    );
+  try {
+    return cpus().map((_, cpu) => clock(cpu));
+  } catch {
+    return [clock()];
+  }
+}
+
 const rows: Array<Record<string, string | number>> = [];
 const results: Record<string, unknown> = {};
 const loadBefore = loadavg();
+const clocksBefore = effectiveClocks();
+console.log(`effective clock per CPU before: ${clocksBefore.map((g) => `${fmt(g, 2)} GHz`).join(', ')}`);
 for (const [i, w] of workloads.entries()) {
   const file = join(RESULTS, `vs-dynamo-ingest-${i}.bin`);
   writeIngestWorkload(file, w);
@@ -88,6 +110,7 @@ for (const { name, build } of indexWorkloads) {
   indexRows.push({
     workload: name,
     'ingest ratio (kvroute/dynamo)': fmt(out.ingestRatio, 2),
+    'ingest CPU-time ratio (dynamo/kvroute)': fmt(out.ingestCpuRatio, 2),
     'ingest ratio, events cloned in the timed loop': fmt(out.ingestRatioCloningInLoop, 2),
     'page faults per round kvroute / dynamo': `${out.ingestMinorFaults.kvroute.join(' ')} / ${out.ingestMinorFaults.dynamo.join(' ')}`,
     'kvroute ingest M/s': fmt(out.ingestBlockEventsPerSec.kvroute / 1e6, 2),
@@ -107,10 +130,13 @@ printTable(
   'writer scaling (ingest) and writes concurrent with a reader (each the median of 3 alternating rounds), memory accounting',
   scalingRows,
 );
+const clocksAfter = effectiveClocks();
+console.log(`effective clock per CPU after: ${clocksAfter.map((g) => `${fmt(g, 2)} GHz`).join(', ')}`);
 writeResult('vs-dynamo', {
   parameters: { rounds: 3, writerThreads: 2 },
   loadavgBefore: loadBefore,
   loadavgAfter: loadavg(),
+  effectiveClockGHz: { before: clocksBefore, after: clocksAfter },
   results,
   scaling,
   table: rows,

@@ -27,3 +27,60 @@ pub fn ran_ms(before: &BTreeMap<u32, (String, u64)>, after: &BTreeMap<u32, (Stri
     }
     out
 }
+
+/// Milliseconds each thread ran between two snapshots, busiest first, with its name (for
+/// threads that share a name, such as Dynamo's unnamed pool threads; those under 0.5 ms are
+/// left out).
+pub fn ran_ms_each(before: &BTreeMap<u32, (String, u64)>, after: &BTreeMap<u32, (String, u64)>) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = after
+        .iter()
+        .map(|(tid, (name, ran))| {
+            let start = before.get(tid).map_or(0, |(_, r)| *r);
+            (name.clone(), ran.saturating_sub(start) as f64 / 1e6)
+        })
+        .filter(|(_, ms)| *ms >= 0.5)
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out
+}
+
+/// Milliseconds each index thread ran between two snapshots, busiest first: kvroute's writers
+/// (named `kvr-writer-N`), or, with `prefix` `None`, Dynamo's pool threads (unnamed, so they
+/// carry the process's name; the main thread, whose id is the process's, is left out).
+pub fn index_threads_ms(
+    before: &BTreeMap<u32, (String, u64)>,
+    after: &BTreeMap<u32, (String, u64)>,
+    prefix: Option<&str>,
+) -> Vec<f64> {
+    let pid = std::process::id();
+    let main_name = after.get(&pid).map(|(name, _)| name.clone()).unwrap_or_default();
+    let mut out: Vec<f64> = after
+        .iter()
+        .filter(|(tid, (name, _))| match prefix {
+            Some(prefix) => name.starts_with(prefix),
+            None => **tid != pid && *name == main_name,
+        })
+        .map(|(tid, (_, ran))| ran.saturating_sub(before.get(tid).map_or(0, |(_, r)| *r)) as f64 / 1e6)
+        .collect();
+    out.sort_by(|a, b| b.total_cmp(a));
+    out
+}
+
+/// Iterations per second of a chain of dependent one-cycle additions on the calling thread for
+/// about `millis`: the core's effective clock in GHz, as far as this thread gets it. On a VM
+/// whose virtual CPUs share physical cores with other tenants it moves from run to run, and
+/// the index benchmarks' rates move with it.
+pub fn effective_ghz(millis: u64) -> f64 {
+    let start = std::time::Instant::now();
+    let mut x = 0u64;
+    let mut iterations = 0u64;
+    while start.elapsed().as_millis() < u128::from(millis) {
+        for _ in 0..1_000_000 {
+            // Safety: one register addition; the asm keeps the compiler from folding the chain.
+            unsafe { std::arch::asm!("add {0}, 1", inout(reg) x) };
+        }
+        iterations += 1_000_000;
+    }
+    std::hint::black_box(x);
+    iterations as f64 / start.elapsed().as_secs_f64() / 1e9
+}

@@ -8,7 +8,10 @@
 //! for both, not the index's). Until 2026-12-02 the ingest phases cloned each event inside the
 //! timed loop; that variant is still measured, as `ingestRatioCloningInLoop`, for continuity.
 //!
-//! Phases: **ingest** (apply every event, then wait until visible), **lockstep** (the trace walk:
+//! Phases: **ingest** (apply every event, then wait until visible; also each index thread's time
+//! on CPU, since a round's wall time is its slowest writer's and the two virtual CPUs of a
+//! shared VM do not run equally fast: the CPU-time ratio does not depend on which writer drew
+//! the slower one), **lockstep** (the trace walk:
 //! each op's events visible before the next query; each system walks alone, alternating over the
 //! rounds, and both answer from the same states, overlaps compared), **idle find** (every query
 //! on the full index: p50/p99/p99.9), and **memory** (live heap from the counting allocator per
@@ -230,15 +233,18 @@ pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
     let (mut kv_find, mut dyn_find) = (Vec::new(), Vec::new());
     let (mut kv_cloning, mut dyn_cloning) = (Vec::new(), Vec::new());
     let (mut kv_faults, mut dyn_faults) = (Vec::new(), Vec::new());
+    // Each round's time on CPU of each index thread (kvroute's writers, Dynamo's pool threads).
+    let (mut kv_cpu, mut dyn_cpu): (Vec<Vec<f64>>, Vec<Vec<f64>>) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         // The events are built after `before`: the index consumes and frees them, so what is
         // live once they are visible is the index alone.
         let before = alloc::live();
         let batches = kvroute_batches(&ops);
         let index = KvIndex::new(WRITERS).expect("index");
-        let faults = alloc::minor_faults();
+        let (faults, cpu) = (alloc::minor_faults(), crate::cpu::per_thread());
         kv_ingest.push(kvroute_apply(&index, batches));
         kv_faults.push(alloc::minor_faults() - faults);
+        kv_cpu.push(crate::cpu::index_threads_ms(&cpu, &crate::cpu::per_thread(), Some("kvr-writer-")));
         kv_bytes = alloc::live() - before;
         held = index.stats().expect("open").0.blocks;
         if round + 1 == rounds {
@@ -253,9 +259,10 @@ pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
         let before = alloc::live();
         let events = dynamo_events(&ops);
         let indexer = ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), WRITERS, 64);
-        let faults = alloc::minor_faults();
+        let (faults, cpu) = (alloc::minor_faults(), crate::cpu::per_thread());
         dyn_ingest.push(dynamo_apply(&indexer, events).await);
         dyn_faults.push(alloc::minor_faults() - faults);
+        dyn_cpu.push(crate::cpu::index_threads_ms(&cpu, &crate::cpu::per_thread(), None));
         dyn_bytes = alloc::live() - before;
         if round + 1 == rounds {
             for q in &queries {
@@ -303,6 +310,8 @@ pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
         "ingestBlockEventsPerSec": { "kvroute": block_events as f64 / ki, "dynamo": block_events as f64 / di },
         "ingestRatio": di / ki,
         "ingestMinorFaults": { "kvroute": kv_faults, "dynamo": dyn_faults },
+        "ingestThreadCpuMs": { "kvroute": kv_cpu, "dynamo": dyn_cpu },
+        "ingestCpuRatio": median(dyn_cpu.iter().map(|t| t.iter().sum()).collect()) / median(kv_cpu.iter().map(|t| t.iter().sum()).collect()),
         "ingestRatioCloningInLoop": median(dyn_cloning.clone()) / median(kv_cloning.clone()),
         "lockstepSeconds": { "kvroute": kv_walks, "dynamo": dyn_walks },
         "lockstepTimeRatio": kv_walk / dyn_walk,

@@ -1,7 +1,8 @@
 //! Harnesses: `index` (see `index_bench.rs`: the `bench:index` workload's write path, reads and
 //! memory), `scaling` (see `scaling.rs`: 1, 2 and 4 writers, writes concurrent with reads, memory
 //! accounting), `replay` (see `replay_bench.rs`: Dynamo's own offline replay), `ingest` (below),
-//! and profiling probes (`probes.rs`).
+//! profiling probes (`probes.rs`), and `clock`: the effective clock of the CPU it runs on
+//! (`cpu::effective_ghz`), which the driver measures on each CPU before and after a sitting.
 //!
 //! `kvroute-vs-dynamo ingest <workload.kviw> [rounds]`: engine payloads → visible in the index,
 //! kvroute-core's `EngineIngest` as its source thread drives it (decode, convert and hash each
@@ -83,9 +84,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|a| a == "clock") {
+        // The effective clock of the CPU this runs on (pin it with `taskset`), in GHz.
+        return println!("{:.3}", cpu::effective_ghz(200));
+    }
     assert!(
         args.len() >= 3 && ["ingest", "index", "scaling", "replay", "tree", "find", "lockstep", "ingest-only", "ingest-rounds", "mix", "concurrent"].contains(&args[1].as_str()),
-        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep|ingest-only|ingest-rounds|mix|concurrent <workload> [rounds], or replay <trace> <kv|round-robin> [arrival speedup]"
+        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep|ingest-only|ingest-rounds|mix|concurrent <workload> [rounds], replay <trace> <kv|round-robin> [arrival speedup], or clock"
     );
     match args[1].as_str() {
         "tree" => return println!("{}", probes::tree_only(&args[2])),

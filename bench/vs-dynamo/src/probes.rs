@@ -172,7 +172,8 @@ pub async fn concurrent(path: &str) {
 }
 
 /// Probe: the comparison's ingest rounds alone, as `index` runs them (kvroute, then Dynamo, for
-/// `REPEAT` rounds, default 3), each round's seconds and minor page faults printed; with
+/// `REPEAT` rounds, default 3), each round's seconds, minor page faults and each thread's time
+/// on CPU printed (kvroute's writers are named; Dynamo's pool threads are not); with
 /// `ONLY=kvroute` Dynamo's rounds are skipped, to see what running after it does to kvroute's.
 pub async fn ingest_rounds(path: &str) {
     use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
@@ -190,11 +191,12 @@ pub async fn ingest_rounds(path: &str) {
         if !only_kvroute {
             let events = crate::index_bench::dynamo_events(&ops);
             let indexer = ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), WRITERS, 64);
-            let faults = crate::alloc::minor_faults();
+            let (faults, cpu) = (crate::alloc::minor_faults(), crate::cpu::per_thread());
             let seconds = crate::index_bench::dynamo_apply(&indexer, events).await;
             let faults = crate::alloc::minor_faults() - faults;
+            let ran = crate::cpu::ran_ms_each(&cpu, &crate::cpu::per_thread());
             drop(indexer);
-            print!(", dynamo {seconds:.4} s ({faults} faults)");
+            print!(", dynamo {seconds:.4} s ({faults} faults; ms on CPU per thread {ran:.1?})");
         }
         println!();
     }
