@@ -44,7 +44,8 @@ pub fn ran_ms_each(before: &BTreeMap<u32, (String, u64)>, after: &BTreeMap<u32, 
     out
 }
 
-/// Milliseconds each index thread ran between two snapshots, busiest first: kvroute's writers
+/// Milliseconds each index thread ran between two snapshots, in thread-id (creation) order, so
+/// writer 0 first: kvroute's writers
 /// (named `kvr-writer-N`), or, with `prefix` `None`, Dynamo's pool threads (unnamed, so they
 /// carry the process's name; the main thread, whose id is the process's, is left out).
 pub fn index_threads_ms(
@@ -54,16 +55,14 @@ pub fn index_threads_ms(
 ) -> Vec<f64> {
     let pid = std::process::id();
     let main_name = after.get(&pid).map(|(name, _)| name.clone()).unwrap_or_default();
-    let mut out: Vec<f64> = after
+    after
         .iter()
         .filter(|(tid, (name, _))| match prefix {
             Some(prefix) => name.starts_with(prefix),
             None => **tid != pid && *name == main_name,
         })
         .map(|(tid, (_, ran))| ran.saturating_sub(before.get(tid).map_or(0, |(_, r)| *r)) as f64 / 1e6)
-        .collect();
-    out.sort_by(|a, b| b.total_cmp(a));
-    out
+        .collect()
 }
 
 /// Iterations per second of a chain of dependent one-cycle additions on the calling thread for

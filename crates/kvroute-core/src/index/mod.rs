@@ -280,6 +280,19 @@
 //! spins up to 50 µs first (`concurrent.rs`): the walk 29% faster at W = 16, 26% on churn and
 //! 17% at W = 256 (medians of 6 alternating runs).
 //!
+//! Sixteenth round, same machine: where the rest of the gap is. Its two virtual CPUs run a
+//! chain of dependent additions at 1.7-2.7 GHz, changing from run to run and differing by up to
+//! 1.5× at once, so the writer that lands on the slower one sets a burst's wall time: the two
+//! writers execute the same instructions (callgrind per thread) yet took 1.03-1.85× each
+//! other's CPU time. Sharing the work out as it goes would need more shards than writers, and
+//! shards duplicate shared prefixes: a W = 256 index is 29.7 / 32.0 / 33.3 / 33.9 bytes per
+//! held block with 1 / 2 / 3 / 4 shards, past the memory target from three on. Counted in CPU
+//! time rather than wall time, Dynamo's threads spend 1.3-1.9× ours at W = 16 and 256 here, so
+//! balance alone would not reach 2× either. Tried and dropped: a claim that proves a name
+//! absent and finds its bucket in one walk (0.8% more instructions), prefetching only a name's
+//! home bucket (W = 16 9.5% slower) and a block record's second line only when it straddles two
+//! (17.5% slower); and freeing applied event batches no longer costs measurably (`BENCHMARKS.md`).
+//!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
 pub mod concurrent;
