@@ -28,22 +28,6 @@ pub fn ran_ms(before: &BTreeMap<u32, (String, u64)>, after: &BTreeMap<u32, (Stri
     out
 }
 
-/// Milliseconds each thread ran between two snapshots, busiest first, with its name (for
-/// threads that share a name, such as Dynamo's unnamed pool threads; those under 0.5 ms are
-/// left out).
-pub fn ran_ms_each(before: &BTreeMap<u32, (String, u64)>, after: &BTreeMap<u32, (String, u64)>) -> Vec<(String, f64)> {
-    let mut out: Vec<(String, f64)> = after
-        .iter()
-        .map(|(tid, (name, ran))| {
-            let start = before.get(tid).map_or(0, |(_, r)| *r);
-            (name.clone(), ran.saturating_sub(start) as f64 / 1e6)
-        })
-        .filter(|(_, ms)| *ms >= 0.5)
-        .collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1));
-    out
-}
-
 /// Milliseconds each index thread ran between two snapshots, in thread-id (creation) order, so
 /// writer 0 first: kvroute's writers
 /// (named `kvr-writer-N`), or, with `prefix` `None`, Dynamo's pool threads (unnamed, so they

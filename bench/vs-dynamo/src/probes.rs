@@ -194,9 +194,9 @@ pub async fn ingest_rounds(path: &str) {
             let (faults, cpu) = (crate::alloc::minor_faults(), crate::cpu::per_thread());
             let seconds = crate::index_bench::dynamo_apply(&indexer, events).await;
             let faults = crate::alloc::minor_faults() - faults;
-            let ran = crate::cpu::ran_ms_each(&cpu, &crate::cpu::per_thread());
+            let ran = crate::cpu::index_threads_ms(&cpu, &crate::cpu::per_thread(), None);
             drop(indexer);
-            print!(", dynamo {seconds:.4} s ({faults} faults; ms on CPU per thread {ran:.1?})");
+            print!(", dynamo {seconds:.4} s ({faults} faults; ms on CPU per pool thread {ran:.1?})");
         }
         println!();
     }
