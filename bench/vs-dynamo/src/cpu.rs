@@ -28,10 +28,10 @@ pub fn ran_ms(before: &BTreeMap<u32, (String, u64)>, after: &BTreeMap<u32, (Stri
     out
 }
 
-/// Milliseconds each index thread ran between two snapshots, in thread-id (creation) order, so
-/// writer 0 first: kvroute's writers
-/// (named `kvr-writer-N`), or, with `prefix` `None`, Dynamo's pool threads (unnamed, so they
-/// carry the process's name; the main thread, whose id is the process's, is left out).
+/// Milliseconds each index thread ran between two snapshots, in thread-id (creation) order:
+/// kvroute's writers (named `kvr-writer-N`, writer 0 first), or, with `prefix` `None`, Dynamo's
+/// pool threads (unnamed, so they carry the process's name; the main thread, whose id is the
+/// process's, is left out).
 pub fn index_threads_ms(
     before: &BTreeMap<u32, (String, u64)>,
     after: &BTreeMap<u32, (String, u64)>,

@@ -11,11 +11,11 @@
 //! Phases: **ingest** (apply every event, then wait until visible; also each index thread's time
 //! on CPU, since a round's wall time is its slowest writer's and the two virtual CPUs of a
 //! shared VM do not run equally fast: the CPU-time ratio does not depend on which writer drew
-//! the slower one), **lockstep** (the trace walk:
-//! each op's events visible before the next query; each system walks alone, alternating over the
-//! rounds, and both answer from the same states, overlaps compared), **idle find** (every query
-//! on the full index: p50/p99/p99.9), and **memory** (live heap from the counting allocator per
-//! held (rank, block)). Prints one JSON line.
+//! the slower one), **lockstep** (the trace walk: each op's events visible before the next
+//! query; each system walks alone, alternating over the rounds, and both answer from the same
+//! states, overlaps compared), **idle find** (every query on the full index: p50/p99/p99.9),
+//! and **memory** (live heap from the counting allocator per held (rank, block)). Prints one
+//! JSON line.
 
 use crate::alloc;
 use dynamo_kv_router::indexer::KvIndexerInterface;
