@@ -109,7 +109,7 @@
 //! | tried: new blocks allocated at their final location (the node and offset `insert_new` will make, planned before the names are claimed, the new nodes' ids peeked from the free list), not allocated and then relocated | | | instructions W = 256 876 → 853 M, W = 16 1,403 → 1,378 M, churn 842 → 835 M; but time even: bare tree W = 256 0.96 and 0.99 (10 and 12 pairs), W = 16 0.98 (8), two-writer W = 256 0.97 (10): the second write of a record goes to a line the first just brought in |
 //! | tried: the ids of a store's new blocks in a scratch vector kept between events | | | W = 256 instructions 876 → 875 M: a small vector's `malloc` and `free` cost little |
 //! | tried on the Intel Xeon machine (fifteenth round): name buckets prefetched 16 names ahead and block data 4 (and 24 and 8; 32 and 12), against 16 and 8 | | | bare tree W = 16: none faster; 16 and 4 12% slower (8 alternating pairs) |
-//! | tried again (seventeenth round), as a multimap: one shard-wide table of every position by its canonical name, a rank's name confirmed by the holders of the block's node (only aliases kept per rank), a removal's lookup taking the entry out when no other rank holds the block; tables up to 3/4 full | | | memory W = 256 32.0 → 27.6 B per held block (0.43× Dynamo), churn −18%, W = 16 even (−19% at 7/8 full); instructions (whole bare-tree probe) W = 256 876 → 848 M, W = 16 1,403 → 1,598 M; two-writer ingest W = 256 +8% (6 alternating pairs, 5 faster), W = 16 −13% (6 pairs, none faster), churn −3%; at 7/8 full (an earlier build) the shared table moved entries back after removals 8× as often (`refill`), bare tree W = 16 27% slower |
+//! | tried again (seventeenth round), as a multimap: one shard-wide table of every position by its canonical name, a rank's name confirmed by the holders of the block's node (only aliases kept per rank), a removal's lookup taking the entry out when no other rank holds the block; tables up to 3/4 full | | | memory W = 256 32.0 → 27.6 B per held block (0.43× Dynamo), churn −18%, W = 16 even (−19% at 7/8 full, where the bare tree at W = 16 was 27% slower); instructions (whole bare-tree probe) W = 256 876 → 848 M, W = 16 1,403 → 1,511 M, churn 842 → 900 M; bare tree 16% / 5% / 8% slower (W = 16 / W = 256 / churn, 8 alternating pairs); two-writer ingest even (+4% / +1% / +1%, 12 pairs each, about half faster) |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -299,11 +299,10 @@
 //! growth (`grow` is 13% of the bare tree's instructions there, claims past a full bucket 10%).
 //! A shard-wide table that holds each position once, by its canonical name, with a rank's name
 //! for it confirmed by the holders of the block's node (so only aliases stay per rank), removes
-//! those inserts: at W = 256 14% less memory and 8% faster two-writer ingest. But every removal
-//! then reads the node's holders to confirm the rank holds the block, and at W = 16, where a
-//! position has one holder and nothing is saved, ingest was 13% slower (table above). Kept per
-//! rank: W = 16 is the workload nearer its 2× target, and +8% does not take W = 256 (1.3-1.5×
-//! on this machine) there either.
+//! those inserts and 14% of a W = 256 index's memory. But every lookup of a rank's name then
+//! reads the node's holders too, and where a position has one holder (W = 16) nothing is saved:
+//! one writer was 5-16% slower on the three workloads, two writers even (table above). Not kept:
+//! the memory target is met already and the write targets are the ones short.
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
