@@ -14,14 +14,12 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
-import { fmt, printTable, QUICK, RESULTS, ROOT, writeResult } from './common.js';
-import { benchTrace, buildWorkload, CHURN_CAPACITY, churnTrace, writeWorkload } from './index-workload.js';
+import { fmt, printTable, QUICK, RESULTS, writeResult } from './common.js';
+import { benchTrace } from './index-workload.js';
 import { captureBatches, type IngestWorkload, mooncakeBatches, writeIngestWorkload } from './ingest-workload.js';
+import { buildVsDynamo, indexWorkloadFiles } from './vs-dynamo-setup.js';
 
-const manifest = join(ROOT, 'bench', 'vs-dynamo', 'Cargo.toml');
-console.log('building bench/vs-dynamo (the first build compiles dynamo-kv-router 1.6.1 and tokio: minutes)…');
-execFileSync('cargo', ['build', '--release', '--manifest-path', manifest], { stdio: 'inherit' });
-const binary = join(ROOT, 'bench', 'vs-dynamo', 'target', 'release', 'kvroute-vs-dynamo');
+const binary = buildVsDynamo();
 
 mkdirSync(RESULTS, { recursive: true });
 const { trace, source } = benchTrace(QUICK ? 300 : 4000);
@@ -74,18 +72,12 @@ for (const [i, w] of workloads.entries()) {
 printTable('engine payloads → visible in the index: kvroute-core vs dynamo-kv-router 1.6.1 (median of 3 alternating rounds)', rows);
 
 // The index itself: the bench:index workload's events, already parsed, on both indexes.
-const indexTrace = benchTrace(QUICK ? 1500 : undefined);
 const indexRows: Array<Record<string, string | number>> = [];
-const indexWorkloads = [
-  { name: 'W=16', build: () => buildWorkload(indexTrace.trace, 16) },
-  { name: 'W=256', build: () => buildWorkload(indexTrace.trace, 256) },
-  { name: 'churn W=64', build: () => buildWorkload(churnTrace(QUICK ? 4000 : 40_000), 64, 42, CHURN_CAPACITY) },
-];
 const scaling: Record<string, unknown> = {};
 const scalingRows: Array<Record<string, string | number>> = [];
-for (const { name, build } of indexWorkloads) {
-  const file = join(RESULTS, `vs-dynamo-index-${name.replace(/[^a-z0-9]+/gi, '-')}.bin`);
-  writeWorkload(file, build());
+let indexSource = '';
+for (const { name, file, source } of indexWorkloadFiles()) {
+  if (source !== 'synthetic') indexSource = source;
   const out = JSON.parse(execFileSync(binary, ['index', file, '3'], { encoding: 'utf8', maxBuffer: 1 << 24 }).trim());
   results[`index ${name}`] = out;
   const sc = JSON.parse(execFileSync(binary, ['scaling', file, '3'], { encoding: 'utf8', maxBuffer: 1 << 24 }).trim());
@@ -123,7 +115,7 @@ for (const { name, build } of indexWorkloads) {
   });
 }
 printTable(
-  `index workloads (${indexTrace.source}; churn: synthetic): kvroute-core KvIndex vs ThreadPoolIndexer<ConcurrentRadixTreeCompressed>, 2 writers`,
+  `index workloads (${indexSource}; churn: synthetic): kvroute-core KvIndex vs ThreadPoolIndexer<ConcurrentRadixTreeCompressed>, 2 writers`,
   indexRows,
 );
 printTable(

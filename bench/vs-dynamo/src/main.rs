@@ -89,8 +89,8 @@ async fn main() {
         return println!("{:.3}", cpu::effective_ghz(200));
     }
     assert!(
-        args.len() >= 3 && ["ingest", "index", "scaling", "replay", "tree", "find", "lockstep", "ingest-only", "ingest-rounds", "mix", "concurrent"].contains(&args[1].as_str()),
-        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep|ingest-only|ingest-rounds|mix|concurrent <workload> [rounds], replay <trace> <kv|round-robin> [arrival speedup], or clock"
+        args.len() >= 3 && ["ingest", "index", "scaling", "replay", "tree", "find", "lockstep", "ingest-only", "ingest-rounds", "ingest-once", "mix", "concurrent"].contains(&args[1].as_str()),
+        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep|ingest-only|ingest-rounds|mix|concurrent <workload> [rounds], ingest-once <workload> <kvroute|dynamo>, replay <trace> <kv|round-robin> [arrival speedup], or clock"
     );
     match args[1].as_str() {
         "tree" => return println!("{}", probes::tree_only(&args[2])),
@@ -98,6 +98,7 @@ async fn main() {
         "concurrent" => return probes::concurrent(&args[2]).await,
         "ingest-only" => return println!("{}", probes::ingest_only(&args[2])),
         "ingest-rounds" => return probes::ingest_rounds(&args[2]).await,
+        "ingest-once" => return probes::ingest_once(&args[2], args.get(3).map_or("", String::as_str)).await,
         "find" => return println!("{}", probes::find_only(&args[2])),
         "lockstep" => return println!("{}", probes::lockstep_only(&args[2])),
         "replay" => {

@@ -3,8 +3,9 @@
 //! `lockstep` (seconds for the trace walk), `ingest-only` (`KvIndex` with 2 writers,
 //! block-events/s), `ingest-rounds` (the comparison's ingest rounds alone, each round's
 //! seconds and page faults), `concurrent` (the comparison's concurrent phase alone, both systems
-//! alternating) and `mix` (the workload's event mix and how it splits over the writers). Run
-//! under `perf record` to see where time goes; the comparison itself is `index`.
+//! alternating), `mix` (the workload's event mix and how it splits over the writers) and
+//! `ingest-once` (one system's ingest, to count its instructions under callgrind). Run under
+//! `perf record` to see where time goes; the comparison itself is `index`.
 
 use crate::index_bench::{read, Op, WRITERS};
 use kvroute_core::index::KvIndex;
@@ -200,4 +201,32 @@ pub async fn ingest_rounds(path: &str) {
         }
         println!();
     }
+}
+
+/// Probe: one system's ingest as the comparison runs it (`kvroute` or `dynamo`: its events
+/// built first, then applied by `WRITERS` writer threads, default 2, and waited for), printing
+/// the block-events.
+/// The index is never torn down, so that the writer threads' work is the ingest alone:
+/// `bench/vs-dynamo-instructions.ts` runs this under callgrind, one file per thread, and counts
+/// the instructions of each system's writer threads (this VM has no hardware counters to ask).
+pub async fn ingest_once(path: &str, system: &str) {
+    use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
+    let ops = read(path);
+    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    match system {
+        "kvroute" => {
+            let batches = crate::index_bench::kvroute_batches(&ops);
+            let index = KvIndex::new(writers()).expect("index");
+            crate::index_bench::kvroute_apply(&index, batches);
+            std::mem::forget(index);
+        }
+        "dynamo" => {
+            let events = crate::index_bench::dynamo_events(&ops);
+            let indexer = ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), writers(), 64);
+            crate::index_bench::dynamo_apply(&indexer, events).await;
+            std::mem::forget(indexer);
+        }
+        other => panic!("ingest-once: unknown system {other:?} (kvroute or dynamo)"),
+    }
+    println!("{block_events}");
 }
