@@ -44,14 +44,29 @@ impl<T> ChunkedVec<T> {
     };
     const CHUNK: usize = 1 << Self::BITS;
 
-    /// Appends `value` and returns its index.
+    /// Appends `value` and returns its index. The common case, room in the last chunk, is
+    /// inlined; growing a chunk or starting one is not.
+    #[inline]
     pub fn push(&mut self, value: T) -> usize {
+        if let Some(chunk) = self.chunks.last_mut() {
+            // Room within the chunk's capacity implies room within the chunk (capacity never
+            // passes `CHUNK`).
+            if chunk.len() < chunk.capacity() {
+                chunk.push(value);
+                self.len += 1;
+                return self.len - 1;
+            }
+        }
+        self.push_growing(value)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_growing(&mut self, value: T) -> usize {
         match self.chunks.last_mut() {
             Some(chunk) if chunk.len() < Self::CHUNK => {
-                if chunk.len() == chunk.capacity() {
-                    // Room doubles, up to a whole chunk (never past it).
-                    chunk.reserve_exact(chunk.capacity().clamp(1, Self::CHUNK - chunk.len()));
-                }
+                // Room doubles, up to a whole chunk (never past it).
+                chunk.reserve_exact(chunk.capacity().clamp(1, Self::CHUNK - chunk.len()));
                 chunk.push(value);
             }
             _ => {

@@ -365,6 +365,46 @@ impl Table {
         }
     }
 
+    /// Removes the entry for `fp` whose id `is_name` confirms when its home bucket settles the
+    /// removal at once, and returns the outcome; `None` when it does not: an entry found at home
+    /// in a bucket that entries were pushed past (a backward shift follows), the table's last
+    /// entry, or no entry at home when entries were pushed past it. The common case of
+    /// [`Self::remove_where`], inlined into the caller while the general scan stays out of line.
+    #[inline(always)]
+    fn take_at_home(&mut self, fp: u32, mut is_name: impl FnMut(u32) -> bool) -> Option<Option<u32>> {
+        if self.buckets.is_empty() {
+            return Some(None);
+        }
+        let home = self.home(fp);
+        let b = &mut self.buckets[home];
+        if b.overflow() != 0 || self.len <= 1 {
+            return None;
+        }
+        let Some(k) = b.position(fp, &mut is_name) else {
+            return Some(None);
+        };
+        let id = b.ids[k];
+        b.remove(k);
+        self.len -= 1;
+        Some(Some(id))
+    }
+
+    /// Removes the entry for `fp` whose id `is_name` confirms, as [`Self::remove_where`] does:
+    /// its common case inlined ([`Self::take_at_home`]), the rest out of line.
+    #[inline(always)]
+    fn take(&mut self, fp: u32, mut is_name: impl FnMut(u32) -> bool) -> Option<u32> {
+        match self.take_at_home(fp, &mut is_name) {
+            Some(outcome) => outcome,
+            None => self.take_elsewhere(fp, is_name),
+        }
+    }
+
+    /// The rest of [`Self::take`]. Out of line (see [`Self::take_at_home`]).
+    #[inline(never)]
+    fn take_elsewhere(&mut self, fp: u32, is_name: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.remove_where(fp, is_name)
+    }
+
     /// Inserts `(fp, id)` when its home bucket shows at once that the name is absent (no
     /// fingerprint hit, nothing ever pushed past it) and has room, where `put` would place it;
     /// returns whether it did. The common case of [`Self::claim`] (about four claims in five
@@ -441,10 +481,11 @@ impl NameTable {
     }
 
     /// Removes the block named `key` (as [`Self::get`] finds it) and returns it: a lookup and
-    /// a removal in one scan of the bucket.
+    /// a removal in one scan of the bucket. Inlined, with the table's common case.
+    #[inline(always)]
     pub fn take(&mut self, key: u64, is_name: impl FnMut(u32) -> bool) -> Option<u32> {
         let (t, fp) = split(key);
-        let taken = self.tables[t].remove_where(fp, is_name);
+        let taken = self.tables[t].take(fp, is_name);
         self.len -= usize::from(taken.is_some());
         taken
     }
@@ -457,20 +498,6 @@ impl NameTable {
         let existing = self.tables[t].claim(fp, value, is_name);
         self.len += usize::from(existing.is_none());
         existing
-    }
-
-    /// Calls `hit` with the block id of every entry in `key`'s home bucket whose fingerprint
-    /// matches (usually one, the block named `key`), without confirming it: for prefetching
-    /// the block's data a few names before it is needed, once the bucket itself has arrived.
-    pub fn candidates(&self, key: u64, mut hit: impl FnMut(u32)) {
-        let (t, fp) = split(key);
-        let table = &self.tables[t];
-        if let Some(b) = table.buckets.get(table.home(fp)) {
-            b.position(fp, |id| {
-                hit(id);
-                false
-            });
-        }
     }
 
     /// Asks the CPU to start loading the bucket where `key` would sit, and the bucket after it;

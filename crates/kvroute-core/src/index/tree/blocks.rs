@@ -69,11 +69,21 @@ pub struct BlockArena {
 impl BlockArena {
     #[inline]
     pub fn alloc(&mut self, loc: Loc, ext: u64) -> BlockId {
-        let id = self.free.pop().unwrap_or_else(|| self.info.push(BlockInfo::default()) as BlockId);
-        let loc = self.packed(id, loc);
-        // One write of the whole record: a reused id's old record is never read (a miss).
-        self.info[id as usize] = BlockInfo { loc, ext };
-        id
+        // One write of the whole record: a reused id's old record is never read (a miss), and
+        // a new id's is pushed as it is.
+        match self.free.pop() {
+            Some(id) => {
+                let loc = self.packed(id, loc);
+                self.info[id as usize] = BlockInfo { loc, ext };
+                id
+            }
+            None => {
+                let id = self.info.len() as BlockId;
+                let loc = self.packed(id, loc);
+                self.info.push(BlockInfo { loc, ext });
+                id
+            }
+        }
     }
 
     /// Gives back a block id taken by the last `alloc` (ids given back in the reverse order of
@@ -93,19 +103,6 @@ impl BlockArena {
     #[inline]
     pub fn ext(&self, block: BlockId) -> u64 {
         self.info[block as usize].ext
-    }
-
-    /// Starts loading the block's data (a hint): both ends, since one record in eight straddles
-    /// two cache lines.
-    #[inline]
-    pub fn prefetch(&self, block: BlockId) {
-        if (block as usize) < self.info.len() {
-            let info = &self.info[block as usize];
-            crate::index::names::prefetch(info);
-            let last = (info as *const BlockInfo).cast::<u8>().wrapping_add(std::mem::size_of::<BlockInfo>() - 1);
-            // Safety: the last byte of the record `info` refers to.
-            crate::index::names::prefetch(unsafe { &*last });
-        }
     }
 
     /// Sets where the block sits (a new block, or one that moved in an edge split).

@@ -2,16 +2,19 @@
 //! rank's coverage is always contiguous from the root and a re-stored gap never resurrects
 //! descendants. Positions nobody holds any more are freed at once, keeping the tree minimal.
 
-use super::book::{Loc, Prefetch};
+use super::book::{take_in, Loc};
 use super::journal::ViewOp;
 use super::ranks::Slot;
 use super::writer::TreeWriter;
 use super::{NodeId, ROOT};
 use std::ops::Range;
 
-/// How many names ahead a removal prefetches a name's bucket (its block's data: half as far),
-/// and a store its new names' buckets: enough to overlap the misses, few enough to stay in the
-/// cache until used. 8 was as good before bucket scans got cheaper; 32 gains nothing over 16.
+/// How many names ahead a removal prefetches a name's bucket, and a store its new names'
+/// buckets: enough to overlap the misses, few enough to stay in the cache until used. 8 was as
+/// good before bucket scans got cheaper; 32 gains nothing over 16. A removal also prefetched
+/// each name's block data, half as far ahead, once its bucket had arrived (a second scan of the
+/// bucket); that second stage cost 88 instructions per removed block, and without it two-writer
+/// ingest ran 10% faster at W = 16 and 4% on churn (eighteenth round, `index/mod.rs`).
 pub(super) const PREFETCH_AHEAD: usize = 16;
 
 /// A pending run of a Removed event: positions `low..=high` of `node`'s edge, named deepest
@@ -58,21 +61,17 @@ impl TreeWriter<'_> {
         let mut unknown = 0;
         let mut pending: Option<Run> = None;
         for &ext in hashes.iter().take(PREFETCH_AHEAD) {
-            self.book.prefetch_named(slot, ext, Prefetch::Bucket);
-        }
-        for &ext in hashes.iter().take(PREFETCH_AHEAD / 2) {
-            self.book.prefetch_named(slot, ext, Prefetch::Block);
+            self.book.names(slot).lookup.prefetch(ext);
         }
         for (i, &ext) in hashes.iter().enumerate() {
+            // The rank's names looked up once for the name's prefetch and take.
+            let (names, blocks) = self.book.names_and_blocks(slot);
             if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
-                self.book.prefetch_named(slot, ahead, Prefetch::Bucket);
-            }
-            if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD / 2) {
-                self.book.prefetch_named(slot, ahead, Prefetch::Block);
+                names.lookup.prefetch(ahead);
             }
             // Taken out of the table at once (the common case: it joins the run); put back below
             // when it does not.
-            let Some(block) = self.book.take_named(slot, ext) else {
+            let Some(block) = take_in(names, blocks, ext) else {
                 // Whether or not a run is pending, an absent name stays absent after it.
                 unknown += 1;
                 continue;

@@ -16,7 +16,7 @@
 //! removed, the tree ran 2-6% faster: `BENCHMARKS.md`).
 
 use super::blocks::MAX_EDGE_LEN;
-use super::book::Loc;
+use super::book::{claim_existing_in, claim_in, named_in, Loc};
 use super::journal::ViewOp;
 use super::ranks::Slot;
 use super::remove::PREFETCH_AHEAD;
@@ -169,8 +169,11 @@ impl TreeWriter<'_> {
         blocks: &[StoredBlock],
         predicted: bool,
     ) -> Result<Walk, Rejection> {
+        // The rank's names are looked up once for the walk; a claim that fails ends it, and the
+        // names claimed before it are given back after.
+        let (names, arena) = self.book.names_and_blocks(slot);
         for b in blocks.iter().take(PREFETCH_AHEAD) {
-            self.book.names(slot).lookup.prefetch(b.ext);
+            names.lookup.prefetch(b.ext);
         }
         let mut renames = false;
         // The index of the first position the rank does not hold, once the walk reaches it.
@@ -179,13 +182,14 @@ impl TreeWriter<'_> {
         let mut cutoff_on: Option<(NodeId, u32)> = None;
         let mut at = start;
         let mut new_from = blocks.len();
+        let mut rejected_at = None;
         for (i, block) in blocks.iter().enumerate() {
             let Some(loc) = self.view.advance(at, block.local) else {
                 new_from = i;
                 break;
             };
             if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
-                self.book.names(slot).lookup.prefetch(ahead.ext);
+                names.lookup.prefetch(ahead.ext);
             }
             let here = self.view.node(loc.node).blocks()[loc.pos as usize];
             let held = claiming_from.is_none() && {
@@ -197,23 +201,27 @@ impl TreeWriter<'_> {
                 loc.pos < cutoff
             };
             let in_use = if held {
-                let named = self.book.named(slot, block.ext);
+                let named = named_in(names, arena, block.ext);
                 // Held under another name: renamed when the tree changes (a prediction never renames).
                 renames |= named.is_none() && !predicted;
                 named.is_some_and(|named| named != here)
             } else {
-                let first = *claiming_from.get_or_insert(i);
+                claiming_from.get_or_insert(i);
                 first_claimed_node.get_or_insert(loc.node);
-                let taken = self.book.claim_existing_name(slot, block.ext, here).is_some();
-                if taken {
-                    self.give_back(slot, &blocks[first..i]);
-                }
-                taken
+                claim_existing_in(names, arena, block.ext, here).is_some()
             };
             if in_use {
-                return Err(Rejection::InvalidBlock);
+                rejected_at = Some(i);
+                break;
             }
             at = Some(loc);
+        }
+        if let Some(i) = rejected_at {
+            // Held positions come first and claim nothing, so only a failed claim has any to give back.
+            if let Some(first) = claiming_from {
+                self.give_back(slot, &blocks[first..i]);
+            }
+            return Err(Rejection::InvalidBlock);
         }
         Ok(Walk { first_claimed: claiming_from.unwrap_or(new_from), new_from, renames, first_claimed_node, end: at })
     }
@@ -231,19 +239,20 @@ impl TreeWriter<'_> {
     /// rejected before anything else changed. The ids' locations are set by [`Self::insert_new`].
     fn claim_names(&mut self, slot: Slot, blocks: &[StoredBlock]) -> Option<Vec<BlockId>> {
         let mut claimed = Vec::with_capacity(blocks.len());
+        let (names, arena) = self.book.names_and_blocks(slot);
         for b in blocks.iter().take(PREFETCH_AHEAD) {
-            self.book.names(slot).lookup.prefetch(b.ext);
+            names.lookup.prefetch(b.ext);
         }
         for (i, b) in blocks.iter().enumerate() {
             if let Some(ahead) = blocks.get(i + PREFETCH_AHEAD) {
-                self.book.names(slot).lookup.prefetch(ahead.ext);
+                names.lookup.prefetch(ahead.ext);
             }
-            let id = self.book.blocks.alloc(Loc::default(), b.ext);
-            if self.book.claim_name(slot, b.ext, id).is_some() {
-                self.book.blocks.release(id);
+            let id = arena.alloc(Loc::default(), b.ext);
+            if claim_in(names, arena, b.ext, id).is_some() {
+                arena.release(id);
                 for (&id, b) in claimed.iter().zip(blocks).rev() {
-                    self.book.names_mut(slot).lookup.remove(b.ext, id);
-                    self.book.blocks.release(id);
+                    names.lookup.remove(b.ext, id);
+                    arena.release(id);
                 }
                 return None;
             }
