@@ -110,7 +110,9 @@
 //! | tried: the ids of a store's new blocks in a scratch vector kept between events | | | W = 256 instructions 876 → 875 M: a small vector's `malloc` and `free` cost little |
 //! | tried on the Intel Xeon machine (fifteenth round): name buckets prefetched 16 names ahead and block data 4 (and 24 and 8; 32 and 12), against 16 and 8 | | | bare tree W = 16: none faster; 16 and 4 12% slower (8 alternating pairs) |
 //! | tried again (seventeenth round), as a multimap: one shard-wide table of every position by its canonical name, a rank's name confirmed by the holders of the block's node (only aliases kept per rank), a removal's lookup taking the entry out when no other rank holds the block; tables up to 3/4 full | | | memory W = 256 32.0 → 27.6 B per held block (0.43× Dynamo), churn −18%, W = 16 even (−19% at 7/8 full, where the bare tree at W = 16 was 27% slower); instructions (whole bare-tree probe) W = 256 876 → 848 M, W = 16 1,403 → 1,511 M, churn 842 → 900 M; bare tree 16% / 5% / 8% slower (W = 16 / W = 256 / churn, 8 alternating pairs); two-writer ingest even (+4% / +1% / +1%, 12 pairs each, about half faster) |
-//! | tried: a removal's common case (found in a home bucket nothing was pushed past) inlined, the general scan out of line, as the claims do | | | 97.6% of W = 16's removals took it; instructions even (1,402.9 → 1,403.6 M, whole bare-tree probe): the scan's ~150 instructions were straight-line work, not its loop |
+//! | a rank's names and the block data borrowed once per walk or name, not looked up (slot checked, rank live) at every step; a new block's record pushed as it is; `ChunkedVec::push` inlined for room in the last chunk; a removal's common case (home bucket, nothing pushed past it) inlined with its name check; `ChunkedVec` indexing checks the length once | | | instructions (whole bare-tree probe) W = 16 1,403 → 1,099 M with the next row, then 1,025 M; W = 256 876 → 803 M; churn 842 → 688 M. Two-writer ingest over the round: W = 16 +27% (12 alternating pairs, 12 faster), W = 256 +8% (10 of 12), churn +8% (10 of 12) |
+//! | the removal's second prefetch stage dropped (a second scan of the name's bucket, eight names ahead, to prefetch its block's record) | | | 88 instructions per removed block (W = 16 −13%); two-writer ingest W = 16 +10% (10 pairs, 8 faster), churn +4%: on the Intel machine the writer is bound by instructions more than by that miss |
+//! | tried: `BlockArena::loc` inlined into the removal loop again | | | W = 16 −1.1% instructions, W = 256 +0.3%: not kept |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -306,14 +308,19 @@
 //! the memory target is met already and the write targets are the ones short.
 //!
 //! Eighteenth round: instructions against Dynamo's own. Callgrind on each system's writer
-//! threads (`npm run bench:vs-dynamo-instructions`) counts 321-456 instructions per
+//! threads (`npm run bench:vs-dynamo-instructions`) counted 321-456 instructions per
 //! block-event for ours against 188-297 for Dynamo's, 1.5-1.7× as many, on all three workloads:
-//! our lead in CPU time comes from stalling far less per instruction (one-line buckets,
-//! prefetched misses, no locks), not from doing less. At W = 256 a store costs 348 against 202:
-//! the rank's name table 155 (Dynamo's lookup map 129), the tree around it 193 (Dynamo's 73).
-//! So the remaining write targets need fewer instructions, most likely in that bookkeeping
-//! (block ids and their locations, chunked arrays, allocations), without giving back the
-//! stalls (`BENCHMARKS.md`).
+//! our lead in CPU time came from stalling far less per instruction (one-line buckets,
+//! prefetched misses, no locks), not from doing less, so the write targets' gap was
+//! instructions. Much of it was bookkeeping around the name tables: the rank's table looked up
+//! (slot bounds, live-rank check) two or three times per name, records written twice, every
+//! `ChunkedVec` index checked twice, and a second prefetch stage per removed name that rescanned
+//! its bucket to prefetch the block's record (88 instructions, more than the miss it hid costs
+//! on this machine). Without them (table above) ours run 227-354 against 188-297, 1.2× Dynamo's at
+//! W = 16 and on churn and 1.34× at W = 256, and two-writer ingest rose 27% / 8% / 8%. What is
+//! left at W = 256 is mostly the names themselves: claims past a full home bucket and the
+//! tables' growth are a quarter of the instructions, and emptier tables would cost the memory
+//! the 0.5× target has no room for (`BENCHMARKS.md`).
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
