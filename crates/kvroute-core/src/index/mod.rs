@@ -113,6 +113,7 @@
 //! | a rank's names and the block data borrowed once per walk or name, not looked up (slot checked, rank live) at every step; a new block's record pushed as it is; `ChunkedVec::push` inlined for room in the last chunk; a removal's common case (home bucket, nothing pushed past it) inlined with its name check; `ChunkedVec` indexing checks the length once | | | instructions (whole bare-tree probe) W = 16 1,403 → 1,099 M with the next row, then 1,025 M; W = 256 876 → 803 M; churn 842 → 688 M. Two-writer ingest over the round: W = 16 +27% (12 alternating pairs, 12 faster), W = 256 +8% (10 of 12), churn +8% (10 of 12) |
 //! | the removal's second prefetch stage dropped (a second scan of the name's bucket, eight names ahead, to prefetch its block's record) | | | 88 instructions per removed block (W = 16 −13%); two-writer ingest W = 16 +10% (10 pairs, 8 faster), churn +4%: on the Intel machine the writer is bound by instructions more than by that miss |
 //! | tried: `BlockArena::loc` inlined into the removal loop again | | | W = 16 −1.1% instructions, W = 256 +0.3%: not kept |
+//! | tried: the walk over a store's existing positions prefetching the record of the block eight positions on along the edge | | | W = 256 +1.7% instructions; two-writer ingest even at W = 256 and W = 16 (10 alternating pairs each): those reads mostly hit |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
