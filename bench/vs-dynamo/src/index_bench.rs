@@ -94,6 +94,11 @@ pub fn read(path: &str) -> Vec<Op> {
     ops
 }
 
+/// The block-events of a workload's event ops (what every rate divides by).
+pub fn block_events(ops: &[Op]) -> u64 {
+    ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum()
+}
+
 /// kvroute's copy of every `Events` op's batch, in order, built before a timed region.
 pub fn kvroute_batches(ops: &[Op]) -> Vec<Vec<RouterEvent>> {
     ops.iter().filter_map(|o| if let Op::Events(e, _, _) = o { Some(e.clone()) } else { None }).collect()
@@ -225,7 +230,7 @@ async fn dynamo_walk(ops: &[Op]) -> (f64, Answers) {
 
 pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
     let ops = read(path);
-    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    let block_events = block_events(&ops);
     let queries: Vec<&Vec<u64>> =
         ops.iter().filter_map(|o| if let Op::Query(q) = o { Some(q) } else { None }).collect();
     let (mut kv_ingest, mut dyn_ingest, mut kv_bytes, mut dyn_bytes) = (Vec::new(), Vec::new(), 0isize, 0isize);

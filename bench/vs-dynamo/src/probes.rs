@@ -14,7 +14,7 @@ use std::time::Instant;
 /// Probe: the bare single-threaded tree on the same events (no threads, no second copy).
 pub fn tree_only(path: &str) -> f64 {
     let ops = read(path);
-    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    let block_events = crate::index_bench::block_events(&ops);
     let mut rates = Vec::new();
     for _ in 0..repeat() {
         let before = crate::alloc::live();
@@ -55,7 +55,7 @@ fn best(rates: Vec<f64>) -> f64 {
 /// Probe: kvroute's ingest alone (2 writers, apply every prebuilt event then flush); block-events/s.
 pub fn ingest_only(path: &str) -> f64 {
     let ops = read(path);
-    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    let block_events = crate::index_bench::block_events(&ops);
     let mut rates = Vec::new();
     for _ in 0..repeat() {
         let batches = crate::index_bench::kvroute_batches(&ops);
@@ -159,7 +159,7 @@ pub async fn concurrent(path: &str) {
     let only = std::env::var("ONLY").ok();
     let runs = |system: &str| only.as_deref().is_none_or(|o| o == system);
     let ops = read(path);
-    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    let block_events = crate::index_bench::block_events(&ops);
     let queries: Vec<Vec<u64>> =
         ops.iter().filter_map(|o| if let Op::Query(q) = o { Some(q.clone()) } else { None }).collect();
     for _ in 0..repeat().max(3) {
@@ -212,7 +212,7 @@ pub async fn ingest_rounds(path: &str) {
 pub async fn ingest_once(path: &str, system: &str) {
     use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
     let ops = read(path);
-    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    let block_events = crate::index_bench::block_events(&ops);
     match system {
         "kvroute" => {
             let batches = crate::index_bench::kvroute_batches(&ops);

@@ -158,7 +158,7 @@ fn memory_accuracy(ops: &[Op]) -> serde_json::Value {
 
 pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
     let ops = read(path);
-    let block_events: u64 = ops.iter().map(|o| if let Op::Events(_, _, n) = o { *n } else { 0 }).sum();
+    let block_events = crate::index_bench::block_events(&ops);
     let queries: Vec<Vec<u64>> =
         ops.iter().filter_map(|o| if let Op::Query(q) = o { Some(q.clone()) } else { None }).collect();
     let mut scaling = serde_json::Map::new();

@@ -276,7 +276,8 @@ impl Table {
 
     /// Removes the first entry with fingerprint `fp` for whose id `is_it` holds, and returns
     /// that id: the bucket's last entry fills its place, and the buckets it had been pushed past
-    /// count it off their overflow.
+    /// count it off their overflow. Out of line: [`Self::take`] inlines the common case.
+    #[inline(never)]
     fn remove_where(&mut self, fp: u32, mut is_it: impl FnMut(u32) -> bool) -> Option<u32> {
         if self.buckets.is_empty() {
             return None;
@@ -395,14 +396,8 @@ impl Table {
     fn take(&mut self, fp: u32, mut is_name: impl FnMut(u32) -> bool) -> Option<u32> {
         match self.take_at_home(fp, &mut is_name) {
             Some(outcome) => outcome,
-            None => self.take_elsewhere(fp, is_name),
+            None => self.remove_where(fp, is_name),
         }
-    }
-
-    /// The rest of [`Self::take`]. Out of line (see [`Self::take_at_home`]).
-    #[inline(never)]
-    fn take_elsewhere(&mut self, fp: u32, is_name: impl FnMut(u32) -> bool) -> Option<u32> {
-        self.remove_where(fp, is_name)
     }
 
     /// Inserts `(fp, id)` when its home bucket shows at once that the name is absent (no

@@ -60,8 +60,9 @@ impl TreeWriter<'_> {
     pub(super) fn remove_names(&mut self, slot: Slot, hashes: &[u64]) -> usize {
         let mut unknown = 0;
         let mut pending: Option<Run> = None;
+        let lookup = &self.book.names(slot).lookup;
         for &ext in hashes.iter().take(PREFETCH_AHEAD) {
-            self.book.names(slot).lookup.prefetch(ext);
+            lookup.prefetch(ext);
         }
         for (i, &ext) in hashes.iter().enumerate() {
             // The rank's names looked up once for the name's prefetch and take.
