@@ -114,6 +114,9 @@
 //! | the removal's second prefetch stage dropped (a second scan of the name's bucket, eight names ahead, to prefetch its block's record) | | | 88 instructions per removed block (W = 16 −13%); two-writer ingest W = 16 +10% (10 pairs, 8 faster), churn +4%: on the Intel machine the writer is bound by instructions more than by that miss |
 //! | tried: `BlockArena::loc` inlined into the removal loop again | | | W = 16 −1.1% instructions, W = 256 +0.3%: not kept |
 //! | tried: the walk over a store's existing positions prefetching the record of the block eight positions on along the edge | | | W = 256 +1.7% instructions; two-writer ingest even at W = 256 and W = 16 (10 alternating pairs each): those reads mostly hit |
+//! | measured, not a design (nineteenth round): every name table made 1,024 buckets at its first insert, so none grows | | | instructions (whole bare-tree probe) W = 256 803 → 604 M, two-writer ingest there +24% (4 alternating pairs): a quarter of the W = 256 writer is tables growing and claims that pass runs of full buckets, at the memory the 0.5× target leaves no room for |
+//! | `grow` places each rehashed entry itself: one compare of the new bucket's counts byte, the old bucket read as slices (no bounds checks) | | | W = 256 `grow` 114 → 94 M instructions (bare tree 803 → 783 M; W = 16 1,028 → 1,025 M, churn even); two-writer ingest W = 256 +5% (10 alternating pairs, 9 faster), W = 16 and churn even (6 pairs) |
+//! | tried again: a slow claim as one walk that proves the name absent and remembers the first bucket with room | | | W = 256 instructions 783 → 813 M (`claim_elsewhere` without `grow` 86 → 116 M) |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice

@@ -258,7 +258,13 @@ impl Table {
 
     /// Doubles the table and rehashes it from the fingerprints. Kept out of line: inlined, it
     /// made every insert save and restore more registers (outlining it took 3% off the bare
-    /// tree's instructions at W = 256).
+    /// tree's instructions at W = 256). The rehash places each entry itself rather than through
+    /// [`Self::put`]: in a table filled by inserts alone a bucket counts an overflow only once
+    /// full, so one compare of its counts byte says whether it has room, and the old bucket's
+    /// entries are read as slices, which leaves no bounds check in the loop. That is 22
+    /// instructions an entry where `put` took 30: at W = 256, where `grow` is a seventh of the
+    /// writer's instructions, 114 → 94 M (whole bare-tree probe 803 → 783 M) and the two-writer
+    /// ingest 5% faster (10 alternating pairs, 9 faster).
     #[cold]
     #[inline(never)]
     fn grow(&mut self) {
@@ -267,9 +273,30 @@ impl Table {
         let old = std::mem::replace(&mut self.buckets, vec![Bucket::default(); 1 << bits]);
         self.bits = bits;
         self.most = self.buckets.len() * SLOTS * MAX_LOAD.0 / MAX_LOAD.1;
+        let shift = FP_BITS - bits;
+        let mask = self.buckets.len() - 1;
+        let new = self.buckets.as_mut_slice();
         for b in &old {
-            for k in 0..b.len() {
-                self.put(b.fingerprint(k), b.ids[k]);
+            let len = b.len().min(SLOTS);
+            for ((&id, &low), &high) in b.ids[..len].iter().zip(&b.low[..len]).zip(&b.high[..len]) {
+                let fp = u32::from(low) | (u32::from(high) << 16);
+                let mut i = (fp >> shift) as usize;
+                loop {
+                    let to = &mut new[i & mask];
+                    // In a table built by inserts alone a bucket counts an overflow only when
+                    // full, so its counts byte is below `SLOTS` exactly when it has room.
+                    let counts = to.counts;
+                    if usize::from(counts) < SLOTS {
+                        let at = usize::from(counts);
+                        to.ids[at] = id;
+                        to.low[at] = low;
+                        to.high[at] = high;
+                        to.counts = counts + 1;
+                        break;
+                    }
+                    to.add_overflow();
+                    i += 1;
+                }
             }
         }
     }
