@@ -117,6 +117,7 @@
 //! | measured, not a design (nineteenth round): every name table made 1,024 buckets at its first insert, so none grows | | | instructions (whole bare-tree probe) W = 256 803 → 604 M, two-writer ingest there +24% (4 alternating pairs): a quarter of the W = 256 writer is tables growing and claims that pass runs of full buckets, at the memory the 0.5× target leaves no room for |
 //! | `grow` places each rehashed entry itself: one compare of the new bucket's counts byte, the old bucket read as slices (no bounds checks) | | | W = 256 `grow` 114 → 94 M instructions (bare tree 803 → 783 M; W = 16 1,028 → 1,025 M, churn even); two-writer ingest W = 256 +5% (10 alternating pairs, 9 faster), W = 16 and churn even (6 pairs) |
 //! | tried again: a slow claim as one walk that proves the name absent and remembers the first bucket with room | | | W = 256 instructions 783 → 813 M (`claim_elsewhere` without `grow` 86 → 116 M) |
+//! | a lookup's name check out of line (`Bucket::confirmed_id`): a claim past its home bucket scans for a miss, and the inlined check made its loop spill | | | a slow claim 214 → 192 instructions; bare tree W = 256 783 → 771 M, W = 16 1,025 → 1,021 M, churn 686 → 685 M; two-writer ingest W = 256 +4.6% (10 alternating pairs, 8 faster) |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice

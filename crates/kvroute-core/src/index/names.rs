@@ -130,8 +130,14 @@ impl Bucket {
         self.counts -= 1;
     }
 
-    fn position(&self, fp: u32, mut is_name: impl FnMut(u32) -> bool) -> Option<usize> {
-        let mut hits = self.fingerprint_hits(fp);
+    /// The first entry in use whose fingerprint is `fp` and whose id `is_name` confirms.
+    fn position(&self, fp: u32, is_name: impl FnMut(u32) -> bool) -> Option<usize> {
+        self.first_confirmed(self.fingerprint_hits(fp), is_name)
+    }
+
+    /// The first of the entries `hits` marks whose id `is_name` confirms.
+    #[inline(always)]
+    fn first_confirmed(&self, mut hits: u32, mut is_name: impl FnMut(u32) -> bool) -> Option<usize> {
         while hits != 0 {
             let k = hits.trailing_zeros() as usize;
             if is_name(self.ids[k]) {
@@ -140,6 +146,16 @@ impl Bucket {
             hits &= hits - 1;
         }
         None
+    }
+
+    /// The id of [`Self::first_confirmed`], out of line for the scans that expect a miss
+    /// ([`Table::find`], which a claim past its home bucket runs): the name check inlined
+    /// there (the rank's aliases, the block's data) made the loop spill its values. Out of
+    /// line, such a claim takes 192 instructions instead of 214 (W = 256 bare tree 783 → 771 M;
+    /// two-writer ingest +4.6%, 10 alternating pairs, 8 faster).
+    #[inline(never)]
+    fn confirmed_id(&self, hits: u32, is_name: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.first_confirmed(hits, is_name).map(|k| self.ids[k])
     }
 
     /// A bit per entry in use whose fingerprint is `fp`, compared all at once rather than entry
@@ -222,8 +238,11 @@ impl Table {
         // (an entry pushed past it when it was full), and an absent name then ends the scan here.
         for _ in 0..self.buckets.len() {
             let b = &self.buckets[i];
-            if let Some(k) = b.position(fp, &mut is_name) {
-                return Some(b.ids[k]);
+            let hits = b.fingerprint_hits(fp);
+            if hits != 0 {
+                if let Some(id) = b.confirmed_id(hits, &mut is_name) {
+                    return Some(id);
+                }
             }
             if b.overflow() == 0 {
                 return None;
