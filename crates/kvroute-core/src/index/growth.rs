@@ -44,9 +44,16 @@ impl<T> ChunkedVec<T> {
         }
     };
     const CHUNK: usize = 1 << Self::BITS;
+    /// How far past the end `push` prefetches, in elements: 256 bytes, four cache lines.
+    const AHEAD: usize = 256 / if std::mem::size_of::<T>() == 0 { 1 } else { std::mem::size_of::<T>() };
 
     /// Appends `value` and returns its index. The common case, room in the last chunk, is
-    /// inlined; growing a chunk or starting one is not.
+    /// inlined; growing a chunk or starting one is not. It then prefetches the line 256 bytes
+    /// past the new end: a writer appends block records and nodes in order, to memory that is
+    /// rarely in the cache (just grown, or freed by an earlier index), and each first write to
+    /// a line waited for it. With the prefetch the two-writer ingest at W = 256 was 10% faster
+    /// (8 alternating pairs, 7 faster), churn 7% (6 of 8), W = 16 even; 128 and 512 bytes
+    /// ahead were 4% slower than 256.
     #[inline]
     pub fn push(&mut self, value: T) -> usize {
         // The last chunk is not full (`len` is no multiple of a chunk) and has room allocated.
@@ -54,6 +61,7 @@ impl<T> ChunkedVec<T> {
             let chunk = self.chunks.last_mut().expect("a partly filled chunk");
             if chunk.len() < chunk.capacity() {
                 chunk.push(value);
+                crate::index::names::prefetch_address(chunk.as_ptr().wrapping_add(chunk.len() + Self::AHEAD));
                 self.len += 1;
                 return self.len - 1;
             }

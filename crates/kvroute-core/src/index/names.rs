@@ -572,14 +572,18 @@ impl NameTable {
 
 /// A read prefetch of the cache line holding `value`.
 pub fn prefetch<T>(value: &T) {
+    prefetch_address(value as *const T);
+}
+
+/// A read prefetch of the cache line at `address`, which need not point into an allocation.
+pub fn prefetch_address<T>(address: *const T) {
     #[cfg(target_arch = "x86_64")]
-    // Safety: prefetching is a hint; it never faults, even on an invalid address, and `value`
-    // is a valid reference anyway.
+    // Safety: prefetching is a hint; it never faults, even on an invalid address.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((value as *const T).cast::<i8>());
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
+    let _ = address;
 }
 
 #[cfg(test)]
