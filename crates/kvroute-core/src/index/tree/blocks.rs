@@ -45,14 +45,19 @@ impl Loc {
     }
 }
 
-/// One position's data: its packed location and its canonical name (the external hash of the
-/// rank that created it), side by side so that a removal's two reads share a cache line.
-/// Aligned to 4 so that an array of them has no padding.
+/// One position's data: its canonical name (the external hash of the rank that created it) and
+/// its packed location, side by side so that a removal's two reads share a cache line. Aligned
+/// to 4 so that an array of them has no padding. The name comes first because the compiler
+/// builds a new record on the stack and copies it as 8 bytes and then 4: with the location
+/// first, the 8-byte read spanned the stores of both fields, which the CPU cannot forward, and
+/// every new block waited for them to reach the cache (perf put a fifth of `store`'s samples
+/// at W = 256 on that copy). Name first, each read matches one store: two-writer ingest at
+/// W = 256 7% faster (8 alternating pairs, 6 faster), instructions unchanged.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, packed(4))]
 struct BlockInfo {
-    loc: u32,
     ext: u64,
+    loc: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<BlockInfo>() == 12);
@@ -74,13 +79,13 @@ impl BlockArena {
         match self.free.pop() {
             Some(id) => {
                 let loc = self.packed(id, loc);
-                self.info[id as usize] = BlockInfo { loc, ext };
+                self.info[id as usize] = BlockInfo { ext, loc };
                 id
             }
             None => {
                 let id = self.info.len() as BlockId;
                 let loc = self.packed(id, loc);
-                self.info.push(BlockInfo { loc, ext });
+                self.info.push(BlockInfo { ext, loc });
                 id
             }
         }
