@@ -329,6 +329,19 @@
 //! tables' growth are a quarter of the instructions, and emptier tables would cost the memory
 //! the 0.5× target has no room for (`BENCHMARKS.md`).
 //!
+//! Nineteenth round: stalls, found with perf once the instructions were cut. A fifth of
+//! `store`'s samples at W = 256 sat on one instruction: the copy of a new block's record from
+//! the stack, whose 8-byte read spanned the two stores that had built it (a 4-byte location,
+//! then the name), which the CPU cannot forward, so every new block waited for both to reach
+//! the cache. The record now starts with its name and each read matches one store. Appends to
+//! the block records and nodes also waited on each cache line's first write (memory just grown
+//! or freed by an earlier index); `ChunkedVec::push` now prefetches four lines ahead. With a
+//! tighter rehash in `grow` and the name check out of the claims' slow scan (table above), the
+//! two-writer ingest at W = 256 rose about a quarter against the round's start (`ingest-rounds`,
+//! both systems, medians of 8 rounds: 1.55-1.64× Dynamo → 1.78-2.14×), the instruction count
+//! only 4% (326 → 314 per block-event). The lesson for this tree: once instructions are few,
+//! look at where perf's samples pile up on a single instruction.
+//!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 
 pub mod concurrent;
