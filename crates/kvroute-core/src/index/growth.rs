@@ -9,6 +9,7 @@
 //! [`crate::index::names::NameTable`] splits a rank's names over 4 tables, so one rehash
 //! touches a quarter of them.
 
+use crate::index::prefetch::prefetch_address;
 use rustc_hash::FxBuildHasher;
 use std::ops::{Index, IndexMut};
 
@@ -61,7 +62,7 @@ impl<T> ChunkedVec<T> {
             let chunk = self.chunks.last_mut().expect("a partly filled chunk");
             if chunk.len() < chunk.capacity() {
                 chunk.push(value);
-                crate::index::names::prefetch_address(chunk.as_ptr().wrapping_add(chunk.len() + Self::AHEAD));
+                prefetch_address(chunk.as_ptr().wrapping_add(chunk.len() + Self::AHEAD));
                 self.len += 1;
                 return self.len - 1;
             }

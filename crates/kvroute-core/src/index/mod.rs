@@ -353,6 +353,7 @@ pub mod lock;
 mod merge;
 pub mod names;
 pub mod packed;
+mod prefetch;
 pub(crate) mod shard;
 mod spent;
 pub mod stats;

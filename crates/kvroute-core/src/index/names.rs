@@ -46,6 +46,7 @@
 //! calls fell from 11,948 to 5,085 per three rounds. The cost: a table four times larger keeps
 //! two fingerprint bits fewer to tell a bucket's entries apart (above).
 
+use crate::index::prefetch::prefetch;
 use crate::index::stats::vec_bytes;
 
 const SHARD_BITS: u32 = 2;
@@ -568,22 +569,6 @@ impl NameTable {
     pub fn heap_bytes(&self) -> usize {
         self.tables.iter().map(|t| vec_bytes::<Bucket>(t.buckets.capacity())).sum()
     }
-}
-
-/// A read prefetch of the cache line holding `value`.
-pub fn prefetch<T>(value: &T) {
-    prefetch_address(value as *const T);
-}
-
-/// A read prefetch of the cache line at `address`, which need not point into an allocation.
-pub fn prefetch_address<T>(address: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // Safety: prefetching is a hint; it never faults, even on an invalid address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
 }
 
 #[cfg(test)]
