@@ -120,6 +120,7 @@
 //! | a lookup's name check out of line (`Bucket::confirmed_id`): a claim past its home bucket scans for a miss, and the inlined check made its loop spill | | | a slow claim 214 → 192 instructions; bare tree W = 256 783 → 771 M, W = 16 1,025 → 1,021 M, churn 686 → 685 M; two-writer ingest W = 256 +4.6% (10 alternating pairs, 8 faster) |
 //! | `ChunkedVec::push` prefetches the line 256 bytes past the new end (128 and 512 tried: 4% slower) | | | two-writer ingest W = 256 +10% (8 alternating pairs, 7 faster), churn +7% (6 of 8), W = 16 even; instructions +0.6%: appended block records and nodes go to memory rarely in the cache |
 //! | a block's record with its name first (was: the packed location first) | | | the compiler copies a new record from the stack as 8 + 4 bytes, and the 8-byte read spanned both fields' stores, a store-forwarding stall on every new block (a fifth of `store`'s perf samples at W = 256); two-writer ingest W = 256 +7% (8 pairs, 6 faster), instructions unchanged |
+//! | tried (nineteenth round, with the two rows above): name buckets prefetched 12 or 8 names ahead instead of 16 | | | two-writer ingest within noise: 12 ahead W = 256 +2% (12 alternating pairs, 6 faster), W = 16 +5% (7 of 12), churn −1% (5 of 12); 8 ahead W = 256 −2% (8 pairs, 3 faster), W = 16 +4% (6 of 8) |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
