@@ -304,7 +304,10 @@ impl Table {
                 loop {
                     let to = &mut new[i & mask];
                     // In a table built by inserts alone a bucket counts an overflow only when
-                    // full, so its counts byte is below `SLOTS` exactly when it has room.
+                    // full, so its counts byte is below `SLOTS` exactly when it has room. The
+                    // entry is written here rather than by `Bucket::push`: through it the bare
+                    // tree at W = 256 ran 0.4% fewer instructions but 10% slower (8 alternating
+                    // pairs, none faster; two-writer ingest 4% slower, 2 of 10 faster).
                     let counts = to.counts;
                     if usize::from(counts) < SLOTS {
                         let at = usize::from(counts);
