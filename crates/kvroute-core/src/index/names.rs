@@ -44,7 +44,9 @@
 //! even, the bare tree even); glibc grows a thread's heap by an `mprotect` call per shortfall,
 //! which holds the address space's lock that the other writer's page faults need, and those
 //! calls fell from 11,948 to 5,085 per three rounds. The cost: a table four times larger keeps
-//! two fingerprint bits fewer to tell a bucket's entries apart (above).
+//! two fingerprint bits fewer to tell a bucket's entries apart (above). One table a rank was
+//! faster again (W = 256 +21%) but rehashes a rank at once and came out over the 0.5× memory
+//! target in one sitting of five (`index` module doc); `QUADRUPLE_BELOW` gets part of its gain.
 
 use crate::index::prefetch::prefetch;
 use crate::index::stats::vec_bytes;
@@ -67,10 +69,12 @@ const MAX_BUCKET_BITS: u32 = FP_BITS;
 /// Tables smaller than this many buckets (4 KiB) grow fourfold, larger ones double: sizes go
 /// 1, 4, 16, 64, 128, 256, ... buckets. A table's early growth is a fixed cost per table (an
 /// allocation, a free, a call) for few names, and a shard has a thousand tables at W = 256 (four
-/// per rank), each passing through every small size: skipping half of them made the two-writer
-/// ingest there 7-10% faster (14 alternating pairs, 10 faster; both systems in one process),
-/// W = 16 8% (6 of 8), churn even (−6% and +5%, 8 and 10 pairs), and the bare tree ran 2% fewer
-/// instructions at W = 256 (773 → 757 M). Sizes from 64 buckets on are the same as before, so
+/// per rank), each passing through every small size. Skipping half of them took 4-10% off the
+/// writers' CPU time in the two-writer ingest there (batches of 6, 8 and 12 alternating pairs,
+/// both systems in one process; lower in all 12 of the last) and 10% at W = 16 (8 pairs);
+/// wall time, noisier on this VM, +6-10% at W = 256 (16 of 26 pairs faster), +8% at W = 16,
+/// churn even (−6% and +5%, 8 and 10 pairs); the bare tree ran 2% fewer instructions at
+/// W = 256 (773 → 757 M). Sizes from 64 buckets on are the same as before, so
 /// no index of the benchmarks ends any larger (their tables end at 64 buckets or more); a table
 /// that ends under 64 buckets can be twice the size doubling would have left, at most 4 KiB.
 const QUADRUPLE_BELOW: usize = 64;
