@@ -74,9 +74,9 @@ const MAX_BUCKET_BITS: u32 = FP_BITS;
 /// both systems in one process; lower in all 12 of the last) and 10% at W = 16 (8 pairs);
 /// wall time, noisier on this VM, +6-10% at W = 256 (16 of 26 pairs faster), +8% at W = 16,
 /// churn even (−6% and +5%, 8 and 10 pairs); the bare tree ran 2% fewer instructions at
-/// W = 256 (773 → 757 M). Sizes from 64 buckets on are the same as before, so
-/// no index of the benchmarks ends any larger (their tables end at 64 buckets or more); a table
-/// that ends under 64 buckets can be twice the size doubling would have left, at most 4 KiB.
+/// W = 256 (773 → 757 M). Sizes from 64 buckets on are the same as before, so no index of the
+/// benchmarks ends any larger (their tables end at 64 buckets or more); a table that ends under
+/// 64 buckets can be twice the size doubling would have left, at most 4 KiB.
 const QUADRUPLE_BELOW: usize = 64;
 /// The overflow count saturates here and then stays: a lookup then always goes on to the next
 /// bucket, which is slower but never wrong, until the table grows and recounts, or a removal
@@ -290,10 +290,9 @@ impl Table {
         }
     }
 
-    /// Grows the table (see [`QUADRUPLE_BELOW`] for by how much) and rehashes it from the
-    /// fingerprints. Kept out of line: inlined, it
-    /// made every insert save and restore more registers (outlining it took 3% off the bare
-    /// tree's instructions at W = 256). The rehash places each entry itself rather than through
+    /// Grows the table (by how much: [`QUADRUPLE_BELOW`]) and rehashes it from the fingerprints.
+    /// Kept out of line: inlined, it made every insert save and restore more registers
+    /// (outlining it took 3% off the bare tree's instructions at W = 256). The rehash places each entry itself rather than through
     /// [`Self::put`]: in a table filled by inserts alone a bucket counts an overflow only once
     /// full, so one compare of its counts byte says whether it has room, and the old bucket's
     /// entries are read as slices, which leaves no bounds check in the loop. That is 22

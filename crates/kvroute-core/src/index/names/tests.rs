@@ -326,8 +326,8 @@ fn fingerprint_collisions_and_overflow() {
     check_against_map(&keys, 100_000, 0x9876_5432);
 }
 
-/// Tables under `QUADRUPLE_BELOW` buckets grow fourfold and larger ones double, every name found after each growth, and
-/// a table grows only once it holds the most its size allows.
+/// Tables under `QUADRUPLE_BELOW` buckets grow fourfold and larger ones double, every name is
+/// found after each growth, and a table grows only once it holds the most its size allows.
 #[test]
 fn small_tables_grow_fourfold_then_double() {
     let mut ours = NameTable::default();
