@@ -44,9 +44,7 @@
 //! even, the bare tree even); glibc grows a thread's heap by an `mprotect` call per shortfall,
 //! which holds the address space's lock that the other writer's page faults need, and those
 //! calls fell from 11,948 to 5,085 per three rounds. The cost: a table four times larger keeps
-//! two fingerprint bits fewer to tell a bucket's entries apart (above). One table a rank was
-//! faster again (W = 256 +21%) but rehashes a rank at once and came out over the 0.5× memory
-//! target in one sitting of five (`index` module doc); `QUADRUPLE_BELOW` gets part of its gain.
+//! two fingerprint bits fewer to tell a bucket's entries apart (above).
 
 use crate::index::prefetch::prefetch;
 use crate::index::stats::vec_bytes;
@@ -66,18 +64,6 @@ const MAX_LOAD: (usize, usize) = (7, 8);
 /// about 500 million names a rank (`grow` panics beyond, which poisons the writer's shard): an
 /// index of some 15 GB for that rank alone.
 const MAX_BUCKET_BITS: u32 = FP_BITS;
-/// Tables smaller than this many buckets (4 KiB) grow fourfold, larger ones double: sizes go
-/// 1, 4, 16, 64, 128, 256, ... buckets. A table's early growth is a fixed cost per table (an
-/// allocation, a free, a call) for few names, and a shard has a thousand tables at W = 256 (four
-/// per rank), each passing through every small size. Skipping half of them took 4-10% off the
-/// writers' CPU time in the two-writer ingest there (batches of 6, 8 and 12 alternating pairs,
-/// both systems in one process; lower in all 12 of the last) and 10% at W = 16 (8 pairs);
-/// wall time, noisier on this VM, +6-10% at W = 256 (16 of 26 pairs faster), +8% at W = 16,
-/// churn even (−6% and +5%, 8 and 10 pairs); the bare tree ran 2% fewer instructions at
-/// W = 256 (773 → 757 M). Sizes from 64 buckets on are the same as before, so no index of the
-/// benchmarks ends any larger (their tables end at 64 buckets or more); a table that ends under
-/// 64 buckets can be twice the size doubling would have left, at most 4 KiB.
-const QUADRUPLE_BELOW: usize = 64;
 /// The overflow count saturates here and then stays: a lookup then always goes on to the next
 /// bucket, which is slower but never wrong, until the table grows and recounts, or a removal
 /// from the bucket finds nothing pushed past it any more (`Table::refill`).
@@ -290,9 +276,9 @@ impl Table {
         }
     }
 
-    /// Grows the table (by how much: [`QUADRUPLE_BELOW`]) and rehashes it from the fingerprints.
-    /// Kept out of line: inlined, it made every insert save and restore more registers
-    /// (outlining it took 3% off the bare tree's instructions at W = 256). The rehash places each entry itself rather than through
+    /// Doubles the table and rehashes it from the fingerprints. Kept out of line: inlined, it
+    /// made every insert save and restore more registers (outlining it took 3% off the bare
+    /// tree's instructions at W = 256). The rehash places each entry itself rather than through
     /// [`Self::put`]: in a table filled by inserts alone a bucket counts an overflow only once
     /// full, so one compare of its counts byte says whether it has room, and the old bucket's
     /// entries are read as slices, which leaves no bounds check in the loop. That is 22
@@ -302,11 +288,7 @@ impl Table {
     #[cold]
     #[inline(never)]
     fn grow(&mut self) {
-        let bits = match self.buckets.len() {
-            0 => 0,
-            n if n < QUADRUPLE_BELOW => self.bits + 2,
-            _ => self.bits + 1,
-        };
+        let bits = if self.buckets.is_empty() { 0 } else { self.bits + 1 };
         assert!(bits <= MAX_BUCKET_BITS, "name table over 2^{MAX_BUCKET_BITS} buckets");
         let old = std::mem::replace(&mut self.buckets, vec![Bucket::default(); 1 << bits]);
         self.bits = bits;
