@@ -36,8 +36,10 @@ impl<T> Default for ChunkedVec<T> {
 }
 
 impl<T> ChunkedVec<T> {
+    /// An element's size, counted as 1 for zero-sized ones so that the sizes below divide.
+    const ELEMENT_BYTES: usize = if std::mem::size_of::<T>() == 0 { 1 } else { std::mem::size_of::<T>() };
     const BITS: u32 = {
-        let per_chunk = CHUNK_BYTES / if std::mem::size_of::<T>() == 0 { 1 } else { std::mem::size_of::<T>() };
+        let per_chunk = CHUNK_BYTES / Self::ELEMENT_BYTES;
         if per_chunk <= 1 {
             0
         } else {
@@ -46,7 +48,7 @@ impl<T> ChunkedVec<T> {
     };
     const CHUNK: usize = 1 << Self::BITS;
     /// How far past the end `push` prefetches, in elements: 256 bytes, four cache lines.
-    const AHEAD: usize = 256 / if std::mem::size_of::<T>() == 0 { 1 } else { std::mem::size_of::<T>() };
+    const AHEAD: usize = 256 / Self::ELEMENT_BYTES;
 
     /// Appends `value` and returns its index. The common case, room in the last chunk, is
     /// inlined; growing a chunk or starting one is not. It then prefetches the line 256 bytes
