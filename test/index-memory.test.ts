@@ -38,9 +38,9 @@ describe.each(BACKENDS)('index memory on the %s backend', (backend) => {
 });
 
 // The native trees live outside the JavaScript heap, so only `close()` (or, much later, garbage
-// collection) can give their memory back; it must do so at once. Large native containers are
-// mapped pages, so the drop shows in the resident set. (The pure-JS backend's tree is ordinary
-// JavaScript heap, which the collector already manages.)
+// collection) can give their memory back; it must do so at once, and hand a large index's pages
+// back to the system, so the drop shows in the resident set. (The pure-JS backend's tree is
+// ordinary JavaScript heap, which the collector already manages.)
 describe('closing a native index frees its memory at once', () => {
   test('the resident set drops by most of what memoryBytes reported', async () => {
     const index = new KvIndex({ blockSize: 4, backend: 'native' });
@@ -53,9 +53,10 @@ describe('closing a native index frees its memory at once', () => {
     const before = process.memoryUsage.rss();
     index.close();
     const released = before - process.memoryUsage.rss();
-    // Not all of it: glibc keeps some freed chunks in the writer threads' arenas (measured 47-60%
-    // returned on this machine). Before close() freed the trees, nothing came back until a
-    // garbage collection, so a quarter still tells the two apart.
-    expect(released).toBeGreaterThan(reported * 0.25);
+    // Freed trees go back to glibc, which may keep them whatever their size (its trim threshold
+    // moves with the process's history: `heap.rs` in kvroute-core), so close() asks it to hand
+    // free pages back. That released 1.06-3.4 times what memoryBytes reported (other free pages
+    // go too); without it, 0 in 2 of 6 runs of this test.
+    expect(released).toBeGreaterThan(reported * 0.75);
   });
 });

@@ -549,8 +549,10 @@ export class KvIndex {
   }
 
   /**
-   * Stops background work and engine sources. Idempotent; other calls throw `ERR_CLOSED`
-   * afterwards. On the native backend it first applies what is still queued, on this thread:
+   * Stops background work and engine sources and frees the index. Idempotent; other calls throw
+   * `ERR_CLOSED` afterwards. On the native backend the trees' memory goes back to the system at
+   * once (for an index of a megabyte or more, by asking glibc to return its free pages, which
+   * takes about a millisecond). It first applies what is still queued, on this thread:
    * with a large queue that blocks the event loop (use {@link KvIndex.closeAsync}). A process
    * that exits without closing drops the queue: the index lives in memory and is rebuilt from
    * the engines.

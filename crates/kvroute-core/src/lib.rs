@@ -6,6 +6,7 @@
 //! * [`ingest`]: engine KV events over ZeroMQ (vLLM, SGLang, TensorRT-LLM): decoding,
 //!   conversion, gap repair and restarts, on Rust threads.
 //! * [`replay`]: the engine fleet simulation of `kvroute replay`.
+//! * [`heap`]: handing freed memory back to the system when a large index closes.
 //! * [`load`] and [`routing`]: per-rank active load, and the per-request figures a router weighs.
 //!
 //! The napi binding (`kvroute-node`) only converts types and errors; everything that decides
@@ -13,6 +14,7 @@
 
 pub mod error;
 pub mod hashing;
+pub mod heap;
 pub mod index;
 pub mod ingest;
 pub mod load;

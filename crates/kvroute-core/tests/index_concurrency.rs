@@ -92,6 +92,22 @@ fn close_is_idempotent_and_later_calls_fail() {
 }
 
 #[test]
+fn closing_a_large_index_asks_for_its_pages_back_and_a_small_one_does_not() {
+    let small = KvIndex::new(2).unwrap();
+    small.apply_events(vec![store(rank(1, 0), &[], &[1, 2])], 0.0).unwrap();
+    small.flush().unwrap();
+    assert!(!small.close_returning_memory(), "a few KiB: not worth a trim");
+    // 100,000 held blocks: megabytes of block records and names.
+    let large = KvIndex::new(2).unwrap();
+    let locals: Vec<u64> = (0..50_000).collect();
+    large.apply_events(vec![store(rank(1, 0), &[], &locals), store(rank(2, 0), &[], &locals)], 0.0).unwrap();
+    large.flush().unwrap();
+    assert!(large.close_returning_memory());
+    assert!(!large.close_returning_memory(), "closed already: nothing freed");
+    assert_eq!(large.find_matches(&[0], 0.0).unwrap_err().code.as_str(), "ERR_CLOSED");
+}
+
+#[test]
 fn writer_thread_count_is_validated() {
     assert!(KvIndex::new(0).is_err());
     assert!(KvIndex::new(65).is_err());

@@ -202,11 +202,12 @@ impl NativeKvIndex {
         guard(|| Ok(self.inner.pending().map_err(to_node_error)? as f64))
     }
 
-    /// Stops the writers and frees the trees; V8 hears at once that the memory is gone.
+    /// Stops the writers and frees the trees, handing a large index's pages back to the system;
+    /// V8 hears at once that the memory is gone.
     #[napi]
     pub fn close(&self, env: Env) -> Result<(), &'static str> {
         let outcome = guard(|| {
-            self.inner.close();
+            self.inner.close_returning_memory();
             Ok(())
         });
         self.memory.release(&env);

@@ -20,6 +20,7 @@ use super::shard::Shard;
 use super::spent::SpentBatches;
 use super::stats::IndexStats;
 use super::tree::{DumpedStore, MatchScore};
+use crate::heap;
 use crate::index::growth::FastMap;
 use crate::KvError;
 use crossbeam_channel::{unbounded, Sender};
@@ -94,6 +95,11 @@ struct Shared {
     /// never hangs, but the index reports the failure instead of pretending to be healthy.
     failure: Mutex<Option<String>>,
 }
+
+/// The size of books from which [`KvIndex::close_returning_memory`] asks the allocator to give
+/// pages back: the trim costs about a millisecond, which would dominate closing thousands of
+/// small indexes (an empty one closes in microseconds), and what they free is reused anyway.
+const RETURN_PAGES_FROM: u64 = 1 << 20;
 
 /// How often a writer re-measures its shard's heap (an O(nodes) walk) for `memory_estimate`.
 const MEMORY_REFRESH: Duration = Duration::from_millis(250);
@@ -453,10 +459,29 @@ impl KvIndex {
     }
 
     /// Stops the writers and frees the trees at once (reads in flight finish on the old copy
-    /// first). Idempotent; every other call fails with `ERR_CLOSED` afterwards.
+    /// first). Idempotent; every other call fails with `ERR_CLOSED` afterwards. The memory goes
+    /// back to the allocator, which may keep it: see [`Self::close_returning_memory`].
     pub fn close(&self) {
+        self.shut();
+    }
+
+    /// [`Self::close`], then, if the trees' books held at least [`RETURN_PAGES_FROM`], asks the
+    /// allocator to give its free pages back to the system ([`heap::return_free_pages`]), so
+    /// that the process's resident set drops by the index at once whatever the allocator's
+    /// history (see `heap.rs` for why it otherwise may not). Says whether it asked: false for a
+    /// small index, or one already closed. What the Node binding's `close()` calls; dropping an
+    /// index closes it without this, as a Rust program's allocator is its own business.
+    pub fn close_returning_memory(&self) -> bool {
+        self.shut() >= RETURN_PAGES_FROM && {
+            heap::return_free_pages();
+            true
+        }
+    }
+
+    /// Closes the index; returns the bytes its shards' books held (0 if it was closed already).
+    fn shut(&self) -> u64 {
         if self.closed.swap(true, Ordering::AcqRel) {
-            return;
+            return 0;
         }
         for tx in &self.writers {
             let _ = tx.send(Op::Stop);
@@ -465,11 +490,13 @@ impl KvIndex {
             let _ = handle.join();
         }
         self.shared.spent.free_all();
+        let mut freed = 0;
         for (id, shard) in self.shared.shards.iter().enumerate() {
-            shard.reset();
+            freed += shard.reset() as u64;
             self.shared.shard_bytes[id].store(0, Ordering::Relaxed);
             self.shared.journal_bytes[id].store(0, Ordering::Relaxed);
         }
+        freed
     }
 }
 
