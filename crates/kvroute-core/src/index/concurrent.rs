@@ -465,12 +465,13 @@ impl KvIndex {
         self.shut();
     }
 
-    /// [`Self::close`], then, if the trees' books held at least [`RETURN_PAGES_FROM`], asks the
-    /// allocator to give its free pages back to the system ([`heap::return_free_pages`]), so
-    /// that the process's resident set drops by the index at once whatever the allocator's
-    /// history (see `heap.rs` for why it otherwise may not). Says whether it asked: false for a
-    /// small index, or one already closed. What the Node binding's `close()` calls; dropping an
-    /// index closes it without this, as a Rust program's allocator is its own business.
+    /// [`Self::close`], then, if the trees' books held at least a megabyte (`RETURN_PAGES_FROM`),
+    /// asks the allocator to give its free pages back to the system
+    /// ([`heap::return_free_pages`]), so that the process's resident set drops by the index at
+    /// once whatever the allocator's history (see `heap.rs` for why it otherwise may not). Says
+    /// whether it asked: false for a small index, or one already closed. What the Node binding's
+    /// `close()` calls; dropping an index closes it without this, as a Rust program's allocator
+    /// is its own business.
     pub fn close_returning_memory(&self) -> bool {
         self.shut() >= RETURN_PAGES_FROM && {
             heap::return_free_pages();
