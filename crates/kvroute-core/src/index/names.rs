@@ -64,6 +64,19 @@ const MAX_LOAD: (usize, usize) = (7, 8);
 /// about 500 million names a rank (`grow` panics beyond, which poisons the writer's shard): an
 /// index of some 15 GB for that rank alone.
 const MAX_BUCKET_BITS: u32 = FP_BITS;
+/// Tables smaller than this many buckets (4 KiB) grow fourfold, larger ones double: sizes go
+/// 1, 4, 16, 64, 128, 256, ... buckets. A table's early growth is a fixed cost per table (an
+/// allocation, a free, a call) for few names, and a shard has a thousand tables at W = 256 (four
+/// per rank), each passing through every small size. Skipping half of them took 4-10% off the
+/// writers' CPU time in the two-writer ingest at W = 256 (26 alternating pairs, both systems in
+/// one process), 10% at W = 16, churn even, and the bare tree ran 2% fewer instructions at
+/// W = 256 (773 → 757 M). Sizes from 64 buckets on are the same as before, so no index of the
+/// benchmarks ends any larger (their tables end at 64 buckets or more); a table that ends under
+/// 64 buckets can be twice the size doubling would have left, at most 4 KiB. It first landed in
+/// the twentieth round and was reverted because closing an index then often gave the system no
+/// memory back; the cause was glibc's moving trim threshold, not the tables (`heap.rs`), and
+/// closing now asks glibc for the pages.
+const QUADRUPLE_BELOW: usize = 64;
 /// The overflow count saturates here and then stays: a lookup then always goes on to the next
 /// bucket, which is slower but never wrong, until the table grows and recounts, or a removal
 /// from the bucket finds nothing pushed past it any more (`Table::refill`).
@@ -276,19 +289,23 @@ impl Table {
         }
     }
 
-    /// Doubles the table and rehashes it from the fingerprints. Kept out of line: inlined, it
-    /// made every insert save and restore more registers (outlining it took 3% off the bare
-    /// tree's instructions at W = 256). The rehash places each entry itself rather than through
-    /// [`Self::put`]: in a table filled by inserts alone a bucket counts an overflow only once
-    /// full, so one compare of its counts byte says whether it has room, and the old bucket's
-    /// entries are read as slices, which leaves no bounds check in the loop. That is 22
-    /// instructions an entry where `put` took 30: at W = 256, where `grow` is a seventh of the
-    /// writer's instructions, 114 → 94 M (whole bare-tree probe 803 → 783 M) and the two-writer
-    /// ingest 5% faster (10 alternating pairs, 9 faster).
+    /// Grows the table (see [`QUADRUPLE_BELOW`] for by how much) and rehashes it from the
+    /// fingerprints. Kept out of line: inlined, it made every insert save and restore more
+    /// registers (outlining it took 3% off the bare tree's instructions at W = 256). The rehash
+    /// places each entry itself rather than through [`Self::put`]: in a table filled by inserts
+    /// alone a bucket counts an overflow only once full, so one compare of its counts byte says
+    /// whether it has room, and the old bucket's entries are read as slices, which leaves no bounds
+    /// check in the loop. That is 22 instructions an entry where `put` took 30: at W = 256, where
+    /// `grow` is a seventh of the writer's instructions, 114 → 94 M (whole bare-tree probe 803 →
+    /// 783 M) and the two-writer ingest 5% faster (10 alternating pairs, 9 faster).
     #[cold]
     #[inline(never)]
     fn grow(&mut self) {
-        let bits = if self.buckets.is_empty() { 0 } else { self.bits + 1 };
+        let bits = match self.buckets.len() {
+            0 => 0,
+            n if n < QUADRUPLE_BELOW => self.bits + 2,
+            _ => self.bits + 1,
+        };
         assert!(bits <= MAX_BUCKET_BITS, "name table over 2^{MAX_BUCKET_BITS} buckets");
         let old = std::mem::replace(&mut self.buckets, vec![Bucket::default(); 1 << bits]);
         self.bits = bits;

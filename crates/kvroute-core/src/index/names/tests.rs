@@ -325,3 +325,26 @@ fn fingerprint_collisions_and_overflow() {
     }
     check_against_map(&keys, 100_000, 0x9876_5432);
 }
+
+/// Tables under `QUADRUPLE_BELOW` buckets grow fourfold and larger ones double, every name is
+/// found after each growth, and a table grows only once it holds the most its size allows.
+#[test]
+fn small_tables_grow_fourfold_then_double() {
+    let mut ours = NameTable::default();
+    let mut sizes = Vec::new();
+    let keys: Vec<u64> = (0..9_000u64).map(|k| k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5555).collect();
+    for (id, &key) in keys.iter().enumerate() {
+        let before = ours.tables[0].buckets.len();
+        let full = ours.tables[0].len >= ours.tables[0].most;
+        ours.insert(key, id as u32);
+        let after = ours.tables[0].buckets.len();
+        if after != before {
+            assert!(before == 0 || full, "grew from {before} buckets before it was full");
+            sizes.push(after);
+            for (i, &k) in keys[..=id].iter().enumerate() {
+                assert_eq!(ours.get(k, |v| v == i as u32), Some(i as u32), "after growing to {after}");
+            }
+        }
+    }
+    assert_eq!(sizes, [1, 4, 16, 64, 128, 256, 512], "bucket counts of table 0 as it grew");
+}
