@@ -8,12 +8,13 @@
 //! to that chunk's size and the trim threshold to twice it, up to 32 and 64 MiB. A writer
 //! thread's heap is at most 64 MiB, so from then on it never shrinks, and freeing an index gives
 //! the system nothing. In `test/index-memory.test.ts` the resident set stayed exactly where it
-//! was after closing a 24 MB index in 5 of 8 runs one day and 2 of 6 the next (after the name
-//! tables' small sizes changed, which changed what the test's earlier indexes freed; 0 of 8
-//! before), and in 0 of 8 with the mapping threshold pinned (`MALLOC_MMAP_THRESHOLD_`, which
-//! turns the moving thresholds off). Asking glibc to trim after closing releases the free pages
-//! of every arena whatever the thresholds: 1.06-3.4 times the index's reported bytes in that
-//! test (10 runs; other free pages go too), in about 1 ms.
+//! was after closing a 24 MB index in 5 of 8 runs in one round of work and 2 of 6 in the next,
+//! once the name tables' small sizes had changed (in 0 of 8 before that change, which can only
+//! have altered what the process had freed before), and in 0 of 8 with the change and the
+//! mapping threshold pinned (`MALLOC_MMAP_THRESHOLD_`, which turns the moving thresholds off).
+//! Asking glibc to trim after closing releases the free pages of every arena whatever the
+//! thresholds: 1.06-3.4 times the index's reported bytes in that test (10 runs; other free
+//! pages go too), in about 1 ms.
 
 /// Asks the allocator to give every whole free page of its heaps back to the system, and says
 /// whether it gave any. glibc only (`malloc_trim`, in glibc since 2.0 and releasing pages inside
