@@ -473,10 +473,11 @@ impl KvIndex {
     /// `close()` calls; dropping an index closes it without this, as a Rust program's allocator
     /// is its own business.
     pub fn close_returning_memory(&self) -> bool {
-        self.shut() >= RETURN_PAGES_FROM && {
+        let large = self.shut() >= RETURN_PAGES_FROM;
+        if large {
             heap::return_free_pages();
-            true
         }
+        large
     }
 
     /// Closes the index; returns the bytes its shards' books held (0 if it was closed already).
