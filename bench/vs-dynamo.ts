@@ -96,6 +96,13 @@ for (const { name, file, source } of indexWorkloadFiles()) {
     ),
     'concurrent: writers M/s kvroute / dynamo': `${fmt(sc.concurrent.kvroute.writerBlockEventsPerSec / 1e6, 2)} / ${fmt(sc.concurrent.dynamo.writerBlockEventsPerSec / 1e6, 2)}`,
     'concurrent: reader p99 µs kvroute / dynamo': `${fmt(sc.concurrent.kvroute.readerUs.p99, 1)} / ${fmt(sc.concurrent.dynamo.readerUs.p99, 1)}`,
+    // Three busy threads on two cores: how the scheduler shared them, and what each index's
+    // writers did with the time they got (see bench/vs-dynamo/src/scaling.rs).
+    'concurrent: cores writers + reader, kvroute / dynamo': `${fmt(sc.concurrent.kvroute.writerCores, 2)} + ${fmt(sc.concurrent.kvroute.readerCores, 2)} / ${fmt(sc.concurrent.dynamo.writerCores, 2)} + ${fmt(sc.concurrent.dynamo.readerCores, 2)}`,
+    'concurrent: writers per CPU-second ratio (kvroute/dynamo)': fmt(
+      sc.concurrent.kvroute.writerBlockEventsPerCpuSec / sc.concurrent.dynamo.writerBlockEventsPerCpuSec,
+      2,
+    ),
     'memoryBytes / allocator': fmt(sc.memory.reportedOverLive, 3),
     'empty index bytes': sc.memory.emptyIndexLiveBytes,
   });

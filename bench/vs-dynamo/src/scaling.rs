@@ -7,6 +7,14 @@
 //! median over the rounds (the systems alternate, as in the other phases). Also
 //! checks `stats().memory_bytes` against the counting allocator, and what an empty index
 //! allocates. Prints one JSON line.
+//!
+//! The concurrent phase also reports how the cores were shared: the writers' and the reader's
+//! time on CPU as a share of the phase (`writerCores`, `readerCores`), and the writers'
+//! block-events per second of their own CPU time. Three busy threads on two cores are split by
+//! the scheduler, not by the indexes: kvroute's reader never waits, so it keeps a core to itself
+//! and the two writers share the other, while Dynamo's reader sleeps whenever it meets a node a
+//! writer has locked, and its writers get the time it gives up. The per-CPU-second figure is
+//! what each index's writers do with the time they get.
 
 use crate::alloc;
 use crate::index_bench::{dynamo_apply, dynamo_events, kvroute_apply, kvroute_batches, pct, read, Op};
@@ -47,18 +55,48 @@ fn read_until(stop: &AtomicBool, queries: &[Vec<u64>], mut find: impl FnMut(&[u6
     lat
 }
 
-/// `cpu_ms`: milliseconds each kind of thread ran while the writes did (by thread name: the
-/// writers, the reader, the thread applying events), to see how the two cores were shared.
-fn summary(block_events: u64, write_s: f64, mut lat: Vec<f64>, cpu_ms: BTreeMap<String, f64>) -> serde_json::Value {
+/// The threads' time on CPU while the writes ran: the index's writer threads together, the
+/// reader, and each kind of thread by name (the writers, the reader, the thread applying events),
+/// to see how the two cores were shared.
+struct CpuShares {
+    writers_ms: f64,
+    reader_ms: f64,
+    by_name: BTreeMap<String, f64>,
+}
+
+impl CpuShares {
+    /// Between two snapshots; `writer_prefix` as in [`crate::cpu::index_threads_ms`] (`None` for
+    /// Dynamo's pool threads, which carry the process's name).
+    fn between(
+        before: &BTreeMap<u32, (String, u64)>,
+        after: &BTreeMap<u32, (String, u64)>,
+        writer_prefix: Option<&str>,
+    ) -> Self {
+        let by_name = crate::cpu::ran_ms(before, after);
+        Self {
+            writers_ms: crate::cpu::index_threads_ms(before, after, writer_prefix).iter().sum(),
+            reader_ms: by_name.get(READER).copied().unwrap_or(0.0),
+            by_name,
+        }
+    }
+}
+
+const READER: &str = "bench-reader";
+
+fn summary(block_events: u64, write_s: f64, mut lat: Vec<f64>, cpu: CpuShares) -> serde_json::Value {
     lat.sort_by(f64::total_cmp);
     if lat.is_empty() {
         lat.push(0.0);
     }
+    let wall_ms = write_s * 1e3;
     serde_json::json!({
         "writerBlockEventsPerSec": block_events as f64 / write_s,
         "readerQueriesPerSec": lat.len() as f64 / write_s,
         "readerUs": { "p50": pct(&lat, 50.0), "p99": pct(&lat, 99.0), "p999": pct(&lat, 99.9) },
-        "cpuMs": cpu_ms,
+        "writerCores": cpu.writers_ms / wall_ms,
+        "readerCores": cpu.reader_ms / wall_ms,
+        "writerBlockEventsPerCpuSec": block_events as f64 / (cpu.writers_ms / 1e3),
+        "cpuMs": cpu.by_name,
     })
 }
 
@@ -81,6 +119,9 @@ fn medians(runs: &[serde_json::Value]) -> serde_json::Value {
             "p99": figure(&["readerUs", "p99"]),
             "p999": figure(&["readerUs", "p999"]),
         },
+        "writerCores": figure(&["writerCores"]),
+        "readerCores": figure(&["readerCores"]),
+        "writerBlockEventsPerCpuSec": figure(&["writerBlockEventsPerCpuSec"]),
         "runs": runs.len(),
     })
 }
@@ -92,7 +133,7 @@ pub fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -
     let reader = {
         let (index, stop, queries) = (Arc::clone(&index), Arc::clone(&stop), queries.to_vec());
         std::thread::Builder::new()
-            .name("bench-reader".into())
+            .name(READER.into())
             .spawn(move || {
                 read_until(&stop, &queries, |q| {
                     std::hint::black_box(index.find_matches(q, 0.0).expect("open"));
@@ -102,9 +143,9 @@ pub fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -
     };
     let cpu = crate::cpu::per_thread();
     let write_s = kvroute_apply(&index, batches);
-    let cpu_ms = crate::cpu::ran_ms(&cpu, &crate::cpu::per_thread());
+    let cpu = CpuShares::between(&cpu, &crate::cpu::per_thread(), Some("kvr-writer-"));
     stop.store(true, Ordering::Relaxed);
-    summary(block_events, write_s, reader.join().expect("reader"), cpu_ms)
+    summary(block_events, write_s, reader.join().expect("reader"), cpu)
 }
 
 pub async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
@@ -114,7 +155,7 @@ pub async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u
     let reader = {
         let (indexer, stop, queries) = (Arc::clone(&indexer), Arc::clone(&stop), queries.to_vec());
         std::thread::Builder::new()
-            .name("bench-reader".into())
+            .name(READER.into())
             .spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
                 read_until(&stop, &queries, |q| {
@@ -126,9 +167,9 @@ pub async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u
     };
     let cpu = crate::cpu::per_thread();
     let write_s = dynamo_apply(&indexer, events).await;
-    let cpu_ms = crate::cpu::ran_ms(&cpu, &crate::cpu::per_thread());
+    let cpu = CpuShares::between(&cpu, &crate::cpu::per_thread(), None);
     stop.store(true, Ordering::Relaxed);
-    summary(block_events, write_s, reader.join().expect("reader"), cpu_ms)
+    summary(block_events, write_s, reader.join().expect("reader"), cpu)
 }
 
 /// `stats().memory_bytes` against the counting allocator, for the full index and an empty one.
