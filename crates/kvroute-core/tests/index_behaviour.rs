@@ -462,3 +462,40 @@ fn a_name_repeated_inside_a_store_is_rejected_whole() {
         }
     }
 }
+
+/// A node with many children keeps only the low 32 bits of their keys and confirms a match
+/// against the child's own edge: first hashes that differ only in their high bits must still
+/// be told apart, through stores, queries, removals, dumps and a restore.
+#[test]
+fn many_children_whose_first_hashes_share_their_low_bits_are_told_apart() {
+    let mut t = Tree::new();
+    let (a, b) = (rank(1, 0), rank(2, 0));
+    let high = |k: u64| k | (1 << 32);
+    for k in 1..=20u64 {
+        apply(&mut t, &[store(a, &[], &[k, 100 + k]), store(b, &[], &[high(k), 200 + k])]);
+    }
+    for k in 1..=20u64 {
+        assert_eq!(scores(&t, &[k, 100 + k]), [(1, 0, 2)]);
+        assert_eq!(scores(&t, &[high(k), 200 + k]), [(2, 0, 2)]);
+        assert!(scores(&t, &[k | (2 << 32)]).is_empty(), "same low bits, a key nobody stored");
+    }
+    // Removing a's branches leaves b's, whose keys share their low bits, in place.
+    for k in 1..=10u64 {
+        apply(&mut t, &[remove(a, &[k, 100 + k], &[1])]);
+    }
+    for k in 1..=20u64 {
+        let a_expected: &[(u64, u32, u32)] = if k <= 10 { &[] } else { &[(1, 0, 2)] };
+        assert_eq!(scores(&t, &[k, 100 + k]), a_expected);
+        assert_eq!(scores(&t, &[high(k), 200 + k]), [(2, 0, 2)]);
+    }
+    let dumped = t.dump();
+    let mut restored = Tree::new();
+    for d in &dumped {
+        restored.apply_event(&event(d.rank, EventData::Stored { parent: d.parent, blocks: d.blocks.clone() }), 0.0);
+    }
+    assert_eq!(restored.dump(), dumped);
+    assert_eq!(dumped.len(), 30, "one store per branch still held");
+    for k in 1..=20u64 {
+        assert_eq!(scores(&restored, &[high(k), 200 + k]), scores(&t, &[high(k), 200 + k]));
+    }
+}

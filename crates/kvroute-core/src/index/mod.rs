@@ -127,6 +127,9 @@
 //! | tried: name tables from a zeroed allocation (`alloc_zeroed`), so a fresh table is not written with zeros first | | | two-writer ingest W = 256 +2% then −4% (8 and 12 pairs), bare tree +14% then +5%: within noise, as in the round that first tried it |
 //! | tried: `grow` keeping a new bucket's counts byte in a register while entries go to it (the byte is read and incremented through memory per entry) | | | W = 256 −12% (8 pairs, 1 faster): an old bucket's entries go at random to one of its two new buckets, so the branch that switches buckets is a coin toss; keeping both new buckets' counts in one register instead: instructions 773 → 818 M, ingest even (14 pairs) |
 //! | tried: `grow` prefetching the new buckets eight ahead of the ones it fills | | | two-writer ingest W = 256 +4% and +2% (8 and 6 pairs, 4 and 3 faster): within noise, the hardware already streams them |
+//! | measured again (twenty-second round), with small tables growing fourfold: one name table a rank instead of four | | | W = 256 bare tree 63.65 → 63.76 MB; Dynamo / kvroute ingest, both systems in one process, 8 alternating pairs of 8 rounds: 1.87-2.10 (median 1.985) with four tables, 1.87-2.15 (1.975) with one. The nineteenth round's gain came from skipping the small sizes, which fourfold growth now does for four tables too |
+//! | tried again (twenty-second round): a writer's group of queued batches up to 256 batches or 16,384 blocks (were 64 and 4,096) | | | concurrent phase W = 256, writers 17.9-21.5 against 19.0-21.4 M block-events/s (4 alternating pairs, medians of 5 runs each): even, as in the thirteenth round. Waiting for readers is 0.14% of the writers' samples there; what they lack is time on a core (the twenty-second round below) |
+//! | a node with more than eight children keeps them in a hash table of 8-byte entries (the key's low 32 bits and the child's id), not 16-byte (key, id) pairs; a match of the low bits is confirmed against the child's first local hash, which the walk reads next anyway | | | W = 256 index 70,633,120 → 70,370,976 bytes (`memoryBytes`; 32.03 → 31.91 per held block): one node in each shard has thousands of children, and its table in each copy of the view went from 139,312 to 73,744 bytes; W = 16 −65,536 bytes. Speed even: ingest ratio against Dynamo, medians of alternating pairs, W = 256 1.92 → 1.94 (6 pairs), W = 16 2.115 → 2.085 and churn 2.10 → 2.075 (4 each); idle find even |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -363,6 +366,16 @@
 //! (`MALLOC_MMAP_THRESHOLD_`) made the memory test pass 8 of 8 with fourfold growth; `close()`
 //! now asks glibc to return free pages for any index of a megabyte or more (`heap.rs`), and the
 //! fourfold growth is back.
+//!
+//! Twenty-second round: the memory target's margin. Dynamo's own size moves from sitting to
+//! sitting (64.06-64.41 bytes per held block at W = 256), and at 64.06 our 32.04 was 0.5001×.
+//! Where a W = 256 index's 70.6 MB go (two shards): rank names 26.5 MB (12 bytes a name, tables
+//! 59% full), edges 20.6 MB and block data 20.3 MB (12 bytes each per position; 1,689,912
+//! positions, where one tree of all ranks has 1,462,320: prefixes that workers of both writers
+//! store are made in both shards), four copies of the view 3.2 MB, of which 557 KB were the
+//! child tables of one node per shard. Those now keep 8 bytes a child (the table above): 31.91
+//! bytes per held block, 0.498× Dynamo's smallest. Also measured again: one name table a rank
+//! no longer gains anything, now that small tables grow fourfold (the table above).
 //!
 //! [`KvIndex`] adds the background writer threads, flush barrier and close.
 

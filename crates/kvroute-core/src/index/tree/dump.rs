@@ -41,7 +41,7 @@ impl Dumper<'_> {
         self.view
             .node(node)
             .children
-            .sorted()
+            .sorted(|c| self.view.first_local(c))
             .into_iter()
             .map(|(_, c)| c)
             .filter(|&c| self.view.node(c).cutoff(slot) > 0)

@@ -48,6 +48,7 @@ pub enum ViewOp {
     RemoveChild {
         node: NodeId,
         local: u64,
+        child: NodeId,
     },
     /// Moves the edge's tail from `k` on (with its children and holders) into the new node
     /// `tail`, which becomes `node`'s only child; `edge` is the tail's copy of those positions.
@@ -133,7 +134,7 @@ impl View {
             }
             ViewOp::SetCutoff { node, slot, cutoff } => self.node_mut(node).set_cutoff(slot, cutoff),
             ViewOp::AddChild { node, local, child } => self.node_mut(node).children.insert(local, child),
-            ViewOp::RemoveChild { node, local } => self.node_mut(node).children.remove(local),
+            ViewOp::RemoveChild { node, local, child } => self.node_mut(node).children.remove(local, child),
             ViewOp::Split { node, k, tail, edge } => self.split(node, k, tail, edge),
             ViewOp::AddRank { slot, rank } => self.ranks.add(slot, rank),
             ViewOp::ReleaseRank { slot } => self.predictions -= self.ranks.release(slot) as u64,

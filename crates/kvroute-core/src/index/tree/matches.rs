@@ -72,7 +72,7 @@ impl View {
         let Some(&first_local) = query.first() else {
             return;
         };
-        let Some(first) = self.node(ROOT).children.get(first_local) else {
+        let Some(first) = self.node(ROOT).children.get(first_local, |c| self.first_local(c)) else {
             return;
         };
         let track_path = self.predictions > 0;
@@ -100,7 +100,7 @@ impl View {
             if m < n.len() || depth as usize == query.len() {
                 break;
             }
-            match n.children.get(query[depth as usize]) {
+            match n.children.get(query[depth as usize], |c| self.first_local(c)) {
                 Some(child) => node = child,
                 None => break,
             }

@@ -201,7 +201,7 @@ impl TreeWriter<'_> {
             self.record(ViewOp::Truncate { node: id, keep });
             return;
         }
-        self.record(ViewOp::RemoveChild { node: parent, local: first });
+        self.record(ViewOp::RemoveChild { node: parent, local: first, child: id });
         self.record(ViewOp::FreeNode { id });
         self.book.edges.free(id);
         self.book.free_nodes.push(id);

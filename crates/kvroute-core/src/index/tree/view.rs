@@ -39,6 +39,14 @@ impl View {
         &mut self.nodes[id as usize]
     }
 
+    /// A node's first local hash, its key among its parent's children (`None` before its edge
+    /// has positions). Large child sets keep only the key's low bits and confirm here
+    /// (`children.rs`).
+    #[inline]
+    pub(super) fn first_local(&self, id: NodeId) -> Option<u64> {
+        self.node(id).locals().first().copied()
+    }
+
     /// Blocks held by a rank (0 when unknown).
     pub fn tree_size(&self, rank: Rank) -> usize {
         self.ranks.slot_of(rank).map_or(0, |slot| self.ranks.state(slot).held as usize)
@@ -53,13 +61,13 @@ impl View {
     /// child. `None` at the root means "before the first block".
     pub(super) fn advance(&self, at: Option<Loc>, local: u64) -> Option<Loc> {
         match at {
-            None => self.node(ROOT).children.get(local).map(|node| Loc { node, pos: 0 }),
+            None => self.node(ROOT).children.get(local, |c| self.first_local(c)).map(|node| Loc { node, pos: 0 }),
             Some(Loc { node, pos }) => {
                 let n = self.node(node);
                 if pos + 1 < n.len() {
                     (n.locals()[(pos + 1) as usize] == local).then_some(Loc { node, pos: pos + 1 })
                 } else {
-                    n.children.get(local).map(|child| Loc { node: child, pos: 0 })
+                    n.children.get(local, |c| self.first_local(c)).map(|child| Loc { node: child, pos: 0 })
                 }
             }
         }
