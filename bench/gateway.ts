@@ -12,7 +12,7 @@
  */
 
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
@@ -39,7 +39,8 @@ function spawnLine(args: string[], pattern: RegExp, nodeArgs: string[] = []): Pr
 
 const fleet = await spawnLine([join(ROOT, 'bench', 'gateway-fleet.ts'), String(WORKERS)], /^(\[.*\])\n/);
 const workers = JSON.parse(fleet.match[1]) as { url: string; kvEvents: string; replay: string }[];
-const tokenizer = writeMockTokenizer(mkdtempSync(join(tmpdir(), 'kvroute-bench-tok-')));
+const tokenizerDir = mkdtempSync(join(tmpdir(), 'kvroute-bench-tok-'));
+const tokenizer = writeMockTokenizer(tokenizerDir);
 const serve = await spawnLine(
   [
     join(ROOT, 'ts', 'bin.ts'),
@@ -158,3 +159,4 @@ writeResult('gateway', {
 for (const p of pools.values()) await p.close();
 serve.child.kill('SIGTERM');
 fleet.child.kill('SIGTERM');
+rmSync(tokenizerDir, { recursive: true, force: true });

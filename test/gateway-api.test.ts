@@ -1,8 +1,7 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import parsePrometheus from 'parse-prometheus-text-format';
 import { describe, expect, test } from 'vitest';
@@ -10,6 +9,7 @@ import { createGateway, isKvRouteError, KvRouter, metrics, mockTokenize, renderM
 import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
+import { scratchDir } from './helpers/scratch-dir.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
@@ -210,7 +210,7 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
   });
 
   test('tokenizers: the engine tokenizer and a local tokenizer.json give the mock worker its own tokens', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'kvroute-tok-'));
+    const dir = scratchDir('kvroute-tok-');
     const path = writeMockTokenizer(dir);
     const engine = await startFleet(backend, 1);
     const local = await startFleet(backend, 0, { tokenizer: path, workers: [workerEntry(engine.workers[0], 1)] });
@@ -309,7 +309,7 @@ describe('gateway pieces on their own', () => {
   test.skipIf(!existsSync('/usr/bin/openssl') && !process.env.CI).each(BACKENDS)(
     'TLS: the proxy serves HTTPS with the given certificate (%s)',
     async (backend) => {
-      const dir = mkdtempSync(join(tmpdir(), 'kvroute-tls-'));
+      const dir = scratchDir('kvroute-tls-');
       execFileSync(
         'openssl',
         [

@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { ROOT, requireDist } from './helpers/dist.js';
 import { postJson, sse } from './helpers/http.js';
+import { scratchDir } from './helpers/scratch-dir.js';
 import { sleep } from './helpers/wait.js';
 
 const children: ChildProcess[] = [];
@@ -49,7 +49,7 @@ describe('kvroute serve as a command', () => {
       ),
     );
     const found = await Promise.all(workers.map((w) => w.match));
-    const dir = mkdtempSync(join(tmpdir(), 'kvroute-serve-'));
+    const dir = scratchDir('kvroute-serve-');
     const config = join(dir, 'fleet.yaml');
     writeFileSync(
       config,
@@ -87,7 +87,7 @@ describe('kvroute serve as a command', () => {
 
   test('a bad config or flag exits 2 with the key named', async () => {
     requireDist();
-    const dir = mkdtempSync(join(tmpdir(), 'kvroute-serve-'));
+    const dir = scratchDir('kvroute-serve-');
     const config = join(dir, 'bad.yaml');
     writeFileSync(config, 'blockSize: 16\nworkers:\n  - { id: 1, url: "not a url" }\n');
     const bad = run(['serve', '--config', config], /never/);

@@ -1,12 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, test } from 'vitest';
 import { generateTrace, replay } from '../ts/index.js';
 import { renderHtml } from '../ts/replay/html.js';
 import { BACKENDS } from './helpers/backends.js';
+import { scratchDir } from './helpers/scratch-dir.js';
 
 /** Debian's `chromium`, when installed (`.ci/run` installs it). */
 const CHROMIUM = ['chromium', 'chromium-browser', 'google-chrome'].find((bin) => {
@@ -57,7 +57,7 @@ function probe(
   overflow: number;
   charts: { title: string; overlaps: string[]; axisTitles: number; bars: number; values: number; outside: number }[];
 } {
-  const dir = mkdtempSync(join(tmpdir(), 'kvroute-html-'));
+  const dir = scratchDir('kvroute-html-');
   const file = join(dir, 'report.html');
   writeFileSync(file, html.replace('</body>', `${PROBE}</body>`));
   const dom = execFileSync(

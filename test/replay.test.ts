@@ -1,10 +1,10 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { generateTrace, KvRouteError, parseTrace, type ReplayReport, replay } from '../ts/index.js';
 import { ROOT, requireDist } from './helpers/dist.js';
+import { scratchDir } from './helpers/scratch-dir.js';
 
 /** The report without the fields that measure the machine rather than the simulation. */
 function simulationOnly(report: ReplayReport): ReplayReport {
@@ -123,7 +123,7 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
 });
 
 describe('kvroute command', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kvroute-cli-'));
+  const dir = scratchDir('kvroute-cli-');
   const cli = (args: string[]) => spawnSync(process.execPath, [join(ROOT, 'dist', 'cli.js'), ...args], { encoding: 'utf8', cwd: dir });
 
   test('gen-trace writes a trace that replay reads, with a JSON report and an HTML page', () => {

@@ -1,10 +1,10 @@
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { generateTrace, loadTrace, parseTrace, synthesizeTokens, traceToJsonl } from '../ts/index.js';
 import { ROOT } from './helpers/dist.js';
 import { expectKvError } from './helpers/errors.js';
+import { scratchDir } from './helpers/scratch-dir.js';
 
 const REAL_TRACE = join(ROOT, '..', 'shared', 'traces', 'conversation_trace.jsonl');
 
@@ -59,7 +59,7 @@ describe('trace parsing', () => {
   });
 
   test('loadTrace reads a file or parses text; errors are clear', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'kvroute-trace-'));
+    const dir = scratchDir('kvroute-trace-');
     const path = join(dir, 't.jsonl');
     writeFileSync(path, '{"timestamp": 5, "input_length": 3, "output_length": 2, "hash_ids": [9]}\n');
     expect(loadTrace(path)).toMatchObject({ path, traceBlockSize: 512, requests: [{ timestampMs: 5, hashIds: [9] }] });
