@@ -130,6 +130,7 @@
 //! | measured again (twenty-second round), with small tables growing fourfold: one name table a rank instead of four | | | W = 256 bare tree 63.65 → 63.76 MB; Dynamo / kvroute ingest, both systems in one process, 8 alternating pairs of 8 rounds: 1.87-2.10 (median 1.985) with four tables, 1.87-2.15 (1.975) with one. The nineteenth round's gain came from skipping the small sizes, which fourfold growth now does for four tables too |
 //! | tried again (twenty-second round): a writer's group of queued batches up to 256 batches or 16,384 blocks (were 64 and 4,096) | | | concurrent phase W = 256, writers 17.9-21.5 against 19.0-21.4 M block-events/s (4 alternating pairs, medians of 5 runs each): even, as in the thirteenth round. Waiting for readers is 0.14% of the writers' samples there; what they lack is time on a core (the twenty-second round below) |
 //! | a node with more than eight children keeps them in a hash table of 8-byte entries (the key's low 32 bits and the child's id), not 16-byte (key, id) pairs; a match of the low bits is confirmed against the child's first local hash, which the walk reads next anyway | | | W = 256 index 70,633,120 → 70,370,976 bytes (`memoryBytes`; 32.03 → 31.91 per held block): one node in each shard has thousands of children, and its table in each copy of the view went from 139,312 to 73,744 bytes; W = 16 −65,536 bytes. Speed even: ingest ratio against Dynamo, medians of alternating pairs, W = 256 1.92 → 1.94 (6 pairs), W = 16 2.115 → 2.085 and churn 2.10 → 2.075 (4 each); idle find even |
+//! | tried (twenty-third round): `ChunkedVec` chunks after the first allocated whole, not grown from an eighth by `realloc` (whose copies and their page faults were about 3% of a W = 256 writer's perf samples) | | | two-writer ingest W = 256 even: ratio against Dynamo 1.905 → 1.925 (medians of 10 alternating pairs, both systems in one process; single pairs ranged 1.65-2.24); not kept, since each array's last chunk would then hold up to 64 KiB unused, where the W = 256 memory target has about 0.5% to spare |
 //!
 //! What the profiles showed at each step: the second application of every event (its hash
 //! probes again, on the second copy) was half the writers' time, so only the view is kept twice
@@ -176,7 +177,8 @@
 //! bucket (about one insert in four spills at three quarters full): no change in the bare tree.
 //! Transparent huge pages for the heap (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, a setting of the
 //! whole process, not a library's to make) gave the bare tree +5% at W = 256: TLB misses are a
-//! small part of the cost.
+//! small part of the cost (and two writers at W = 256 were even with it in the twenty-third
+//! round: our times 0.0614-0.0689 s a round without, 0.0626-0.0664 s with, four alternating pairs).
 //!
 //! Then instructions, counted with cachegrind, which on this noisy machine gives the same
 //! answer every run: about 435 per block-event on the bare tree at W = 16, a quarter of them
