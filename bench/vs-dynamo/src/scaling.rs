@@ -11,10 +11,10 @@
 //! The concurrent phase also reports how the cores were shared: the writers' and the reader's
 //! time on CPU as a share of the phase (`writerCores`, `readerCores`), and the writers'
 //! block-events per second of their own CPU time. Three busy threads on two cores are split by
-//! the scheduler, not by the indexes: kvroute's reader never waits, so it keeps a core to itself
-//! and the two writers share the other, while Dynamo's reader sleeps whenever it meets a node a
-//! writer has locked, and its writers get the time it gives up. The per-CPU-second figure is
-//! what each index's writers do with the time they get.
+//! the scheduler, not by the indexes: kvroute's reader never waits, so it often keeps a core to
+//! itself and the two writers share the other, while Dynamo's reader sleeps whenever it meets a
+//! node a writer has locked, and its writers get the time it gives up. The per-CPU-second figure
+//! is what each index's writers do with the time they get.
 
 use crate::alloc;
 use crate::index_bench::{dynamo_apply, dynamo_events, kvroute_apply, kvroute_batches, pct, read, Op};
