@@ -1,16 +1,15 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { afterAll, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { ROOT, requireDist } from './helpers/dist.js';
+import { scratchDir } from './helpers/scratch-dir.js';
 
 /**
  * What a user gets: the tarball `npm pack` makes, installed into an empty project, on a PATH
  * without cargo or rustc, must load the prebuilt native backend from both module systems.
  */
-const work = mkdtempSync(join(tmpdir(), 'kvroute-pack-'));
-afterAll(() => rmSync(work, { recursive: true, force: true }));
+const work = scratchDir('kvroute-pack-');
 
 test('the packed tarball ships the native module, loads it and runs its command without a Rust toolchain', () => {
   requireDist();
