@@ -5,18 +5,64 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import parsePrometheus from 'parse-prometheus-text-format';
 import { describe, expect, test } from 'vitest';
-import { createGateway, isKvRouteError, KvRouter, metrics, mockTokenize, renderMockChat, writeMockTokenizer } from '../ts/index.js';
+import {
+  createGateway,
+  isKvRouteError,
+  KvRouter,
+  type MockWorker,
+  metrics,
+  mockTokenize,
+  renderMockChat,
+  writeMockTokenizer,
+} from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
+import { closeFleetsAfterEach, startFleet, startWorker, startWorkerOnConsecutivePorts, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
 
+/** The worker's per-rank endpoints without `dpSize`, which then defaults to their count. */
+function workerEntryWithoutDpSize(w: MockWorker) {
+  const { dpSize: _, ...entry } = workerEntry(w, 1);
+  return entry;
+}
+
 const PROMPT = 'The indexer API answers in the shape of Dynamo standalone indexer, block by block. ';
 
 describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
+  test("a worker given by rank 0's endpoints and dpSize is heard on every rank, rank r at port + r", async () => {
+    const w = await startWorkerOnConsecutivePorts({ dpSize: 2 });
+    const f = await startFleet(backend, 0, {
+      workers: [{ id: 1, url: w.url, kvEvents: w.kvEventsEndpoints[0], replay: w.replayEndpoints[0], dpSize: 2 }],
+    });
+    expect(f.gateway.workers()[0]).toMatchObject({ dpSize: 2, kvEvents: w.kvEventsEndpoints, replay: w.replayEndpoints });
+    // Each rank caches its own prompt (asked of the worker directly, so the gateway only hears it).
+    for (const rank of [0, 1]) {
+      const r = await fetch(`${w.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-data-parallel-rank': String(rank) },
+        body: JSON.stringify({ prompt: `${PROMPT} Rank ${rank} alone.`, max_tokens: 2 }),
+      });
+      expect(r.status).toBe(200);
+    }
+    const source = f.gateway.router.index.engineSources()[0];
+    await waitFor(() => source.stats().ranks.every((r) => r.batches > 0), "both ranks' events");
+    for (const rank of [1, 0]) {
+      const r = await postJson(`${f.url}/v1/completions`, { prompt: `${PROMPT} Rank ${rank} alone. Again.`, max_tokens: 2 });
+      expect(r.headers.get('x-kvroute-dp-rank')).toBe(String(rank));
+      expect(Number(r.headers.get('x-kvroute-cached-tokens'))).toBeGreaterThanOrEqual(Math.floor(PROMPT.length / 16) * 16);
+    }
+    // A list of endpoints sets dpSize by itself; a list of the wrong length is refused.
+    const listed = createGateway({ blockSize: 16, backend, logLevel: false, workers: [workerEntryWithoutDpSize(w)] });
+    expect(listed.workers()[0]).toMatchObject({ dpSize: 2 });
+    await listed.close();
+    expect(() =>
+      createGateway({ blockSize: 16, backend, workers: [{ id: 1, url: w.url, kvEvents: w.kvEventsEndpoints, dpSize: 3 }] }),
+    ).toThrow(/workers\[0\]\.kvEvents must be an endpoint or a list of 3 endpoints/);
+  });
+
   test("Dynamo's indexer API: query, query_by_hash, workers, dump, register and unregister", async () => {
     const f = await startFleet(backend, 2, { model: 'mock-model' });
     const first = await postJson(`${f.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });

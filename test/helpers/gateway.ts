@@ -41,6 +41,24 @@ export async function startWorker(opts: MockWorkerOptions = {}): Promise<MockWor
   return w;
 }
 
+/**
+ * A worker whose ranks publish on consecutive ports (rank r: port + r), as engines do, so that
+ * a gateway can be given rank 0's endpoints alone. Port 0 would give each rank any free port, so
+ * a random base is tried, and another if it is taken.
+ */
+export async function startWorkerOnConsecutivePorts(opts: MockWorkerOptions & { dpSize: number }): Promise<MockWorker> {
+  let lastError: unknown;
+  for (let attempt = 0; attempt < 8; attempt++) {
+    const base = 20000 + Math.floor(Math.random() * 30000);
+    try {
+      return await startWorker({ ...opts, kvEvents: `tcp://127.0.0.1:${base}`, replay: `tcp://127.0.0.1:${base + opts.dpSize}` });
+    } catch (err) {
+      lastError = err;
+    }
+  }
+  throw lastError;
+}
+
 export function workerEntry(w: MockWorker, id: number): NonNullable<GatewayOptions['workers']>[number] {
   return { id, url: w.url, kvEvents: w.kvEventsEndpoints, replay: w.replayEndpoints, dpSize: w.kvEventsEndpoints.length };
 }

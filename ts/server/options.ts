@@ -7,7 +7,7 @@
 
 import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
-import { checkEndpoint } from '../ingest/options.js';
+import { checkEndpoint, endpointForRank } from '../ingest/options.js';
 import type { WorkerId } from '../kv-index.js';
 import type { SnapshotWriterOptions } from '../replicas/snapshot-store.js';
 import type { WarmStartOptions } from '../replicas/warm-start.js';
@@ -27,7 +27,7 @@ export interface GatewayWorker {
   kvEvents?: string | readonly string[];
   /** Rank 0's replay ROUTER endpoint (rank r: port + r), or one per rank. */
   replay?: string | readonly string[];
-  /** Data-parallel ranks. Default 1. */
+  /** Data-parallel ranks. Default: the number of endpoints listed, else 1. */
   dpSize?: number;
   /** The engine's `max_num_batched_tokens` (the router's queue threshold is a fraction of it). */
   maxNumBatchedTokens?: number;
@@ -260,9 +260,10 @@ export function parseWorkerIdValue(value: unknown, at: string): bigint {
   throw invalid(`${at} must be a u64 worker id (integer or decimal string), got ${describe(value)}`);
 }
 
+/** One endpoint per rank: a list as given, or rank 0's endpoint with rank r at port + r (ipc: path + `_dp<r>`), as the engines publish. */
 function endpointList(value: unknown, at: string, dpSize: number): string[] | undefined {
   if (value === undefined) return undefined;
-  if (typeof value === 'string') return [checkEndpoint(value, at)];
+  if (typeof value === 'string') return Array.from({ length: dpSize }, (_, r) => endpointForRank(value, r, at));
   if (!Array.isArray(value) || value.length !== dpSize) throw invalid(`${at} must be an endpoint or a list of ${dpSize} endpoints`);
   return value.map((e, i) => checkEndpoint(e, `${at}[${i}]`));
 }
@@ -281,7 +282,8 @@ export function resolveWorker(value: unknown, at: string): ResolvedWorker {
     throw invalid(`${at}.url must be an http(s) URL, got ${JSON.stringify(w.url)}`);
   if (url.pathname !== '/' || url.search || url.hash)
     throw invalid(`${at}.url must be a base URL without a path, got ${JSON.stringify(w.url)}`);
-  const dpSize = int(w.dpSize, `${at}.dpSize`, 1, 1024, 1);
+  const listed = [w.kvEvents, w.replay].find(Array.isArray)?.length;
+  const dpSize = int(w.dpSize, `${at}.dpSize`, 1, 1024, listed ?? 1);
   const weight = w.weight ?? 1;
   if (typeof weight !== 'number' || !(weight > 0) || !Number.isFinite(weight)) {
     throw invalid(`${at}.weight must be a positive number, got ${describe(weight)}`);
