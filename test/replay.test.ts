@@ -171,6 +171,10 @@ describe('kvroute command', () => {
     }
     expect(cli(['gen-trace', '--help']).stdout).toMatch(/--requests <number>\s+requests to generate \(default: 2000\)/);
     expect(cli(['mock-worker', '--help']).stdout).toMatch(/--wire <vllm-0.33\|vllm-0.11\|sglang>/);
+    // serve's long --worker flag gets a line of its own; the other descriptions stay in a narrow column.
+    const serve = cli(['serve', '--help']).stdout;
+    expect(serve).toMatch(/\n {2}--worker <id=1,url=[^\n]*\n {20,44}a worker; repeat for several\n/);
+    expect(serve).toMatch(/\n {2}--port <number> {2,30}proxy port/);
     const policy = cli(['replay', '--router', 'kv2']);
     expect(policy.status).toBe(2);
     expect(policy.stderr).toMatch(/unknown policy "kv2": use kv, round-robin, random, or the path of a selector module/);

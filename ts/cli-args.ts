@@ -31,14 +31,22 @@ export interface Flag {
 
 export type Flags = Record<string, Flag>;
 
+/**
+ * The widest flag column of a help text. A longer flag (`serve --worker <id=1,url=…>`) puts its
+ * description on the next line, so that one long value does not push every other description
+ * a hundred columns to the right.
+ */
+const MAX_FLAG_COLUMN = 44;
+
 /** The help of one command: synopsis, then one line per flag with its default. */
 export function helpText(synopsis: string, description: string, flags: Flags): string {
   const rows = Object.entries(flags).map(([name, f]) => {
     const left = `  --${name}${f.kind === 'boolean' ? '' : ` <${f.value ?? f.kind}>`}${f.multiple ? ' …' : ''}`;
     return [left, `${f.help}${f.default !== undefined ? ` (default: ${f.default})` : ''}`];
   });
-  const width = Math.max(...rows.map((r) => r[0].length), 14) + 2;
-  const lines = rows.map(([l, r]) => `${l.padEnd(width)}${r}`);
+  const fitting = rows.map((r) => r[0].length).filter((n) => n + 2 <= MAX_FLAG_COLUMN);
+  const width = Math.max(...fitting, 14) + 2;
+  const lines = rows.map(([l, r]) => (l.length + 2 <= width ? `${l.padEnd(width)}${r}` : `${l}\n${' '.repeat(width)}${r}`));
   return `usage: ${synopsis}\n\n${description}\n\noptions:\n${lines.join('\n')}\n  ${'-h, --help'.padEnd(width - 2)}this help\n`;
 }
 
