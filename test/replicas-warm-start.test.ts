@@ -109,6 +109,20 @@ describe.each(BACKENDS)('index warm start (%s)', (backend) => {
     expect(answers(second.router.index, 10)).toBe(answers(gw.router.index, 10));
   });
 
+  test('a gateway closed during its warm start never adds its workers', async () => {
+    const { url } = await peer();
+    const closing = createGateway({
+      blockSize: BS,
+      backend,
+      logLevel: false,
+      warmStart: { peer: url },
+      workers: [{ id: 5, url: 'http://127.0.0.1:1', kvEvents: 'tcp://127.0.0.1:2' }],
+    });
+    await closing.close();
+    expect(await closing.warmStart).toMatchObject({ from: 'peer' });
+    expect(closing.workers()).toEqual([]);
+  });
+
   test('bad sources are typed errors and apply nothing', async () => {
     const fresh = router();
     const code = async (p: Promise<unknown>) => {

@@ -193,7 +193,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
   });
   let tokenizer: PromptTokenizer;
   let snapshots: IndexSnapshotWriter | undefined;
-  const stopping = false;
+  // Set by close(): a warm start that ends after it must not subscribe workers only to close them.
+  let stopping = false;
   const addWorkers = () => {
     if (stopping) return;
     for (const w of o.workers) {
@@ -284,6 +285,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     },
     workers: () => fleet.list().map((m) => describeWorker(m, fleet)),
     close() {
+      stopping = true;
       closed ??= (async () => {
         await app.close();
         await adminApp?.close();
