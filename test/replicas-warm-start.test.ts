@@ -123,6 +123,28 @@ describe.each(BACKENDS)('index warm start (%s)', (backend) => {
     expect(closing.workers()).toEqual([]);
   });
 
+  test('a gateway whose snapshot store is unreachable counts and reports the failures, and serves on', async () => {
+    const gw = createGateway({ blockSize: BS, backend, logLevel: false, snapshots: { servers: 'nats://127.0.0.1:1', everyMs: 100 } });
+    cleanup.push(() => gw.close());
+    const failures: KvRouteError[] = [];
+    gw.snapshots?.on('failed', (err) => failures.push(err));
+    // A listener that throws changes nothing for the writer or the other listeners.
+    gw.snapshots?.on('failed', () => {
+      throw new Error('a broken listener');
+    });
+    expect(() => gw.snapshots?.on('nope' as 'failed', () => {})).toThrow(/event must be 'written' or 'failed'/);
+    const { url } = await gw.listen();
+    await waitFor(() => failures.length >= 2, 'two failed writes', 10_000);
+    expect(failures[0]).toBeInstanceOf(KvRouteError);
+    expect(failures[0].code).toBe('ERR_INTERNAL');
+    expect(gw.snapshots?.stats()).toMatchObject({ writes: 0, lastBytes: 0, lastWriteAt: null });
+    const text = await (await fetch(`${url}/metrics`)).text();
+    expect(Number(/^kvroute_snapshot_failures_total (\d+)$/m.exec(text)?.[1])).toBeGreaterThanOrEqual(2);
+    expect(text).toMatch(/^kvroute_snapshot_writes_total 0$/m);
+    expect(text).toMatch(/^kvroute_snapshot_last_write_timestamp_seconds 0$/m);
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+  });
+
   test('bad sources are typed errors and apply nothing', async () => {
     const fresh = router();
     const code = async (p: Promise<unknown>) => {
@@ -187,6 +209,23 @@ describe.skipIf(NO_NATS)('snapshots in a NATS object store', () => {
       await writer.close();
       pub.close();
       await Promise.all([source.closeAsync(), fresh.closeAsync()]);
+    }
+  });
+
+  test.each(BACKENDS)('a gateway with snapshots reports each write in its metrics and to listeners (%s)', async (backend) => {
+    const bucket = `kvroute-test-${++bucketNo}`;
+    const gw = createGateway({ blockSize: BS, backend, logLevel: false, snapshots: { servers: server.url, bucket, everyMs: 100 } });
+    try {
+      const written: number[] = [];
+      gw.snapshots?.on('written', (stats) => written.push(stats.lastBytes));
+      await waitFor(() => written.length >= 1, 'a snapshot', 10_000);
+      const text = await gw.registry.metrics();
+      expect(Number(/^kvroute_snapshot_writes_total (\d+)$/m.exec(text)?.[1])).toBeGreaterThanOrEqual(1);
+      expect(text).toMatch(/^kvroute_snapshot_failures_total 0$/m);
+      expect(Number(/^kvroute_snapshot_last_bytes (\d+)$/m.exec(text)?.[1])).toBe(written[0]);
+      expect(Number(/^kvroute_snapshot_last_write_timestamp_seconds (\S+)$/m.exec(text)?.[1])).toBeGreaterThan(Date.now() / 1000 - 60);
+    } finally {
+      await gw.close();
     }
   });
 

@@ -5,6 +5,7 @@
  * latest revision only.
  */
 
+import { EventEmitter } from 'node:events';
 import { type ObjectStore, Objm } from '@nats-io/obj';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { KvRouteError } from '../errors.js';
@@ -91,10 +92,12 @@ export interface SnapshotWriterStats {
 
 /**
  * Writes the index to the object store periodically. Errors (NATS down, no JetStream) are counted
- * and retried at the next period; they never reach the router.
+ * and retried at the next period; they never reach the router. `on('failed')` hears each one
+ * (the gateway logs them), `on('written')` each stored snapshot.
  * @group Replicas
  */
 export class IndexSnapshotWriter {
+  private readonly emitter = new EventEmitter();
   private readonly index: KvIndex;
   private readonly store: ResolvedSnapshotStore;
   private readonly everyMs: number;
@@ -184,8 +187,46 @@ export class IndexSnapshotWriter {
     } catch (err) {
       this.counts.failures++;
       this.counts.lastError = (err as Error).message;
-      throw new KvRouteError('ERR_INTERNAL', `snapshot write failed: ${(err as Error).message}`, { cause: err });
+      const failure = new KvRouteError('ERR_INTERNAL', `snapshot write failed: ${(err as Error).message}`, { cause: err });
+      this.notify('failed', failure);
+      throw failure;
     }
+    this.notify('written', this.stats());
+  }
+
+  /** Calls the listeners of `event`; one that throws is its own business, not the write's. */
+  private notify(event: 'written' | 'failed', value: unknown): void {
+    for (const listener of this.emitter.listeners(event)) {
+      try {
+        (listener as (v: unknown) => void)(value);
+      } catch {
+        // The snapshot was stored (or failed) regardless of what a listener did with the news.
+      }
+    }
+  }
+
+  /**
+   * Listens to each stored snapshot (`'written'`, with the stats after it) or each failed write
+   * (`'failed'`, with the `ERR_INTERNAL` error that `write()` rejects with). Listeners run on the
+   * JavaScript thread; one that throws does not stop the writer.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for an unknown event name or a listener that is not a function.
+   */
+  on(event: 'written', listener: (stats: SnapshotWriterStats) => void): this;
+  on(event: 'failed', listener: (error: KvRouteError) => void): this;
+  on(event: 'written' | 'failed', listener: (value: never) => void): this {
+    checkWriterListener(event, listener);
+    this.emitter.on(event, listener as (value: unknown) => void);
+    return this;
+  }
+
+  /**
+   * Removes a listener added with {@link IndexSnapshotWriter.on}.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for an unknown event name or a listener that is not a function.
+   */
+  off(event: 'written' | 'failed', listener: (value: never) => void): this {
+    checkWriterListener(event, listener);
+    this.emitter.off(event, listener as (value: unknown) => void);
+    return this;
   }
 
   /** What was written and what failed. */
@@ -201,4 +242,10 @@ export class IndexSnapshotWriter {
     await this.writing?.catch(() => {});
     await this.nc?.close();
   }
+}
+
+function checkWriterListener(event: unknown, listener: unknown): void {
+  if (event !== 'written' && event !== 'failed')
+    throw new KvRouteError('ERR_INVALID_ARG', `event must be 'written' or 'failed', got ${describe(event)}`);
+  if (typeof listener !== 'function') throw new KvRouteError('ERR_INVALID_ARG', `listener must be a function, got ${describe(listener)}`);
 }

@@ -11,7 +11,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import { Registry } from 'prom-client';
 import { KvRouteError } from '../errors.js';
 import { SeededRandom } from '../random.js';
-import { IndexSnapshotWriter } from '../replicas/snapshot-store.js';
+import { IndexSnapshotWriter, type SnapshotWriterOptions } from '../replicas/snapshot-store.js';
 import { type WarmStartOptions, type WarmStartResult, warmStart } from '../replicas/warm-start.js';
 import { KvRouter } from '../router/kv-router.js';
 import { chooseCandidate, type Selector } from '../router/select.js';
@@ -30,6 +30,7 @@ import {
 } from './options.js';
 import { openAiError, type ProxyContext, proxyCompletion } from './proxy.js';
 import { metrics } from './router-metrics.js';
+import { snapshotMetrics } from './snapshot-metrics.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
 
 /**
@@ -63,6 +64,8 @@ export interface Gateway {
    * gateway had to start cold, or undefined without a warm start. `listen()` waits for it.
    */
   readonly warmStart: Promise<WarmStartResult | Error | undefined>;
+  /** The index snapshot writer of the `snapshots` option (its `stats()`, `write()`), or undefined without it. */
+  readonly snapshots: IndexSnapshotWriter | undefined;
   /**
    * Starts listening (port 0: any free port).
    * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument when the port cannot be bound (in use, no permission).
@@ -148,6 +151,26 @@ async function warmUp(router: KvRouter, opts: WarmStartOptions, log: FastifyBase
 }
 
 /**
+ * The index snapshot writer of the `snapshots` option, with its metrics and its failures logged:
+ * they never reach a request, so without this a store that is down would go unnoticed.
+ */
+function startSnapshots(router: KvRouter, opts: SnapshotWriterOptions, registry: Registry, log: FastifyBaseLogger): IndexSnapshotWriter {
+  const writer = new IndexSnapshotWriter(router, opts);
+  snapshotMetrics(writer, registry);
+  let failing = false;
+  writer.on('failed', (err) => {
+    failing = true;
+    log.warn({ err }, `${err.message}; retried at the next period`);
+  });
+  writer.on('written', (stats) => {
+    if (failing)
+      log.info({ snapshot: stats }, `index snapshot stored again (${stats.lastBytes} bytes) after ${stats.failures} failed writes`);
+    failing = false;
+  });
+  return writer;
+}
+
+/**
  * Builds a gateway over `opts.workers`: subscribes to their KV events, probes their health and
  * serves the proxy. Call `listen()` to serve it, or mount `app`/`handler` yourself.
  *
@@ -205,7 +228,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   };
   try {
     tokenizer = makeTokenizer(o, fleet);
-    if (o.snapshots) snapshots = new IndexSnapshotWriter(router, o.snapshots);
+    if (o.snapshots) snapshots = startSnapshots(router, o.snapshots, registry, app.log);
     // Without a warm start the workers are added now, so a bad worker option throws here.
     if (!o.warmStart) addWorkers();
   } catch (err) {
@@ -267,6 +290,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     router,
     registry,
     warmStart: warm,
+    snapshots,
     async listen(l = {}) {
       await warm;
       const url = (await app.listen({ port: l.port ?? 0, host: l.host ?? '127.0.0.1' })).replace('[::1]', '127.0.0.1');
