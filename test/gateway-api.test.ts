@@ -157,6 +157,12 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     expect(del.status).toBe(200);
     expect((await fetch(`${f.adminUrl}/admin/workers/7`, { method: 'DELETE' })).status).toBe(404);
     expect(f.gateway.router.stats().workers).toBe(1);
+    // With no worker left to tokenize, explain is a 503 to retry (as the proxy answers), not the caller's mistake.
+    await fetch(`${f.adminUrl}/admin/workers/1`, { method: 'DELETE' });
+    const unservable = await postJson(`${f.adminUrl}/admin/explain`, { prompt: 'hello' });
+    expect(unservable.status).toBe(503);
+    expect(unservable.json.error).toMatch(/no worker/);
+    expect((await postJson(`${f.url}/v1/completions`, { prompt: 'hello' })).status).toBe(503);
   });
 
   test('metrics scrape parses as Prometheus text and moves with traffic', async () => {

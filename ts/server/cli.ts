@@ -103,7 +103,8 @@ export async function runServe(argv: string[]): Promise<number> {
     await gateway.close();
     throw new KvRouteError('ERR_INVALID_ARG', `cannot listen: ${(err as Error).message}`, { cause: err });
   }
-  process.stdout.write(`kvroute serve: proxy ${address.url}, admin ${address.adminUrl}, ${gateway.workers().length} workers\n`);
+  const workers = gateway.workers().length;
+  process.stdout.write(`kvroute serve: proxy ${address.url}, admin ${address.adminUrl}, ${workers} worker${workers === 1 ? '' : 's'}\n`);
   return await new Promise<number>((resolve) => {
     const stop = () => void gateway.close().then(() => resolve(0));
     process.once('SIGINT', stop);

@@ -166,6 +166,27 @@ function hashes(value: unknown): bigint[] {
 }
 
 /** Registers the indexer routes on `app` (already guarded by the admin token, if any). */
+/**
+ * The HTTP status of a typed error in the admin scope: the caller's mistake is a 400, but a
+ * fleet that cannot serve (no worker could tokenize, closing) is a 503 to retry, as the proxy
+ * answers the same condition, and a fault of ours a 500.
+ */
+function statusOf(err: KvRouteError): number {
+  switch (err.code) {
+    case 'ERR_INVALID_ARG':
+    case 'ERR_INVALID_EVENT':
+      return 400;
+    case 'ERR_DUPLICATE_REQUEST':
+      return 409;
+    case 'ERR_NO_WORKERS':
+    case 'ERR_CLOSED':
+    case 'ERR_ABORTED':
+      return 503;
+    default:
+      return 500;
+  }
+}
+
 export function indexerRoutes(app: FastifyInstance, ctx: IndexerContext): void {
   // Lossless JSON in this scope: hashes and ids above 2^53 stay exact.
   app.removeContentTypeParser('application/json');
@@ -180,7 +201,7 @@ export function indexerRoutes(app: FastifyInstance, ctx: IndexerContext): void {
     }
   });
   app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
-    const status = err instanceof ApiError ? err.status : err instanceof KvRouteError ? 400 : (err.statusCode ?? 500);
+    const status = err instanceof ApiError ? err.status : err instanceof KvRouteError ? statusOf(err) : (err.statusCode ?? 500);
     return send(reply, status, { error: err.message });
   });
   app.post('/query', async (req, reply) => {
