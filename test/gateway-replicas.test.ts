@@ -6,6 +6,7 @@ import { ROOT, requireDist } from './helpers/dist.js';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
 import { NatsServer, NO_NATS } from './helpers/nats-server.js';
+import { waitFor } from './helpers/wait.js';
 
 const children: ChildProcess[] = [];
 afterEach(() => {
@@ -13,9 +14,9 @@ afterEach(() => {
 });
 closeFleetsAfterEach();
 
-/** `kvroute serve <args>` as a process; resolves its proxy URL once it listens. */
-function serve(args: string[]): Promise<string> {
-  const child = spawn(process.execPath, [join(ROOT, 'dist', 'cli.js'), 'serve', '--port', '0', '--log-level', 'warn', ...args], {
+/** `kvroute serve <args>` as a process: its proxy URL once it listens, and its output (pino's JSON lines) so far. */
+function serveProcess(args: string[], logLevel = 'warn'): { url: Promise<string>; output: () => string } {
+  const child = spawn(process.execPath, [join(ROOT, 'dist', 'cli.js'), 'serve', '--port', '0', '--log-level', logLevel, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.push(child);
@@ -24,7 +25,7 @@ function serve(args: string[]): Promise<string> {
   child.stderr.on('data', (d) => {
     err += d;
   });
-  return new Promise((resolve, reject) => {
+  const url = new Promise<string>((resolve, reject) => {
     child.stdout.on('data', (d) => {
       out += d;
       const m = /proxy (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
@@ -32,7 +33,10 @@ function serve(args: string[]): Promise<string> {
     });
     child.on('exit', (code) => reject(new Error(`kvroute serve exited ${code}: ${out} ${err}`)));
   });
+  return { url, output: () => out };
 }
+
+const serve = (args: string[]): Promise<string> => serveProcess(args).url;
 
 async function stats(url: string): Promise<{ replicas?: { peers: number; remoteInFlight: number }; index: { blocks: number } }> {
   const res = await request(`${url}/admin/stats`);
@@ -84,5 +88,26 @@ describe.skipIf(NO_NATS)('kvroute serve replicas', () => {
     expect(again.status).toBe(200);
     expect(again.headers.get('x-kvroute-worker')).toBe(worker);
     expect(Number(again.headers.get('x-kvroute-cached-tokens'))).toBeGreaterThan(0);
+  });
+
+  test('the gateway logs the replica sync losing NATS and getting it back', async () => {
+    requireDist();
+    const gw = serveProcess(['--block-size', '16', '--replicas', nats.url, '--replica-id', 'gw-log'], 'info');
+    // One whose NATS is nowhere serves anyway, and says so once.
+    const alone = serveProcess(['--block-size', '16', '--replicas', 'nats://127.0.0.1:1', '--replica-id', 'gw-alone'], 'info');
+    await Promise.all([gw.url, alone.url]);
+    const logged = (pattern: RegExp) => waitFor(() => pattern.test(gw.output()), `a log line matching ${pattern}`, 15_000);
+    await logged(/"level":30,[^\n]*"replica":"gw-log"[^\n]*"msg":"replica sync connected"/);
+    await nats.stop();
+    await logged(/"level":40,[^\n]*"outages":1[^\n]*"msg":"replica sync lost its connection/);
+    await nats.start();
+    await logged(/"level":30,[^\n]*"msg":"replica sync reconnected"/);
+    await waitFor(
+      () => /"level":40,[^\n]*"msg":"replica sync cannot reach NATS yet/.test(alone.output()),
+      'the lone replica to say so',
+      15_000,
+    );
+    expect(alone.output().match(/cannot reach NATS/g)).toHaveLength(1);
+    expect((await fetch(`${await alone.url}/health`)).status).toBe(200);
   });
 });

@@ -29,6 +29,7 @@ import {
   resolveWorker,
 } from './options.js';
 import { openAiError, type ProxyContext, proxyCompletion } from './proxy.js';
+import { logReplicaChanges } from './replica-log.js';
 import { metrics } from './router-metrics.js';
 import { snapshotMetrics } from './snapshot-metrics.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
@@ -205,6 +206,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     ...(o.backend ? { backend: o.backend } : {}),
     selector: o.router.selector ?? weightedSelector(o, (id) => fleetRef.fleet?.get(id)?.spec.weight ?? 1),
   });
+  const stopReplicaLog = logReplicaChanges(router, app.log);
   const fleet = new Fleet(router, o, app.log);
   fleetRef.fleet = fleet;
   const registry = new Registry();
@@ -232,6 +234,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     // Without a warm start the workers are added now, so a bad worker option throws here.
     if (!o.warmStart) addWorkers();
   } catch (err) {
+    stopReplicaLog();
     router.close();
     void fleet.close();
     void snapshots?.close();
@@ -311,6 +314,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     close() {
       stopping = true;
       closed ??= (async () => {
+        stopReplicaLog();
         await app.close();
         await adminApp?.close();
         await warm;
