@@ -157,6 +157,26 @@ describe('kvroute command', () => {
     expect(report.policies[0].workers.map((w) => w.requests)).toEqual([0, 40]);
   });
 
+  test('the table says how many router replicas routed, and whether they shared load', () => {
+    requireDist();
+    const one = cli(['replay', '--limit', '30', '--workers', '2']);
+    expect(one.stdout).toMatch(/^30 requests \(built-in generated workload\), 2 workers; hit ratio ceiling/m);
+    const unsynced = cli([
+      'replay',
+      '--limit',
+      '30',
+      '--workers',
+      '2',
+      '--replicas',
+      '3',
+      '--replica-sync',
+      'off',
+      '--replica-lb',
+      'round-robin',
+    ]);
+    expect(unsynced.stdout).toMatch(/, 2 workers, 3 router replicas \(not sharing load, round-robin balancer\); hit ratio ceiling/);
+  });
+
   test('help, version, and errors found before a simulation starts', () => {
     requireDist();
     const top = cli(['--help']);
