@@ -165,7 +165,6 @@ function hashes(value: unknown): bigint[] {
   });
 }
 
-/** Registers the indexer routes on `app` (already guarded by the admin token, if any). */
 /**
  * The HTTP status of a typed error in the admin scope: the caller's mistake is a 400, but a
  * fleet that cannot serve (no worker could tokenize, closing) is a 503 to retry, as the proxy
@@ -187,6 +186,7 @@ function statusOf(err: KvRouteError): number {
   }
 }
 
+/** Registers the indexer routes on `app` (already guarded by the admin token, if any). */
 export function indexerRoutes(app: FastifyInstance, ctx: IndexerContext): void {
   // Lossless JSON in this scope: hashes and ids above 2^53 stay exact.
   app.removeContentTypeParser('application/json');

@@ -19,7 +19,10 @@ const UNREACHABLE_AFTER_MS = 5000;
 /** What changed between two readings of the sync's stats, as log calls. */
 function logChanges(before: ReplicaStats, now: ReplicaStats, log: FastifyBaseLogger): void {
   const replica = now.replicaId;
-  if (now.connected !== before.connected) {
+  if (now.connected && before.connected && now.outages > before.outages) {
+    // Lost and back between two readings.
+    log.warn({ replica, outages: now.outages }, `replica sync lost its connection ${now.outages - before.outages} time(s) and reconnected`);
+  } else if (now.connected !== before.connected) {
     if (now.connected) {
       log.info({ replica, outages: now.outages }, now.outages === 0 ? 'replica sync connected' : 'replica sync reconnected');
     } else {
