@@ -71,6 +71,23 @@ const FUNCTIONS: [string, (...a: unknown[]) => unknown][] = [
   ['renderMockChat', kvroute.renderMockChat as never],
   ['createGateway', kvroute.createGateway as never],
   ['metrics', kvroute.metrics as never],
+  ['loadTrace', kvroute.loadTrace as never],
+  ['synthesizeTokens', kvroute.synthesizeTokens as never],
+  ['upperBoundHitRatio', kvroute.upperBoundHitRatio as never],
+  ['traceToJsonl', kvroute.traceToJsonl as never],
+  ['warmStart', kvroute.warmStart as never],
+  ['new IndexSnapshotWriter', ((...a: unknown[]) => new kvroute.IndexSnapshotWriter(...(a as [never, never]))) as never],
+  ['new ReplicaBus', ((...a: unknown[]) => new kvroute.ReplicaBus(...(a as []))) as never],
+  ['new JsonFloat', ((...a: unknown[]) => new kvroute.JsonFloat(...(a as [never]))) as never],
+  // An object is a set of options that would start a real run: hostile values go in as the
+  // options themselves, or as the trace of a one-request run.
+  [
+    'replay',
+    ((v: unknown) =>
+      kvroute.replay((v !== null && typeof v === 'object' && !Array.isArray(v) ? { trace: v, workers: 1 } : v) as never)) as never,
+  ],
+  // An object is a set of options that would start a real worker; every other value must be refused.
+  ['startMockWorker', ((v: unknown) => (v !== null && typeof v === 'object' ? undefined : kvroute.startMockWorker(v as never))) as never],
   // Strings are paths it would write to; every other value must be refused.
   [
     'writeMockTokenizer',

@@ -1,7 +1,7 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { generateTrace, loadTrace, parseTrace, synthesizeTokens, traceToJsonl } from '../ts/index.js';
+import { generateTrace, loadTrace, parseTrace, replay, synthesizeTokens, traceToJsonl, upperBoundHitRatio } from '../ts/index.js';
 import { ROOT } from './helpers/dist.js';
 import { expectKvError } from './helpers/errors.js';
 import { scratchDir } from './helpers/scratch-dir.js';
@@ -90,6 +90,27 @@ describe('token synthesis', () => {
     expect(a.subarray(512, 1000).some((t) => firstB.has(t))).toBe(false);
     // Engine blocks inside one trace block differ from each other.
     expect(a.subarray(0, 64)).not.toEqual(a.subarray(64, 128));
+  });
+
+  test('a request or block size built in code is checked as a parsed line would be', async () => {
+    const req = { line: 0, timestampMs: 0, inputLength: 600, outputLength: 1, hashIds: [3, 4] };
+    // A block size of 0 used to loop forever; too few hash ids gave NaN-derived tokens.
+    rejects(() => synthesizeTokens(req, 0), /traceBlockSize must be an integer >= 1, got 0/);
+    rejects(() => synthesizeTokens(req, 256), /req\.inputLength 600 exceeds 2 hash ids × 256 tokens/);
+    rejects(() => synthesizeTokens({ ...req, hashIds: [3, -1] }, 512), /req\.hashIds\[1\] must be an integer >= 0/);
+    rejects(() => synthesizeTokens(undefined as never, 512), /req must be a trace request/);
+    const trace = { traceBlockSize: 512, requests: [req, { ...req, inputLength: 1.5 }] };
+    rejects(() => upperBoundHitRatio(trace, 64), /trace\.requests\[1\]\.inputLength must be an integer >= 1, got 1\.5/);
+    rejects(() => upperBoundHitRatio({ traceBlockSize: 512, requests: [] }, 64), /trace\.requests is empty/);
+    await expect(replay({ trace: trace as never, workers: 1 })).rejects.toMatchObject({
+      code: 'ERR_INVALID_ARG',
+      message: expect.stringMatching(/trace\.requests\[1\]\.inputLength/),
+    });
+    await expect(replay(null as never)).rejects.toMatchObject({ code: 'ERR_INVALID_ARG' });
+    // A valid hand-built trace runs.
+    const ok = await replay({ trace: { traceBlockSize: 512, requests: [req] }, workers: 1 });
+    expect(ok.policies[0].requests).toBe(1);
+    expect(upperBoundHitRatio({ traceBlockSize: 512, requests: [req, req] }, 64)).toBeGreaterThan(0);
   });
 });
 

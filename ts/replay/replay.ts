@@ -18,7 +18,8 @@ import type { TimingModel } from './engine.js';
 import { generateTrace } from './generate.js';
 import { type PolicyReport, type ReplayReport, summarise } from './report.js';
 import { type SimConfig, simulatePolicy } from './simulate.js';
-import { loadTrace, synthesizeTokens, type Trace } from './trace.js';
+import { loadTrace, promptTokens, type Trace } from './trace.js';
+import { checkTrace } from './trace-check.js';
 
 /**
  * A custom routing policy for replay.
@@ -126,11 +127,12 @@ function policySelector(policy: ReplayPolicy, seed: number): { name: string; sel
  * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (trace, block sizes).
  */
 export function upperBoundHitRatio(trace: Trace, blockSize: number, backend?: BackendName): number {
+  checkTrace(trace, 'trace');
   const ids = new BlockIds();
   const byRequest = trace.requests.map((req) =>
     ids.of(
       sequenceHashes(
-        blockHashes(synthesizeTokens(req, trace.traceBlockSize), blockSize, backend ? { backend } : {}),
+        blockHashes(promptTokens(req, trace.traceBlockSize), blockSize, backend ? { backend } : {}),
         backend ? { backend } : {},
       ),
     ),
@@ -141,11 +143,19 @@ export function upperBoundHitRatio(trace: Trace, blockSize: number, backend?: Ba
 /**
  * Replays a trace under each policy; deterministic for given options (except wall-clock fields).
  * @group Replay
+ * @throws {KvRouteError} (as a rejection) `ERR_INVALID_ARG` for bad options, an unreadable or
+ * malformed trace (a trace object is checked as a parsed one is), or a request that could never fit.
  */
 export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
+  if (opts === null || typeof opts !== 'object' || Array.isArray(opts))
+    throw new KvRouteError('ERR_INVALID_ARG', `replay options must be an object, got ${describe(opts)}`);
   const traceBlockSize = positiveInteger(opts.traceBlockSize, 'traceBlockSize', 512);
   let trace =
-    typeof opts.trace === 'string' ? loadTrace(opts.trace, { traceBlockSize }) : (opts.trace ?? generateTrace({ traceBlockSize }));
+    typeof opts.trace === 'string'
+      ? loadTrace(opts.trace, { traceBlockSize })
+      : opts.trace === undefined
+        ? generateTrace({ traceBlockSize })
+        : checkTrace(opts.trace, 'trace');
   if (opts.limit !== undefined) trace = { ...trace, requests: trace.requests.slice(0, positiveInteger(opts.limit, 'limit', 1)) };
   const seed = opts.seed ?? 42;
   if (!Number.isSafeInteger(seed)) throw new KvRouteError('ERR_INVALID_ARG', `seed must be an integer, got ${describe(seed)}`);

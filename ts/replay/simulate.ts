@@ -19,7 +19,7 @@ import { KvRouter } from '../router/kv-router.js';
 import type { KvRouterOptions } from '../router/options.js';
 import type { Selector } from '../router/select.js';
 import type { EngineConfig } from './engine.js';
-import { synthesizeTokens, type Trace } from './trace.js';
+import { promptTokens, type Trace } from './trace.js';
 
 /** A request's figures at the end of a run. */
 export interface RequestOutcome {
@@ -175,7 +175,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
       if (kind === 1) {
         const uid = header[1];
         const req = trace.requests[uid];
-        const tokens = synthesizeTokens(req, trace.traceBlockSize);
+        const tokens = promptTokens(req, trace.traceBlockSize);
         const locals = blockHashes(tokens, cfg.engine.blockSize, hashOptions);
         const seqs = sequenceHashes(locals, hashOptions);
         fleet.addRequest(uid, req.inputLength, req.outputLength, seqs, locals);

@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { KvRouteError } from '../errors.js';
 import { checkOptions, describe } from '../validate.js';
+import { checkTraceBlockSize, checkTraceRequest } from './trace-check.js';
 
 /**
  * One request of a trace.
@@ -210,6 +211,12 @@ function mix32(x: number): number {
  * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument.
  */
 export function synthesizeTokens(req: TraceRequest, traceBlockSize: number): Uint32Array {
+  const size = checkTraceBlockSize(traceBlockSize, 'traceBlockSize');
+  return promptTokens(checkTraceRequest(req, size, 'req'), size);
+}
+
+/** @internal {@link synthesizeTokens} of a request already checked (the replay checks its trace once). */
+export function promptTokens(req: TraceRequest, traceBlockSize: number): Uint32Array {
   const out = new Uint32Array(req.inputLength);
   // Block by block: no division per token (this runs for every prompt token of a replay).
   for (let start = 0, b = 0; start < req.inputLength; start += traceBlockSize, b++) {
