@@ -165,6 +165,33 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     expect((await postJson(`${f.url}/v1/completions`, { prompt: 'hello' })).status).toBe(503);
   });
 
+  test('listen: a port in use is a typed error and another can be tried; an admin port in use closes the gateway', async () => {
+    const first = createGateway({ blockSize: 16, backend, logLevel: false });
+    const taken = Number(new URL((await first.listen()).url).port);
+    const second = createGateway({ blockSize: 16, backend, logLevel: false });
+    const third = createGateway({ blockSize: 16, backend, logLevel: false, admin: { port: taken } });
+    try {
+      await expect(second.listen({ port: taken })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+        message: expect.stringMatching(new RegExp(`the proxy cannot listen on 127\\.0\\.0\\.1:${taken}: .*EADDRINUSE`)),
+      });
+      const { url } = await second.listen();
+      expect((await fetch(`${url}/health`)).status).toBe(200);
+      await expect(second.listen()).rejects.toMatchObject({ code: 'ERR_INVALID_ARG', message: expect.stringMatching(/already listening/) });
+      await expect(first.listen({ port: 70000 })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+        message: expect.stringMatching(/port must be an integer in \[0, 65535\], got 70000/),
+      });
+      await expect(third.listen()).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+        message: expect.stringMatching(/the admin listener cannot listen on .*; the gateway is closed/),
+      });
+      await expect(third.listen()).rejects.toMatchObject({ code: 'ERR_CLOSED' });
+    } finally {
+      await Promise.all([first.close(), second.close(), third.close()]);
+    }
+  });
+
   test('metrics scrape parses as Prometheus text and moves with traffic', async () => {
     const f = await startFleet(backend, 2);
     const scrape = async () => {

@@ -185,4 +185,41 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
     index.close();
     router.close();
   });
+
+  test('the methods of gateways, mock workers, snapshot writers and replica buses', async () => {
+    const router = new kvroute.KvRouter({ blockSize: 4 });
+    const writer = new kvroute.IndexSnapshotWriter(router, { servers: 'nats://127.0.0.1:1', everyMs: 3_600_000 });
+    const bus = new kvroute.ReplicaBus();
+    const worker = await kvroute.startMockWorker({ port: 0 });
+    const gateway = kvroute.createGateway({ blockSize: 4, logLevel: false });
+    // Each method with the arguments it takes; listen() only with values that cannot bind a port.
+    const cases: [string, object, string[]][] = [
+      ['IndexSnapshotWriter', writer, ['on', 'off', 'stats']],
+      ['ReplicaBus', bus, Object.getOwnPropertyNames(kvroute.ReplicaBus.prototype).filter((m) => m !== 'constructor')],
+      ['MockWorker', worker, ['fault', 'stats']],
+      ['Gateway', gateway, ['addWorker', 'removeWorker', 'workers']],
+    ];
+    try {
+      for (const [name, obj, methods] of cases) {
+        for (const m of methods) {
+          const fn = (...a: unknown[]) => (obj as Record<string, (...x: unknown[]) => unknown>)[m](...a);
+          for (const v of HOSTILE) {
+            await onlyKvRouteErrors(`${name}.${m}(${label(v)})`, () => fn(v));
+            await onlyKvRouteErrors(`${name}.${m}(${label(v)} × 3)`, () => fn(v, v, v));
+            await onlyKvRouteErrors(`${name}.${m}('failed', ${label(v)})`, () => fn('failed', v));
+          }
+        }
+      }
+      for (const v of HOSTILE) {
+        if (v === undefined || (v !== null && typeof v === 'object' && Object.keys(v).length === 0)) continue; // would listen
+        await onlyKvRouteErrors(`Gateway.listen(${label(v)})`, () => gateway.listen(v as never));
+        await onlyKvRouteErrors(`Gateway.listen({ port: ${label(v)} })`, () => gateway.listen({ port: v as never }));
+      }
+    } finally {
+      await gateway.close();
+      await worker.close();
+      await writer.close();
+      router.close();
+    }
+  });
 });

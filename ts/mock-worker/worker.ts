@@ -309,7 +309,8 @@ class Worker implements MockWorker {
     return Promise.resolve(reply);
   }
 
-  fault(fault: MockFault): void {
+  fault(value: MockFault): void {
+    const fault = checkFault(value, 'fault');
     if (this.closed) return;
     this.faults.push(fault.kind);
     switch (fault.kind) {

@@ -101,7 +101,10 @@ export async function runServe(argv: string[]): Promise<number> {
     address = await gateway.listen({ port: (v.port as number | undefined) ?? 8000, host: (v.host as string | undefined) ?? '127.0.0.1' });
   } catch (err) {
     await gateway.close();
-    throw new KvRouteError('ERR_INVALID_ARG', `cannot listen: ${(err as Error).message}`, { cause: err });
+    // listen() names the listener and address itself.
+    throw err instanceof KvRouteError
+      ? err
+      : new KvRouteError('ERR_INVALID_ARG', `cannot listen: ${(err as Error).message}`, { cause: err });
   }
   const workers = gateway.workers().length;
   process.stdout.write(`kvroute serve: proxy ${address.url}, admin ${address.adminUrl}, ${workers} worker${workers === 1 ? '' : 's'}\n`);

@@ -15,6 +15,7 @@ import { IndexSnapshotWriter, type SnapshotWriterOptions } from '../replicas/sna
 import { type WarmStartOptions, type WarmStartResult, warmStart } from '../replicas/warm-start.js';
 import { KvRouter } from '../router/kv-router.js';
 import { chooseCandidate, type Selector } from '../router/select.js';
+import { checkOptions, describe } from '../validate.js';
 import { adminRoutes, describeWorker } from './admin-api.js';
 import { bearerGuard } from './auth.js';
 import { describeError, Fleet, failureKind } from './fleet.js';
@@ -68,8 +69,11 @@ export interface Gateway {
   /** The index snapshot writer of the `snapshots` option (its `stats()`, `write()`), or undefined without it. */
   readonly snapshots: IndexSnapshotWriter | undefined;
   /**
-   * Starts listening (port 0: any free port).
-   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument when the port cannot be bound (in use, no permission).
+   * Starts listening, once (port 0: any free port; host default `127.0.0.1`), after the warm start.
+   * @throws {KvRouteError} (as a rejection) `ERR_INVALID_ARG` for a bad argument, a second call, or
+   * a port that cannot be bound (in use, no permission): when the proxy's port fails nothing
+   * changed and `listen()` may be called again; when the admin port fails, the proxy was
+   * already serving and the gateway is closed. `ERR_CLOSED` after `close()`.
    */
   listen(opts?: { port?: number; host?: string }): Promise<GatewayAddress>;
   /**
@@ -148,6 +152,32 @@ async function warmUp(router: KvRouter, opts: WarmStartOptions, log: FastifyBase
   } catch (err) {
     log.warn({ err }, `warm start failed, starting cold: ${(err as Error).message}`);
     return err as Error;
+  }
+}
+
+interface ListenAddress {
+  port: number;
+  host: string;
+}
+
+/** `listen()`'s argument, checked: any free port on 127.0.0.1 unless told otherwise. */
+function listenAddress(value: unknown): ListenAddress {
+  const l = checkOptions(value, 'listen options', ['port', 'host']);
+  const port = l.port ?? 0;
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65535)
+    throw new KvRouteError('ERR_INVALID_ARG', `listen options.port must be an integer in [0, 65535], got ${describe(port)}`);
+  const host = l.host ?? '127.0.0.1';
+  if (typeof host !== 'string' || host === '')
+    throw new KvRouteError('ERR_INVALID_ARG', `listen options.host must be a host name or address, got ${describe(host)}`);
+  return { port, host };
+}
+
+/** Starts one Fastify listener; a port in use or not allowed is the caller's ERR_INVALID_ARG. */
+async function bind(app: FastifyInstance, at: ListenAddress, what: string): Promise<string> {
+  try {
+    return await app.listen({ port: at.port, host: at.host });
+  } catch (err) {
+    throw new KvRouteError('ERR_INVALID_ARG', `${what} cannot listen on ${at.host}:${at.port}: ${(err as Error).message}`, { cause: err });
   }
 }
 
@@ -284,6 +314,20 @@ export function createGateway(opts: GatewayOptions): Gateway {
   if (adminApp) adminApp.get('/health', async () => ({ status: 'ok' }));
 
   let closed: Promise<void> | undefined;
+  let listening: Promise<GatewayAddress> | undefined;
+  const close = (): Promise<void> => {
+    stopping = true;
+    closed ??= (async () => {
+      stopReplicaLog();
+      await app.close();
+      await adminApp?.close();
+      await warm;
+      await snapshots?.close();
+      await fleet.close();
+      await router.closeAsync();
+    })();
+    return closed;
+  };
   return {
     app,
     adminApp,
@@ -294,11 +338,33 @@ export function createGateway(opts: GatewayOptions): Gateway {
     registry,
     warmStart: warm,
     snapshots,
-    async listen(l = {}) {
-      await warm;
-      const url = (await app.listen({ port: l.port ?? 0, host: l.host ?? '127.0.0.1' })).replace('[::1]', '127.0.0.1');
-      const adminUrl = adminApp && o.admin ? await adminApp.listen({ port: o.admin.port, host: o.admin.host }) : url;
-      return { url, adminUrl };
+    listen(l) {
+      let proxyAt: ListenAddress;
+      try {
+        proxyAt = listenAddress(l);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+      if (closed) return Promise.reject(new KvRouteError('ERR_CLOSED', 'the gateway is closed'));
+      if (listening) return Promise.reject(new KvRouteError('ERR_INVALID_ARG', 'the gateway is already listening: call listen() once'));
+      const started = (async () => {
+        await warm;
+        const url = (await bind(app, proxyAt, 'the proxy')).replace('[::1]', '127.0.0.1');
+        if (!adminApp || !o.admin) return { url, adminUrl: url };
+        try {
+          return { url, adminUrl: await bind(adminApp, o.admin, 'the admin listener') };
+        } catch (err) {
+          // The proxy is serving and Fastify cannot stop one listener alone: close it all.
+          await close();
+          throw new KvRouteError('ERR_INVALID_ARG', `${(err as Error).message}; the gateway is closed`, { cause: err });
+        }
+      })();
+      listening = started;
+      // A proxy that could not bind changed nothing: listen() may be called again.
+      started.catch(() => {
+        if (!closed) listening = undefined;
+      });
+      return started;
     },
     addWorker(w) {
       const spec = resolveWorker(w, 'worker');
@@ -311,18 +377,6 @@ export function createGateway(opts: GatewayOptions): Gateway {
       return fleet.remove(workerId);
     },
     workers: () => fleet.list().map((m) => describeWorker(m, fleet)),
-    close() {
-      stopping = true;
-      closed ??= (async () => {
-        stopReplicaLog();
-        await app.close();
-        await adminApp?.close();
-        await warm;
-        await snapshots?.close();
-        await fleet.close();
-        await router.closeAsync();
-      })();
-      return closed;
-    },
+    close,
   };
 }
