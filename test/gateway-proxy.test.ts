@@ -83,15 +83,29 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
 
   test('bad requests get 400 in OpenAI shape and book nothing', async () => {
     const f = await startFleet(backend, 1);
-    for (const body of [{ prompt: '' }, { prompt: ['a', 'b'] }, { messages: [] }, { prompt: 'x', stream: 'yes' }]) {
+    const bad: [object, RegExp][] = [
+      [{ prompt: '' }, /prompt must be a non-empty string/],
+      [{ prompt: ['a', 'b'] }, /batched prompts are not supported/],
+      [{ prompt: [1, 2, -3] }, /prompt\[2\] must be a token id/],
+      [{ prompt: [[1], 'a', 2] }, /prompt must be a non-empty string or a non-empty list of token ids/],
+      [{ prompt: [[[1]]] }, /prompt must be/],
+      [{ messages: [] }, /messages must be a non-empty array/],
+      [{ prompt: 'x', stream: 'yes' }, /stream must be a boolean/],
+    ];
+    for (const [body, message] of bad) {
       const path = 'messages' in body ? 'chat/completions' : 'completions';
       const r = await postJson(`${f.url}/v1/${path}`, body);
       expect(r.status).toBe(400);
-      expect(typeof r.json.error.message).toBe('string');
+      expect(r.json.error.message).toMatch(message);
     }
     const tooLong = await postJson(`${f.url}/v1/completions`, { prompt: 'hi', max_tokens: 10_000_000 });
     expect(tooLong.status).toBe(400);
     expect(f.gateway.router.stats().routed).toBe(1);
+    // A batch of one is routed as its prompt.
+    const single = await postJson(`${f.url}/v1/completions`, { prompt: [[5, 6, 7]], max_tokens: 1 });
+    expect(single.status).toBe(200);
+    expect(single.json.usage.prompt_tokens).toBe(3);
+    expect(f.gateway.router.stats().routed).toBe(2);
     expect(f.gateway.router.stats().inFlight).toBe(0);
   });
 });

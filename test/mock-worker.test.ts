@@ -112,6 +112,8 @@ describe('mock worker HTTP API', () => {
     expect(metrics).toMatch(new RegExp(`^vllm:prefix_cache_queries_total\\{model_name="m1",engine="0"\\} ${PROMPT.length}$`, 'm'));
     for (const [body, re] of [
       [{ prompt: 5 }, /prompt must be/],
+      [{ prompt: [1, 2, 3.5] }, /prompt\[2\] must be a token id/],
+      [{ prompt: ['a', 'b'] }, /batched prompts are not supported/],
       [{ prompt: 'x', max_tokens: 0 }, /max_tokens/],
       [{ prompt: 'x', model: 'other' }, /does not exist/],
       [{ prompt: 'x', max_tokens: 200_000 }, /maximum context length/],
@@ -121,6 +123,10 @@ describe('mock worker HTTP API', () => {
       expect(r.json).toMatchObject({ object: 'error', code: 400 });
       expect(r.json.message).toMatch(re);
     }
+    // A batch of one is that prompt, as vLLM takes it.
+    const single = await postJson(`${w.url}/v1/completions`, { prompt: [PROMPT], max_tokens: 1 });
+    expect(single.status).toBe(200);
+    expect(single.json.usage.prompt_tokens).toBe(mockTokenize(PROMPT).length);
   });
 
   test('generated text is deterministic for a seed and differs across seeds', async () => {

@@ -19,8 +19,27 @@ export interface ParsedRequest {
   model: string;
 }
 
-function isTokenList(v: unknown): v is number[] {
-  return Array.isArray(v) && v.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32);
+const isTokenId = (t: unknown): boolean => Number.isInteger(t) && (t as number) >= 0 && (t as number) < 2 ** 32;
+
+/**
+ * The one prompt of a completion request: text, token ids, or a list holding one of those (an
+ * OpenAI batch of one, which vLLM takes too). A batch of several is refused: the gateway would
+ * need a route per prompt, and the mock worker answers one choice per request.
+ */
+export function readPrompt(prompt: unknown, inBatch = false): string | number[] {
+  if (typeof prompt === 'string' && prompt.length > 0) return prompt;
+  if (Array.isArray(prompt) && prompt.length > 0) {
+    if (prompt.every((t) => typeof t === 'number')) {
+      const bad = prompt.findIndex((t) => !isTokenId(t));
+      if (bad < 0) return prompt;
+      throw new BadRequest(`prompt[${bad}] must be a token id (an integer in [0, 2^32)), got ${prompt[bad]}`);
+    }
+    if (!inBatch && prompt.every((p) => typeof p === 'string' || Array.isArray(p))) {
+      if (prompt.length > 1) throw new BadRequest('send one prompt per request (batched prompts are not supported)');
+      return readPrompt(prompt[0], true);
+    }
+  }
+  throw new BadRequest('prompt must be a non-empty string or a non-empty list of token ids');
 }
 
 export function checkMessages(v: unknown): ChatMessage[] {
@@ -39,9 +58,10 @@ export function parseRequest(body: unknown, chat: boolean, servedModel: string):
   const b = body as Record<string, unknown>;
   let prompt: number[];
   if (chat) prompt = tokenize(renderChat(checkMessages(b.messages), true));
-  else if (typeof b.prompt === 'string') prompt = tokenize(b.prompt);
-  else if (isTokenList(b.prompt) && b.prompt.length > 0) prompt = b.prompt;
-  else throw new BadRequest('prompt must be a string or a non-empty list of token ids');
+  else {
+    const given = readPrompt(b.prompt);
+    prompt = typeof given === 'string' ? tokenize(given) : given;
+  }
   if (prompt.length === 0) throw new BadRequest('the prompt is empty');
   const maxTokens = b.max_tokens ?? b.max_completion_tokens ?? 16;
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_tokens must be a positive integer');

@@ -5,10 +5,10 @@
  * @module
  */
 
-import { BadRequest, checkMessages } from '../mock-worker/openai.js';
+import { BadRequest, checkMessages, readPrompt } from '../mock-worker/openai.js';
 import type { PromptInput } from './tokenize.js';
 
-// The mock worker's reading of `messages` is OpenAI's; its BadRequest is answered 400 here too.
+// The mock worker's reading of `prompt` and `messages` is OpenAI's; its BadRequest is answered 400 here too.
 export { BadRequest } from '../mock-worker/openai.js';
 
 export interface ReadRequest {
@@ -20,20 +20,15 @@ export interface ReadRequest {
   forward: string;
 }
 
-function tokenIds(v: unknown): v is number[] {
-  return Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32);
-}
-
 export function readRequest(body: unknown, chat: boolean): ReadRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
   let input: PromptInput;
   if (chat) input = { kind: 'chat', messages: checkMessages(b.messages) };
-  else if (typeof b.prompt === 'string' && b.prompt.length > 0) input = { kind: 'text', text: b.prompt };
-  else if (tokenIds(b.prompt)) input = { kind: 'ids', ids: b.prompt };
-  else if (Array.isArray(b.prompt) && b.prompt.length > 1)
-    throw new BadRequest('send one prompt per request (batched prompts are not routed)');
-  else throw new BadRequest('prompt must be a non-empty string or a non-empty list of token ids');
+  else {
+    const prompt = readPrompt(b.prompt);
+    input = typeof prompt === 'string' ? { kind: 'text', text: prompt } : { kind: 'ids', ids: prompt };
+  }
   if (b.stream !== undefined && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
   const stream = b.stream === true;
   const options = b.stream_options;
