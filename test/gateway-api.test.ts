@@ -82,6 +82,14 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     expect(q.json.frequencies).toEqual(new Array(blocks).fill(1));
     expect((await postJson(`${f.adminUrl}/query`, { token_ids: [1, 2], model_name: 'other' })).status).toBe(404);
     expect((await postJson(`${f.adminUrl}/query`, { token_ids: 'x', model_name: 'mock-model' })).status).toBe(400);
+    // A scope of the wrong type is refused, not read as no scope (which would answer for the base model).
+    for (const scope of [{ lora_name: 5 }, { cache_salt: ['s'] }]) {
+      const r = await postJson(`${f.adminUrl}/query`, { token_ids: mockTokenize(PROMPT), model_name: 'mock-model', ...scope });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/(lora_name|cache_salt) must be a string or null/);
+    }
+    const unscoped = await postJson(`${f.adminUrl}/query`, { token_ids: mockTokenize(PROMPT), model_name: 'mock-model', lora_name: null });
+    expect(unscoped.json.scores).toEqual({ [holder]: { 0: blocks * 16 } });
 
     // Dump text keeps u64 hashes exact; query_by_hash takes them back as JSON numbers.
     const dumpText = await (await fetch(`${f.adminUrl}/dump`)).text();

@@ -15,6 +15,7 @@ import { checkEndpoint } from '../ingest/options.js';
 import type { OverlapScores } from '../kv-index.js';
 import { snapshotDocument } from '../replicas/snapshot.js';
 import type { KvRouter } from '../router/kv-router.js';
+import { describe } from '../validate.js';
 import type { Fleet, FleetWorker } from './fleet.js';
 import { parseWorkerIdValue } from './options.js';
 
@@ -165,6 +166,13 @@ function hashes(value: unknown): bigint[] {
   });
 }
 
+/** A LoRA name or cache salt: absent, null or a string. Anything else would silently be no scope at all. */
+function optionalName(value: unknown, field: string): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') throw new ApiError(400, `${field} must be a string or null, got ${describe(value)}`);
+  return value;
+}
+
 /**
  * The HTTP status of a typed error in the admin scope: the caller's mistake is a 400, but a
  * fleet that cannot serve (no worker could tokenize, closing) is a 503 to retry, as the proxy
@@ -210,10 +218,9 @@ export function indexerRoutes(app: FastifyInstance, ctx: IndexerContext): void {
     const ids = b.token_ids;
     if (!Array.isArray(ids) || !ids.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32))
       throw new ApiError(400, 'token_ids must be a list of token ids');
-    const opts = {
-      ...(typeof b.lora_name === 'string' && b.lora_name ? { loraName: b.lora_name } : {}),
-      ...(typeof b.cache_salt === 'string' && b.cache_salt ? { cacheNamespace: b.cache_salt } : {}),
-    };
+    const loraName = optionalName(b.lora_name, 'lora_name');
+    const cacheNamespace = optionalName(b.cache_salt, 'cache_salt');
+    const opts = { ...(loraName ? { loraName } : {}), ...(cacheNamespace ? { cacheNamespace } : {}) };
     return send(reply, 200, queryAnswer(ctx.router.index.findMatchesForRequest(ids as number[], opts), ctx.blockSize));
   });
   app.post('/query_by_hash', async (req, reply) => {
