@@ -28,7 +28,8 @@ if (NO_NATS) console.warn('nats-server is not installed: the replica tests are s
 
 export class NatsServer {
   private proc: ChildProcess | undefined;
-  private readonly dir = mkdtempSync(join(tmpdir(), 'kvroute-nats-'));
+  /** The JetStream store, made at the first start (a server constructed in a describe block whose tests are all filtered out never starts, and its afterAll never runs). */
+  private dir: string | undefined;
   port = 0;
 
   get url(): string {
@@ -38,6 +39,7 @@ export class NatsServer {
   /** Starts the server (on its previous port after a stop, so clients reconnect to it). */
   async start(extra: string[] = []): Promise<void> {
     if (!NATS_BINARY) throw new Error('nats-server is not installed (apt-get install nats-server)');
+    this.dir ??= mkdtempSync(join(tmpdir(), 'kvroute-nats-'));
     const args = ['-a', '127.0.0.1', '-p', String(this.port || -1), '-js', '-sd', this.dir, '--http_port', '0', ...extra];
     const proc = spawn(NATS_BINARY, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.proc = proc;
@@ -76,6 +78,7 @@ export class NatsServer {
 
   async dispose(): Promise<void> {
     await this.stop();
-    rmSync(this.dir, { recursive: true, force: true });
+    if (this.dir) rmSync(this.dir, { recursive: true, force: true });
+    this.dir = undefined;
   }
 }
