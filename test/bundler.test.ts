@@ -1,15 +1,15 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, expect, test } from 'vitest';
+import { expect, onTestFinished, test } from 'vitest';
 import { ROOT, requireDist } from './helpers/dist.js';
-
-// A project dir whose node_modules/kvroute is this package (as after `npm install kvroute`).
-const project = mkdtempSync(join(ROOT, 'node_modules', '.kvroute-esbuild-'));
-afterAll(() => rmSync(project, { recursive: true, force: true }));
 
 test('the esbuild example: a bundle with kvroute external loads the native backend', () => {
   requireDist();
+  // A project dir whose node_modules/kvroute is this package (as after `npm install kvroute`),
+  // under node_modules so that the bundle's own imports resolve; made here, so a filtered run makes none.
+  const project = mkdtempSync(join(ROOT, 'node_modules', '.kvroute-esbuild-'));
+  onTestFinished(() => rmSync(project, { recursive: true, force: true }));
   mkdirSync(join(project, 'node_modules'));
   symlinkSync(ROOT, join(project, 'node_modules', 'kvroute'), 'dir');
   const out = join(project, 'dist', 'app.mjs');
