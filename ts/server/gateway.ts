@@ -155,6 +155,25 @@ async function warmUp(router: KvRouter, opts: WarmStartOptions, log: FastifyBase
   }
 }
 
+/**
+ * The gateway's router, from the `router` section; the router's own checks name its options
+ * `opts.*`, which in a config file is the `router` section, so its errors say so.
+ */
+function routerFor(o: ResolvedGatewayOptions, fleetRef: { fleet?: Fleet }): KvRouter {
+  try {
+    return new KvRouter({
+      ...o.router,
+      blockSize: o.blockSize,
+      ...(o.backend ? { backend: o.backend } : {}),
+      selector: o.router.selector ?? weightedSelector(o, (id) => fleetRef.fleet?.get(id)?.spec.weight ?? 1),
+    });
+  } catch (err) {
+    if (err instanceof KvRouteError && err.code === 'ERR_INVALID_ARG')
+      throw new KvRouteError(err.code, err.message.replace(/^opts\b/, 'router'), { cause: err });
+    throw err;
+  }
+}
+
 interface ListenAddress {
   port: number;
   host: string;
@@ -230,12 +249,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     : Fastify(appOptions)) as unknown as FastifyInstance;
   const adminApp = o.admin ? Fastify({ ...appOptions, bodyLimit: o.bodyLimitBytes }) : undefined;
   const fleetRef: { fleet?: Fleet } = {};
-  const router = new KvRouter({
-    ...o.router,
-    blockSize: o.blockSize,
-    ...(o.backend ? { backend: o.backend } : {}),
-    selector: o.router.selector ?? weightedSelector(o, (id) => fleetRef.fleet?.get(id)?.spec.weight ?? 1),
-  });
+  const router = routerFor(o, fleetRef);
   const stopReplicaLog = logReplicaChanges(router, app.log);
   const fleet = new Fleet(router, o, app.log);
   fleetRef.fleet = fleet;
