@@ -191,6 +191,11 @@ describe('kvroute command', () => {
     }
     expect(cli(['gen-trace', '--help']).stdout).toMatch(/--requests <number>\s+requests to generate \(default: 2000\)/);
     expect(cli(['mock-worker', '--help']).stdout).toMatch(/--wire <vllm-0.33\|vllm-0.11\|sglang>/);
+    // The mock worker's option errors name its flags.
+    const badRanks = cli(['mock-worker', '--port', '0', '--dp-size', '0']);
+    expect(badRanks.status).toBe(2);
+    expect(badRanks.stderr).toMatch(/--dp-size must be an integer in \[1, 64\], got 0/);
+    expect(cli(['mock-worker', '--port', '0', '--replay', 'tcp://127.0.0.1:1']).stderr).toMatch(/--replay needs --kv-events/);
     // serve's long --worker flag gets a line of its own; the other descriptions stay in a narrow column.
     const serve = cli(['serve', '--help']).stdout;
     expect(serve).toMatch(/\n {2}--worker <id=1,url=[^\n]*\n {20,44}a worker; repeat for several\n/);

@@ -6,6 +6,7 @@
  */
 
 import { type Flags, helpText, parseCommand, UsageError } from '../cli-args.js';
+import { KvRouteError } from '../errors.js';
 import type { MockFault, MockWorkerOptions } from './options.js';
 import { FAULT_KINDS } from './options.js';
 import { writeMockTokenizer } from './tokenizer-json.js';
@@ -63,20 +64,9 @@ const USAGE = helpText(
   FLAGS,
 );
 
-export async function runMockWorker(argv: string[]): Promise<number> {
-  const { positional, values: v, help } = parseCommand(argv, FLAGS, USAGE);
-  if (help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  if (positional.length > 0) throw new UsageError('mock-worker takes no positional arguments', USAGE);
-  if (v['write-tokenizer'] !== undefined) {
-    process.stdout.write(`${writeMockTokenizer(String(v['write-tokenizer']))}\n`);
-    return 0;
-  }
-  const n = (k: string) => v[k] as number | undefined;
-  const s = (k: string) => v[k] as string | undefined;
-  const worker = await startMockWorker({
+/** The options of startMockWorker from the flags. */
+function optionsFrom(n: (k: string) => number | undefined, s: (k: string) => string | undefined, faults: unknown): MockWorkerOptions {
+  return {
     port: n('port'),
     host: s('host'),
     kvEvents: s('kv-events'),
@@ -91,7 +81,35 @@ export async function runMockWorker(argv: string[]): Promise<number> {
     wire: s('wire') as MockWorkerOptions['wire'],
     seed: n('seed'),
     topic: s('topic'),
-    faults: v.faults === undefined ? undefined : parseFaults(String(v.faults)),
+    faults: faults === undefined ? undefined : parseFaults(String(faults)),
+  };
+}
+
+/** An option error from startMockWorker, in the flags' names: `opts.dpSize` is `--dp-size` here. */
+function flagNamed(err: unknown): unknown {
+  if (!(err instanceof KvRouteError) || err.code !== 'ERR_INVALID_ARG') return err;
+  const message = err.message.replace(
+    /\bopts\.([a-zA-Z]+)/g,
+    (_, key: string) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`,
+  );
+  return new KvRouteError(err.code, message, { cause: err });
+}
+
+export async function runMockWorker(argv: string[]): Promise<number> {
+  const { positional, values: v, help } = parseCommand(argv, FLAGS, USAGE);
+  if (help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (positional.length > 0) throw new UsageError('mock-worker takes no positional arguments', USAGE);
+  if (v['write-tokenizer'] !== undefined) {
+    process.stdout.write(`${writeMockTokenizer(String(v['write-tokenizer']))}\n`);
+    return 0;
+  }
+  const n = (k: string) => v[k] as number | undefined;
+  const s = (k: string) => v[k] as string | undefined;
+  const worker = await startMockWorker(optionsFrom(n, s, v.faults)).catch((err: unknown) => {
+    throw flagNamed(err);
   });
   const events = worker.kvEventsEndpoints.length > 0 ? `, KV events ${worker.kvEventsEndpoints.join(' ')}` : ', no KV events';
   const replay = worker.replayEndpoints.length > 0 ? `, replay ${worker.replayEndpoints.join(' ')}` : '';
