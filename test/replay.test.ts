@@ -99,6 +99,20 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     await expect(replay({ timing, trace: small(), numGpuBlocks: 8 })).rejects.toMatchObject({
       message: expect.stringMatching(/trace line \d+ needs \d+ KV blocks/),
     });
+    // Router options: an object, valid for a KvRouter, and none the replay sets itself (those were silently overridden).
+    const routerConfigs: [unknown, RegExp][] = [
+      [5, /routerConfig must be an object of KvRouter options, got 5/],
+      [{ blockSize: 8 }, /routerConfig\.blockSize is set by the replay: use blockSize/],
+      [{ seed: 1 }, /routerConfig\.seed is set by the replay/],
+      [{ bogus: 1 }, /routerConfig has an unknown option "bogus"/],
+      [{ routerQueueThreshold: -1 }, /routerConfig\.routerQueueThreshold must be/],
+    ];
+    for (const [routerConfig, message] of routerConfigs) {
+      await expect(replay({ timing, trace: small(), routerConfig: routerConfig as never })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+        message: expect.stringMatching(message),
+      });
+    }
   });
   test('arrivals that share a timestamp share an engine pass only under dynamo timing', async () => {
     const line = (id: number) => `{"timestamp": 0, "input_length": 512, "output_length": 4, "hash_ids": [${id}]}`;

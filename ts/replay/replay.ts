@@ -9,6 +9,7 @@ import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { blockHashes, sequenceHashes } from '../hashing.js';
 import { SeededRandom } from '../random.js';
+import { KvRouter } from '../router/kv-router.js';
 import type { KvRouterOptions } from '../router/options.js';
 import type { Selector } from '../router/select.js';
 import { describe, positiveInteger, positiveNumber } from '../validate.js';
@@ -95,6 +96,38 @@ export interface ReplayOptions {
   onProgress?: (policy: string, done: number, total: number) => void;
 }
 
+/** Router options the replay sets itself, each from its own replay option (or not at all). */
+const SET_BY_REPLAY: Record<string, string> = {
+  blockSize: "blockSize (the engines' block size)",
+  seed: 'seed',
+  backend: 'backend',
+  selector: 'policies',
+  replicas: 'replicas and replicaSync',
+  now: 'nothing (the simulation keeps the time)',
+};
+
+/**
+ * `routerConfig`, checked before any simulation starts: an object, none of the options the
+ * replay sets itself (they would be silently overridden), and valid for a KvRouter (checked by
+ * building one on the pure-JS backend, which validates exactly as the native one does).
+ */
+function checkRouterConfig(value: unknown): Partial<KvRouterOptions> {
+  if (value === undefined) return {};
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new KvRouteError('ERR_INVALID_ARG', `routerConfig must be an object of KvRouter options, got ${describe(value)}`);
+  for (const key of Object.keys(value)) {
+    if (key in SET_BY_REPLAY)
+      throw new KvRouteError('ERR_INVALID_ARG', `routerConfig.${key} is set by the replay: use ${SET_BY_REPLAY[key]} instead`);
+  }
+  try {
+    new KvRouter({ ...(value as Partial<KvRouterOptions>), blockSize: 16, backend: 'js' }).close();
+  } catch (err) {
+    if (err instanceof KvRouteError) throw new KvRouteError(err.code, err.message.replace(/^opts\b/, 'routerConfig'), { cause: err });
+    throw err;
+  }
+  return value as Partial<KvRouterOptions>;
+}
+
 function replicaSettings(opts: ReplayOptions): SimConfig['replicas'] {
   const sync = opts.replicaSync ?? true;
   if (typeof sync !== 'boolean') throw new KvRouteError('ERR_INVALID_ARG', `replicaSync must be a boolean, got ${describe(sync)}`);
@@ -173,7 +206,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
     arrivalSpeedup: positiveNumber(opts.arrivalSpeedup, 'arrivalSpeedup', 1),
     seed,
     backend: resolveBackend(opts.backend, 'opts.backend').name,
-    routerConfig: opts.routerConfig ?? {},
+    routerConfig: checkRouterConfig(opts.routerConfig),
     replicas: replicaSettings(opts),
   };
   for (const r of trace.requests) {
