@@ -4,6 +4,15 @@ import { BACKENDS } from './helpers/backends.js';
 import { hex, mapEvent, pack, packBatch, vllmRemoved, vllmStored } from './helpers/engine-wire.js';
 import { expectKvError } from './helpers/errors.js';
 
+/** `payload` with the first byte of the string `text` replaced by 0xff, which no UTF-8 text holds. */
+function notUtf8(payload: Uint8Array, text: string): Uint8Array {
+  const at = Buffer.from(payload).indexOf(Buffer.from(text, 'utf8'));
+  if (at < 0) throw new Error(`${text} is not in the payload`);
+  const out = Uint8Array.from(payload);
+  out[at] = 0xff;
+  return out;
+}
+
 // Reference §7, G1: each engine's own structs encoding one store of tokens [1,2,3,4].
 const G1 = {
   'vLLM 0.33 map':
@@ -255,6 +264,21 @@ describe.each(BACKENDS)('engine batch decoding and conversion (%s)', (backend) =
     }
   });
 
+  test("strings are UTF-8: an engine's own U+FFFD is kept, bytes that are not UTF-8 fail the batch", async () => {
+    const index = new KvIndex({ blockSize: 4, backend });
+    try {
+      const genuine = packBatch([vllmStored([21n], null, [1, 2, 3, 4], { lora_name: 'a\uFFFDb' })]);
+      expect(decodeEngineBatch(genuine, { backend }).events[0]).toMatchObject({ loraName: 'a\uFFFDb' });
+      index.applyEngineBatch(1, 0, genuine);
+      await index.flush();
+      expect(index.findMatchesForRequest([1, 2, 3, 4], { loraName: 'a\uFFFDb' }).scores).toHaveLength(1);
+      const broken = notUtf8(packBatch([vllmStored([22n], null, [1, 2, 3, 4], { lora_name: 'lora-x' })]), 'lora-x');
+      expectKvError(() => decodeEngineBatch(broken, { backend }), 'ERR_INVALID_EVENT', /lora_name: is not UTF-8/);
+    } finally {
+      index.close();
+    }
+  });
+
   test('bad payloads: a typed error, counted with the first message kept, nothing half-applied', async () => {
     const bad: [string, Uint8Array, RegExp][] = [
       ['not msgpack', Uint8Array.of(0xc1), /msgpack|batch/],
@@ -266,6 +290,14 @@ describe.each(BACKENDS)('engine batch decoding and conversion (%s)', (backend) =
       ['an array claiming 10^9 events', Uint8Array.of(0x93, 0x01, 0xdd, 0x3b, 0x9a, 0xca, 0x00), /msgpack/],
       ['a float hash', packBatch([vllmRemoved([1.5 as unknown as bigint])]), /block_hashes/],
       ['a token id above 2^32', packBatch([vllmStored([1n], null, [2 ** 33, 1, 2, 3])]), /token/],
+      // As a uint64, the native reader's fast path used to drop it and read the next item as this token.
+      [
+        'a uint64 token id above 2^32',
+        packBatch([vllmStored([1n], null, [2n ** 33n, 1, 2, 3] as never)]),
+        /token id must be in \[0, 2\^32\)/,
+      ],
+      ['an event tag that is not UTF-8', notUtf8(packBatch([vllmRemoved([1n])]), 'BlockRemoved'), /type: is not UTF-8/],
+      ['a medium that is not UTF-8', notUtf8(packBatch([vllmRemoved([1n])]), 'GPU'), /medium: is not UTF-8/],
       ['a store without tokens', packBatch([mapEvent('BlockStored', { block_hashes: [1n], block_size: 4 })]), /token_ids/],
       ['a string ts', pack(['now', [], 0]), /ts/],
       ['a deep bomb', Uint8Array.of(0x93, 0x01, ...Array(200).fill(0x91), 0xc0, 0x00), /depth|msgpack/],

@@ -4,10 +4,13 @@
  * keys and extra elements are counted), the same failures (a wrong type anywhere fails the
  * whole batch). `msgpackr` reads the bytes; this file interprets the values.
  *
- * One difference the library imposes: msgpackr returns an integral float (`5.0`) as the number
+ * Two differences the library imposes: msgpackr returns an integral float (`5.0`) as the number
  * 5, so where the native decoder rejects a float hash or token id, this one accepts an integral
- * one. Non-integral floats are rejected by both. In a map, a repeated key's last value wins on
- * both.
+ * one (non-integral floats are rejected by both); and msgpackr throws on an extension type it
+ * does not know, so a batch holding one fails here even in a field the native decoder skips.
+ * Strings msgpackr reads leniently (invalid UTF-8 becomes U+FFFD) are checked as the native
+ * reader checks them ({@link text}). In a map, a repeated key's last value wins on both.
+ * `test/ingest-differential.test.ts` holds both decoders to this on damaged payloads.
  * @internal
  * @module
  */
@@ -63,10 +66,23 @@ function int(v: unknown, path: string): bigint {
   return bigOf(v);
 }
 
+/** The payload being decoded, for {@link text}: decoding is synchronous, one payload at a time. */
+let source: Buffer | undefined;
+
+/**
+ * A string the decoder interprets, checked as UTF-8 as the native reader checks it: msgpackr
+ * reads invalid UTF-8 as U+FFFD instead of failing. A string with U+FFFD is the engine's own only
+ * if its UTF-8 form is in the payload; otherwise its bytes were not UTF-8, and the batch fails.
+ */
+function text(s: string, path: string): string {
+  if (s.includes('\uFFFD') && source && source.indexOf(Buffer.from(s, 'utf8')) < 0) fail(path, 'is not UTF-8');
+  return s;
+}
+
 function optText(v: unknown, path: string): string | null {
   if (isNil(v)) return null;
   if (typeof v !== 'string') fail(path, `expected a string, got ${typeName(v)}`);
-  return v;
+  return text(v, path);
 }
 
 interface Notes {
@@ -121,15 +137,18 @@ function tokens(v: unknown, path: string): { ids: Uint32Array; eagle: boolean } 
 }
 
 function extraKey(v: unknown, path: string): RawExtraKey {
-  if (typeof v === 'string') return { kind: 'text', text: v };
+  if (typeof v === 'string') return { kind: 'text', text: text(v, path) };
   if (isInt(v)) return { kind: 'int', int: bigOf(v) };
   if (v instanceof Uint8Array) return { kind: 'bytes', bytes: Uint8Array.from(v) };
   if (Array.isArray(v) && v.length === 2 && typeof v[0] === 'string') {
     if (!isInt(v[1])) return { kind: 'other' };
     const offset = bigOf(v[1]);
-    return { kind: 'pair', text: v[0], offset: offset > BigInt(Number.MAX_SAFE_INTEGER) || offset < -(2n ** 63n) ? -1 : Number(offset) };
+    return {
+      kind: 'pair',
+      text: text(v[0], path),
+      offset: offset > BigInt(Number.MAX_SAFE_INTEGER) || offset < -(2n ** 63n) ? -1 : Number(offset),
+    };
   }
-  void path;
   return { kind: 'other' };
 }
 
@@ -166,7 +185,7 @@ const CLEARED_KEYS = new Set(['type', 'ownership']);
 
 function tagOf(v: unknown, path: string): string {
   if (typeof v !== 'string') fail(path, `expected the event tag (a string), got ${typeName(v)}`);
-  return v;
+  return text(v, path);
 }
 
 function mapEvent(entries: Map<unknown, unknown>, path: string, notes: Notes): RawEngineEvent | undefined {
@@ -237,6 +256,8 @@ interface Tail {
 
 /** A positional tail: fixed layout when the types fit, else the heuristic (see the Rust twin). */
 function tail(items: unknown[], path: string, notes: Notes): Tail {
+  // Every string of the tail is read as text, whichever layout it turns out to be.
+  for (const [i, v] of items.entries()) if (typeof v === 'string') text(v, `${path}[${i}]`);
   const isUint = (v: unknown) => isNil(v) || (isInt(v) && bigOf(v) >= 0n && bigOf(v) <= U64);
   const isText = (v: unknown) => isNil(v) || typeof v === 'string';
   const fixed = [isUint, isText, isUint, isText, isText];
@@ -268,7 +289,7 @@ function saltMetadata(entries: Map<unknown, unknown>, path: string, notes: Notes
   for (const [k, v] of entries) {
     if (k === 'cache_salt') {
       if (typeof v !== 'string') fail(path, `cache_salt must be a string, got ${typeName(v)}`);
-      salt = v;
+      salt = text(v, path);
     } else notes.extraFields++;
   }
   if (salt === undefined) fail(path, 'metadata map has no cache_salt');
@@ -289,7 +310,7 @@ function arrayEvent(fields: unknown[], path: string, notes: Notes): RawEngineEve
     let loraName: string | null = null;
     let cacheSalt: string | null = null;
     const slot = get(7);
-    if (typeof slot === 'string') loraName = slot;
+    if (typeof slot === 'string') loraName = text(slot, at(7, 'lora_name'));
     else if (slot instanceof Map) cacheSalt = saltMetadata(slot, at(7, 'metadata'), notes);
     else if (slot !== undefined) fail(at(7, 'lora_name'), `expected a string or a metadata map, got ${typeName(slot)}`);
     const t = tail(fields.slice(9), path, notes);
@@ -351,6 +372,15 @@ function withinDepth(v: unknown, level: number): boolean {
 }
 
 function decodeOrThrow(payload: Uint8Array): RawDecodedBatch {
+  source = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  try {
+    return decodeValue(payload);
+  } finally {
+    source = undefined;
+  }
+}
+
+function decodeValue(payload: Uint8Array): RawDecodedBatch {
   let value: unknown;
   try {
     value = reader().unpack(payload);

@@ -163,8 +163,13 @@ pub(super) fn tokens_body(r: &mut In<'_>, item: Item<'_>, path: Path<'_>) -> Res
     let mut eagle = false;
     for i in 0..n {
         if !eagle {
-            if let Some(u) = r.r.uint().filter(|&u| u <= u64::from(u32::MAX)) {
-                out.push(u as u32);
+            // `uint` has consumed the value when it returns one: an id past u32 fails here, or
+            // the next item would be read as this token and the rest of the event misparsed.
+            if let Some(u) = r.r.uint() {
+                let Ok(id) = u32::try_from(u) else {
+                    return fail(&format_args!("{path}[{i}]"), "token id must be in [0, 2^32)");
+                };
+                out.push(id);
                 continue;
             }
         }
