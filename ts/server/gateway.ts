@@ -20,6 +20,7 @@ import { adminRoutes, describeWorker } from './admin-api.js';
 import { bearerGuard } from './auth.js';
 import { describeError, Fleet, failureKind } from './fleet.js';
 import { GatewayMetrics } from './gateway-metrics.js';
+import { statusOf } from './http-status.js';
 import { indexerRoutes } from './indexer-api.js';
 import {
   type GatewayOptions,
@@ -307,7 +308,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     return reply.code(routable > 0 ? 200 : 503).send({ status: routable > 0 ? 'ready' : 'no healthy worker', routableWorkers: routable });
   });
   app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
-    const status = err.statusCode ?? (err instanceof KvRouteError && err.code === 'ERR_INVALID_ARG' ? 400 : 500);
+    const status = err.statusCode ?? (err instanceof KvRouteError ? statusOf(err) : 500);
     if (status === 413) gm.rejected.inc({ reason: 'body_too_large' });
     return reply
       .code(status)

@@ -17,6 +17,7 @@ import { snapshotDocument } from '../replicas/snapshot.js';
 import type { KvRouter } from '../router/kv-router.js';
 import { describe } from '../validate.js';
 import type { Fleet, FleetWorker } from './fleet.js';
+import { statusOf } from './http-status.js';
 import { parseWorkerIdValue } from './options.js';
 
 export interface IndexerContext {
@@ -171,27 +172,6 @@ function optionalName(value: unknown, field: string): string | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string') throw new ApiError(400, `${field} must be a string or null, got ${describe(value)}`);
   return value;
-}
-
-/**
- * The HTTP status of a typed error in the admin scope: the caller's mistake is a 400, but a
- * fleet that cannot serve (no worker could tokenize, closing) is a 503 to retry, as the proxy
- * answers the same condition, and a fault of ours a 500.
- */
-function statusOf(err: KvRouteError): number {
-  switch (err.code) {
-    case 'ERR_INVALID_ARG':
-    case 'ERR_INVALID_EVENT':
-      return 400;
-    case 'ERR_DUPLICATE_REQUEST':
-      return 409;
-    case 'ERR_NO_WORKERS':
-    case 'ERR_CLOSED':
-    case 'ERR_ABORTED':
-      return 503;
-    default:
-      return 500;
-  }
 }
 
 /** Registers the indexer routes on `app` (already guarded by the admin token, if any). */
