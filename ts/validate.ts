@@ -112,6 +112,13 @@ export function nonNegativeNumber(value: unknown, name: string, fallback: number
   return value;
 }
 
+/** `on`/`off` arguments: one of `events`, and a function. */
+export function checkListener(event: unknown, listener: unknown, events: readonly string[]): void {
+  if (typeof event !== 'string' || !events.includes(event))
+    throw invalidArg(`event must be ${events.map((e) => `'${e}'`).join(' or ')}, got ${describe(event)}`);
+  if (typeof listener !== 'function') throw invalidArg(`listener must be a function, got ${describe(listener)}`);
+}
+
 /** Options objects must be plain objects whose keys are all known: a typo must not be ignored. */
 export function checkOptions(opts: unknown, name: string, known: readonly string[]): Record<string, unknown> {
   if (opts === undefined) return {};

@@ -8,8 +8,7 @@
 
 import { EventEmitter } from 'node:events';
 import type { IngestBackend, RawStateChange, SourceBackend } from '../backend-types.js';
-import { KvRouteError } from '../errors.js';
-import { describe } from '../validate.js';
+import { checkListener } from '../validate.js';
 import { toRankSourceStats } from './stats.js';
 import type { EngineName, SourceState, SourceStateChange, SourceStats } from './types.js';
 
@@ -17,11 +16,7 @@ import type { EngineName, SourceState, SourceStateChange, SourceStats } from './
 export const STATE_POLL_MS = 50;
 
 /** Only the two events a source emits, and a function to call. */
-function checkListener(event: unknown, listener: unknown): void {
-  if (event !== 'state' && event !== 'close')
-    throw new KvRouteError('ERR_INVALID_ARG', `event must be 'state' or 'close', got ${describe(event)}`);
-  if (typeof listener !== 'function') throw new KvRouteError('ERR_INVALID_ARG', `listener must be a function, got ${describe(listener)}`);
-}
+const EVENTS = ['state', 'close'] as const;
 
 /**
  * A running subscription to one engine worker. Emits `'state'` with a {@link SourceStateChange}
@@ -68,7 +63,7 @@ export class EngineSource {
   on(event: 'state', listener: (change: SourceStateChange) => void): this;
   on(event: 'close', listener: () => void): this;
   on(event: 'state' | 'close', listener: (change: SourceStateChange) => void): this {
-    checkListener(event, listener);
+    checkListener(event, listener, EVENTS);
     this.emitter.on(event, listener);
     return this;
   }
@@ -78,7 +73,7 @@ export class EngineSource {
    * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument (unknown event name, listener not a function).
    */
   off(event: 'state' | 'close', listener: (change: SourceStateChange) => void): this {
-    checkListener(event, listener);
+    checkListener(event, listener, EVENTS);
     this.emitter.off(event, listener);
     return this;
   }

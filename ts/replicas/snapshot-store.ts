@@ -11,7 +11,10 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { KvRouteError } from '../errors.js';
 import { KvIndex } from '../kv-index.js';
 import { KvRouter } from '../router/kv-router.js';
-import { checkOptions, describe, positiveNumber } from '../validate.js';
+import { checkListener, checkOptions, describe, positiveNumber } from '../validate.js';
+
+const WRITER_EVENTS = ['written', 'failed'] as const;
+
 import { type NatsAuth, natsConnectOptions } from './nats-transport.js';
 import { resolveNatsAuth } from './options.js';
 import { snapshotText } from './snapshot.js';
@@ -214,7 +217,7 @@ export class IndexSnapshotWriter {
   on(event: 'written', listener: (stats: SnapshotWriterStats) => void): this;
   on(event: 'failed', listener: (error: KvRouteError) => void): this;
   on(event: 'written' | 'failed', listener: (value: never) => void): this {
-    checkWriterListener(event, listener);
+    checkListener(event, listener, WRITER_EVENTS);
     this.emitter.on(event, listener as (value: unknown) => void);
     return this;
   }
@@ -224,7 +227,7 @@ export class IndexSnapshotWriter {
    * @throws {KvRouteError} `ERR_INVALID_ARG` for an unknown event name or a listener that is not a function.
    */
   off(event: 'written' | 'failed', listener: (value: never) => void): this {
-    checkWriterListener(event, listener);
+    checkListener(event, listener, WRITER_EVENTS);
     this.emitter.off(event, listener as (value: unknown) => void);
     return this;
   }
@@ -242,10 +245,4 @@ export class IndexSnapshotWriter {
     await this.writing?.catch(() => {});
     await this.nc?.close();
   }
-}
-
-function checkWriterListener(event: unknown, listener: unknown): void {
-  if (event !== 'written' && event !== 'failed')
-    throw new KvRouteError('ERR_INVALID_ARG', `event must be 'written' or 'failed', got ${describe(event)}`);
-  if (typeof listener !== 'function') throw new KvRouteError('ERR_INVALID_ARG', `listener must be a function, got ${describe(listener)}`);
 }
