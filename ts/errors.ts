@@ -107,3 +107,13 @@ export function callNative<T>(fn: () => T): T {
 export function invalidArg(message: string): KvRouteError {
   return new KvRouteError('ERR_INVALID_ARG', message);
 }
+
+/**
+ * @internal `err` with the options it names (`opts.…`, as constructors call their argument)
+ * renamed for where they came from: a config section (`router.…`), a nested option
+ * (`routerConfig.…`). Anything but a KvRouteError is returned as it is.
+ */
+export function renameOptions(err: unknown, name: string): unknown {
+  if (!(err instanceof KvRouteError)) return err;
+  return new KvRouteError(err.code, err.message.replace(/^opts\b/, name), { cause: err });
+}

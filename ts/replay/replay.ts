@@ -6,7 +6,7 @@
 
 import { resolveBackend } from '../backend.js';
 import type { BackendName } from '../backend-types.js';
-import { KvRouteError } from '../errors.js';
+import { KvRouteError, renameOptions } from '../errors.js';
 import { blockHashes, sequenceHashes } from '../hashing.js';
 import { SeededRandom } from '../random.js';
 import { KvRouter } from '../router/kv-router.js';
@@ -122,8 +122,7 @@ function checkRouterConfig(value: unknown): Partial<KvRouterOptions> {
   try {
     new KvRouter({ ...(value as Partial<KvRouterOptions>), blockSize: 16, backend: 'js' }).close();
   } catch (err) {
-    if (err instanceof KvRouteError) throw new KvRouteError(err.code, err.message.replace(/^opts\b/, 'routerConfig'), { cause: err });
-    throw err;
+    throw renameOptions(err, 'routerConfig');
   }
   return value as Partial<KvRouterOptions>;
 }

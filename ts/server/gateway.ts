@@ -9,7 +9,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { Registry } from 'prom-client';
-import { KvRouteError } from '../errors.js';
+import { KvRouteError, renameOptions } from '../errors.js';
 import { SeededRandom } from '../random.js';
 import { IndexSnapshotWriter, type SnapshotWriterOptions } from '../replicas/snapshot-store.js';
 import { type WarmStartOptions, type WarmStartResult, warmStart } from '../replicas/warm-start.js';
@@ -169,9 +169,7 @@ function routerFor(o: ResolvedGatewayOptions, fleetRef: { fleet?: Fleet }): KvRo
       selector: o.router.selector ?? weightedSelector(o, (id) => fleetRef.fleet?.get(id)?.spec.weight ?? 1),
     });
   } catch (err) {
-    if (err instanceof KvRouteError && err.code === 'ERR_INVALID_ARG')
-      throw new KvRouteError(err.code, err.message.replace(/^opts\b/, 'router'), { cause: err });
-    throw err;
+    throw renameOptions(err, 'router');
   }
 }
 
