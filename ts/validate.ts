@@ -37,6 +37,11 @@ export function blockCount(tokens: number, blockSize: number, eagle: boolean): n
 }
 
 /** Accepts a Uint32Array as is, or copies an array of integers in [0, 2^32). */
+/** A token id: an integer in [0, 2^32). */
+export function isTokenId(t: unknown): t is number {
+  return typeof t === 'number' && Number.isInteger(t) && t >= 0 && t <= 0xffffffff;
+}
+
 export function toTokens(tokens: unknown, name = 'tokens'): Uint32Array {
   if (!(tokens instanceof Uint32Array) && !Array.isArray(tokens)) {
     throw invalidArg(`${name} must be a Uint32Array or an array of integers in [0, 2^32), got ${describe(tokens)}`);
@@ -47,7 +52,7 @@ export function toTokens(tokens: unknown, name = 'tokens'): Uint32Array {
   const out = new Uint32Array(tokens.length);
   for (let i = 0; i < tokens.length; i++) {
     const t = tokens[i];
-    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 0xffffffff) {
+    if (!isTokenId(t)) {
       throw invalidArg(`${name}[${i}] must be an integer in [0, 2^32), got ${describe(t)}`);
     }
     out[i] = t;

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { isTokenId } from '../validate.js';
 import { type ChatMessage, renderChat, tokenize } from './tokenizer.js';
 
 /** A request error answered with status 400 and vLLM's error body. */
@@ -18,8 +19,6 @@ export interface ParsedRequest {
   includeUsage: boolean;
   model: string;
 }
-
-const isTokenId = (t: unknown): boolean => Number.isInteger(t) && (t as number) >= 0 && (t as number) < 2 ** 32;
 
 /**
  * The one prompt of a completion request: text, token ids, or a list holding one of those (an

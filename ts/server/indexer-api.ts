@@ -15,7 +15,7 @@ import { checkEndpoint } from '../ingest/options.js';
 import type { OverlapScores } from '../kv-index.js';
 import { snapshotDocument } from '../replicas/snapshot.js';
 import type { KvRouter } from '../router/kv-router.js';
-import { describe } from '../validate.js';
+import { describe, isTokenId } from '../validate.js';
 import type { Fleet, FleetWorker } from './fleet.js';
 import { statusOf } from './http-status.js';
 import { parseWorkerIdValue } from './options.js';
@@ -196,8 +196,7 @@ export function indexerRoutes(app: FastifyInstance, ctx: IndexerContext): void {
     const b = body(req.body);
     checkScope(b, ctx, false);
     const ids = b.token_ids;
-    if (!Array.isArray(ids) || !ids.every((t) => Number.isInteger(t) && t >= 0 && t < 2 ** 32))
-      throw new ApiError(400, 'token_ids must be a list of token ids');
+    if (!Array.isArray(ids) || !ids.every(isTokenId)) throw new ApiError(400, 'token_ids must be a list of token ids');
     const loraName = optionalName(b.lora_name, 'lora_name');
     const cacheNamespace = optionalName(b.cache_salt, 'cache_salt');
     const opts = { ...(loraName ? { loraName } : {}), ...(cacheNamespace ? { cacheNamespace } : {}) };
