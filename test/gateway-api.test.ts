@@ -311,17 +311,71 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
         ],
       },
     ];
-    const cases = [{ prompt: 'plain text prompt with ümlauts' }, { messages }];
+    // An agent's turn: tools offered, an assistant that only calls one (content null), its result.
+    const tools = [
+      { type: 'function', function: { name: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+    ];
+    const agent = [
+      { role: 'user', content: 'Weather in Oslo?' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'weather', arguments: '{"city": "Oslo"}' } }],
+      },
+      { role: 'tool', tool_call_id: 'c1', content: '-3 C' },
+    ];
+    const cases = [
+      { prompt: 'plain text prompt with ümlauts' },
+      { prompt: 'no special tokens', add_special_tokens: false },
+      { messages },
+      { messages: agent, tools },
+      { messages: [...agent, { role: 'assistant', content: 'It is -3' }], add_generation_prompt: false, continue_final_message: true },
+      {
+        messages,
+        chat_template: '{{ greeting }}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}',
+        chat_template_kwargs: { greeting: 'hi ' },
+      },
+    ];
     for (const body of cases) {
       const truth = await postJson(`${engine.workers[0].url}/tokenize`, body);
+      expect(truth.status, JSON.stringify(body)).toBe(200);
       for (const f of [engine, local]) {
         const explained = await postJson(`${f.adminUrl}/admin/explain`, body);
-        expect(explained.json.tokens).toEqual(truth.json.tokens);
+        expect(explained.json.tokens, JSON.stringify(body)).toEqual(truth.json.tokens);
       }
     }
+    // Each field changed the prompt: no two cases tokenized alike.
+    const distinct = new Set<string>();
+    for (const body of cases) distinct.add(JSON.stringify((await postJson(`${engine.workers[0].url}/tokenize`, body)).json.tokens));
+    expect(distinct.size).toBe(cases.length);
     expect(mockTokenize(renderMockChat(messages as never))).toEqual(
       (await postJson(`${engine.workers[0].url}/tokenize`, { messages })).json.tokens,
     );
+  });
+
+  test('the engine tokenizer caches prompts within tokenizeCache, least recently used out, and counts hits and misses', async () => {
+    const f = await startFleet(backend, 1, { tokenizeCache: { maxPrompts: 2, maxBytes: 64 * 1024 } });
+    const scrape = async () => {
+      const text = await (await fetch(`${f.adminUrl}/metrics`)).text();
+      const read = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
+      return ['hits_total', 'misses_total', 'prompts', 'bytes'].map((k) => read(`kvroute_gateway_tokenize_cache_${k}`));
+    };
+    const explain = async (body: object) => expect((await postJson(`${f.adminUrl}/admin/explain`, body)).status).toBe(200);
+    await explain({ prompt: 'a first prompt' });
+    await explain({ prompt: 'a first prompt' });
+    expect(await scrape()).toEqual([1, 1, 1, 2 * JSON.stringify({ prompt: 'a first prompt' }).length + 8 * 14]);
+    // The same text as a chat, or with other prompt fields, is another prompt.
+    await explain({ messages: [{ role: 'user', content: 'a first prompt' }] });
+    await explain({ prompt: 'a first prompt', add_special_tokens: false });
+    expect((await scrape()).slice(0, 3)).toEqual([1, 3, 2]);
+    await explain({ prompt: 'a first prompt' }); // evicted by the two after it
+    expect((await scrape()).slice(0, 3)).toEqual([1, 4, 2]);
+    // A prompt over a quarter of maxBytes is tokenized every time, never kept.
+    const big = { prompt: 'x'.repeat(3000) };
+    await explain(big);
+    await explain(big);
+    expect((await scrape()).slice(0, 3)).toEqual([1, 6, 2]);
+    expect((await scrape())[3]).toBeLessThanOrEqual(64 * 1024);
   });
 });
 
@@ -340,6 +394,8 @@ describe('gateway options and JSON', () => {
       [{ blockSize: 16, router: { routerQueueThreshold: -2 } }, /^router\.routerQueueThreshold must be/],
       [{ blockSize: 16, workers: [{ id: 1, url: 'http://a:1', kvEvents: 'tcp://a:65535', dpSize: 2 }] }, /dp rank 1 would use port 65536/],
       [{ blockSize: 16, tokenizer: '/nonexistent/tokenizer.json' }, /cannot load the tokenizer/],
+      [{ blockSize: 16, tokenizeCache: { maxPrompts: -1 } }, /tokenizeCache\.maxPrompts/],
+      [{ blockSize: 16, tokenizeCache: { size: 1 } }, /tokenizeCache.*unknown key "size"/],
       [
         {
           blockSize: 16,

@@ -32,6 +32,35 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect(metrics).toMatch(/kvroute_gateway_requests_total\{worker="\d",status="200"\} 3/);
   });
 
+  test("an agent's tool-calling turns (null content, tool results, tools offered) are routed by their prefix, predicted exactly", async () => {
+    const f = await startFleet(backend, 3);
+    const tools = [{ type: 'function', function: { name: 'lookup', description: SYSTEM, parameters: { type: 'object' } } }];
+    const turns: Record<string, unknown>[] = [
+      { role: 'system', content: SYSTEM },
+      { role: 'user', content: 'Find the source.' },
+    ];
+    const first = await postJson(`${f.url}/v1/chat/completions`, { messages: turns, tools, max_tokens: 2 });
+    expect(first.status).toBe(200);
+    const worker = first.headers.get('x-kvroute-worker');
+    await waitFor(() => f.gateway.router.stats().index.blocks >= Math.floor((2 * SYSTEM.length) / 16), 'the stored blocks to be indexed');
+    for (let call = 1; call <= 2; call++) {
+      turns.push(
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: `c${call}`, type: 'function', function: { name: 'lookup', arguments: `{"page": ${call}}` } }],
+        },
+        { role: 'tool', tool_call_id: `c${call}`, content: `page ${call} says nothing useful` },
+      );
+      const r = await postJson(`${f.url}/v1/chat/completions`, { messages: turns, tools, max_tokens: 2 });
+      expect(r.status, JSON.stringify(r.json)).toBe(200);
+      expect(r.headers.get('x-kvroute-worker')).toBe(worker);
+      const predicted = Number(r.headers.get('x-kvroute-cached-tokens'));
+      expect(predicted).toBeGreaterThanOrEqual(Math.floor((2 * SYSTEM.length) / 16) * 16);
+      expect(r.json.usage.prompt_tokens_details.cached_tokens).toBe(predicted);
+    }
+  });
+
   test('streams pass through event by event; the usage chunk appears only when the client asks', async () => {
     const f = await startFleet(backend, 2);
     const direct = await sse(`${f.workers[0].url}/v1/chat/completions`, {
@@ -91,6 +120,16 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
       [{ prompt: [[[1]]] }, /prompt must be/],
       [{ messages: [] }, /messages must be a non-empty array/],
       [{ prompt: 'x', stream: 'yes' }, /stream must be a boolean/],
+      [{ prompt: 'x', add_special_tokens: 'no' }, /add_special_tokens must be a boolean/],
+      [{ messages: [{ role: 'user', content: 'x' }], tools: 'all' }, /tools must be a list/],
+      [{ messages: [{ role: 'user', content: 7 }] }, /messages\[0\]\.content must be a string, a list of parts or null/],
+      [{ messages: [{ role: 'user', content: 'x' }], continue_final_message: true }, /Cannot set both/],
+      [{ messages: [{ role: 'user', content: 'x' }], chat_template_kwargs: [1] }, /chat_template_kwargs must be an object/],
+      [{ messages: [{ role: 'user', content: 'x' }], chat_template: '{% for %}' }, /the chat template does not parse/],
+      [
+        { messages: [{ role: 'assistant', content: null, tool_calls: [{ function: { name: 'f', arguments: '{oops' } }] }] },
+        /messages\[0\]\.tool_calls\[0\]\.function\.arguments is not JSON/,
+      ],
     ];
     for (const [body, message] of bad) {
       const path = 'messages' in body ? 'chat/completions' : 'completions';

@@ -84,6 +84,22 @@ describe('mock worker HTTP API', () => {
       { role: 'user', content: 'hello' },
     ]);
     expect(rendered).toBe('<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n');
+    // As vLLM reads messages: text parts joined by newlines, null content, tool calls with parsed arguments.
+    const agent = renderMockChat(
+      [
+        { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'image_url' }, { type: 'text', text: 'b' }] },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{"x":[1,2]}' } }],
+        },
+        { role: 'tool', tool_call_id: 'c', content: 'ok' },
+      ] as never,
+      false,
+    );
+    expect(agent).toBe(
+      '<|im_start|>user\na\nb<|im_end|>\n<|im_start|>assistant\n\n<tool_call>f {"x": [1, 2]}</tool_call><|im_end|>\n<|im_start|>tool\nok<|im_end|>\n',
+    );
     expect(whole.json.usage.prompt_tokens).toBe(mockTokenize(rendered).length);
     const tok = await postJson(`${w.url}/tokenize`, { messages });
     expect(tok.json).toEqual({ count: rendered.length, max_model_len: 131072, tokens: mockTokenize(rendered) });

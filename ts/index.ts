@@ -86,7 +86,7 @@ export type {
   ScheduledFault,
   SlowFault,
 } from './mock-worker/options.js';
-export type { ChatContentPart, ChatMessage } from './mock-worker/tokenizer.js';
+export type { ChatContentPart, ChatMessage, ChatToolCall } from './mock-worker/tokenizer.js';
 export {
   detokenize as mockDetokenize,
   MOCK_CHAT_TEMPLATE,
@@ -140,6 +140,7 @@ export type {
   HealthOptions,
   QueueOptions,
   TlsOptions,
+  TokenizeCacheOptions,
   TokenizerOption,
   UpstreamOptions,
 } from './server/options.js';

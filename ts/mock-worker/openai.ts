@@ -6,10 +6,11 @@
  */
 
 import { isTokenId } from '../validate.js';
-import { type ChatMessage, renderChat, tokenize } from './tokenizer.js';
+import { BadRequest } from './bad-request.js';
+import { readChatPrompt, renderChatPrompt } from './chat.js';
+import { MOCK_CHAT_TEMPLATE, tokenize } from './tokenizer.js';
 
-/** A request error answered with status 400 and vLLM's error body. */
-export class BadRequest extends Error {}
+export { BadRequest } from './bad-request.js';
 
 export interface ParsedRequest {
   chat: boolean;
@@ -41,26 +42,27 @@ export function readPrompt(prompt: unknown, inBatch = false): string | number[] 
   throw new BadRequest('prompt must be a non-empty string or a non-empty list of token ids');
 }
 
-export function checkMessages(v: unknown): ChatMessage[] {
-  if (!Array.isArray(v) || v.length === 0) throw new BadRequest('messages must be a non-empty array');
-  return v.map((m, i) => {
-    if (m === null || typeof m !== 'object' || typeof m.role !== 'string') throw new BadRequest(`messages[${i}].role must be a string`);
-    const ok =
-      typeof m.content === 'string' || (Array.isArray(m.content) && m.content.every((p: unknown) => p !== null && typeof p === 'object'));
-    if (!ok) throw new BadRequest(`messages[${i}].content must be a string or a list of parts`);
-    return { role: m.role, content: m.content };
-  });
+/**
+ * The mock model's tokens for a chat request's prompt fields (or a chat `/tokenize` body), read
+ * and rendered as vLLM does (see `chat.ts`). The mock tokenizer has no special tokens, so
+ * `add_special_tokens` is checked and changes nothing.
+ */
+export function chatTokens(b: Record<string, unknown>): number[] {
+  return tokenize(renderChatPrompt(readChatPrompt(b), MOCK_CHAT_TEMPLATE));
+}
+
+/** The tokens of a completion request's prompt (or a completion `/tokenize` body). */
+export function completionTokens(b: Record<string, unknown>): number[] {
+  if (b.add_special_tokens !== undefined && typeof b.add_special_tokens !== 'boolean')
+    throw new BadRequest('add_special_tokens must be a boolean');
+  const given = readPrompt(b.prompt);
+  return typeof given === 'string' ? tokenize(given) : given;
 }
 
 export function parseRequest(body: unknown, chat: boolean, servedModel: string): ParsedRequest {
-  if (body === null || typeof body !== 'object') throw new BadRequest('the body must be a JSON object');
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
-  let prompt: number[];
-  if (chat) prompt = tokenize(renderChat(checkMessages(b.messages), true));
-  else {
-    const given = readPrompt(b.prompt);
-    prompt = typeof given === 'string' ? tokenize(given) : given;
-  }
+  const prompt = chat ? chatTokens(b) : completionTokens(b);
   if (prompt.length === 0) throw new BadRequest('the prompt is empty');
   const maxTokens = b.max_tokens ?? b.max_completion_tokens ?? 16;
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_tokens must be a positive integer');

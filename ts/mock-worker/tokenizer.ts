@@ -2,22 +2,27 @@
  * The mock worker's tokenizer: deterministic and documented so that a gateway can reproduce it.
  * A token is one byte of the text's UTF-8 encoding (ids 0-255); detokenizing decodes the bytes
  * back (ill-formed sequences become U+FFFD). Chat messages are rendered through a ChatML chat
- * template with `@huggingface/jinja`, the way vLLM applies a model's template
- * (`add_generation_prompt` true by default for chat completions), and the rendered text is then
- * tokenized. The template is exported so that a gateway can render it identically.
+ * template (which also renders `tools` and an assistant's `tool_calls`) with `@huggingface/jinja`,
+ * the way vLLM applies a model's template (see `chat.ts`: `add_generation_prompt` true by
+ * default, `continue_final_message`, `chat_template_kwargs`, a request's own `chat_template`), and
+ * the rendered text is then tokenized. The template is exported so that a gateway can render it identically.
  * @module
  */
 
-import { Template } from '@huggingface/jinja';
 import { KvRouteError } from '../errors.js';
 import { describe } from '../validate.js';
+import { BadRequest } from './bad-request.js';
+import { readChatPrompt, renderChatPrompt } from './chat.js';
 
 /**
  * The mock model's chat template (ChatML), as a model's `tokenizer_config.json` carries it.
  * @group Mock worker
  */
 export const MOCK_CHAT_TEMPLATE =
-  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
+  "{% if tools %}{{ '<|im_start|>system\\n# Tools\\n' }}{% for tool in tools %}{{ tool | tojson + '\\n' }}{% endfor %}{{ '<|im_end|>\\n' }}{% endif %}" +
+  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] }}" +
+  "{% if message.tool_calls %}{% for call in message.tool_calls %}{{ '\\n<tool_call>' + call.function.name + ' ' + (call.function.arguments | tojson) + '</tool_call>' }}{% endfor %}{% endif %}" +
+  "{{ '<|im_end|>' + '\\n' }}{% endfor %}" +
   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 /**
@@ -32,17 +37,41 @@ export interface ChatContentPart {
 }
 
 /**
- * One chat message; `content` may be a string or OpenAI's list of parts.
+ * One tool call of an assistant message, in OpenAI's form.
+ * @group Mock worker
+ */
+export interface ChatToolCall {
+  /** The call's id, which the `tool` message answering it repeats. */
+  id?: string;
+  /** `function`. */
+  type?: string;
+  /** The function called. */
+  function: {
+    /** Its name. */
+    name: string;
+    /** Its arguments: JSON text, as OpenAI sends them (or an object). */
+    arguments?: string | Record<string, unknown>;
+  };
+}
+
+/**
+ * One chat message in OpenAI's form; `content` may be a string, OpenAI's list of parts, or null
+ * (an assistant message that only calls tools).
  * @group Mock worker
  */
 export interface ChatMessage {
-  /** `system`, `user`, `assistant`, … */
+  /** `system`, `user`, `assistant`, `tool`, `developer`, … */
   role: string;
-  /** The text, or its parts. */
-  content: string | ChatContentPart[];
+  /** The text, or its parts (text parts are joined by newlines, as vLLM joins them). */
+  content?: string | ChatContentPart[] | null;
+  /** An assistant's tool calls. */
+  tool_calls?: ChatToolCall[] | null;
+  /** The call a `tool` message answers. */
+  tool_call_id?: string;
+  /** The participant's name. */
+  name?: string;
 }
 
-const template = new Template(MOCK_CHAT_TEMPLATE);
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -68,30 +97,20 @@ export function detokenize(tokens: readonly number[]): string {
   return decoder.decode(Uint8Array.from(tokens));
 }
 
-function textOf(content: ChatMessage['content']): string {
-  if (typeof content === 'string') return content;
-  return content
-    .map((part) => (part !== null && typeof part === 'object' && part.type === 'text' && typeof part.text === 'string' ? part.text : ''))
-    .join('');
-}
-
 /**
- * Renders messages through {@link MOCK_CHAT_TEMPLATE}.
+ * Renders messages through {@link MOCK_CHAT_TEMPLATE}, as the mock worker renders a chat request
+ * with these messages (vLLM's reading: `content` may also be null, text parts are joined by
+ * newlines, an assistant's `tool_calls` are rendered with their arguments parsed).
  * @group Mock worker
  * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for malformed messages.
  */
 export function renderChat(messages: readonly ChatMessage[], addGenerationPrompt = true): string {
-  const ok =
-    Array.isArray(messages) &&
-    messages.every(
-      (m) =>
-        m !== null && typeof m === 'object' && typeof m.role === 'string' && (typeof m.content === 'string' || Array.isArray(m.content)),
-    );
-  if (!ok) throw new KvRouteError('ERR_INVALID_ARG', 'messages must be an array of { role: string, content: string | parts }');
   if (typeof addGenerationPrompt !== 'boolean')
     throw new KvRouteError('ERR_INVALID_ARG', `addGenerationPrompt must be a boolean, got ${describe(addGenerationPrompt)}`);
-  return template.render({
-    messages: messages.map((m) => ({ role: m.role, content: textOf(m.content) })),
-    add_generation_prompt: addGenerationPrompt,
-  });
+  try {
+    return renderChatPrompt(readChatPrompt({ messages, add_generation_prompt: addGenerationPrompt }), MOCK_CHAT_TEMPLATE);
+  } catch (err) {
+    if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
+    throw err;
+  }
 }

@@ -11,8 +11,9 @@ import { KvRouteError } from '../errors.js';
 import { mockMetrics } from './metrics.js';
 import {
   BadRequest,
-  checkMessages,
+  chatTokens,
   chunk,
+  completionTokens,
   errorBody,
   fullResponse,
   type ParsedRequest,
@@ -31,7 +32,7 @@ import {
 import { mockOutput } from './output.js';
 import { RankPublisher } from './publisher.js';
 import { MockRank } from './rank.js';
-import { detokenize, renderChat, tokenize } from './tokenizer.js';
+import { detokenize } from './tokenizer.js';
 
 /**
  * What a mock worker did so far.
@@ -200,9 +201,11 @@ class Worker implements MockWorker {
     }));
     app.post('/tokenize', async (req) => {
       const b = (req.body ?? {}) as Record<string, unknown>;
+      if (b.model !== undefined && b.model !== o.model)
+        throw new BadRequest(`the model \`${String(b.model)}\` does not exist (this worker serves ${o.model})`);
       let tokens: number[];
-      if (b.messages !== undefined) tokens = tokenize(renderChat(checkMessages(b.messages), b.add_generation_prompt !== false));
-      else if (typeof b.prompt === 'string') tokens = tokenize(b.prompt);
+      if (b.messages !== undefined) tokens = chatTokens(b);
+      else if (typeof b.prompt === 'string') tokens = completionTokens(b);
       else throw new BadRequest('prompt must be a string, or give messages');
       return { count: tokens.length, max_model_len: o.maxModelLen, tokens };
     });

@@ -35,6 +35,7 @@ import { logReplicaChanges } from './replica-log.js';
 import { metrics } from './router-metrics.js';
 import { snapshotMetrics } from './snapshot-metrics.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
+import { tokenizeCacheMetrics } from './tokenize-metrics.js';
 
 /**
  * Where a started gateway listens.
@@ -141,7 +142,7 @@ function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet): PromptTokenizer
       }
     }
     throw new KvRouteError('ERR_NO_WORKERS', `no worker could tokenize the prompt${last ? ` (${(last as Error).message})` : ''}`);
-  });
+  }, o.tokenizeCache);
 }
 
 /** Runs the configured warm start; a failure is logged and the gateway starts cold. */
@@ -273,6 +274,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   };
   try {
     tokenizer = makeTokenizer(o, fleet);
+    if (tokenizer.cache) tokenizeCacheMetrics(tokenizer.cache, registry);
     if (o.snapshots) snapshots = startSnapshots(router, o.snapshots, registry, app.log);
     // Without a warm start the workers are added now, so a bad worker option throws here.
     if (!o.warmStart) addWorkers();

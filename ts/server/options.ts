@@ -93,6 +93,18 @@ export interface QueueOptions {
 }
 
 /**
+ * The `engine` tokenizer's cache of token ids by prompt (the request's prompt fields): clients
+ * resend the same prompts, and each miss is a round trip to a worker's `/tokenize`.
+ * @group Gateway
+ */
+export interface TokenizeCacheOptions {
+  /** Prompts kept, least recently used out first; 0 turns the cache off. Default 4096. */
+  maxPrompts?: number;
+  /** Bytes kept (a prompt as UTF-16 text plus 8 per token); a prompt over a quarter of it is not cached. Default 64 MiB. */
+  maxBytes?: number;
+}
+
+/**
  * Access control. Tokens are compared in constant time.
  * @group Gateway
  */
@@ -140,6 +152,8 @@ export interface GatewayOptions {
   backend?: BackendName;
   /** `engine` (the worker's `/tokenize`, exact; default) or a local `tokenizer.json`. */
   tokenizer?: TokenizerOption;
+  /** Bounds of the `engine` tokenizer's cache of prompts already tokenized. */
+  tokenizeCache?: TokenizeCacheOptions;
   /** Model name the gateway answers for (`/v1/models`, the indexer API). Default: what the first healthy worker serves. */
   model?: string;
   /** Health probes and the breaker. */
@@ -189,6 +203,7 @@ export interface ResolvedGatewayOptions {
   router: Omit<KvRouterOptions, 'blockSize' | 'backend'>;
   backend: BackendName | undefined;
   tokenizer: 'engine' | { path: string; chatTemplate?: string };
+  tokenizeCache: Required<TokenizeCacheOptions>;
   model: string | undefined;
   health: Required<HealthOptions>;
   upstream: Required<UpstreamOptions>;
@@ -210,6 +225,7 @@ const TOP_KEYS = [
   'router',
   'backend',
   'tokenizer',
+  'tokenizeCache',
   'warmStart',
   'snapshots',
   'model',
@@ -366,6 +382,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     router,
     backend: o.backend as BackendName | undefined,
     tokenizer: tokenizer(o.tokenizer),
+    tokenizeCache: section<TokenizeCacheOptions>(o.tokenizeCache, 'tokenizeCache', { maxPrompts: 4096, maxBytes: 64 << 20 }),
     model: o.model === undefined ? undefined : str(o.model, 'model'),
     health: section<HealthOptions>(o.health, 'health', { intervalMs: 2000, timeoutMs: 1000, failureThreshold: 3, recoveryThreshold: 1 }),
     upstream: section<UpstreamOptions>(o.upstream, 'upstream', {

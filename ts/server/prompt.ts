@@ -1,11 +1,13 @@
 /**
- * The part of an OpenAI request the gateway reads: the prompt (to tokenize and route), `stream`
- * and `stream_options`. Everything else goes to the worker untouched; the worker validates it.
+ * The part of an OpenAI request the gateway reads: the prompt and the fields that decide its
+ * tokens (to tokenize and route: a chat's messages, tools and template arguments, a completion's
+ * `add_special_tokens`, the model), `stream` and `stream_options`. Everything else goes to the worker untouched; the worker validates it.
  * @internal
  * @module
  */
 
-import { BadRequest, checkMessages, readPrompt } from '../mock-worker/openai.js';
+import { readChatPrompt } from '../mock-worker/chat.js';
+import { BadRequest, readPrompt } from '../mock-worker/openai.js';
 import type { PromptInput } from './tokenize.js';
 
 // The mock worker's reading of `prompt` and `messages` is OpenAI's; its BadRequest is answered 400 here too.
@@ -23,11 +25,16 @@ export interface ReadRequest {
 export function readRequest(body: unknown, chat: boolean): ReadRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
+  // The model named goes to `/tokenize` too: vLLM tokenizes for a LoRA adapter with its tokenizer.
+  const model = typeof b.model === 'string' ? { model: b.model } : {};
   let input: PromptInput;
-  if (chat) input = { kind: 'chat', messages: checkMessages(b.messages) };
+  if (chat) input = { kind: 'chat', chat: readChatPrompt(b), ...model };
   else {
     const prompt = readPrompt(b.prompt);
-    input = typeof prompt === 'string' ? { kind: 'text', text: prompt } : { kind: 'ids', ids: prompt };
+    if (b.add_special_tokens !== undefined && typeof b.add_special_tokens !== 'boolean')
+      throw new BadRequest('add_special_tokens must be a boolean');
+    const addSpecialTokens = b.add_special_tokens === undefined ? {} : { addSpecialTokens: b.add_special_tokens };
+    input = typeof prompt === 'string' ? { kind: 'text', text: prompt, ...addSpecialTokens, ...model } : { kind: 'ids', ids: prompt };
   }
   if (b.stream !== undefined && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
   const stream = b.stream === true;

@@ -3,8 +3,11 @@
  * - `engine`: the worker's own `/tokenize` (vLLM's endpoint; chat template included), exact by
  *   construction, at one extra local round trip; results are cached per identical prompt.
  * - local: the model's `tokenizer.json` through Hugging Face's tokenizers.js and its chat
- *   template through `@huggingface/jinja`, the way vLLM renders and encodes it (special tokens
- *   added for completion prompts, not for a rendered chat, whose template places them).
+ *   template through `@huggingface/jinja`, the way vLLM renders and encodes it (`chat.ts`: tools,
+ *   tool calls, `chat_template_kwargs`, `continue_final_message`, a request's own template;
+ *   special tokens added for completion prompts, not for a rendered chat, whose template places
+ *   them, unless the request's `add_special_tokens` says otherwise).
+ * Both see the same prompt fields the engine will (see {@link tokenizeBody}).
  * Token-id prompts skip both.
  * @internal
  * @module
@@ -12,13 +15,19 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { KvRouteError } from '../errors.js';
-import type { ChatMessage } from '../mock-worker/tokenizer.js';
+import { type ChatPrompt, chatTemplate as compileChatTemplate, renderChatPrompt } from '../mock-worker/chat.js';
+import { TokenCache, type TokenCacheLimits } from './token-cache.js';
 
-/** What a request asks to tokenize. */
-export type PromptInput = { kind: 'chat'; messages: ChatMessage[] } | { kind: 'text'; text: string } | { kind: 'ids'; ids: number[] };
+/**
+ * What a request asks to tokenize: a chat's prompt fields, or a completion's text (with its
+ * `add_special_tokens`), under the model the request names; or token ids, which need nothing.
+ */
+export type PromptInput =
+  | { kind: 'chat'; chat: ChatPrompt; model?: string }
+  | { kind: 'text'; text: string; addSpecialTokens?: boolean; model?: string }
+  | { kind: 'ids'; ids: number[] };
 
 /** Asks a worker's `/tokenize`; returns its token ids. */
 export type EngineTokenize = (body: Record<string, unknown>) => Promise<number[]>;
@@ -29,42 +38,29 @@ export interface PromptTokenizer {
   readonly kind: 'engine' | 'local';
   /** The prompt's token ids. */
   tokenize(input: PromptInput): Promise<number[]>;
+  /** The cache of prompts already tokenized (the engine tokenizer's). */
+  readonly cache?: TokenCache;
 }
 
-/** An LRU of token ids by prompt; Map keeps insertion order, so the first key is the oldest. */
-class TokenCache {
-  private readonly entries = new Map<string, number[]>();
-  hits = 0;
-  misses = 0;
-  constructor(private readonly max: number) {}
-
-  get(key: string): number[] | undefined {
-    const v = this.entries.get(key);
-    if (v === undefined) {
-      this.misses++;
-      return undefined;
-    }
-    this.hits++;
-    this.entries.delete(key);
-    this.entries.set(key, v);
-    return v;
-  }
-
-  set(key: string, value: number[]): void {
-    this.entries.set(key, value);
-    if (this.entries.size > this.max) this.entries.delete(this.entries.keys().next().value as string);
-  }
+/**
+ * vLLM's `/tokenize` body for a prompt: the request's own prompt fields, only those it gave, so
+ * the engine applies the same defaults as to the request itself.
+ */
+export function tokenizeBody(input: Exclude<PromptInput, { kind: 'ids' }>): Record<string, unknown> {
+  const model = input.model === undefined ? {} : { model: input.model };
+  if (input.kind === 'chat') return { ...model, ...input.chat };
+  return { ...model, prompt: input.text, ...(input.addSpecialTokens === undefined ? {} : { add_special_tokens: input.addSpecialTokens }) };
 }
 
-/** The worker's `/tokenize`, cached per identical prompt (4,096 prompts). */
-export function engineTokenizer(ask: EngineTokenize, cacheSize = 4096): PromptTokenizer & { cache: TokenCache } {
-  const cache = new TokenCache(cacheSize);
+/** The worker's `/tokenize`, cached per identical prompt fields (see {@link TokenCache}). */
+export function engineTokenizer(ask: EngineTokenize, limits: TokenCacheLimits): PromptTokenizer {
+  const cache = new TokenCache(limits);
   return {
     kind: 'engine',
     cache,
     async tokenize(input) {
       if (input.kind === 'ids') return input.ids;
-      const body = input.kind === 'chat' ? { messages: input.messages, add_generation_prompt: true } : { prompt: input.text };
+      const body = tokenizeBody(input);
       const key = JSON.stringify(body);
       const hit = cache.get(key);
       if (hit) return hit;
@@ -80,11 +76,6 @@ function tokenText(v: unknown): string | undefined {
   if (v !== null && typeof v === 'object' && typeof (v as { content?: unknown }).content === 'string')
     return (v as { content: string }).content;
   return undefined;
-}
-
-function contentText(content: ChatMessage['content']): string {
-  if (typeof content === 'string') return content;
-  return content.map((p) => (p.type === 'text' && typeof p.text === 'string' ? p.text : '')).join('');
 }
 
 /** A local `tokenizer.json` and chat template. */
@@ -106,20 +97,24 @@ export function localTokenizer(path: string, chatTemplate?: string): PromptToken
     throw new KvRouteError('ERR_INVALID_ARG', `${path} is not a tokenizer this library reads: ${(err as Error).message}`, { cause: err });
   }
   const source = chatTemplate ?? (typeof config.chat_template === 'string' ? config.chat_template : undefined);
-  const template = source === undefined ? undefined : new Template(source);
+  if (source !== undefined) {
+    try {
+      compileChatTemplate(source);
+    } catch (err) {
+      throw new KvRouteError('ERR_INVALID_ARG', `the chat template of ${path}: ${(err as Error).message}`, { cause: err });
+    }
+  }
   const specials = { bos_token: tokenText(config.bos_token) ?? '', eos_token: tokenText(config.eos_token) ?? '' };
   return {
     kind: 'local',
     async tokenize(input) {
       if (input.kind === 'ids') return input.ids;
-      if (input.kind === 'text') return tokenizer.encode(input.text).ids;
-      if (!template) throw new KvRouteError('ERR_INVALID_ARG', `no chat template: ${configPath} has none and no chatTemplate was given`);
-      const text = template.render({
-        ...specials,
-        messages: input.messages.map((m) => ({ role: m.role, content: contentText(m.content) })),
-        add_generation_prompt: true,
-      });
-      return tokenizer.encode(text, { add_special_tokens: false }).ids;
+      if (input.kind === 'text') return tokenizer.encode(input.text, { add_special_tokens: input.addSpecialTokens ?? true }).ids;
+      const template = input.chat.chat_template ?? source;
+      if (template === undefined || template === null)
+        throw new KvRouteError('ERR_INVALID_ARG', `no chat template: ${configPath} has none and no chatTemplate was given`);
+      const text = renderChatPrompt(input.chat, template, specials);
+      return tokenizer.encode(text, { add_special_tokens: input.chat.add_special_tokens ?? false }).ids;
     },
   };
 }
