@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
+import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -59,6 +59,54 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
       expect(predicted).toBeGreaterThanOrEqual(Math.floor((2 * SYSTEM.length) / 16) * 16);
       expect(r.json.usage.prompt_tokens_details.cached_tokens).toBe(predicted);
     }
+  });
+
+  test('LoRA adapters and cache salts: requests are routed in the scope the engine caches them in, adapters only to workers serving them', async () => {
+    const plain = await startWorker();
+    const served = [await startWorker({ loraModules: ['sql-lora'] }), await startWorker({ loraModules: ['sql-lora'] })];
+    const f = await startFleet(backend, 0, { workers: [plain, ...served].map((w, i) => workerEntry(w, i + 1)) });
+    const models = async () => {
+      const body = (await (await fetch(`${f.url}/v1/models`)).json()) as { data: { id: string; parent: unknown }[] };
+      return body.data.map((m) => [m.id, m.parent]);
+    };
+    await waitFor(async () => (await models()).length === 2, 'the adapter to be learned from the workers');
+    expect(await models()).toEqual([
+      ['mock-model', null],
+      ['sql-lora', 'mock-model'],
+    ]);
+    const blocks = Math.floor(SYSTEM.length / 16) * 16;
+    // Per scope: a first request caches the prefix, the next ones are routed to it and predicted exactly.
+    const scopes: Record<string, unknown>[] = [
+      {},
+      { model: 'sql-lora' },
+      { cache_salt: 'tenant-a' },
+      { model: 'sql-lora', cache_salt: 'tenant-a' },
+    ];
+    for (const scope of scopes) {
+      const ask = (q: string) => postJson(`${f.url}/v1/completions`, { prompt: `${SYSTEM}${q}`, max_tokens: 2, ...scope });
+      const before = f.gateway.router.stats().index.blocks;
+      const first = await ask('First?');
+      expect(first.status, JSON.stringify(first.json)).toBe(200);
+      // Another scope's blocks are no use: nothing predicted, nothing cached.
+      expect(
+        [first.headers.get('x-kvroute-cached-tokens'), first.json.usage.prompt_tokens_details.cached_tokens],
+        JSON.stringify(scope),
+      ).toEqual(['0', 0]);
+      if (scope.model) expect(['2', '3']).toContain(first.headers.get('x-kvroute-worker'));
+      await waitFor(() => f.gateway.router.stats().index.blocks >= before + blocks / 16, 'the stored blocks to be indexed');
+      const next = await ask('Second, longer?');
+      expect(next.status, JSON.stringify([scope, next.json])).toBe(200);
+      expect(next.headers.get('x-kvroute-worker')).toBe(first.headers.get('x-kvroute-worker'));
+      expect(Number(next.headers.get('x-kvroute-cached-tokens'))).toBeGreaterThanOrEqual(blocks);
+      expect(next.json.usage.prompt_tokens_details.cached_tokens).toBe(Number(next.headers.get('x-kvroute-cached-tokens')));
+    }
+    // What routing would weigh for an adapter's prompt: only the workers serving it.
+    const explained = await postJson(`${f.adminUrl}/admin/explain`, { prompt: `${SYSTEM}Third?`, model: 'sql-lora' });
+    expect(explained.json.candidates.map((c: { workerId: number }) => String(c.workerId)).sort()).toEqual(['2', '3']);
+    // A model no worker serves is the workers' to refuse; a bad salt is refused at the gateway.
+    expect((await postJson(`${f.url}/v1/completions`, { prompt: 'x', model: 'nope' })).status).toBe(400);
+    const badSalt = await postJson(`${f.url}/v1/completions`, { prompt: 'x', cache_salt: '' });
+    expect([badSalt.status, badSalt.json.error.message]).toEqual([400, "Parameter 'cache_salt' must be a non-empty string if provided."]);
   });
 
   test('streams pass through event by event; the usage chunk appears only when the client asks', async () => {

@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import {
+  type DecodedExtraKey,
   decodeEngineBatch,
+  type ExtraKeyText,
   encodeEngineBatch,
   KvIndex,
   type MockWorker,
@@ -176,6 +178,13 @@ describe('mock worker HTTP API', () => {
     await expect(startMockWorker({ port: 70000 })).rejects.toMatchObject({ code: 'ERR_INVALID_ARG' });
     await expect(startMockWorker({ replay: 'tcp://127.0.0.1:0' })).rejects.toMatchObject({ message: /needs opts.kvEvents/ });
     await expect(startMockWorker({ kvEvents: 'udp://x:1' })).rejects.toMatchObject({ code: 'ERR_INVALID_ARG' });
+    await expect(startMockWorker({ loraModules: 'a1' as never })).rejects.toMatchObject({ message: /opts\.loraModules must be a list/ });
+    await expect(startMockWorker({ loraModules: ['a1', ''] })).rejects.toMatchObject({
+      message: /opts\.loraModules\[1\] must be a non-empty string/,
+    });
+    await expect(startMockWorker({ loraModules: ['mock-model'] })).rejects.toMatchObject({
+      message: /is the model's name or listed twice/,
+    });
     await expect(startMockWorker({ faults: [{ fault: { kind: 'explode' } as never, afterMs: 0 }] })).rejects.toMatchObject({
       code: 'ERR_INVALID_ARG',
     });
@@ -205,6 +214,49 @@ describe.each(BACKENDS)('mock worker KV events into kvroute (%s)', (backend) => 
     expect(predicted.blocks).toBe(TEXT_BLOCKS(PROMPT));
     expect(src.stats().ranks[0]).toMatchObject({ decodeErrors: 0, gaps: 0, filtered: { block_size_mismatch: 0 } });
   });
+
+  test.each([
+    ['vllm-0.33', 'a1'],
+    ['sglang', 'lora-id:1'],
+  ] as const)(
+    'LoRA adapters and cache salts: the engine keeps their blocks apart and publishes them so (%s wire; adapter indexed as %s)',
+    async (wire, loraName) => {
+      const { w, index, src } = await fleetOf({ wire, loraModules: ['a1'] });
+      const scopes: [Record<string, string>, { loraName?: string; cacheNamespace?: string }][] = [
+        [{}, {}],
+        [{ model: 'a1' }, { loraName }],
+        [{ cache_salt: 's1' }, { cacheNamespace: 's1' }],
+        [
+          { model: 'a1', cache_salt: 's1' },
+          { loraName, cacheNamespace: 's1' },
+        ],
+      ];
+      for (const [body] of scopes) {
+        const r = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2, ...body });
+        expect([r.json.model, r.json.usage.prompt_tokens_details.cached_tokens]).toEqual([body.model ?? 'mock-model', 0]);
+      }
+      const n = TEXT_BLOCKS(PROMPT);
+      await waitFor(async () => {
+        await index.flush();
+        return index.stats().blocks >= 4 * n;
+      }, 'four scopes of blocks');
+      for (const [body, hash] of scopes)
+        expect(
+          index.findMatchesForRequest(mockTokenize(PROMPT), hash).scores.map((x) => x.blocks),
+          JSON.stringify(body),
+        ).toEqual([n]);
+      expect(index.findMatchesForRequest(mockTokenize(PROMPT), { cacheNamespace: 's2' }).scores).toEqual([]);
+      expect(src.stats().ranks[0]).toMatchObject({ decodeErrors: 0 });
+      const models = (await (await fetch(`${w.url}/v1/models`)).json()) as { data: { id: string; parent: unknown }[] };
+      expect(models.data.map((m) => [m.id, m.parent])).toEqual([
+        ['mock-model', null],
+        ['a1', 'mock-model'],
+      ]);
+      expect((await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, model: 'a2' })).json.message).toMatch(
+        /the model `a2` does not exist/,
+      );
+    },
+  );
 
   test('dropped events are repaired from the replay socket', async () => {
     const { w, index, src } = await fleetOf();
@@ -349,24 +401,34 @@ describe.skipIf(CAPTURES.length === 0)("the mock wire encoder against the engine
     for (const [rank, batches] of batchesByRank(capture)) {
       for (const b of batches) {
         const theirs = decodeEngineBatch(b.payload);
-        // Only what the mock publishes: GPU group-0 stores without LoRA/salt/extra keys, removes, clears.
+        // Only what the mock publishes: GPU group-0 stores (with a LoRA adapter, text extra keys
+        // and SGLang's salt), removes, clears.
+        const textKeys = (keys: (DecodedExtraKey[] | null)[] | null) =>
+          (keys ?? []).every((k) => k === null || k.every((x) => x.kind === 'text'));
         const plain = theirs.events.every(
           (e) =>
             e.type === 'AllBlocksCleared' ||
             (e.medium === 'GPU' &&
               (e.groupIdx ?? 0) === 0 &&
               (e.type === 'BlockRemoved' ||
-                (e.loraName === null &&
-                  e.loraId === null &&
-                  e.cacheSalt === null &&
-                  e.sessionId === null &&
-                  !(e.extraKeys ?? []).some((k) => k !== null) &&
-                  e.blockSize > 0))),
+                (e.sessionId === null && (e.cacheSalt === null || name.startsWith('sglang')) && textKeys(e.extraKeys) && e.blockSize > 0))),
         );
         if (!plain) continue;
         const events = theirs.events.map((e) =>
           e.type === 'BlockStored'
-            ? { type: e.type, blockHashes: e.blockHashes, parent: e.parentBlockHash, tokens: e.tokenIds, blockSize: e.blockSize }
+            ? {
+                type: e.type,
+                blockHashes: e.blockHashes,
+                parent: e.parentBlockHash,
+                tokens: e.tokenIds,
+                blockSize: e.blockSize,
+                ...(e.loraName === null ? {} : { loraName: e.loraName }),
+                ...(e.loraId === null ? {} : { loraId: Number(e.loraId) }),
+                ...(e.cacheSalt === null ? {} : { cacheSalt: e.cacheSalt }),
+                ...((e.extraKeys ?? []).some((k) => k !== null)
+                  ? { extraKeys: (e.extraKeys ?? []).map((k) => (k === null ? null : k.map((x) => (x as ExtraKeyText).value))) }
+                  : {}),
+              }
             : e.type === 'BlockRemoved'
               ? { type: e.type, blockHashes: e.blockHashes }
               : { type: e.type },

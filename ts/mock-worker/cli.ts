@@ -44,6 +44,12 @@ const FLAGS: Flags = {
   'max-num-batched-tokens': { kind: 'number', help: 'tokens per engine pass', default: '8192' },
   speedup: { kind: 'number', help: 'divides every modelled duration', default: '1' },
   model: { kind: 'string', help: 'model name served', default: 'mock-model' },
+  'lora-modules': {
+    kind: 'string',
+    value: 'name[=path],…',
+    help: 'LoRA adapters served besides the model (a request names one as its model; the path is ignored)',
+    default: 'none',
+  },
   wire: { kind: 'string', value: 'vllm-0.33|vllm-0.11|sglang', help: 'KV-event wire format', default: 'vllm-0.33' },
   seed: { kind: 'number', help: 'seed of the generated text', default: '1' },
   topic: { kind: 'string', help: 'KV-event topic', default: "''" },
@@ -78,6 +84,9 @@ function optionsFrom(n: (k: string) => number | undefined, s: (k: string) => str
     maxNumBatchedTokens: n('max-num-batched-tokens'),
     speedup: n('speedup'),
     model: s('model'),
+    loraModules: s('lora-modules')
+      ?.split(',')
+      .map((m) => m.split('=')[0]),
     wire: s('wire') as MockWorkerOptions['wire'],
     seed: n('seed'),
     topic: s('topic'),
@@ -113,7 +122,8 @@ export async function runMockWorker(argv: string[]): Promise<number> {
   });
   const events = worker.kvEventsEndpoints.length > 0 ? `, KV events ${worker.kvEventsEndpoints.join(' ')}` : ', no KV events';
   const replay = worker.replayEndpoints.length > 0 ? `, replay ${worker.replayEndpoints.join(' ')}` : '';
-  process.stdout.write(`mock worker ${worker.options.model}: ${worker.url}${events}${replay}\n`);
+  const loras = worker.options.loraModules.length > 0 ? ` (LoRA ${worker.options.loraModules.join(', ')})` : '';
+  process.stdout.write(`mock worker ${worker.options.model}${loras}: ${worker.url}${events}${replay}\n`);
   return await new Promise<number>((resolve) => {
     const stop = () => void worker.close().then(() => resolve(0));
     process.once('SIGINT', stop);

@@ -8,6 +8,7 @@
 import { isTokenId } from '../validate.js';
 import { BadRequest } from './bad-request.js';
 import { readChatPrompt, renderChatPrompt } from './chat.js';
+import type { LoraRef } from './rank.js';
 import { MOCK_CHAT_TEMPLATE, tokenize } from './tokenizer.js';
 
 export { BadRequest } from './bad-request.js';
@@ -18,7 +19,29 @@ export interface ParsedRequest {
   maxTokens: number;
   stream: boolean;
   includeUsage: boolean;
+  /** The model answered for: the served model, or the LoRA adapter the request named. */
   model: string;
+  /** The LoRA adapter the request runs under. */
+  lora: LoraRef | undefined;
+  /** vLLM's `cache_salt`. */
+  cacheSalt: string | undefined;
+}
+
+/** What a worker serves: its model and its LoRA adapters (vLLM's `lora_int_id` is the position + 1). */
+export interface Served {
+  model: string;
+  loraModules: readonly string[];
+}
+
+/** The adapter a request's `model` names, if any; a name the worker does not serve is refused as vLLM refuses it. */
+export function requestedLora(model: unknown, served: Served): LoraRef | undefined {
+  if (model === undefined || model === served.model) return undefined;
+  const i = typeof model === 'string' ? served.loraModules.indexOf(model) : -1;
+  if (i < 0)
+    throw new BadRequest(
+      `the model \`${String(model)}\` does not exist (this worker serves ${[served.model, ...served.loraModules].join(', ')})`,
+    );
+  return { name: model as string, id: i + 1 };
 }
 
 /**
@@ -59,7 +82,7 @@ export function completionTokens(b: Record<string, unknown>): number[] {
   return typeof given === 'string' ? tokenize(given) : given;
 }
 
-export function parseRequest(body: unknown, chat: boolean, servedModel: string): ParsedRequest {
+export function parseRequest(body: unknown, chat: boolean, served: Served): ParsedRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
   const prompt = chat ? chatTokens(b) : completionTokens(b);
@@ -67,8 +90,9 @@ export function parseRequest(body: unknown, chat: boolean, servedModel: string):
   const maxTokens = b.max_tokens ?? b.max_completion_tokens ?? 16;
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_tokens must be a positive integer');
   if (b.stream !== undefined && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
-  if (b.model !== undefined && b.model !== servedModel)
-    throw new BadRequest(`the model \`${String(b.model)}\` does not exist (this worker serves ${servedModel})`);
+  const lora = requestedLora(b.model, served);
+  if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
+    throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
   const options = b.stream_options as { include_usage?: unknown } | undefined;
   return {
     chat,
@@ -76,7 +100,9 @@ export function parseRequest(body: unknown, chat: boolean, servedModel: string):
     maxTokens: maxTokens as number,
     stream: b.stream === true,
     includeUsage: options?.include_usage === true,
-    model: servedModel,
+    model: lora?.name ?? served.model,
+    lora,
+    cacheSalt: b.cache_salt as string | undefined,
   };
 }
 

@@ -110,6 +110,12 @@ export interface MockWorkerOptions {
   speedup?: number;
   /** Model name served. Default `mock-model`. */
   model?: string;
+  /**
+   * LoRA adapters served besides the model, by name (vLLM's `--lora-modules`): a request naming
+   * one as its `model` runs under it, and its KV blocks are named and published apart from the
+   * base model's. Default none.
+   */
+  loraModules?: readonly string[];
   /** KV-event wire format. Default `vllm-0.33`. */
   wire?: WireFormat;
   /** Seed of the generated text. Default 1. */
@@ -142,6 +148,7 @@ const KEYS = [
   'maxNumBatchedTokens',
   'speedup',
   'model',
+  'loraModules',
   'wire',
   'seed',
   'topic',
@@ -201,6 +208,16 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     if (v !== undefined && typeof v !== 'string')
       throw new KvRouteError('ERR_INVALID_ARG', `opts.${k} must be a string, got ${describe(v)}`);
   }
+  const model = o.model ?? 'mock-model';
+  const loraModules = o.loraModules ?? [];
+  if (!Array.isArray(loraModules))
+    throw new KvRouteError('ERR_INVALID_ARG', `opts.loraModules must be a list of names, got ${describe(loraModules)}`);
+  loraModules.forEach((name: unknown, i) => {
+    if (typeof name !== 'string' || name === '')
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.loraModules[${i}] must be a non-empty string, got ${describe(name)}`);
+    if (name === model || loraModules.indexOf(name) !== i)
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.loraModules[${i}] ${JSON.stringify(name)} is the model's name or listed twice`);
+  });
   const faults = (o.faults ?? []).map((f, i) => {
     const x = checkOptions(f, `opts.faults[${i}]`, ['fault', 'afterMs']);
     return {
@@ -219,7 +236,8 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     maxNumSeqs: int(o.maxNumSeqs, 'opts.maxNumSeqs', 1, 1 << 20, 256),
     maxNumBatchedTokens: int(o.maxNumBatchedTokens, 'opts.maxNumBatchedTokens', 1, 1 << 30, 8192),
     speedup,
-    model: o.model ?? 'mock-model',
+    model,
+    loraModules: [...loraModules],
     wire,
     seed: int(o.seed, 'opts.seed', 0, 2 ** 32 - 1, 1),
     topic: o.topic ?? '',

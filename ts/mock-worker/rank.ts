@@ -24,9 +24,19 @@ export interface RankConfig {
   wire: WireFormat;
 }
 
+/** A LoRA adapter a request runs under: its name and vLLM's integer id for it (from 1). */
+export interface LoraRef {
+  name: string;
+  id: number;
+}
+
 /** A request in flight on a rank. */
 export interface LiveRequest {
   prompt: number[];
+  /** The adapter: its blocks are named apart from the base model's (vLLM's extra hash keys). */
+  lora?: LoraRef;
+  /** vLLM's `cache_salt`: it names the first block apart, so the whole chain is apart. */
+  cacheSalt?: string;
   /** The whole output this request will produce (its length is `max_tokens`). */
   output: number[];
   /** New tokens since the last call; `first` on the first one. */
@@ -51,6 +61,23 @@ function random64(): bigint {
   return b[0];
 }
 
+/** What a block was named from besides its tokens and parent, kept to publish it. */
+interface BlockInfo {
+  tokens: number[];
+  lora: LoraRef | undefined;
+  /** The salt of the block's chain (vLLM hashes it into the first block only). */
+  salt: string | undefined;
+  /** The block starts at token 0. */
+  root: boolean;
+}
+
+/** vLLM's extra hash keys of a block: the adapter's name, then the salt in a chain's first block. */
+function extraKeys(info: BlockInfo): string[] {
+  const keys = info.lora ? [info.lora.name] : [];
+  if (info.root && info.salt !== undefined) keys.push(info.salt);
+  return keys;
+}
+
 /**
  * The pool id of a block (see `FullBlock.id`): its name's low 52 bits. A long-running worker
  * cannot keep an interning table of every name it ever saw; two names agreeing on 52 bits (odds
@@ -64,8 +91,8 @@ export class MockRank {
   private engine: Engine;
   private seed = random64();
   private readonly live = new Map<number, Entry>();
-  /** Tokens of each block name the pool may publish (dropped once the block leaves the pool). */
-  private readonly blockTokens = new Map<bigint, number[]>();
+  /** Each block name the pool may publish (dropped once the block leaves the pool). */
+  private readonly blocks = new Map<bigint, BlockInfo>();
   /** How many in-flight requests use each block name (their tokens must be kept). */
   private readonly liveRefs = new Map<bigint, number>();
   private uid = 0;
@@ -100,16 +127,21 @@ export class MockRank {
     return this.engine.cache.used / this.config.numGpuBlocks;
   }
 
-  private name(parent: bigint | null, tokens: readonly number[]): bigint {
-    const bytes = new Uint8Array(8 + 4 * tokens.length);
+  /** A block's name: its parent's, its tokens and its extra keys, hashed under the incarnation's seed. */
+  private name(parent: bigint | null, info: BlockInfo): bigint {
+    const { tokens } = info;
+    const extra = new TextEncoder().encode(extraKeys(info).join('\u0000'));
+    const bytes = new Uint8Array(8 + 4 * tokens.length + extra.length);
     const view = new DataView(bytes.buffer);
     view.setBigUint64(0, parent ?? 0n, true);
     for (let i = 0; i < tokens.length; i++) view.setUint32(8 + 4 * i, tokens[i], true);
+    bytes.set(extra, 8 + 4 * tokens.length);
     return xxh3_64(bytes, this.seed);
   }
 
-  private register(entry: Entry | undefined, seq: bigint, tokens: number[]): FullBlock {
-    this.blockTokens.set(seq, tokens);
+  private register(entry: Entry | undefined, parent: bigint | null, info: BlockInfo): FullBlock {
+    const seq = this.name(parent, info);
+    this.blocks.set(seq, info);
     if (entry) {
       entry.names.push(seq);
       this.liveRefs.set(seq, (this.liveRefs.get(seq) ?? 0) + 1);
@@ -123,7 +155,8 @@ export class MockRank {
     const k = r.promptBlocks.length + index;
     const full = entry ? [...entry.req.prompt, ...entry.req.output] : [];
     const tokens = full.slice(k * bs, (k + 1) * bs);
-    return this.register(entry, this.name(parent?.seq ?? null, tokens), tokens);
+    const info: BlockInfo = { tokens, lora: entry?.req.lora, salt: entry?.req.cacheSalt, root: k === 0 };
+    return this.register(entry, parent?.seq ?? null, info);
   }
 
   /** Queues a request; the engine loop runs while anything is in flight. */
@@ -136,7 +169,7 @@ export class MockRank {
     let parent: bigint | null = null;
     for (let i = 0; (i + 1) * bs <= req.prompt.length; i++) {
       const tokens = req.prompt.slice(i * bs, (i + 1) * bs);
-      const block = this.register(entry, this.name(parent, tokens), tokens);
+      const block = this.register(entry, parent, { tokens, lora: req.lora, salt: req.cacheSalt, root: i === 0 });
       blocks.push(block);
       parent = block.seq;
     }
@@ -163,7 +196,7 @@ export class MockRank {
       if (refs > 0) this.liveRefs.set(seq, refs);
       else {
         this.liveRefs.delete(seq);
-        if (!this.engine.cache.contains({ seq, local: seq, id: poolId(seq) })) this.blockTokens.delete(seq);
+        if (!this.engine.cache.contains({ seq, local: seq, id: poolId(seq) })) this.blocks.delete(seq);
       }
     }
   }
@@ -222,16 +255,22 @@ export class MockRank {
     const wire: WireEvent[] = [];
     for (const e of events) {
       if ('stored' in e) {
-        const tokens = e.stored.blocks.flatMap((b) => this.blockTokens.get(b.seq) ?? []);
+        // A stored event is one request's chain: one adapter, one salt.
+        const infos = e.stored.blocks.map((b) => this.blocks.get(b.seq));
+        const first = infos[0];
+        const keys = infos.map((info) => (info ? extraKeys(info) : []));
         wire.push({
           type: 'BlockStored',
           blockHashes: e.stored.blocks.map((b) => b.seq),
           parent: e.stored.parent,
-          tokens,
+          tokens: infos.flatMap((info) => info?.tokens ?? []),
           blockSize: this.config.blockSize,
+          ...(first?.lora ? { loraName: first.lora.name, loraId: first.lora.id } : {}),
+          ...(keys.some((k) => k.length > 0) ? { extraKeys: keys.map((k) => (k.length > 0 ? k : null)) } : {}),
+          ...(first?.salt !== undefined ? { cacheSalt: first.salt } : {}),
         });
       } else {
-        for (const seq of e.removed) if (!this.liveRefs.has(seq)) this.blockTokens.delete(seq);
+        for (const seq of e.removed) if (!this.liveRefs.has(seq)) this.blocks.delete(seq);
         wire.push({ type: 'BlockRemoved', blockHashes: e.removed });
       }
     }
@@ -256,7 +295,7 @@ export class MockRank {
     this.abortAll(reason);
     this.engine = this.newEngine();
     this.seed = random64();
-    this.blockTokens.clear();
+    this.blocks.clear();
     this.liveRefs.clear();
     this.publisher?.restart();
   }

@@ -32,6 +32,14 @@ export interface WireBlockStored {
   tokens: number[];
   /** Tokens per block. */
   blockSize: number;
+  /** The LoRA adapter's name (vLLM 0.33's `lora_name`; the array formats carry only `loraId`). */
+  loraName?: string;
+  /** vLLM's integer id of the adapter (`lora_id`, from 1). */
+  loraId?: number;
+  /** vLLM 0.33's `extra_keys` per block (adapter name, then the salt in a chain's first block); null for none. */
+  extraKeys?: (string[] | null)[];
+  /** SGLang's `cache_salt` of the stored chain (a trailing `{"cache_salt"}` in its arrays). */
+  cacheSalt?: string;
 }
 
 /**
@@ -90,10 +98,10 @@ function encodeEvent(e: WireEvent, wire: WireFormat): unknown {
         ['parent_block_hash', e.parent === null ? null : hashOnWire(e.parent, wire)],
         ['token_ids', e.tokens],
         ['block_size', e.blockSize],
-        ['lora_id', null],
+        ['lora_id', e.loraId ?? null],
         ['medium', 'GPU'],
-        ['lora_name', null],
-        ['extra_keys', hashes.map(() => null)],
+        ['lora_name', e.loraName ?? null],
+        ['extra_keys', e.extraKeys ?? hashes.map(() => null)],
         ['group_idx', 0],
         ['kv_cache_spec_kind', 'full_attention'],
       ]);
@@ -109,7 +117,17 @@ function encodeEvent(e: WireEvent, wire: WireFormat): unknown {
     return new Map([['type', 'AllBlocksCleared']]);
   }
   if (e.type === 'BlockStored') {
-    return ['BlockStored', hashes, e.parent === null ? null : hashOnWire(e.parent, wire), e.tokens, e.blockSize, null, 'GPU'];
+    const stored = [
+      'BlockStored',
+      hashes,
+      e.parent === null ? null : hashOnWire(e.parent, wire),
+      e.tokens,
+      e.blockSize,
+      e.loraId ?? null,
+      'GPU',
+    ];
+    // SGLang 0.5.19's salted store (`BlockStoredWithMetadata`) appends its metadata.
+    return wire === 'sglang' && e.cacheSalt !== undefined ? [...stored, new Map([['cache_salt', e.cacheSalt]])] : stored;
   }
   if (e.type === 'BlockRemoved') return ['BlockRemoved', hashes, 'GPU'];
   return ['AllBlocksCleared'];
@@ -165,5 +183,19 @@ function checkBatchArgs(ts: unknown, events: unknown, dpRank: unknown, wire: unk
       throw bad(`events[${i}].tokens must be token ids`);
     if (typeof ev.blockSize !== 'number' || !Number.isInteger(ev.blockSize) || ev.blockSize < 0)
       throw bad(`events[${i}].blockSize must be a non-negative integer`);
+    for (const k of ['loraName', 'cacheSalt'] as const)
+      if (ev[k] !== undefined && typeof ev[k] !== 'string') throw bad(`events[${i}].${k} must be a string`);
+    if (ev.loraId !== undefined && !(Number.isInteger(ev.loraId) && (ev.loraId as number) > 0 && (ev.loraId as number) <= 0x7fffffff))
+      throw bad(`events[${i}].loraId must be a positive integer`);
+    const keys = ev.extraKeys;
+    if (
+      keys !== undefined &&
+      !(
+        Array.isArray(keys) &&
+        keys.length === (ev.blockHashes as unknown[]).length &&
+        keys.every((k) => k === null || (Array.isArray(k) && k.every((x) => typeof x === 'string')))
+      )
+    )
+      throw bad(`events[${i}].extraKeys must hold, per block, a list of strings or null`);
   });
 }

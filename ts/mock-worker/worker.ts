@@ -18,6 +18,7 @@ import {
   fullResponse,
   type ParsedRequest,
   parseRequest,
+  requestedLora,
   usage,
   usageChunk,
 } from './openai.js';
@@ -185,24 +186,22 @@ class Worker implements MockWorker {
       if (this.hang(reply)) return reply;
       return reply.code(200).send();
     });
+    // The base model, then each adapter with the base as its parent, as vLLM lists them.
     app.get('/v1/models', async () => ({
       object: 'list',
-      data: [
-        {
-          id: o.model,
-          object: 'model',
-          created: Math.floor(Date.now() / 1000),
-          owned_by: 'kvroute',
-          root: o.model,
-          parent: null,
-          max_model_len: o.maxModelLen,
-        },
-      ],
+      data: [o.model, ...o.loraModules].map((id, i) => ({
+        id,
+        object: 'model',
+        created: Math.floor(Date.now() / 1000),
+        owned_by: 'kvroute',
+        root: id,
+        parent: i === 0 ? null : o.model,
+        max_model_len: o.maxModelLen,
+      })),
     }));
     app.post('/tokenize', async (req) => {
       const b = (req.body ?? {}) as Record<string, unknown>;
-      if (b.model !== undefined && b.model !== o.model)
-        throw new BadRequest(`the model \`${String(b.model)}\` does not exist (this worker serves ${o.model})`);
+      requestedLora(b.model, o);
       let tokens: number[];
       if (b.messages !== undefined) tokens = chatTokens(b);
       else if (typeof b.prompt === 'string') tokens = completionTokens(b);
@@ -235,7 +234,7 @@ class Worker implements MockWorker {
     ] as const) {
       app.post(path, async (req, reply) => {
         if (this.hang(reply)) return reply;
-        const parsed = parseRequest(req.body, chat, o.model);
+        const parsed = parseRequest(req.body, chat, o);
         if (parsed.prompt.length + parsed.maxTokens > o.maxModelLen) {
           throw new BadRequest(
             `this model's maximum context length is ${o.maxModelLen} tokens; the request needs ${parsed.prompt.length + parsed.maxTokens}`,
@@ -260,6 +259,8 @@ class Worker implements MockWorker {
         const parts: number[] = [];
         const cancel = rank.submit({
           prompt: parsed.prompt,
+          lora: parsed.lora,
+          cacheSalt: parsed.cacheSalt,
           output,
           onTokens: (t) => {
             for (const x of t) parts.push(x);
@@ -288,6 +289,8 @@ class Worker implements MockWorker {
     let generated = 0;
     const cancel = rank.submit({
       prompt: parsed.prompt,
+      lora: parsed.lora,
+      cacheSalt: parsed.cacheSalt,
       output,
       onTokens: (tokens, first) => {
         generated += tokens.length;

@@ -13,6 +13,7 @@ import type { KvRouter } from '../router/kv-router.js';
 import type { Fleet, FleetWorker } from './fleet.js';
 import { parseWorkerIdValue, resolveWorker } from './options.js';
 import { BadRequest, readRequest } from './prompt.js';
+import { inScope, routingScope } from './scope.js';
 import type { PromptTokenizer } from './tokenize.js';
 
 export interface AdminContext {
@@ -68,7 +69,9 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
       throw err;
     }
     const tokens = await ctx.tokenizer.tokenize(read.input);
-    const candidates = ctx.router.potentialLoads({ requestId: 'explain', tokens, allowedWorkers: ctx.fleet.routable() });
+    const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
+    const allowed = ctx.fleet.routable().filter((id) => inScope(scope, id));
+    const candidates = ctx.router.potentialLoads({ requestId: 'explain', tokens, allowedWorkers: allowed, ...scope.hash });
     return reply.type('application/json').send(json({ promptTokens: tokens.length, tokens, candidates }));
   });
 }

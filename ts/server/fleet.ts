@@ -23,7 +23,12 @@ export interface FleetWorker {
   readonly breaker: Breaker;
   source: EngineSource | undefined;
   inRouter: boolean;
+  /** The model it serves (the first of its `/v1/models`), once learned. */
   model: string | undefined;
+  /** The LoRA adapters it lists (models with a `parent`), as of `modelsReadAt`. */
+  adapters: ReadonlySet<string>;
+  /** When its `/v1/models` was last read (ms, `performance.now()`); adapters can be loaded at run time. */
+  modelsReadAt: number;
   /** Who added it: the config, the admin API or the indexer API. */
   readonly origin: 'config' | 'admin' | 'indexer';
 }
@@ -34,6 +39,9 @@ export interface HealthChange {
   state: WorkerHealthState;
   reason: string;
 }
+
+/** How often a healthy worker's `/v1/models` is read again, to see adapters loaded at run time. */
+const MODELS_REFRESH_MS = 15_000;
 
 export class Fleet {
   private readonly members = new Map<bigint, FleetWorker>();
@@ -94,6 +102,8 @@ export class Fleet {
       source: undefined,
       inRouter: false,
       model: undefined,
+      adapters: new Set(),
+      modelsReadAt: Number.NEGATIVE_INFINITY,
       origin,
     };
     try {
@@ -106,7 +116,7 @@ export class Fleet {
     this.routableCache = undefined;
     this.log.info({ worker: String(spec.id), url: spec.url, origin }, 'worker added');
     if (pool && this.opts.health.intervalMs > 0) void this.probe(member);
-    else if (pool) void this.servedModel(pool).then((model) => (member.model ??= model));
+    else if (pool) void this.readModels(member);
     return member;
   }
 
@@ -227,22 +237,47 @@ export class Fleet {
         return;
       }
       this.apply(m, m.breaker.success(true));
-      if (m.model === undefined) m.model = await this.servedModel(pool);
+      if (m.model === undefined || performance.now() - m.modelsReadAt >= MODELS_REFRESH_MS) await this.readModels(m);
     } catch (err) {
       if (!this.closed && this.members.has(m.spec.id)) this.apply(m, m.breaker.failure(failureKind(err), describeError(err)));
     }
   }
 
-  private async servedModel(pool: Pool): Promise<string | undefined> {
+  /**
+   * Reads a worker's `/v1/models`: vLLM lists the served model first, then each LoRA adapter with
+   * the model as its `parent`. A failed read changes nothing (health is the probes' business).
+   */
+  private async readModels(m: FleetWorker): Promise<void> {
+    if (!m.pool) return;
     try {
       const t = this.opts.health.timeoutMs;
-      const res = await pool.request({ method: 'GET', path: '/v1/models', headersTimeout: t, bodyTimeout: t });
-      const body = (await res.body.json()) as { data?: { id?: unknown }[] };
-      const id = body.data?.[0]?.id;
-      return typeof id === 'string' ? id : undefined;
+      const res = await m.pool.request({ method: 'GET', path: '/v1/models', headersTimeout: t, bodyTimeout: t });
+      const body = (await res.body.json()) as { data?: { id?: unknown; parent?: unknown }[] };
+      if (res.statusCode !== 200 || !Array.isArray(body.data)) return;
+      const [first, ...rest] = body.data;
+      if (typeof first?.id === 'string') m.model = first.id;
+      m.adapters = new Set(rest.filter((d) => typeof d?.id === 'string' && typeof d.parent === 'string').map((d) => d.id as string));
+      m.modelsReadAt = performance.now();
     } catch {
-      return undefined;
+      // Not fatal: the next probe reads again.
     }
+  }
+
+  /**
+   * The workers listing `model` as a LoRA adapter, or undefined when none does (then it is the
+   * base model, or a name the workers will refuse themselves).
+   */
+  adapterWorkers(model: string): bigint[] | undefined {
+    const out: bigint[] = [];
+    for (const m of this.members.values()) if (m.adapters.has(model)) out.push(m.spec.id);
+    return out.length > 0 ? out : undefined;
+  }
+
+  /** Every adapter some worker lists. */
+  adapters(): string[] {
+    const out = new Set<string>();
+    for (const m of this.members.values()) for (const a of m.adapters) out.add(a);
+    return [...out];
   }
 
   /** Listener status per rank in the indexer API's words: `pending`, `active`, `paused`, `failed`. */

@@ -116,7 +116,9 @@ function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet): PromptTokenizer
   if (o.tokenizer !== 'engine') return localTokenizer(o.tokenizer.path, o.tokenizer.chatTemplate);
   let next = 0;
   return engineTokenizer(async (body) => {
-    const ids = fleet.routable();
+    // An adapter's prompt goes to a worker serving the adapter (vLLM tokenizes with its tokenizer).
+    const serving = typeof body.model === 'string' ? fleet.adapterWorkers(body.model) : undefined;
+    const ids = serving ? fleet.routable().filter((id) => serving.includes(id)) : fleet.routable();
     const start = next++;
     let last: unknown;
     // Each routable worker at most once, starting at the next in turn.
@@ -297,10 +299,18 @@ export function createGateway(opts: GatewayOptions): Gateway {
     );
     proxy.post('/v1/completions', (req, reply) => proxyCompletion(ctx, req, reply, false));
     proxy.post('/v1/chat/completions', (req, reply) => proxyCompletion(ctx, req, reply, true));
-    proxy.get('/v1/models', async () => ({
-      object: 'list',
-      data: [{ id: model(), object: 'model', created: Math.floor(Date.now() / 1000), owned_by: 'kvroute' }],
-    }));
+    // The model, then the LoRA adapters the workers list (a request naming one is routed to them).
+    proxy.get('/v1/models', async () => {
+      const created = Math.floor(Date.now() / 1000);
+      const base = model();
+      return {
+        object: 'list',
+        data: [
+          { id: base, object: 'model', created, owned_by: 'kvroute', parent: null },
+          ...fleet.adapters().map((id) => ({ id, object: 'model', created, owned_by: 'kvroute', parent: base })),
+        ],
+      };
+    });
   });
   app.get('/health', async () => ({ status: 'ok' }));
   app.get('/ready', async (_req, reply) => {

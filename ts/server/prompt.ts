@@ -1,7 +1,8 @@
 /**
  * The part of an OpenAI request the gateway reads: the prompt and the fields that decide its
  * tokens (to tokenize and route: a chat's messages, tools and template arguments, a completion's
- * `add_special_tokens`, the model), `stream` and `stream_options`. Everything else goes to the worker untouched; the worker validates it.
+ * `add_special_tokens`, the model), what scopes its KV blocks (the model, which may name a LoRA
+ * adapter, and `cache_salt`: see `scope.ts`), `stream` and `stream_options`. Everything else goes to the worker untouched; the worker validates it.
  * @internal
  * @module
  */
@@ -20,6 +21,10 @@ export interface ReadRequest {
   clientWantsUsage: boolean;
   /** The body to forward (with `stream_options.include_usage` set on streams, to read `cached_tokens`). */
   forward: string;
+  /** The model named (a LoRA adapter's name selects the adapter). */
+  model: string | undefined;
+  /** vLLM's `cache_salt`. */
+  cacheSalt: string | undefined;
 }
 
 export function readRequest(body: unknown, chat: boolean): ReadRequest {
@@ -44,5 +49,14 @@ export function readRequest(body: unknown, chat: boolean): ReadRequest {
   }
   const clientWantsUsage = (options as { include_usage?: unknown } | null | undefined)?.include_usage === true;
   const forward = stream && !clientWantsUsage ? { ...b, stream_options: { ...(options as object | null), include_usage: true } } : b;
-  return { input, stream, clientWantsUsage, forward: JSON.stringify(forward) };
+  if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
+    throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
+  return {
+    input,
+    stream,
+    clientWantsUsage,
+    forward: JSON.stringify(forward),
+    model: typeof b.model === 'string' ? b.model : undefined,
+    cacheSalt: b.cache_salt as string | undefined,
+  };
 }

@@ -18,6 +18,7 @@ import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
 import type { ResolvedGatewayOptions } from './options.js';
 import { BadRequest, type ReadRequest, readRequest } from './prompt.js';
+import { inScope, type RoutingScope, routingScope } from './scope.js';
 import { inspectEvent, SseSplitter, usageFacts } from './sse.js';
 import type { PromptTokenizer } from './tokenize.js';
 
@@ -137,6 +138,7 @@ async function routeOnce(
   reply: FastifyReply,
   tokens: number[],
   allowed: readonly bigint[],
+  scope: RoutingScope,
   signal: AbortSignal,
   outcome: Outcome,
 ): Promise<RouteDecision | undefined> {
@@ -153,7 +155,13 @@ async function routeOnce(
   signal.addEventListener('abort', onClientGone, { once: true });
   const timer = setTimeout(() => stop.abort(), ctx.opts.queue.timeoutMs);
   try {
-    const decision = await ctx.router.route({ requestId: outcome.id, tokens, allowedWorkers: allowed, signal: stop.signal });
+    const decision = await ctx.router.route({
+      requestId: outcome.id,
+      tokens,
+      allowedWorkers: allowed,
+      signal: stop.signal,
+      ...scope.hash,
+    });
     ctx.metrics.routing.observe(Math.max(0, performance.now() - t - decision.queuedMs) / 1000);
     if (decision.queuedMs > 0) ctx.metrics.queueWait.observe(decision.queuedMs / 1000);
     return decision;
@@ -188,12 +196,13 @@ async function forward(
   started: number,
 ): Promise<void> {
   const tried = new Set<bigint>();
+  const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
   let lastFailure = '';
   for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
     const routable = ctx.fleet.routable();
-    const allowed = tried.size === 0 ? routable : routable.filter((id) => !tried.has(id));
+    const allowed = tried.size === 0 && !scope.workers ? routable : routable.filter((id) => !tried.has(id) && inScope(scope, id));
     if (allowed.length === 0) break;
-    const decision = await routeOnce(ctx, reply, tokens, allowed, signal, outcome);
+    const decision = await routeOnce(ctx, reply, tokens, allowed, scope, signal, outcome);
     if (!decision) return;
     outcome.attempts++;
     outcome.worker = decision.workerId;
