@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -351,6 +351,27 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     expect(mockTokenize(renderMockChat(messages as never))).toEqual(
       (await postJson(`${engine.workers[0].url}/tokenize`, { messages })).json.tokens,
     );
+  });
+
+  test("a local tokenizer gives the chat template the config's special tokens, as Hugging Face does", async () => {
+    const dir = scratchDir('kvroute-tok-');
+    const path = writeMockTokenizer(dir);
+    const config = JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8'));
+    const template =
+      '{{ bos_token }}{% for m in messages %}{{ m.content }}{{ pad_token }}{% endfor %}{{ additional_special_tokens | join(",") }}';
+    writeFileSync(
+      join(dir, 'tokenizer_config.json'),
+      JSON.stringify({
+        ...config,
+        chat_template: template,
+        bos_token: '<s>',
+        pad_token: { content: '<pad>' },
+        additional_special_tokens: ['<a>', '<b>'],
+      }),
+    );
+    const f = await startFleet(backend, 1, { tokenizer: path });
+    const explained = await postJson(`${f.adminUrl}/admin/explain`, { messages: [{ role: 'user', content: 'hi' }] });
+    expect(explained.json.tokens).toEqual(mockTokenize('<s>hi<pad><a>,<b>'));
   });
 
   test('the engine tokenizer caches prompts within tokenizeCache, least recently used out, and counts hits and misses', async () => {

@@ -104,7 +104,14 @@ export function localTokenizer(path: string, chatTemplate?: string): PromptToken
       throw new KvRouteError('ERR_INVALID_ARG', `the chat template of ${path}: ${(err as Error).message}`, { cause: err });
     }
   }
-  const specials = { bos_token: tokenText(config.bos_token) ?? '', eos_token: tokenText(config.eos_token) ?? '' };
+  // What Hugging Face gives every template: the special tokens the config sets.
+  const specials: Record<string, unknown> = {};
+  for (const key of ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token']) {
+    const text = tokenText(config[key]);
+    if (text !== undefined) specials[key] = text;
+  }
+  if (Array.isArray(config.additional_special_tokens))
+    specials.additional_special_tokens = config.additional_special_tokens.map(tokenText).filter((t) => t !== undefined);
   return {
     kind: 'local',
     async tokenize(input) {
