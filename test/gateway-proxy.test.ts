@@ -109,6 +109,23 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect([badSalt.status, badSalt.json.error.message]).toEqual([400, "Parameter 'cache_salt' must be a non-empty string if provided."]);
   });
 
+  test('a fleet of several models: each request goes to the workers serving the model it names', async () => {
+    const workers = [await startWorker({ model: 'm-a' }), await startWorker({ model: 'm-a' }), await startWorker({ model: 'm-b' })];
+    const f = await startFleet(backend, 0, { workers: workers.map((w, i) => workerEntry(w, i + 1)) });
+    const ids = async () => {
+      const body = (await (await fetch(`${f.url}/v1/models`)).json()) as { data: { id: string }[] };
+      return body.data.map((m) => m.id);
+    };
+    await waitFor(async () => (await ids()).length === 2, 'both models to be learned');
+    expect(await ids()).toEqual(['m-a', 'm-b']);
+    for (let i = 0; i < 6; i++) {
+      const model = i % 2 === 0 ? 'm-a' : 'm-b';
+      const r = await postJson(`${f.url}/v1/completions`, { prompt: `${SYSTEM}${i}`, max_tokens: 1, model });
+      expect([r.status, r.json.model]).toEqual([200, model]);
+      expect(model === 'm-a' ? ['1', '2'] : ['3']).toContain(r.headers.get('x-kvroute-worker'));
+    }
+  });
+
   test('streams pass through event by event; the usage chunk appears only when the client asks', async () => {
     const f = await startFleet(backend, 2);
     const direct = await sse(`${f.workers[0].url}/v1/chat/completions`, {

@@ -264,20 +264,36 @@ export class Fleet {
   }
 
   /**
-   * The workers listing `model` as a LoRA adapter, or undefined when none does (then it is the
-   * base model, or a name the workers will refuse themselves).
+   * The workers that can serve `model`, when the fleet's `/v1/models` lists say it matters: those
+   * listing it as a LoRA adapter, or, in a fleet serving several base models, those serving it.
+   * Undefined otherwise (one base model, or a name no worker lists: the workers refuse it).
    */
-  adapterWorkers(model: string): bigint[] | undefined {
-    const out: bigint[] = [];
-    for (const m of this.members.values()) if (m.adapters.has(model)) out.push(m.spec.id);
-    return out.length > 0 ? out : undefined;
+  servingWorkers(model: string): { workers: bigint[]; adapter: boolean } | undefined {
+    const adapter: bigint[] = [];
+    const base: bigint[] = [];
+    let otherBase = false;
+    for (const m of this.members.values()) {
+      if (m.adapters.has(model)) adapter.push(m.spec.id);
+      else if (m.model === model) base.push(m.spec.id);
+      else if (m.model !== undefined) otherBase = true;
+    }
+    if (adapter.length > 0) return { workers: adapter, adapter: true };
+    if (base.length > 0 && otherBase) return { workers: base, adapter: false };
+    return undefined;
   }
 
-  /** Every adapter some worker lists. */
-  adapters(): string[] {
+  /** The base models the workers serve, in the order they were added. */
+  models(): string[] {
     const out = new Set<string>();
-    for (const m of this.members.values()) for (const a of m.adapters) out.add(a);
+    for (const m of this.members.values()) if (m.model !== undefined) out.add(m.model);
     return [...out];
+  }
+
+  /** Every adapter some worker lists, with the base model of the first worker listing it. */
+  adapters(): { id: string; parent: string | undefined }[] {
+    const out = new Map<string, string | undefined>();
+    for (const m of this.members.values()) for (const a of m.adapters) if (!out.has(a)) out.set(a, m.model);
+    return [...out].map(([id, parent]) => ({ id, parent }));
   }
 
   /** Listener status per rank in the indexer API's words: `pending`, `active`, `paused`, `failed`. */

@@ -116,8 +116,8 @@ function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet): PromptTokenizer
   if (o.tokenizer !== 'engine') return localTokenizer(o.tokenizer.path, o.tokenizer.chatTemplate);
   let next = 0;
   return engineTokenizer(async (body) => {
-    // An adapter's prompt goes to a worker serving the adapter (vLLM tokenizes with its tokenizer).
-    const serving = typeof body.model === 'string' ? fleet.adapterWorkers(body.model) : undefined;
+    // A prompt for an adapter or one of several models goes to a worker serving it (vLLM tokenizes with its tokenizer).
+    const serving = typeof body.model === 'string' ? fleet.servingWorkers(body.model)?.workers : undefined;
     const ids = serving ? fleet.routable().filter((id) => serving.includes(id)) : fleet.routable();
     const start = next++;
     let last: unknown;
@@ -299,16 +299,15 @@ export function createGateway(opts: GatewayOptions): Gateway {
     );
     proxy.post('/v1/completions', (req, reply) => proxyCompletion(ctx, req, reply, false));
     proxy.post('/v1/chat/completions', (req, reply) => proxyCompletion(ctx, req, reply, true));
-    // The model, then the LoRA adapters the workers list (a request naming one is routed to them).
+    // The base models (the configured name first), then the LoRA adapters the workers list: a
+    // request naming one is routed to the workers serving it.
     proxy.get('/v1/models', async () => {
       const created = Math.floor(Date.now() / 1000);
-      const base = model();
+      const card = (id: string, parent: string | null) => ({ id, object: 'model', created, owned_by: 'kvroute', parent });
+      const bases = [...new Set([model(), ...fleet.models()])];
       return {
         object: 'list',
-        data: [
-          { id: base, object: 'model', created, owned_by: 'kvroute', parent: null },
-          ...fleet.adapters().map((id) => ({ id, object: 'model', created, owned_by: 'kvroute', parent: base })),
-        ],
+        data: [...bases.map((id) => card(id, null)), ...fleet.adapters().map((a) => card(a.id, a.parent ?? model()))],
       };
     });
   });

@@ -1,6 +1,7 @@
 /**
- * What scopes a request's KV blocks besides its tokens, and so its routing: the LoRA adapter
- * its `model` names, and vLLM's `cache_salt`. The engines name such blocks apart from the base
+ * What scopes a request's routing besides its tokens: the workers serving its `model` (in a
+ * fleet of several models, or for a LoRA adapter), and what scopes its KV blocks: the adapter,
+ * and vLLM's `cache_salt`. The engines name such blocks apart from the base
  * model's and from other tenants' (vLLM hashes the adapter into every block and the salt into
  * the first), and publish the adapter's name and the salt with them; the index hashes them in
  * the same way, so the request must be routed under the same scope to find them.
@@ -19,7 +20,7 @@ export interface RoutingScope {
     /** The index's namespace for the request's `cache_salt`. */
     cacheNamespace?: string;
   };
-  /** The workers serving the adapter: only they can take the request. */
+  /** The workers serving the model or adapter, when not all do: only they can take the request. */
   workers?: ReadonlySet<bigint>;
 }
 
@@ -33,10 +34,10 @@ export function namespaceOfSalt(salt: string): string {
 
 export function routingScope(model: string | undefined, cacheSalt: string | undefined, fleet: Fleet): RoutingScope {
   const scope: RoutingScope = { hash: {} };
-  const serving = model === undefined ? undefined : fleet.adapterWorkers(model);
+  const serving = model === undefined ? undefined : fleet.servingWorkers(model);
   if (serving) {
-    scope.hash.loraName = model;
-    scope.workers = new Set(serving);
+    if (serving.adapter) scope.hash.loraName = model;
+    scope.workers = new Set(serving.workers);
   }
   if (cacheSalt !== undefined) scope.hash.cacheNamespace = namespaceOfSalt(cacheSalt);
   return scope;
