@@ -1,4 +1,5 @@
 import { describe, expect, test } from 'vitest';
+import { mockTokenize } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
@@ -124,6 +125,17 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
       expect([r.status, r.json.model]).toEqual([200, model]);
       expect(model === 'm-a' ? ['1', '2'] : ['3']).toContain(r.headers.get('x-kvroute-worker'));
     }
+    // Dynamo's indexer API answers per model: its workers' scores, its workers.
+    await waitFor(() => f.gateway.router.stats().index.blocks >= 2 * Math.floor(SYSTEM.length / 16), 'the blocks');
+    const holders = async (model?: string) => {
+      const q = await postJson(`${f.adminUrl}/query`, { token_ids: mockTokenize(SYSTEM), ...(model ? { model_name: model } : {}) });
+      return Object.keys(q.json.scores).sort();
+    };
+    expect(await holders('m-b')).toEqual(['3']);
+    expect((await holders('m-a')).every((id) => ['1', '2'].includes(id))).toBe(true);
+    expect((await holders()).length).toBeGreaterThan((await holders('m-a')).length);
+    const listed = (await (await fetch(`${f.adminUrl}/workers?model_name=m-b`)).json()) as { instance_id: number; model_name: string }[];
+    expect(listed.map((w) => [w.instance_id, w.model_name])).toEqual([[3, 'm-b']]);
   });
 
   test('streams pass through event by event; the usage chunk appears only when the client asks', async () => {

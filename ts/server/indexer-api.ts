@@ -19,6 +19,7 @@ import { describe, isTokenId } from '../validate.js';
 import type { Fleet, FleetWorker } from './fleet.js';
 import { statusOf } from './http-status.js';
 import { parseWorkerIdValue } from './options.js';
+import { namespaceOfSalt } from './scope.js';
 
 export interface IndexerContext {
   fleet: Fleet;
@@ -46,14 +47,38 @@ function body(value: unknown): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-function checkScope(b: Record<string, unknown>, ctx: IndexerContext, required: boolean): void {
+/** The models this gateway answers for: the configured (or first) name and every model a worker serves. */
+function servedModels(ctx: IndexerContext): string[] {
+  return [...new Set([ctx.model(), ...ctx.fleet.models()])];
+}
+
+/**
+ * Checks a request's `model_name` and `routing_group`; returns the model named, if any. One
+ * index holds every model's workers, so a model's answers are its workers' (see `ofModel`).
+ */
+function checkScope(b: Record<string, unknown>, ctx: IndexerContext, required: boolean): string | undefined {
   const model = b.model_name;
-  if (model === undefined && !required) return;
+  if (model === undefined && !required) return undefined;
   if (typeof model !== 'string') throw new ApiError(400, 'model_name must be a string');
-  if (model !== ctx.model()) throw new ApiError(404, `no indexer for model ${JSON.stringify(model)} (this gateway serves ${ctx.model()})`);
+  const served = servedModels(ctx);
+  if (!served.includes(model))
+    throw new ApiError(404, `no indexer for model ${JSON.stringify(model)} (this gateway serves ${served.join(', ')})`);
   if (b.routing_group !== undefined && b.routing_group !== null && b.routing_group !== 'default') {
     throw new ApiError(400, 'routing groups other than "default" are not supported');
   }
+  return model;
+}
+
+/** A worker's model: what its `/v1/models` lists, else what it was registered under, else the gateway's. */
+function modelOf(m: FleetWorker, ctx: IndexerContext): string {
+  return m.model ?? ctx.model();
+}
+
+/** Only the scores of the workers serving `model`, in a fleet of several models. */
+function ofModel(scores: OverlapScores, model: string | undefined, ctx: IndexerContext): OverlapScores {
+  const serving = model === undefined ? undefined : ctx.fleet.servingWorkers(model);
+  if (!serving || serving.adapter) return scores;
+  return { ...scores, scores: scores.scores.filter((s) => serving.workers.includes(s.workerId)) };
 }
 
 /** `scores`, `frequencies` and `instances` in tokens, as Dynamo answers `/query`. */
@@ -95,7 +120,7 @@ function workerEntry(m: FleetWorker, ctx: IndexerContext): unknown {
     instance_id: m.spec.id,
     source: 'zmq',
     status: aggregate,
-    model_name: ctx.model(),
+    model_name: modelOf(m, ctx),
     routing_group: 'default',
     block_size: ctx.blockSize,
     endpoints,
@@ -107,7 +132,7 @@ function workerEntry(m: FleetWorker, ctx: IndexerContext): unknown {
 }
 
 function register(b: Record<string, unknown>, ctx: IndexerContext): number {
-  checkScope(b, ctx, true);
+  const model = checkScope(b, ctx, true);
   if (b.block_size !== ctx.blockSize) throw new ApiError(400, `block_size must be ${ctx.blockSize}, this indexer's block size`);
   const id = parseWorkerIdValue(b.instance_id, 'instance_id');
   const rank = b.dp_rank === undefined ? 0 : b.dp_rank;
@@ -120,10 +145,11 @@ function register(b: Record<string, unknown>, ctx: IndexerContext): number {
   if (!existing) {
     if (rank !== 0) throw new ApiError(400, `register dp_rank 0 of instance ${id} first (ranks are registered in order)`);
     const url = b.url === undefined ? undefined : new URL(String(b.url)).origin;
-    ctx.fleet.add(
+    const added = ctx.fleet.add(
       { id, url, kvEvents: [endpoint], replay: replay ? [replay] : undefined, dpSize: 1, maxNumBatchedTokens: undefined, weight: 1 },
       'indexer',
     );
+    added.model ??= model;
     return 201;
   }
   const ranks = existing.spec.kvEvents ?? [];
@@ -194,28 +220,30 @@ export function indexerRoutes(app: FastifyInstance, ctx: IndexerContext): void {
   });
   app.post('/query', async (req, reply) => {
     const b = body(req.body);
-    checkScope(b, ctx, false);
+    const model = checkScope(b, ctx, false);
     const ids = b.token_ids;
     if (!Array.isArray(ids) || !ids.every(isTokenId)) throw new ApiError(400, 'token_ids must be a list of token ids');
     const loraName = optionalName(b.lora_name, 'lora_name');
-    const cacheNamespace = optionalName(b.cache_salt, 'cache_salt');
+    const salt = optionalName(b.cache_salt, 'cache_salt');
+    // As the engines' salted blocks are indexed: a `dynamo-cache-salt:` key names its rest.
+    const cacheNamespace = salt ? namespaceOfSalt(salt) : undefined;
     const opts = { ...(loraName ? { loraName } : {}), ...(cacheNamespace ? { cacheNamespace } : {}) };
-    return send(reply, 200, queryAnswer(ctx.router.index.findMatchesForRequest(ids as number[], opts), ctx.blockSize));
+    return send(reply, 200, queryAnswer(ofModel(ctx.router.index.findMatchesForRequest(ids as number[], opts), model, ctx), ctx.blockSize));
   });
   app.post('/query_by_hash', async (req, reply) => {
     const b = body(req.body);
-    checkScope(b, ctx, false);
+    const model = checkScope(b, ctx, false);
     if (b.cache_salt !== undefined && b.cache_salt !== null)
       throw new ApiError(400, 'cache_salt must be omitted: hashes already carry their salt');
-    return send(reply, 200, queryAnswer(ctx.router.index.findMatches(hashes(b.block_hashes)), ctx.blockSize));
+    return send(reply, 200, queryAnswer(ofModel(ctx.router.index.findMatches(hashes(b.block_hashes)), model, ctx), ctx.blockSize));
   });
   // Dynamo's dump shape, plus the engine seqs a replica warm-starting from it resumes after.
   app.get('/dump', async (_req, reply) => send(reply, 200, await snapshotDocument(ctx.router.index, ctx.model())));
   app.get('/workers', async (req, reply) => {
     const q = req.query as Record<string, unknown>;
-    const match =
-      (q.model_name === undefined || q.model_name === ctx.model()) && (q.routing_group === undefined || q.routing_group === 'default');
-    return send(reply, 200, match ? ctx.fleet.list().map((m) => workerEntry(m, ctx)) : []);
+    const group = q.routing_group === undefined || q.routing_group === 'default';
+    const workers = ctx.fleet.list().filter((m) => q.model_name === undefined || q.model_name === modelOf(m, ctx));
+    return send(reply, 200, group ? workers.map((m) => workerEntry(m, ctx)) : []);
   });
   app.post('/register', async (req, reply) => send(reply, register(body(req.body), ctx), { status: 'ok' }));
   app.post('/unregister', async (req, reply) => send(reply, await unregister(body(req.body), ctx), { status: 'ok' }));
