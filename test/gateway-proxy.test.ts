@@ -101,6 +101,11 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
       expect(Number(next.headers.get('x-kvroute-cached-tokens'))).toBeGreaterThanOrEqual(blocks);
       expect(next.json.usage.prompt_tokens_details.cached_tokens).toBe(Number(next.headers.get('x-kvroute-cached-tokens')));
     }
+    // The indexer API finds the salted prefix by the salt, bare or as a dynamo-cache-salt: key.
+    for (const salt of ['tenant-a', 'dynamo-cache-salt:tenant-a']) {
+      const q = await postJson(`${f.adminUrl}/query`, { token_ids: mockTokenize(SYSTEM), cache_salt: salt });
+      expect(Object.values(q.json.scores).length, salt).toBe(1);
+    }
     // What routing would weigh for an adapter's prompt: only the workers serving it.
     const explained = await postJson(`${f.adminUrl}/admin/explain`, { prompt: `${SYSTEM}Third?`, model: 'sql-lora' });
     expect(explained.json.candidates.map((c: { workerId: number }) => String(c.workerId)).sort()).toEqual(['2', '3']);
