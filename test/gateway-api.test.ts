@@ -353,6 +353,47 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     );
   });
 
+  test("the engine tokenizer reads the engine's answers: its error message, a worker without /tokenize, a worker failing", async () => {
+    // An engine whose /tokenize answers as the test says: vLLM's nested error, FastAPI's missing route, a 500.
+    let mode: 'nested' | 'missing' | 'failing' = 'nested';
+    const engine = createServer((req, res) => {
+      if (req.url === '/health') return res.end();
+      if (req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'fake', parent: null }] }));
+      const [status, body] =
+        mode === 'nested'
+          ? [400, { error: { message: 'messages[0] is not valid', type: 'BadRequestError', code: 400 } }]
+          : mode === 'missing'
+            ? [404, { detail: 'Not Found' }]
+            : [500, { error: { message: 'engine died', code: 500 } }];
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    });
+    await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
+    try {
+      const f = await startFleet(backend, 0, { workers: [{ id: 1, url: `http://127.0.0.1:${(engine.address() as AddressInfo).port}` }] });
+      const ask = () => postJson(`${f.url}/v1/completions`, { prompt: 'hello', max_tokens: 1 });
+      expect(await ask()).toMatchObject({
+        status: 400,
+        json: { error: { message: 'cannot tokenize the prompt: messages[0] is not valid' } },
+      });
+      mode = 'missing';
+      for (let i = 0; i < 4; i++) {
+        const r = await ask();
+        expect(r.status).toBe(500);
+        expect(r.json.error.message).toMatch(/worker 1 has no \/tokenize .*set the gateway's tokenizer to the model's tokenizer\.json/);
+      }
+      // Neither is the worker's fault: it stays in routing.
+      expect(f.gateway.workers()[0].health).toBe('healthy');
+      mode = 'failing';
+      expect(await ask()).toMatchObject({
+        status: 503,
+        json: { error: { message: /no worker could tokenize the prompt \(\/tokenize answered 500: engine died\)/ } },
+      });
+    } finally {
+      engine.close();
+    }
+  });
+
   test("a local tokenizer gives the chat template the config's special tokens, as Hugging Face does", async () => {
     const dir = scratchDir('kvroute-tok-');
     const path = writeMockTokenizer(dir);

@@ -18,7 +18,8 @@ import { chooseCandidate, type Selector } from '../router/select.js';
 import { checkOptions, describe } from '../validate.js';
 import { adminRoutes, describeWorker } from './admin-api.js';
 import { bearerGuard } from './auth.js';
-import { describeError, Fleet, failureKind } from './fleet.js';
+import { askWorkersToTokenize } from './engine-tokenize.js';
+import { Fleet } from './fleet.js';
 import { GatewayMetrics } from './gateway-metrics.js';
 import { statusOf } from './http-status.js';
 import { indexerRoutes } from './indexer-api.js';
@@ -112,39 +113,9 @@ function weightedSelector(o: ResolvedGatewayOptions, weight: (id: bigint) => num
     );
 }
 
-function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet): PromptTokenizer {
+function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet, log: FastifyBaseLogger): PromptTokenizer {
   if (o.tokenizer !== 'engine') return localTokenizer(o.tokenizer.path, o.tokenizer.chatTemplate);
-  let next = 0;
-  return engineTokenizer(async (body) => {
-    // A prompt for an adapter or one of several models goes to a worker serving it (vLLM tokenizes with its tokenizer).
-    const serving = typeof body.model === 'string' ? fleet.servingWorkers(body.model)?.workers : undefined;
-    const ids = serving ? fleet.routable().filter((id) => serving.includes(id)) : fleet.routable();
-    const start = next++;
-    let last: unknown;
-    // Each routable worker at most once, starting at the next in turn.
-    for (let i = 0; i < ids.length; i++) {
-      const m = fleet.get(ids[(start + i) % ids.length]);
-      if (!m?.pool) continue;
-      try {
-        const res = await m.pool.request({
-          method: 'POST',
-          path: '/tokenize',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify(body),
-        });
-        const answer = (await res.body.json()) as { tokens?: unknown; message?: unknown };
-        if (res.statusCode === 200 && Array.isArray(answer.tokens)) return answer.tokens as number[];
-        if (res.statusCode < 500)
-          throw new KvRouteError('ERR_INVALID_ARG', String(answer.message ?? `/tokenize answered ${res.statusCode}`));
-        last = new Error(`/tokenize answered ${res.statusCode}`);
-      } catch (err) {
-        if (err instanceof KvRouteError) throw err;
-        last = err;
-        fleet.failure(m.spec.id, failureKind(err), describeError(err));
-      }
-    }
-    throw new KvRouteError('ERR_NO_WORKERS', `no worker could tokenize the prompt${last ? ` (${(last as Error).message})` : ''}`);
-  }, o.tokenizeCache);
+  return engineTokenizer(askWorkersToTokenize(fleet, log), o.tokenizeCache);
 }
 
 /** Runs the configured warm start; a failure is logged and the gateway starts cold. */
@@ -275,7 +246,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     fleet.start();
   };
   try {
-    tokenizer = makeTokenizer(o, fleet);
+    tokenizer = makeTokenizer(o, fleet, app.log);
     if (tokenizer.cache) tokenizeCacheMetrics(tokenizer.cache, registry);
     if (o.snapshots) snapshots = startSnapshots(router, o.snapshots, registry, app.log);
     // Without a warm start the workers are added now, so a bad worker option throws here.

@@ -88,6 +88,9 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
     tokens = await ctx.tokenizer.tokenize(read.input);
   } catch (err) {
     if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') return reject(ctx, reply, 503, 'no_worker', err.message);
+    // The gateway's own configuration (a worker without /tokenize), not the request.
+    if (err instanceof KvRouteError && err.code === 'ERR_DEPENDENCY_MISSING')
+      return reply.code(500).send(openAiError(`cannot tokenize the prompt: ${err.message}`, 'InternalServerError', 500));
     return reply.code(400).send(openAiError(`cannot tokenize the prompt: ${(err as Error).message}`, 'BadRequestError', 400));
   }
   ctx.metrics.tokenizing.observe({ tokenizer: ctx.tokenizer.kind }, (performance.now() - t0) / 1000);
