@@ -138,8 +138,8 @@ describe('mock worker HTTP API', () => {
     ] as const) {
       const r = await postJson(`${w.url}/v1/completions`, body);
       expect(r.status).toBe(400);
-      expect(r.json).toMatchObject({ object: 'error', code: 400 });
-      expect(r.json.message).toMatch(re);
+      expect(r.json).toMatchObject({ error: { type: 'BadRequestError', code: 400 } });
+      expect(r.json.error.message).toMatch(re);
     }
     // A batch of one is that prompt, as vLLM takes it.
     const single = await postJson(`${w.url}/v1/completions`, { prompt: [PROMPT], max_tokens: 1 });
@@ -252,7 +252,7 @@ describe.each(BACKENDS)('mock worker KV events into kvroute (%s)', (backend) => 
         ['mock-model', null],
         ['a1', 'mock-model'],
       ]);
-      expect((await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, model: 'a2' })).json.message).toMatch(
+      expect((await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, model: 'a2' })).json.error.message).toMatch(
         /the model `a2` does not exist/,
       );
     },
@@ -381,7 +381,7 @@ describe('mock worker sockets and faults', () => {
     w.fault({ kind: 'restart' });
     const r = await pending;
     expect(r.status).toBe(503);
-    expect(r.json.message).toMatch(/engine stopped: restart/);
+    expect(r.json.error.message).toMatch(/engine stopped: restart/);
   });
 });
 

@@ -176,7 +176,7 @@ export function fullResponse(req: ParsedRequest, id: string, created: number, te
   };
 }
 
-/** vLLM's error body. */
+/** vLLM's error body (nested under `error` since vLLM 0.10; flat before). */
 export function errorBody(message: string, code: number): unknown {
-  return { object: 'error', message, type: code === 400 ? 'BadRequestError' : 'ServiceUnavailableError', param: null, code };
+  return { error: { message, type: code === 400 ? 'BadRequestError' : 'ServiceUnavailableError', param: null, code } };
 }

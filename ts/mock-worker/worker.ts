@@ -305,7 +305,7 @@ class Worker implements MockWorker {
       },
       onAbort: (reason) => {
         done = true;
-        send({ error: errorBody(`the engine stopped: ${reason}`, 503) });
+        send(errorBody(`the engine stopped: ${reason}`, 503));
         res.destroy();
       },
     });
