@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, test } from 'vitest';
 import { mockTokenize } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
@@ -141,6 +143,55 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect((await holders()).length).toBeGreaterThan((await holders('m-a')).length);
     const listed = (await (await fetch(`${f.adminUrl}/workers?model_name=m-b`)).json()) as { instance_id: number; model_name: string }[];
     expect(listed.map((w) => [w.instance_id, w.model_name])).toEqual([[3, 'm-b']]);
+  });
+
+  test("a reasoning model's thinking and an agent's tool calls are first tokens: prefill ends and TTFT is taken there", async () => {
+    let release = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    const chunk = (delta: object) =>
+      `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+    // An engine whose answer starts with thinking, then calls a tool, and never writes content.
+    const engine = createServer(async (req, res) => {
+      if (req.url === '/health') return res.end();
+      if (req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'fake', parent: null }] }));
+      for await (const _ of req);
+      if (req.url === '/tokenize') return res.end(JSON.stringify({ tokens: Array.from({ length: 64 }, (_, i) => i) }));
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(chunk({ role: 'assistant', content: '' }));
+      res.write(chunk({ reasoning_content: 'The user wants the weather.' }));
+      await held;
+      res.write(chunk({ tool_calls: [{ index: 0, id: 't1', type: 'function', function: { name: 'weather', arguments: '{}' } }] }));
+      res.end('data: [DONE]\n\n');
+    });
+    await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
+    try {
+      const f = await startFleet(backend, 0, { workers: [{ id: 1, url: `http://127.0.0.1:${(engine.address() as AddressInfo).port}` }] });
+      const pending = sse(`${f.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'Weather?' }], stream: true });
+      await waitFor(
+        () => f.gateway.router.stats().inFlight === 1 && f.gateway.router.stats().load[0].activePrefillTokens === 0,
+        'the prefill to end at the thinking',
+      );
+      const ttft = async () =>
+        Number(/^kvroute_gateway_time_to_first_token_seconds_count (\d+)$/m.exec(await (await fetch(`${f.url}/metrics`)).text())?.[1]);
+      expect(await ttft()).toBe(1);
+      release();
+      const done = await pending;
+      expect(done.events.at(-1)).toBe('[DONE]');
+      expect(done.events.map((e) => (e === '[DONE]' ? 'done' : Object.keys(e.choices[0].delta)[0]))).toEqual([
+        'role',
+        'reasoning_content',
+        'tool_calls',
+        'done',
+      ]);
+      expect(f.gateway.router.stats().inFlight).toBe(0);
+      const itl = /^kvroute_gateway_inter_token_latency_seconds_count (\d+)$/m.exec(await (await fetch(`${f.url}/metrics`)).text())?.[1];
+      expect(Number(itl)).toBe(1);
+    } finally {
+      release();
+      engine.close();
+    }
   });
 
   test('streams pass through event by event; the usage chunk appears only when the client asks', async () => {

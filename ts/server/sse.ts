@@ -37,7 +37,7 @@ export class SseSplitter {
 
 /** What one event carries, for the gateway's bookkeeping. */
 export interface EventFacts {
-  /** It carries generated text (a completion's `text` or a chat `delta.content`). */
+  /** It carries generated tokens (a completion's `text`; a chat delta's content, reasoning, refusal or tool calls). */
   token: boolean;
   /** A usage-only chunk (`choices: []` with `usage`). */
   usageOnly: boolean;
@@ -59,7 +59,7 @@ export function inspectEvent(event: string): EventFacts {
   for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) data += line.slice(line[5] === ' ' ? 6 : 5);
   if (data === '') return NONE;
   if (data === '[DONE]') return { ...NONE, done: true };
-  let chunk: { choices?: { text?: unknown; delta?: { content?: unknown } }[]; usage?: Usage; error?: unknown };
+  let chunk: { choices?: { text?: unknown; delta?: Record<string, unknown> }[]; usage?: Usage; error?: unknown };
   try {
     chunk = JSON.parse(data);
   } catch {
@@ -67,9 +67,7 @@ export function inspectEvent(event: string): EventFacts {
   }
   if (chunk === null || typeof chunk !== 'object') return NONE;
   const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
-  const token = choices.some(
-    (c) => (typeof c?.text === 'string' && c.text !== '') || (typeof c?.delta?.content === 'string' && c.delta.content !== ''),
-  );
+  const token = choices.some((c) => (typeof c?.text === 'string' && c.text !== '') || generates(c?.delta));
   return {
     token,
     usageOnly: choices.length === 0 && chunk.usage !== undefined,
@@ -77,6 +75,19 @@ export function inspectEvent(event: string): EventFacts {
     done: false,
     error: chunk.error !== undefined,
   };
+}
+
+/** Delta fields that carry generated tokens: the answer, a reasoning model's thinking, a refusal. */
+const GENERATED_TEXT = ['content', 'reasoning_content', 'reasoning', 'refusal'];
+
+/**
+ * A chat delta carries generated tokens: text in one of {@link GENERATED_TEXT}, or a tool call
+ * (an agent's turn may have no content at all). The first delta's bare `role` does not.
+ */
+function generates(delta: Record<string, unknown> | undefined): boolean {
+  if (delta === null || typeof delta !== 'object') return false;
+  if (GENERATED_TEXT.some((k) => typeof delta[k] === 'string' && delta[k] !== '')) return true;
+  return Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0;
 }
 
 interface Usage {
