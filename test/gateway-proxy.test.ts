@@ -194,6 +194,28 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     }
   });
 
+  test("workers started with an API key (vLLM's --api-key) are called with upstream.apiKey, never with the client's", async () => {
+    const w = await startWorker({ apiKey: 'sk-worker', loraModules: ['a1'] });
+    expect((await postJson(`${w.url}/v1/completions`, { prompt: 'x', max_tokens: 1 })).status).toBe(401);
+    const withoutKey = await startFleet(backend, 0, { workers: [workerEntry(w, 1)] });
+    const refused = await postJson(`${withoutKey.url}/v1/completions`, { prompt: SYSTEM, max_tokens: 1 });
+    expect([refused.status, refused.json]).toEqual([401, { error: 'Unauthorized' }]);
+    const f = await startFleet(backend, 0, {
+      workers: [workerEntry(w, 1)],
+      upstream: { apiKey: 'sk-worker' },
+      auth: { apiKeys: ['sk-client'] },
+    });
+    const asClient = { authorization: 'Bearer sk-client' };
+    const ok = await postJson(`${f.url}/v1/completions`, { prompt: SYSTEM, max_tokens: 1, model: 'a1' }, asClient);
+    expect([ok.status, ok.json.model]).toEqual([200, 'a1']);
+    // The key reached /v1/models too: the adapter was learned, so the request was routed in its scope.
+    await waitFor(async () => {
+      const models = (await (await fetch(`${f.url}/v1/models`, { headers: asClient })).json()) as { data: { id: string }[] };
+      return models.data.some((m) => m.id === 'a1');
+    }, 'the adapter to be learned');
+    await expect(startFleet(backend, 0, { upstream: { apiKey: 7 as never } })).rejects.toThrow(/upstream\.apiKey must be/);
+  });
+
   test('streams pass through event by event; the usage chunk appears only when the client asks', async () => {
     const f = await startFleet(backend, 2);
     const direct = await sse(`${f.workers[0].url}/v1/chat/completions`, {

@@ -50,6 +50,7 @@ const FLAGS: Flags = {
     help: 'LoRA adapters served besides the model (a request names one as its model; the path is ignored)',
     default: 'none',
   },
+  'api-key': { kind: 'string', value: 'key', help: "vLLM's --api-key: the /v1 routes need 'Authorization: Bearer <key>'", default: 'none' },
   wire: { kind: 'string', value: 'vllm-0.33|vllm-0.11|sglang', help: 'KV-event wire format', default: 'vllm-0.33' },
   seed: { kind: 'number', help: 'seed of the generated text', default: '1' },
   topic: { kind: 'string', help: 'KV-event topic', default: "''" },
@@ -87,6 +88,7 @@ function optionsFrom(n: (k: string) => number | undefined, s: (k: string) => str
     loraModules: s('lora-modules')
       ?.split(',')
       .map((m) => m.split('=')[0]),
+    apiKey: s('api-key'),
     wire: s('wire') as MockWorkerOptions['wire'],
     seed: n('seed'),
     topic: s('topic'),

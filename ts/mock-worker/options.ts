@@ -116,6 +116,8 @@ export interface MockWorkerOptions {
    * base model's. Default none.
    */
   loraModules?: readonly string[];
+  /** vLLM's `--api-key`: the `/v1/*` routes then need `Authorization: Bearer <key>` (401 otherwise). Default none. */
+  apiKey?: string;
   /** KV-event wire format. Default `vllm-0.33`. */
   wire?: WireFormat;
   /** Seed of the generated text. Default 1. */
@@ -134,7 +136,8 @@ export interface MockWorkerOptions {
  * {@link MockWorkerOptions} with every default filled in.
  * @group Mock worker
  */
-export type ResolvedMockOptions = Required<Omit<MockWorkerOptions, 'kvEvents' | 'replay'>> & Pick<MockWorkerOptions, 'kvEvents' | 'replay'>;
+export type ResolvedMockOptions = Required<Omit<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey'>> &
+  Pick<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey'>;
 
 const KEYS = [
   'port',
@@ -149,6 +152,7 @@ const KEYS = [
   'speedup',
   'model',
   'loraModules',
+  'apiKey',
   'wire',
   'seed',
   'topic',
@@ -204,6 +208,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     ['model', o.model],
     ['host', o.host],
     ['topic', o.topic],
+    ['apiKey', o.apiKey],
   ] as const) {
     if (v !== undefined && typeof v !== 'string')
       throw new KvRouteError('ERR_INVALID_ARG', `opts.${k} must be a string, got ${describe(v)}`);
@@ -238,6 +243,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     speedup,
     model,
     loraModules: [...loraModules],
+    ...(o.apiKey === undefined ? {} : { apiKey: o.apiKey }),
     wire,
     seed: int(o.seed, 'opts.seed', 0, 2 ** 32 - 1, 1),
     topic: o.topic ?? '',

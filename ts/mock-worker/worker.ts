@@ -182,6 +182,13 @@ class Worker implements MockWorker {
       const code = err instanceof BadRequest ? 400 : (err.statusCode ?? 500);
       void reply.code(code).send(errorBody(err.message, code));
     });
+    // vLLM's --api-key guards the /v1 routes only (not /health, /metrics or /tokenize), with its own 401 body.
+    if (o.apiKey) {
+      const expected = `Bearer ${o.apiKey}`;
+      app.addHook('onRequest', async (req, reply) => {
+        if (req.url.startsWith('/v1') && req.headers.authorization !== expected) return reply.code(401).send({ error: 'Unauthorized' });
+      });
+    }
     app.get('/health', async (_req, reply) => {
       if (this.hang(reply)) return reply;
       return reply.code(200).send();

@@ -38,7 +38,7 @@ const FLAGS: Flags = {
 };
 const USAGE = helpText(
   'kvroute serve [--config fleet.yaml] [options]',
-  "Runs an OpenAI-compatible KV-aware gateway in front of vLLM-like workers: /v1/completions and\n/v1/chat/completions (streaming or not), /v1/models, /health, /ready, /metrics, /admin/* and Dynamo's\nindexer API. Keys: KVROUTE_API_KEYS (comma-separated) and KVROUTE_ADMIN_TOKEN, or auth in the config.",
+  "Runs an OpenAI-compatible KV-aware gateway in front of vLLM-like workers: /v1/completions and\n/v1/chat/completions (streaming or not), /v1/models, /health, /ready, /metrics, /admin/* and Dynamo's\nindexer API. Keys: KVROUTE_API_KEYS (comma-separated) and KVROUTE_ADMIN_TOKEN, or auth in the config;\nthe workers' own key (vLLM's --api-key): KVROUTE_UPSTREAM_API_KEY, or upstream.apiKey.",
   FLAGS,
 );
 
@@ -84,6 +84,8 @@ function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   if (process.env.KVROUTE_API_KEYS) auth.apiKeys = process.env.KVROUTE_API_KEYS.split(',').filter(Boolean);
   if (process.env.KVROUTE_ADMIN_TOKEN) auth.adminToken = process.env.KVROUTE_ADMIN_TOKEN;
   if (Object.keys(auth).length > 0) o.auth = auth;
+  if (process.env.KVROUTE_UPSTREAM_API_KEY)
+    o.upstream = { ...((o.upstream as object) ?? {}), apiKey: process.env.KVROUTE_UPSTREAM_API_KEY };
   if (o.blockSize === undefined) throw new UsageError('give --block-size or blockSize in the config', USAGE);
   return o as unknown as GatewayOptions;
 }

@@ -49,7 +49,7 @@ export function askWorkersToTokenize(fleet: Fleet, log: FastifyBaseLogger): Engi
         const res = await m.pool.request({
           method: 'POST',
           path: '/tokenize',
-          headers: { 'content-type': 'application/json' },
+          headers: { ...fleet.upstreamHeaders, 'content-type': 'application/json' },
           body: JSON.stringify(body),
         });
         status = res.statusCode;

@@ -52,11 +52,16 @@ export class Fleet {
   /** `routable()`'s answer until membership or health changes (read on every request). */
   private routableCache: bigint[] | undefined;
 
+  /** Headers every request to a worker carries: the workers' API key, when configured. */
+  readonly upstreamHeaders: Readonly<Record<string, string>>;
+
   constructor(
     private readonly router: KvRouter,
     private readonly opts: ResolvedGatewayOptions,
     private readonly log: FastifyBaseLogger,
-  ) {}
+  ) {
+    this.upstreamHeaders = opts.upstream.apiKey === undefined ? {} : { authorization: `Bearer ${opts.upstream.apiKey}` };
+  }
 
   /** Starts the active probes (none when `health.intervalMs` is 0). */
   start(): void {
@@ -230,7 +235,14 @@ export class Fleet {
     if (!pool || this.closed) return;
     const t = this.opts.health.timeoutMs;
     try {
-      const res = await pool.request({ method: 'GET', path: '/health', headersTimeout: t, bodyTimeout: t, signal: AbortSignal.timeout(t) });
+      const res = await pool.request({
+        method: 'GET',
+        path: '/health',
+        headers: this.upstreamHeaders,
+        headersTimeout: t,
+        bodyTimeout: t,
+        signal: AbortSignal.timeout(t),
+      });
       await res.body.dump();
       if (res.statusCode !== 200) {
         this.apply(m, m.breaker.failure('probe', `/health answered ${res.statusCode}`));
@@ -251,7 +263,13 @@ export class Fleet {
     if (!m.pool) return;
     try {
       const t = this.opts.health.timeoutMs;
-      const res = await m.pool.request({ method: 'GET', path: '/v1/models', headersTimeout: t, bodyTimeout: t });
+      const res = await m.pool.request({
+        method: 'GET',
+        path: '/v1/models',
+        headers: this.upstreamHeaders,
+        headersTimeout: t,
+        bodyTimeout: t,
+      });
       const body = (await res.body.json()) as { data?: { id?: unknown; parent?: unknown }[] };
       if (res.statusCode !== 200 || !Array.isArray(body.data)) return;
       const [first, ...rest] = body.data;

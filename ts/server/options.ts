@@ -77,6 +77,12 @@ export interface UpstreamOptions {
   bodyTimeoutMs?: number;
   /** Connections per worker. Default 128. */
   connections?: number;
+  /**
+   * The workers' API key (vLLM's `--api-key`), sent as `Authorization: Bearer` with every request
+   * to them; the command also reads `KVROUTE_UPSTREAM_API_KEY`. Default none. Clients' own
+   * credentials are never passed on.
+   */
+  apiKey?: string;
 }
 
 /**
@@ -206,7 +212,7 @@ export interface ResolvedGatewayOptions {
   tokenizeCache: Required<TokenizeCacheOptions>;
   model: string | undefined;
   health: Required<HealthOptions>;
-  upstream: Required<UpstreamOptions>;
+  upstream: Required<Omit<UpstreamOptions, 'apiKey'>> & { apiKey: string | undefined };
   queue: Required<QueueOptions>;
   bodyLimitBytes: number;
   apiKeys: string[];
@@ -239,6 +245,12 @@ const TOP_KEYS = [
   'logLevel',
   'logPrompts',
 ];
+const UPSTREAM_LIMITS: Required<Omit<UpstreamOptions, 'apiKey'>> = {
+  retries: 2,
+  headersTimeoutMs: 60_000,
+  bodyTimeoutMs: 60_000,
+  connections: 128,
+};
 const WORKER_KEYS = ['id', 'url', 'kvEvents', 'replay', 'dpSize', 'maxNumBatchedTokens', 'weight'];
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'];
 
@@ -330,6 +342,14 @@ function section<T extends object>(value: unknown, at: string, defaults: Require
   return out as Required<T>;
 }
 
+function upstream(value: unknown): ResolvedGatewayOptions['upstream'] {
+  const { apiKey, ...limits } = value === undefined ? {} : record(value, 'upstream', [...Object.keys(UPSTREAM_LIMITS), 'apiKey']);
+  return {
+    ...section<Omit<UpstreamOptions, 'apiKey'>>(limits, 'upstream', UPSTREAM_LIMITS),
+    apiKey: apiKey === undefined ? undefined : str(apiKey, 'upstream.apiKey'),
+  };
+}
+
 function tokenizer(value: unknown): ResolvedGatewayOptions['tokenizer'] {
   if (value === undefined || value === 'engine') return 'engine';
   if (typeof value === 'string') return { path: value };
@@ -385,12 +405,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     tokenizeCache: section<TokenizeCacheOptions>(o.tokenizeCache, 'tokenizeCache', { maxPrompts: 4096, maxBytes: 64 << 20 }),
     model: o.model === undefined ? undefined : str(o.model, 'model'),
     health: section<HealthOptions>(o.health, 'health', { intervalMs: 2000, timeoutMs: 1000, failureThreshold: 3, recoveryThreshold: 1 }),
-    upstream: section<UpstreamOptions>(o.upstream, 'upstream', {
-      retries: 2,
-      headersTimeoutMs: 60_000,
-      bodyTimeoutMs: 60_000,
-      connections: 128,
-    }),
+    upstream: upstream(o.upstream),
     queue: section<QueueOptions>(o.queue, 'queue', { maxQueued: 1024, timeoutMs: 30_000, retryAfterSecs: 1 }),
     bodyLimitBytes: int(o.bodyLimitBytes, 'bodyLimitBytes', 1, 2 ** 30, 8 << 20),
     apiKeys: apiKeys as string[],

@@ -219,7 +219,12 @@ async function forward(
       res = await pool.request({
         method: 'POST',
         path,
-        headers: { 'content-type': 'application/json', 'x-data-parallel-rank': String(decision.dpRank), 'x-request-id': outcome.id },
+        headers: {
+          ...ctx.fleet.upstreamHeaders,
+          'content-type': 'application/json',
+          'x-data-parallel-rank': String(decision.dpRank),
+          'x-request-id': outcome.id,
+        },
         body: read.forward,
         signal,
       });
