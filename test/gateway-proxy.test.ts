@@ -145,6 +145,50 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect(listed.map((w) => [w.instance_id, w.model_name])).toEqual([[3, 'm-b']]);
   });
 
+  test('a worker serving its model under several names (vLLM --served-model-name a b) takes requests for each', async () => {
+    const engine = createServer(async (req, res) => {
+      if (req.url === '/health') return res.end();
+      if (req.url === '/v1/models')
+        return res.end(
+          JSON.stringify({
+            data: [
+              { id: 'm-c', parent: null },
+              { id: 'm-c-alias', parent: null },
+            ],
+          }),
+        );
+      let body = '';
+      for await (const part of req) body += part;
+      if (req.url === '/tokenize') return res.end(JSON.stringify({ tokens: [1, 2, 3] }));
+      const { model } = JSON.parse(body);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          id: 'x',
+          model,
+          choices: [{ index: 0, text: 'ok' }],
+          usage: { prompt_tokens: 3, prompt_tokens_details: { cached_tokens: 0 } },
+        }),
+      );
+    });
+    await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
+    try {
+      const w = await startWorker({ model: 'm-a' });
+      const f = await startFleet(backend, 0, {
+        workers: [workerEntry(w, 1), { id: 2, url: `http://127.0.0.1:${(engine.address() as AddressInfo).port}` }],
+      });
+      const ids = async () => ((await (await fetch(`${f.url}/v1/models`)).json()) as { data: { id: string }[] }).data.map((m) => m.id);
+      await waitFor(async () => (await ids()).length === 3, 'the models to be learned');
+      expect(await ids()).toEqual(['m-a', 'm-c', 'm-c-alias']);
+      for (const model of ['m-c', 'm-c-alias', 'm-a', 'm-c-alias']) {
+        const r = await postJson(`${f.url}/v1/completions`, { prompt: 'hello there', max_tokens: 1, model });
+        expect([r.status, r.headers.get('x-kvroute-worker')]).toEqual([200, model === 'm-a' ? '1' : '2']);
+      }
+    } finally {
+      engine.close();
+    }
+  });
+
   test("a reasoning model's thinking and an agent's tool calls are first tokens: prefill ends and TTFT is taken there", async () => {
     let release = () => {};
     const held = new Promise<void>((r) => {

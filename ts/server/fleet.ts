@@ -25,6 +25,8 @@ export interface FleetWorker {
   inRouter: boolean;
   /** The model it serves (the first of its `/v1/models`), once learned. */
   model: string | undefined;
+  /** Every name it serves the model under (vLLM's `--served-model-name` may give several). */
+  modelNames: ReadonlySet<string>;
   /** The LoRA adapters it lists (models with a `parent`), as of `modelsReadAt`. */
   adapters: ReadonlySet<string>;
   /** When its `/v1/models` was last read (ms, `performance.now()`); adapters can be loaded at run time. */
@@ -107,6 +109,7 @@ export class Fleet {
       source: undefined,
       inRouter: false,
       model: undefined,
+      modelNames: new Set(),
       adapters: new Set(),
       modelsReadAt: Number.NEGATIVE_INFINITY,
       origin,
@@ -256,8 +259,8 @@ export class Fleet {
   }
 
   /**
-   * Reads a worker's `/v1/models`: vLLM lists the served model first, then each LoRA adapter with
-   * the model as its `parent`. A failed read changes nothing (health is the probes' business).
+   * Reads a worker's `/v1/models`: vLLM lists the served model (under each served name) first,
+   * then each LoRA adapter with the model as its `parent`. A failed read changes nothing (health is the probes' business).
    */
   private async readModels(m: FleetWorker): Promise<void> {
     if (!m.pool) return;
@@ -272,9 +275,11 @@ export class Fleet {
       });
       const body = (await res.body.json()) as { data?: { id?: unknown; parent?: unknown }[] };
       if (res.statusCode !== 200 || !Array.isArray(body.data)) return;
-      const [first, ...rest] = body.data;
-      if (typeof first?.id === 'string') m.model = first.id;
-      m.adapters = new Set(rest.filter((d) => typeof d?.id === 'string' && typeof d.parent === 'string').map((d) => d.id as string));
+      const named = body.data.filter((d) => typeof d?.id === 'string');
+      const bases = named.filter((d) => typeof d.parent !== 'string').map((d) => d.id as string);
+      if (bases.length > 0) m.model = bases[0];
+      m.modelNames = new Set(bases);
+      m.adapters = new Set(named.filter((d) => typeof d.parent === 'string').map((d) => d.id as string));
       m.modelsReadAt = performance.now();
     } catch {
       // Not fatal: the next probe reads again.
@@ -292,7 +297,7 @@ export class Fleet {
     let otherBase = false;
     for (const m of this.members.values()) {
       if (m.adapters.has(model)) adapter.push(m.spec.id);
-      else if (m.model === model) base.push(m.spec.id);
+      else if (m.modelNames.has(model)) base.push(m.spec.id);
       else if (m.model !== undefined) otherBase = true;
     }
     if (adapter.length > 0) return { workers: adapter, adapter: true };
@@ -300,10 +305,10 @@ export class Fleet {
     return undefined;
   }
 
-  /** The base models the workers serve, in the order they were added. */
+  /** The names the workers serve their base models under, in the order they were added. */
   models(): string[] {
     const out = new Set<string>();
-    for (const m of this.members.values()) if (m.model !== undefined) out.add(m.model);
+    for (const m of this.members.values()) for (const name of m.modelNames) out.add(name);
     return [...out];
   }
 

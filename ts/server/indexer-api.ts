@@ -242,7 +242,8 @@ export function indexerRoutes(app: FastifyInstance, ctx: IndexerContext): void {
   app.get('/workers', async (req, reply) => {
     const q = req.query as Record<string, unknown>;
     const group = q.routing_group === undefined || q.routing_group === 'default';
-    const workers = ctx.fleet.list().filter((m) => q.model_name === undefined || q.model_name === modelOf(m, ctx));
+    const name = q.model_name;
+    const workers = ctx.fleet.list().filter((m) => name === undefined || name === modelOf(m, ctx) || m.modelNames.has(String(name)));
     return send(reply, 200, group ? workers.map((m) => workerEntry(m, ctx)) : []);
   });
   app.post('/register', async (req, reply) => send(reply, register(body(req.body), ctx), { status: 'ok' }));
