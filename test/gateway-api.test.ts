@@ -299,8 +299,12 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
   test('tokenizers: the engine tokenizer and a local tokenizer.json give the mock worker its own tokens', async () => {
     const dir = scratchDir('kvroute-tok-');
     const path = writeMockTokenizer(dir);
-    const engine = await startFleet(backend, 1);
-    const local = await startFleet(backend, 0, { tokenizer: path, workers: [workerEntry(engine.workers[0], 1)] });
+    // Both trust request chat templates (vLLM's --trust-request-chat-template), for the last case.
+    const engine = await startFleet(backend, 1, {}, { trustRequestChatTemplate: true });
+    const local = await startFleet(backend, 0, {
+      tokenizer: { path, trustRequestChatTemplate: true },
+      workers: [workerEntry(engine.workers[0], 1)],
+    });
     const messages = [
       { role: 'system', content: 'Be brief.' },
       {
@@ -348,6 +352,18 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     const distinct = new Set<string>();
     for (const body of cases) distinct.add(JSON.stringify((await postJson(`${engine.workers[0].url}/tokenize`, body)).json.tokens));
     expect(distinct.size).toBe(cases.length);
+    // A template that does not parse is the request's fault; untrusted, a request's template is refused.
+    const broken = { messages, chat_template: '{% for %}' };
+    for (const f of [engine, local]) {
+      const r = await postJson(`${f.adminUrl}/admin/explain`, broken);
+      expect([r.status, r.json.error]).toEqual([400, expect.stringMatching(/does not parse/)]);
+    }
+    const untrusted = await startFleet(backend, 0, { tokenizer: path, workers: [workerEntry(engine.workers[0], 1)] });
+    const custom = cases.at(-1) as object;
+    const refused = await postJson(`${untrusted.adminUrl}/admin/explain`, custom);
+    expect([refused.status, refused.json.error]).toEqual([400, expect.stringMatching(/chat_template in a request is refused/)]);
+    const plainWorker = await startWorker();
+    expect((await postJson(`${plainWorker.url}/tokenize`, custom)).json.error.message).toMatch(/chat_template in a request is refused/);
     expect(mockTokenize(renderMockChat(messages as never))).toEqual(
       (await postJson(`${engine.workers[0].url}/tokenize`, { messages })).json.tokens,
     );

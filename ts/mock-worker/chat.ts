@@ -169,8 +169,18 @@ export function chatTemplate(source: string): Template {
  * continues it.
  * @param defaultTemplate the model's template, used unless the request brings `chat_template`
  * @param variables what the model's tokenizer config gives every template (`bos_token`, …)
+ * @param trustRequestTemplate render a request's own `chat_template` (vLLM's `--trust-request-chat-template`)
  */
-export function renderChatPrompt(prompt: ChatPrompt, defaultTemplate: string, variables: Record<string, unknown> = {}): string {
+export function renderChatPrompt(
+  prompt: ChatPrompt,
+  defaultTemplate: string,
+  variables: Record<string, unknown> = {},
+  trustRequestTemplate = false,
+): string {
+  // A template is a program: one sent by a client could loop for as long as it likes on our event
+  // loop. vLLM refuses them unless started with --trust-request-chat-template; so do we.
+  if (prompt.chat_template != null && !trustRequestTemplate)
+    throw new BadRequest('chat_template in a request is refused: the server does not trust request chat templates');
   const template = chatTemplate(prompt.chat_template ?? defaultTemplate);
   const messages = conversation(prompt.messages);
   const continueFinal = prompt.continue_final_message === true;

@@ -50,6 +50,7 @@ const FLAGS: Flags = {
     help: 'LoRA adapters served besides the model (a request names one as its model; the path is ignored)',
     default: 'none',
   },
+  'trust-request-chat-template': { kind: 'boolean', help: "render a chat request's own chat_template (vLLM's flag; refused otherwise)" },
   'api-key': { kind: 'string', value: 'key', help: "vLLM's --api-key: the /v1 routes need 'Authorization: Bearer <key>'", default: 'none' },
   wire: { kind: 'string', value: 'vllm-0.33|vllm-0.11|sglang', help: 'KV-event wire format', default: 'vllm-0.33' },
   seed: { kind: 'number', help: 'seed of the generated text', default: '1' },
@@ -72,7 +73,12 @@ const USAGE = helpText(
 );
 
 /** The options of startMockWorker from the flags. */
-function optionsFrom(n: (k: string) => number | undefined, s: (k: string) => string | undefined, faults: unknown): MockWorkerOptions {
+function optionsFrom(
+  n: (k: string) => number | undefined,
+  s: (k: string) => string | undefined,
+  faults: unknown,
+  trust: unknown,
+): MockWorkerOptions {
   return {
     port: n('port'),
     host: s('host'),
@@ -89,6 +95,7 @@ function optionsFrom(n: (k: string) => number | undefined, s: (k: string) => str
       ?.split(',')
       .map((m) => m.split('=')[0]),
     apiKey: s('api-key'),
+    trustRequestChatTemplate: trust === true ? true : undefined,
     wire: s('wire') as MockWorkerOptions['wire'],
     seed: n('seed'),
     topic: s('topic'),
@@ -119,7 +126,7 @@ export async function runMockWorker(argv: string[]): Promise<number> {
   }
   const n = (k: string) => v[k] as number | undefined;
   const s = (k: string) => v[k] as string | undefined;
-  const worker = await startMockWorker(optionsFrom(n, s, v.faults)).catch((err: unknown) => {
+  const worker = await startMockWorker(optionsFrom(n, s, v.faults, v['trust-request-chat-template'])).catch((err: unknown) => {
     throw flagNamed(err);
   });
   const events = worker.kvEventsEndpoints.length > 0 ? `, KV events ${worker.kvEventsEndpoints.join(' ')}` : ', no KV events';

@@ -70,8 +70,8 @@ export function readPrompt(prompt: unknown, inBatch = false): string | number[] 
  * and rendered as vLLM does (see `chat.ts`). The mock tokenizer has no special tokens, so
  * `add_special_tokens` is checked and changes nothing.
  */
-export function chatTokens(b: Record<string, unknown>): number[] {
-  return tokenize(renderChatPrompt(readChatPrompt(b), MOCK_CHAT_TEMPLATE));
+export function chatTokens(b: Record<string, unknown>, trustRequestTemplate: boolean): number[] {
+  return tokenize(renderChatPrompt(readChatPrompt(b), MOCK_CHAT_TEMPLATE, {}, trustRequestTemplate));
 }
 
 /** The tokens of a completion request's prompt (or a completion `/tokenize` body). */
@@ -82,10 +82,10 @@ export function completionTokens(b: Record<string, unknown>): number[] {
   return typeof given === 'string' ? tokenize(given) : given;
 }
 
-export function parseRequest(body: unknown, chat: boolean, served: Served): ParsedRequest {
+export function parseRequest(body: unknown, chat: boolean, served: Served & { trustRequestChatTemplate: boolean }): ParsedRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
-  const prompt = chat ? chatTokens(b) : completionTokens(b);
+  const prompt = chat ? chatTokens(b, served.trustRequestChatTemplate) : completionTokens(b);
   if (prompt.length === 0) throw new BadRequest('the prompt is empty');
   const maxTokens = b.max_tokens ?? b.max_completion_tokens ?? 16;
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_tokens must be a positive integer');

@@ -116,6 +116,8 @@ export interface MockWorkerOptions {
    * base model's. Default none.
    */
   loraModules?: readonly string[];
+  /** vLLM's `--trust-request-chat-template`: render a chat request's own `chat_template` (refused with 400 otherwise). Default false. */
+  trustRequestChatTemplate?: boolean;
   /** vLLM's `--api-key`: the `/v1/*` routes then need `Authorization: Bearer <key>` (401 otherwise). Default none. */
   apiKey?: string;
   /** KV-event wire format. Default `vllm-0.33`. */
@@ -153,6 +155,7 @@ const KEYS = [
   'model',
   'loraModules',
   'apiKey',
+  'trustRequestChatTemplate',
   'wire',
   'seed',
   'topic',
@@ -168,6 +171,12 @@ function int(v: unknown, name: string, min: number, max: number, dflt: number): 
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
     throw new KvRouteError('ERR_INVALID_ARG', `${name} must be an integer in [${min}, ${max}], got ${describe(v)}`);
   }
+  return v;
+}
+
+function bool(v: unknown, name: string, dflt: boolean): boolean {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'boolean') throw new KvRouteError('ERR_INVALID_ARG', `${name} must be a boolean, got ${describe(v)}`);
   return v;
 }
 
@@ -244,6 +253,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     model,
     loraModules: [...loraModules],
     ...(o.apiKey === undefined ? {} : { apiKey: o.apiKey }),
+    trustRequestChatTemplate: bool(o.trustRequestChatTemplate, 'opts.trustRequestChatTemplate', false),
     wire,
     seed: int(o.seed, 'opts.seed', 0, 2 ** 32 - 1, 1),
     topic: o.topic ?? '',

@@ -47,6 +47,11 @@ export type TokenizerOption =
       path: string;
       /** A chat template (Jinja) instead of the `chat_template` of the `tokenizer_config.json` beside `path`. */
       chatTemplate?: string;
+      /**
+       * Render a request's own `chat_template`, as vLLM does with `--trust-request-chat-template`
+       * (a template is a program, run on the gateway's event loop). Default false: such requests get 400.
+       */
+      trustRequestChatTemplate?: boolean;
     };
 
 /**
@@ -208,7 +213,7 @@ export interface ResolvedGatewayOptions {
   workers: ResolvedWorker[];
   router: Omit<KvRouterOptions, 'blockSize' | 'backend'>;
   backend: BackendName | undefined;
-  tokenizer: 'engine' | { path: string; chatTemplate?: string };
+  tokenizer: 'engine' | { path: string; chatTemplate?: string; trustRequestChatTemplate: boolean };
   tokenizeCache: Required<TokenizeCacheOptions>;
   model: string | undefined;
   health: Required<HealthOptions>;
@@ -352,11 +357,14 @@ function upstream(value: unknown): ResolvedGatewayOptions['upstream'] {
 
 function tokenizer(value: unknown): ResolvedGatewayOptions['tokenizer'] {
   if (value === undefined || value === 'engine') return 'engine';
-  if (typeof value === 'string') return { path: value };
-  const t = record(value, 'tokenizer', ['path', 'chatTemplate']);
+  if (typeof value === 'string') return { path: value, trustRequestChatTemplate: false };
+  const t = record(value, 'tokenizer', ['path', 'chatTemplate', 'trustRequestChatTemplate']);
+  if (t.trustRequestChatTemplate !== undefined && typeof t.trustRequestChatTemplate !== 'boolean')
+    throw invalid(`tokenizer.trustRequestChatTemplate must be a boolean, got ${describe(t.trustRequestChatTemplate)}`);
   return {
     path: str(t.path, 'tokenizer.path'),
     ...(t.chatTemplate === undefined ? {} : { chatTemplate: str(t.chatTemplate, 'tokenizer.chatTemplate') }),
+    trustRequestChatTemplate: t.trustRequestChatTemplate === true,
   };
 }
 

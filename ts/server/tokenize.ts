@@ -17,6 +17,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { KvRouteError } from '../errors.js';
+import { BadRequest } from '../mock-worker/bad-request.js';
 import { type ChatPrompt, chatTemplate as compileChatTemplate, renderChatPrompt } from '../mock-worker/chat.js';
 import { TokenCache, type TokenCacheLimits } from './token-cache.js';
 
@@ -79,7 +80,7 @@ function tokenText(v: unknown): string | undefined {
 }
 
 /** A local `tokenizer.json` and chat template. */
-export function localTokenizer(path: string, chatTemplate?: string): PromptTokenizer {
+export function localTokenizer(path: string, chatTemplate?: string, trustRequestChatTemplate = false): PromptTokenizer {
   const read = (file: string) => {
     try {
       return JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
@@ -120,7 +121,14 @@ export function localTokenizer(path: string, chatTemplate?: string): PromptToken
       const template = input.chat.chat_template ?? source;
       if (template === undefined || template === null)
         throw new KvRouteError('ERR_INVALID_ARG', `no chat template: ${configPath} has none and no chatTemplate was given`);
-      const text = renderChatPrompt(input.chat, template, specials);
+      let text: string;
+      try {
+        text = renderChatPrompt(input.chat, template, specials, trustRequestChatTemplate);
+      } catch (err) {
+        // The request's fault (a refused or broken template, bad tool-call arguments): a typed 400.
+        if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
+        throw err;
+      }
       return tokenizer.encode(text, { add_special_tokens: input.chat.add_special_tokens ?? false }).ids;
     },
   };
