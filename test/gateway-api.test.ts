@@ -284,6 +284,26 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     expect((await busy).status).toBe(200);
   });
 
+  test("queued requests are served in vLLM's priority order (lower first), then in arrival order", async () => {
+    const f = await startFleet(backend, 0, { router: { routerQueueThreshold: 0.01 }, queue: { timeoutMs: 30_000 } });
+    const w = await startWorker({ speedup: 0.2 });
+    f.gateway.addWorker({ ...workerEntry(w, 1), maxNumBatchedTokens: 256 });
+    const long = (priority?: number) => ({ prompt: 'x'.repeat(600), max_tokens: 1, ...(priority === undefined ? {} : { priority }) });
+    const order: string[] = [];
+    const send = (name: string, priority?: number) =>
+      postJson(`${f.url}/v1/completions`, long(priority)).then((r) => order.push(`${name}:${r.status}`));
+    const busy = send('busy');
+    await waitFor(() => f.gateway.router.stats().inFlight === 1, 'the first request to be in flight');
+    const later = [send('lazy', 5)];
+    await waitFor(() => f.gateway.router.stats().queued === 1, 'the lazy one to queue');
+    later.push(send('plain'));
+    await waitFor(() => f.gateway.router.stats().queued === 2, 'the plain one to queue');
+    later.push(send('urgent', -5));
+    await waitFor(() => f.gateway.router.stats().queued === 3, 'the urgent one to queue');
+    await Promise.all([busy, ...later]);
+    expect(order).toEqual(['busy:200', 'urgent:200', 'plain:200', 'lazy:200']);
+  });
+
   test('close() drains in-flight requests before it stops', async () => {
     const f = await startFleet(backend, 1, {}, { speedup: 2 });
     const running = sse(`${f.url}/v1/completions`, { prompt: 'drain me', max_tokens: 15, stream: true });

@@ -25,6 +25,8 @@ export interface ReadRequest {
   model: string | undefined;
   /** vLLM's `cache_salt`. */
   cacheSalt: string | undefined;
+  /** vLLM's `priority` (lower is served earlier), when an integer; the worker checks it otherwise. */
+  priority: number | undefined;
 }
 
 export function readRequest(body: unknown, chat: boolean): ReadRequest {
@@ -58,5 +60,6 @@ export function readRequest(body: unknown, chat: boolean): ReadRequest {
     forward: JSON.stringify(forward),
     model: typeof b.model === 'string' ? b.model : undefined,
     cacheSalt: b.cache_salt as string | undefined,
+    priority: Number.isSafeInteger(b.priority) ? (b.priority as number) : undefined,
   };
 }

@@ -13,12 +13,12 @@ import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
 import type { KvRouter } from '../router/kv-router.js';
-import type { RouteDecision } from '../router/types.js';
+import type { RouteDecision, RouteRequest } from '../router/types.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
 import type { ResolvedGatewayOptions } from './options.js';
 import { BadRequest, type ReadRequest, readRequest } from './prompt.js';
-import { inScope, type RoutingScope, routingScope } from './scope.js';
+import { inScope, routingScope } from './scope.js';
 import { inspectEvent, SseSplitter, usageFacts } from './sse.js';
 import type { PromptTokenizer } from './tokenize.js';
 
@@ -141,7 +141,7 @@ async function routeOnce(
   reply: FastifyReply,
   tokens: number[],
   allowed: readonly bigint[],
-  scope: RoutingScope,
+  fields: Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority'>,
   signal: AbortSignal,
   outcome: Outcome,
 ): Promise<RouteDecision | undefined> {
@@ -163,7 +163,7 @@ async function routeOnce(
       tokens,
       allowedWorkers: allowed,
       signal: stop.signal,
-      ...scope.hash,
+      ...fields,
     });
     ctx.metrics.routing.observe(Math.max(0, performance.now() - t - decision.queuedMs) / 1000);
     if (decision.queuedMs > 0) ctx.metrics.queueWait.observe(decision.queuedMs / 1000);
@@ -200,12 +200,14 @@ async function forward(
 ): Promise<void> {
   const tried = new Set<bigint>();
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
+  // The router's queue serves higher priorities first; vLLM's `priority` is the other way round.
+  const fields = { ...scope.hash, ...(read.priority === undefined ? {} : { priority: -read.priority }) };
   let lastFailure = '';
   for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
     const routable = ctx.fleet.routable();
     const allowed = tried.size === 0 && !scope.workers ? routable : routable.filter((id) => !tried.has(id) && inScope(scope, id));
     if (allowed.length === 0) break;
-    const decision = await routeOnce(ctx, reply, tokens, allowed, scope, signal, outcome);
+    const decision = await routeOnce(ctx, reply, tokens, allowed, fields, signal, outcome);
     if (!decision) return;
     outcome.attempts++;
     outcome.worker = decision.workerId;
