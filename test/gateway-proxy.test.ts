@@ -260,6 +260,27 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     await expect(startFleet(backend, 0, { upstream: { apiKey: 7 as never } })).rejects.toThrow(/upstream\.apiKey must be/);
   });
 
+  test('truncate_prompt_tokens: routing and the prediction use the prompt the engine runs (its last tokens)', async () => {
+    const f = await startFleet(backend, 3);
+    // Each prompt: its own junk, then the shared text and a question of a fixed length; the engine keeps the last part.
+    const ask = (junk: string, question: string) =>
+      postJson(`${f.url}/v1/completions`, {
+        prompt: `${junk.repeat(40)}${SYSTEM}${question}`,
+        truncate_prompt_tokens: SYSTEM.length + question.length,
+        max_tokens: 1,
+      });
+    const first = await ask('a', 'First?');
+    expect([first.status, first.json.usage.prompt_tokens]).toEqual([200, SYSTEM.length + 6]);
+    await waitFor(() => f.gateway.router.stats().index.blocks >= Math.floor(SYSTEM.length / 16), 'the blocks');
+    const next = await ask('b', 'Other?');
+    expect(next.headers.get('x-kvroute-worker')).toBe(first.headers.get('x-kvroute-worker'));
+    const predicted = Number(next.headers.get('x-kvroute-cached-tokens'));
+    expect(predicted).toBeGreaterThanOrEqual(Math.floor(SYSTEM.length / 16) * 16);
+    expect(next.json.usage.prompt_tokens_details.cached_tokens).toBe(predicted);
+    const bad = await postJson(`${f.url}/v1/completions`, { prompt: 'x', truncate_prompt_tokens: -2 });
+    expect([bad.status, bad.json.error.message]).toEqual([400, 'truncate_prompt_tokens must be an integer ≥ -1']);
+  });
+
   test('streams pass through event by event; the usage chunk appears only when the client asks', async () => {
     const f = await startFleet(backend, 2);
     const direct = await sse(`${f.workers[0].url}/v1/chat/completions`, {

@@ -82,10 +82,43 @@ export function completionTokens(b: Record<string, unknown>): number[] {
   return typeof given === 'string' ? tokenize(given) : given;
 }
 
-export function parseRequest(body: unknown, chat: boolean, served: Served & { trustRequestChatTemplate: boolean }): ParsedRequest {
+/** vLLM's prompt truncation: keep `keep` tokens, the last ones (its default side) or the first. */
+export interface Truncation {
+  keep: number;
+  side: 'left' | 'right';
+}
+
+/**
+ * A request's `truncate_prompt_tokens` (and `truncation_side`): k ≥ 1 keeps k tokens; -1 keeps
+ * `maxModelLen`, when the reader knows it (undefined: it does not, nothing is cut).
+ */
+export function readTruncation(b: Record<string, unknown>, maxModelLen?: number): Truncation | undefined {
+  const k = b.truncate_prompt_tokens;
+  if (k === undefined || k === null) return undefined;
+  if (typeof k !== 'number' || !Number.isSafeInteger(k) || k < -1) throw new BadRequest('truncate_prompt_tokens must be an integer ≥ -1');
+  const side = b.truncation_side ?? 'left';
+  if (side !== 'left' && side !== 'right') throw new BadRequest('truncation_side must be "left" or "right"');
+  const keep = k === -1 ? maxModelLen : k;
+  return keep === undefined || keep < 1 ? undefined : { keep, side };
+}
+
+/** The prompt the engine runs: `tokens` cut as `t` says. */
+export function truncated(tokens: number[], t: Truncation | undefined): number[] {
+  if (!t || tokens.length <= t.keep) return tokens;
+  return t.side === 'left' ? tokens.slice(tokens.length - t.keep) : tokens.slice(0, t.keep);
+}
+
+export function parseRequest(
+  body: unknown,
+  chat: boolean,
+  served: Served & { trustRequestChatTemplate: boolean; maxModelLen: number },
+): ParsedRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
-  const prompt = chat ? chatTokens(b, served.trustRequestChatTemplate) : completionTokens(b);
+  const prompt = truncated(
+    chat ? chatTokens(b, served.trustRequestChatTemplate) : completionTokens(b),
+    readTruncation(b, served.maxModelLen),
+  );
   if (prompt.length === 0) throw new BadRequest('the prompt is empty');
   const maxTokens = b.max_tokens ?? b.max_completion_tokens ?? 16;
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_tokens must be a positive integer');

@@ -9,6 +9,7 @@
 import type { FastifyInstance } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { stringifyLossless } from '../events/json.js';
+import { truncated } from '../mock-worker/openai.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { Fleet, FleetWorker } from './fleet.js';
 import { parseWorkerIdValue, resolveWorker } from './options.js';
@@ -68,7 +69,7 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
       if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
       throw err;
     }
-    const tokens = await ctx.tokenizer.tokenize(read.input);
+    const tokens = truncated(await ctx.tokenizer.tokenize(read.input), read.truncation);
     const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
     const allowed = ctx.fleet.routable().filter((id) => inScope(scope, id));
     const candidates = ctx.router.potentialLoads({ requestId: 'explain', tokens, allowedWorkers: allowed, ...scope.hash });

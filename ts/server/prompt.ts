@@ -8,7 +8,7 @@
  */
 
 import { readChatPrompt } from '../mock-worker/chat.js';
-import { BadRequest, readPrompt } from '../mock-worker/openai.js';
+import { BadRequest, readPrompt, readTruncation, type Truncation } from '../mock-worker/openai.js';
 import type { PromptInput } from './tokenize.js';
 
 // The mock worker's reading of `prompt` and `messages` is OpenAI's; its BadRequest is answered 400 here too.
@@ -27,6 +27,8 @@ export interface ReadRequest {
   cacheSalt: string | undefined;
   /** vLLM's `priority` (lower is served earlier), when an integer; the worker checks it otherwise. */
   priority: number | undefined;
+  /** vLLM's `truncate_prompt_tokens`: the engine caches the cut prompt, so routing must use it too. */
+  truncation: Truncation | undefined;
 }
 
 export function readRequest(body: unknown, chat: boolean): ReadRequest {
@@ -61,5 +63,6 @@ export function readRequest(body: unknown, chat: boolean): ReadRequest {
     model: typeof b.model === 'string' ? b.model : undefined,
     cacheSalt: b.cache_salt as string | undefined,
     priority: Number.isSafeInteger(b.priority) ? (b.priority as number) : undefined,
+    truncation: readTruncation(b),
   };
 }

@@ -12,6 +12,7 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
+import { truncated } from '../mock-worker/openai.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { RouteDecision, RouteRequest } from '../router/types.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
@@ -85,7 +86,7 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
   const t0 = performance.now();
   let tokens: number[];
   try {
-    tokens = await ctx.tokenizer.tokenize(read.input);
+    tokens = truncated(await ctx.tokenizer.tokenize(read.input), read.truncation);
   } catch (err) {
     if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') return reject(ctx, reply, 503, 'no_worker', err.message);
     // The gateway's own configuration (a worker without /tokenize), not the request.
