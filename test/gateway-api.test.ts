@@ -1,20 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import parsePrometheus from 'parse-prometheus-text-format';
 import { describe, expect, test } from 'vitest';
-import {
-  createGateway,
-  isKvRouteError,
-  KvRouter,
-  type MockWorker,
-  metrics,
-  mockTokenize,
-  renderMockChat,
-  writeMockTokenizer,
-} from '../ts/index.js';
+import { createGateway, isKvRouteError, KvRouter, type MockWorker, metrics, mockTokenize } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, startFleet, startWorker, startWorkerOnConsecutivePorts, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
@@ -314,166 +305,6 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     expect(done.status).toBe(200);
     expect(done.events.at(-1)).toBe('[DONE]');
     await expect(fetch(`${f.url}/health`)).rejects.toThrow();
-  });
-
-  test('tokenizers: the engine tokenizer and a local tokenizer.json give the mock worker its own tokens', async () => {
-    const dir = scratchDir('kvroute-tok-');
-    const path = writeMockTokenizer(dir);
-    // Both trust request chat templates (vLLM's --trust-request-chat-template), for the last case.
-    const engine = await startFleet(backend, 1, {}, { trustRequestChatTemplate: true });
-    const local = await startFleet(backend, 0, {
-      tokenizer: { path, trustRequestChatTemplate: true },
-      workers: [workerEntry(engine.workers[0], 1)],
-    });
-    const messages = [
-      { role: 'system', content: 'Be brief.' },
-      {
-        role: 'user',
-        content: [
-          { type: 'text', text: 'Grüße, 世界! ' },
-          { type: 'text', text: 'two parts' },
-        ],
-      },
-    ];
-    // An agent's turn: tools offered, an assistant that only calls one (content null), its result.
-    const tools = [
-      { type: 'function', function: { name: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
-    ];
-    const agent = [
-      { role: 'user', content: 'Weather in Oslo?' },
-      {
-        role: 'assistant',
-        content: null,
-        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'weather', arguments: '{"city": "Oslo"}' } }],
-      },
-      { role: 'tool', tool_call_id: 'c1', content: '-3 C' },
-    ];
-    const cases = [
-      { prompt: 'plain text prompt with ümlauts' },
-      { prompt: 'no special tokens', add_special_tokens: false },
-      { messages },
-      { messages: agent, tools },
-      { messages: [...agent, { role: 'assistant', content: 'It is -3' }], add_generation_prompt: false, continue_final_message: true },
-      {
-        messages,
-        chat_template: '{{ greeting }}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}',
-        chat_template_kwargs: { greeting: 'hi ' },
-      },
-    ];
-    for (const body of cases) {
-      const truth = await postJson(`${engine.workers[0].url}/tokenize`, body);
-      expect(truth.status, JSON.stringify(body)).toBe(200);
-      for (const f of [engine, local]) {
-        const explained = await postJson(`${f.adminUrl}/admin/explain`, body);
-        expect(explained.json.tokens, JSON.stringify(body)).toEqual(truth.json.tokens);
-      }
-    }
-    // Each field changed the prompt: no two cases tokenized alike.
-    const distinct = new Set<string>();
-    for (const body of cases) distinct.add(JSON.stringify((await postJson(`${engine.workers[0].url}/tokenize`, body)).json.tokens));
-    expect(distinct.size).toBe(cases.length);
-    // A template that does not parse is the request's fault; untrusted, a request's template is refused.
-    const broken = { messages, chat_template: '{% for %}' };
-    for (const f of [engine, local]) {
-      const r = await postJson(`${f.adminUrl}/admin/explain`, broken);
-      expect([r.status, r.json.error]).toEqual([400, expect.stringMatching(/does not parse/)]);
-    }
-    const untrusted = await startFleet(backend, 0, { tokenizer: path, workers: [workerEntry(engine.workers[0], 1)] });
-    const custom = cases.at(-1) as object;
-    const refused = await postJson(`${untrusted.adminUrl}/admin/explain`, custom);
-    expect([refused.status, refused.json.error]).toEqual([400, expect.stringMatching(/chat_template in a request is refused/)]);
-    const plainWorker = await startWorker();
-    expect((await postJson(`${plainWorker.url}/tokenize`, custom)).json.error.message).toMatch(/chat_template in a request is refused/);
-    expect(mockTokenize(renderMockChat(messages as never))).toEqual(
-      (await postJson(`${engine.workers[0].url}/tokenize`, { messages })).json.tokens,
-    );
-  });
-
-  test("the engine tokenizer reads the engine's answers: its error message, a worker without /tokenize, a worker failing", async () => {
-    // An engine whose /tokenize answers as the test says: vLLM's nested error, FastAPI's missing route, a 500.
-    let mode: 'nested' | 'missing' | 'failing' = 'nested';
-    const engine = createServer((req, res) => {
-      if (req.url === '/health') return res.end();
-      if (req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'fake', parent: null }] }));
-      const [status, body] =
-        mode === 'nested'
-          ? [400, { error: { message: 'messages[0] is not valid', type: 'BadRequestError', code: 400 } }]
-          : mode === 'missing'
-            ? [404, { detail: 'Not Found' }]
-            : [500, { error: { message: 'engine died', code: 500 } }];
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(body));
-    });
-    await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
-    try {
-      const f = await startFleet(backend, 0, { workers: [{ id: 1, url: `http://127.0.0.1:${(engine.address() as AddressInfo).port}` }] });
-      const ask = () => postJson(`${f.url}/v1/completions`, { prompt: 'hello', max_tokens: 1 });
-      expect(await ask()).toMatchObject({
-        status: 400,
-        json: { error: { message: 'cannot tokenize the prompt: messages[0] is not valid' } },
-      });
-      mode = 'missing';
-      for (let i = 0; i < 4; i++) {
-        const r = await ask();
-        expect(r.status).toBe(500);
-        expect(r.json.error.message).toMatch(/worker 1 has no \/tokenize .*set the gateway's tokenizer to the model's tokenizer\.json/);
-      }
-      // Neither is the worker's fault: it stays in routing.
-      expect(f.gateway.workers()[0].health).toBe('healthy');
-      mode = 'failing';
-      expect(await ask()).toMatchObject({
-        status: 503,
-        json: { error: { message: /no worker could tokenize the prompt \(\/tokenize answered 500: engine died\)/ } },
-      });
-    } finally {
-      engine.close();
-    }
-  });
-
-  test("a local tokenizer gives the chat template the config's special tokens, as Hugging Face does", async () => {
-    const dir = scratchDir('kvroute-tok-');
-    const path = writeMockTokenizer(dir);
-    const config = JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8'));
-    const template =
-      '{{ bos_token }}{% for m in messages %}{{ m.content }}{{ pad_token }}{% endfor %}{{ additional_special_tokens | join(",") }}';
-    writeFileSync(
-      join(dir, 'tokenizer_config.json'),
-      JSON.stringify({
-        ...config,
-        chat_template: template,
-        bos_token: '<s>',
-        pad_token: { content: '<pad>' },
-        additional_special_tokens: ['<a>', '<b>'],
-      }),
-    );
-    const f = await startFleet(backend, 1, { tokenizer: path });
-    const explained = await postJson(`${f.adminUrl}/admin/explain`, { messages: [{ role: 'user', content: 'hi' }] });
-    expect(explained.json.tokens).toEqual(mockTokenize('<s>hi<pad><a>,<b>'));
-  });
-
-  test('the engine tokenizer caches prompts within tokenizeCache, least recently used out, and counts hits and misses', async () => {
-    const f = await startFleet(backend, 1, { tokenizeCache: { maxPrompts: 2, maxBytes: 64 * 1024 } });
-    const scrape = async () => {
-      const text = await (await fetch(`${f.adminUrl}/metrics`)).text();
-      const read = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
-      return ['hits_total', 'misses_total', 'prompts', 'bytes'].map((k) => read(`kvroute_gateway_tokenize_cache_${k}`));
-    };
-    const explain = async (body: object) => expect((await postJson(`${f.adminUrl}/admin/explain`, body)).status).toBe(200);
-    await explain({ prompt: 'a first prompt' });
-    await explain({ prompt: 'a first prompt' });
-    expect(await scrape()).toEqual([1, 1, 1, 2 * JSON.stringify({ prompt: 'a first prompt' }).length + 8 * 14]);
-    // The same text as a chat, or with other prompt fields, is another prompt.
-    await explain({ messages: [{ role: 'user', content: 'a first prompt' }] });
-    await explain({ prompt: 'a first prompt', add_special_tokens: false });
-    expect((await scrape()).slice(0, 3)).toEqual([1, 3, 2]);
-    await explain({ prompt: 'a first prompt' }); // evicted by the two after it
-    expect((await scrape()).slice(0, 3)).toEqual([1, 4, 2]);
-    // A prompt over a quarter of maxBytes is tokenized every time, never kept.
-    const big = { prompt: 'x'.repeat(3000) };
-    await explain(big);
-    await explain(big);
-    expect((await scrape()).slice(0, 3)).toEqual([1, 6, 2]);
-    expect((await scrape())[3]).toBeLessThanOrEqual(64 * 1024);
   });
 });
 
