@@ -11,6 +11,7 @@ import {
   mockTokenize,
   renderMockChat,
   startMockWorker,
+  type WireBlockStored,
 } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { postJson, sse } from './helpers/http.js';
@@ -442,6 +443,38 @@ describe.skipIf(CAPTURES.length === 0)("the mock wire encoder against the engine
       }
     }
     expect(compared).toBeGreaterThan(10);
+  });
+});
+
+describe('encodeEngineBatch', () => {
+  test("a store's adapter, extra keys and salt are checked, then decode back as the engines' own", () => {
+    const store: WireBlockStored = { type: 'BlockStored', blockHashes: [1n, 2n], parent: null, tokens: [1, 2, 3, 4], blockSize: 2 };
+    const bad: [object, RegExp][] = [
+      [{ loraName: 5 }, /events\[0\]\.loraName must be a string/],
+      [{ loraId: 0 }, /events\[0\]\.loraId must be a positive integer/],
+      [{ extraKeys: [['a']] }, /events\[0\]\.extraKeys must hold, per block, a list of strings or null/],
+      [{ extraKeys: [[1], null] }, /extraKeys must hold/],
+      [{ cacheSalt: null }, /events\[0\]\.cacheSalt must be a string/],
+    ];
+    for (const [extra, message] of bad)
+      expect(() => encodeEngineBatch(1, [{ ...store, ...extra } as never], 0, 'vllm-0.33')).toThrow(message);
+    const full: WireBlockStored = { ...store, loraName: 'a1', loraId: 1, extraKeys: [['a1', 'salt'], ['a1']], cacheSalt: 'salt' };
+    const [v] = decodeEngineBatch(encodeEngineBatch(1, [full], 0, 'vllm-0.33')).events;
+    expect(v).toMatchObject({
+      loraName: 'a1',
+      loraId: 1n,
+      extraKeys: [
+        [
+          { kind: 'text', value: 'a1' },
+          { kind: 'text', value: 'salt' },
+        ],
+        [{ kind: 'text', value: 'a1' }],
+      ],
+    });
+    const [sg] = decodeEngineBatch(encodeEngineBatch(1, [full], 0, 'sglang')).events;
+    expect(sg).toMatchObject({ loraId: 1n, cacheSalt: 'salt', loraName: null });
+    const [old] = decodeEngineBatch(encodeEngineBatch(1, [full], 0, 'vllm-0.11')).events;
+    expect(old).toMatchObject({ loraId: 1n, cacheSalt: null, loraName: null });
   });
 });
 
