@@ -71,6 +71,9 @@ interface BlockInfo {
   root: boolean;
 }
 
+const UTF8 = new TextEncoder();
+const NO_BYTES = new Uint8Array(0);
+
 /** vLLM's extra hash keys of a block: the adapter's name, then the salt in a chain's first block. */
 function extraKeys(info: BlockInfo): string[] {
   const keys = info.lora ? [info.lora.name] : [];
@@ -130,7 +133,8 @@ export class MockRank {
   /** A block's name: its parent's, its tokens and its extra keys, hashed under the incarnation's seed. */
   private name(parent: bigint | null, info: BlockInfo): bigint {
     const { tokens } = info;
-    const extra = new TextEncoder().encode(extraKeys(info).join('\u0000'));
+    const keys = extraKeys(info);
+    const extra = keys.length === 0 ? NO_BYTES : UTF8.encode(keys.join('\u0000'));
     const bytes = new Uint8Array(8 + 4 * tokens.length + extra.length);
     const view = new DataView(bytes.buffer);
     view.setBigUint64(0, parent ?? 0n, true);
