@@ -1,8 +1,10 @@
 /**
  * The part of an OpenAI request the gateway reads: the prompt and the fields that decide its
  * tokens (to tokenize and route: a chat's messages, tools and template arguments, a completion's
- * `add_special_tokens`, the model), what scopes its KV blocks (the model, which may name a LoRA
- * adapter, and `cache_salt`: see `scope.ts`), `stream` and `stream_options`. Everything else goes to the worker untouched; the worker validates it.
+ * `add_special_tokens`, the model, `truncate_prompt_tokens`), what scopes its KV blocks (the
+ * model, which may name a LoRA adapter, and `cache_salt`: see `scope.ts`), its `priority` in the
+ * queue, `stream` and `stream_options`. Everything else goes to the worker untouched; the worker
+ * validates it.
  * @internal
  * @module
  */

@@ -1,10 +1,10 @@
 /**
  * What scopes a request's routing besides its tokens: the workers serving its `model` (in a
  * fleet of several models, or for a LoRA adapter), and what scopes its KV blocks: the adapter,
- * and vLLM's `cache_salt`. The engines name such blocks apart from the base
- * model's and from other tenants' (vLLM hashes the adapter into every block and the salt into
- * the first), and publish the adapter's name and the salt with them; the index hashes them in
- * the same way, so the request must be routed under the same scope to find them.
+ * and vLLM's `cache_salt`. The engines name such blocks apart from the base model's and from
+ * other tenants' (vLLM hashes the adapter into every block and the salt into the first), and
+ * publish the adapter's name and the salt with them; the index hashes them in the same way, so
+ * the request must be routed under the same scope to find them.
  * @internal
  * @module
  */
