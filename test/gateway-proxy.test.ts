@@ -143,6 +143,24 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect((await holders()).length).toBeGreaterThan((await holders('m-a')).length);
     const listed = (await (await fetch(`${f.adminUrl}/workers?model_name=m-b`)).json()) as { instance_id: number; model_name: string }[];
     expect(listed.map((w) => [w.instance_id, w.model_name])).toEqual([[3, 'm-b']]);
+    // An index-only worker registered under a model answers for it (here it hears worker 3's events too).
+    const registered = await postJson(`${f.adminUrl}/register`, {
+      instance_id: 9,
+      endpoint: workers[2].kvEventsEndpoints[0],
+      model_name: 'm-b',
+      block_size: 16,
+    });
+    expect(registered.status).toBe(201);
+    const fresh = `A prompt only model m-b has seen. ${SYSTEM}`;
+    const heard = async () => {
+      const q = await postJson(`${f.adminUrl}/query`, { token_ids: mockTokenize(fresh), model_name: 'm-b' });
+      return Object.keys(q.json.scores).sort();
+    };
+    await waitFor(async () => {
+      await postJson(`${f.url}/v1/completions`, { prompt: fresh, max_tokens: 1, model: 'm-b' });
+      return (await heard()).length === 2;
+    }, 'the registered worker to hear the blocks');
+    expect(await heard()).toEqual(['3', '9']);
   });
 
   test('a worker serving its model under several names (vLLM --served-model-name a b) takes requests for each', async () => {

@@ -149,7 +149,11 @@ function register(b: Record<string, unknown>, ctx: IndexerContext): number {
       { id, url, kvEvents: [endpoint], replay: replay ? [replay] : undefined, dpSize: 1, maxNumBatchedTokens: undefined, weight: 1 },
       'indexer',
     );
-    added.model ??= model;
+    // An index-only worker serves what it was registered under; one with a URL says itself (`/v1/models`).
+    if (added.model === undefined && model !== undefined) {
+      added.model = model;
+      added.modelNames = new Set([model]);
+    }
     return 201;
   }
   const ranks = existing.spec.kvEvents ?? [];
