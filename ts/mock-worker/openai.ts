@@ -74,10 +74,16 @@ export function chatTokens(b: Record<string, unknown>, trustRequestTemplate: boo
   return tokenize(renderChatPrompt(readChatPrompt(b), MOCK_CHAT_TEMPLATE, {}, trustRequestTemplate));
 }
 
-/** The tokens of a completion request's prompt (or a completion `/tokenize` body). */
-export function completionTokens(b: Record<string, unknown>): number[] {
+/** A completion's `add_special_tokens` (vLLM's default, true, when absent: undefined). */
+export function readAddSpecialTokens(b: Record<string, unknown>): boolean | undefined {
   if (b.add_special_tokens !== undefined && typeof b.add_special_tokens !== 'boolean')
     throw new BadRequest('add_special_tokens must be a boolean');
+  return b.add_special_tokens;
+}
+
+/** The tokens of a completion request's prompt (or a completion `/tokenize` body); the mock tokenizer has no special tokens. */
+export function completionTokens(b: Record<string, unknown>): number[] {
+  readAddSpecialTokens(b);
   const given = readPrompt(b.prompt);
   return typeof given === 'string' ? tokenize(given) : given;
 }

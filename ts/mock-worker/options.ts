@@ -5,7 +5,7 @@
 
 import { KvRouteError } from '../errors.js';
 import { checkEndpoint } from '../ingest/options.js';
-import { checkOptions, describe } from '../validate.js';
+import { checkOptions, describe, optionalBoolean } from '../validate.js';
 import type { WireFormat } from './wire.js';
 
 /**
@@ -174,12 +174,6 @@ function int(v: unknown, name: string, min: number, max: number, dflt: number): 
   return v;
 }
 
-function bool(v: unknown, name: string, dflt: boolean): boolean {
-  if (v === undefined) return dflt;
-  if (typeof v !== 'boolean') throw new KvRouteError('ERR_INVALID_ARG', `${name} must be a boolean, got ${describe(v)}`);
-  return v;
-}
-
 /** Validates a fault. */
 export function checkFault(v: unknown, name: string): MockFault {
   const f = checkOptions(v, name, ['kind', 'factor', 'count']);
@@ -253,7 +247,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     model,
     loraModules: [...loraModules],
     ...(o.apiKey === undefined ? {} : { apiKey: o.apiKey }),
-    trustRequestChatTemplate: bool(o.trustRequestChatTemplate, 'opts.trustRequestChatTemplate', false),
+    trustRequestChatTemplate: optionalBoolean(o.trustRequestChatTemplate, 'opts.trustRequestChatTemplate') ?? false,
     wire,
     seed: int(o.seed, 'opts.seed', 0, 2 ** 32 - 1, 1),
     topic: o.topic ?? '',

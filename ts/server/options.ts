@@ -12,7 +12,7 @@ import type { WorkerId } from '../kv-index.js';
 import type { SnapshotWriterOptions } from '../replicas/snapshot-store.js';
 import type { WarmStartOptions } from '../replicas/warm-start.js';
 import type { KvRouterOptions } from '../router/options.js';
-import { describe } from '../validate.js';
+import { describe, optionalBoolean } from '../validate.js';
 
 /**
  * One worker behind the gateway.
@@ -359,12 +359,11 @@ function tokenizer(value: unknown): ResolvedGatewayOptions['tokenizer'] {
   if (value === undefined || value === 'engine') return 'engine';
   if (typeof value === 'string') return { path: value, trustRequestChatTemplate: false };
   const t = record(value, 'tokenizer', ['path', 'chatTemplate', 'trustRequestChatTemplate']);
-  if (t.trustRequestChatTemplate !== undefined && typeof t.trustRequestChatTemplate !== 'boolean')
-    throw invalid(`tokenizer.trustRequestChatTemplate must be a boolean, got ${describe(t.trustRequestChatTemplate)}`);
+  const trust = optionalBoolean(t.trustRequestChatTemplate, 'tokenizer.trustRequestChatTemplate') ?? false;
   return {
     path: str(t.path, 'tokenizer.path'),
     ...(t.chatTemplate === undefined ? {} : { chatTemplate: str(t.chatTemplate, 'tokenizer.chatTemplate') }),
-    trustRequestChatTemplate: t.trustRequestChatTemplate === true,
+    trustRequestChatTemplate: trust,
   };
 }
 

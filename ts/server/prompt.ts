@@ -10,7 +10,7 @@
  */
 
 import { readChatPrompt } from '../mock-worker/chat.js';
-import { BadRequest, readPrompt, readTruncation, type Truncation } from '../mock-worker/openai.js';
+import { BadRequest, readAddSpecialTokens, readPrompt, readTruncation, type Truncation } from '../mock-worker/openai.js';
 import type { PromptInput } from './tokenize.js';
 
 // The mock worker's reading of `prompt` and `messages` is OpenAI's; its BadRequest is answered 400 here too.
@@ -42,9 +42,8 @@ export function readRequest(body: unknown, chat: boolean): ReadRequest {
   if (chat) input = { kind: 'chat', chat: readChatPrompt(b), ...model };
   else {
     const prompt = readPrompt(b.prompt);
-    if (b.add_special_tokens !== undefined && typeof b.add_special_tokens !== 'boolean')
-      throw new BadRequest('add_special_tokens must be a boolean');
-    const addSpecialTokens = b.add_special_tokens === undefined ? {} : { addSpecialTokens: b.add_special_tokens };
+    const add = readAddSpecialTokens(b);
+    const addSpecialTokens = add === undefined ? {} : { addSpecialTokens: add };
     input = typeof prompt === 'string' ? { kind: 'text', text: prompt, ...addSpecialTokens, ...model } : { kind: 'ids', ids: prompt };
   }
   if (b.stream !== undefined && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
