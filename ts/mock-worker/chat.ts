@@ -43,7 +43,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-function optionalBoolean(b: Record<string, unknown>, key: keyof ChatPrompt): boolean | undefined {
+function booleanField(b: Record<string, unknown>, key: keyof ChatPrompt): boolean | undefined {
   const v = b[key];
   if (v !== undefined && typeof v !== 'boolean') throw new BadRequest(`${key} must be a boolean`);
   return v;
@@ -75,7 +75,7 @@ export function readChatPrompt(b: Record<string, unknown>): ChatPrompt {
     prompt.tools = b.tools;
   }
   for (const key of ['add_generation_prompt', 'continue_final_message', 'add_special_tokens'] as const) {
-    const v = optionalBoolean(b, key);
+    const v = booleanField(b, key);
     if (v !== undefined) prompt[key] = v;
   }
   if (prompt.continue_final_message && prompt.add_generation_prompt !== false)
