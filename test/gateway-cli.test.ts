@@ -68,7 +68,7 @@ describe('kvroute serve as a command', () => {
     const a = await postJson(`${url}/v1/completions`, { prompt: `${prompt}one`, max_tokens: 3 });
     expect(a.status).toBe(200);
     await sleep(200);
-    const b = await sse(`${url}/v1/completions`, { prompt: `${prompt}two`, max_tokens: 3, stream: true });
+    const b = await sse(`${url}/v1/completions`, { prompt: `${prompt}two`, max_tokens: 3, stream: true, model: 'mock-model' });
     expect(b.headers.get('x-kvroute-worker')).toBe(a.headers.get('x-kvroute-worker'));
     expect(Number(b.headers.get('x-kvroute-cached-tokens'))).toBeGreaterThan(0);
     serve.child.kill('SIGTERM');
@@ -80,7 +80,8 @@ describe('kvroute serve as a command', () => {
       .filter((l) => l.includes('"msg":"request"'))
       .map((l) => JSON.parse(l));
     expect(lines.length).toBe(2);
-    expect(lines[1]).toMatchObject({ status: 200, stream: true, worker: a.headers.get('x-kvroute-worker') });
+    expect(lines[0]).toMatchObject({ model: null, salted: false });
+    expect(lines[1]).toMatchObject({ status: 200, stream: true, worker: a.headers.get('x-kvroute-worker'), model: 'mock-model' });
     expect(serve.output()).not.toContain('shared prefix');
     for (const w of workers) w.child.kill('SIGTERM');
   });

@@ -121,6 +121,9 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
           path,
           worker: outcome.worker === undefined ? null : String(outcome.worker),
           dpRank: outcome.dpRank ?? null,
+          model: read.model ?? null,
+          // Whether a salt scoped it; never the salt, which keeps tenants' caches apart.
+          salted: read.cacheSalt !== undefined,
           promptTokens: outcome.promptTokens,
           predictedCachedTokens: outcome.predicted ?? null,
           reportedCachedTokens: outcome.reported ?? null,
