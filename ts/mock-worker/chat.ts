@@ -99,7 +99,7 @@ function contentText(content: unknown): string {
   const texts: string[] = [];
   for (const part of content) {
     if (typeof part === 'string') texts.push(part);
-    else if (isRecord(part) && typeof part.type === 'string' && part.type in TEXT_PARTS) {
+    else if (isRecord(part) && typeof part.type === 'string' && Object.hasOwn(TEXT_PARTS, part.type)) {
       const text = part[TEXT_PARTS[part.type]];
       if (typeof text === 'string') texts.push(text);
     }
