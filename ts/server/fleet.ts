@@ -23,9 +23,9 @@ export interface FleetWorker {
   readonly breaker: Breaker;
   source: EngineSource | undefined;
   inRouter: boolean;
-  /** The model it serves (the first of its `/v1/models`), once learned. */
-  model: string | undefined;
-  /** Every name it serves the model under (vLLM's `--served-model-name` may give several). */
+  /** The model it serves: the first of `modelNames`, once learned. */
+  readonly model: string | undefined;
+  /** Every name it serves the model under, first the first its `/v1/models` lists (vLLM's `--served-model-name` may give several). */
   modelNames: ReadonlySet<string>;
   /** The LoRA adapters it lists (models with a `parent`), as of `modelsReadAt`. */
   adapters: ReadonlySet<string>;
@@ -108,7 +108,9 @@ export class Fleet {
       breaker: new Breaker(this.opts.health.failureThreshold, this.opts.health.recoveryThreshold),
       source: undefined,
       inRouter: false,
-      model: undefined,
+      get model() {
+        return this.modelNames.values().next().value;
+      },
       modelNames: new Set(),
       adapters: new Set(),
       modelsReadAt: Number.NEGATIVE_INFINITY,
@@ -277,7 +279,6 @@ export class Fleet {
       if (res.statusCode !== 200 || !Array.isArray(body.data)) return;
       const named = body.data.filter((d) => typeof d?.id === 'string');
       const bases = named.filter((d) => typeof d.parent !== 'string').map((d) => d.id as string);
-      if (bases.length > 0) m.model = bases[0];
       m.modelNames = new Set(bases);
       m.adapters = new Set(named.filter((d) => typeof d.parent === 'string').map((d) => d.id as string));
       m.modelsReadAt = performance.now();

@@ -150,10 +150,7 @@ function register(b: Record<string, unknown>, ctx: IndexerContext): number {
       'indexer',
     );
     // An index-only worker serves what it was registered under; one with a URL says itself (`/v1/models`).
-    if (added.model === undefined && model !== undefined) {
-      added.model = model;
-      added.modelNames = new Set([model]);
-    }
+    if (added.model === undefined && model !== undefined) added.modelNames = new Set([model]);
     return 201;
   }
   const ranks = existing.spec.kvEvents ?? [];
