@@ -9,11 +9,10 @@
 import type { FastifyInstance } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { stringifyLossless } from '../events/json.js';
-import { truncated } from '../mock-worker/openai.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { Fleet, FleetWorker } from './fleet.js';
 import { parseWorkerIdValue, resolveWorker } from './options.js';
-import { BadRequest, readRequest } from './prompt.js';
+import { BadRequest, engineTokens, readRequest } from './prompt.js';
 import { inScope, routingScope } from './scope.js';
 import type { PromptTokenizer } from './tokenize.js';
 
@@ -69,7 +68,7 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
       if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
       throw err;
     }
-    const tokens = truncated(await ctx.tokenizer.tokenize(read.input), read.truncation);
+    const tokens = await engineTokens(ctx.tokenizer, read);
     const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
     const allowed = ctx.fleet.routable().filter((id) => inScope(scope, id));
     const candidates = ctx.router.potentialLoads({ requestId: 'explain', tokens, allowedWorkers: allowed, ...scope.hash });

@@ -10,8 +10,8 @@
  */
 
 import { readChatPrompt } from '../mock-worker/chat.js';
-import { BadRequest, readAddSpecialTokens, readPrompt, readTruncation, type Truncation } from '../mock-worker/openai.js';
-import type { PromptInput } from './tokenize.js';
+import { BadRequest, readAddSpecialTokens, readPrompt, readTruncation, type Truncation, truncated } from '../mock-worker/openai.js';
+import type { PromptInput, PromptTokenizer } from './tokenize.js';
 
 // The mock worker's reading of `prompt` and `messages` is OpenAI's; its BadRequest is answered 400 here too.
 export { BadRequest } from '../mock-worker/openai.js';
@@ -66,4 +66,12 @@ export function readRequest(body: unknown, chat: boolean): ReadRequest {
     priority: Number.isSafeInteger(b.priority) ? (b.priority as number) : undefined,
     truncation: readTruncation(b),
   };
+}
+
+/**
+ * The tokens the engine will run for a request read here: its prompt tokenized, then cut by
+ * `truncate_prompt_tokens` as vLLM cuts it. Routing, the prediction and `/admin/explain` all use it.
+ */
+export async function engineTokens(tokenizer: PromptTokenizer, read: ReadRequest): Promise<number[]> {
+  return truncated(await tokenizer.tokenize(read.input), read.truncation);
 }

@@ -12,13 +12,12 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
-import { truncated } from '../mock-worker/openai.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { RouteDecision, RouteRequest } from '../router/types.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
 import type { ResolvedGatewayOptions } from './options.js';
-import { BadRequest, type ReadRequest, readRequest } from './prompt.js';
+import { BadRequest, engineTokens, type ReadRequest, readRequest } from './prompt.js';
 import { inScope, routingScope } from './scope.js';
 import { inspectEvent, SseSplitter, usageFacts } from './sse.js';
 import type { PromptTokenizer } from './tokenize.js';
@@ -86,7 +85,7 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
   const t0 = performance.now();
   let tokens: number[];
   try {
-    tokens = truncated(await ctx.tokenizer.tokenize(read.input), read.truncation);
+    tokens = await engineTokens(ctx.tokenizer, read);
   } catch (err) {
     if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') return reject(ctx, reply, 503, 'no_worker', err.message);
     // The gateway's own configuration (a worker without /tokenize), not the request.
