@@ -5,7 +5,7 @@ import { mockTokenize } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
-import { waitFor } from './helpers/wait.js';
+import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
 
@@ -45,8 +45,14 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     const first = await postJson(`${f.url}/v1/chat/completions`, { messages: turns, tools, max_tokens: 2 });
     expect(first.status).toBe(200);
     const worker = first.headers.get('x-kvroute-worker');
-    await waitFor(() => f.gateway.router.stats().index.blocks >= Math.floor((2 * SYSTEM.length) / 16), 'the stored blocks to be indexed');
+    let previousPrompt = first.json.usage.prompt_tokens as number;
     for (let call = 1; call <= 2; call++) {
+      // The next turn extends the previous prompt: wait until the index holds all of that prompt's blocks.
+      const held = async () => {
+        const explained = await postJson(`${f.adminUrl}/admin/explain`, { messages: turns, tools });
+        return Math.max(...explained.json.candidates.map((c: { overlapBlocks: number }) => c.overlapBlocks));
+      };
+      await waitFor(async () => (await held()) >= Math.floor(previousPrompt / 16), "the previous turn's blocks to be indexed");
       turns.push(
         {
           role: 'assistant',
@@ -61,6 +67,7 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
       const predicted = Number(r.headers.get('x-kvroute-cached-tokens'));
       expect(predicted).toBeGreaterThanOrEqual(Math.floor((2 * SYSTEM.length) / 16) * 16);
       expect(r.json.usage.prompt_tokens_details.cached_tokens).toBe(predicted);
+      previousPrompt = r.json.usage.prompt_tokens;
     }
   });
 
@@ -151,13 +158,18 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
       block_size: 16,
     });
     expect(registered.status).toBe(201);
-    const fresh = `A prompt only model m-b has seen. ${SYSTEM}`;
+    // Its subscription takes a moment to reach the publisher: each try stores a new prompt, whose events it may hear.
+    let fresh = '';
     const heard = async () => {
       const q = await postJson(`${f.adminUrl}/query`, { token_ids: mockTokenize(fresh), model_name: 'm-b' });
       return Object.keys(q.json.scores).sort();
     };
+    let tries = 0;
     await waitFor(async () => {
+      if ((await heard()).length === 2) return true;
+      fresh = `Prompt ${tries++} that only model m-b has seen. ${SYSTEM}`;
       await postJson(`${f.url}/v1/completions`, { prompt: fresh, max_tokens: 1, model: 'm-b' });
+      await sleep(50);
       return (await heard()).length === 2;
     }, 'the registered worker to hear the blocks');
     expect(await heard()).toEqual(['3', '9']);
