@@ -15,10 +15,10 @@ import { checkWorkerId, indexInternals, KvIndex, type WorkerId } from '../kv-ind
 import { MAX_WORKERS } from '../limits.js';
 import { SeededRandom } from '../random.js';
 import { describe } from '../validate.js';
+import { Admission } from './admission.js';
 import { type KvRouterOptions, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
-import { type Waiter, WaitQueue } from './queue.js';
 import { ReplicaLink } from './replica-link.js';
-import { checkRequestId, type InFlight, type Pending, type Prepared, prepareRequest } from './request.js';
+import { checkRequestId, type InFlight, type Prepared, prepareRequest } from './request.js';
 import { type CandidateScore, chooseCandidate, costsFromFigures } from './select.js';
 import { Sweeper } from './sweeper.js';
 import type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './types.js';
@@ -47,13 +47,13 @@ export class KvRouter {
   private readonly opts: ResolvedRouterOptions;
   private readonly core: RouterCoreBackend;
   private readonly workers = new WorkerRegistry();
-  private readonly queue: WaitQueue<Pending>;
+  /** The queue, when `routerQueueThreshold` is set. */
+  private readonly admission: Admission | undefined;
   private readonly rng: SeededRandom;
   /** The load sync with the other replicas, when configured. */
   private readonly replicas: ReplicaLink | undefined;
   private readonly inFlight = new Map<string, InFlight>();
   private readonly byHandle = new Map<number, string>();
-  private readonly waiting = new Map<string, Waiter<Pending>>();
   private nextHandle = 1;
   /** Router-clock time of the next expiry sweep (see `expire`). */
   private nextExpiryAt = Number.NEGATIVE_INFINITY;
@@ -73,7 +73,7 @@ export class KvRouter {
   private finalIndexStats: IndexStats | undefined;
   /** The expiry sweep while requests wait (see sweeper.ts). */
   private readonly sweeper = new Sweeper(
-    () => !this.closed && this.queue.length > 0,
+    () => !this.closed && this.queued > 0,
     () => {
       this.expire(true);
       this.drain();
@@ -92,7 +92,23 @@ export class KvRouter {
     });
     const { impl, inner } = indexInternals(this.index);
     this.core = impl.createRouterCore(inner);
-    this.queue = new WaitQueue(o.queuePolicy);
+    this.admission =
+      o.queueThreshold === null
+        ? undefined
+        : new Admission(
+            o.queueThreshold,
+            o.queuePolicy,
+            this.workers,
+            {
+              candidatesFor: (p) => this.candidatesFor(p),
+              schedule: (p, c, queuedMs) => this.schedule(p, c, queuedMs),
+              bestCachedTokens: (p, c) => this.bestCachedTokens(p, c),
+              loads: () => this.core.snapshot(),
+              clock: () => this.clock(),
+              waited: () => this.sweeper.arm(),
+            },
+            this.counts,
+          );
     this.rng = new SeededRandom(o.seed);
     this.replicas = o.replicas && new ReplicaLink(o.replicas, o, this.core, { next: () => this.nextHandle++, drain: () => this.drain() });
   }
@@ -305,15 +321,32 @@ export class KvRouter {
     }
   }
 
-  /** Every candidate's prefill load exceeds the threshold of its worker's batch budget. */
-  private allBusy(c: Candidates): boolean {
-    return this.opts.queueThreshold !== null && this.workers.allBusy(c, this.core.snapshot(), this.opts.queueThreshold);
+  /** Requests waiting in the queue. */
+  private get queued(): number {
+    return this.admission?.length ?? 0;
+  }
+
+  /** Releases waiting requests that one of their candidates has room for (see admission.ts). */
+  private drain(): void {
+    this.admission?.drain();
+  }
+
+  /** The most tokens any candidate has cached (the `wspt` queue policy's score), booking nothing. */
+  private bestCachedTokens(p: Prepared, c: Candidates): number {
+    const handle = this.nextHandle++;
+    try {
+      let best = 0;
+      for (const s of this.score(handle, p, c, this.clock()).scores) best = Math.max(best, s.overlap * this.opts.blockSize);
+      return best;
+    } finally {
+      this.core.discard(handle);
+    }
   }
 
   /**
    * Routes a request and books it on the chosen rank. Resolves at once unless queueing is on and
-   * every candidate is busy (or others already wait); then it resolves when released by
-   * `markPrefillCompleted` / `free` of other requests.
+   * every candidate is busy; then it waits, behind the waiting requests that compete for the same
+   * workers, until `markPrefillCompleted` / `free` of other requests give one of its candidates room.
    * @throws {KvRouteError} (as a rejection) `ERR_INVALID_ARG` for a bad argument (the request); `ERR_DUPLICATE_REQUEST` for an id in flight or waiting; `ERR_NO_WORKERS` when no (allowed) worker exists; `ERR_ABORTED` when its signal aborts or `free` cancels it while it waits; `ERR_CLOSED` after `close()`.
    */
   route(req: RouteRequest): Promise<RouteDecision> {
@@ -321,82 +354,15 @@ export class KvRouter {
       this.open();
       const p = this.prepare(req);
       const id = p.req.requestId;
-      if (this.inFlight.has(id) || this.waiting.has(id))
+      if (this.inFlight.has(id) || this.admission?.has(id))
         throw new KvRouteError('ERR_DUPLICATE_REQUEST', `request ${id} is already in flight or waiting`);
       if (p.req.signal?.aborted) throw new KvRouteError('ERR_ABORTED', `request ${id} was aborted`);
       this.expire();
       const c = this.candidatesFor(p);
-      if (this.opts.queueThreshold !== null && (this.queue.length > 0 || this.allBusy(c))) return this.enqueue(p, c);
+      if (this.admission) return this.admission.admit(p, c);
       return Promise.resolve(this.schedule(p, c, 0));
     } catch (err) {
       return Promise.reject(err);
-    }
-  }
-
-  private enqueue(p: Prepared, c: Candidates): Promise<RouteDecision> {
-    const now = this.clock();
-    let best = 0;
-    if (this.opts.queuePolicy === 'wspt') {
-      const handle = this.nextHandle++;
-      try {
-        for (const s of this.score(handle, p, c, now).scores) best = Math.max(best, s.overlap * this.opts.blockSize);
-      } finally {
-        this.core.discard(handle);
-      }
-    }
-    return new Promise<RouteDecision>((resolve, reject) => {
-      const pending: Pending = { prepared: p, enqueuedAt: now, resolve, reject };
-      const waiter = this.queue.push(pending, p.priority, this.queue.score(p.tokens.length, best, p.priority));
-      this.waiting.set(p.req.requestId, waiter);
-      this.counts.queuedTotal++;
-      this.sweeper.arm();
-      const signal = p.req.signal;
-      if (signal) {
-        pending.onAbort = () =>
-          this.cancelWaiting(p.req.requestId, new KvRouteError('ERR_ABORTED', `request ${p.req.requestId} was aborted while queued`));
-        signal.addEventListener('abort', pending.onAbort, { once: true });
-      }
-    });
-  }
-
-  private cancelWaiting(id: string, err: KvRouteError): boolean {
-    const waiter = this.waiting.get(id);
-    if (!waiter) return false;
-    this.queue.remove(waiter);
-    this.settle(waiter.item);
-    this.waiting.delete(id);
-    this.counts.aborted++;
-    waiter.item.reject(err);
-    return true;
-  }
-
-  private settle(pending: Pending): void {
-    if (pending.onAbort) pending.prepared.req.signal?.removeEventListener('abort', pending.onAbort);
-  }
-
-  /** Releases waiting requests, in queue order, while their candidates are not all busy. */
-  private drain(): void {
-    for (let head = this.queue.peek(); head; head = this.queue.peek()) {
-      const pending = head.item;
-      let c: Candidates;
-      try {
-        c = this.candidatesFor(pending.prepared);
-      } catch (err) {
-        this.queue.shift();
-        this.waiting.delete(pending.prepared.req.requestId);
-        this.settle(pending);
-        pending.reject(err);
-        continue;
-      }
-      if (this.allBusy(c)) return;
-      this.queue.shift();
-      this.waiting.delete(pending.prepared.req.requestId);
-      this.settle(pending);
-      try {
-        pending.resolve(this.schedule(pending.prepared, c, this.clock() - pending.enqueuedAt));
-      } catch (err) {
-        pending.reject(err);
-      }
     }
   }
 
@@ -482,7 +448,7 @@ export class KvRouter {
     if (entry) {
       this.core.free(entry.handle);
       this.forget(entry.handle);
-    } else if (!this.cancelWaiting(requestId, new KvRouteError('ERR_ABORTED', `request ${requestId} was freed while queued`))) {
+    } else if (!this.admission?.cancel(requestId, new KvRouteError('ERR_ABORTED', `request ${requestId} was freed while queued`))) {
       this.counts.unknownFree++;
     }
     this.expire();
@@ -542,7 +508,7 @@ export class KvRouter {
       workers: this.workers.size,
       ranks: this.workers.rankCount,
       inFlight: this.inFlight.size,
-      queued: this.queue.length,
+      queued: this.queued,
       ...this.counts,
       load,
       index: this.index.stats(),
@@ -584,10 +550,6 @@ export class KvRouter {
   private stop(): void {
     this.closed = true;
     this.sweeper.disarm();
-    for (const w of this.queue.drain()) {
-      this.settle(w.item);
-      w.item.reject(new KvRouteError('ERR_CLOSED', `the router closed while request ${w.item.prepared.req.requestId} waited`));
-    }
-    this.waiting.clear();
+    this.admission?.rejectAll((id) => new KvRouteError('ERR_CLOSED', `the router closed while request ${id} waited`));
   }
 }

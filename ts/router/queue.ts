@@ -1,5 +1,5 @@
 /**
- * Requests waiting because every candidate is busy. Higher `priority` first; within a priority,
+ * Requests waiting because every candidate is busy (see admission.ts for when they leave). Higher `priority` first; within a priority,
  * the policy's order: fcfs (oldest first), lcfs (newest first), or wspt (weighted shortest
  * processing time: `(1 + priority) / max(1, ISL − bestCachedTokens)`, highest first).
  * @internal
@@ -46,12 +46,9 @@ export class WaitQueue<T> {
     return w;
   }
 
-  peek(): Waiter<T> | undefined {
-    return this.waiting[0];
-  }
-
-  shift(): Waiter<T> | undefined {
-    return this.waiting.shift();
+  /** The waiting requests in release order (a copy: the queue may change while it is walked). */
+  inOrder(): Waiter<T>[] {
+    return [...this.waiting];
   }
 
   remove(w: Waiter<T>): boolean {
@@ -59,9 +56,5 @@ export class WaitQueue<T> {
     if (i < 0) return false;
     this.waiting.splice(i, 1);
     return true;
-  }
-
-  drain(): Waiter<T>[] {
-    return this.waiting.splice(0);
   }
 }

@@ -125,18 +125,24 @@ export class WorkerRegistry {
   }
 
   /**
-   * Whether every candidate's prefill load (from the router core's snapshot: this router's and
-   * its peers') exceeds `threshold` of its worker's `maxNumBatchedTokens`.
+   * Whether every candidate's prefill load (from {@link prefillByRank} of the router core's
+   * snapshot: this router's and its peers') exceeds `threshold` of its worker's
+   * `maxNumBatchedTokens`.
    */
-  allBusy(c: Candidates, load: readonly RawRankLoad[], threshold: number): boolean {
-    const prefill = new Map<string, number>();
-    for (const l of load) prefill.set(`${l.workerId}:${l.dpRank}`, l.activePrefillTokens);
+  allBusy(c: Candidates, prefill: ReadonlyMap<string, number>, threshold: number): boolean {
     for (let i = 0; i < c.ranks.length; i++) {
       const budget = threshold * (this.get(c.workers[i])?.maxNumBatchedTokens ?? 0);
       if ((prefill.get(`${c.workers[i]}:${c.ranks[i]}`) ?? 0) <= budget) return false;
     }
     return true;
   }
+}
+
+/** Active prefill tokens by `"worker:rank"`, the form {@link WorkerRegistry.allBusy} reads. */
+export function prefillByRank(load: readonly RawRankLoad[]): Map<string, number> {
+  const prefill = new Map<string, number>();
+  for (const l of load) prefill.set(`${l.workerId}:${l.dpRank}`, l.activePrefillTokens);
+  return prefill;
 }
 
 export function workerIdSet(ids: unknown, name: string): Set<bigint> {

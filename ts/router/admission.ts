@@ -1,0 +1,197 @@
+/**
+ * Admission while queueing is on (`routerQueueThreshold`): a request whose candidates are all
+ * busy waits, and waiting requests are released in queue order as soon as one of their own
+ * candidates has room.
+ *
+ * Dynamo's queue releases from its head only, and a new request waits whenever anything waits.
+ * That is right for Dynamo, which runs one router per model, so every request has the same
+ * candidates. One `KvRouter` serves requests with different candidates: several models or LoRA
+ * adapters behind one gateway, `allowedWorkers`, pinned workers, a gateway's retry among the
+ * workers not tried yet. Under the head-only rule a request waited behind others that wait for
+ * other workers, its own idle (a model with free workers queued behind a model whose workers were
+ * all busy). A release pass here walks the whole queue in order and skips requests whose
+ * candidates are all busy, and a new request runs a pass first: requests that compete for the
+ * same workers keep their order, a new one never takes room that a waiting one could use, and
+ * when every request has the same candidates this is Dynamo's rule exactly.
+ * @internal
+ * @module
+ */
+
+import type { RawRankLoad } from '../backend-types.js';
+import { KvRouteError } from '../errors.js';
+import type { QueuePolicy } from './options.js';
+import { type Waiter, WaitQueue } from './queue.js';
+import type { Pending, Prepared } from './request.js';
+import type { RouteDecision } from './types.js';
+import { type Candidates, prefillByRank, type WorkerRegistry } from './workers.js';
+
+/** What admission needs from its router. */
+export interface AdmissionHooks {
+  /** The request's candidates now (workers come and go while it waits); throws as routing does. */
+  candidatesFor(p: Prepared): Candidates;
+  /** Scores, chooses and books the request. */
+  schedule(p: Prepared, c: Candidates, queuedMs: number): RouteDecision;
+  /** The most tokens any candidate has cached (the `wspt` policy's score). */
+  bestCachedTokens(p: Prepared, c: Candidates): number;
+  /** Prefill load per rank, this router's and its peers'. */
+  loads(): readonly RawRankLoad[];
+  clock(): number;
+  /** A request started waiting. */
+  waited(): void;
+}
+
+/** The counters admission keeps in the router's stats. */
+export interface AdmissionCounts {
+  queuedTotal: number;
+  aborted: number;
+}
+
+/**
+ * A key per candidate set, from the request's own constraints: requests with the same key have
+ * the same candidates. Computed once per request, cached on it.
+ */
+const keys = new WeakMap<Prepared, string>();
+function candidateKey(p: Prepared): string {
+  let key = keys.get(p);
+  if (key === undefined) {
+    const allowed = p.allowed ? [...p.allowed].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).join(',') : '*';
+    key = p.pinned ? `${p.pinned.workerId}:${p.pinned.dpRank ?? '*'}/${allowed}` : allowed;
+    keys.set(p, key);
+  }
+  return key;
+}
+
+/**
+ * Which candidate sets are all busy, during one release pass. A release only adds load, so a set
+ * found busy stays busy for the rest of the pass and is not checked again: a pass over a long
+ * queue of requests for a few busy models costs a map lookup per request.
+ */
+class BusyPass {
+  private prefill: Map<string, number> | undefined;
+  private readonly busy = new Set<string>();
+
+  constructor(
+    private readonly workers: WorkerRegistry,
+    private readonly loads: () => readonly RawRankLoad[],
+    private readonly threshold: number,
+  ) {}
+
+  allBusy(p: Prepared, c: Candidates): boolean {
+    const key = candidateKey(p);
+    if (this.busy.has(key)) return true;
+    this.prefill ??= prefillByRank(this.loads());
+    if (!this.workers.allBusy(c, this.prefill, this.threshold)) return false;
+    this.busy.add(key);
+    return true;
+  }
+
+  /** A request was booked: the load changed. */
+  booked(): void {
+    this.prefill = undefined;
+  }
+}
+
+export class Admission {
+  private readonly queue: WaitQueue<Pending>;
+  private readonly waiting = new Map<string, Waiter<Pending>>();
+
+  constructor(
+    private readonly threshold: number,
+    private readonly policy: QueuePolicy,
+    private readonly workers: WorkerRegistry,
+    private readonly hooks: AdmissionHooks,
+    private readonly counts: AdmissionCounts,
+  ) {
+    this.queue = new WaitQueue(policy);
+  }
+
+  /** Requests waiting. */
+  get length(): number {
+    return this.queue.length;
+  }
+
+  has(requestId: string): boolean {
+    return this.waiting.has(requestId);
+  }
+
+  /** Routes the request now when one of its candidates has room after the waiting requests had theirs; else it waits. */
+  admit(p: Prepared, c: Candidates): Promise<RouteDecision> {
+    this.drain();
+    if (!this.pass().allBusy(p, c)) return Promise.resolve(this.hooks.schedule(p, c, 0));
+    return this.enqueue(p, c);
+  }
+
+  private pass(): BusyPass {
+    return new BusyPass(this.workers, this.hooks.loads, this.threshold);
+  }
+
+  private enqueue(p: Prepared, c: Candidates): Promise<RouteDecision> {
+    const now = this.hooks.clock();
+    const best = this.policy === 'wspt' ? this.hooks.bestCachedTokens(p, c) : 0;
+    return new Promise<RouteDecision>((resolve, reject) => {
+      const pending: Pending = { prepared: p, enqueuedAt: now, resolve, reject };
+      const waiter = this.queue.push(pending, p.priority, this.queue.score(p.tokens.length, best, p.priority));
+      const id = p.req.requestId;
+      this.waiting.set(id, waiter);
+      this.counts.queuedTotal++;
+      this.hooks.waited();
+      const signal = p.req.signal;
+      if (signal) {
+        pending.onAbort = () => this.cancel(id, new KvRouteError('ERR_ABORTED', `request ${id} was aborted while queued`));
+        signal.addEventListener('abort', pending.onAbort, { once: true });
+      }
+    });
+  }
+
+  /** Takes a waiting request out and rejects it with `err`; false when it is not waiting. */
+  cancel(requestId: string, err: KvRouteError): boolean {
+    const waiter = this.waiting.get(requestId);
+    if (!waiter) return false;
+    this.leave(waiter);
+    this.counts.aborted++;
+    waiter.item.reject(err);
+    return true;
+  }
+
+  private leave(waiter: Waiter<Pending>): void {
+    this.queue.remove(waiter);
+    this.waiting.delete(waiter.item.prepared.req.requestId);
+    const { onAbort, prepared } = waiter.item;
+    if (onAbort) prepared.req.signal?.removeEventListener('abort', onAbort);
+  }
+
+  /** Releases, in queue order, every waiting request that one of its candidates has room for now. */
+  drain(): void {
+    if (this.queue.length === 0) return;
+    const pass = this.pass();
+    for (const waiter of this.queue.inOrder()) {
+      const pending = waiter.item;
+      // Gone since the pass began: a selector may route, free or abort from inside `schedule`.
+      if (this.waiting.get(pending.prepared.req.requestId) !== waiter) continue;
+      let c: Candidates;
+      try {
+        c = this.hooks.candidatesFor(pending.prepared);
+      } catch (err) {
+        this.leave(waiter);
+        pending.reject(err);
+        continue;
+      }
+      if (pass.allBusy(pending.prepared, c)) continue;
+      this.leave(waiter);
+      try {
+        pending.resolve(this.hooks.schedule(pending.prepared, c, this.hooks.clock() - pending.enqueuedAt));
+      } catch (err) {
+        pending.reject(err);
+      }
+      pass.booked();
+    }
+  }
+
+  /** Rejects every waiting request (the router closed). */
+  rejectAll(reason: (requestId: string) => KvRouteError): void {
+    for (const waiter of this.queue.inOrder()) {
+      this.leave(waiter);
+      waiter.item.reject(reason(waiter.item.prepared.req.requestId));
+    }
+  }
+}
