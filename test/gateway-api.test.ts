@@ -275,6 +275,34 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     expect((await busy).status).toBe(200);
   });
 
+  test('several models queue apart: one whose worker is busy neither holds up nor fills the queue for another', async () => {
+    const slow = await startWorker({ speedup: 0.05, model: 'm-a' });
+    const fast = await startWorker({ model: 'm-b' });
+    const f = await startFleet(backend, 0, {
+      router: { routerQueueThreshold: 0.01 },
+      queue: { maxQueued: 1, timeoutMs: 30_000 },
+      workers: [
+        { ...workerEntry(slow, 1), maxNumBatchedTokens: 256 },
+        { ...workerEntry(fast, 2), maxNumBatchedTokens: 256 },
+      ],
+    });
+    const models = async () => ((await (await fetch(`${f.url}/v1/models`)).json()) as { data: unknown[] }).data.length;
+    await waitFor(async () => (await models()) === 2, 'both models to be learned');
+    const long = (model: string) => ({ prompt: 'x'.repeat(600), max_tokens: 2, model });
+    const busy = postJson(`${f.url}/v1/completions`, long('m-a'));
+    await waitFor(() => f.gateway.router.stats().inFlight === 1, 'the first request to be in flight');
+    const queued = postJson(`${f.url}/v1/completions`, long('m-a'));
+    await waitFor(() => f.gateway.router.stats().queued === 1, 'the second to queue');
+    const refused = await postJson(`${f.url}/v1/completions`, long('m-a'));
+    expect([refused.status, refused.json.error.message]).toEqual([429, '1 requests for model "m-a" are waiting for a worker; retry later']);
+    // m-b's worker is free: its request neither waits behind m-a's nor counts against m-a's full queue.
+    const other = await postJson(`${f.url}/v1/completions`, long('m-b'));
+    expect([other.status, other.headers.get('x-kvroute-worker')]).toEqual([200, '2']);
+    expect(f.gateway.router.stats().queued).toBe(1);
+    expect((await busy).status).toBe(200);
+    expect((await queued).status).toBe(200);
+  });
+
   test("queued requests are served in vLLM's priority order (lower first), then in arrival order", async () => {
     const f = await startFleet(backend, 0, { router: { routerQueueThreshold: 0.01 }, queue: { timeoutMs: 30_000 } });
     const w = await startWorker({ speedup: 0.2 });

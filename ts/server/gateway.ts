@@ -261,7 +261,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const warm = o.warmStart ? warmUp(router, o.warmStart, app.log).finally(addWorkers) : Promise.resolve(undefined);
   const model = () => o.model ?? fleet.list().find((m) => m.model)?.model ?? 'unknown';
   const logRequests = o.logLevel !== false && ['info', 'debug', 'trace'].includes(o.logLevel);
-  const ctx: ProxyContext = { router, fleet, tokenizer, metrics: gm, opts: o, log: app.log, logRequests, routing: 0, nextId: 1 };
+  const ctx: ProxyContext = { router, fleet, tokenizer, metrics: gm, opts: o, log: app.log, logRequests, routing: new Map(), nextId: 1 };
 
   app.register(async (proxy) => {
     proxy.addHook(

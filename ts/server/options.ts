@@ -91,11 +91,16 @@ export interface UpstreamOptions {
 }
 
 /**
- * Admission when every worker is busy (needs `router.routerQueueThreshold`).
+ * Admission when every worker a request may go to is busy (needs `router.routerQueueThreshold`).
+ * A request waits only for its own model's workers: in a fleet of several models, one whose
+ * workers are all busy does not hold up the others.
  * @group Gateway
  */
 export interface QueueOptions {
-  /** Requests waiting in the router's queue before new ones get 429. Default 1024. */
+  /**
+   * Requests waiting for a worker before new ones get 429: per model when only some workers
+   * serve it (a fleet of several models, a LoRA adapter), else for the whole fleet. Default 1024.
+   */
   maxQueued?: number;
   /** A request waiting longer gets 503, ms. Default 30000. */
   timeoutMs?: number;

@@ -31,8 +31,13 @@ export interface ProxyContext {
   log: FastifyBaseLogger;
   /** Whether the one-line-per-request log is on (level info or finer). */
   logRequests: boolean;
-  /** Requests inside `route()` now (waiting in the queue, mostly). */
-  routing: number;
+  /**
+   * Requests inside `route()` now (waiting in the queue, mostly), by the workers they wait for:
+   * the model's name when only some workers serve it, '' for a request any worker may take.
+   * `queue.maxQueued` bounds each, so a model whose workers are all busy does not fill the queue
+   * for the others.
+   */
+  routing: Map<string, number>;
   nextId: number;
 }
 
@@ -145,16 +150,19 @@ async function routeOnce(
   tokens: number[],
   allowed: readonly bigint[],
   fields: Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority'>,
+  queueKey: string,
   signal: AbortSignal,
   outcome: Outcome,
 ): Promise<RouteDecision | undefined> {
-  if (ctx.routing >= ctx.opts.queue.maxQueued) {
-    reject(ctx, reply, 429, 'queue_full', `${ctx.routing} requests are waiting for a worker; retry later`);
+  const waiting = ctx.routing.get(queueKey) ?? 0;
+  if (waiting >= ctx.opts.queue.maxQueued) {
+    const what = queueKey === '' ? 'requests are' : `requests for model ${JSON.stringify(queueKey)} are`;
+    reject(ctx, reply, 429, 'queue_full', `${waiting} ${what} waiting for a worker; retry later`);
     outcome.status = 429;
     return undefined;
   }
   const t = performance.now();
-  ctx.routing++;
+  ctx.routing.set(queueKey, waiting + 1);
   // One controller for both reasons to stop waiting: the client left, or the queue timed out.
   const stop = new AbortController();
   const onClientGone = () => stop.abort();
@@ -185,7 +193,9 @@ async function routeOnce(
     }
     return undefined;
   } finally {
-    ctx.routing--;
+    const left = (ctx.routing.get(queueKey) ?? 1) - 1;
+    if (left > 0) ctx.routing.set(queueKey, left);
+    else ctx.routing.delete(queueKey);
     clearTimeout(timer);
     signal.removeEventListener('abort', onClientGone);
   }
@@ -205,12 +215,13 @@ async function forward(
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
   // The router's queue serves higher priorities first; vLLM's `priority` is the other way round.
   const fields = { ...scope.hash, ...(read.priority === undefined ? {} : { priority: -read.priority }) };
+  const queueKey = scope.workers ? (read.model ?? '') : '';
   let lastFailure = '';
   for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
     const routable = ctx.fleet.routable();
     const allowed = tried.size === 0 && !scope.workers ? routable : routable.filter((id) => !tried.has(id) && inScope(scope, id));
     if (allowed.length === 0) break;
-    const decision = await routeOnce(ctx, reply, tokens, allowed, fields, signal, outcome);
+    const decision = await routeOnce(ctx, reply, tokens, allowed, fields, queueKey, signal, outcome);
     if (!decision) return;
     outcome.attempts++;
     outcome.worker = decision.workerId;
