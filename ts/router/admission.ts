@@ -9,10 +9,14 @@
  * adapters behind one gateway, `allowedWorkers`, pinned workers, a gateway's retry among the
  * workers not tried yet. Under the head-only rule a request waited behind others that wait for
  * other workers, its own idle (a model with free workers queued behind a model whose workers were
- * all busy). A release pass here walks the whole queue in order and skips requests whose
- * candidates are all busy, and a new request runs a pass first: requests that compete for the
- * same workers keep their order, a new one never takes room that a waiting one could use, and
- * when every request has the same candidates this is Dynamo's rule exactly.
+ * all busy). A release pass here lets go, again and again, the first request in queue order one
+ * of whose candidates has room, skipping those whose candidates are all busy. Every change that
+ * frees room runs a pass, so afterwards no waiting request has a candidate with room: a new request
+ * whose candidates have room takes none that a waiting one could use, and one with the candidates
+ * of waiting requests waits behind them. Requests that compete for the same workers keep their
+ * order, and when every request has the same candidates this is Dynamo's rule exactly. Requests with the same candidates form a group kept in release order, so
+ * a pass looks at each group's first request only: its cost grows with the number of distinct
+ * candidate sets waiting (models, adapters), not with the length of the queue.
  * @internal
  * @module
  */
@@ -63,8 +67,7 @@ function candidateKey(p: Prepared): string {
 
 /**
  * Which candidate sets are all busy, during one release pass. A release only adds load, so a set
- * found busy stays busy for the rest of the pass and is not checked again: a pass over a long
- * queue of requests for a few busy models costs a map lookup per request.
+ * found busy stays busy for the rest of the pass and is not checked again.
  */
 class BusyPass {
   private prefill: Map<string, number> | undefined;
@@ -76,8 +79,12 @@ class BusyPass {
     private readonly threshold: number,
   ) {}
 
-  allBusy(p: Prepared, c: Candidates): boolean {
-    const key = candidateKey(p);
+  /** Known busy in this pass (no need to find its candidates). */
+  knownBusy(key: string): boolean {
+    return this.busy.has(key);
+  }
+
+  allBusy(key: string, c: Candidates): boolean {
     if (this.busy.has(key)) return true;
     this.prefill ??= prefillByRank(this.loads());
     if (!this.workers.allBusy(c, this.prefill, this.threshold)) return false;
@@ -114,23 +121,27 @@ export class Admission {
     return this.waiting.has(requestId);
   }
 
-  /** Routes the request now when one of its candidates has room after the waiting requests had theirs; else it waits. */
+  /**
+   * Routes the request now when one of its candidates has room, else it waits. Requests with its
+   * candidates already waiting means they are all busy (the last pass left them so), which needs
+   * no look at the load.
+   */
   admit(p: Prepared, c: Candidates): Promise<RouteDecision> {
-    this.drain();
-    if (!this.pass().allBusy(p, c)) return Promise.resolve(this.hooks.schedule(p, c, 0));
-    return this.enqueue(p, c);
+    const group = candidateKey(p);
+    if (this.queue.waits(group) || this.pass().allBusy(group, c)) return this.enqueue(p, c, group);
+    return Promise.resolve(this.hooks.schedule(p, c, 0));
   }
 
   private pass(): BusyPass {
     return new BusyPass(this.workers, this.hooks.loads, this.threshold);
   }
 
-  private enqueue(p: Prepared, c: Candidates): Promise<RouteDecision> {
+  private enqueue(p: Prepared, c: Candidates, group: string): Promise<RouteDecision> {
     const now = this.hooks.clock();
     const best = this.policy === 'wspt' ? this.hooks.bestCachedTokens(p, c) : 0;
     return new Promise<RouteDecision>((resolve, reject) => {
       const pending: Pending = { prepared: p, enqueuedAt: now, resolve, reject };
-      const waiter = this.queue.push(pending, p.priority, this.queue.score(p.tokens.length, best, p.priority));
+      const waiter = this.queue.push(pending, group, p.priority, this.queue.score(p.tokens.length, best, p.priority));
       const id = p.req.requestId;
       this.waiting.set(id, waiter);
       this.counts.queuedTotal++;
@@ -164,19 +175,9 @@ export class Admission {
   drain(): void {
     if (this.queue.length === 0) return;
     const pass = this.pass();
-    for (const waiter of this.queue.inOrder()) {
+    for (let next = this.firstReleasable(pass); next; next = this.firstReleasable(pass)) {
+      const [waiter, c] = next;
       const pending = waiter.item;
-      // Gone since the pass began: a selector may route, free or abort from inside `schedule`.
-      if (this.waiting.get(pending.prepared.req.requestId) !== waiter) continue;
-      let c: Candidates;
-      try {
-        c = this.hooks.candidatesFor(pending.prepared);
-      } catch (err) {
-        this.leave(waiter);
-        pending.reject(err);
-        continue;
-      }
-      if (pass.allBusy(pending.prepared, c)) continue;
       this.leave(waiter);
       try {
         pending.resolve(this.hooks.schedule(pending.prepared, c, this.hooks.clock() - pending.enqueuedAt));
@@ -187,9 +188,34 @@ export class Admission {
     }
   }
 
+  /**
+   * The first waiting request, in queue order, that one of its candidates has room for, with its
+   * candidates. Only groups' heads can be: the rest of a group waits for the same workers. A
+   * request whose candidates cannot be found any more (its workers were removed) is rejected.
+   */
+  private firstReleasable(pass: BusyPass): [Waiter<Pending>, Candidates] | undefined {
+    for (let heads = this.queue.heads(), i = 0; i < heads.length; i++) {
+      const head = heads[i];
+      if (pass.knownBusy(head.group)) continue;
+      let c: Candidates;
+      try {
+        c = this.hooks.candidatesFor(head.item.prepared);
+      } catch (err) {
+        this.leave(head);
+        head.item.reject(err);
+        // Its group's next request (the same candidates) may have become a head.
+        heads = this.queue.heads();
+        i = -1;
+        continue;
+      }
+      if (!pass.allBusy(head.group, c)) return [head, c];
+    }
+    return undefined;
+  }
+
   /** Rejects every waiting request (the router closed). */
   rejectAll(reason: (requestId: string) => KvRouteError): void {
-    for (const waiter of this.queue.inOrder()) {
+    for (const waiter of this.queue.all()) {
       this.leave(waiter);
       waiter.item.reject(reason(waiter.item.prepared.req.requestId));
     }

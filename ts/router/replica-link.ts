@@ -46,8 +46,10 @@ export class ReplicaLink {
           core.prefillCompleted(h);
           hooks.drain();
         },
+        // A peer's request that ends before its first token takes its prefill load with it.
         free: (h) => {
           core.free(h);
+          hooks.drain();
         },
         touch: (h) => {
           core.touch(h, now());
