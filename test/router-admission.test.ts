@@ -113,8 +113,10 @@ describe.each(BACKENDS)('KvRouter queue with different candidates, %s backend', 
           const allowed = [1, 2, 3, 4].filter(() => rng.chance(0.5));
           if (allowed.length === 0) allowed.push(1 + rng.int(workers));
           const req: Req = { id: `r${i}`, allowed, priority: rng.int(2), seq: i };
+          // Some are pinned to their one worker instead: the same candidates, said another way.
+          const where = allowed.length === 1 && rng.chance(0.5) ? { pinnedWorker: { workerId: allowed[0] } } : { allowedWorkers: allowed };
           pending.push(
-            r.route({ requestId: req.id, tokens: tokens(i * 8, 4 + rng.int(8)), allowedWorkers: allowed, priority: req.priority }).then(
+            r.route({ requestId: req.id, tokens: tokens(i * 8, 4 + rng.int(8)), ...where, priority: req.priority }).then(
               (d) => released.push({ id: req.id, worker: Number(d.workerId) }),
               () => undefined,
             ),
