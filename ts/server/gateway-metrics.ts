@@ -16,6 +16,7 @@ const TOKENS = [0, 16, 64, 256, 1024, 4096, 16384, 65536];
 
 export class GatewayMetrics {
   readonly requests: Counter<'worker' | 'status'>;
+  readonly passedOn: Counter<'path' | 'worker' | 'status'>;
   readonly ttft: Histogram;
   readonly itl: Histogram;
   readonly duration: Histogram;
@@ -38,6 +39,12 @@ export class GatewayMetrics {
       name: 'kvroute_gateway_requests_total',
       help: 'Proxied requests by worker and HTTP status (worker "none" when none was chosen).',
       labelNames: ['worker', 'status'],
+      registers,
+    });
+    this.passedOn = new Counter({
+      name: 'kvroute_gateway_passed_on_requests_total',
+      help: 'Requests to vLLM endpoints passed on without routing (/tokenize, embeddings, ...), by path, worker and HTTP status.',
+      labelNames: ['path', 'worker', 'status'],
       registers,
     });
     this.ttft = new Histogram({

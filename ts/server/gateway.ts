@@ -31,6 +31,7 @@ import {
   resolveGatewayOptions,
   resolveWorker,
 } from './options.js';
+import { registerPassthrough } from './passthrough.js';
 import { openAiError, type ProxyContext, proxyCompletion } from './proxy.js';
 import { logReplicaChanges } from './replica-log.js';
 import { metrics } from './router-metrics.js';
@@ -270,6 +271,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     );
     proxy.post('/v1/completions', (req, reply) => proxyCompletion(ctx, req, reply, false));
     proxy.post('/v1/chat/completions', (req, reply) => proxyCompletion(ctx, req, reply, true));
+    registerPassthrough(proxy, ctx);
     // The base models (the configured name first), then the LoRA adapters the workers list: a
     // request naming one is routed to the workers serving it.
     proxy.get('/v1/models', async () => {

@@ -61,12 +61,14 @@ interface Outcome {
 
 const SAFE_CONTENT_TYPE = /^[\w!#$&^.+-]+\/[\w!#$&^.+-]+(;\s*[\w-]+=[\w"./+-]+)*$/;
 
-function contentType(headers: Dispatcher.ResponseData['headers'], fallback: string): string {
+/** The worker's content type when well-formed, else `fallback`. */
+export function contentType(headers: Dispatcher.ResponseData['headers'], fallback: string): string {
   const v = headers['content-type'];
   return typeof v === 'string' && SAFE_CONTENT_TYPE.test(v) ? v : fallback;
 }
 
-function reject(ctx: ProxyContext, reply: FastifyReply, code: number, reason: string, message: string): FastifyReply {
+/** Answers a request the gateway refuses (counted by reason; 429 and 503 with `Retry-After`). */
+export function reject(ctx: ProxyContext, reply: FastifyReply, code: number, reason: string, message: string): FastifyReply {
   ctx.metrics.rejected.inc({ reason });
   if (code === 429 || code === 503) void reply.header('retry-after', String(ctx.opts.queue.retryAfterSecs));
   return reply.code(code).send(openAiError(message, code === 429 ? 'RateLimitError' : 'ServiceUnavailableError', code));

@@ -1,0 +1,150 @@
+/**
+ * vLLM's endpoints besides completions, passed on unchanged to a worker serving the request's
+ * `model`: tokenizing (`/tokenize`, `/detokenize`) and the pooling APIs (embeddings, scores,
+ * reranking, classification). Clients of a vLLM server call them at the same address as the
+ * completions, so a gateway in front of vLLM that answered 404 would break them. They carry no
+ * generation whose KV cache routing could reuse, so each goes to the worker with the fewest
+ * passed-on requests in flight (then in turn), not through the router. A worker that fails
+ * before it answers (no connection, 5xx) counts against its health and the request goes to the
+ * next, as completions do; any other answer is the client's, status and body, with the
+ * engine's content type.
+ * @internal
+ * @module
+ */
+
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Dispatcher } from 'undici';
+import { describeError, failureKind } from './fleet.js';
+import { contentType, openAiError, type ProxyContext, reject } from './proxy.js';
+
+/** The POST routes passed on (vLLM's paths; the pooling ones under both names vLLM serves). */
+export const PASSTHROUGH_PATHS = [
+  '/tokenize',
+  '/detokenize',
+  '/v1/embeddings',
+  '/pooling',
+  '/classify',
+  '/score',
+  '/v1/score',
+  '/rerank',
+  '/v1/rerank',
+  '/v2/rerank',
+] as const;
+
+/** Registers the passed-on routes on the proxy (behind its API-key check). */
+export function registerPassthrough(proxy: FastifyInstance, ctx: ProxyContext): void {
+  const inFlight = new Map<bigint, number>();
+  let turn = 0;
+  /** The workers to try, fewest passed-on requests in flight first, ties in turn. */
+  const order = (model: unknown): bigint[] => {
+    const serving = typeof model === 'string' ? ctx.fleet.servingWorkers(model)?.workers : undefined;
+    const ids = serving ? ctx.fleet.routable().filter((id) => serving.includes(id)) : [...ctx.fleet.routable()];
+    const start = turn++;
+    const rotated = ids.map((_, i) => ids[(start + i) % ids.length]);
+    return rotated.sort((a, b) => (inFlight.get(a) ?? 0) - (inFlight.get(b) ?? 0));
+  };
+  for (const path of PASSTHROUGH_PATHS) {
+    proxy.post(path, (req, reply) => passOn(ctx, req, reply, path, order, inFlight));
+  }
+}
+
+async function passOn(
+  ctx: ProxyContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  path: string,
+  order: (model: unknown) => bigint[],
+  inFlight: Map<bigint, number>,
+): Promise<FastifyReply> {
+  const started = performance.now();
+  const body = req.body;
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    return reply.code(400).send(openAiError('the request body must be a JSON object', 'BadRequestError', 400));
+  const id = `kvr-${ctx.nextId++}`;
+  const abort = new AbortController();
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) abort.abort();
+  });
+  const candidates = order((body as { model?: unknown }).model);
+  let worker: bigint | undefined;
+  let status: number | 'client_closed' | undefined;
+  let lastFailure = '';
+  try {
+    for (const candidate of candidates.slice(0, ctx.opts.upstream.retries + 1)) {
+      const pool = ctx.fleet.get(candidate)?.pool;
+      if (!pool) continue;
+      worker = candidate;
+      inFlight.set(candidate, (inFlight.get(candidate) ?? 0) + 1);
+      try {
+        const res = await request(ctx, pool, path, body, id, abort.signal);
+        if (res.statusCode >= 500) {
+          await res.body.dump().catch(() => undefined);
+          lastFailure = `worker ${candidate} answered ${res.statusCode}`;
+          ctx.fleet.failure(candidate, 'status', `answered ${res.statusCode}`);
+          ctx.metrics.retries.inc({ reason: 'status' });
+          continue;
+        }
+        ctx.fleet.success(candidate);
+        status = res.statusCode;
+        const text = await res.body.text();
+        return reply
+          .code(res.statusCode)
+          .header('x-kvroute-request-id', id)
+          .header('x-kvroute-worker', String(candidate))
+          .type(contentType(res.headers, 'application/json'))
+          .send(text);
+      } catch (err) {
+        if (abort.signal.aborted) {
+          status = 'client_closed';
+          return reply;
+        }
+        lastFailure = `worker ${candidate}: ${describeError(err)}`;
+        ctx.fleet.failure(candidate, failureKind(err), describeError(err));
+        ctx.metrics.retries.inc({ reason: failureKind(err) });
+      } finally {
+        const left = (inFlight.get(candidate) ?? 1) - 1;
+        if (left > 0) inFlight.set(candidate, left);
+        else inFlight.delete(candidate);
+      }
+    }
+    status = lastFailure ? 502 : 503;
+    if (!lastFailure) worker = undefined;
+    return reject(
+      ctx,
+      reply,
+      status,
+      lastFailure ? 'upstream_failed' : 'no_worker',
+      `no worker could serve ${path} (${lastFailure || 'no healthy worker'})`,
+    );
+  } finally {
+    ctx.metrics.passedOn.inc({ path, worker: worker === undefined ? 'none' : String(worker), status: String(status ?? 'none') });
+    if (ctx.logRequests)
+      ctx.log.info(
+        {
+          id,
+          path,
+          worker: worker === undefined ? null : String(worker),
+          status: status ?? null,
+          durationMs: Math.round((performance.now() - started) * 100) / 100,
+        },
+        'request',
+      );
+  }
+}
+
+function request(
+  ctx: ProxyContext,
+  pool: Dispatcher,
+  path: string,
+  body: object,
+  id: string,
+  signal: AbortSignal,
+): Promise<Dispatcher.ResponseData> {
+  return pool.request({
+    method: 'POST',
+    path,
+    headers: { ...ctx.fleet.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': id },
+    body: JSON.stringify(body),
+    signal,
+  });
+}
