@@ -76,5 +76,11 @@ describe.each(BACKENDS)('gateway: vLLM endpoints passed on (%s)', (backend) => {
       used.add(ok.headers.get('x-kvroute-worker'));
     }
     expect([...used].sort()).toEqual(['1', '2']);
+    const tooLong = await postJson(
+      `${f.url}/tokenize`,
+      { prompt: 'abc' },
+      { authorization: 'Bearer key-a', 'x-request-id': 'x'.repeat(600) },
+    );
+    expect([tooLong.status, tooLong.json.error.message]).toEqual([400, 'X-Request-Id must be at most 512 characters, got 600']);
   });
 });

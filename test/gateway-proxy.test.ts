@@ -360,6 +360,23 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect(f.gateway.router.stats().unknownFree).toBe(0);
   });
 
+  test("the client's X-Request-Id reaches the engine, which names the request after it; the router keeps its own ids", async () => {
+    const f = await startFleet(backend, 1);
+    const traced = { 'x-request-id': 'trace-42' };
+    // Two at once under one client id: the engine's business, as without the gateway; the router's ids stay unique.
+    const [a, b] = await Promise.all(
+      [0, 1].map((i) => postJson(`${f.url}/v1/completions`, { prompt: `hello ${i}`, max_tokens: 2 }, traced)),
+    );
+    expect([a.status, a.json.id, b.status, b.json.id]).toEqual([200, 'cmpl-trace-42', 200, 'cmpl-trace-42']);
+    expect(a.headers.get('x-kvroute-request-id')).not.toBe(b.headers.get('x-kvroute-request-id'));
+    // Without one, the engine hears the gateway's id.
+    const plain = await postJson(`${f.url}/v1/completions`, { prompt: 'hello', max_tokens: 2 });
+    expect(plain.json.id).toBe(`cmpl-${plain.headers.get('x-kvroute-request-id')}`);
+    const tooLong = await postJson(`${f.url}/v1/completions`, { prompt: 'hello', max_tokens: 2 }, { 'x-request-id': 'x'.repeat(513) });
+    expect([tooLong.status, tooLong.json.error.message]).toEqual([400, 'X-Request-Id must be at most 512 characters, got 513']);
+    expect(f.gateway.router.stats().routed).toBe(3);
+  });
+
   test('bad requests get 400 in OpenAI shape and book nothing', async () => {
     const f = await startFleet(backend, 1);
     const bad: [object, RegExp][] = [

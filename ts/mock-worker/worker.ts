@@ -257,7 +257,9 @@ class Worker implements MockWorker {
 
   private serve(req: FastifyRequest, reply: FastifyReply, parsed: ParsedRequest): Promise<unknown> {
     const rank = this.chooseRank(req);
-    const id = `${parsed.chat ? 'chatcmpl' : 'cmpl'}-mock-${this.counter++}`;
+    // vLLM names a request after the client's X-Request-Id when it sends one.
+    const named = req.headers['x-request-id'];
+    const id = `${parsed.chat ? 'chatcmpl' : 'cmpl'}-${typeof named === 'string' && named !== '' ? named : `mock-${this.counter++}`}`;
     const created = Math.floor(Date.now() / 1000);
     const output = mockOutput(parsed.prompt, parsed.maxTokens, this.options.seed);
     void reply.header('x-data-parallel-rank', String(rank.dpRank));

@@ -15,7 +15,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { describeError, failureKind } from './fleet.js';
-import { contentType, openAiError, type ProxyContext, reject } from './proxy.js';
+import { clientRequestId, contentType, openAiError, type ProxyContext, reject } from './proxy.js';
 
 /** The POST routes passed on (vLLM's paths; the pooling ones under both names vLLM serves). */
 export const PASSTHROUGH_PATHS = [
@@ -60,6 +60,12 @@ async function passOn(
   const body = req.body;
   if (body === null || typeof body !== 'object' || Array.isArray(body))
     return reply.code(400).send(openAiError('the request body must be a JSON object', 'BadRequestError', 400));
+  let clientId: string | undefined;
+  try {
+    clientId = clientRequestId(req);
+  } catch (err) {
+    return reply.code(400).send(openAiError((err as Error).message, 'BadRequestError', 400));
+  }
   const id = `kvr-${ctx.nextId++}`;
   const abort = new AbortController();
   reply.raw.on('close', () => {
@@ -76,7 +82,7 @@ async function passOn(
       worker = candidate;
       inFlight.set(candidate, (inFlight.get(candidate) ?? 0) + 1);
       try {
-        const res = await request(ctx, pool, path, body, id, abort.signal);
+        const res = await request(ctx, pool, path, body, clientId ?? id, abort.signal);
         if (res.statusCode >= 500) {
           await res.body.dump().catch(() => undefined);
           lastFailure = `worker ${candidate} answered ${res.statusCode}`;
@@ -122,6 +128,7 @@ async function passOn(
       ctx.log.info(
         {
           id,
+          ...(clientId === undefined ? {} : { clientRequestId: clientId }),
           path,
           worker: worker === undefined ? null : String(worker),
           status: status ?? null,

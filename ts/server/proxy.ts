@@ -46,9 +46,29 @@ export function openAiError(message: string, type: string, code: number): unknow
   return { error: { message, type, param: null, code } };
 }
 
+/** The longest client `X-Request-Id` passed on (vLLM keys its logs and metrics by it). */
+const MAX_CLIENT_REQUEST_ID = 512;
+
+/**
+ * The client's `X-Request-Id`, which vLLM takes as the request's id: passed on to the worker, so
+ * that the client's id finds the request in the engine's logs, as it would without the gateway.
+ * The router keeps its own ids, which stay unique when clients reuse theirs.
+ * @throws {BadRequest} for a value longer than 512 characters.
+ */
+export function clientRequestId(req: FastifyRequest): string | undefined {
+  const value = req.headers['x-request-id'];
+  const id = Array.isArray(value) ? value[0] : value;
+  if (id === undefined || id === '') return undefined;
+  if (id.length > MAX_CLIENT_REQUEST_ID)
+    throw new BadRequest(`X-Request-Id must be at most ${MAX_CLIENT_REQUEST_ID} characters, got ${id.length}`);
+  return id;
+}
+
 /** What one request did, for its log line and metrics. */
 interface Outcome {
   id: string;
+  /** The client's `X-Request-Id`, when it sent one. */
+  clientId: string | undefined;
   status: number | 'client_closed' | 'upstream_error';
   worker: bigint | undefined;
   dpRank: number | undefined;
@@ -78,7 +98,9 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
   const started = performance.now();
   const path = chat ? '/v1/chat/completions' : '/v1/completions';
   let read: ReadRequest;
+  let clientId: string | undefined;
   try {
+    clientId = clientRequestId(req);
     read = readRequest(req.body, chat);
   } catch (err) {
     if (err instanceof BadRequest) return reply.code(400).send(openAiError(err.message, 'BadRequestError', 400));
@@ -103,6 +125,7 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
   ctx.metrics.tokenizing.observe({ tokenizer: ctx.tokenizer.kind }, (performance.now() - t0) / 1000);
   const outcome: Outcome = {
     id: `kvr-${ctx.nextId++}`,
+    clientId,
     status: 0,
     worker: undefined,
     dpRank: undefined,
@@ -124,6 +147,7 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
       ctx.log.info(
         {
           reqId: outcome.id,
+          ...(outcome.clientId === undefined ? {} : { clientRequestId: outcome.clientId }),
           path,
           worker: outcome.worker === undefined ? null : String(outcome.worker),
           dpRank: outcome.dpRank ?? null,
@@ -241,7 +265,7 @@ async function forward(
           ...ctx.fleet.upstreamHeaders,
           'content-type': 'application/json',
           'x-data-parallel-rank': String(decision.dpRank),
-          'x-request-id': outcome.id,
+          'x-request-id': outcome.clientId ?? outcome.id,
         },
         body: read.forward,
         signal,
