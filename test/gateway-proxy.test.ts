@@ -381,7 +381,6 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     const f = await startFleet(backend, 1);
     const bad: [object, RegExp][] = [
       [{ prompt: '' }, /prompt must be a non-empty string/],
-      [{ prompt: ['a', 'b'] }, /batched prompts are not supported/],
       [{ prompt: [1, 2, -3] }, /prompt\[2\] must be a token id/],
       [{ prompt: [[1], 'a', 2] }, /prompt must be a non-empty string or a non-empty list of token ids/],
       [{ prompt: [[[1]]] }, /prompt must be/],

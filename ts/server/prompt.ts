@@ -31,11 +31,42 @@ export interface ReadRequest {
   priority: number | undefined;
   /** vLLM's `truncate_prompt_tokens`: the engine caches the cut prompt, so routing must use it too. */
   truncation: Truncation | undefined;
+  /**
+   * A completion's batch of prompts (`prompt` a list of several): one request per prompt, each
+   * routed by its own prefix (see batch.ts); the fields above are the first prompt's.
+   */
+  batch?: ReadRequest[];
+  /** Choices per prompt (`n`, 1 when absent or not a positive integer: the worker checks it). */
+  choicesPerPrompt: number;
+}
+
+/** The most prompts one completion request may batch: each is routed and forwarded on its own. */
+export const MAX_BATCH_PROMPTS = 256;
+
+/** `prompt` as a batch of several prompts (strings or token-id lists), or undefined for one prompt. */
+function promptBatch(prompt: unknown): unknown[] | undefined {
+  if (!Array.isArray(prompt) || prompt.length < 2) return undefined;
+  if (!prompt.every((p) => typeof p === 'string' || Array.isArray(p))) return undefined;
+  if (prompt.length > MAX_BATCH_PROMPTS)
+    throw new BadRequest(`a request may batch at most ${MAX_BATCH_PROMPTS} prompts, got ${prompt.length}`);
+  return prompt;
 }
 
 export function readRequest(body: unknown, chat: boolean): ReadRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
+  const batch = chat ? undefined : promptBatch(b.prompt);
+  if (batch) {
+    const each = batch.map((prompt, i) => {
+      try {
+        return readRequest({ ...b, prompt }, false);
+      } catch (err) {
+        if (err instanceof BadRequest) throw new BadRequest(`prompt[${i}]: ${err.message}`);
+        throw err;
+      }
+    });
+    return { ...each[0], batch: each };
+  }
   // The model named goes to `/tokenize` too: vLLM tokenizes for a LoRA adapter with its tokenizer.
   const model = typeof b.model === 'string' ? { model: b.model } : {};
   let input: PromptInput;
@@ -65,6 +96,7 @@ export function readRequest(body: unknown, chat: boolean): ReadRequest {
     cacheSalt: b.cache_salt as string | undefined,
     priority: Number.isSafeInteger(b.priority) ? (b.priority as number) : undefined,
     truncation: readTruncation(b),
+    choicesPerPrompt: Number.isSafeInteger(b.n) && (b.n as number) > 0 ? (b.n as number) : 1,
   };
 }
 

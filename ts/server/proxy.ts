@@ -14,6 +14,7 @@ import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { RouteDecision, RouteRequest } from '../router/types.js';
+import { proxyBatch } from './batch.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
 import type { ResolvedGatewayOptions } from './options.js';
@@ -65,7 +66,7 @@ export function clientRequestId(req: FastifyRequest): string | undefined {
 }
 
 /** What one request did, for its log line and metrics. */
-interface Outcome {
+export interface Outcome {
   id: string;
   /** The client's `X-Request-Id`, when it sent one. */
   clientId: string | undefined;
@@ -87,10 +88,38 @@ export function contentType(headers: Dispatcher.ResponseData['headers'], fallbac
   return typeof v === 'string' && SAFE_CONTENT_TYPE.test(v) ? v : fallback;
 }
 
-/** Answers a request the gateway refuses (counted by reason; 429 and 503 with `Retry-After`). */
+/**
+ * Why a request got no worker's answer, and what its client is told: `reason` counts it among
+ * the gateway's rejections (429, 502 and 503, with `Retry-After`); without one it is the
+ * request's own fault (400) or the gateway's configuration (500).
+ */
+export interface Refusal {
+  refused: number | 'client_closed';
+  reason?: string;
+  message: string;
+}
+
+/** Answers a refused request (a client that left is answered nothing). */
+export function refuse(ctx: ProxyContext, reply: FastifyReply, r: Refusal): FastifyReply {
+  if (r.refused === 'client_closed') return reply;
+  if (r.reason) return reject(ctx, reply, r.refused, r.reason, r.message);
+  const type = r.refused >= 500 ? 'InternalServerError' : 'BadRequestError';
+  return reply.code(r.refused).send(openAiError(r.message, type, r.refused));
+}
+
+/** What a failed tokenization tells the client. */
+export function tokenizeRefusal(err: unknown): Refusal {
+  if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') return { refused: 503, reason: 'no_worker', message: err.message };
+  // The gateway's own configuration (a worker without /tokenize), not the request.
+  if (err instanceof KvRouteError && err.code === 'ERR_DEPENDENCY_MISSING')
+    return { refused: 500, message: `cannot tokenize the prompt: ${err.message}` };
+  return { refused: 400, message: `cannot tokenize the prompt: ${(err as Error).message}` };
+}
+
+/** Answers a request the gateway refuses (counted by reason; 429, 502 and 503 with `Retry-After`). */
 export function reject(ctx: ProxyContext, reply: FastifyReply, code: number, reason: string, message: string): FastifyReply {
   ctx.metrics.rejected.inc({ reason });
-  if (code === 429 || code === 503) void reply.header('retry-after', String(ctx.opts.queue.retryAfterSecs));
+  if (code === 429 || code === 502 || code === 503) void reply.header('retry-after', String(ctx.opts.queue.retryAfterSecs));
   return reply.code(code).send(openAiError(message, code === 429 ? 'RateLimitError' : 'ServiceUnavailableError', code));
 }
 
@@ -111,20 +140,35 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
   reply.raw.on('close', () => {
     if (!reply.raw.writableFinished) abort.abort();
   });
-  const t0 = performance.now();
+  if (read.batch) return proxyBatch(ctx, reply, read, read.batch, path, abort.signal, clientId, started);
   let tokens: number[];
   try {
-    tokens = await engineTokens(ctx.tokenizer, read);
+    tokens = await tokenize(ctx, read);
   } catch (err) {
-    if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') return reject(ctx, reply, 503, 'no_worker', err.message);
-    // The gateway's own configuration (a worker without /tokenize), not the request.
-    if (err instanceof KvRouteError && err.code === 'ERR_DEPENDENCY_MISSING')
-      return reply.code(500).send(openAiError(`cannot tokenize the prompt: ${err.message}`, 'InternalServerError', 500));
-    return reply.code(400).send(openAiError(`cannot tokenize the prompt: ${(err as Error).message}`, 'BadRequestError', 400));
+    return refuse(ctx, reply, tokenizeRefusal(err));
   }
+  const outcome = newOutcome(`kvr-${ctx.nextId++}`, clientId, tokens);
+  ctx.metrics.inFlight.inc();
+  try {
+    await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started);
+  } finally {
+    ctx.metrics.inFlight.dec();
+    finish(ctx, outcome, read, path, started);
+  }
+  return reply;
+}
+
+/** The request's engine tokens, timed. */
+export async function tokenize(ctx: ProxyContext, read: ReadRequest): Promise<number[]> {
+  const t0 = performance.now();
+  const tokens = await engineTokens(ctx.tokenizer, read);
   ctx.metrics.tokenizing.observe({ tokenizer: ctx.tokenizer.kind }, (performance.now() - t0) / 1000);
-  const outcome: Outcome = {
-    id: `kvr-${ctx.nextId++}`,
+  return tokens;
+}
+
+export function newOutcome(id: string, clientId: string | undefined, tokens: readonly number[]): Outcome {
+  return {
+    id,
     clientId,
     status: 0,
     worker: undefined,
@@ -135,57 +179,51 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
     attempts: 0,
     ttftMs: undefined,
   };
-  ctx.metrics.inFlight.inc();
-  try {
-    await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started);
-  } finally {
-    ctx.metrics.inFlight.dec();
-    const status = String(outcome.status);
-    ctx.metrics.requests.inc({ worker: outcome.worker === undefined ? 'none' : String(outcome.worker), status });
-    ctx.metrics.duration.observe((performance.now() - started) / 1000);
-    if (ctx.logRequests)
-      ctx.log.info(
-        {
-          reqId: outcome.id,
-          ...(outcome.clientId === undefined ? {} : { clientRequestId: outcome.clientId }),
-          path,
-          worker: outcome.worker === undefined ? null : String(outcome.worker),
-          dpRank: outcome.dpRank ?? null,
-          model: read.model ?? null,
-          // Whether a salt scoped it; never the salt, which keeps tenants' caches apart.
-          salted: read.cacheSalt !== undefined,
-          promptTokens: outcome.promptTokens,
-          predictedCachedTokens: outcome.predicted ?? null,
-          reportedCachedTokens: outcome.reported ?? null,
-          ttftMs: outcome.ttftMs === undefined ? null : Math.round(outcome.ttftMs * 100) / 100,
-          durationMs: Math.round((performance.now() - started) * 100) / 100,
-          attempts: outcome.attempts,
-          stream: read.stream,
-          status: outcome.status,
-          ...(ctx.opts.logPrompts ? { prompt: read.input } : {}),
-        },
-        'request',
-      );
-  }
-  return reply;
+}
+
+/** Counts a proxied request and writes its log line. */
+export function finish(ctx: ProxyContext, outcome: Outcome, read: ReadRequest, path: string, started: number): void {
+  const status = String(outcome.status);
+  ctx.metrics.requests.inc({ worker: outcome.worker === undefined ? 'none' : String(outcome.worker), status });
+  ctx.metrics.duration.observe((performance.now() - started) / 1000);
+  if (ctx.logRequests)
+    ctx.log.info(
+      {
+        reqId: outcome.id,
+        ...(outcome.clientId === undefined ? {} : { clientRequestId: outcome.clientId }),
+        path,
+        worker: outcome.worker === undefined ? null : String(outcome.worker),
+        dpRank: outcome.dpRank ?? null,
+        model: read.model ?? null,
+        // Whether a salt scoped it; never the salt, which keeps tenants' caches apart.
+        salted: read.cacheSalt !== undefined,
+        promptTokens: outcome.promptTokens,
+        predictedCachedTokens: outcome.predicted ?? null,
+        reportedCachedTokens: outcome.reported ?? null,
+        ttftMs: outcome.ttftMs === undefined ? null : Math.round(outcome.ttftMs * 100) / 100,
+        durationMs: Math.round((performance.now() - started) * 100) / 100,
+        attempts: outcome.attempts,
+        stream: read.stream,
+        status: outcome.status,
+        ...(ctx.opts.logPrompts ? { prompt: read.input } : {}),
+      },
+      'request',
+    );
 }
 
 async function routeOnce(
   ctx: ProxyContext,
-  reply: FastifyReply,
   tokens: number[],
   allowed: readonly bigint[],
   fields: Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority'>,
   queueKey: string,
   signal: AbortSignal,
   outcome: Outcome,
-): Promise<RouteDecision | undefined> {
+): Promise<RouteDecision | Refusal> {
   const waiting = ctx.routing.get(queueKey) ?? 0;
   if (waiting >= ctx.opts.queue.maxQueued) {
     const what = queueKey === '' ? 'requests are' : `requests for model ${JSON.stringify(queueKey)} are`;
-    reject(ctx, reply, 429, 'queue_full', `${waiting} ${what} waiting for a worker; retry later`);
-    outcome.status = 429;
-    return undefined;
+    return { refused: 429, reason: 'queue_full', message: `${waiting} ${what} waiting for a worker; retry later` };
   }
   const t = performance.now();
   ctx.routing.set(queueKey, waiting + 1);
@@ -206,18 +244,11 @@ async function routeOnce(
     if (decision.queuedMs > 0) ctx.metrics.queueWait.observe(decision.queuedMs / 1000);
     return decision;
   } catch (err) {
-    if (signal.aborted) outcome.status = 'client_closed';
-    else if (err instanceof KvRouteError && err.code === 'ERR_ABORTED') {
-      reject(ctx, reply, 503, 'queue_timeout', `no worker could take the request within ${ctx.opts.queue.timeoutMs} ms`);
-      outcome.status = 503;
-    } else if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') {
-      reject(ctx, reply, 503, 'no_worker', err.message);
-      outcome.status = 503;
-    } else {
-      reply.code(400).send(openAiError((err as Error).message, 'BadRequestError', 400));
-      outcome.status = 400;
-    }
-    return undefined;
+    if (signal.aborted) return { refused: 'client_closed', message: 'the client went away' };
+    if (err instanceof KvRouteError && err.code === 'ERR_ABORTED')
+      return { refused: 503, reason: 'queue_timeout', message: `no worker could take the request within ${ctx.opts.queue.timeoutMs} ms` };
+    if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') return { refused: 503, reason: 'no_worker', message: err.message };
+    return { refused: 400, message: (err as Error).message };
   } finally {
     const left = (ctx.routing.get(queueKey) ?? 1) - 1;
     if (left > 0) ctx.routing.set(queueKey, left);
@@ -225,6 +256,12 @@ async function routeOnce(
     clearTimeout(timer);
     signal.removeEventListener('abort', onClientGone);
   }
+}
+
+/** A worker's answer to a routed request, its status and headers read, its body not yet. */
+export interface Upstream {
+  decision: RouteDecision;
+  res: Dispatcher.ResponseData;
 }
 
 async function forward(
@@ -237,6 +274,31 @@ async function forward(
   outcome: Outcome,
   started: number,
 ): Promise<void> {
+  const up = await connect(ctx, read, tokens, path, signal, outcome);
+  if ('refused' in up) {
+    refuse(ctx, reply, up);
+    return;
+  }
+  try {
+    await deliver(ctx, reply, read, up.decision, up.res, signal, outcome, started);
+  } finally {
+    ctx.router.free(outcome.id);
+  }
+}
+
+/**
+ * Routes the request and sends it to the chosen worker; a worker that fails before it answers
+ * (no connection, 5xx) is reported to the fleet and the request is routed again among the
+ * workers not tried yet. On success the request stays booked: the caller frees it.
+ */
+export async function connect(
+  ctx: ProxyContext,
+  read: ReadRequest,
+  tokens: number[],
+  path: string,
+  signal: AbortSignal,
+  outcome: Outcome,
+): Promise<Upstream | Refusal> {
   const tried = new Set<bigint>();
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
   // The router's queue serves higher priorities first; vLLM's `priority` is the other way round.
@@ -247,8 +309,11 @@ async function forward(
     const routable = ctx.fleet.routable();
     const allowed = tried.size === 0 && !scope.workers ? routable : routable.filter((id) => !tried.has(id) && inScope(scope, id));
     if (allowed.length === 0) break;
-    const decision = await routeOnce(ctx, reply, tokens, allowed, fields, queueKey, signal, outcome);
-    if (!decision) return;
+    const decision = await routeOnce(ctx, tokens, allowed, fields, queueKey, signal, outcome);
+    if ('refused' in decision) {
+      outcome.status = decision.refused;
+      return decision;
+    }
     outcome.attempts++;
     outcome.worker = decision.workerId;
     outcome.dpRank = decision.dpRank;
@@ -274,7 +339,7 @@ async function forward(
       ctx.router.free(outcome.id);
       if (signal.aborted) {
         outcome.status = 'client_closed';
-        return;
+        return { refused: 'client_closed', message: 'the client went away' };
       }
       lastFailure = `worker ${decision.workerId}: ${describeError(err)}`;
       ctx.fleet.failure(decision.workerId, failureKind(err), describeError(err));
@@ -289,23 +354,18 @@ async function forward(
       ctx.metrics.retries.inc({ reason: 'status' });
       continue;
     }
-    try {
-      await deliver(ctx, reply, read, decision, res, signal, outcome, started);
-    } finally {
-      ctx.router.free(outcome.id);
-    }
-    return;
+    return { decision, res };
   }
-  const why = lastFailure || 'no healthy worker';
-  ctx.metrics.rejected.inc({ reason: lastFailure ? 'upstream_failed' : 'no_worker' });
-  void reply
-    .code(lastFailure ? 502 : 503)
-    .header('retry-after', String(ctx.opts.queue.retryAfterSecs))
-    .send(openAiError(`no worker could serve the request (${why})`, 'ServiceUnavailableError', lastFailure ? 502 : 503));
-  outcome.status = lastFailure ? 502 : 503;
+  const refused = lastFailure ? 502 : 503;
+  outcome.status = refused;
+  return {
+    refused,
+    reason: lastFailure ? 'upstream_failed' : 'no_worker',
+    message: `no worker could serve the request (${lastFailure || 'no healthy worker'})`,
+  };
 }
 
-function ourHeaders(decision: RouteDecision, outcome: Outcome): Record<string, string> {
+export function ourHeaders(decision: RouteDecision, outcome: Outcome): Record<string, string> {
   return {
     'x-kvroute-request-id': outcome.id,
     'x-kvroute-worker': String(decision.workerId),
@@ -315,13 +375,13 @@ function ourHeaders(decision: RouteDecision, outcome: Outcome): Record<string, s
   };
 }
 
-function firstToken(ctx: ProxyContext, outcome: Outcome, started: number): void {
+export function firstToken(ctx: ProxyContext, outcome: Outcome, started: number): void {
   ctx.router.markPrefillCompleted(outcome.id);
   outcome.ttftMs = performance.now() - started;
   ctx.metrics.ttft.observe(outcome.ttftMs / 1000);
 }
 
-function reported(ctx: ProxyContext, outcome: Outcome, cached: number | undefined): void {
+export function reported(ctx: ProxyContext, outcome: Outcome, cached: number | undefined): void {
   if (cached === undefined || outcome.predicted === undefined) return;
   outcome.reported = cached;
   ctx.metrics.prediction(outcome.predicted, cached);
