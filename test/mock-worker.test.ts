@@ -132,7 +132,9 @@ describe('mock worker HTTP API', () => {
     for (const [body, re] of [
       [{ prompt: 5 }, /prompt must be/],
       [{ prompt: [1, 2, 3.5] }, /prompt\[2\] must be a token id/],
-      [{ prompt: ['a', 'b'] }, /batched prompts are not supported/],
+      [{ prompt: ['a', 'b'] }, /does not batch prompts; kvroute serve splits batches/],
+      [{ prompt: 'x', n: 2 }, /n must be 1: the mock worker generates one sequence per request/],
+      [{ prompt: 'x', best_of: 3 }, /best_of must be 1/],
       [{ prompt: 'x', max_tokens: 0 }, /max_tokens/],
       [{ prompt: 'x', model: 'other' }, /does not exist/],
       [{ prompt: 'x', max_tokens: 200_000 }, /maximum context length/],

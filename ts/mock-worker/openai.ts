@@ -58,7 +58,8 @@ export function readPrompt(prompt: unknown, inBatch = false): string | number[] 
       throw new BadRequest(`prompt[${bad}] must be a token id (an integer in [0, 2^32)), got ${prompt[bad]}`);
     }
     if (!inBatch && prompt.every((p) => typeof p === 'string' || Array.isArray(p))) {
-      if (prompt.length > 1) throw new BadRequest('send one prompt per request (batched prompts are not supported)');
+      if (prompt.length > 1)
+        throw new BadRequest('send one prompt per request (the mock worker does not batch prompts; kvroute serve splits batches)');
       return readPrompt(prompt[0], true);
     }
   }
@@ -129,6 +130,10 @@ export function parseRequest(
   const maxTokens = b.max_tokens ?? b.max_completion_tokens ?? 16;
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_tokens must be a positive integer');
   if (b.stream !== undefined && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
+  // One sequence per request: several samples of a prompt are not modelled, so they are refused, not answered with one.
+  for (const key of ['n', 'best_of'] as const)
+    if (b[key] !== undefined && b[key] !== null && b[key] !== 1)
+      throw new BadRequest(`${key} must be 1: the mock worker generates one sequence per request`);
   const lora = requestedLora(b.model, served);
   if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
     throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
