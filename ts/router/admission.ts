@@ -104,6 +104,7 @@ class BusyPass {
   }
 }
 
+/** The router's queue and the rules for entering and leaving it (see the module's comment). */
 export class Admission {
   private readonly queue: WaitQueue<Pending>;
   private readonly waiting = new Map<string, Waiter<Pending>>();
