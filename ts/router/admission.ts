@@ -108,6 +108,12 @@ class BusyPass {
 export class Admission {
   private readonly queue: WaitQueue<Pending>;
   private readonly waiting = new Map<string, Waiter<Pending>>();
+  /**
+   * Each waiting group's workers, as of the last pass that looked at it: a pass after one
+   * worker's load went down (`drain(freed)`) skips the groups without it, which the last pass
+   * left all busy and which still are.
+   */
+  private readonly groupWorkers = new Map<string, ReadonlySet<bigint>>();
 
   constructor(
     private readonly threshold: number,
@@ -149,6 +155,7 @@ export class Admission {
     return new Promise<RouteDecision>((resolve, reject) => {
       const pending: Pending = { prepared: p, enqueuedAt: now, resolve, reject };
       const waiter = this.queue.push(pending, group, p.priority, this.queue.score(p.tokens.length, best, p.priority));
+      if (!this.groupWorkers.has(group)) this.groupWorkers.set(group, new Set(c.workers));
       const id = p.req.requestId;
       this.waiting.set(id, waiter);
       this.counts.queuedTotal++;
@@ -173,16 +180,21 @@ export class Admission {
 
   private leave(waiter: Waiter<Pending>): void {
     this.queue.remove(waiter);
+    if (!this.queue.waits(waiter.group)) this.groupWorkers.delete(waiter.group);
     this.waiting.delete(waiter.item.prepared.req.requestId);
     const { onAbort, prepared } = waiter.item;
     if (onAbort) prepared.req.signal?.removeEventListener('abort', onAbort);
   }
 
-  /** Releases, in queue order, every waiting request that one of its candidates has room for now. */
-  drain(): void {
+  /**
+   * Releases, in queue order, every waiting request that one of its candidates has room for now.
+   * `freed`: only this worker's load went down since the last pass (a request of its had its first
+   * token, or ended), so only the groups that may use it are looked at.
+   */
+  drain(freed?: bigint): void {
     if (this.queue.length === 0) return;
     const pass = this.pass();
-    for (let next = this.firstReleasable(pass); next; next = this.firstReleasable(pass)) {
+    for (let next = this.firstReleasable(pass, freed); next; next = this.firstReleasable(pass, freed)) {
       const [waiter, c] = next;
       const pending = waiter.item;
       this.leave(waiter);
@@ -200,13 +212,15 @@ export class Admission {
    * candidates. Only groups' heads can be: the rest of a group waits for the same workers. A
    * request whose candidates cannot be found any more (its workers were removed) is rejected.
    */
-  private firstReleasable(pass: BusyPass): [Waiter<Pending>, Candidates] | undefined {
+  private firstReleasable(pass: BusyPass, freed: bigint | undefined): [Waiter<Pending>, Candidates] | undefined {
     for (let heads = this.queue.heads(), i = 0; i < heads.length; i++) {
       const head = heads[i];
       if (pass.knownBusy(head.group)) continue;
+      if (freed !== undefined && !this.groupWorkers.get(head.group)?.has(freed)) continue;
       let c: Candidates;
       try {
         c = this.hooks.candidatesFor(head.item.prepared);
+        this.groupWorkers.set(head.group, new Set(c.workers));
       } catch (err) {
         this.leave(head);
         head.item.reject(err);

@@ -326,9 +326,12 @@ export class KvRouter {
     return this.admission?.length ?? 0;
   }
 
-  /** Releases waiting requests that one of their candidates has room for (see admission.ts). */
-  private drain(): void {
-    this.admission?.drain();
+  /**
+   * Releases waiting requests that one of their candidates has room for (see admission.ts);
+   * `freed`: only this worker's load went down.
+   */
+  private drain(freed?: bigint): void {
+    this.admission?.drain(freed);
   }
 
   /** The most tokens any candidate has cached (the `wspt` queue policy's score), booking nothing. */
@@ -411,7 +414,7 @@ export class KvRouter {
     this.replicas?.prefilled(entry.handle);
     this.core.touch(entry.handle, this.clock());
     this.expire();
-    this.drain();
+    this.drain(entry.workerId);
   }
 
   /**
@@ -452,7 +455,8 @@ export class KvRouter {
       this.counts.unknownFree++;
     }
     this.expire();
-    this.drain();
+    // Only a request in flight held load: cancelling a waiting one, or an unknown id, frees none.
+    if (entry) this.drain(entry.workerId);
   }
 
   /** A booking ended in the core; false when it was a peer's. */
