@@ -127,9 +127,10 @@ async function passOn(
     if (ctx.logRequests)
       ctx.log.info(
         {
-          id,
+          reqId: id,
           ...(clientId === undefined ? {} : { clientRequestId: clientId }),
           path,
+          model: typeof (body as { model?: unknown }).model === 'string' ? (body as { model: string }).model : null,
           worker: worker === undefined ? null : String(worker),
           status: status ?? null,
           durationMs: Math.round((performance.now() - started) * 100) / 100,
