@@ -21,6 +21,7 @@ import type { ReadRequest } from './prompt.js';
 import {
   connect,
   contentType,
+  eventWatcher,
   finish,
   firstToken,
   newOutcome,
@@ -34,8 +35,9 @@ import {
   tokenize,
   tokenizeRefusal,
   type Upstream,
+  writerOf,
 } from './proxy.js';
-import { inspectEvent, SseSplitter } from './sse.js';
+import { SseSplitter } from './sse.js';
 
 interface Usage {
   prompt_tokens: number;
@@ -222,27 +224,18 @@ async function stream(
   const out = reply.raw;
   out.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', ...o.headers });
   for (const x of outcomes) x.status = 200;
-  const write = async (text: string) => {
-    if (!out.write(text)) await new Promise<void>((resolve) => out.once('drain', resolve).once('close', resolve));
-  };
+  const write = writerOf(out);
   const usage = noUsage();
   let meta: { created?: unknown; model?: unknown } | undefined;
   let failure: string | undefined;
   const pump = async (i: number) => {
     const { res, decision } = ups[i];
     const splitter = new SseSplitter();
-    let lastToken = 0;
+    const watch = eventWatcher(ctx, outcomes[i], o.started);
     try {
       for await (const bytes of res.body) {
         for (const event of splitter.push(bytes as Uint8Array)) {
-          const facts = inspectEvent(event);
-          if (facts.token) {
-            const now = performance.now();
-            if (outcomes[i].ttftMs === undefined) firstToken(ctx, outcomes[i], o.started);
-            else ctx.metrics.itl.observe((now - lastToken) / 1000);
-            lastToken = now;
-          }
-          if (facts.cachedTokens !== undefined) reported(ctx, outcomes[i], facts.cachedTokens);
+          const facts = watch(event);
           if (facts.done) continue;
           const chunk = chunkOf(event);
           meta ??= chunk && { created: chunk.created, model: chunk.model };

@@ -9,6 +9,7 @@
  * @module
  */
 
+import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
@@ -20,7 +21,7 @@ import type { GatewayMetrics } from './gateway-metrics.js';
 import type { ResolvedGatewayOptions } from './options.js';
 import { BadRequest, engineTokens, type ReadRequest, readRequest } from './prompt.js';
 import { inScope, routingScope } from './scope.js';
-import { inspectEvent, SseSplitter, usageFacts } from './sse.js';
+import { type EventFacts, inspectEvent, SseSplitter, usageFacts } from './sse.js';
 import type { PromptTokenizer } from './tokenize.js';
 
 export interface ProxyContext {
@@ -381,6 +382,33 @@ export function firstToken(ctx: ProxyContext, outcome: Outcome, started: number)
   ctx.metrics.ttft.observe(outcome.ttftMs / 1000);
 }
 
+/**
+ * What the gateway measures of a stream, event by event: the first token (the TTFT, and the
+ * prefill's end for the router), the gaps between tokens, the engine's `cached_tokens`.
+ * Returns the event's facts.
+ */
+export function eventWatcher(ctx: ProxyContext, outcome: Outcome, started: number): (event: string) => EventFacts {
+  let lastToken = 0;
+  return (event) => {
+    const facts = inspectEvent(event);
+    if (facts.token) {
+      const now = performance.now();
+      if (outcome.ttftMs === undefined) firstToken(ctx, outcome, started);
+      else ctx.metrics.itl.observe((now - lastToken) / 1000);
+      lastToken = now;
+    }
+    if (facts.cachedTokens !== undefined) reported(ctx, outcome, facts.cachedTokens);
+    return facts;
+  };
+}
+
+/** Writes to a client's response, waiting while its buffer is full (or until it closes). */
+export function writerOf(out: ServerResponse): (text: string) => Promise<void> {
+  return async (text) => {
+    if (!out.write(text)) await new Promise<void>((resolve) => out.once('drain', resolve).once('close', resolve));
+  };
+}
+
 export function reported(ctx: ProxyContext, outcome: Outcome, cached: number | undefined): void {
   if (cached === undefined || outcome.predicted === undefined) return;
   outcome.reported = cached;
@@ -436,21 +464,12 @@ async function deliver(
   });
   outcome.status = 200;
   const splitter = new SseSplitter();
-  let lastToken = 0;
-  const write = async (text: string) => {
-    if (!out.write(text)) await new Promise<void>((resolve) => out.once('drain', resolve).once('close', resolve));
-  };
+  const watch = eventWatcher(ctx, outcome, started);
+  const write = writerOf(out);
   try {
     for await (const chunk of res.body) {
       for (const event of splitter.push(chunk as Uint8Array)) {
-        const facts = inspectEvent(event);
-        if (facts.token) {
-          const now = performance.now();
-          if (outcome.ttftMs === undefined) firstToken(ctx, outcome, started);
-          else ctx.metrics.itl.observe((now - lastToken) / 1000);
-          lastToken = now;
-        }
-        if (facts.cachedTokens !== undefined) reported(ctx, outcome, facts.cachedTokens);
+        const facts = watch(event);
         // The usage chunk the gateway asked for on the client's behalf is not the client's.
         if (facts.usageOnly && !read.clientWantsUsage) continue;
         await write(event);
