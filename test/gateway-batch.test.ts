@@ -92,6 +92,7 @@ describe.each(BACKENDS)('gateway: a completion that batches several prompts (%s)
     const bad = [
       [{ prompt: Array.from({ length: 257 }, () => 'p') }, 'a request may batch at most 256 prompts, got 257'],
       [{ prompt: ['fine', [1, -2]] }, /^prompt\[1\]: prompt\[1\] must be a token id/],
+      [{ prompt: ['a', 'b'], model: 'nope' }, /^cannot tokenize the prompt: prompt\[[01]\]: .*does not exist/],
     ] as const;
     for (const [body, message] of bad) {
       const answer = await postJson(`${f.url}/v1/completions`, body);

@@ -16,6 +16,7 @@
  */
 
 import type { FastifyReply } from 'fastify';
+import { KvRouteError } from '../errors.js';
 import { describeError, failureKind } from './fleet.js';
 import type { ReadRequest } from './prompt.js';
 import {
@@ -67,7 +68,7 @@ export async function proxyBatch(
   const base = `kvr-${ctx.nextId++}`;
   let tokens: number[][];
   try {
-    tokens = await Promise.all(prompts.map((p) => tokenize(ctx, p)));
+    tokens = await Promise.all(prompts.map((p, i) => tokenize(ctx, p).catch((err) => Promise.reject(ofPrompt(err, i)))));
   } catch (err) {
     return refuse(ctx, reply, tokenizeRefusal(err));
   }
@@ -109,6 +110,12 @@ export async function proxyBatch(
     ctx.metrics.inFlight.dec();
     for (const [i, o] of outcomes.entries()) finish(ctx, o, prompts[i], path, started);
   }
+}
+
+/** A prompt's tokenizer error, naming the prompt (its kind kept: it decides the answer's status). */
+function ofPrompt(err: unknown, i: number): Error {
+  const message = `prompt[${i}]: ${(err as Error).message}`;
+  return err instanceof KvRouteError ? new KvRouteError(err.code, message) : new Error(message);
 }
 
 /** The gateway's headers, one comma-separated value per prompt. */
