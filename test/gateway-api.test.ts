@@ -150,6 +150,8 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     const explain = await postJson(`${f.adminUrl}/admin/explain`, { prompt: 'hello' });
     expect(explain.json.tokens).toEqual(mockTokenize('hello'));
     expect(explain.json.candidates.map((c: { workerId: number }) => c.workerId).sort()).toEqual([1, 7]);
+    const batch = await postJson(`${f.adminUrl}/admin/explain`, { prompt: ['hello', 'there'] });
+    expect([batch.status, batch.json.error]).toEqual([400, 'explain takes one prompt; send each prompt of a batch on its own']);
     const stats = (await (await fetch(`${f.adminUrl}/admin/stats`)).json()) as { workers: number };
     expect(stats.workers).toBe(2);
     const del = await fetch(`${f.adminUrl}/admin/workers/7`, { method: 'DELETE' });

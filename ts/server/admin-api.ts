@@ -68,6 +68,8 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
       if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
       throw err;
     }
+    // The proxy routes each prompt of a batch on its own; explaining one of them silently would mislead.
+    if (read.batch) throw new KvRouteError('ERR_INVALID_ARG', 'explain takes one prompt; send each prompt of a batch on its own');
     const tokens = await engineTokens(ctx.tokenizer, read);
     const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
     const allowed = ctx.fleet.routable().filter((id) => inScope(scope, id));
