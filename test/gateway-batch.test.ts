@@ -54,6 +54,14 @@ describe.each(BACKENDS)('gateway: a completion that batches several prompts (%s)
       { 'x-request-id': 'trace-7' },
     );
     expect([ids.status, ids.json.id, ids.json.usage.prompt_tokens]).toEqual([200, 'cmpl-trace-7', 5]);
+    // With n samples each, prompt i's choices are numbered from i × n, as vLLM numbers them.
+    const sampled = await postJson(`${f.url}/v1/completions`, { prompt: PROMPTS.slice(0, 2), max_tokens: 3, n: 2 });
+    const each = await Promise.all(
+      PROMPTS.slice(0, 2).map(async (prompt) => (await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 3, n: 2 })).json.choices),
+    );
+    expect(sampled.json.choices).toEqual(
+      each.flatMap((choices, i) => choices.map((c: { index: number }) => ({ ...c, index: i * 2 + c.index }))),
+    );
   });
 
   test('a streamed batch interleaves the prompts event by event, with one usage chunk and one [DONE]', async () => {

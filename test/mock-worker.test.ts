@@ -133,8 +133,9 @@ describe('mock worker HTTP API', () => {
       [{ prompt: 5 }, /prompt must be/],
       [{ prompt: [1, 2, 3.5] }, /prompt\[2\] must be a token id/],
       [{ prompt: ['a', 'b'] }, /does not batch prompts; kvroute serve splits batches/],
-      [{ prompt: 'x', n: 2 }, /n must be 1: the mock worker generates one sequence per request/],
-      [{ prompt: 'x', best_of: 3 }, /best_of must be 1/],
+      [{ prompt: 'x', n: 0 }, /n must be an integer in \[1, 64\], got 0/],
+      [{ prompt: 'x', n: 65 }, /n must be an integer in \[1, 64\]/],
+      [{ prompt: 'x', best_of: 3 }, /best_of is not supported: use n/],
       [{ prompt: 'x', max_tokens: 0 }, /max_tokens/],
       [{ prompt: 'x', model: 'other' }, /does not exist/],
       [{ prompt: 'x', max_tokens: 200_000 }, /maximum context length/],
@@ -148,6 +149,40 @@ describe('mock worker HTTP API', () => {
     const single = await postJson(`${w.url}/v1/completions`, { prompt: [PROMPT], max_tokens: 1 });
     expect(single.status).toBe(200);
     expect(single.json.usage.prompt_tokens).toBe(mockTokenize(PROMPT).length);
+  });
+
+  test('n samples n sequences: one choice each (the first is the n = 1 answer), the prompt counted once', async () => {
+    const w = await worker({ seed: 7 });
+    const one = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 6 });
+    const three = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 6, n: 3 });
+    expect(three.status).toBe(200);
+    const texts = three.json.choices.map((c: { index: number; text: string }) => [c.index, c.text]);
+    expect(texts.map(([i]: [number]) => i)).toEqual([0, 1, 2]);
+    expect(texts[0][1]).toBe(one.json.choices[0].text);
+    expect(new Set(texts.map(([, t]: [number, string]) => t)).size).toBe(3);
+    expect(three.json.usage).toMatchObject({ prompt_tokens: PROMPT.length, completion_tokens: 18, total_tokens: PROMPT.length + 18 });
+    const chat = await postJson(`${w.url}/v1/chat/completions`, { messages: [{ role: 'user', content: PROMPT }], max_tokens: 4, n: 2 });
+    expect(chat.json.choices.map((c: { index: number; message: { role: string } }) => [c.index, c.message.role])).toEqual([
+      [0, 'assistant'],
+      [1, 'assistant'],
+    ]);
+    const streamed = await sse(`${w.url}/v1/completions`, {
+      prompt: PROMPT,
+      max_tokens: 6,
+      n: 3,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    expect(streamed.events.filter((e) => e === '[DONE]').length).toBe(1);
+    const chunks = streamed.events.filter((e) => e !== '[DONE]') as {
+      choices: { index: number; text: string; finish_reason: string | null }[];
+    }[];
+    const byIndex = ['', '', ''];
+    for (const c of chunks) for (const choice of c.choices) byIndex[choice.index] += choice.text;
+    expect(byIndex).toEqual(texts.map(([, t]: [number, string]) => t));
+    expect(chunks.flatMap((c) => c.choices).filter((c) => c.finish_reason === 'length').length).toBe(3);
+    expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { completion_tokens: 18 } });
+    expect(w.stats().running.reduce((a, b) => a + b, 0)).toBe(0);
   });
 
   test('generated text is deterministic for a seed and differs across seeds', async () => {

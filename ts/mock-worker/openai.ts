@@ -25,7 +25,12 @@ export interface ParsedRequest {
   lora: LoraRef | undefined;
   /** vLLM's `cache_salt`. */
   cacheSalt: string | undefined;
+  /** Sequences sampled from the prompt (`n`): one choice each. */
+  n: number;
 }
+
+/** The most sequences (`n`) one request may sample. */
+export const MAX_SAMPLES = 64;
 
 /** What a worker serves: its model and its LoRA adapters (vLLM's `lora_int_id` is the position + 1). */
 export interface Served {
@@ -130,10 +135,11 @@ export function parseRequest(
   const maxTokens = b.max_tokens ?? b.max_completion_tokens ?? 16;
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_tokens must be a positive integer');
   if (b.stream !== undefined && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
-  // One sequence per request: several samples of a prompt are not modelled, so they are refused, not answered with one.
-  for (const key of ['n', 'best_of'] as const)
-    if (b[key] !== undefined && b[key] !== null && b[key] !== 1)
-      throw new BadRequest(`${key} must be 1: the mock worker generates one sequence per request`);
+  const n = b.n ?? 1;
+  if (!Number.isInteger(n) || (n as number) < 1 || (n as number) > MAX_SAMPLES)
+    throw new BadRequest(`n must be an integer in [1, ${MAX_SAMPLES}], got ${JSON.stringify(n)}`);
+  // vLLM's engine (V1) samples `n` sequences but no longer keeps `best_of` candidates to pick from.
+  if (b.best_of !== undefined && b.best_of !== null && b.best_of !== n) throw new BadRequest('best_of is not supported: use n');
   const lora = requestedLora(b.model, served);
   if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
     throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
@@ -147,6 +153,7 @@ export function parseRequest(
     model: lora?.name ?? served.model,
     lora,
     cacheSalt: b.cache_salt as string | undefined,
+    n: n as number,
   };
 }
 
@@ -167,10 +174,12 @@ export function usage(prompt: number, completion: number, cached: number): Usage
 }
 
 /** One streamed chunk's JSON. */
+/** A streamed chunk of sequence `index`'s text (or its end, with `finish`). */
 export function chunk(
   req: ParsedRequest,
   id: string,
   created: number,
+  index: number,
   text: string | undefined,
   finish: string | null,
   first: boolean,
@@ -182,7 +191,7 @@ export function chunk(
       object: 'chat.completion.chunk',
       created,
       model: req.model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      choices: [{ index, delta, logprobs: null, finish_reason: finish }],
     };
   }
   return {
@@ -190,7 +199,7 @@ export function chunk(
     object: 'text_completion',
     created,
     model: req.model,
-    choices: [{ index: 0, text: text ?? '', logprobs: null, finish_reason: finish, stop_reason: null }],
+    choices: [{ index, text: text ?? '', logprobs: null, finish_reason: finish, stop_reason: null }],
   };
 }
 
@@ -198,15 +207,20 @@ export function usageChunk(req: ParsedRequest, id: string, created: number, u: U
   return { id, object: req.chat ? 'chat.completion.chunk' : 'text_completion', created, model: req.model, choices: [], usage: u };
 }
 
-/** The whole (non-streamed) response. */
-export function fullResponse(req: ParsedRequest, id: string, created: number, text: string, u: Usage): unknown {
+/** The whole (non-streamed) response: one choice per sampled sequence. */
+export function fullResponse(req: ParsedRequest, id: string, created: number, texts: readonly string[], u: Usage): unknown {
   if (req.chat) {
     return {
       id,
       object: 'chat.completion',
       created,
       model: req.model,
-      choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: 'length' }],
+      choices: texts.map((text, index) => ({
+        index,
+        message: { role: 'assistant', content: text },
+        logprobs: null,
+        finish_reason: 'length',
+      })),
       usage: u,
     };
   }
@@ -215,7 +229,7 @@ export function fullResponse(req: ParsedRequest, id: string, created: number, te
     object: 'text_completion',
     created,
     model: req.model,
-    choices: [{ index: 0, text, logprobs: null, finish_reason: 'length', stop_reason: null }],
+    choices: texts.map((text, index) => ({ index, text, logprobs: null, finish_reason: 'length', stop_reason: null })),
     usage: u,
   };
 }

@@ -306,6 +306,8 @@ export class MockRank {
 
   abortAll(reason: string): void {
     for (const [uid, entry] of [...this.live]) {
+      // Gone already: an earlier request's onAbort cancelled it (its sibling sequences, `n` > 1).
+      if (!this.live.has(uid)) continue;
       this.engine.abort(entry.sim);
       this.forget(uid, entry);
       this.counters.aborted++;

@@ -261,27 +261,60 @@ class Worker implements MockWorker {
     const named = req.headers['x-request-id'];
     const id = `${parsed.chat ? 'chatcmpl' : 'cmpl'}-${typeof named === 'string' && named !== '' ? named : `mock-${this.counter++}`}`;
     const created = Math.floor(Date.now() / 1000);
-    const output = mockOutput(parsed.prompt, parsed.maxTokens, this.options.seed);
     void reply.header('x-data-parallel-rank', String(rank.dpRank));
-    if (!parsed.stream) {
-      return new Promise((resolve, reject) => {
-        const parts: number[] = [];
-        const cancel = rank.submit({
+    // `n` sequences of the same prompt, each a request of the rank's engine, as vLLM runs them
+    // (the later ones find the first one's prompt blocks cached). Sequence j's text is the one
+    // the seed plus j gives, so they differ as samples do; the usage counts the prompt once and
+    // reports the first sequence's cached tokens.
+    const outputs = Array.from({ length: parsed.n }, (_, j) => mockOutput(parsed.prompt, parsed.maxTokens, this.options.seed + j));
+    const cancels: (() => void)[] = [];
+    const cancelAll = () => {
+      for (const cancel of cancels) cancel();
+    };
+    const submit = (
+      j: number,
+      onTokens: (tokens: number[], first: boolean) => void,
+      onDone: (cached: number) => void,
+      onAbort: (reason: string) => void,
+    ) =>
+      cancels.push(
+        rank.submit({
           prompt: parsed.prompt,
           lora: parsed.lora,
           cacheSalt: parsed.cacheSalt,
-          output,
-          onTokens: (t) => {
-            for (const x of t) parts.push(x);
-          },
-          onDone: (cached) =>
-            resolve(fullResponse(parsed, id, created, detokenize(parts), usage(parsed.prompt.length, parts.length, cached))),
-          onAbort: (reason) => reject(Object.assign(new Error(`the engine stopped: ${reason}`), { statusCode: 503 })),
-        });
+          output: outputs[j],
+          onTokens,
+          onDone,
+          onAbort,
+        }),
+      );
+    if (!parsed.stream) {
+      return new Promise((resolve, reject) => {
+        const parts = outputs.map((): number[] => []);
+        const cachedOf: number[] = [];
+        let left = parsed.n;
+        for (let j = 0; j < parsed.n; j++) {
+          submit(
+            j,
+            (t) => {
+              for (const x of t) parts[j].push(x);
+            },
+            (cached) => {
+              cachedOf[j] = cached;
+              if (--left > 0) return;
+              const generated = parts.reduce((sum, p) => sum + p.length, 0);
+              resolve(fullResponse(parsed, id, created, parts.map(detokenize), usage(parsed.prompt.length, generated, cachedOf[0])));
+            },
+            (reason) => {
+              cancelAll();
+              reject(Object.assign(new Error(`the engine stopped: ${reason}`), { statusCode: 503 }));
+            },
+          );
+        }
         // The response's close (not the request's, which fires once the body is read) tells a
         // client that went away.
         reply.raw.on('close', () => {
-          if (!reply.raw.writableFinished) cancel();
+          if (!reply.raw.writableFinished) cancelAll();
         });
       });
     }
@@ -296,30 +329,35 @@ class Worker implements MockWorker {
     const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
     let done = false;
     let generated = 0;
-    const cancel = rank.submit({
-      prompt: parsed.prompt,
-      lora: parsed.lora,
-      cacheSalt: parsed.cacheSalt,
-      output,
-      onTokens: (tokens, first) => {
-        generated += tokens.length;
-        // One chunk per token, as vLLM streams them.
-        for (let i = 0; i < tokens.length; i++) send(chunk(parsed, id, created, detokenize([tokens[i]]), null, first && i === 0));
-      },
-      onDone: (cached) => {
-        done = true;
-        send(chunk(parsed, id, created, undefined, 'length', false));
-        if (parsed.includeUsage) send(usageChunk(parsed, id, created, usage(parsed.prompt.length, generated, cached)));
-        res.end('data: [DONE]\n\n');
-      },
-      onAbort: (reason) => {
-        done = true;
-        send(errorBody(`the engine stopped: ${reason}`, 503));
-        res.destroy();
-      },
-    });
+    let left = parsed.n;
+    let firstCached = 0;
+    for (let j = 0; j < parsed.n; j++) {
+      submit(
+        j,
+        (tokens, first) => {
+          generated += tokens.length;
+          // One chunk per token, as vLLM streams them.
+          for (let i = 0; i < tokens.length; i++) send(chunk(parsed, id, created, j, detokenize([tokens[i]]), null, first && i === 0));
+        },
+        (cached) => {
+          if (j === 0) firstCached = cached;
+          send(chunk(parsed, id, created, j, undefined, 'length', false));
+          if (--left > 0) return;
+          done = true;
+          if (parsed.includeUsage) send(usageChunk(parsed, id, created, usage(parsed.prompt.length, generated, firstCached)));
+          res.end('data: [DONE]\n\n');
+        },
+        (reason) => {
+          if (done) return;
+          done = true;
+          cancelAll();
+          send(errorBody(`the engine stopped: ${reason}`, 503));
+          res.destroy();
+        },
+      );
+    }
     res.on('close', () => {
-      if (!done) cancel();
+      if (!done) cancelAll();
     });
     return Promise.resolve(reply);
   }
