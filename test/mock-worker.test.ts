@@ -132,7 +132,8 @@ describe('mock worker HTTP API', () => {
     for (const [body, re] of [
       [{ prompt: 5 }, /prompt must be/],
       [{ prompt: [1, 2, 3.5] }, /prompt\[2\] must be a token id/],
-      [{ prompt: ['a', 'b'] }, /does not batch prompts; kvroute serve splits batches/],
+      [{ prompt: ['a', [1, -1]] }, /^prompt\[1\]: prompt\[1\] must be a token id/],
+      [{ prompt: Array.from({ length: 20 }, () => 'p'), n: 64 }, /at most 1024 sequences \(prompts × n\), got 1280/],
       [{ prompt: 'x', n: 0 }, /n must be an integer in \[1, 64\], got 0/],
       [{ prompt: 'x', n: 65 }, /n must be an integer in \[1, 64\]/],
       [{ prompt: 'x', best_of: 3 }, /best_of is not supported: use n/],
@@ -151,7 +152,7 @@ describe('mock worker HTTP API', () => {
     expect(single.json.usage.prompt_tokens).toBe(mockTokenize(PROMPT).length);
   });
 
-  test('n samples n sequences: one choice each (the first is the n = 1 answer), the prompt counted once', async () => {
+  test('n samples n sequences: one choice each (the first is the n = 1 answer), the prompt counted once; batches too', async () => {
     const w = await worker({ seed: 7 });
     const one = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 6 });
     const three = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 6, n: 3 });
@@ -183,6 +184,19 @@ describe('mock worker HTTP API', () => {
     expect(chunks.flatMap((c) => c.choices).filter((c) => c.finish_reason === 'length').length).toBe(3);
     expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { completion_tokens: 18 } });
     expect(w.stats().running.reduce((a, b) => a + b, 0)).toBe(0);
+    // A batch of prompts: prompt i's choices numbered from i × n, as vLLM numbers them.
+    const other = 'Another prompt, which shares nothing with the first.';
+    const batch = await postJson(`${w.url}/v1/completions`, { prompt: [PROMPT, other], max_tokens: 6, n: 2 });
+    const alone = await postJson(`${w.url}/v1/completions`, { prompt: other, max_tokens: 6, n: 2 });
+    expect(batch.json.choices.map((c: { index: number; text: string }) => [c.index, c.text])).toEqual([
+      [0, texts[0][1]],
+      [1, texts[1][1]],
+      [2, alone.json.choices[0].text],
+      [3, alone.json.choices[1].text],
+    ]);
+    expect(batch.json.usage).toMatchObject({ prompt_tokens: PROMPT.length + other.length, completion_tokens: 24 });
+    const tokenizeBatch = await postJson(`${w.url}/tokenize`, { prompt: ['a', 'b'] });
+    expect([tokenizeBatch.status, tokenizeBatch.json.error.message]).toEqual([400, 'prompt must be a string, or give messages']);
   });
 
   test('generated text is deterministic for a seed and differs across seeds', async () => {

@@ -15,7 +15,8 @@ export { BadRequest } from './bad-request.js';
 
 export interface ParsedRequest {
   chat: boolean;
-  prompt: number[];
+  /** The prompts' tokens: one, or a completion's batch of several. */
+  prompts: number[][];
   maxTokens: number;
   stream: boolean;
   includeUsage: boolean;
@@ -25,12 +26,14 @@ export interface ParsedRequest {
   lora: LoraRef | undefined;
   /** vLLM's `cache_salt`. */
   cacheSalt: string | undefined;
-  /** Sequences sampled from the prompt (`n`): one choice each. */
+  /** Sequences sampled from each prompt (`n`): one choice each. */
   n: number;
 }
 
-/** The most sequences (`n`) one request may sample. */
+/** The most sequences (`n`) one request may sample from a prompt. */
 export const MAX_SAMPLES = 64;
+/** The most sequences (prompts × `n`) one request may run. */
+export const MAX_SEQUENCES = 1024;
 
 /** What a worker serves: its model and its LoRA adapters (vLLM's `lora_int_id` is the position + 1). */
 export interface Served {
@@ -49,10 +52,26 @@ export function requestedLora(model: unknown, served: Served): LoraRef | undefin
   return { name: model as string, id: i + 1 };
 }
 
+/** The most prompts one completion request may batch (the gateway routes each on its own). */
+export const MAX_BATCH_PROMPTS = 256;
+
 /**
- * The one prompt of a completion request: text, token ids, or a list holding one of those (an
- * OpenAI batch of one, which vLLM takes too). A batch of several is refused: the gateway would
- * need a route per prompt, and the mock worker answers one choice per request.
+ * A completion's `prompt` as a batch of several prompts (strings or token-id lists, each read by
+ * {@link readPrompt}), or undefined for one prompt.
+ * @throws {BadRequest} for more than {@link MAX_BATCH_PROMPTS}.
+ */
+export function promptBatch(prompt: unknown): unknown[] | undefined {
+  if (!Array.isArray(prompt) || prompt.length < 2) return undefined;
+  if (!prompt.every((p) => typeof p === 'string' || Array.isArray(p))) return undefined;
+  if (prompt.length > MAX_BATCH_PROMPTS)
+    throw new BadRequest(`a request may batch at most ${MAX_BATCH_PROMPTS} prompts, got ${prompt.length}`);
+  return prompt;
+}
+
+/**
+ * One prompt of a completion request: text, token ids, or a list holding one of those (an
+ * OpenAI batch of one, which vLLM takes too). A batch of several is for {@link promptBatch}:
+ * where one prompt is expected (`/tokenize`), it is refused.
  */
 export function readPrompt(prompt: unknown, inBatch = false): string | number[] {
   if (typeof prompt === 'string' && prompt.length > 0) return prompt;
@@ -63,8 +82,7 @@ export function readPrompt(prompt: unknown, inBatch = false): string | number[] 
       throw new BadRequest(`prompt[${bad}] must be a token id (an integer in [0, 2^32)), got ${prompt[bad]}`);
     }
     if (!inBatch && prompt.every((p) => typeof p === 'string' || Array.isArray(p))) {
-      if (prompt.length > 1)
-        throw new BadRequest('send one prompt per request (the mock worker does not batch prompts; kvroute serve splits batches)');
+      if (prompt.length > 1) throw new BadRequest('one prompt is expected here, not a batch of several');
       return readPrompt(prompt[0], true);
     }
   }
@@ -127,11 +145,19 @@ export function parseRequest(
 ): ParsedRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
-  const prompt = truncated(
-    chat ? chatTokens(b, served.trustRequestChatTemplate) : completionTokens(b),
-    readTruncation(b, served.maxModelLen),
-  );
-  if (prompt.length === 0) throw new BadRequest('the prompt is empty');
+  const truncation = readTruncation(b, served.maxModelLen);
+  const batch = chat ? undefined : promptBatch(b.prompt);
+  const prompts = (batch ?? [b.prompt]).map((prompt, i) => {
+    const where = batch ? `prompt[${i}]: ` : '';
+    let tokens: number[];
+    try {
+      tokens = truncated(chat ? chatTokens(b, served.trustRequestChatTemplate) : completionTokens({ ...b, prompt }), truncation);
+    } catch (err) {
+      throw err instanceof BadRequest ? new BadRequest(`${where}${err.message}`) : err;
+    }
+    if (tokens.length === 0) throw new BadRequest(`${where}the prompt is empty`);
+    return tokens;
+  });
   const maxTokens = b.max_tokens ?? b.max_completion_tokens ?? 16;
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_tokens must be a positive integer');
   if (b.stream !== undefined && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
@@ -140,13 +166,15 @@ export function parseRequest(
     throw new BadRequest(`n must be an integer in [1, ${MAX_SAMPLES}], got ${JSON.stringify(n)}`);
   // vLLM's engine (V1) samples `n` sequences but no longer keeps `best_of` candidates to pick from.
   if (b.best_of !== undefined && b.best_of !== null && b.best_of !== n) throw new BadRequest('best_of is not supported: use n');
+  if (prompts.length * (n as number) > MAX_SEQUENCES)
+    throw new BadRequest(`a request may run at most ${MAX_SEQUENCES} sequences (prompts × n), got ${prompts.length * (n as number)}`);
   const lora = requestedLora(b.model, served);
   if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
     throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
   const options = b.stream_options as { include_usage?: unknown } | undefined;
   return {
     chat,
-    prompt,
+    prompts,
     maxTokens: maxTokens as number,
     stream: b.stream === true,
     includeUsage: options?.include_usage === true,

@@ -242,13 +242,15 @@ class Worker implements MockWorker {
       app.post(path, async (req, reply) => {
         if (this.hang(reply)) return reply;
         const parsed = parseRequest(req.body, chat, o);
-        if (parsed.prompt.length + parsed.maxTokens > o.maxModelLen) {
-          throw new BadRequest(
-            `this model's maximum context length is ${o.maxModelLen} tokens; the request needs ${parsed.prompt.length + parsed.maxTokens}`,
-          );
-        }
-        if (Math.ceil((parsed.prompt.length + parsed.maxTokens) / o.blockSize) > o.numGpuBlocks) {
-          throw new BadRequest(`the request needs more KV blocks than one rank has (${o.numGpuBlocks})`);
+        for (const prompt of parsed.prompts) {
+          if (prompt.length + parsed.maxTokens > o.maxModelLen) {
+            throw new BadRequest(
+              `this model's maximum context length is ${o.maxModelLen} tokens; the request needs ${prompt.length + parsed.maxTokens}`,
+            );
+          }
+          if (Math.ceil((prompt.length + parsed.maxTokens) / o.blockSize) > o.numGpuBlocks) {
+            throw new BadRequest(`the request needs more KV blocks than one rank has (${o.numGpuBlocks})`);
+          }
         }
         return this.serve(req, reply, parsed);
       });
@@ -262,48 +264,55 @@ class Worker implements MockWorker {
     const id = `${parsed.chat ? 'chatcmpl' : 'cmpl'}-${typeof named === 'string' && named !== '' ? named : `mock-${this.counter++}`}`;
     const created = Math.floor(Date.now() / 1000);
     void reply.header('x-data-parallel-rank', String(rank.dpRank));
-    // `n` sequences of the same prompt, each a request of the rank's engine, as vLLM runs them
-    // (the later ones find the first one's prompt blocks cached). Sequence j's text is the one
-    // the seed plus j gives, so they differ as samples do; the usage counts the prompt once and
-    // reports the first sequence's cached tokens.
-    const outputs = Array.from({ length: parsed.n }, (_, j) => mockOutput(parsed.prompt, parsed.maxTokens, this.options.seed + j));
+    // Each prompt's `n` sequences, each a request of the rank's engine, as vLLM runs them (the
+    // later ones find the first one's prompt blocks cached). Sequence k = i × n + j samples
+    // prompt i with the seed plus j, so samples differ and the first is the `n = 1` answer; the
+    // usage counts each prompt once, with its first sequence's cached tokens.
+    const n = parsed.n;
+    const sequences = parsed.prompts.flatMap((prompt) =>
+      Array.from({ length: n }, (_, j) => ({ prompt, output: mockOutput(prompt, parsed.maxTokens, this.options.seed + j) })),
+    );
+    const promptTokens = parsed.prompts.reduce((sum, p) => sum + p.length, 0);
+    const cachedOf: number[] = [];
+    const cached = () => cachedOf.reduce((sum, c, k) => (k % n === 0 ? sum + c : sum), 0);
     const cancels: (() => void)[] = [];
     const cancelAll = () => {
       for (const cancel of cancels) cancel();
     };
     const submit = (
-      j: number,
+      k: number,
       onTokens: (tokens: number[], first: boolean) => void,
-      onDone: (cached: number) => void,
+      onDone: () => void,
       onAbort: (reason: string) => void,
     ) =>
       cancels.push(
         rank.submit({
-          prompt: parsed.prompt,
+          prompt: sequences[k].prompt,
           lora: parsed.lora,
           cacheSalt: parsed.cacheSalt,
-          output: outputs[j],
+          output: sequences[k].output,
           onTokens,
-          onDone,
+          onDone: (c) => {
+            cachedOf[k] = c;
+            onDone();
+          },
           onAbort,
         }),
       );
     if (!parsed.stream) {
       return new Promise((resolve, reject) => {
-        const parts = outputs.map((): number[] => []);
-        const cachedOf: number[] = [];
-        let left = parsed.n;
-        for (let j = 0; j < parsed.n; j++) {
+        const parts = sequences.map((): number[] => []);
+        let left = sequences.length;
+        for (let k = 0; k < sequences.length; k++) {
           submit(
-            j,
+            k,
             (t) => {
-              for (const x of t) parts[j].push(x);
+              for (const x of t) parts[k].push(x);
             },
-            (cached) => {
-              cachedOf[j] = cached;
+            () => {
               if (--left > 0) return;
               const generated = parts.reduce((sum, p) => sum + p.length, 0);
-              resolve(fullResponse(parsed, id, created, parts.map(detokenize), usage(parsed.prompt.length, generated, cachedOf[0])));
+              resolve(fullResponse(parsed, id, created, parts.map(detokenize), usage(promptTokens, generated, cached())));
             },
             (reason) => {
               cancelAll();
@@ -329,22 +338,20 @@ class Worker implements MockWorker {
     const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
     let done = false;
     let generated = 0;
-    let left = parsed.n;
-    let firstCached = 0;
-    for (let j = 0; j < parsed.n; j++) {
+    let left = sequences.length;
+    for (let k = 0; k < sequences.length; k++) {
       submit(
-        j,
+        k,
         (tokens, first) => {
           generated += tokens.length;
           // One chunk per token, as vLLM streams them.
-          for (let i = 0; i < tokens.length; i++) send(chunk(parsed, id, created, j, detokenize([tokens[i]]), null, first && i === 0));
+          for (let i = 0; i < tokens.length; i++) send(chunk(parsed, id, created, k, detokenize([tokens[i]]), null, first && i === 0));
         },
-        (cached) => {
-          if (j === 0) firstCached = cached;
-          send(chunk(parsed, id, created, j, undefined, 'length', false));
+        () => {
+          send(chunk(parsed, id, created, k, undefined, 'length', false));
           if (--left > 0) return;
           done = true;
-          if (parsed.includeUsage) send(usageChunk(parsed, id, created, usage(parsed.prompt.length, generated, firstCached)));
+          if (parsed.includeUsage) send(usageChunk(parsed, id, created, usage(promptTokens, generated, cached())));
           res.end('data: [DONE]\n\n');
         },
         (reason) => {

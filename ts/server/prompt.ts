@@ -10,7 +10,15 @@
  */
 
 import { readChatPrompt } from '../mock-worker/chat.js';
-import { BadRequest, readAddSpecialTokens, readPrompt, readTruncation, type Truncation, truncated } from '../mock-worker/openai.js';
+import {
+  BadRequest,
+  promptBatch,
+  readAddSpecialTokens,
+  readPrompt,
+  readTruncation,
+  type Truncation,
+  truncated,
+} from '../mock-worker/openai.js';
 import type { PromptInput, PromptTokenizer } from './tokenize.js';
 
 // The mock worker's reading of `prompt` and `messages` is OpenAI's; its BadRequest is answered 400 here too.
@@ -38,18 +46,6 @@ export interface ReadRequest {
   batch?: ReadRequest[];
   /** Choices per prompt (`n`, 1 when absent or not a positive integer: the worker checks it). */
   choicesPerPrompt: number;
-}
-
-/** The most prompts one completion request may batch: each is routed and forwarded on its own. */
-export const MAX_BATCH_PROMPTS = 256;
-
-/** `prompt` as a batch of several prompts (strings or token-id lists), or undefined for one prompt. */
-function promptBatch(prompt: unknown): unknown[] | undefined {
-  if (!Array.isArray(prompt) || prompt.length < 2) return undefined;
-  if (!prompt.every((p) => typeof p === 'string' || Array.isArray(p))) return undefined;
-  if (prompt.length > MAX_BATCH_PROMPTS)
-    throw new BadRequest(`a request may batch at most ${MAX_BATCH_PROMPTS} prompts, got ${prompt.length}`);
-  return prompt;
 }
 
 export function readRequest(body: unknown, chat: boolean): ReadRequest {
