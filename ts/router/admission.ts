@@ -220,7 +220,8 @@ export class Admission {
       let c: Candidates;
       try {
         c = this.hooks.candidatesFor(head.item.prepared);
-        this.groupWorkers.set(head.group, new Set(c.workers));
+        // Workers come and go only with a full pass (no `freed`): only then can the group's change.
+        if (freed === undefined) this.groupWorkers.set(head.group, new Set(c.workers));
       } catch (err) {
         this.leave(head);
         head.item.reject(err);

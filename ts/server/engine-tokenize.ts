@@ -35,8 +35,7 @@ export function askWorkersToTokenize(fleet: Fleet, log: FastifyBaseLogger): Engi
   const warned = new Set<bigint>();
   return async (body) => {
     // A prompt for an adapter or one of several models goes to a worker serving it (vLLM tokenizes with its tokenizer).
-    const serving = typeof body.model === 'string' ? fleet.servingWorkers(body.model)?.workers : undefined;
-    const ids = serving ? fleet.routable().filter((id) => serving.includes(id)) : fleet.routable();
+    const ids = fleet.routableFor(body.model);
     const start = next++;
     let last: unknown;
     for (let i = 0; i < ids.length; i++) {

@@ -306,6 +306,15 @@ export class Fleet {
     return undefined;
   }
 
+  /**
+   * The routable workers that may take a request naming `model` (any value a body holds): those
+   * serving it when only some do, else every routable worker.
+   */
+  routableFor(model: unknown): readonly bigint[] {
+    const serving = typeof model === 'string' ? this.servingWorkers(model)?.workers : undefined;
+    return serving ? this.routable().filter((id) => serving.includes(id)) : this.routable();
+  }
+
   /** The names the workers serve their base models under, in the order they were added. */
   models(): string[] {
     const out = new Set<string>();

@@ -37,8 +37,7 @@ export function registerPassthrough(proxy: FastifyInstance, ctx: ProxyContext): 
   let turn = 0;
   /** The workers to try, fewest passed-on requests in flight first, ties in turn. */
   const order = (model: unknown): bigint[] => {
-    const serving = typeof model === 'string' ? ctx.fleet.servingWorkers(model)?.workers : undefined;
-    const ids = serving ? ctx.fleet.routable().filter((id) => serving.includes(id)) : [...ctx.fleet.routable()];
+    const ids = ctx.fleet.routableFor(model);
     const start = turn++;
     const rotated = ids.map((_, i) => ids[(start + i) % ids.length]);
     return rotated.sort((a, b) => (inFlight.get(a) ?? 0) - (inFlight.get(b) ?? 0));
