@@ -551,11 +551,14 @@ describe('kvroute mock-worker as a command', () => {
       });
       return { child, exited, url };
     };
-    const a = run(['--speedup', '50', '--kv-events', 'tcp://127.0.0.1:0', '--wire', 'sglang', '--model', 'cli-model']);
+    const a = run(['--speedup', '50', '--kv-events', 'tcp://127.0.0.1:0', '--wire', 'sglang', '--model', 'cli-model', '--responses-store']);
     const url = await a.url;
     expect((await fetch(`${url}/health`)).status).toBe(200);
     const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
     expect(models.data[0].id).toBe('cli-model');
+    // --responses-store keeps a response for retrieval.
+    const created = await postJson(`${url}/v1/responses`, { input: 'hello', max_output_tokens: 2 });
+    expect((await fetch(`${url}/v1/responses/${created.json.id}`)).status).toBe(200);
     a.child.kill('SIGTERM');
     expect(await a.exited).toBe(0);
     const b = run(['--faults', 'crash@200']);

@@ -29,3 +29,21 @@ export async function sse(
     .map((d) => (d === '[DONE]' ? d : JSON.parse(d)));
   return { status: r.status, events, headers: r.headers };
 }
+
+/** A Responses API stream's named events, in order: each event's name and its parsed `data:`. */
+export async function namedEvents(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; events: { event: string; data: Json }[]; headers: Headers }> {
+  const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
+  const text = await r.text();
+  const events = text
+    .split('\n\n')
+    .filter((b) => b.startsWith('event: '))
+    .map((b) => {
+      const [name, data] = b.split('\n');
+      return { event: name.slice(7), data: JSON.parse(data.slice(6)) };
+    });
+  return { status: r.status, events, headers: r.headers };
+}

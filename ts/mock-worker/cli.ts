@@ -51,6 +51,10 @@ const FLAGS: Flags = {
     default: 'none',
   },
   'trust-request-chat-template': { kind: 'boolean', help: "render a chat request's own chat_template (vLLM's flag; refused otherwise)" },
+  'responses-store': {
+    kind: 'boolean',
+    help: "keep Responses API answers for previous_response_id and GET /v1/responses/{id} (vLLM's VLLM_ENABLE_RESPONSES_API_STORE)",
+  },
   'api-key': { kind: 'string', value: 'key', help: "vLLM's --api-key: the /v1 routes need 'Authorization: Bearer <key>'", default: 'none' },
   wire: { kind: 'string', value: 'vllm-0.33|vllm-0.11|sglang', help: 'KV-event wire format', default: 'vllm-0.33' },
   seed: { kind: 'number', help: 'seed of the generated text', default: '1' },
@@ -77,7 +81,7 @@ function optionsFrom(
   n: (k: string) => number | undefined,
   s: (k: string) => string | undefined,
   faults: unknown,
-  trust: unknown,
+  flag: (k: string) => boolean,
 ): MockWorkerOptions {
   return {
     port: n('port'),
@@ -95,7 +99,8 @@ function optionsFrom(
       ?.split(',')
       .map((m) => m.split('=')[0]),
     apiKey: s('api-key'),
-    trustRequestChatTemplate: trust === true ? true : undefined,
+    trustRequestChatTemplate: flag('trust-request-chat-template') ? true : undefined,
+    responsesStore: flag('responses-store') ? true : undefined,
     wire: s('wire') as MockWorkerOptions['wire'],
     seed: n('seed'),
     topic: s('topic'),
@@ -126,7 +131,7 @@ export async function runMockWorker(argv: string[]): Promise<number> {
   }
   const n = (k: string) => v[k] as number | undefined;
   const s = (k: string) => v[k] as string | undefined;
-  const worker = await startMockWorker(optionsFrom(n, s, v.faults, v['trust-request-chat-template'])).catch((err: unknown) => {
+  const worker = await startMockWorker(optionsFrom(n, s, v.faults, (k) => v[k] === true)).catch((err: unknown) => {
     throw flagNamed(err);
   });
   const events = worker.kvEventsEndpoints.length > 0 ? `, KV events ${worker.kvEventsEndpoints.join(' ')}` : ', no KV events';

@@ -264,5 +264,6 @@ export function fullResponse(req: ParsedRequest, id: string, created: number, te
 
 /** vLLM's error body (nested under `error` since vLLM 0.10; flat before). */
 export function errorBody(message: string, code: number): unknown {
-  return { error: { message, type: code === 400 ? 'BadRequestError' : 'ServiceUnavailableError', param: null, code } };
+  const type = code === 400 ? 'BadRequestError' : code === 404 ? 'NotFoundError' : 'ServiceUnavailableError';
+  return { error: { message, type, param: null, code } };
 }

@@ -118,6 +118,12 @@ export interface MockWorkerOptions {
   loraModules?: readonly string[];
   /** vLLM's `--trust-request-chat-template`: render a chat request's own `chat_template` (refused with 400 otherwise). Default false. */
   trustRequestChatTemplate?: boolean;
+  /**
+   * Keep Responses API answers in memory (vLLM's `VLLM_ENABLE_RESPONSES_API_STORE=1`), so that a
+   * request may continue one by `previous_response_id` and `GET /v1/responses/{id}` finds it; the
+   * 10,000 most recent are kept. Default false, as in vLLM: `store` is then ignored.
+   */
+  responsesStore?: boolean;
   /** vLLM's `--api-key`: the `/v1/*` routes then need `Authorization: Bearer <key>` (401 otherwise). Default none. */
   apiKey?: string;
   /** KV-event wire format. Default `vllm-0.33`. */
@@ -156,6 +162,7 @@ const KEYS = [
   'loraModules',
   'apiKey',
   'trustRequestChatTemplate',
+  'responsesStore',
   'wire',
   'seed',
   'topic',
@@ -248,6 +255,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     loraModules: [...loraModules],
     ...(o.apiKey === undefined ? {} : { apiKey: o.apiKey }),
     trustRequestChatTemplate: optionalBoolean(o.trustRequestChatTemplate, 'opts.trustRequestChatTemplate') ?? false,
+    responsesStore: optionalBoolean(o.responsesStore, 'opts.responsesStore') ?? false,
     wire,
     seed: int(o.seed, 'opts.seed', 0, 2 ** 32 - 1, 1),
     topic: o.topic ?? '',

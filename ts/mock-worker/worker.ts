@@ -32,7 +32,8 @@ import {
 } from './options.js';
 import { mockOutput } from './output.js';
 import { RankPublisher } from './publisher.js';
-import { MockRank } from './rank.js';
+import { type LiveRequest, MockRank } from './rank.js';
+import { registerResponses } from './responses.js';
 import { detokenize } from './tokenizer.js';
 
 /**
@@ -234,6 +235,14 @@ class Worker implements MockWorker {
       // Answer first: a crash must not take its own reply down.
       setImmediate(() => this.fault(fault));
       return { ok: true, fault };
+    });
+    registerResponses(app, {
+      options: o,
+      hang: (reply) => this.hang(reply),
+      rankFor: (req) => {
+        const rank = this.chooseRank(req);
+        return { dpRank: rank.dpRank, run: (job: LiveRequest) => rank.submit(job) };
+      },
     });
     for (const [path, chat] of [
       ['/v1/completions', false],

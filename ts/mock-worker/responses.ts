@@ -1,0 +1,310 @@
+/**
+ * vLLM's Responses API on the mock worker: `POST /v1/responses` (whole or streamed as named SSE
+ * events), `GET /v1/responses/{id}` and `POST /v1/responses/{id}/cancel`. As in vLLM, responses
+ * are kept only when the worker was started with the store on (`responsesStore`, vLLM's
+ * `VLLM_ENABLE_RESPONSES_API_STORE`): then a request may continue one by `previous_response_id`,
+ * and the conversation lives in this worker's memory alone, which is why a gateway must send the
+ * follow-up to the worker that answered. Without the store, `store: true` is ignored (vLLM's
+ * default), and `background` is refused. A response's id is the request's `request_id`, a
+ * random `resp_…` when absent.
+ * @internal
+ * @module
+ */
+
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { BadRequest } from './bad-request.js';
+import { chatTokens, requestedLora } from './openai.js';
+import type { ResolvedMockOptions } from './options.js';
+import { mockOutput } from './output.js';
+import type { LiveRequest, LoraRef } from './rank.js';
+import { type ResponsesHistory, readResponsesPrompt, responsesMessages } from './responses-input.js';
+import { detokenize } from './tokenizer.js';
+
+/** Responses kept when the store is on; the oldest goes first (vLLM keeps every one, and warns it leaks). */
+export const MAX_STORED_RESPONSES = 10_000;
+
+/** What the worker lends the Responses API: its options, its hang fault, and a rank to run a prompt on. */
+export interface ResponsesEngine {
+  options: ResolvedMockOptions;
+  /** Holds the reply while the worker is hung (true: held). */
+  hang(reply: FastifyReply): boolean;
+  /** The rank a request runs on (its `X-data-parallel-rank`, or the least loaded): its number, and a way to run a prompt there (returning its cancel). */
+  rankFor(req: FastifyRequest): { dpRank: number; run(job: LiveRequest): () => void };
+}
+
+interface Stored {
+  response: ResponseObject;
+  /** The prompt's messages (the previous conversation included), for a request that continues it. */
+  messages: Record<string, unknown>[];
+}
+
+interface ResponseObject {
+  id: string;
+  object: 'response';
+  created_at: number;
+  status: 'in_progress' | 'completed' | 'cancelled';
+  model: string;
+  instructions: string | null;
+  previous_response_id: string | null;
+  max_output_tokens: number;
+  background: boolean;
+  output: unknown[];
+  usage: unknown;
+  [field: string]: unknown;
+}
+
+interface ParsedResponses {
+  id: string;
+  prompt: number[];
+  messages: Record<string, unknown>[];
+  maxTokens: number;
+  stream: boolean;
+  store: boolean;
+  model: string;
+  lora: LoraRef | undefined;
+  cacheSalt: string | undefined;
+  instructions: string | null;
+  previous: string | null;
+}
+
+class NotFound extends Error {
+  readonly statusCode = 404;
+}
+
+function notFound(id: string): NotFound {
+  return new NotFound(`Response with id '${id}' not found.`);
+}
+
+export function registerResponses(app: FastifyInstance, engine: ResponsesEngine): void {
+  const store = new Map<string, Stored>();
+  const keep = (s: Stored) => {
+    store.delete(s.response.id);
+    store.set(s.response.id, s);
+    if (store.size > MAX_STORED_RESPONSES) store.delete(store.keys().next().value as string);
+  };
+  app.post('/v1/responses', async (req, reply) => {
+    if (engine.hang(reply)) return reply;
+    const parsed = parse(req.body, engine.options, store);
+    return serve(engine, req, reply, parsed, parsed.store ? keep : undefined);
+  });
+  app.get('/v1/responses/:id', async (req) => {
+    const { id } = req.params as { id: string };
+    const stored = store.get(id);
+    if (!stored) throw notFound(id);
+    return stored.response;
+  });
+  app.post('/v1/responses/:id/cancel', async (req) => {
+    const { id } = req.params as { id: string };
+    const stored = store.get(id);
+    if (!stored) throw notFound(id);
+    // Only background responses can be cancelled in vLLM, and the mock runs none.
+    throw new BadRequest('Cannot cancel a synchronous response.');
+  });
+}
+
+function parse(body: unknown, o: ResolvedMockOptions, store: Map<string, Stored>): ParsedResponses {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  const prompt = readResponsesPrompt(b);
+  for (const key of ['stream', 'store', 'background'] as const)
+    if (b[key] !== undefined && b[key] !== null && typeof b[key] !== 'boolean') throw new BadRequest(`${key} must be a boolean`);
+  if (Array.isArray(b.tools) && b.tools.length > 0) throw new BadRequest('Tool use is not supported in Responses API without Harmony');
+  let keep = b.store !== false;
+  if (b.background === true) {
+    if (!o.responsesStore)
+      throw new BadRequest('This vLLM engine does not support `store=True` and therefore does not support the background mode.');
+    throw new BadRequest('background responses are not supported by the mock worker');
+  }
+  if (!o.responsesStore) keep = false;
+  const previous = b.previous_response_id ?? null;
+  if (previous !== null && typeof previous !== 'string') throw new BadRequest('previous_response_id must be a string');
+  let history: ResponsesHistory | undefined;
+  if (previous !== null) {
+    const stored = store.get(previous);
+    if (!stored) throw notFound(previous);
+    history = { messages: stored.messages, answers: answers(stored.response) };
+  }
+  const id = b.request_id ?? `resp_${randomUUID().replaceAll('-', '')}`;
+  if (typeof id !== 'string' || id === '') throw new BadRequest('request_id must be a non-empty string');
+  const messages = responsesMessages(prompt, history);
+  const tokens = chatTokens({ messages }, false);
+  const maxTokens = b.max_output_tokens ?? 16;
+  if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_output_tokens must be a positive integer');
+  if (tokens.length + (maxTokens as number) > o.maxModelLen)
+    throw new BadRequest(`The engine prompt length ${tokens.length} exceeds the max_model_len ${o.maxModelLen}. Please reduce prompt.`);
+  if (Math.ceil((tokens.length + (maxTokens as number)) / o.blockSize) > o.numGpuBlocks)
+    throw new BadRequest(`the request needs more KV blocks than one rank has (${o.numGpuBlocks})`);
+  if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
+    throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
+  const lora = requestedLora(b.model, o);
+  return {
+    id,
+    prompt: tokens,
+    // The next turn's prompt repeats them all, these instructions too (vLLM keeps them in its store).
+    messages,
+    maxTokens: maxTokens as number,
+    stream: b.stream === true,
+    store: keep,
+    model: lora?.name ?? o.model,
+    lora,
+    cacheSalt: b.cache_salt as string | undefined,
+    instructions: prompt.instructions ?? null,
+    previous,
+  };
+}
+
+/** The texts of a response's output messages (the next turn's assistant messages). */
+function answers(r: ResponseObject): string[] {
+  const texts: string[] = [];
+  for (const item of r.output as { type?: string; content?: { text?: unknown }[] }[])
+    if (item.type === 'message') for (const part of item.content ?? []) if (typeof part.text === 'string') texts.push(part.text);
+  return texts;
+}
+
+function responseObject(
+  p: ParsedResponses,
+  created: number,
+  status: ResponseObject['status'],
+  output: unknown[],
+  usage: unknown,
+): ResponseObject {
+  return {
+    id: p.id,
+    object: 'response',
+    created_at: created,
+    status,
+    incomplete_details: null,
+    error: null,
+    model: p.model,
+    instructions: p.instructions,
+    previous_response_id: p.previous,
+    max_output_tokens: p.maxTokens,
+    background: false,
+    parallel_tool_calls: true,
+    tool_choice: 'auto',
+    tools: [],
+    metadata: null,
+    output,
+    usage,
+  };
+}
+
+function messageItem(id: string, text: string, status: 'in_progress' | 'completed'): unknown {
+  const content = status === 'completed' ? [{ type: 'output_text', text, annotations: [], logprobs: null }] : [];
+  return { id, type: 'message', role: 'assistant', status, content };
+}
+
+function responseUsage(input: number, output: number, cached: number): unknown {
+  return {
+    input_tokens: input,
+    input_tokens_details: { cached_tokens: cached },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: input + output,
+  };
+}
+
+function serve(
+  engine: ResponsesEngine,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  p: ParsedResponses,
+  keep: ((s: Stored) => void) | undefined,
+): Promise<unknown> {
+  const created = Math.floor(Date.now() / 1000);
+  const itemId = `msg_${randomUUID().replaceAll('-', '')}`;
+  const generated: number[] = [];
+  const finished = (cached: number): ResponseObject => {
+    const text = detokenize(generated);
+    const r = responseObject(
+      p,
+      created,
+      'completed',
+      [messageItem(itemId, text, 'completed')],
+      responseUsage(p.prompt.length, generated.length, cached),
+    );
+    keep?.({ response: r, messages: p.messages });
+    return r;
+  };
+  const job = (onTokens: LiveRequest['onTokens'], onDone: LiveRequest['onDone'], onAbort: LiveRequest['onAbort']): LiveRequest => ({
+    prompt: p.prompt,
+    lora: p.lora,
+    cacheSalt: p.cacheSalt,
+    output: mockOutput(p.prompt, p.maxTokens, engine.options.seed),
+    onTokens,
+    onDone,
+    onAbort,
+  });
+  const rank = engine.rankFor(req);
+  if (!p.stream) {
+    void reply.header('x-data-parallel-rank', String(rank.dpRank));
+    return new Promise((resolve, reject) => {
+      const cancel = rank.run(
+        job(
+          (t) => generated.push(...t),
+          (cached) => resolve(finished(cached)),
+          (reason) => reject(Object.assign(new Error(`the engine stopped: ${reason}`), { statusCode: 503 })),
+        ),
+      );
+      reply.raw.on('close', () => {
+        if (!reply.raw.writableFinished) cancel();
+      });
+    });
+  }
+  reply.hijack();
+  const res = reply.raw;
+  let sequence = 0;
+  let done = false;
+  // vLLM's stream: named events, each numbered, and no `[DONE]`.
+  const send = (type: string, fields: Record<string, unknown>) =>
+    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...fields })}\n\n`);
+  res.writeHead(200, {
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+    'x-data-parallel-rank': String(rank.dpRank),
+  });
+  const initial = responseObject(p, created, 'in_progress', [], null);
+  send('response.created', { response: initial });
+  send('response.in_progress', { response: initial });
+  const cancel = rank.run(
+    job(
+      (tokens, first) => {
+        if (first) {
+          send('response.output_item.added', { output_index: 0, item: messageItem(itemId, '', 'in_progress') });
+          send('response.content_part.added', {
+            output_index: 0,
+            item_id: itemId,
+            content_index: 0,
+            part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+          });
+        }
+        for (const t of tokens) {
+          generated.push(t);
+          send('response.output_text.delta', { output_index: 0, item_id: itemId, content_index: 0, delta: detokenize([t]), logprobs: [] });
+        }
+      },
+      (cached) => {
+        done = true;
+        const text = detokenize(generated);
+        const part = { type: 'output_text', text, annotations: [] };
+        send('response.output_text.done', { output_index: 0, item_id: itemId, content_index: 0, text, logprobs: [] });
+        send('response.content_part.done', { output_index: 0, item_id: itemId, content_index: 0, part });
+        send('response.output_item.done', { output_index: 0, item: messageItem(itemId, text, 'completed') });
+        send('response.completed', { response: finished(cached) });
+        res.end();
+      },
+      (reason) => {
+        if (done) return;
+        done = true;
+        send('error', { code: 'engine_stopped', message: `the engine stopped: ${reason}`, param: null });
+        res.destroy();
+      },
+    ),
+  );
+  res.on('close', () => {
+    if (!done) cancel();
+  });
+  return Promise.resolve(reply);
+}
