@@ -355,6 +355,8 @@ describe('gateway options and JSON', () => {
       [{ blockSize: 16, tokenizer: '/nonexistent/tokenizer.json' }, /cannot load the tokenizer/],
       [{ blockSize: 16, tokenizeCache: { maxPrompts: -1 } }, /tokenizeCache\.maxPrompts/],
       [{ blockSize: 16, tokenizeCache: { size: 1 } }, /tokenizeCache.*unknown key "size"/],
+      [{ blockSize: 16, responses: { maxRemembered: 1.5 } }, /responses\.maxRemembered must be an integer/],
+      [{ blockSize: 16, responses: { store: true } }, /responses.*unknown key "store"/],
       [
         {
           blockSize: 16,

@@ -139,6 +139,7 @@ export type {
   GatewayWorker,
   HealthOptions,
   QueueOptions,
+  ResponsesOptions,
   TlsOptions,
   TokenizeCacheOptions,
   TokenizerOption,

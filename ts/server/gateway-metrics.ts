@@ -17,6 +17,7 @@ const TOKENS = [0, 16, 64, 256, 1024, 4096, 16384, 65536];
 export class GatewayMetrics {
   readonly requests: Counter<'worker' | 'status'>;
   readonly passedOn: Counter<'path' | 'worker' | 'status'>;
+  readonly responseLookups: Counter<'result'>;
   readonly ttft: Histogram;
   readonly itl: Histogram;
   readonly duration: Histogram;
@@ -45,6 +46,12 @@ export class GatewayMetrics {
       name: 'kvroute_gateway_passed_on_requests_total',
       help: 'Requests to vLLM endpoints passed on without routing (/tokenize, embeddings, ...), by path, worker and HTTP status.',
       labelNames: ['path', 'worker', 'status'],
+      registers,
+    });
+    this.responseLookups = new Counter({
+      name: 'kvroute_gateway_response_lookups_total',
+      help: 'Lookups of the worker holding a Responses API response (previous_response_id, GET, cancel): remembered, found by asking the workers, not_found, or unavailable (its worker is down or did not answer).',
+      labelNames: ['result'],
       registers,
     });
     this.ttft = new Histogram({

@@ -34,6 +34,8 @@ import {
 import { registerPassthrough } from './passthrough.js';
 import { openAiError, type ProxyContext, proxyCompletion } from './proxy.js';
 import { logReplicaChanges } from './replica-log.js';
+import { ResponseOwners } from './response-owners.js';
+import { registerResponses } from './responses.js';
 import { metrics } from './router-metrics.js';
 import { snapshotMetrics } from './snapshot-metrics.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
@@ -262,15 +264,28 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const warm = o.warmStart ? warmUp(router, o.warmStart, app.log).finally(addWorkers) : Promise.resolve(undefined);
   const model = () => o.model ?? fleet.list().find((m) => m.model)?.model ?? 'unknown';
   const logRequests = o.logLevel !== false && ['info', 'debug', 'trace'].includes(o.logLevel);
-  const ctx: ProxyContext = { router, fleet, tokenizer, metrics: gm, opts: o, log: app.log, logRequests, routing: new Map(), nextId: 1 };
+  const ctx: ProxyContext = {
+    router,
+    fleet,
+    tokenizer,
+    metrics: gm,
+    opts: o,
+    log: app.log,
+    logRequests,
+    routing: new Map(),
+    owners: new ResponseOwners(o.responses.maxRemembered),
+    nextId: 1,
+  };
 
   app.register(async (proxy) => {
     proxy.addHook(
       'onRequest',
       bearerGuard(o.apiKeys, (reply) => reply.send(openAiError('a valid API key is required', 'AuthenticationError', 401))),
     );
-    proxy.post('/v1/completions', (req, reply) => proxyCompletion(ctx, req, reply, false));
-    proxy.post('/v1/chat/completions', (req, reply) => proxyCompletion(ctx, req, reply, true));
+    proxy.post('/v1/completions', (req, reply) => proxyCompletion(ctx, req, reply, 'completion'));
+    proxy.post('/v1/chat/completions', (req, reply) => proxyCompletion(ctx, req, reply, 'chat'));
+    proxy.post('/v1/responses', (req, reply) => proxyCompletion(ctx, req, reply, 'responses'));
+    registerResponses(proxy, ctx);
     registerPassthrough(proxy, ctx);
     // The base models (the configured name first), then the LoRA adapters the workers list: a
     // request naming one is routed to the workers serving it.

@@ -109,6 +109,19 @@ export interface QueueOptions {
 }
 
 /**
+ * The Responses API (`/v1/responses`): vLLM keeps each response on the worker that answered it,
+ * so the gateway remembers which one did, to send a follow-up (`previous_response_id`), a
+ * retrieval or a cancel there.
+ * @group Gateway
+ */
+export interface ResponsesOptions {
+  /** Response ids whose worker is remembered, least recently used out first; 0 remembers none (every lookup asks the workers). Default 100000. */
+  maxRemembered?: number;
+  /** How long asking the workers for an id not remembered may take, ms. Default 2000. */
+  lookupTimeoutMs?: number;
+}
+
+/**
  * The `engine` tokenizer's cache of token ids by prompt (the request's prompt fields): clients
  * resend the same prompts, and each miss is a round trip to a worker's `/tokenize`.
  * @group Gateway
@@ -178,6 +191,8 @@ export interface GatewayOptions {
   upstream?: UpstreamOptions;
   /** Admission control. */
   queue?: QueueOptions;
+  /** Where Responses API follow-ups go. */
+  responses?: ResponsesOptions;
   /** Largest request body, bytes. Default 8 MiB. */
   bodyLimitBytes?: number;
   /** Access control. */
@@ -224,6 +239,7 @@ export interface ResolvedGatewayOptions {
   health: Required<HealthOptions>;
   upstream: Required<Omit<UpstreamOptions, 'apiKey'>> & { apiKey: string | undefined };
   queue: Required<QueueOptions>;
+  responses: Required<ResponsesOptions>;
   bodyLimitBytes: number;
   apiKeys: string[];
   adminToken: string | undefined;
@@ -248,6 +264,7 @@ const TOP_KEYS = [
   'health',
   'upstream',
   'queue',
+  'responses',
   'bodyLimitBytes',
   'auth',
   'admin',
@@ -419,6 +436,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     health: section<HealthOptions>(o.health, 'health', { intervalMs: 2000, timeoutMs: 1000, failureThreshold: 3, recoveryThreshold: 1 }),
     upstream: upstream(o.upstream),
     queue: section<QueueOptions>(o.queue, 'queue', { maxQueued: 1024, timeoutMs: 30_000, retryAfterSecs: 1 }),
+    responses: section<ResponsesOptions>(o.responses, 'responses', { maxRemembered: 100_000, lookupTimeoutMs: 2000 }),
     bodyLimitBytes: int(o.bodyLimitBytes, 'bodyLimitBytes', 1, 2 ** 30, 8 << 20),
     apiKeys: apiKeys as string[],
     adminToken: auth.adminToken === undefined ? undefined : str(auth.adminToken, 'auth.adminToken'),

@@ -3,12 +3,14 @@
  * tokens (to tokenize and route: a chat's messages, tools and template arguments, a completion's
  * `add_special_tokens`, the model, `truncate_prompt_tokens`), what scopes its KV blocks (the
  * model, which may name a LoRA adapter, and `cache_salt`: see `scope.ts`), its `priority` in the
- * queue, `stream` and `stream_options`. Everything else goes to the worker untouched; the worker
+ * queue, `stream` and `stream_options`; for the Responses API, its instructions and input, the
+ * response it continues and its id. Everything else goes to the worker untouched; the worker
  * validates it.
  * @internal
  * @module
  */
 
+import { randomUUID } from 'node:crypto';
 import { readChatPrompt } from '../mock-worker/chat.js';
 import {
   BadRequest,
@@ -19,6 +21,7 @@ import {
   type Truncation,
   truncated,
 } from '../mock-worker/openai.js';
+import { readResponsesPrompt, responsesMessages } from '../mock-worker/responses-input.js';
 import type { PromptInput, PromptTokenizer } from './tokenize.js';
 
 // The mock worker's reading of `prompt` and `messages` is OpenAI's; its BadRequest is answered 400 here too.
@@ -46,16 +49,59 @@ export interface ReadRequest {
   batch?: ReadRequest[];
   /** Choices per prompt (`n`, 1 when absent or not a positive integer: the worker checks it). */
   choicesPerPrompt: number;
+  /** A Responses API request's response id: the client's `request_id`, else one the gateway gives it (forwarded as `request_id`). */
+  responseId?: string;
+  /** The response a Responses API request continues (`previous_response_id`): it must go to that response's worker. */
+  previousResponseId?: string;
 }
 
-export function readRequest(body: unknown, chat: boolean): ReadRequest {
+/** The endpoints the gateway routes: completions, chat completions and the Responses API. */
+export type RequestKind = 'completion' | 'chat' | 'responses';
+
+/**
+ * A Responses API request: its prompt, the conversation it continues, its id. The prompt the
+ * gateway tokenizes is the request's own (instructions and input, as chat messages): when it
+ * continues a stored response, the earlier turns live on that response's worker, where it goes
+ * anyway, and the engine finds them cached there.
+ */
+function readResponsesRequest(b: Record<string, unknown>): ReadRequest {
+  const model = typeof b.model === 'string' ? { model: b.model } : {};
+  const chat = readChatPrompt({ messages: responsesMessages(readResponsesPrompt(b)) });
+  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
+  const previous = b.previous_response_id ?? undefined;
+  if (previous !== undefined && (typeof previous !== 'string' || previous === ''))
+    throw new BadRequest('previous_response_id must be a non-empty string');
+  const given = b.request_id;
+  if (given !== undefined && (typeof given !== 'string' || given === '')) throw new BadRequest('request_id must be a non-empty string');
+  const responseId = given ?? `resp_${randomUUID().replaceAll('-', '')}`;
+  if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
+    throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
+  return {
+    input: { kind: 'chat', chat, ...model },
+    stream: b.stream === true,
+    // The stream's usage (in `response.completed`) is always the client's.
+    clientWantsUsage: true,
+    forward: JSON.stringify(given === undefined ? { ...b, request_id: responseId } : b),
+    model: typeof b.model === 'string' ? b.model : undefined,
+    cacheSalt: b.cache_salt as string | undefined,
+    priority: Number.isSafeInteger(b.priority) ? (b.priority as number) : undefined,
+    truncation: undefined,
+    choicesPerPrompt: 1,
+    responseId,
+    ...(previous === undefined ? {} : { previousResponseId: previous }),
+  };
+}
+
+export function readRequest(body: unknown, kind: RequestKind): ReadRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
+  if (kind === 'responses') return readResponsesRequest(b);
+  const chat = kind === 'chat';
   const batch = chat ? undefined : promptBatch(b.prompt);
   if (batch) {
     const each = batch.map((prompt, i) => {
       try {
-        return readRequest({ ...b, prompt }, false);
+        return readRequest({ ...b, prompt }, 'completion');
       } catch (err) {
         if (err instanceof BadRequest) throw new BadRequest(`prompt[${i}]: ${err.message}`);
         throw err;

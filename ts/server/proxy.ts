@@ -19,7 +19,8 @@ import { proxyBatch } from './batch.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
 import type { ResolvedGatewayOptions } from './options.js';
-import { BadRequest, engineTokens, type ReadRequest, readRequest } from './prompt.js';
+import { BadRequest, engineTokens, type ReadRequest, type RequestKind, readRequest } from './prompt.js';
+import { findOwner, type ResponseOwners } from './response-owners.js';
 import { inScope, routingScope } from './scope.js';
 import { type EventFacts, inspectEvent, SseSplitter, usageFacts } from './sse.js';
 import type { PromptTokenizer } from './tokenize.js';
@@ -40,8 +41,17 @@ export interface ProxyContext {
    * for the others.
    */
   routing: Map<string, number>;
+  /** The workers holding Responses API responses, by response id. */
+  owners: ResponseOwners;
   nextId: number;
 }
+
+/** Where each kind of routed request goes on the worker. */
+const PATHS: Record<RequestKind, string> = {
+  completion: '/v1/completions',
+  chat: '/v1/chat/completions',
+  responses: '/v1/responses',
+};
 
 /** OpenAI's error body. */
 export function openAiError(message: string, type: string, code: number): unknown {
@@ -104,7 +114,7 @@ export interface Refusal {
 export function refuse(ctx: ProxyContext, reply: FastifyReply, r: Refusal): FastifyReply {
   if (r.refused === 'client_closed') return reply;
   if (r.reason) return reject(ctx, reply, r.refused, r.reason, r.message);
-  const type = r.refused >= 500 ? 'InternalServerError' : 'BadRequestError';
+  const type = r.refused >= 500 ? 'InternalServerError' : r.refused === 404 ? 'NotFoundError' : 'BadRequestError';
   return reply.code(r.refused).send(openAiError(r.message, type, r.refused));
 }
 
@@ -124,14 +134,19 @@ export function reject(ctx: ProxyContext, reply: FastifyReply, code: number, rea
   return reply.code(code).send(openAiError(message, code === 429 ? 'RateLimitError' : 'ServiceUnavailableError', code));
 }
 
-export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply, chat: boolean): Promise<FastifyReply> {
+export async function proxyCompletion(
+  ctx: ProxyContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  kind: RequestKind,
+): Promise<FastifyReply> {
   const started = performance.now();
-  const path = chat ? '/v1/chat/completions' : '/v1/completions';
+  const path = PATHS[kind];
   let read: ReadRequest;
   let clientId: string | undefined;
   try {
     clientId = clientRequestId(req);
-    read = readRequest(req.body, chat);
+    read = readRequest(req.body, kind);
   } catch (err) {
     if (err instanceof BadRequest) return reply.code(400).send(openAiError(err.message, 'BadRequestError', 400));
     throw err;
@@ -142,6 +157,13 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
     if (!reply.raw.writableFinished) abort.abort();
   });
   if (read.batch) return proxyBatch(ctx, reply, read, read.batch, path, abort.signal, clientId, started);
+  // A follow-up can only go where the response it continues is kept.
+  let owner: bigint | undefined;
+  if (read.previousResponseId !== undefined) {
+    const found = await findOwner(ownerLookup(ctx), read.previousResponseId, read.model, abort.signal);
+    if (typeof found !== 'bigint') return refuse(ctx, reply, found);
+    owner = found;
+  }
   let tokens: number[];
   try {
     tokens = await tokenize(ctx, read);
@@ -151,12 +173,17 @@ export async function proxyCompletion(ctx: ProxyContext, req: FastifyRequest, re
   const outcome = newOutcome(`kvr-${ctx.nextId++}`, clientId, tokens);
   ctx.metrics.inFlight.inc();
   try {
-    await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started);
+    await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started, owner);
   } finally {
     ctx.metrics.inFlight.dec();
     finish(ctx, outcome, read, path, started);
   }
   return reply;
+}
+
+/** What finding a response's worker needs. */
+export function ownerLookup(ctx: ProxyContext) {
+  return { owners: ctx.owners, fleet: ctx.fleet, metrics: ctx.metrics, timeoutMs: ctx.opts.responses.lookupTimeoutMs };
 }
 
 /** The request's engine tokens, timed. */
@@ -274,8 +301,9 @@ async function forward(
   signal: AbortSignal,
   outcome: Outcome,
   started: number,
+  only: bigint | undefined,
 ): Promise<void> {
-  const up = await connect(ctx, read, tokens, path, signal, outcome);
+  const up = await connect(ctx, read, tokens, path, signal, outcome, only);
   if ('refused' in up) {
     refuse(ctx, reply, up);
     return;
@@ -290,7 +318,9 @@ async function forward(
 /**
  * Routes the request and sends it to the chosen worker; a worker that fails before it answers
  * (no connection, 5xx) is reported to the fleet and the request is routed again among the
- * workers not tried yet. On success the request stays booked: the caller frees it.
+ * workers not tried yet. On success the request stays booked: the caller frees it. A Responses
+ * API request answered is remembered under its response id.
+ * @param only the one worker that may take the request (the one holding the response it continues)
  */
 export async function connect(
   ctx: ProxyContext,
@@ -299,9 +329,11 @@ export async function connect(
   path: string,
   signal: AbortSignal,
   outcome: Outcome,
+  only?: bigint,
 ): Promise<Upstream | Refusal> {
   const tried = new Set<bigint>();
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
+  if (only !== undefined) scope.workers = new Set([only]);
   // The router's queue serves higher priorities first; vLLM's `priority` is the other way round.
   const fields = { ...scope.hash, ...(read.priority === undefined ? {} : { priority: -read.priority }) };
   const queueKey = scope.workers ? (read.model ?? '') : '';
@@ -355,6 +387,7 @@ export async function connect(
       ctx.metrics.retries.inc({ reason: 'status' });
       continue;
     }
+    if (read.responseId !== undefined && res.statusCode === 200) ctx.owners.remember(read.responseId, decision.workerId);
     return { decision, res };
   }
   const refused = lastFailure ? 502 : 503;

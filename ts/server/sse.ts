@@ -2,7 +2,9 @@
  * Server-sent events as the proxy passes them through: the upstream body is cut into whole
  * events (a blank line ends one) and each is forwarded the moment it is complete, so nothing is
  * buffered beyond one event. Each event is also read for what the gateway measures: the first
- * token, the token chunks after it, and the usage chunk with `cached_tokens`.
+ * token, the token chunks after it, and the usage chunk with `cached_tokens`. The Responses API
+ * streams named events instead of chunks: its tokens come in `….delta` events and its usage in
+ * `response.completed`.
  * @internal
  * @module
  */
@@ -59,13 +61,14 @@ export function inspectEvent(event: string): EventFacts {
   for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) data += line.slice(line[5] === ' ' ? 6 : 5);
   if (data === '') return NONE;
   if (data === '[DONE]') return { ...NONE, done: true };
-  let chunk: { choices?: { text?: unknown; delta?: Record<string, unknown> }[]; usage?: Usage; error?: unknown };
+  let chunk: { choices?: { text?: unknown; delta?: Record<string, unknown> }[]; usage?: Usage; error?: unknown; type?: unknown };
   try {
     chunk = JSON.parse(data);
   } catch {
     return NONE;
   }
   if (chunk === null || typeof chunk !== 'object') return NONE;
+  if (typeof chunk.type === 'string') return responsesEventFacts(chunk as ResponsesEvent);
   const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
   const token = choices.some((c) => (typeof c?.text === 'string' && c.text !== '') || generates(c?.delta));
   return {
@@ -90,15 +93,39 @@ function generates(delta: Record<string, unknown> | undefined): boolean {
   return Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0;
 }
 
+/** A Responses API stream event (its `type` names it). */
+interface ResponsesEvent {
+  type: string;
+  delta?: unknown;
+  response?: { usage?: Usage | null } | null;
+}
+
+/**
+ * A Responses API event's facts: a `….delta` with text carries tokens (the answer, reasoning, a
+ * refusal, a tool call's arguments), `response.completed` the usage, `error` and
+ * `response.failed` an error. Nothing in it is the gateway's own, so nothing is usage-only.
+ */
+function responsesEventFacts(event: ResponsesEvent): EventFacts {
+  return {
+    ...NONE,
+    token: event.type.endsWith('.delta') && typeof event.delta === 'string' && event.delta !== '',
+    ...(event.type === 'response.completed' ? usageFacts(event.response?.usage) : {}),
+    error: event.type === 'error' || event.type === 'response.failed',
+  };
+}
+
+/** A usage object: chat and completions' fields, or the Responses API's. */
 interface Usage {
   prompt_tokens?: unknown;
   prompt_tokens_details?: { cached_tokens?: unknown } | null;
+  input_tokens?: unknown;
+  input_tokens_details?: { cached_tokens?: unknown } | null;
 }
 
-/** `cached_tokens` and `prompt_tokens` of a usage object, when they are numbers. */
+/** `cached_tokens` and the prompt's tokens of a usage object (either API's), when they are numbers. */
 export function usageFacts(usage: Usage | undefined | null): Pick<EventFacts, 'cachedTokens' | 'promptTokens'> {
-  const cached = usage?.prompt_tokens_details?.cached_tokens;
-  const prompt = usage?.prompt_tokens;
+  const cached = usage?.prompt_tokens_details?.cached_tokens ?? usage?.input_tokens_details?.cached_tokens;
+  const prompt = usage?.prompt_tokens ?? usage?.input_tokens;
   return {
     cachedTokens: typeof cached === 'number' ? cached : undefined,
     promptTokens: typeof prompt === 'number' ? prompt : undefined,

@@ -1,0 +1,96 @@
+/**
+ * The Responses API's routes besides creation: `GET /v1/responses/{id}` (a stored response, or
+ * with `?stream=true` its events) and `POST /v1/responses/{id}/cancel`. Each goes to the worker
+ * holding the response (see `response-owners.ts`), with its query string, and that worker's
+ * answer, status and body, goes back as it comes (a stream is not buffered). Creation
+ * (`POST /v1/responses`) is routed like a chat completion, in `proxy.ts`.
+ * @internal
+ * @module
+ */
+
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { describeError, failureKind } from './fleet.js';
+import { clientRequestId, contentType, openAiError, ownerLookup, type ProxyContext, refuse } from './proxy.js';
+import { findOwner } from './response-owners.js';
+
+/** Registers the retrieval and cancel routes on the proxy (behind its API-key check). */
+export function registerResponses(proxy: FastifyInstance, ctx: ProxyContext): void {
+  proxy.get('/v1/responses/:id', (req, reply) => toOwner(ctx, req, reply, 'GET', ''));
+  proxy.post('/v1/responses/:id/cancel', (req, reply) => toOwner(ctx, req, reply, 'POST', '/cancel'));
+}
+
+async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply, method: 'GET' | 'POST', suffix: string) {
+  const started = performance.now();
+  const { id } = req.params as { id: string };
+  const label = `/v1/responses/{id}${suffix}`;
+  let clientId: string | undefined;
+  try {
+    clientId = clientRequestId(req);
+  } catch (err) {
+    return reply.code(400).send(openAiError((err as Error).message, 'BadRequestError', 400));
+  }
+  const reqId = `kvr-${ctx.nextId++}`;
+  const abort = new AbortController();
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) abort.abort();
+  });
+  let worker: bigint | undefined;
+  let status: number | 'client_closed' | 'upstream_error' | undefined;
+  try {
+    const found = await findOwner(ownerLookup(ctx), id, undefined, abort.signal);
+    if (typeof found !== 'bigint') {
+      status = found.refused;
+      return refuse(ctx, reply, found);
+    }
+    worker = found;
+    const pool = ctx.fleet.get(worker)?.pool;
+    const query = req.url.includes('?') ? req.url.slice(req.url.indexOf('?')) : '';
+    try {
+      if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
+      const res = await pool.request({
+        method,
+        path: `/v1/responses/${encodeURIComponent(id)}${suffix}${query}`,
+        headers: { ...ctx.fleet.upstreamHeaders, 'x-request-id': clientId ?? reqId },
+        signal: abort.signal,
+      });
+      status = res.statusCode;
+      if (res.statusCode >= 500) ctx.fleet.failure(worker, 'status', `answered ${res.statusCode}`);
+      else ctx.fleet.success(worker);
+      // The worker no longer has it (restarted): the next lookup asks them all.
+      if (res.statusCode === 404) ctx.owners.forget(id);
+      return reply
+        .code(res.statusCode)
+        .header('x-kvroute-request-id', reqId)
+        .header('x-kvroute-worker', String(worker))
+        .type(contentType(res.headers, 'application/json'))
+        .send(res.body);
+    } catch (err) {
+      if (abort.signal.aborted) {
+        status = 'client_closed';
+        return reply;
+      }
+      status = 502;
+      ctx.fleet.failure(worker, failureKind(err), describeError(err));
+      return refuse(ctx, reply, {
+        refused: 502,
+        reason: 'upstream_failed',
+        message: `worker ${worker}, which holds response ${id}, failed: ${describeError(err)}`,
+      });
+    }
+  } finally {
+    ctx.metrics.passedOn.inc({ path: label, worker: worker === undefined ? 'none' : String(worker), status: String(status ?? 'none') });
+    if (ctx.logRequests)
+      ctx.log.info(
+        {
+          reqId,
+          ...(clientId === undefined ? {} : { clientRequestId: clientId }),
+          path: label,
+          responseId: id,
+          worker: worker === undefined ? null : String(worker),
+          status: status ?? null,
+          durationMs: Math.round((performance.now() - started) * 100) / 100,
+        },
+        'request',
+      );
+  }
+}
