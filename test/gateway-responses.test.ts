@@ -122,6 +122,10 @@ describe.each(BACKENDS)('gateway: the Responses API (%s)', (backend) => {
     expect(f.workers[2 - holder].stats().finished[0]).toBe(0);
     const page = await (await fetch(`${f.url}/metrics`)).text();
     expect(metric(page, 'kvroute_gateway_rejected_total{reason="owner_unavailable"}')).toBe(1);
+    // Once its worker is removed from the fleet, the response is gone with it: the others say 404.
+    await f.gateway.removeWorker(holder);
+    const gone = await postJson(`${f.url}/v1/responses`, { input: 'more', previous_response_id: first.json.id });
+    expect([gone.status, gone.json.error.message]).toEqual([404, `Response with id '${first.json.id}' not found.`]);
   });
 
   test('a stateless conversation (the whole history resent) goes to the worker caching its prefix, and the stream is passed on whole', async () => {
@@ -140,12 +144,7 @@ describe.each(BACKENDS)('gateway: the Responses API (%s)', (backend) => {
     history.push(first.json.output[0], { role: 'user', content: 'And what did the stones say?' });
     // Wait until the index knows the holder has the first prompt's blocks.
     await waitFor(async () => {
-      const explain = await postJson(`${f.adminUrl}/admin/explain`, {
-        messages: [
-          { role: 'system', content: INSTRUCTIONS },
-          { role: 'user', content: 'Tell me the long tale of the river and the sleeping stones, please.' },
-        ],
-      });
+      const explain = await postJson(`${f.adminUrl}/admin/explain`, { input: history.slice(0, 1), instructions: INSTRUCTIONS });
       return (
         explain.status === 200 &&
         explain.json.candidates.some(

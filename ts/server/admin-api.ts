@@ -63,7 +63,7 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
     const b = (req.body ?? {}) as Record<string, unknown>;
     let read: ReturnType<typeof readRequest>;
     try {
-      read = readRequest(b, b.messages !== undefined ? 'chat' : 'completion');
+      read = readRequest(b, b.input !== undefined ? 'responses' : b.messages !== undefined ? 'chat' : 'completion');
     } catch (err) {
       if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
       throw err;

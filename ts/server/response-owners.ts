@@ -59,7 +59,12 @@ export interface OwnerLookup {
  * @param model the request's `model`, when it names one: only workers serving it are searched.
  */
 export async function findOwner(l: OwnerLookup, id: string, model: unknown, signal: AbortSignal): Promise<bigint | Refusal> {
-  const known = l.owners.owner(id);
+  let known = l.owners.owner(id);
+  // A worker removed from the fleet took its responses with it: the others are asked, and say 404.
+  if (known !== undefined && l.fleet.get(known) === undefined) {
+    l.owners.forget(id);
+    known = undefined;
+  }
   if (known !== undefined) {
     if (l.fleet.routable().includes(known)) {
       l.metrics.responseLookups.inc({ result: 'remembered' });
