@@ -74,6 +74,9 @@ describe.each(BACKENDS)('gateway: the Responses API (%s)', (backend) => {
     expect(metric(page, 'kvroute_gateway_response_lookups_total{result="remembered"}')).toBe(6);
     expect(metric(page, 'kvroute_gateway_response_lookups_total{result="not_found"}')).toBe(2);
     expect(metric(page, `kvroute_gateway_passed_on_requests_total{path="/v1/responses/{id}",worker="${holder}",status="200"}`)).toBe(1);
+    // Only the first request's prediction is compared with the engine's count: a follow-up's covers its own turn alone.
+    const compared = ['exact', 'over', 'under'].map((o) => metric(page, `kvroute_gateway_cache_predictions_total{outcome="${o}"}`));
+    expect(compared.reduce((a, b) => a + b, 0)).toBe(1);
     // Every routed request was freed.
     expect(f.gateway.router.stats().inFlight).toBe(0);
     const workers = f.workers.map((w) => w.stats().finished[0]);

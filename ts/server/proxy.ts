@@ -350,7 +350,9 @@ export async function connect(
     outcome.attempts++;
     outcome.worker = decision.workerId;
     outcome.dpRank = decision.dpRank;
-    outcome.predicted = decision.cachedTokens;
+    // A follow-up's prediction covers its own turn only (the earlier ones are on its worker, which
+    // the gateway did not tokenize): compared with the engine's count it would read as a miss.
+    outcome.predicted = only === undefined ? decision.cachedTokens : undefined;
     tried.add(decision.workerId);
     const pool = ctx.fleet.get(decision.workerId)?.pool;
     let res: Dispatcher.ResponseData | undefined;
