@@ -1,17 +1,9 @@
-import { afterEach, describe, expect, test } from 'vitest';
-import { type MockWorker, type MockWorkerOptions, startMockWorker } from '../ts/index.js';
+import { describe, expect, test } from 'vitest';
+import type { MockWorker } from '../ts/index.js';
 import { namedEvents, postJson } from './helpers/http.js';
+import { mockWorkerSuite } from './helpers/mock-worker.js';
 
-const cleanup: (() => unknown)[] = [];
-afterEach(async () => {
-  for (const f of cleanup.splice(0).reverse()) await f();
-});
-
-async function worker(opts: MockWorkerOptions = {}): Promise<MockWorker> {
-  const w = await startMockWorker({ port: 0, speedup: 20, blockSize: 4, ...opts });
-  cleanup.push(() => w.close());
-  return w;
-}
+const { worker } = mockWorkerSuite();
 
 const INSTRUCTIONS = 'You answer in riddles about rivers and stones.';
 const FIRST = 'Where does the river go when the stones are asleep?';

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import {
   type DecodedExtraKey,
   decodeEngineBatch,
@@ -16,18 +16,10 @@ import {
 import { BACKENDS } from './helpers/backends.js';
 import { postJson, sse } from './helpers/http.js';
 import { batchesByRank, captureNames, readCapture } from './helpers/kvcap.js';
+import { mockWorkerSuite } from './helpers/mock-worker.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
-const cleanup: (() => unknown)[] = [];
-afterEach(async () => {
-  for (const f of cleanup.splice(0).reverse()) await f();
-});
-
-async function worker(opts: MockWorkerOptions = {}): Promise<MockWorker> {
-  const w = await startMockWorker({ port: 0, speedup: 20, blockSize: 4, ...opts });
-  cleanup.push(() => w.close());
-  return w;
-}
+const { worker, closeAfter } = mockWorkerSuite();
 
 const PROMPT = 'The quick brown fox jumps over the lazy dog, again and again.';
 
@@ -249,7 +241,7 @@ describe.each(BACKENDS)('mock worker KV events into kvroute (%s)', (backend) => 
   async function fleetOf(opts: MockWorkerOptions = {}) {
     const w = await worker({ kvEvents: 'tcp://127.0.0.1:0', replay: 'tcp://127.0.0.1:0', ...opts });
     const index = new KvIndex({ blockSize: 4, backend });
-    cleanup.push(() => index.close());
+    closeAfter(() => index.close());
     const src = index.subscribe({ workerId: 1, endpoint: w.kvEventsEndpoints, replayEndpoint: w.replayEndpoints, replayTimeoutMs: 2000 });
     await sleep(300); // the subscription reaches the publisher; a missed first batch is replayed anyway
     return { w, index, src };
@@ -354,7 +346,7 @@ describe('mock worker sockets and faults', () => {
     const base = Number(w.kvEventsEndpoints[0].split(':').at(-1));
     expect(w.kvEventsEndpoints).toEqual([`tcp://127.0.0.1:${base}`, `tcp://127.0.0.1:${base + 1}`]);
     const index = new KvIndex({ blockSize: 4 });
-    cleanup.push(() => index.close());
+    closeAfter(() => index.close());
     const src = index.subscribe({
       workerId: 5,
       endpoint: w.kvEventsEndpoints[0],
@@ -377,7 +369,7 @@ describe('mock worker sockets and faults', () => {
     await waitFor(() => w.stats().batchesPublished >= 3, 'batches');
     const { Dealer } = await import('zeromq');
     const dealer = new Dealer({ linger: 0 });
-    cleanup.push(() => dealer.close());
+    closeAfter(() => dealer.close());
     dealer.connect(w.replayEndpoints[0]);
     const start = new Uint8Array(8);
     start[7] = 1;

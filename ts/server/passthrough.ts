@@ -59,17 +59,9 @@ async function passOn(
   const body = req.body;
   if (body === null || typeof body !== 'object' || Array.isArray(body))
     return reply.code(400).send(openAiError('the request body must be a JSON object', 'BadRequestError', 400));
-  let clientId: string | undefined;
-  try {
-    clientId = clientRequestId(req);
-  } catch (err) {
-    return reply.code(400).send(openAiError((err as Error).message, 'BadRequestError', 400));
-  }
-  const id = `kvr-${ctx.nextId++}`;
-  const abort = new AbortController();
-  reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) abort.abort();
-  });
+  const start = startPassedOn(ctx, req, reply);
+  if (!start) return reply;
+  const { clientId, id, abort } = start;
   const candidates = order((body as { model?: unknown }).model);
   let worker: bigint | undefined;
   let status: number | 'client_closed' | undefined;
@@ -122,21 +114,65 @@ async function passOn(
       `no worker could serve ${path} (${lastFailure || 'no healthy worker'})`,
     );
   } finally {
-    ctx.metrics.passedOn.inc({ path, worker: worker === undefined ? 'none' : String(worker), status: String(status ?? 'none') });
-    if (ctx.logRequests)
-      ctx.log.info(
-        {
-          reqId: id,
-          ...(clientId === undefined ? {} : { clientRequestId: clientId }),
-          path,
-          model: typeof (body as { model?: unknown }).model === 'string' ? (body as { model: string }).model : null,
-          worker: worker === undefined ? null : String(worker),
-          status: status ?? null,
-          durationMs: Math.round((performance.now() - started) * 100) / 100,
-        },
-        'request',
-      );
+    const model = (body as { model?: unknown }).model;
+    finishPassedOn(ctx, { id, clientId, path, worker, status, started }, { model: typeof model === 'string' ? model : null });
   }
+}
+
+/** A passed-on request under way: the client's `X-Request-Id`, the gateway's id, and the abort of its upstream request when the client leaves. */
+export interface PassedOn {
+  clientId: string | undefined;
+  id: string;
+  abort: AbortController;
+}
+
+/** Starts a passed-on request; undefined when it was answered 400 (an `X-Request-Id` too long). */
+export function startPassedOn(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply): PassedOn | undefined {
+  let clientId: string | undefined;
+  try {
+    clientId = clientRequestId(req);
+  } catch (err) {
+    void reply.code(400).send(openAiError((err as Error).message, 'BadRequestError', 400));
+    return undefined;
+  }
+  const abort = new AbortController();
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) abort.abort();
+  });
+  return { clientId, id: `kvr-${ctx.nextId++}`, abort };
+}
+
+/** What a passed-on request did, for its count and log line. */
+export interface PassedOnOutcome {
+  id: string;
+  clientId: string | undefined;
+  /** The route, as the metric labels it. */
+  path: string;
+  worker: bigint | undefined;
+  status: number | string | undefined;
+  started: number;
+}
+
+/** Counts a passed-on request and writes its log line (with `extra` fields). */
+export function finishPassedOn(ctx: ProxyContext, o: PassedOnOutcome, extra: Record<string, unknown>): void {
+  ctx.metrics.passedOn.inc({
+    path: o.path,
+    worker: o.worker === undefined ? 'none' : String(o.worker),
+    status: String(o.status ?? 'none'),
+  });
+  if (ctx.logRequests)
+    ctx.log.info(
+      {
+        reqId: o.id,
+        ...(o.clientId === undefined ? {} : { clientRequestId: o.clientId }),
+        path: o.path,
+        ...extra,
+        worker: o.worker === undefined ? null : String(o.worker),
+        status: o.status ?? null,
+        durationMs: Math.round((performance.now() - o.started) * 100) / 100,
+      },
+      'request',
+    );
 }
 
 function request(

@@ -10,7 +10,8 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describeError, failureKind } from './fleet.js';
-import { clientRequestId, contentType, openAiError, ownerLookup, type ProxyContext, refuse } from './proxy.js';
+import { finishPassedOn, startPassedOn } from './passthrough.js';
+import { contentType, ownerLookup, type ProxyContext, refuse } from './proxy.js';
 import { findOwner } from './response-owners.js';
 
 /** Registers the retrieval and cancel routes on the proxy (behind its API-key check). */
@@ -23,17 +24,9 @@ async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyRep
   const started = performance.now();
   const { id } = req.params as { id: string };
   const label = `/v1/responses/{id}${suffix}`;
-  let clientId: string | undefined;
-  try {
-    clientId = clientRequestId(req);
-  } catch (err) {
-    return reply.code(400).send(openAiError((err as Error).message, 'BadRequestError', 400));
-  }
-  const reqId = `kvr-${ctx.nextId++}`;
-  const abort = new AbortController();
-  reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) abort.abort();
-  });
+  const start = startPassedOn(ctx, req, reply);
+  if (!start) return reply;
+  const { clientId, id: reqId, abort } = start;
   let worker: bigint | undefined;
   let status: number | 'client_closed' | 'upstream_error' | undefined;
   try {
@@ -78,19 +71,6 @@ async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyRep
       });
     }
   } finally {
-    ctx.metrics.passedOn.inc({ path: label, worker: worker === undefined ? 'none' : String(worker), status: String(status ?? 'none') });
-    if (ctx.logRequests)
-      ctx.log.info(
-        {
-          reqId,
-          ...(clientId === undefined ? {} : { clientRequestId: clientId }),
-          path: label,
-          responseId: id,
-          worker: worker === undefined ? null : String(worker),
-          status: status ?? null,
-          durationMs: Math.round((performance.now() - started) * 100) / 100,
-        },
-        'request',
-      );
+    finishPassedOn(ctx, { id: reqId, clientId, path: label, worker, status, started }, { responseId: id });
   }
 }
