@@ -8,7 +8,15 @@ import { startMockWorker } from '../ts/index.js';
 const n = Number(process.argv[2] ?? 16);
 const workers = await Promise.all(
   Array.from({ length: n }, () =>
-    startMockWorker({ port: 0, kvEvents: 'tcp://127.0.0.1:0', replay: 'tcp://127.0.0.1:0', blockSize: 16, speedup: 1000 }),
+    startMockWorker({
+      port: 0,
+      kvEvents: 'tcp://127.0.0.1:0',
+      replay: 'tcp://127.0.0.1:0',
+      blockSize: 16,
+      speedup: 1000,
+      // The Responses phase continues stored responses.
+      responsesStore: true,
+    }),
   ),
 );
 process.stdout.write(

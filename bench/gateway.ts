@@ -8,6 +8,10 @@
  * - added latency: one client, a 4,096-token prompt (4,096 bytes of text for the byte
  *   tokenizer), non-streaming, 1 output token; also with the prompt sent as token ids (no
  *   tokenization at the gateway).
+ * - Responses API conversations: 64 clients, each a chain of 4 turns (a new response, then 3
+ *   follow-ups by `previous_response_id`, 1 output token each): direct, a client keeps its
+ *   conversation on the worker that answered its first turn; through the gateway, the gateway
+ *   sends each follow-up there.
  * Goals (issue 13): ≥ 3,000 short requests/s; < 1 ms p99 added for the 4,096-token prompt.
  */
 
@@ -23,6 +27,7 @@ const WORKERS = 16;
 const SECONDS = QUICK ? 1.5 : 8;
 const CLIENTS = 64;
 const LATENCY_REQUESTS = QUICK ? 50 : 400;
+const TURNS = 4;
 
 function spawnLine(args: string[], pattern: RegExp, nodeArgs: string[] = []): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', ...args], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
@@ -84,6 +89,39 @@ async function completion(url: string, prompt: string | number[]): Promise<numbe
   return performance.now() - t0;
 }
 
+/** One Responses API turn; returns the response's id. */
+async function respond(url: string, input: string, previous: string | undefined): Promise<string> {
+  const res = await pool(url).request({
+    method: 'POST',
+    path: '/v1/responses',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ input, max_output_tokens: 1, ...(previous === undefined ? {} : { previous_response_id: previous }) }),
+  });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`${url} answered ${res.statusCode}: ${text}`);
+  return (JSON.parse(text) as { id: string }).id;
+}
+
+/** Responses API conversations of `TURNS` turns for SECONDS; `target(c)` is client c's URL for its next conversation. */
+async function conversations(target: () => string): Promise<number> {
+  let n = 0;
+  const deadline = performance.now() + SECONDS * 1000;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async (_, c) => {
+      while (performance.now() < deadline) {
+        const url = target();
+        let previous: string | undefined;
+        for (let turn = 0; turn < TURNS; turn++) {
+          previous = await respond(url, `Client ${c}, turn ${turn}: and then what happened?`, previous);
+          n++;
+        }
+      }
+    }),
+  );
+  return n / ((performance.now() - t0) / 1000);
+}
+
 async function throughput(target: (i: number) => string): Promise<number> {
   let n = 0;
   const deadline = performance.now() + SECONDS * 1000;
@@ -119,6 +157,12 @@ const gatewayRps = await throughput(() => gatewayUrl);
 // machine's two cores with the load generator and the workers.
 const gatewayCpu = cpuSeconds(serve.child.pid) - cpuBefore;
 const perCoreRps = (gatewayRps * ((performance.now() - requestsBefore) / 1000)) / gatewayCpu;
+const directResponsesRps = await conversations(() => workers[rr++ % WORKERS].url);
+const responsesCpuBefore = cpuSeconds(serve.child.pid);
+const responsesStarted = performance.now();
+const gatewayResponsesRps = await conversations(() => gatewayUrl);
+const responsesPerCoreRps =
+  (gatewayResponsesRps * ((performance.now() - responsesStarted) / 1000)) / (cpuSeconds(serve.child.pid) - responsesCpuBefore);
 const text = 'The quick brown fox jumps over the lazy dog. '.repeat(92).slice(0, 4096);
 const ids = mockTokenize(text);
 // Direct calls go to one worker, which then caches the prompt, as the gateway's choice does.
@@ -131,6 +175,9 @@ const figures = {
   gatewayRequestsPerSec: gatewayRps,
   gatewayCpuSeconds: gatewayCpu,
   gatewayRequestsPerCpuSecond: perCoreRps,
+  directResponsesPerSec: directResponsesRps,
+  gatewayResponsesPerSec: gatewayResponsesRps,
+  gatewayResponsesPerCpuSecond: responsesPerCoreRps,
   directP50ms: percentile(direct, 50),
   directP99ms: percentile(direct, 99),
   addedP50msLocalTokenizer: added(viaText, 50),
@@ -142,6 +189,11 @@ printTable(`gateway: ${WORKERS} mock workers, short requests with ${CLIENTS} cli
   { path: 'direct (client round robin)', 'requests/s': fmt(directRps, 0) },
   { path: 'through kvroute serve', 'requests/s': fmt(gatewayRps, 0) },
   { path: 'kvroute serve, per second of its CPU', 'requests/s': fmt(perCoreRps, 0) },
+]);
+printTable(`gateway: Responses API conversations of ${TURNS} turns (3 by previous_response_id), ${CLIENTS} clients for ${SECONDS} s`, [
+  { path: 'direct (each conversation kept on its worker)', 'requests/s': fmt(directResponsesRps, 0) },
+  { path: 'through kvroute serve', 'requests/s': fmt(gatewayResponsesRps, 0) },
+  { path: 'kvroute serve, per second of its CPU', 'requests/s': fmt(responsesPerCoreRps, 0) },
 ]);
 printTable(`gateway: added latency, 4,096-token prompt, one client, ${LATENCY_REQUESTS} requests`, [
   { prompt: 'direct (baseline)', 'p50 ms': fmt(figures.directP50ms, 3), 'p99 ms': fmt(figures.directP99ms, 3) },
