@@ -43,7 +43,7 @@ interface ResponseObject {
   id: string;
   object: 'response';
   created_at: number;
-  status: 'in_progress' | 'completed' | 'cancelled';
+  status: 'in_progress' | 'completed';
   model: string;
   instructions: string | null;
   previous_response_id: string | null;
