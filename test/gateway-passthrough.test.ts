@@ -34,6 +34,13 @@ describe.each(BACKENDS)('gateway: vLLM endpoints passed on (%s)', (backend) => {
     expect(metrics).toMatch(/kvroute_gateway_passed_on_requests_total\{path="\/detokenize",worker="1",status="400"\} 1/);
     // Passed-on requests are not routed: the router booked none.
     expect(f.gateway.router.stats().routed).toBe(0);
+    // An endpoint the gateway does not serve: OpenAI's error shape, naming it, and counted.
+    const audio = await postJson(`${f.url}/v1/audio/transcriptions?x=1`, { model: 'm-a' });
+    expect([audio.status, audio.json.error]).toEqual([
+      404,
+      { message: 'kvroute serve has no route POST /v1/audio/transcriptions', type: 'NotFoundError', param: null, code: 404 },
+    ]);
+    expect(await (await fetch(`${f.url}/metrics`)).text()).toMatch(/kvroute_gateway_rejected_total\{reason="not_found"\} 1/);
   });
 
   test('a worker that fails before answering counts against its health and the request goes to another', async () => {

@@ -313,6 +313,12 @@ export function createGateway(opts: GatewayOptions): Gateway {
         openAiError(err.message, status === 413 ? 'RequestTooLarge' : status < 500 ? 'BadRequestError' : 'InternalServerError', status),
       );
   });
+  // An endpoint the gateway does not serve (vLLM's audio, say) gets OpenAI's error shape, which
+  // clients' SDKs read, naming the route, and is counted rather than lost in Fastify's default.
+  app.setNotFoundHandler((req, reply) => {
+    gm.rejected.inc({ reason: 'not_found' });
+    return reply.code(404).send(openAiError(`kvroute serve has no route ${req.method} ${req.url.split('?')[0]}`, 'NotFoundError', 404));
+  });
   const adminTarget = adminApp ?? app;
   adminTarget.register(async (admin) => {
     admin.addHook(
