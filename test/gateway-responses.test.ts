@@ -96,14 +96,23 @@ describe.each(BACKENDS)('gateway: the Responses API (%s)', (backend) => {
     });
     try {
       const { url } = await other.listen();
-      const first = await postJson(`${f.url}/v1/responses`, { input: 'Where do the stones sleep?', max_output_tokens: 4 });
+      // A client's own request_id names the response, long ones too.
+      const mine = `resp_${'x'.repeat(300)}`;
+      const first = await postJson(`${f.url}/v1/responses`, {
+        input: 'Where do the stones sleep?',
+        max_output_tokens: 4,
+        request_id: mine,
+      });
+      expect([first.status, first.json.id]).toEqual([200, mine]);
       const holder = first.headers.get('x-kvroute-worker');
       for (let i = 0; i < 2; i++) {
         const r = await postJson(`${url}/v1/responses`, { input: `more ${i}`, previous_response_id: first.json.id, max_output_tokens: 4 });
         expect([r.status, r.headers.get('x-kvroute-worker')]).toEqual([200, holder]);
       }
       const page = await (await fetch(`${url}/metrics`)).text();
-      // maxRemembered 0: both lookups asked the workers.
+      const got = await fetch(`${url}/v1/responses/${mine}`);
+      expect([got.status, got.headers.get('x-kvroute-worker')]).toEqual([200, holder]);
+      // maxRemembered 0: every lookup asked the workers.
       expect(metric(page, 'kvroute_gateway_response_lookups_total{result="found"}')).toBe(2);
     } finally {
       await other.close();
@@ -190,10 +199,15 @@ describe.each(BACKENDS)('gateway: the Responses API (%s)', (backend) => {
       [{ input: 'x', previous_response_id: 5 }, 'previous_response_id must be a non-empty string'],
       [{ input: 'x', request_id: '' }, 'request_id must be a non-empty string'],
       [{ input: 'x', stream: 'yes' }, 'stream must be a boolean'],
+      // The gateway remembers ids and puts them in URLs: a client cannot make them huge.
+      [{ input: 'x', request_id: 'r'.repeat(513) }, 'request_id must be at most 512 characters, got 513'],
+      [{ input: 'x', previous_response_id: 'r'.repeat(600) }, 'previous_response_id must be at most 512 characters, got 600'],
     ] as const) {
       const r = await postJson(`${f.url}/v1/responses`, body);
       expect([r.status, r.json.error.message]).toEqual([400, reason]);
     }
+    const longGet = await fetch(`${f.url}/v1/responses/${'r'.repeat(513)}`);
+    expect(longGet.status).toBe(400);
     expect(f.gateway.router.stats().routed).toBe(0);
     expect(f.workers[0].stats().finished).toEqual([0]);
   });

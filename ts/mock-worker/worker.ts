@@ -115,7 +115,8 @@ class Worker implements MockWorker {
   onCrash: (() => void) | undefined;
 
   constructor(readonly options: ResolvedMockOptions) {
-    this.app = Fastify({ logger: false, bodyLimit: 64 << 20, forceCloseConnections: true });
+    // vLLM takes response ids (`/v1/responses/{id}`) of any length; Fastify's default stops at 100.
+    this.app = Fastify({ logger: false, bodyLimit: 64 << 20, forceCloseConnections: true, maxParamLength: 4096 });
     this.routes();
   }
 

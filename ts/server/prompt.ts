@@ -55,6 +55,21 @@ export interface ReadRequest {
   previousResponseId?: string;
 }
 
+/**
+ * The longest response id the gateway takes (`request_id`, `previous_response_id`): it remembers
+ * ids, and puts them in the URLs it asks workers with, so a client must not make them huge.
+ */
+export const MAX_RESPONSE_ID = 512;
+
+/** A response id field of a Responses API request, when present. */
+function responseIdField(b: Record<string, unknown>, key: 'request_id' | 'previous_response_id'): string | undefined {
+  const v = b[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string' || v === '') throw new BadRequest(`${key} must be a non-empty string`);
+  if (v.length > MAX_RESPONSE_ID) throw new BadRequest(`${key} must be at most ${MAX_RESPONSE_ID} characters, got ${v.length}`);
+  return v;
+}
+
 /** The endpoints the gateway routes: completions, chat completions and the Responses API. */
 export type RequestKind = 'completion' | 'chat' | 'responses';
 
@@ -68,11 +83,8 @@ function readResponsesRequest(b: Record<string, unknown>): ReadRequest {
   const model = typeof b.model === 'string' ? { model: b.model } : {};
   const chat = readChatPrompt({ messages: responsesMessages(readResponsesPrompt(b)) });
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
-  const previous = b.previous_response_id ?? undefined;
-  if (previous !== undefined && (typeof previous !== 'string' || previous === ''))
-    throw new BadRequest('previous_response_id must be a non-empty string');
-  const given = b.request_id;
-  if (given !== undefined && (typeof given !== 'string' || given === '')) throw new BadRequest('request_id must be a non-empty string');
+  const previous = responseIdField(b, 'previous_response_id');
+  const given = responseIdField(b, 'request_id');
   const responseId = given ?? `resp_${randomUUID().replaceAll('-', '')}`;
   if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
     throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");

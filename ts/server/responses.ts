@@ -11,7 +11,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describeError, failureKind } from './fleet.js';
 import { finishPassedOn, startPassedOn } from './passthrough.js';
-import { contentType, ownerLookup, type ProxyContext, refuse } from './proxy.js';
+import { MAX_RESPONSE_ID } from './prompt.js';
+import { contentType, openAiError, ownerLookup, type ProxyContext, refuse } from './proxy.js';
 import { findOwner } from './response-owners.js';
 
 /** Registers the retrieval and cancel routes on the proxy (behind its API-key check). */
@@ -23,6 +24,10 @@ export function registerResponses(proxy: FastifyInstance, ctx: ProxyContext): vo
 async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply, method: 'GET' | 'POST', suffix: string) {
   const started = performance.now();
   const { id } = req.params as { id: string };
+  if (id.length > MAX_RESPONSE_ID)
+    return reply
+      .code(400)
+      .send(openAiError(`a response id must be at most ${MAX_RESPONSE_ID} characters, got ${id.length}`, 'BadRequestError', 400));
   const label = `/v1/responses/{id}${suffix}`;
   const start = startPassedOn(ctx, req, reply);
   if (!start) return reply;
