@@ -189,6 +189,12 @@ describe.each(BACKENDS)('gateway: the Responses API (%s)', (backend) => {
     expect(metric(page, 'kvroute_gateway_reported_cached_tokens_total')).toBe(
       second.events.at(-1)?.data.response.usage.input_tokens_details.cached_tokens,
     );
+    // store: false: the worker keeps nothing, so the gateway remembered nothing either.
+    const got = await fetch(`${f.url}/v1/responses/${first.json.id}`);
+    expect(got.status).toBe(404);
+    const after = await (await fetch(`${f.url}/metrics`)).text();
+    expect(metric(after, 'kvroute_gateway_response_lookups_total{result="remembered"}')).toBe(0);
+    expect(metric(after, 'kvroute_gateway_response_lookups_total{result="not_found"}')).toBe(1);
   });
 
   test('bad requests are 400 before any worker is asked', async () => {

@@ -49,7 +49,10 @@ export interface ReadRequest {
   batch?: ReadRequest[];
   /** Choices per prompt (`n`, 1 when absent or not a positive integer: the worker checks it). */
   choicesPerPrompt: number;
-  /** A Responses API request's response id: the client's `request_id`, else one the gateway gives it (forwarded as `request_id`). */
+  /**
+   * A Responses API response the worker may keep (`store` not false), by its id: the client's
+   * `request_id`, else the one the gateway gives it (forwarded as `request_id`).
+   */
   responseId?: string;
   /** The response a Responses API request continues (`previous_response_id`): it must go to that response's worker. */
   previousResponseId?: string;
@@ -99,7 +102,8 @@ function readResponsesRequest(b: Record<string, unknown>): ReadRequest {
     priority: Number.isSafeInteger(b.priority) ? (b.priority as number) : undefined,
     truncation: undefined,
     choicesPerPrompt: 1,
-    responseId,
+    // A response the worker will not keep has no worker to remember.
+    ...(b.store === false ? {} : { responseId }),
     ...(previous === undefined ? {} : { previousResponseId: previous }),
   };
 }
