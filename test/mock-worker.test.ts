@@ -302,6 +302,45 @@ describe.each(BACKENDS)('mock worker KV events into kvroute (%s)', (backend) => 
     },
   );
 
+  test("adapters loaded at run time: served, and published under a fresh id each load, as vLLM numbers them; vLLM's refusals", async () => {
+    const { w, index } = await fleetOf({ wire: 'sglang', runtimeLoraUpdating: true, loraModules: ['a1'] });
+    const load = (name: string, path = '/x') => postJson(`${w.url}/v1/load_lora_adapter`, { lora_name: name, lora_path: path });
+    const unload = (name: string) => postJson(`${w.url}/v1/unload_lora_adapter`, { lora_name: name });
+    const blocksUnder = async (prompt: string, loraName: string) => {
+      await index.flush();
+      return index.findMatchesForRequest(mockTokenize(prompt), { loraName }).scores.map((x) => x.blocks);
+    };
+    const other = 'An entirely different prompt, so every one of its blocks is new.';
+    const ok = await load('x');
+    expect([ok.status, ok.text]).toEqual([200, "Success: LoRA adapter 'x' added successfully."]);
+    expect((await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, model: 'x', max_tokens: 2 })).status).toBe(200);
+    // SGLang's wire names adapters by id: `a1` is 1, `x` is 2.
+    await waitFor(async () => (await blocksUnder(PROMPT, 'lora-id:2')).length === 1, 'the adapter blocks');
+    expect(await blocksUnder(PROMPT, 'lora-id:2')).toEqual([TEXT_BLOCKS(PROMPT)]);
+    expect((await unload('x')).text).toBe("Success: LoRA adapter 'x' removed successfully.");
+    expect((await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, model: 'x' })).status).toBe(400);
+    // Loaded again it gets a new id (vLLM never reuses one); its blocks hash by name, so the cache still serves them.
+    expect((await load('x')).status).toBe(200);
+    const again = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, model: 'x', max_tokens: 2 });
+    expect(again.json.usage.prompt_tokens_details.cached_tokens).toBe(TEXT_BLOCKS(PROMPT) * 4);
+    expect((await postJson(`${w.url}/v1/completions`, { prompt: other, model: 'x', max_tokens: 2 })).status).toBe(200);
+    await waitFor(async () => (await blocksUnder(other, 'lora-id:3')).length === 1, 'the reloaded adapter blocks');
+    const models = (await (await fetch(`${w.url}/v1/models`)).json()) as { data: { id: string; parent: unknown }[] };
+    expect(models.data.map((m) => [m.id, m.parent])).toEqual([
+      ['mock-model', null],
+      ['a1', 'mock-model'],
+      ['x', 'mock-model'],
+    ]);
+    for (const [r, status, message] of [
+      [await load('x'), 400, "The lora adapter 'x' has already been loaded."],
+      [await load('mock-model'), 400, "The lora adapter 'mock-model' has already been loaded."],
+      [await load('y', ''), 400, "Both 'lora_name' and 'lora_path' must be provided."],
+      [await unload('y'), 404, "The lora adapter 'y' cannot be found."],
+      [await postJson(`${w.url}/v1/unload_lora_adapter`, {}), 400, "'lora_name' must be provided."],
+    ] as const)
+      expect([r.status, r.json.error.message]).toEqual([status, message]);
+  });
+
   test('dropped events are repaired from the replay socket', async () => {
     const { w, index, src } = await fleetOf();
     await postJson(`${w.url}/v1/completions`, { prompt: 'warm up the stream', max_tokens: 2 });

@@ -8,10 +8,12 @@ export async function postJson(
   url: string,
   body: unknown,
   headers: Record<string, string> = {},
-): Promise<{ status: number; json: Json; headers: Headers }> {
+): Promise<{ status: number; json: Json; text: string; headers: Headers }> {
   const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
   const text = await r.text();
-  return { status: r.status, json: text ? JSON.parse(text) : undefined, headers: r.headers };
+  // A plain-text answer (vLLM answers some routes so) has no JSON.
+  const json = text && r.headers.get('content-type')?.startsWith('text/plain') !== true ? JSON.parse(text) : undefined;
+  return { status: r.status, json, text, headers: r.headers };
 }
 
 /** The `data:` payloads of an SSE response, in order (`[DONE]` kept as a string). */

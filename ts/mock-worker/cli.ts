@@ -51,6 +51,10 @@ const FLAGS: Flags = {
     default: 'none',
   },
   'trust-request-chat-template': { kind: 'boolean', help: "render a chat request's own chat_template (vLLM's flag; refused otherwise)" },
+  'runtime-lora-updating': {
+    kind: 'boolean',
+    help: "serve /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING)",
+  },
   'responses-store': {
     kind: 'boolean',
     help: "keep Responses API answers for previous_response_id and GET /v1/responses/{id} (vLLM's VLLM_ENABLE_RESPONSES_API_STORE)",
@@ -101,6 +105,7 @@ function optionsFrom(
     apiKey: s('api-key'),
     trustRequestChatTemplate: flag('trust-request-chat-template') ? true : undefined,
     responsesStore: flag('responses-store') ? true : undefined,
+    runtimeLoraUpdating: flag('runtime-lora-updating') ? true : undefined,
     wire: s('wire') as MockWorkerOptions['wire'],
     seed: n('seed'),
     topic: s('topic'),

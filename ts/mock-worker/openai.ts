@@ -8,6 +8,7 @@
 import { isTokenId } from '../validate.js';
 import { BadRequest } from './bad-request.js';
 import { readChatPrompt, renderChatPrompt } from './chat.js';
+import type { LoraAdapters } from './lora-adapters.js';
 import type { LoraRef } from './rank.js';
 import { MOCK_CHAT_TEMPLATE, tokenize } from './tokenizer.js';
 
@@ -35,21 +36,21 @@ export const MAX_SAMPLES = 64;
 /** The most sequences (prompts × `n`) one request may run. */
 export const MAX_SEQUENCES = 1024;
 
-/** What a worker serves: its model and its LoRA adapters (vLLM's `lora_int_id` is the position + 1). */
+/** What a worker serves: its model and its LoRA adapters (each with vLLM's `lora_int_id`). */
 export interface Served {
   model: string;
-  loraModules: readonly string[];
+  adapters: LoraAdapters;
 }
 
 /** The adapter a request's `model` names, if any; a name the worker does not serve is refused as vLLM refuses it. */
 export function requestedLora(model: unknown, served: Served): LoraRef | undefined {
   if (model === undefined || model === served.model) return undefined;
-  const i = typeof model === 'string' ? served.loraModules.indexOf(model) : -1;
-  if (i < 0)
+  const id = typeof model === 'string' ? served.adapters.id(model) : undefined;
+  if (id === undefined)
     throw new BadRequest(
-      `the model \`${String(model)}\` does not exist (this worker serves ${[served.model, ...served.loraModules].join(', ')})`,
+      `the model \`${String(model)}\` does not exist (this worker serves ${[served.model, ...served.adapters.names()].join(', ')})`,
     );
-  return { name: model as string, id: i + 1 };
+  return { name: model as string, id };
 }
 
 /** The most prompts one completion request may batch (the gateway routes each on its own). */

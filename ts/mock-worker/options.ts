@@ -119,6 +119,13 @@ export interface MockWorkerOptions {
   /** vLLM's `--trust-request-chat-template`: render a chat request's own `chat_template` (refused with 400 otherwise). Default false. */
   trustRequestChatTemplate?: boolean;
   /**
+   * Serve vLLM's runtime adapter routes (`VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`):
+   * `POST /v1/load_lora_adapter` and `/v1/unload_lora_adapter` add and remove LoRA adapters while
+   * the worker runs (the path is not read: the mock has no weights). Default false, as in vLLM:
+   * the routes are then 404.
+   */
+  runtimeLoraUpdating?: boolean;
+  /**
    * Keep Responses API answers in memory (vLLM's `VLLM_ENABLE_RESPONSES_API_STORE=1`), so that a
    * request may continue one by `previous_response_id` and `GET /v1/responses/{id}` finds it; the
    * 10,000 most recent are kept. Default false, as in vLLM: `store` is then ignored.
@@ -163,6 +170,7 @@ const KEYS = [
   'apiKey',
   'trustRequestChatTemplate',
   'responsesStore',
+  'runtimeLoraUpdating',
   'wire',
   'seed',
   'topic',
@@ -256,6 +264,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     ...(o.apiKey === undefined ? {} : { apiKey: o.apiKey }),
     trustRequestChatTemplate: optionalBoolean(o.trustRequestChatTemplate, 'opts.trustRequestChatTemplate') ?? false,
     responsesStore: optionalBoolean(o.responsesStore, 'opts.responsesStore') ?? false,
+    runtimeLoraUpdating: optionalBoolean(o.runtimeLoraUpdating, 'opts.runtimeLoraUpdating') ?? false,
     wire,
     seed: int(o.seed, 'opts.seed', 0, 2 ** 32 - 1, 1),
     topic: o.topic ?? '',

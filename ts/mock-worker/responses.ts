@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BadRequest } from './bad-request.js';
-import { chatTokens, requestedLora } from './openai.js';
+import { chatTokens, requestedLora, type Served } from './openai.js';
 import type { ResolvedMockOptions } from './options.js';
 import { mockOutput } from './output.js';
 import type { LiveRequest, LoraRef } from './rank.js';
@@ -27,6 +27,8 @@ export const MAX_STORED_RESPONSES = 10_000;
 /** What the worker lends the Responses API: its options, its hang fault, and a rank to run a prompt on. */
 export interface ResponsesEngine {
   options: ResolvedMockOptions;
+  /** The model and the adapters served now. */
+  served: Served;
   /** Holds the reply while the worker is hung (true: held). */
   hang(reply: FastifyReply): boolean;
   /** The rank a request runs on (its `X-data-parallel-rank`, or the least loaded): its number, and a way to run a prompt there (returning its cancel). */
@@ -85,7 +87,7 @@ export function registerResponses(app: FastifyInstance, engine: ResponsesEngine)
   };
   app.post('/v1/responses', async (req, reply) => {
     if (engine.hang(reply)) return reply;
-    const parsed = parse(req.body, engine.options, store);
+    const parsed = parse(req.body, engine, store);
     return serve(engine, req, reply, parsed, parsed.store ? keep : undefined);
   });
   app.get('/v1/responses/:id', async (req) => {
@@ -103,7 +105,8 @@ export function registerResponses(app: FastifyInstance, engine: ResponsesEngine)
   });
 }
 
-function parse(body: unknown, o: ResolvedMockOptions, store: Map<string, Stored>): ParsedResponses {
+function parse(body: unknown, engine: ResponsesEngine, store: Map<string, Stored>): ParsedResponses {
+  const o = engine.options;
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
   const prompt = readResponsesPrompt(b);
@@ -137,7 +140,7 @@ function parse(body: unknown, o: ResolvedMockOptions, store: Map<string, Stored>
     throw new BadRequest(`the request needs more KV blocks than one rank has (${o.numGpuBlocks})`);
   if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
     throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
-  const lora = requestedLora(b.model, o);
+  const lora = requestedLora(b.model, engine.served);
   return {
     id,
     prompt: tokens,

@@ -8,6 +8,7 @@
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { KvRouteError } from '../errors.js';
+import { LoraAdapters, registerLoraUpdating } from './lora-adapters.js';
 import { mockMetrics } from './metrics.js';
 import {
   BadRequest,
@@ -103,6 +104,10 @@ class Worker implements MockWorker {
   ranks: MockRank[] = [];
   publishers: RankPublisher[] = [];
   app: FastifyInstance;
+  /** The adapters served now (`loraModules`, and those loaded at run time). */
+  readonly adapters: LoraAdapters;
+  /** What requests are checked against: the model, the adapters, the chat and length settings. */
+  private readonly served: ResolvedMockOptions & { adapters: LoraAdapters };
   hung = false;
   closed = false;
   faults: MockFault['kind'][] = [];
@@ -115,6 +120,8 @@ class Worker implements MockWorker {
   onCrash: (() => void) | undefined;
 
   constructor(readonly options: ResolvedMockOptions) {
+    this.adapters = new LoraAdapters(options.loraModules);
+    this.served = { ...options, adapters: this.adapters };
     // vLLM takes response ids (`/v1/responses/{id}`) of any length; Fastify's default stops at 100.
     this.app = Fastify({ logger: false, bodyLimit: 64 << 20, forceCloseConnections: true, maxParamLength: 4096 });
     this.routes();
@@ -198,7 +205,7 @@ class Worker implements MockWorker {
     // The base model, then each adapter with the base as its parent, as vLLM lists them.
     app.get('/v1/models', async () => ({
       object: 'list',
-      data: [o.model, ...o.loraModules].map((id, i) => ({
+      data: [o.model, ...this.adapters.names()].map((id, i) => ({
         id,
         object: 'model',
         created: Math.floor(Date.now() / 1000),
@@ -210,7 +217,7 @@ class Worker implements MockWorker {
     }));
     app.post('/tokenize', async (req) => {
       const b = (req.body ?? {}) as Record<string, unknown>;
-      requestedLora(b.model, o);
+      requestedLora(b.model, this.served);
       let tokens: number[];
       if (b.messages !== undefined) tokens = chatTokens(b, o.trustRequestChatTemplate);
       else if (typeof b.prompt === 'string') tokens = completionTokens(b);
@@ -237,8 +244,10 @@ class Worker implements MockWorker {
       setImmediate(() => this.fault(fault));
       return { ok: true, fault };
     });
+    if (o.runtimeLoraUpdating) registerLoraUpdating(app, this.adapters, o.model);
     registerResponses(app, {
       options: o,
+      served: this.served,
       hang: (reply) => this.hang(reply),
       rankFor: (req) => {
         const rank = this.chooseRank(req);
@@ -251,7 +260,7 @@ class Worker implements MockWorker {
     ] as const) {
       app.post(path, async (req, reply) => {
         if (this.hang(reply)) return reply;
-        const parsed = parseRequest(req.body, chat, o);
+        const parsed = parseRequest(req.body, chat, this.served);
         for (const prompt of parsed.prompts) {
           if (prompt.length + parsed.maxTokens > o.maxModelLen) {
             throw new BadRequest(
