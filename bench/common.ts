@@ -87,3 +87,18 @@ export function writeResult(name: string, result: Record<string, unknown>): stri
 export function fmt(n: number, digits = 1): string {
   return Number.isFinite(n) ? n.toFixed(digits) : String(n);
 }
+
+/**
+ * Closed-loop load: `clients` loops each calling `step(client)` until `seconds` have passed (a
+ * step under way finishes). Returns the seconds it took.
+ */
+export async function closedLoop(clients: number, seconds: number, step: (client: number) => Promise<void>): Promise<number> {
+  const deadline = performance.now() + seconds * 1000;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async (_, c) => {
+      while (performance.now() < deadline) await step(c);
+    }),
+  );
+  return (performance.now() - t0) / 1000;
+}

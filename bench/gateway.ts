@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import { mockTokenize, writeMockTokenizer } from '../ts/index.js';
-import { fmt, percentile, printTable, QUICK, ROOT, sortedCopy, writeResult } from './common.js';
+import { closedLoop, fmt, percentile, printTable, QUICK, ROOT, sortedCopy, writeResult } from './common.js';
 
 const WORKERS = 16;
 const SECONDS = QUICK ? 1.5 : 8;
@@ -105,33 +105,23 @@ async function respond(url: string, input: string, previous: string | undefined)
 /** Responses API conversations of `TURNS` turns for SECONDS; `target(c)` is client c's URL for its next conversation. */
 async function conversations(target: () => string): Promise<number> {
   let n = 0;
-  const deadline = performance.now() + SECONDS * 1000;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: CLIENTS }, async (_, c) => {
-      while (performance.now() < deadline) {
-        const url = target();
-        let previous: string | undefined;
-        for (let turn = 0; turn < TURNS; turn++) {
-          previous = await respond(url, `Client ${c}, turn ${turn}: and then what happened?`, previous);
-          n++;
-        }
-      }
-    }),
-  );
-  return n / ((performance.now() - t0) / 1000);
+  const seconds = await closedLoop(CLIENTS, SECONDS, async (c) => {
+    const url = target();
+    let previous: string | undefined;
+    for (let turn = 0; turn < TURNS; turn++) {
+      previous = await respond(url, `Client ${c}, turn ${turn}: and then what happened?`, previous);
+      n++;
+    }
+  });
+  return n / seconds;
 }
 
 async function throughput(target: (i: number) => string): Promise<number> {
   let n = 0;
-  const deadline = performance.now() + SECONDS * 1000;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: CLIENTS }, async (_, c) => {
-      while (performance.now() < deadline) await completion(target(n), `Short question ${c}-${n++}?`);
-    }),
-  );
-  return n / ((performance.now() - t0) / 1000);
+  const seconds = await closedLoop(CLIENTS, SECONDS, async (c) => {
+    await completion(target(n), `Short question ${c}-${n++}?`);
+  });
+  return n / seconds;
 }
 
 async function latencies(url: string, prompt: string | number[]): Promise<Float64Array> {

@@ -260,6 +260,11 @@ export class Fleet {
     }
   }
 
+  /** Reads these workers' `/v1/models` again now (after their adapters changed), not at the next refresh. */
+  async refreshModels(ids: readonly bigint[]): Promise<void> {
+    await Promise.all(ids.map((id) => this.members.get(id)).map((m) => (m ? this.readModels(m) : undefined)));
+  }
+
   /**
    * Reads a worker's `/v1/models`: vLLM lists the served model (under each served name) first,
    * then each LoRA adapter with the model as its `parent`. A failed read changes nothing (health is the probes' business).

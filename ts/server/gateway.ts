@@ -23,6 +23,7 @@ import { Fleet } from './fleet.js';
 import { GatewayMetrics } from './gateway-metrics.js';
 import { statusOf } from './http-status.js';
 import { indexerRoutes } from './indexer-api.js';
+import { registerLoraUpdates } from './lora-updates.js';
 import {
   type GatewayOptions,
   type GatewayWorker,
@@ -290,6 +291,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     proxy.post('/v1/responses', (req, reply) => proxyCompletion(ctx, req, reply, 'responses'));
     registerResponses(proxy, ctx);
     registerPassthrough(proxy, ctx);
+    registerLoraUpdates(proxy, ctx);
     // The base models (the configured name first), then the LoRA adapters the workers list: a
     // request naming one is routed to the workers serving it.
     proxy.get('/v1/models', async () => {

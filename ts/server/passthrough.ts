@@ -56,10 +56,8 @@ async function passOn(
   inFlight: Map<bigint, number>,
 ): Promise<FastifyReply> {
   const started = performance.now();
-  const body = req.body;
-  if (body === null || typeof body !== 'object' || Array.isArray(body))
-    return reply.code(400).send(openAiError('the request body must be a JSON object', 'BadRequestError', 400));
-  const start = startPassedOn(ctx, req, reply);
+  const body = req.body as object;
+  const start = startPassedOn(ctx, req, reply, true);
   if (!start) return reply;
   const { clientId, id, abort } = start;
   const candidates = order((body as { model?: unknown }).model);
@@ -126,8 +124,16 @@ export interface PassedOn {
   abort: AbortController;
 }
 
-/** Starts a passed-on request; undefined when it was answered 400 (an `X-Request-Id` too long). */
-export function startPassedOn(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply): PassedOn | undefined {
+/**
+ * Starts a passed-on request; undefined when it was answered 400 (an `X-Request-Id` too long, or
+ * with `objectBody` a body that is not a JSON object).
+ */
+export function startPassedOn(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply, objectBody = false): PassedOn | undefined {
+  const body = req.body;
+  if (objectBody && (body === null || typeof body !== 'object' || Array.isArray(body))) {
+    void reply.code(400).send(openAiError('the request body must be a JSON object', 'BadRequestError', 400));
+    return undefined;
+  }
   let clientId: string | undefined;
   try {
     clientId = clientRequestId(req);

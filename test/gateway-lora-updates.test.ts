@@ -1,0 +1,63 @@
+import { describe, expect, test } from 'vitest';
+import { BACKENDS } from './helpers/backends.js';
+import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
+import { postJson } from './helpers/http.js';
+
+closeFleetsAfterEach();
+
+/** POST with a JSON body; the answer's status, text and headers (vLLM answers these routes in plain text). */
+async function post(url: string, body: unknown) {
+  const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  return { status: r.status, text: await r.text(), headers: r.headers };
+}
+
+async function modelIds(url: string): Promise<string[]> {
+  return ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] }).data.map((d) => d.id);
+}
+
+describe.each(BACKENDS)('gateway: runtime LoRA adapters (%s)', (backend) => {
+  test('loading goes to every worker, and requests naming the adapter are routed to it at once; partial results say which workers did what', async () => {
+    const f = await startFleet(backend, 3, {}, { runtimeLoraUpdating: true });
+    const load = await post(`${f.url}/v1/load_lora_adapter`, { lora_name: 'ad-x', lora_path: '/adapters/x' });
+    expect([load.status, load.text, load.headers.get('x-kvroute-workers')]).toEqual([
+      200,
+      "Success: LoRA adapter 'ad-x' added successfully.",
+      '1,2,3',
+    ]);
+    // The gateway read the workers' model lists again before answering.
+    expect(await modelIds(f.url)).toContain('ad-x');
+    for (const w of f.workers) expect(await modelIds(w.url)).toContain('ad-x');
+    const completion = await postJson(`${f.url}/v1/completions`, { model: 'ad-x', prompt: 'hello adapter', max_tokens: 2 });
+    expect([completion.status, completion.json.model]).toEqual([200, 'ad-x']);
+    // Loaded already everywhere: the engines' refusal, with each worker's word.
+    const again = await postJson(`${f.url}/v1/load_lora_adapter`, { lora_name: 'ad-x', lora_path: '/adapters/x' });
+    expect(again.status).toBe(400);
+    expect(again.json.error.message).toBe(
+      `done on no worker (${[1, 2, 3].map((w) => `worker ${w} answered 400: The lora adapter 'ad-x' has already been loaded.`).join('; ')})`,
+    );
+    // Unloaded on worker 2 behind the gateway's back: the fleet-wide unload is partial, and says so.
+    expect((await post(`${f.workers[1].url}/v1/unload_lora_adapter`, { lora_name: 'ad-x' })).status).toBe(200);
+    const unload = await postJson(`${f.url}/v1/unload_lora_adapter`, { lora_name: 'ad-x' });
+    expect([unload.status, unload.json.error.message]).toEqual([
+      404,
+      "done on workers 1, 3, not on the others (worker 2 answered 404: The lora adapter 'ad-x' cannot be found.)",
+    ]);
+    expect(await modelIds(f.url)).not.toContain('ad-x');
+    const gone = await postJson(`${f.url}/v1/completions`, { model: 'ad-x', prompt: 'hello adapter', max_tokens: 2 });
+    expect([gone.status, gone.json.error.message]).toEqual([400, expect.stringMatching(/the model `ad-x` does not exist/)]);
+    const page = await (await fetch(`${f.url}/metrics`)).text();
+    expect(page).toMatch(/kvroute_gateway_passed_on_requests_total\{path="\/v1\/load_lora_adapter",worker="2",status="200"\} 1/);
+    expect(page).toMatch(/kvroute_gateway_passed_on_requests_total\{path="\/v1\/unload_lora_adapter",worker="2",status="404"\} 1/);
+  });
+
+  test("workers without runtime updating answer 404, which is the client's; a bad body is the gateway's 400", async () => {
+    const f = await startFleet(backend, 2);
+    const load = await postJson(`${f.url}/v1/load_lora_adapter`, { lora_name: 'ad-x', lora_path: '/adapters/x' });
+    expect([load.status, load.json.error.message]).toEqual([
+      404,
+      'done on no worker (worker 1 answered 404: Route POST:/v1/load_lora_adapter not found; worker 2 answered 404: Route POST:/v1/load_lora_adapter not found)',
+    ]);
+    expect((await postJson(`${f.url}/v1/load_lora_adapter`, [1, 2])).status).toBe(400);
+    expect(f.workers.map((w) => w.stats().finished[0])).toEqual([0, 0]);
+  });
+});

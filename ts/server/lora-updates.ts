@@ -1,0 +1,98 @@
+/**
+ * vLLM's runtime LoRA routes through the gateway: `POST /v1/load_lora_adapter` and
+ * `/v1/unload_lora_adapter` (served by workers started with `VLLM_ALLOW_RUNTIME_LORA_UPDATING`).
+ * A client of one vLLM server loads an adapter there and then names it as its `model`; behind
+ * the gateway the fleet is the server, so the call goes to every healthy worker (those serving
+ * the base model `?model=` names, in a fleet of several), and the gateway then reads their model
+ * lists at once, so that requests naming the adapter are routed to the workers holding it from
+ * the next request on (not after the next periodic refresh).
+ *
+ * The answer is vLLM's when every worker agrees (its text, status 200). Otherwise it is the first
+ * failure's status, with a message saying which workers did what, so that a client can tell an
+ * adapter loaded on some workers from one loaded on none. Each worker's answer is counted in
+ * `kvroute_gateway_passed_on_requests_total{path,worker,status}`.
+ * @internal
+ * @module
+ */
+
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { describeError, failureKind } from './fleet.js';
+import { finishPassedOn, startPassedOn } from './passthrough.js';
+import { openAiError, type ProxyContext, reject } from './proxy.js';
+
+const PATHS = ['/v1/load_lora_adapter', '/v1/unload_lora_adapter'] as const;
+
+/** Registers the runtime LoRA routes on the proxy (behind its API-key check). */
+export function registerLoraUpdates(proxy: FastifyInstance, ctx: ProxyContext): void {
+  for (const path of PATHS) proxy.post(path, (req, reply) => broadcast(ctx, req, reply, path));
+}
+
+/** One worker's answer: its status (`undefined` when it could not be reached) and its text. */
+interface WorkerAnswer {
+  worker: bigint;
+  status: number | undefined;
+  text: string;
+}
+
+async function broadcast(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply, path: string): Promise<FastifyReply> {
+  const started = performance.now();
+  const body = req.body as object;
+  const start = startPassedOn(ctx, req, reply, true);
+  if (!start) return reply;
+  const base = (req.query as { model?: unknown }).model;
+  const workers = ctx.fleet.routableFor(typeof base === 'string' ? base : undefined);
+  if (workers.length === 0) {
+    finishPassedOn(ctx, { id: start.id, clientId: start.clientId, path, worker: undefined, status: 503, started }, {});
+    return reject(ctx, reply, 503, 'no_worker', `no healthy worker to send ${path} to`);
+  }
+  const answers = await Promise.all(workers.map((worker) => ask(ctx, worker, path, body, start.clientId ?? start.id, start.abort.signal)));
+  if (start.abort.signal.aborted) return reply;
+  // Requests naming the adapter go to the workers holding it from now on.
+  await ctx.fleet.refreshModels(workers);
+  for (const a of answers)
+    finishPassedOn(ctx, { id: start.id, clientId: start.clientId, path, worker: a.worker, status: a.status ?? 502, started }, {});
+  void reply.header('x-kvroute-request-id', start.id).header('x-kvroute-workers', workers.join(','));
+  const failed = answers.filter((a) => a.status !== 200);
+  if (failed.length === 0) return reply.code(200).type('text/plain').send(answers[0].text);
+  const done = answers.filter((a) => a.status === 200).map((a) => a.worker);
+  const told = failed.map((a) => `worker ${a.worker} answered ${a.status ?? 'nothing'}: ${errorText(a.text)}`).join('; ');
+  const message = `${done.length > 0 ? `done on workers ${done.join(', ')}, not on the others` : 'done on no worker'} (${told})`;
+  const status = failed[0].status ?? 502;
+  return reply.code(status).send(openAiError(message, status >= 500 ? 'ServiceUnavailableError' : 'BadRequestError', status));
+}
+
+async function ask(ctx: ProxyContext, worker: bigint, path: string, body: object, id: string, signal: AbortSignal): Promise<WorkerAnswer> {
+  const pool = ctx.fleet.get(worker)?.pool;
+  if (!pool) return { worker, status: undefined, text: 'the worker was removed' };
+  try {
+    const res = await pool.request({
+      method: 'POST',
+      path,
+      headers: { ...ctx.fleet.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': id },
+      body: JSON.stringify(body),
+      signal,
+    });
+    const text = await res.body.text();
+    if (res.statusCode >= 500) ctx.fleet.failure(worker, 'status', `answered ${res.statusCode}`);
+    return { worker, status: res.statusCode, text };
+  } catch (err) {
+    if (!signal.aborted) ctx.fleet.failure(worker, failureKind(err), describeError(err));
+    return { worker, status: undefined, text: describeError(err) };
+  }
+}
+
+/**
+ * The message of a worker's answer: an OpenAI error's `message` (or a bare `message`, or
+ * FastAPI's `detail`, as for a route the worker does not serve), else the text as it came (cut
+ * at 300 characters).
+ */
+function errorText(text: string): string {
+  try {
+    const body = JSON.parse(text) as { error?: { message?: unknown }; message?: unknown; detail?: unknown };
+    const message = body.error?.message ?? body.message ?? body.detail;
+    if (typeof message === 'string') return message;
+  } catch {
+    // Not JSON: the text itself.
+  }
+  return text.length > 300 ? `${text.slice(0, 300)}…` : text;
+}
