@@ -1,7 +1,8 @@
 import { describe, expect, test } from 'vitest';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
+import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
+import { waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
 
@@ -48,6 +49,21 @@ describe.each(BACKENDS)('gateway: runtime LoRA adapters (%s)', (backend) => {
     const page = await (await fetch(`${f.url}/metrics`)).text();
     expect(page).toMatch(/kvroute_gateway_passed_on_requests_total\{path="\/v1\/load_lora_adapter",worker="2",status="200"\} 1/);
     expect(page).toMatch(/kvroute_gateway_passed_on_requests_total\{path="\/v1\/unload_lora_adapter",worker="2",status="404"\} 1/);
+  });
+
+  test('in a fleet of several base models, ?model= sends the load to the workers serving that one only', async () => {
+    const workers = [
+      await startWorker({ model: 'm-a', runtimeLoraUpdating: true }),
+      await startWorker({ model: 'm-b', runtimeLoraUpdating: true }),
+    ];
+    const f = await startFleet(backend, 0, { workers: workers.map((w, i) => workerEntry(w, i + 1)) });
+    await waitFor(async () => (await modelIds(f.url)).length === 2, 'both models to be learned');
+    const load = await post(`${f.url}/v1/load_lora_adapter?model=m-b`, { lora_name: 'ad-b', lora_path: '/adapters/b' });
+    expect([load.status, load.headers.get('x-kvroute-workers')]).toEqual([200, '2']);
+    expect([await modelIds(workers[0].url), await modelIds(workers[1].url)]).toEqual([['m-a'], ['m-b', 'ad-b']]);
+    // Routed to the worker holding it.
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'ad-b', prompt: 'hello', max_tokens: 2 });
+    expect([r.status, r.headers.get('x-kvroute-worker')]).toEqual([200, '2']);
   });
 
   test("workers without runtime updating answer 404, which is the client's; a bad body is the gateway's 400", async () => {
