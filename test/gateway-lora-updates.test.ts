@@ -66,6 +66,29 @@ describe.each(BACKENDS)('gateway: runtime LoRA adapters (%s)', (backend) => {
     expect([r.status, r.headers.get('x-kvroute-worker')]).toEqual([200, '2']);
   });
 
+  test('a worker that comes back without the adapters loaded through the gateway (restarted), or joins later, gets them loaded again', async () => {
+    const f = await startFleet(backend, 2, {}, { runtimeLoraUpdating: true });
+    expect((await post(`${f.url}/v1/load_lora_adapter`, { lora_name: 'ad-x', lora_path: '/adapters/x' })).status).toBe(200);
+    // Worker 2 restarts: a new process on the same port, which has forgotten its runtime adapters.
+    const port = Number(new URL(f.workers[1].url).port);
+    await f.workers[1].close();
+    const routable = async () => ((await (await fetch(`${f.url}/ready`)).json()) as { routableWorkers: number }).routableWorkers;
+    await waitFor(async () => (await routable()) === 1, 'worker 2 to be down');
+    const restarted = await startWorker({ port, runtimeLoraUpdating: true, kvEvents: undefined, replay: undefined });
+    expect(await modelIds(restarted.url)).toEqual(['mock-model']);
+    await waitFor(async () => (await modelIds(restarted.url)).includes('ad-x'), 'the adapter to be loaded again on worker 2');
+    // A worker added later gets it when it joins.
+    const late = await startWorker({ runtimeLoraUpdating: true });
+    f.gateway.addWorker(workerEntry(late, 3));
+    await waitFor(async () => (await modelIds(late.url)).includes('ad-x'), 'the adapter to be loaded on worker 3');
+    const page = await (await fetch(`${f.url}/metrics`)).text();
+    expect(page).toMatch(/kvroute_gateway_lora_restores_total\{worker="2",result="loaded"\} 1/);
+    expect(page).toMatch(/kvroute_gateway_lora_restores_total\{worker="3",result="loaded"\} 1/);
+    // Unloaded through the gateway, it is forgotten: every worker unloads it, none reloads it.
+    const unload = await post(`${f.url}/v1/unload_lora_adapter`, { lora_name: 'ad-x' });
+    expect([unload.status, unload.headers.get('x-kvroute-workers')]).toEqual([200, '1,2,3']);
+  });
+
   test("workers without runtime updating answer 404, which is the client's; a bad body is the gateway's 400", async () => {
     const f = await startFleet(backend, 2);
     const load = await postJson(`${f.url}/v1/load_lora_adapter`, { lora_name: 'ad-x', lora_path: '/adapters/x' });

@@ -51,6 +51,7 @@ export class Fleet {
   private probing = false;
   private closed = false;
   private readonly listeners: ((c: HealthChange) => void)[] = [];
+  private readonly modelListeners: ((m: FleetWorker) => void)[] = [];
   /** `routable()`'s answer until membership or health changes (read on every request). */
   private routableCache: bigint[] | undefined;
 
@@ -75,6 +76,11 @@ export class Fleet {
 
   onHealthChange(fn: (c: HealthChange) => void): void {
     this.listeners.push(fn);
+  }
+
+  /** Called after each successful read of a worker's `/v1/models` (its `modelNames` and `adapters` fresh). */
+  onModelsRead(fn: (m: FleetWorker) => void): void {
+    this.modelListeners.push(fn);
   }
 
   get(id: bigint): FleetWorker | undefined {
@@ -214,6 +220,8 @@ export class Fleet {
       try {
         this.enter(m);
         this.log.info({ worker: String(m.spec.id), reason: change.reason }, 'worker healthy again: back in routing');
+        // A worker that restarted may serve other adapters now (runtime ones are lost on restart).
+        void this.readModels(m);
       } catch (err) {
         this.log.error({ worker: String(m.spec.id), err }, 'worker could not re-enter routing');
         return;
@@ -287,6 +295,7 @@ export class Fleet {
       m.modelNames = new Set(bases);
       m.adapters = new Set(named.filter((d) => typeof d.parent === 'string').map((d) => d.id as string));
       m.modelsReadAt = performance.now();
+      for (const fn of this.modelListeners) fn(m);
     } catch {
       // Not fatal: the next probe reads again.
     }

@@ -18,6 +18,7 @@ export class GatewayMetrics {
   readonly requests: Counter<'worker' | 'status'>;
   readonly passedOn: Counter<'path' | 'worker' | 'status'>;
   readonly responseLookups: Counter<'result'>;
+  readonly loraRestores: Counter<'worker' | 'result'>;
   readonly ttft: Histogram;
   readonly itl: Histogram;
   readonly duration: Histogram;
@@ -52,6 +53,12 @@ export class GatewayMetrics {
       name: 'kvroute_gateway_response_lookups_total',
       help: 'Lookups of the worker holding a Responses API response (previous_response_id, GET, cancel): remembered, found by asking the workers, not_found, or unavailable (its worker is down or did not answer).',
       labelNames: ['result'],
+      registers,
+    });
+    this.loraRestores = new Counter({
+      name: 'kvroute_gateway_lora_restores_total',
+      help: 'LoRA adapters loaded through the gateway and loaded again on a worker that came back without them (restarted, or added later), by worker and result (loaded, failed).',
+      labelNames: ['worker', 'result'],
       registers,
     });
     this.ttft = new Histogram({

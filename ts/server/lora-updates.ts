@@ -11,6 +11,13 @@
  * failure's status, with a message saying which workers did what, so that a client can tell an
  * adapter loaded on some workers from one loaded on none. Each worker's answer is counted in
  * `kvroute_gateway_passed_on_requests_total{path,worker,status}`.
+ *
+ * The gateway remembers the adapters loaded through it (until unloaded through it). vLLM forgets
+ * runtime adapters when it restarts, so whenever the gateway reads a worker's model list (when it
+ * joins, comes back into routing, and every 15 s) and an adapter is missing there, it loads it
+ * again, with the body it was first loaded with: a restarted or newly added worker serves the
+ * fleet's adapters without the client doing anything. A failed reload is retried a minute later
+ * at the soonest. `kvroute_gateway_lora_restores_total{worker,result}` counts them.
  * @internal
  * @module
  */
@@ -22,9 +29,46 @@ import { openAiError, type ProxyContext, reject } from './proxy.js';
 
 const PATHS = ['/v1/load_lora_adapter', '/v1/unload_lora_adapter'] as const;
 
-/** Registers the runtime LoRA routes on the proxy (behind its API-key check). */
+/** A failed reload on a worker is tried again no sooner than this, ms. */
+const RETRY_RESTORE_MS = 60_000;
+
+/** An adapter loaded through the gateway: the body it was loaded with, and the base model `?model=` named. */
+interface Loaded {
+  body: object;
+  base: string | undefined;
+}
+
+/** Registers the runtime LoRA routes on the proxy (behind its API-key check), and the reloads on workers that lack an adapter. */
 export function registerLoraUpdates(proxy: FastifyInstance, ctx: ProxyContext): void {
-  for (const path of PATHS) proxy.post(path, (req, reply) => broadcast(ctx, req, reply, path));
+  const loaded = new Map<string, Loaded>();
+  for (const path of PATHS) proxy.post(path, (req, reply) => broadcast(ctx, req, reply, path, loaded));
+  const restoring = new Set<string>();
+  const failedAt = new Map<string, number>();
+  ctx.fleet.onModelsRead((m) => {
+    for (const [name, { body, base }] of loaded) {
+      const key = `${m.spec.id}/${name}`;
+      if (m.adapters.has(name) || (base !== undefined && !m.modelNames.has(base)) || restoring.has(key)) continue;
+      if (performance.now() - (failedAt.get(key) ?? Number.NEGATIVE_INFINITY) < RETRY_RESTORE_MS) continue;
+      restoring.add(key);
+      void ask(ctx, m.spec.id, PATHS[0], body, `kvr-${ctx.nextId++}`, AbortSignal.timeout(ctx.opts.upstream.headersTimeoutMs))
+        .then(async (a) => {
+          const ok = a.status === 200;
+          ctx.metrics.loraRestores.inc({ worker: String(m.spec.id), result: ok ? 'loaded' : 'failed' });
+          if (ok) {
+            failedAt.delete(key);
+            ctx.log.info({ worker: String(m.spec.id), adapter: name }, 'LoRA adapter loaded again on a worker that lacked it');
+            await ctx.fleet.refreshModels([m.spec.id]);
+          } else {
+            failedAt.set(key, performance.now());
+            ctx.log.warn(
+              { worker: String(m.spec.id), adapter: name, status: a.status ?? null, error: errorText(a.text) },
+              'LoRA adapter reload failed',
+            );
+          }
+        })
+        .finally(() => restoring.delete(key));
+    }
+  });
 }
 
 /** One worker's answer: its status (`undefined` when it could not be reached) and its text. */
@@ -34,7 +78,13 @@ interface WorkerAnswer {
   text: string;
 }
 
-async function broadcast(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply, path: string): Promise<FastifyReply> {
+async function broadcast(
+  ctx: ProxyContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  path: string,
+  loaded: Map<string, Loaded>,
+): Promise<FastifyReply> {
   const started = performance.now();
   const body = req.body as object;
   const start = startPassedOn(ctx, req, reply, true);
@@ -47,6 +97,11 @@ async function broadcast(ctx: ProxyContext, req: FastifyRequest, reply: FastifyR
   }
   const answers = await Promise.all(workers.map((worker) => ask(ctx, worker, path, body, start.clientId ?? start.id, start.abort.signal)));
   if (start.abort.signal.aborted) return reply;
+  const name = (body as { lora_name?: unknown }).lora_name;
+  if (typeof name === 'string' && answers.some((a) => a.status === 200)) {
+    if (path === PATHS[0]) loaded.set(name, { body, base: typeof base === 'string' ? base : undefined });
+    else loaded.delete(name);
+  }
   // Requests naming the adapter go to the workers holding it from now on.
   await ctx.fleet.refreshModels(workers);
   for (const a of answers)
