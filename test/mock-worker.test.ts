@@ -331,6 +331,11 @@ describe.each(BACKENDS)('mock worker KV events into kvroute (%s)', (backend) => 
       ['a1', 'mock-model'],
       ['x', 'mock-model'],
     ]);
+    // A restarted engine has only the adapters it was started with.
+    w.fault({ kind: 'restart' });
+    const served = async () => ((await (await fetch(`${w.url}/v1/models`)).json()) as { data: { id: string }[] }).data.map((m) => m.id);
+    expect(await served()).toEqual(['mock-model', 'a1']);
+    expect((await load('x')).status).toBe(200);
     for (const [r, status, message] of [
       [await load('x'), 400, "The lora adapter 'x' has already been loaded."],
       [await load('mock-model'), 400, "The lora adapter 'mock-model' has already been loaded."],

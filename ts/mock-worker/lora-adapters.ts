@@ -16,8 +16,15 @@ export class LoraAdapters {
   private readonly ids = new Map<string, number>();
   private nextId = 1;
 
-  constructor(initial: readonly string[]) {
-    for (const name of initial) this.load(name);
+  constructor(private readonly initial: readonly string[]) {
+    this.reset();
+  }
+
+  /** Back to the adapters loaded at start, numbered from 1 again (what a restarted engine serves). */
+  reset(): void {
+    this.ids.clear();
+    this.nextId = 1;
+    for (const name of this.initial) this.load(name);
   }
 
   /** The adapter's id, or undefined when it is not loaded. */

@@ -49,7 +49,8 @@ export interface DropEventsFault {
 }
 
 /**
- * A new engine incarnation: in-flight requests fail, the cache empties, block hashes change, seq restarts at 0.
+ * A new engine incarnation: in-flight requests fail, the cache empties, block hashes change, seq
+ * restarts at 0, and adapters loaded at run time are gone.
  * @group Mock worker
  */
 export interface RestartFault {

@@ -410,6 +410,8 @@ class Worker implements MockWorker {
         break;
       case 'restart':
         for (const r of this.ranks) r.restart('restart');
+        // A new engine process has only the adapters it was started with.
+        this.adapters.reset();
         break;
       case 'recover':
         this.hung = false;
