@@ -89,6 +89,23 @@ describe.each(BACKENDS)('gateway: runtime LoRA adapters (%s)', (backend) => {
     expect([unload.status, unload.headers.get('x-kvroute-workers')]).toEqual([200, '1,2,3']);
   });
 
+  test('an engine restart seen in its KV events (seq starting over) has the gateway read its model list and reload what it lost', async () => {
+    const f = await startFleet(backend, 2, {}, { runtimeLoraUpdating: true });
+    expect((await post(`${f.url}/v1/load_lora_adapter`, { lora_name: 'ad-x', lora_path: '/adapters/x' })).status).toBe(200);
+    const direct = (prompt: string) => postJson(`${f.workers[1].url}/v1/completions`, { prompt, max_tokens: 2 });
+    const batches = async () =>
+      /kvroute_event_source_batches_total\{worker="2",dp_rank="0"\} [1-9]/.test(await (await fetch(`${f.url}/metrics`)).text());
+    // The engine publishes (seq 0), so that a new engine's seq 0 is news.
+    expect((await direct('a batch from the first engine')).status).toBe(200);
+    await waitFor(batches, 'the first batch');
+    // The worker stays up (no health change): only its events tell of the new engine.
+    f.workers[1].fault({ kind: 'restart' });
+    expect(await modelIds(f.workers[1].url)).toEqual(['mock-model']);
+    expect((await direct('the first batch of a new engine')).status).toBe(200);
+    await waitFor(async () => (await modelIds(f.workers[1].url)).includes('ad-x'), 'the adapter to be loaded again after the restart');
+    expect(await (await fetch(`${f.url}/metrics`)).text()).toMatch(/kvroute_event_source_restarts_total\{worker="2",dp_rank="0"\} 1/);
+  });
+
   test("workers without runtime updating answer 404, which is the client's; a bad body is the gateway's 400", async () => {
     const f = await startFleet(backend, 2);
     const load = await postJson(`${f.url}/v1/load_lora_adapter`, { lora_name: 'ad-x', lora_path: '/adapters/x' });

@@ -123,7 +123,7 @@ class Worker implements MockWorker {
     this.adapters = new LoraAdapters(options.loraModules);
     this.served = { ...options, adapters: this.adapters };
     // vLLM takes response ids (`/v1/responses/{id}`) of any length; Fastify's default stops at 100.
-    this.app = Fastify({ logger: false, bodyLimit: 64 << 20, forceCloseConnections: true, maxParamLength: 4096 });
+    this.app = Fastify({ logger: false, bodyLimit: 64 << 20, forceCloseConnections: true, routerOptions: { maxParamLength: 4096 } });
     this.routes();
   }
 

@@ -155,7 +155,7 @@ export class Fleet {
     Object.assign(m.spec, { kvEvents, replay, dpSize: kvEvents.length });
     if (m.inRouter) {
       this.router.updateWorker(m.spec.id, this.workerConfig(m.spec));
-      m.source = this.subscribe(m.spec);
+      m.source = this.subscribe(m);
     }
   }
 
@@ -166,21 +166,31 @@ export class Fleet {
     };
   }
 
-  private subscribe(spec: ResolvedWorker): EngineSource | undefined {
+  private subscribe(m: FleetWorker): EngineSource | undefined {
+    const spec = m.spec;
     if (!spec.kvEvents) return undefined;
-    return this.router.subscribe({
+    const source = this.router.subscribe({
       workerId: spec.id,
       endpoint: spec.kvEvents,
       ...(spec.replay ? { replayEndpoint: spec.replay } : {}),
       dataParallelSize: spec.dpSize,
       blockSize: this.opts.blockSize,
     });
+    // An engine that restarted (its events' seq started over) may serve other adapters now:
+    // runtime ones are lost on restart. Its model list is read at once, not at the next refresh.
+    let restarts = 0;
+    source.on('state', () => {
+      const now = source.stats().ranks.reduce((n, r) => n + r.restarts, 0);
+      if (now > restarts && this.members.get(spec.id) === m) void this.readModels(m);
+      restarts = now;
+    });
+    return source;
   }
 
   private enter(m: FleetWorker): void {
     this.router.addWorker(m.spec.id, this.workerConfig(m.spec));
     try {
-      m.source = this.subscribe(m.spec);
+      m.source = this.subscribe(m);
     } catch (err) {
       this.router.removeWorker(m.spec.id);
       throw err;

@@ -222,7 +222,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     return503OnClosing: true,
     // Response ids in paths (`/v1/responses/{id}`) may be as long as the ids the proxy takes
     // (512 characters; Fastify's default stops at 100 with 414): longer ones get the proxy's 400.
-    maxParamLength: 1024,
+    routerOptions: { maxParamLength: 1024 },
   } as const;
   const app = (o.tls
     ? Fastify({ ...appOptions, https: { cert: o.tls.cert, key: o.tls.key } })

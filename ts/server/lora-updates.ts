@@ -14,7 +14,8 @@
  *
  * The gateway remembers the adapters loaded through it (until unloaded through it). vLLM forgets
  * runtime adapters when it restarts, so whenever the gateway reads a worker's model list (when it
- * joins, comes back into routing, and every 15 s) and an adapter is missing there, it loads it
+ * joins, comes back into routing, when its KV events show a new engine, and every 15 s) and an
+ * adapter is missing there, it loads it
  * again, with the body it was first loaded with: a restarted or newly added worker serves the
  * fleet's adapters without the client doing anything. A failed reload is retried a minute later
  * at the soonest. `kvroute_gateway_lora_restores_total{worker,result}` counts them.
