@@ -96,13 +96,18 @@ async function broadcast(
     finishPassedOn(ctx, { id: start.id, clientId: start.clientId, path, worker: undefined, status: 503, started }, {});
     return reject(ctx, reply, 503, 'no_worker', `no healthy worker to send ${path} to`);
   }
-  const answers = await Promise.all(workers.map((worker) => ask(ctx, worker, path, body, start.clientId ?? start.id, start.abort.signal)));
-  if (start.abort.signal.aborted) return reply;
   const name = (body as { lora_name?: unknown }).lora_name;
-  if (typeof name === 'string' && answers.some((a) => a.status === 200)) {
-    if (path === PATHS[0]) loaded.set(name, { body, base: typeof base === 'string' ? base : undefined });
-    else loaded.delete(name);
+  // Forgotten before the unload goes out, so that no model-list read meanwhile loads it again.
+  const unloading = path === PATHS[1] && typeof name === 'string' ? loaded.get(name) : undefined;
+  if (unloading) loaded.delete(name as string);
+  const answers = await Promise.all(workers.map((worker) => ask(ctx, worker, path, body, start.clientId ?? start.id, start.abort.signal)));
+  const anyDone = answers.some((a) => a.status === 200);
+  if (typeof name === 'string') {
+    if (path === PATHS[0] && anyDone) loaded.set(name, { body, base: typeof base === 'string' ? base : undefined });
+    // Unloaded nowhere: still the fleet's.
+    if (unloading && !anyDone) loaded.set(name, unloading);
   }
+  if (start.abort.signal.aborted) return reply;
   // Requests naming the adapter go to the workers holding it from now on.
   await ctx.fleet.refreshModels(workers);
   for (const a of answers)
