@@ -73,7 +73,10 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
 
   test('LoRA adapters and cache salts: requests are routed in the scope the engine caches them in, adapters only to workers serving them', async () => {
     const plain = await startWorker();
-    const served = [await startWorker({ loraModules: ['sql-lora'] }), await startWorker({ loraModules: ['sql-lora'] })];
+    const served = [
+      await startWorker({ loraModules: ['sql-lora'], maxModelLen: 8192 }),
+      await startWorker({ loraModules: ['sql-lora'], maxModelLen: 4096 }),
+    ];
     const f = await startFleet(backend, 0, { workers: [plain, ...served].map((w, i) => workerEntry(w, i + 1)) });
     const models = async () => {
       const body = (await (await fetch(`${f.url}/v1/models`)).json()) as { data: { id: string; parent: unknown }[] };
@@ -83,6 +86,12 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect(await models()).toEqual([
       ['mock-model', null],
       ['sql-lora', 'mock-model'],
+    ]);
+    // vLLM's card fields: the weights' root, and the longest context every worker serving it takes.
+    const cards = ((await (await fetch(`${f.url}/v1/models`)).json()) as { data: Record<string, unknown>[] }).data;
+    expect(cards.map((c) => [c.id, c.root, c.max_model_len])).toEqual([
+      ['mock-model', 'mock-model', 4096],
+      ['sql-lora', 'sql-lora', 4096],
     ]);
     const blocks = Math.floor(SYSTEM.length / 16) * 16;
     // Per scope: a first request caches the prefix, the next ones are routed to it and predicted exactly.

@@ -29,10 +29,18 @@ export interface FleetWorker {
   modelNames: ReadonlySet<string>;
   /** The LoRA adapters it lists (models with a `parent`), as of `modelsReadAt`. */
   adapters: ReadonlySet<string>;
+  /** Its model list's `root` (the weights it loaded) and `max_model_len` per listed name, when given. */
+  cards: ReadonlyMap<string, ModelCardFacts>;
   /** When its `/v1/models` was last read (ms, `performance.now()`); adapters can be loaded at run time. */
   modelsReadAt: number;
   /** Who added it: the config, the admin API or the indexer API. */
   readonly origin: 'config' | 'admin' | 'indexer';
+}
+
+/** What a worker's `/v1/models` says of a model beyond its name. */
+export interface ModelCardFacts {
+  root: string | undefined;
+  maxModelLen: number | undefined;
 }
 
 /** A breaker transition, for logs and metrics. */
@@ -119,6 +127,7 @@ export class Fleet {
       },
       modelNames: new Set(),
       adapters: new Set(),
+      cards: new Map(),
       modelsReadAt: Number.NEGATIVE_INFINITY,
       origin,
     };
@@ -298,12 +307,21 @@ export class Fleet {
         headersTimeout: t,
         bodyTimeout: t,
       });
-      const body = (await res.body.json()) as { data?: { id?: unknown; parent?: unknown }[] };
+      const body = (await res.body.json()) as { data?: { id?: unknown; parent?: unknown; root?: unknown; max_model_len?: unknown }[] };
       if (res.statusCode !== 200 || !Array.isArray(body.data)) return;
       const named = body.data.filter((d) => typeof d?.id === 'string');
       const bases = named.filter((d) => typeof d.parent !== 'string').map((d) => d.id as string);
       m.modelNames = new Set(bases);
       m.adapters = new Set(named.filter((d) => typeof d.parent === 'string').map((d) => d.id as string));
+      m.cards = new Map(
+        named.map((d) => [
+          d.id as string,
+          {
+            root: typeof d.root === 'string' ? d.root : undefined,
+            maxModelLen: Number.isSafeInteger(d.max_model_len) ? (d.max_model_len as number) : undefined,
+          },
+        ]),
+      );
       m.modelsReadAt = performance.now();
       for (const fn of this.modelListeners) fn(m);
     } catch {
@@ -344,6 +362,22 @@ export class Fleet {
     const out = new Set<string>();
     for (const m of this.members.values()) for (const name of m.modelNames) out.add(name);
     return [...out];
+  }
+
+  /**
+   * What the workers listing `name` say of it: the first one's `root`, and the smallest
+   * `max_model_len` (a request may go to any of them, so that is what fits everywhere).
+   */
+  modelCard(name: string): ModelCardFacts {
+    let root: string | undefined;
+    let maxModelLen: number | undefined;
+    for (const m of this.members.values()) {
+      const card = m.cards.get(name);
+      if (!card) continue;
+      root ??= card.root;
+      if (card.maxModelLen !== undefined) maxModelLen = Math.min(maxModelLen ?? card.maxModelLen, card.maxModelLen);
+    }
+    return { root, maxModelLen };
   }
 
   /** Every adapter some worker lists, with the base model of the first worker listing it. */

@@ -296,7 +296,19 @@ export function createGateway(opts: GatewayOptions): Gateway {
     // request naming one is routed to the workers serving it.
     proxy.get('/v1/models', async () => {
       const created = Math.floor(Date.now() / 1000);
-      const card = (id: string, parent: string | null) => ({ id, object: 'model', created, owned_by: 'kvroute', parent });
+      // vLLM's card: `root` and `max_model_len` as the workers list them (the smallest length, which fits them all).
+      const card = (id: string, parent: string | null) => {
+        const facts = fleet.modelCard(id);
+        return {
+          id,
+          object: 'model',
+          created,
+          owned_by: 'kvroute',
+          ...(facts.root === undefined ? {} : { root: facts.root }),
+          parent,
+          ...(facts.maxModelLen === undefined ? {} : { max_model_len: facts.maxModelLen }),
+        };
+      };
       const bases = [...new Set([model(), ...fleet.models()])];
       return {
         object: 'list',
