@@ -139,6 +139,31 @@ export function truncated(tokens: number[], t: Truncation | undefined): number[]
   return t.side === 'left' ? tokens.slice(tokens.length - t.keep) : tokens.slice(0, t.keep);
 }
 
+/**
+ * vLLM's `cache_salt`, when given.
+ * @throws {BadRequest} for anything but a non-empty string, in vLLM's words.
+ */
+export function readCacheSalt(b: Record<string, unknown>): string | undefined {
+  if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
+    throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
+  return b.cache_salt as string | undefined;
+}
+
+/**
+ * Checks that a prompt and its output fit the model's context and one rank's KV blocks.
+ * @param tooLong the refusal's text when the context is exceeded (vLLM words it per endpoint)
+ */
+export function checkFits(
+  promptTokens: number,
+  maxTokens: number,
+  o: { maxModelLen: number; blockSize: number; numGpuBlocks: number },
+  tooLong: string,
+): void {
+  if (promptTokens + maxTokens > o.maxModelLen) throw new BadRequest(tooLong);
+  if (Math.ceil((promptTokens + maxTokens) / o.blockSize) > o.numGpuBlocks)
+    throw new BadRequest(`the request needs more KV blocks than one rank has (${o.numGpuBlocks})`);
+}
+
 export function parseRequest(
   body: unknown,
   chat: boolean,
@@ -170,8 +195,7 @@ export function parseRequest(
   if (prompts.length * (n as number) > MAX_SEQUENCES)
     throw new BadRequest(`a request may run at most ${MAX_SEQUENCES} sequences (prompts × n), got ${prompts.length * (n as number)}`);
   const lora = requestedLora(b.model, served);
-  if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
-    throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
+  const cacheSalt = readCacheSalt(b);
   const options = b.stream_options as { include_usage?: unknown } | undefined;
   return {
     chat,
@@ -181,7 +205,7 @@ export function parseRequest(
     includeUsage: options?.include_usage === true,
     model: lora?.name ?? served.model,
     lora,
-    cacheSalt: b.cache_salt as string | undefined,
+    cacheSalt,
     n: n as number,
   };
 }

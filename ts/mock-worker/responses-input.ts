@@ -14,7 +14,13 @@
  * @module
  */
 
+import { randomUUID } from 'node:crypto';
 import { BadRequest } from './bad-request.js';
+
+/** A new response id as vLLM makes them: `resp_` and 32 hex digits. */
+export function newResponseId(): string {
+  return `resp_${randomUUID().replaceAll('-', '')}`;
+}
 
 /** The prompt fields of a Responses request. */
 export interface ResponsesPrompt {

@@ -14,11 +14,11 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BadRequest } from './bad-request.js';
-import { chatTokens, requestedLora, type Served } from './openai.js';
+import { chatTokens, checkFits, readCacheSalt, requestedLora, type Served } from './openai.js';
 import type { ResolvedMockOptions } from './options.js';
 import { mockOutput } from './output.js';
 import type { LiveRequest, LoraRef } from './rank.js';
-import { type ResponsesHistory, readResponsesPrompt, responsesMessages } from './responses-input.js';
+import { newResponseId, type ResponsesHistory, readResponsesPrompt, responsesMessages } from './responses-input.js';
 import { detokenize } from './tokenizer.js';
 
 /** Responses kept when the store is on; the oldest goes first (vLLM keeps every one, and warns it leaks). */
@@ -128,18 +128,15 @@ function parse(body: unknown, engine: ResponsesEngine, store: Map<string, Stored
     if (!stored) throw notFound(previous);
     history = { messages: stored.messages, answers: answers(stored.response) };
   }
-  const id = b.request_id ?? `resp_${randomUUID().replaceAll('-', '')}`;
+  const id = b.request_id ?? newResponseId();
   if (typeof id !== 'string' || id === '') throw new BadRequest('request_id must be a non-empty string');
   const messages = responsesMessages(prompt, history);
   const tokens = chatTokens({ messages }, false);
   const maxTokens = b.max_output_tokens ?? 16;
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_output_tokens must be a positive integer');
-  if (tokens.length + (maxTokens as number) > o.maxModelLen)
-    throw new BadRequest(`The engine prompt length ${tokens.length} exceeds the max_model_len ${o.maxModelLen}. Please reduce prompt.`);
-  if (Math.ceil((tokens.length + (maxTokens as number)) / o.blockSize) > o.numGpuBlocks)
-    throw new BadRequest(`the request needs more KV blocks than one rank has (${o.numGpuBlocks})`);
-  if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
-    throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
+  const tooLong = `The engine prompt length ${tokens.length} exceeds the max_model_len ${o.maxModelLen}. Please reduce prompt.`;
+  checkFits(tokens.length, maxTokens as number, o, tooLong);
+  const cacheSalt = readCacheSalt(b);
   const lora = requestedLora(b.model, engine.served);
   return {
     id,
@@ -151,7 +148,7 @@ function parse(body: unknown, engine: ResponsesEngine, store: Map<string, Stored
     store: keep,
     model: lora?.name ?? o.model,
     lora,
-    cacheSalt: b.cache_salt as string | undefined,
+    cacheSalt,
     instructions: prompt.instructions ?? null,
     previous,
   };

@@ -13,6 +13,7 @@ import { mockMetrics } from './metrics.js';
 import {
   BadRequest,
   chatTokens,
+  checkFits,
   chunk,
   completionTokens,
   errorBody,
@@ -262,14 +263,13 @@ class Worker implements MockWorker {
         if (this.hang(reply)) return reply;
         const parsed = parseRequest(req.body, chat, this.served);
         for (const prompt of parsed.prompts) {
-          if (prompt.length + parsed.maxTokens > o.maxModelLen) {
-            throw new BadRequest(
-              `this model's maximum context length is ${o.maxModelLen} tokens; the request needs ${prompt.length + parsed.maxTokens}`,
-            );
-          }
-          if (Math.ceil((prompt.length + parsed.maxTokens) / o.blockSize) > o.numGpuBlocks) {
-            throw new BadRequest(`the request needs more KV blocks than one rank has (${o.numGpuBlocks})`);
-          }
+          const needs = prompt.length + parsed.maxTokens;
+          checkFits(
+            prompt.length,
+            parsed.maxTokens,
+            o,
+            `this model's maximum context length is ${o.maxModelLen} tokens; the request needs ${needs}`,
+          );
         }
         return this.serve(req, reply, parsed);
       });

@@ -10,18 +10,18 @@
  * @module
  */
 
-import { randomUUID } from 'node:crypto';
 import { readChatPrompt } from '../mock-worker/chat.js';
 import {
   BadRequest,
   promptBatch,
   readAddSpecialTokens,
+  readCacheSalt,
   readPrompt,
   readTruncation,
   type Truncation,
   truncated,
 } from '../mock-worker/openai.js';
-import { readResponsesPrompt, responsesMessages } from '../mock-worker/responses-input.js';
+import { newResponseId, readResponsesPrompt, responsesMessages } from '../mock-worker/responses-input.js';
 import type { PromptInput, PromptTokenizer } from './tokenize.js';
 
 // The mock worker's reading of `prompt` and `messages` is OpenAI's; its BadRequest is answered 400 here too.
@@ -88,9 +88,8 @@ function readResponsesRequest(b: Record<string, unknown>): ReadRequest {
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
   const previous = responseIdField(b, 'previous_response_id');
   const given = responseIdField(b, 'request_id');
-  const responseId = given ?? `resp_${randomUUID().replaceAll('-', '')}`;
-  if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
-    throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
+  const responseId = given ?? newResponseId();
+  const cacheSalt = readCacheSalt(b);
   return {
     input: { kind: 'chat', chat, ...model },
     stream: b.stream === true,
@@ -98,7 +97,7 @@ function readResponsesRequest(b: Record<string, unknown>): ReadRequest {
     clientWantsUsage: true,
     forward: JSON.stringify(given === undefined ? { ...b, request_id: responseId } : b),
     model: typeof b.model === 'string' ? b.model : undefined,
-    cacheSalt: b.cache_salt as string | undefined,
+    cacheSalt,
     priority: Number.isSafeInteger(b.priority) ? (b.priority as number) : undefined,
     truncation: undefined,
     choicesPerPrompt: 1,
@@ -143,15 +142,14 @@ export function readRequest(body: unknown, kind: RequestKind): ReadRequest {
   }
   const clientWantsUsage = (options as { include_usage?: unknown } | null | undefined)?.include_usage === true;
   const forward = stream && !clientWantsUsage ? { ...b, stream_options: { ...(options as object | null), include_usage: true } } : b;
-  if (b.cache_salt !== undefined && (typeof b.cache_salt !== 'string' || b.cache_salt === ''))
-    throw new BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.");
+  const cacheSalt = readCacheSalt(b);
   return {
     input,
     stream,
     clientWantsUsage,
     forward: JSON.stringify(forward),
     model: typeof b.model === 'string' ? b.model : undefined,
-    cacheSalt: b.cache_salt as string | undefined,
+    cacheSalt,
     priority: Number.isSafeInteger(b.priority) ? (b.priority as number) : undefined,
     truncation: readTruncation(b),
     choicesPerPrompt: Number.isSafeInteger(b.n) && (b.n as number) > 0 ? (b.n as number) : 1,

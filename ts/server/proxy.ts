@@ -160,7 +160,7 @@ export async function proxyCompletion(
   // A follow-up can only go where the response it continues is kept.
   let owner: bigint | undefined;
   if (read.previousResponseId !== undefined) {
-    const found = await findOwner(ownerLookup(ctx), read.previousResponseId, read.model, abort.signal);
+    const found = await findOwner(ctx, read.previousResponseId, read.model, abort.signal);
     if (typeof found !== 'bigint') return refuse(ctx, reply, found);
     owner = found;
   }
@@ -179,11 +179,6 @@ export async function proxyCompletion(
     finish(ctx, outcome, read, path, started);
   }
   return reply;
-}
-
-/** What finding a response's worker needs. */
-export function ownerLookup(ctx: ProxyContext) {
-  return { owners: ctx.owners, fleet: ctx.fleet, metrics: ctx.metrics, timeoutMs: ctx.opts.responses.lookupTimeoutMs };
 }
 
 /** The request's engine tokens, timed. */

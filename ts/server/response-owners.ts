@@ -11,9 +11,7 @@
  * @module
  */
 
-import type { Fleet } from './fleet.js';
-import type { GatewayMetrics } from './gateway-metrics.js';
-import type { Refusal } from './proxy.js';
+import type { ProxyContext, Refusal } from './proxy.js';
 
 /** The most recent responses' workers, by response id (least recently used out first). */
 export class ResponseOwners {
@@ -45,12 +43,7 @@ export class ResponseOwners {
 }
 
 /** What finding a response's worker needs from the gateway. */
-export interface OwnerLookup {
-  owners: ResponseOwners;
-  fleet: Fleet;
-  metrics: GatewayMetrics;
-  timeoutMs: number;
-}
+export type OwnerLookup = Pick<ProxyContext, 'owners' | 'fleet' | 'metrics' | 'opts'>;
 
 /**
  * The worker holding response `id`, or why the request cannot go anywhere: 404 when no worker
@@ -74,7 +67,7 @@ export async function findOwner(l: OwnerLookup, id: string, model: unknown, sign
     return { refused: 503, reason: 'owner_unavailable', message: `response ${id} is held by worker ${known}, which is not available now` };
   }
   const candidates = l.fleet.routableFor(model);
-  const timeout = AbortSignal.timeout(l.timeoutMs);
+  const timeout = AbortSignal.timeout(l.opts.responses.lookupTimeoutMs);
   const either = AbortSignal.any([signal, timeout]);
   let unanswered = 0;
   const found = await Promise.all(

@@ -12,7 +12,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describeError, failureKind } from './fleet.js';
 import { finishPassedOn, startPassedOn } from './passthrough.js';
 import { MAX_RESPONSE_ID } from './prompt.js';
-import { contentType, openAiError, ownerLookup, type ProxyContext, refuse } from './proxy.js';
+import { contentType, openAiError, type ProxyContext, refuse } from './proxy.js';
 import { findOwner } from './response-owners.js';
 
 /** Registers the retrieval and cancel routes on the proxy (behind its API-key check). */
@@ -35,7 +35,7 @@ async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyRep
   let worker: bigint | undefined;
   let status: number | 'client_closed' | 'upstream_error' | undefined;
   try {
-    const found = await findOwner(ownerLookup(ctx), id, undefined, abort.signal);
+    const found = await findOwner(ctx, id, undefined, abort.signal);
     if (typeof found !== 'bigint') {
       status = found.refused;
       return refuse(ctx, reply, found);
