@@ -289,8 +289,8 @@
 //! Intel Xeon (Emerald Rapids, KVM, 2 vCPUs at 2.3 GHz). The same code's bare tree runs 15-23 M
 //! block-events/s at W = 256 here, against 26-30 M there, for the same instruction count; our
 //! two-writer ingest lost about half, Dynamo's a quarter to a third, so every write ratio fell
-//! (`BENCHMARKS.md`). Two writers spend about a quarter more writer CPU on the same events than
-//! one (perf, W = 16), spread over the tree in proportion (stores +27%, name removals +40%,
+//! (`bench/vs-dynamo/HISTORY.md`). Two writers spend about a quarter more writer CPU on the same
+//! events than one (perf, W = 16), spread over the tree in proportion (stores +27%, name removals +40%,
 //! prefetches +22%), as slower memory accesses would, not a shared lock or line; the shards'
 //! duplicated positions add 10% more work. Prefetch
 //! distances tried again for this machine (buckets 16 names ahead and block data 4; 24 and 8;
@@ -314,7 +314,8 @@
 //! balance alone would not reach 2× either. Tried and dropped: a claim that proves a name
 //! absent and finds its bucket in one walk (0.8% more instructions), prefetching only a name's
 //! home bucket (W = 16 9.5% slower) and a block record's second line only when it straddles two
-//! (17.5% slower); and freeing applied event batches no longer costs measurably (`BENCHMARKS.md`).
+//! (17.5% slower); and freeing applied event batches no longer costs measurably
+//! (`bench/vs-dynamo/HISTORY.md`).
 //!
 //! Seventeenth round: the names, shared. At W = 256 half the block-events store a position
 //! another rank created, and each costs that rank an insert into its own table and that table's

@@ -13,7 +13,7 @@
 //! blocks: the rank names the parent so already, so that name's claim, or at a position the rank
 //! holds its check, fails. A separate scan of the event's blocks for the parent's name, before
 //! the walk, was 7% of the bare tree's samples at W = 256 (it took the event's cache misses;
-//! removed, the tree ran 2-6% faster: `BENCHMARKS.md`).
+//! removed, the tree ran 2-6% faster: `bench/vs-dynamo/HISTORY.md`).
 
 use super::blocks::MAX_EDGE_LEN;
 use super::book::{claim_existing_in, claim_in, named_in, Loc};
