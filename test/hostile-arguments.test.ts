@@ -178,6 +178,23 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
       }
     }
     expect(() => source.on('state', 5 as never)).toThrow(/listener must be a function/);
+    // TextTokenizer: its constructors and encode (a lone surrogate is text, and encodes).
+    const tokenizerJson = JSON.stringify(kvroute.mockTokenizerJson());
+    const tokenizer = new kvroute.TextTokenizer(tokenizerJson, { backend });
+    for (const v of HOSTILE) {
+      await onlyKvRouteErrors(`new TextTokenizer(${label(v)})`, () => new kvroute.TextTokenizer(v as never, { backend }));
+      await onlyKvRouteErrors(`new TextTokenizer(json, ${label(v)})`, () => new kvroute.TextTokenizer(tokenizerJson, v as never));
+      await onlyKvRouteErrors(
+        `new TextTokenizer(json, {config: ${label(v)}})`,
+        () => new kvroute.TextTokenizer(tokenizerJson, { backend, config: v as never }),
+      );
+      await onlyKvRouteErrors(`TextTokenizer.fromFile(${label(v)})`, () => kvroute.TextTokenizer.fromFile(v as never, { backend }));
+      await onlyKvRouteErrors(`TextTokenizer.encode(${label(v)})`, () => tokenizer.encode(v as never));
+      await onlyKvRouteErrors(`TextTokenizer.encode('x', ${label(v)})`, () => tokenizer.encode('x', v as never));
+      await onlyKvRouteErrors(`TextTokenizer.encode('x', {addSpecialTokens: ${label(v)}})`, () =>
+        tokenizer.encode('x', { addSpecialTokens: v as never }),
+      );
+    }
     source.close();
     sourceIndex.close();
     for (const s of index.engineSources()) s.close();

@@ -290,6 +290,22 @@ export interface Backend {
   createRouterCore(index: IndexBackend): RouterCoreBackend;
   /** The engine ranks of one simulated replay run. */
   createReplayFleet(spec: ReplayFleetSpec): ReplayFleetBackend;
+  /**
+   * A model's tokenizer from the text of its `tokenizer.json` (and its `tokenizer_config.json`,
+   * which only tokenizers.js reads).
+   * @throws {KvRouteError} `ERR_INVALID_ARG` when the file is not a tokenizer the backend reads.
+   */
+  createTextTokenizer(json: string, config: Record<string, unknown>): TextTokenizerBackend;
+}
+
+/** A model's tokenizer: text to token ids (the gateway's local tokenizer). */
+export interface TextTokenizerBackend {
+  /**
+   * The token ids of `text`; `addSpecialTokens` runs the tokenizer's post-processor (a BOS
+   * token, say), as transformers' `encode` does.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` when the model cannot encode the text.
+   */
+  encode(text: string, addSpecialTokens: boolean): Promise<number[]>;
 }
 
 /** What a replay fleet simulates. */

@@ -10,6 +10,7 @@ import { jsHashing } from './js/hashing.js';
 import { JsIndex } from './js/index/js-index.js';
 import { decodeEngineBatchJs } from './js/ingest/decode.js';
 import { JsRouterCore } from './js/router-core.js';
+import { jsTextTokenizer } from './js/text-tokenizer.js';
 import { nativeBackend } from './native/backend.js';
 import { loadNativeBinding } from './native/binding.js';
 import { JsFleet } from './replay/fleet.js';
@@ -27,6 +28,7 @@ const JS_BACKEND: Backend = {
     return new JsRouterCore(index);
   },
   createReplayFleet: (spec) => new JsFleet(spec),
+  createTextTokenizer: jsTextTokenizer,
 };
 
 const nativeLoad = loadNativeBinding();

@@ -12,6 +12,7 @@ import type { NativeBinding } from './binding.js';
 import { nativeIndex } from './index.js';
 import { nativeReplayFleet } from './replay-fleet.js';
 import { nativeRouterCore } from './router-core.js';
+import { nativeTextTokenizer } from './text-tokenizer.js';
 
 export function nativeBackend(binding: NativeBinding): Backend {
   const hashing: HashingBackend = {
@@ -30,5 +31,6 @@ export function nativeBackend(binding: NativeBinding): Backend {
     decodeEngineBatch: (payload) => callNative(() => binding.decodeEngineBatch(payload)),
     createRouterCore: (index) => nativeRouterCore(binding, index),
     createReplayFleet: (spec) => nativeReplayFleet(binding, spec),
+    createTextTokenizer: (json) => nativeTextTokenizer(binding, json),
   };
 }

@@ -118,7 +118,8 @@ function weightedSelector(o: ResolvedGatewayOptions, weight: (id: bigint) => num
 }
 
 function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet, log: FastifyBaseLogger): PromptTokenizer {
-  if (o.tokenizer !== 'engine') return localTokenizer(o.tokenizer.path, o.tokenizer.chatTemplate, o.tokenizer.trustRequestChatTemplate);
+  if (o.tokenizer !== 'engine')
+    return localTokenizer(o.backend, o.tokenizer.path, o.tokenizer.chatTemplate, o.tokenizer.trustRequestChatTemplate);
   return engineTokenizer(askWorkersToTokenize(fleet, log), o.tokenizeCache);
 }
 

@@ -2,8 +2,9 @@
  * Prompt → token ids at the gateway, in two ways:
  * - `engine`: the worker's own `/tokenize` (vLLM's endpoint; chat template included), exact by
  *   construction, at one extra local round trip; results are cached per identical prompt.
- * - local: the model's `tokenizer.json` through Hugging Face's tokenizers.js and its chat
- *   template through `@huggingface/jinja`, the way vLLM renders and encodes it (`chat.ts`: tools,
+ * - local: the model's `tokenizer.json` through the backend's tokenizer (native: Hugging Face's
+ *   Rust `tokenizers`, off the JavaScript thread for long prompts; JS: tokenizers.js) and its
+ *   chat template through `@huggingface/jinja`, the way vLLM renders and encodes it (`chat.ts`: tools,
  *   tool calls, `chat_template_kwargs`, `continue_final_message`, a request's own template;
  *   special tokens added for completion prompts, not for a rendered chat, whose template places
  *   them, unless the request's `add_special_tokens` says otherwise).
@@ -13,12 +14,12 @@
  * @module
  */
 
-import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { Tokenizer } from '@huggingface/tokenizers';
+import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { BadRequest } from '../mock-worker/bad-request.js';
 import { type ChatPrompt, chatTemplate as compileChatTemplate, renderChatPrompt } from '../mock-worker/chat.js';
+import { TextTokenizer } from '../tokenizer/text-tokenizer.js';
 import { TokenCache, type TokenCacheLimits } from './token-cache.js';
 
 /**
@@ -79,24 +80,16 @@ function tokenText(v: unknown): string | undefined {
   return undefined;
 }
 
-/** A local `tokenizer.json` and chat template. */
-export function localTokenizer(path: string, chatTemplate?: string, trustRequestChatTemplate = false): PromptTokenizer {
-  const read = (file: string) => {
-    try {
-      return JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-    } catch (err) {
-      throw new KvRouteError('ERR_INVALID_ARG', `cannot load the tokenizer ${file}: ${(err as Error).message}`, { cause: err });
-    }
-  };
-  const json = read(path);
+/** A local `tokenizer.json` and chat template, encoded by the backend's {@link TextTokenizer}. */
+export function localTokenizer(
+  backend: BackendName | undefined,
+  path: string,
+  chatTemplate?: string,
+  trustRequestChatTemplate = false,
+): PromptTokenizer {
+  const tokenizer = TextTokenizer.fromFile(path, backend === undefined ? {} : { backend });
+  const config = tokenizer.config;
   const configPath = join(dirname(path), 'tokenizer_config.json');
-  const config = existsSync(configPath) ? read(configPath) : {};
-  let tokenizer: Tokenizer;
-  try {
-    tokenizer = new Tokenizer(json, config);
-  } catch (err) {
-    throw new KvRouteError('ERR_INVALID_ARG', `${path} is not a tokenizer this library reads: ${(err as Error).message}`, { cause: err });
-  }
   const source = chatTemplate ?? (typeof config.chat_template === 'string' ? config.chat_template : undefined);
   if (source !== undefined) {
     try {
@@ -117,7 +110,7 @@ export function localTokenizer(path: string, chatTemplate?: string, trustRequest
     kind: 'local',
     async tokenize(input) {
       if (input.kind === 'ids') return input.ids;
-      if (input.kind === 'text') return tokenizer.encode(input.text, { add_special_tokens: input.addSpecialTokens ?? true }).ids;
+      if (input.kind === 'text') return tokenizer.encode(input.text, { addSpecialTokens: input.addSpecialTokens ?? true });
       const template = input.chat.chat_template ?? source;
       if (template === undefined || template === null)
         throw new KvRouteError('ERR_INVALID_ARG', `no chat template: ${configPath} has none and no chatTemplate was given`);
@@ -129,7 +122,7 @@ export function localTokenizer(path: string, chatTemplate?: string, trustRequest
         if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
         throw err;
       }
-      return tokenizer.encode(text, { add_special_tokens: input.chat.add_special_tokens ?? false }).ids;
+      return tokenizer.encode(text, { addSpecialTokens: input.chat.add_special_tokens ?? false });
     },
   };
 }

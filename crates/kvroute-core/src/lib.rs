@@ -8,6 +8,8 @@
 //! * [`replay`]: the engine fleet simulation of `kvroute replay`.
 //! * [`heap`]: handing freed memory back to the system when a large index closes.
 //! * [`load`] and [`routing`]: per-rank active load, and the per-request figures a router weighs.
+//! * `tokenize` (feature `tokenizer`): a model's `tokenizer.json`, text to token ids, for a
+//!   gateway's local tokenizer.
 //!
 //! The napi binding (`kvroute-node`) only converts types and errors; everything that decides
 //! behaviour lives here and is tested here.
@@ -20,5 +22,7 @@ pub mod ingest;
 pub mod load;
 pub mod replay;
 pub mod routing;
+#[cfg(feature = "tokenizer")]
+pub mod tokenize;
 
 pub use error::{ErrorCode, KvError};

@@ -12,3 +12,4 @@ mod memory;
 mod panic_probe;
 mod replay;
 mod router;
+mod tokenizer;

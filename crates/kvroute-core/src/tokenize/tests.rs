@@ -1,0 +1,58 @@
+use super::TextTokenizer;
+use crate::ErrorCode;
+
+/// A word-level model over a whitespace pre-tokenizer, with an unknown token and a BOS template:
+/// small enough to state the expected ids by hand.
+fn word_level(extra: &str) -> String {
+    format!(
+        r#"{{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":{{"type":"Lowercase"}},
+        "pre_tokenizer":{{"type":"Whitespace"}},
+        "post_processor":{{"type":"TemplateProcessing","single":[{{"SpecialToken":{{"id":"<s>","type_id":0}}}},{{"Sequence":{{"id":"A","type_id":0}}}}],
+          "pair":[{{"Sequence":{{"id":"A","type_id":0}}}},{{"Sequence":{{"id":"B","type_id":1}}}}],
+          "special_tokens":{{"<s>":{{"id":"<s>","ids":[0],"tokens":["<s>"]}}}}}},
+        "decoder":null,
+        "model":{{"type":"WordLevel","vocab":{{"<s>":0,"<unk>":1,"kv":2,"cache":3,"router":4}},"unk_token":"<unk>"}}{extra}}}"#
+    )
+}
+
+#[test]
+fn encodes_with_and_without_the_post_processor() {
+    let t = TextTokenizer::from_json(&word_level("")).unwrap();
+    assert_eq!(t.encode("KV cache router", false).unwrap(), vec![2, 3, 4]);
+    assert_eq!(t.encode("KV cache router", true).unwrap(), vec![0, 2, 3, 4]);
+    assert_eq!(t.encode("kv zebra", false).unwrap(), vec![2, 1]);
+    assert_eq!(t.encode("", false).unwrap(), Vec::<u32>::new());
+}
+
+#[test]
+fn truncation_in_the_file_is_switched_off() {
+    let json = word_level("").replace(
+        r#""truncation":null"#,
+        r#""truncation":{"direction":"Right","max_length":2,"strategy":"LongestFirst","stride":0}"#,
+    );
+    let t = TextTokenizer::from_json(&json).unwrap();
+    assert_eq!(t.encode("kv cache router kv", false).unwrap(), vec![2, 3, 4, 2]);
+}
+
+#[test]
+fn bad_files_are_invalid_arguments() {
+    for bad in ["", "{", "[]", r#"{"model":{"type":"Nonsense"}}"#, &word_level("").replace("WordLevel", "Nonsense")] {
+        let err = TextTokenizer::from_json(bad).err().expect(bad);
+        assert_eq!(err.code, ErrorCode::InvalidArg, "{bad}");
+        assert!(err.message.starts_with("not a tokenizer this library reads"), "{}", err.message);
+    }
+}
+
+#[test]
+fn one_tokenizer_serves_several_threads() {
+    let t = TextTokenizer::from_json(&word_level("")).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..200 {
+                    assert_eq!(t.encode("router cache kv", true).unwrap(), vec![0, 4, 3, 2]);
+                }
+            });
+        }
+    });
+}

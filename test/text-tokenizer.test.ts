@@ -1,0 +1,216 @@
+/**
+ * TextTokenizer on both backends: Hugging Face's Rust `tokenizers` (native) and tokenizers.js
+ * (JS) must give the same ids for the same `tokenizer.json`. Seeded random texts are compared
+ * with deliberately simple reference models: UTF-8 bytes for the mock model's byte-level
+ * tokenizer, and a textbook BPE (merge the lowest-ranked adjacent pair, leftmost first) for a
+ * character BPE with merges.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, test } from 'vitest';
+import { KvRouteError, mockTokenizerJson, TextTokenizer } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { expectKvError } from './helpers/errors.js';
+import { Rng } from './helpers/random.js';
+
+const PIECES = ['a', 'Z', ' ', '  ', '\n', '\t', '.', ',', "'s", 'é', 'ß', '中文', '日本', '🙂', '👩‍💻', '42', '<|x|>', '\u00a0'];
+
+function randomText(rng: Rng, pieces: number): string {
+  let text = '';
+  for (let i = 0; i < pieces; i++) text += rng.pick(PIECES);
+  return text;
+}
+
+/** A character BPE over `abcde` with merges, split on whitespace, `<unk>` for anything else. */
+function charBpe(): { json: string; merges: string[][]; vocab: Record<string, number> } {
+  const merges = [
+    ['a', 'b'],
+    ['c', 'd'],
+    ['ab', 'c'],
+    ['cd', 'e'],
+    ['a', 'a'],
+    ['b', 'b'],
+    ['aa', 'b'],
+    ['abc', 'de'],
+    ['e', 'e'],
+    ['bb', 'ee'],
+    ['d', 'e'],
+  ];
+  const vocab: Record<string, number> = { '<unk>': 0 };
+  for (const ch of 'abcde') vocab[ch] = Object.keys(vocab).length;
+  for (const [l, r] of merges) vocab[l + r] ??= Object.keys(vocab).length;
+  const json = JSON.stringify({
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: [{ id: 0, content: '<unk>', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
+    normalizer: null,
+    pre_tokenizer: { type: 'WhitespaceSplit' },
+    post_processor: null,
+    decoder: null,
+    model: {
+      type: 'BPE',
+      dropout: null,
+      unk_token: '<unk>',
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      ignore_merges: false,
+      vocab,
+      merges: merges.map(([l, r]) => `${l} ${r}`),
+    },
+  });
+  return { json, merges, vocab };
+}
+
+/** Textbook BPE: per whitespace-separated word, merge the lowest-ranked adjacent pair (leftmost first) until none applies. */
+function referenceBpe(text: string, merges: string[][], vocab: Record<string, number>): number[] {
+  const rank = new Map(merges.map(([l, r], i) => [`${l} ${r}`, i]));
+  const ids: number[] = [];
+  for (const word of text.split(/\s+/).filter(Boolean)) {
+    const symbols = [...word];
+    for (;;) {
+      let best = -1;
+      let bestRank = Number.POSITIVE_INFINITY;
+      for (let i = 0; i + 1 < symbols.length; i++) {
+        const r = rank.get(`${symbols[i]} ${symbols[i + 1]}`);
+        if (r !== undefined && r < bestRank) [best, bestRank] = [i, r];
+      }
+      if (best < 0) break;
+      symbols.splice(best, 2, symbols[best] + symbols[best + 1]);
+    }
+    for (const s of symbols) ids.push(vocab[s] ?? vocab['<unk>']);
+  }
+  return ids;
+}
+
+/** The mock model's byte-level tokenizer with two added special tokens and a BOS template. */
+function withSpecials(): string {
+  const base = mockTokenizerJson() as Record<string, unknown>;
+  const special = (id: number, content: string) => ({
+    id,
+    content,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
+  });
+  return JSON.stringify({
+    ...base,
+    added_tokens: [special(256, '<|bos|>'), special(257, '<|eot|>')],
+    post_processor: {
+      type: 'TemplateProcessing',
+      single: [{ SpecialToken: { id: '<|bos|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+      pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
+      special_tokens: { '<|bos|>': { id: '<|bos|>', ids: [256], tokens: ['<|bos|>'] } },
+    },
+  });
+}
+
+const bytes = (text: string) => [...new TextEncoder().encode(text)];
+
+const scratch = mkdtempSync(join(tmpdir(), 'kvroute-tokenizer-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe.each(BACKENDS)('TextTokenizer (%s)', (backend) => {
+  test('the mock model: one id per UTF-8 byte, for seeded random texts short and long', async () => {
+    const t = new TextTokenizer(JSON.stringify(mockTokenizerJson()), { backend });
+    expect(t.backend).toBe(backend);
+    const rng = new Rng(20261204);
+    for (let i = 0; i < 200; i++) {
+      // Long texts take the native backend's thread-pool path, short ones the direct one.
+      const text = randomText(rng, i % 10 === 0 ? 400 + rng.int(400) : rng.int(40));
+      expect(await t.encode(text, { addSpecialTokens: false }), JSON.stringify(text)).toEqual(bytes(text));
+      expect(await t.encode(text)).toEqual(bytes(text));
+    }
+  });
+
+  test('a character BPE with merges agrees with the textbook algorithm on seeded random words', async () => {
+    const { json, merges, vocab } = charBpe();
+    const t = new TextTokenizer(json, { backend });
+    const rng = new Rng(7);
+    for (let i = 0; i < 300; i++) {
+      const words: string[] = [];
+      for (let w = rng.int(6); w >= 0; w--) {
+        let word = '';
+        for (let c = 1 + rng.int(9); c > 0; c--) word += rng.int(40) === 0 ? 'z' : 'abcde'[rng.int(5)];
+        words.push(word);
+      }
+      const text = words.join(rng.pick([' ', '  ', '\n']));
+      expect(await t.encode(text), text).toEqual(referenceBpe(text, merges, vocab));
+    }
+    // The lowest-ranked pair first, leftmost among equals: ab, cd, cde; then a + ab has no merge.
+    expect(await t.encode('abcde')).toEqual([vocab.ab, vocab.cde]);
+    expect(await t.encode('aab bbee z')).toEqual([vocab.a, vocab.ab, vocab.bbee, vocab['<unk>']]);
+  });
+
+  test('special tokens: the template adds BOS only when asked, and special tokens in the text are one id', async () => {
+    const t = new TextTokenizer(withSpecials(), { backend });
+    expect(await t.encode('hi')).toEqual([256, ...bytes('hi')]);
+    expect(await t.encode('hi', { addSpecialTokens: false })).toEqual(bytes('hi'));
+    expect(await t.encode('<|bos|>hi<|eot|>x', { addSpecialTokens: false })).toEqual([256, ...bytes('hi'), 257, ...bytes('x')]);
+    expect(await t.encode('a<|eot')).toEqual([256, ...bytes('a<|eot')]);
+  });
+
+  test("the file's truncation and padding are ignored: the engine sees the whole prompt", async () => {
+    const json = JSON.stringify({
+      ...mockTokenizerJson(),
+      truncation: { direction: 'Right', max_length: 4, strategy: 'LongestFirst', stride: 0 },
+      padding: { strategy: { Fixed: 64 }, direction: 'Right', pad_to_multiple_of: null, pad_id: 0, pad_type_id: 0, pad_token: '!' },
+    });
+    const t = new TextTokenizer(json, { backend });
+    expect(await t.encode('kv cache router')).toEqual(bytes('kv cache router'));
+  });
+
+  test('fromFile reads tokenizer.json and the tokenizer_config.json beside it', async () => {
+    const dir = join(scratch, backend);
+    rmSync(dir, { recursive: true, force: true });
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'tokenizer.json'), withSpecials());
+    const bare = TextTokenizer.fromFile(join(dir, 'tokenizer.json'), { backend });
+    expect(bare.config).toEqual({});
+    writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ chat_template: '{{ messages }}', model_max_length: 8 }));
+    const t = TextTokenizer.fromFile(join(dir, 'tokenizer.json'), { backend });
+    expect(t.config).toMatchObject({ chat_template: '{{ messages }}' });
+    expect(await t.encode('ok')).toEqual([256, ...bytes('ok')]);
+    writeFileSync(join(dir, 'tokenizer_config.json'), '{');
+    expectKvError(
+      () => TextTokenizer.fromFile(join(dir, 'tokenizer.json'), { backend }),
+      'ERR_INVALID_ARG',
+      /cannot load the tokenizer .*tokenizer_config\.json/,
+    );
+  });
+
+  test('bad files and bad arguments are typed errors', async () => {
+    for (const bad of ['', '{', '[]', JSON.stringify({ ...mockTokenizerJson(), model: { type: 'Nonsense' } })])
+      expectKvError(() => new TextTokenizer(bad, { backend }), 'ERR_INVALID_ARG', /not a tokenizer this library reads/);
+    expectKvError(
+      () => TextTokenizer.fromFile(join(scratch, 'missing', 'tokenizer.json'), { backend }),
+      'ERR_INVALID_ARG',
+      /cannot load the tokenizer/,
+    );
+    expectKvError(() => TextTokenizer.fromFile('', { backend }), 'ERR_INVALID_ARG', /path must be a non-empty string/);
+    expectKvError(() => new TextTokenizer(42 as unknown as string, { backend }), 'ERR_INVALID_ARG', /json must be the text/);
+    expectKvError(() => new TextTokenizer('{}', { backend, nope: 1 } as never), 'ERR_INVALID_ARG', /unknown option "nope"/);
+    expectKvError(
+      () => new TextTokenizer('{}', { backend: 'wasm' as never }),
+      'ERR_INVALID_ARG',
+      /options.backend must be 'native' or 'js'/,
+    );
+    const t = new TextTokenizer(JSON.stringify(mockTokenizerJson()), { backend });
+    for (const [call, message] of [
+      [() => t.encode(7 as unknown as string), /text must be a string/],
+      [() => t.encode('x', { addSpecialTokens: 'yes' as unknown as boolean }), /addSpecialTokens must be a boolean/],
+      [() => t.encode('x', { add_special_tokens: true } as never), /unknown option "add_special_tokens"/],
+    ] as const) {
+      const err = await call().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(KvRouteError);
+      expect((err as KvRouteError).code).toBe('ERR_INVALID_ARG');
+      expect((err as KvRouteError).message).toMatch(message);
+    }
+  });
+});

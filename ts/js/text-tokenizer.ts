@@ -1,0 +1,29 @@
+/**
+ * The pure-JS backend's tokenizer: Hugging Face's tokenizers.js, which reads the same
+ * `tokenizer.json` as the native backend's Rust `tokenizers` (a differential test compares
+ * their ids). It encodes on the calling thread.
+ * @internal
+ * @module
+ */
+
+import { Tokenizer } from '@huggingface/tokenizers';
+import type { TextTokenizerBackend } from '../backend-types.js';
+import { KvRouteError } from '../errors.js';
+
+export function jsTextTokenizer(json: string, config: Record<string, unknown>): TextTokenizerBackend {
+  let tokenizer: Tokenizer;
+  try {
+    tokenizer = new Tokenizer(JSON.parse(json), config);
+  } catch (err) {
+    throw new KvRouteError('ERR_INVALID_ARG', `not a tokenizer this library reads: ${(err as Error).message}`, { cause: err });
+  }
+  return {
+    async encode(text, addSpecialTokens) {
+      try {
+        return tokenizer.encode(text, { add_special_tokens: addSpecialTokens }).ids;
+      } catch (err) {
+        throw new KvRouteError('ERR_INVALID_ARG', `the tokenizer cannot encode this text: ${(err as Error).message}`, { cause: err });
+      }
+    },
+  };
+}

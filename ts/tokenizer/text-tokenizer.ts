@@ -1,0 +1,125 @@
+/**
+ * `TextTokenizer`: a model's `tokenizer.json`, text to token ids, so a service that embeds the
+ * router can route on the tokens an engine will see without asking the engine. The native
+ * backend runs Hugging Face's Rust `tokenizers` (the library behind vLLM's and SGLang's fast
+ * tokenizers), long texts on libuv's thread pool; the pure-JS backend runs tokenizers.js on the
+ * calling thread. `kvroute serve`'s local tokenizer is one of these.
+ * @module
+ */
+
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { resolveBackend } from '../backend.js';
+import type { BackendName, TextTokenizerBackend } from '../backend-types.js';
+import { KvRouteError } from '../errors.js';
+import { checkOptions, describe } from '../validate.js';
+
+/**
+ * Options of {@link TextTokenizer}.
+ * @group Tokenizer
+ */
+export interface TextTokenizerOptions {
+  /** The backend that encodes (default: the process default, see `backend`). */
+  backend?: BackendName;
+  /**
+   * The model's `tokenizer_config.json`, parsed. tokenizers.js (the JS backend) reads a few of its
+   * keys; `fromFile` reads it from beside the `tokenizer.json`. Default `{}`.
+   */
+  config?: Record<string, unknown>;
+}
+
+/**
+ * Options of {@link TextTokenizer.encode}.
+ * @group Tokenizer
+ */
+export interface EncodeOptions {
+  /**
+   * Run the tokenizer's post-processor, which adds a model's special tokens (a BOS token, say),
+   * as transformers' `encode` does by default. Default `true`; a chat prompt rendered by its
+   * template already holds them, so encode it with `false`, as vLLM does.
+   */
+  addSpecialTokens?: boolean;
+}
+
+function readText(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new KvRouteError('ERR_INVALID_ARG', `cannot load the tokenizer ${file}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * A model's tokenizer. Truncation and padding settings in the file are ignored: the engine sees
+ * the whole prompt, so routing must too.
+ * @group Tokenizer
+ */
+export class TextTokenizer {
+  /** The backend that encodes. */
+  readonly backend: BackendName;
+  /** The `tokenizer_config.json` it was given (`{}` when none). */
+  readonly config: Readonly<Record<string, unknown>>;
+  readonly #inner: TextTokenizerBackend;
+
+  /**
+   * Reads `tokenizer.json` at `path` and the `tokenizer_config.json` beside it, if any.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` when a file cannot be read or parsed, or is not a
+   *   tokenizer the backend reads; `ERR_NATIVE_UNAVAILABLE` for `backend: 'native'` without it.
+   */
+  static fromFile(path: string, options: Omit<TextTokenizerOptions, 'config'> = {}): TextTokenizer {
+    if (typeof path !== 'string' || path.length === 0)
+      throw new KvRouteError('ERR_INVALID_ARG', `path must be a non-empty string, got ${describe(path)}`);
+    checkOptions(options, 'options', ['backend']);
+    const configPath = join(dirname(path), 'tokenizer_config.json');
+    let config: Record<string, unknown> = {};
+    if (existsSync(configPath)) {
+      const text = readText(configPath);
+      try {
+        config = JSON.parse(text) as Record<string, unknown>;
+      } catch (err) {
+        throw new KvRouteError('ERR_INVALID_ARG', `cannot load the tokenizer ${configPath}: ${(err as Error).message}`, { cause: err });
+      }
+    }
+    const json = readText(path);
+    try {
+      return new TextTokenizer(json, { ...options, config });
+    } catch (err) {
+      if (err instanceof KvRouteError && err.code === 'ERR_INVALID_ARG')
+        throw new KvRouteError(err.code, `${path}: ${err.message}`, { cause: err });
+      throw err;
+    }
+  }
+
+  /**
+   * A tokenizer from the text of a `tokenizer.json`.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` when `json` is not a tokenizer the backend reads or
+   *   an option is invalid; `ERR_NATIVE_UNAVAILABLE` for `backend: 'native'` without it.
+   */
+  constructor(json: string, options: TextTokenizerOptions = {}) {
+    const o = checkOptions(options, 'options', ['backend', 'config']);
+    if (typeof json !== 'string')
+      throw new KvRouteError('ERR_INVALID_ARG', `json must be the text of a tokenizer.json, got ${describe(json)}`);
+    const config = o.config ?? {};
+    if (config === null || typeof config !== 'object' || Array.isArray(config))
+      throw new KvRouteError('ERR_INVALID_ARG', `options.config must be an object, got ${describe(config)}`);
+    const backend = resolveBackend(o.backend, 'options.backend');
+    this.backend = backend.name;
+    this.config = config as Record<string, unknown>;
+    this.#inner = backend.createTextTokenizer(json, this.config);
+  }
+
+  /**
+   * The token ids of `text`.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` when `text` is not a string, an option is invalid,
+   *   or the model cannot encode the text (a model without an unknown token meeting a character
+   *   outside its vocabulary).
+   */
+  async encode(text: string, options: EncodeOptions = {}): Promise<number[]> {
+    const o = checkOptions(options, 'options', ['addSpecialTokens']);
+    if (typeof text !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `text must be a string, got ${describe(text)}`);
+    const add = o.addSpecialTokens ?? true;
+    if (typeof add !== 'boolean')
+      throw new KvRouteError('ERR_INVALID_ARG', `options.addSpecialTokens must be a boolean, got ${describe(add)}`);
+    return this.#inner.encode(text, add);
+  }
+}
