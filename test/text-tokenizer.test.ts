@@ -110,6 +110,58 @@ function withSpecials(): string {
   });
 }
 
+/**
+ * Llama 3's layout: a Split on the GPT-4 regex, then ByteLevel without its own regex, a
+ * byte-level BPE with `ignore_merges`, and merges over the byte alphabet (space-prefixed words,
+ * common pairs, a multi-byte character).
+ */
+function llama3Like(): string {
+  const base = mockTokenizerJson() as { model: { vocab: Record<string, number> } };
+  const vocab: Record<string, number> = { ...base.model.vocab };
+  const merges: string[] = [];
+  const merge = (l: string, r: string) => {
+    merges.push(`${l} ${r}`);
+    vocab[l + r] ??= Object.keys(vocab).length;
+  };
+  for (const [l, r] of [
+    ['Ġ', 't'],
+    ['h', 'e'],
+    ['Ġt', 'he'],
+    ['e', 'r'],
+    ['i', 'n'],
+    ['Ġ', 'a'],
+    ['o', 'u'],
+    ['Ġ', 'c'],
+    ['Ġc', 'a'],
+    ['Ġca', 'c'],
+    ['Ġcac', 'he'],
+    ['r', 'o'],
+    ['ro', 'u'],
+    ['rou', 't'],
+    ['rout', 'er'],
+    ['Ġ', 'rout'],
+    ['Ġrout', 'er'],
+    ['1', '2'],
+    ['12', '3'],
+    ['ä', '¸'],
+    ['Ċ', 'Ċ'],
+  ])
+    merge(l, r);
+  const gpt4 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  return JSON.stringify({
+    ...base,
+    pre_tokenizer: {
+      type: 'Sequence',
+      pretokenizers: [
+        { type: 'Split', pattern: { Regex: gpt4 }, behavior: 'Isolated', invert: false },
+        { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false },
+      ],
+    },
+    model: { ...(base.model as object), ignore_merges: true, vocab, merges },
+  });
+}
+
 const bytes = (text: string) => [...new TextEncoder().encode(text)];
 
 const scratch = mkdtempSync(join(tmpdir(), 'kvroute-tokenizer-'));
@@ -145,6 +197,41 @@ describe.each(BACKENDS)('TextTokenizer (%s)', (backend) => {
     // The lowest-ranked pair first, leftmost among equals: ab, cd, cde; then a + ab has no merge.
     expect(await t.encode('abcde')).toEqual([vocab.ab, vocab.cde]);
     expect(await t.encode('aab bbee z')).toEqual([vocab.a, vocab.ab, vocab.bbee, vocab['<unk>']]);
+  });
+
+  test("Llama 3's layout (GPT-4 regex split, byte-level BPE with merges): the backends agree on seeded random texts", async () => {
+    const t = new TextTokenizer(llama3Like(), { backend });
+    const other = new TextTokenizer(llama3Like(), { backend: backend === 'native' ? 'js' : 'native' });
+    const words = [
+      'the',
+      ' the',
+      ' cache',
+      ' router',
+      'router',
+      'in',
+      "'s",
+      "'LL",
+      '123',
+      '1234',
+      '中',
+      '\n\n',
+      '  ',
+      ' ',
+      '!!',
+      '🙂',
+      'Ünïcödé',
+    ];
+    const rng = new Rng(3);
+    for (let i = 0; i < 300; i++) {
+      let text = '';
+      for (let w = rng.int(30); w >= 0; w--) text += rng.pick(words);
+      const ids = await t.encode(text, { addSpecialTokens: false });
+      expect(ids, JSON.stringify(text)).toEqual(await other.encode(text, { addSpecialTokens: false }));
+    }
+    // Merges apply: " the" is one token, " cache" and " router" too.
+    const vocab = (JSON.parse(llama3Like()) as { model: { vocab: Record<string, number> } }).model.vocab;
+    const id = (token: string) => vocab[token];
+    expect(await t.encode(' the cache router')).toEqual([id('Ġthe'), id('Ġcache'), id('Ġrouter')]);
   });
 
   test('special tokens: the template adds BOS only when asked, and special tokens in the text are one id', async () => {
