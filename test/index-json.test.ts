@@ -84,6 +84,24 @@ describe.each(BACKENDS)('event JSON text on the %s backend', (backend) => {
     expect(i.findMatches(q(1, 2)).scores).toEqual([]);
   });
 
+  test("an event or its parts given as arrays (serde's field-order form of a struct) are refused, in the validator's words", async () => {
+    const i = make();
+    for (const [text, message] of [
+      ['[[1, null, {"event_id": 1, "data": "cleared"}, null, null, null]]', 'events[0] must be an object, got an array'],
+      ['[{"worker_id": 1, "event": [1, null, "cleared"]}]', 'events[0].event must be an object, got an array'],
+      ['[{"worker_id": 1, "event": 5}]', 'events[0].event must be an object, got 5'],
+      [
+        '[{"worker_id": 1, "event": {"event_id": 1, "data": {"stored": {"parent_hash": null, "blocks": [[5, 6, null]]}}}}]',
+        'events[0].event.data.stored.blocks[0] must be an object, got an array',
+      ],
+      ['[null]', 'events[0] must be an object, got null'],
+      ['[1]', 'events[0] must be an object, got 1'],
+    ] as const)
+      expect(() => i.applyEvents(text), text).toThrow(message);
+    await i.flush();
+    expect(i.stats().ranks).toBe(0);
+  });
+
   test('a dump as JSON text restores the same index', async () => {
     const i = make();
     i.applyEvents([stored(1, range(1, 6)), stored(2, range(1, 3)), stored(1, range(10, 12), { prefix: range(1, 2) })]);

@@ -55,6 +55,13 @@ export interface RawIndexStats {
   expiredBlocks: number;
 }
 
+/** What a snapshot document held: its event count and each rank's engine seq. */
+export interface RawSnapshotInfo {
+  events: number;
+  cacheOwnerEvents: number;
+  engineSeqs: { workerId: bigint; dpRank: number; seq: bigint }[];
+}
+
 /**
  * The KV index, fed with validated packed event batches (see `events/packed.ts`). Scores come
  * back sorted by blocks (descending), then worker id, then dp rank.
@@ -66,6 +73,11 @@ export interface IndexBackend {
    * events were left out as a cache owner's. Absent where the TypeScript parser is used.
    */
   applyJson?(text: string, batch: boolean, nowMs: number): number;
+  /**
+   * Parses a warm start's snapshot document and applies its events (the native backend, in
+   * Rust). Absent where the TypeScript reader is used.
+   */
+  applySnapshotJson?(text: string, model: string | undefined, blockSize: number, nowMs: number): RawSnapshotInfo;
   removeWorker(workerId: bigint, dpRank: number | undefined): void;
   recordRouting(workerId: bigint, dpRank: number, locals: BigUint64Array, nowMs: number, expiresAtMs: number): void;
   findMatches(locals: BigUint64Array, nowMs: number): RawScore[];

@@ -5,7 +5,7 @@
 
 import { availableParallelism } from 'node:os';
 import { resolveBackend } from './backend.js';
-import type { Backend, BackendName, IndexBackend, RawIndexStats } from './backend-types.js';
+import type { Backend, BackendName, IndexBackend, RawIndexStats, RawSnapshotInfo } from './backend-types.js';
 import { KvRouteError } from './errors.js';
 import { unpackDump } from './events/dump.js';
 import { parseJsonBatch, parseJsonLossless } from './events/json.js';
@@ -306,6 +306,21 @@ export class KvIndex {
     this.cacheOwnerEvents += packed.cacheOwnerEvents;
     if (packed.meta.length > 0) this.inner.applyPacked(packed.meta, packed.words, this.clock());
     return this.inner.pending() < this.highWaterMark;
+  }
+
+  /**
+   * A warm start's snapshot document, parsed and applied in Rust: `undefined` when this backend
+   * reads snapshots in TypeScript instead (`replicas/snapshot.ts`).
+   * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed document, `ERR_INVALID_ARG` for
+   *   another block size (nothing applied either way); `ERR_CLOSED` after `close()`.
+   * @internal
+   */
+  applySnapshotText(text: string, model: string | undefined): RawSnapshotInfo | undefined {
+    this.open();
+    if (!this.inner.applySnapshotJson) return undefined;
+    const info = this.inner.applySnapshotJson(text, model, this.blockSize, this.clock());
+    this.cacheOwnerEvents += info.cacheOwnerEvents;
+    return info;
   }
 
   /**

@@ -37,6 +37,7 @@ export function nativeIndex(binding: NativeBinding, writerThreads: number): Inde
   const wrapper: IndexBackend = {
     applyPacked: (meta, words, nowMs) => callNative(() => inner.applyPacked(meta, words, nowMs)),
     applyJson: (text, batch, nowMs) => callNative(() => inner.applyJson(text, batch, nowMs)),
+    applySnapshotJson: (text, model, blockSize, nowMs) => callNative(() => inner.applySnapshotJson(text, model, blockSize, nowMs)),
     removeWorker: (workerId, dpRank) => callNative(() => inner.removeWorker(workerId, dpRank)),
     recordRouting: (workerId, dpRank, locals, nowMs, expiresAtMs) =>
       callNative(() => inner.recordRouting(workerId, dpRank, locals, nowMs, expiresAtMs)),

@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 pub struct NativeKvIndex {
     pub(crate) inner: Arc<KvIndex>,
     /// What V8 has been told about the trees' native memory (see `memory.rs`).
-    memory: Arc<ExternalMemory>,
+    pub(crate) memory: Arc<ExternalMemory>,
     /// Engine-event ingestion into this index, created on first use (see `ingest.rs`).
     pub(crate) ingest: OnceLock<Arc<EngineIngest>>,
 }

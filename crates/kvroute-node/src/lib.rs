@@ -12,4 +12,5 @@ mod memory;
 mod panic_probe;
 mod replay;
 mod router;
+mod snapshot;
 mod tokenizer;

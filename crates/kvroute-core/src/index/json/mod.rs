@@ -6,11 +6,16 @@
 //! `ts/events/validate.ts`), so both backends accept and reject the same texts; messages name the
 //! event as they do (`events[3]`, `line 7`).
 
+mod object;
 mod shapes;
+mod snapshot;
 mod values;
+
+pub use snapshot::{parse_snapshot, EngineSeq, Snapshot};
 
 use super::event::{EventData, Rank, RouterEvent, StoredBlock};
 use crate::KvError;
+use object::Obj;
 use serde_json::value::RawValue;
 use shapes::{JsonData, JsonEvent, Tier};
 
@@ -39,10 +44,7 @@ pub fn parse_events(text: &str) -> Result<ParsedEvents, KvError> {
     if text.trim_start().starts_with('[') {
         let items: Vec<&RawValue> =
             serde_json::from_str(text).map_err(|e| KvError::invalid_event(format!("invalid JSON: {e}")))?;
-        for (i, item) in items.iter().enumerate() {
-            push(&mut out, item.get(), || format!("events[{i}]"))?;
-        }
-        return Ok(out);
+        return parse_items(&items);
     }
     for (i, line) in text.split('\n').enumerate() {
         if !line.trim().is_empty() {
@@ -52,10 +54,19 @@ pub fn parse_events(text: &str) -> Result<ParsedEvents, KvError> {
     Ok(out)
 }
 
+/// The events of a JSON array already split into its items (`events[i]` in messages).
+fn parse_items(items: &[&RawValue]) -> Result<ParsedEvents, KvError> {
+    let mut out = ParsedEvents::default();
+    for (i, item) in items.iter().enumerate() {
+        push(&mut out, item.get(), || format!("events[{i}]"))?;
+    }
+    Ok(out)
+}
+
 fn push(out: &mut ParsedEvents, text: &str, label: impl Fn() -> String) -> Result<(), KvError> {
     let syntax = |inner: &serde_json::Error| KvError::invalid_event(format!("{}: invalid JSON: {inner}", label()));
     let mut de = serde_json::Deserializer::from_str(text);
-    let event: JsonEvent = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let event: Obj<JsonEvent> = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let inner = e.inner();
         if inner.is_syntax() || inner.is_eof() {
             return syntax(inner);
@@ -71,7 +82,7 @@ fn push(out: &mut ParsedEvents, text: &str, label: impl Fn() -> String) -> Resul
         KvError::invalid_event(format!("{}{field}{sep}{inner}", label()))
     })?;
     de.end().map_err(|e| syntax(&e))?;
-    let event = convert(event).map_err(|why| KvError::invalid_event(format!("{}{why}", label())))?;
+    let event = convert(event.0).map_err(|why| KvError::invalid_event(format!("{}{why}", label())))?;
     match event {
         Some(e) => out.events.push(e),
         None => out.cache_owner_events += 1,
@@ -84,7 +95,7 @@ fn convert(e: JsonEvent) -> Result<Option<RouterEvent>, String> {
     let too_many = |n: usize, what: &str| {
         Err(format!(".event.data.{what} must hold at most {MAX_BLOCKS_PER_EVENT} entries, got {n}"))
     };
-    let data = match e.event.data {
+    let data = match e.event.0.data {
         JsonData::Cleared => EventData::Cleared,
         JsonData::Removed(r) if r.block_hashes.len() > MAX_BLOCKS_PER_EVENT => {
             return too_many(r.block_hashes.len(), "removed.block_hashes")
@@ -95,15 +106,19 @@ fn convert(e: JsonEvent) -> Result<Option<RouterEvent>, String> {
         }
         JsonData::Stored(s) => EventData::Stored {
             parent: s.parent_hash.map(|h| h.0),
-            blocks: s.blocks.into_iter().map(|b| StoredBlock { ext: b.block_hash.0, local: b.tokens_hash.0 }).collect(),
+            blocks: s
+                .blocks
+                .into_iter()
+                .map(|b| StoredBlock { ext: b.0.block_hash.0, local: b.0.tokens_hash.0 })
+                .collect(),
         },
     };
     if e.residency_domain.as_deref() == Some("cache_owner") {
         return Ok(None);
     }
     Ok(Some(RouterEvent {
-        rank: Rank::new(e.worker_id.0, e.event.dp_rank.map_or(0, |r| r.0)),
-        event_id: e.event.event_id.0,
+        rank: Rank::new(e.worker_id.0, e.event.0.dp_rank.map_or(0, |r| r.0)),
+        event_id: e.event.0.event_id.0,
         device_tier: e.storage_tier.is_none_or(|t| t == Tier::Device),
         data,
     }))
@@ -172,5 +187,31 @@ mod tests {
             r#"{"worker_id": 1, "residency_domain": "cache_owner", "event": {"event_id": 0, "data": "cleared"}}"#;
         let parsed = parse_event(owner).expect("valid");
         assert_eq!((parsed.events.len(), parsed.cache_owner_events), (0, 1));
+    }
+
+    #[test]
+    fn objects_only_never_serdes_array_form_of_a_struct() {
+        let cases = [
+            (
+                r#"[[1, null, {"event_id": 1, "data": "cleared"}, null, null, null]]"#,
+                "events[0] must be an object, got an array",
+            ),
+            (r#"[{"worker_id": 1, "event": [1, null, "cleared"]}]"#, "events[0].event must be an object, got an array"),
+            (r#"[{"worker_id": 1, "event": 5}]"#, "events[0].event must be an object, got 5"),
+            (
+                r#"[{"worker_id": 1, "event": {"event_id": 1, "data": {"stored": [null, [[5, 6, null]]]}}}]"#,
+                "events[0].event.data.stored must be an object, got an array",
+            ),
+            (
+                r#"[{"worker_id": 1, "event": {"event_id": 1, "data": {"stored": {"parent_hash": null, "blocks": [[5, 6, null]]}}}}]"#,
+                "events[0].event.data.stored.blocks[0] must be an object, got an array",
+            ),
+            (r#"[null]"#, "events[0] must be an object, got null"),
+            ("\"x\"", "line 1 must be an object, got \"x\""),
+        ];
+        for (text, message) in cases {
+            let err = parse_events(text).expect_err(text);
+            assert_eq!(err.message, message, "{text}");
+        }
     }
 }

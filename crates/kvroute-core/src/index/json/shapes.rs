@@ -2,7 +2,8 @@
 //! fields and duplicate keys are errors, required fields must be present, and every value is
 //! checked by its type, so a document that deserialises is a valid event.
 
-use super::values::{required_nullable, AnyValue, Offset, U32, U64};
+use super::object::Obj;
+use super::values::{must_be, required_nullable, AnyValue, Offset, U32, U64};
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
@@ -13,7 +14,7 @@ pub struct JsonEvent {
     pub worker_id: U64,
     #[serde(default)]
     pub storage_tier: Option<Tier>,
-    pub event: JsonCacheEvent,
+    pub event: Obj<JsonCacheEvent>,
     #[serde(default)]
     pub residency_domain: Option<String>,
     /// Informational in Dynamo; any value.
@@ -45,6 +46,8 @@ pub struct JsonCacheEvent {
 
 /// `{"stored": …}`, `{"removed": …}` or the string `"cleared"`, exactly as the TypeScript
 /// validator reads it (serde's own enum form would also take `{"cleared": null}`).
+const MUST_BE_DATA: &str = r#"must be {stored}, {removed} or "cleared""#;
+
 pub enum JsonData {
     Stored(JsonStored),
     Removed(JsonRemoved),
@@ -66,13 +69,29 @@ impl<'de> Deserialize<'de> for JsonData {
                     Err(E::invalid_value(de::Unexpected::Str(v), &self))
                 }
             }
+            // The other shapes, in the validator's words.
+            fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<JsonData, A::Error> {
+                Err(must_be(MUST_BE_DATA, "an array"))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<JsonData, E> {
+                Err(must_be(MUST_BE_DATA, "null"))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<JsonData, E> {
+                Err(must_be(MUST_BE_DATA, v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<JsonData, E> {
+                Err(must_be(MUST_BE_DATA, v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<JsonData, E> {
+                Err(must_be(MUST_BE_DATA, v))
+            }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonData, A::Error> {
                 let Some(variant) = map.next_key::<String>()? else {
                     return Err(de::Error::custom(r#"must have exactly one of "stored" or "removed""#));
                 };
                 let data = match variant.as_str() {
-                    "stored" => JsonData::Stored(map.next_value()?),
-                    "removed" => JsonData::Removed(map.next_value()?),
+                    "stored" => JsonData::Stored(map.next_value::<Obj<JsonStored>>()?.0),
+                    "removed" => JsonData::Removed(map.next_value::<Obj<JsonRemoved>>()?.0),
                     other => {
                         return Err(de::Error::custom(format!(
                             r#"unknown variant "{other}" (expected stored, removed or "cleared")"#
@@ -97,7 +116,7 @@ pub struct JsonStored {
     #[serde(default)]
     #[allow(dead_code)]
     pub start_position: Option<U32>,
-    pub blocks: Vec<JsonBlock>,
+    pub blocks: Vec<Obj<JsonBlock>>,
 }
 
 #[derive(Deserialize)]
@@ -107,14 +126,14 @@ pub struct JsonBlock {
     pub tokens_hash: U64,
     #[serde(default)]
     #[allow(dead_code)]
-    pub mm_extra_info: Option<JsonMmInfo>,
+    pub mm_extra_info: Option<Obj<JsonMmInfo>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JsonMmInfo {
     #[allow(dead_code)]
-    pub mm_objects: Vec<JsonMmObject>,
+    pub mm_objects: Vec<Obj<JsonMmObject>>,
 }
 
 #[derive(Deserialize)]
