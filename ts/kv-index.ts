@@ -5,13 +5,14 @@
 
 import { availableParallelism } from 'node:os';
 import { resolveBackend } from './backend.js';
-import type { Backend, BackendName, IndexBackend, RawIndexStats, RawSnapshotInfo } from './backend-types.js';
+import type { Backend, BackendName, IndexBackend, RawSnapshotInfo } from './backend-types.js';
 import { KvRouteError } from './errors.js';
 import { unpackDump } from './events/dump.js';
 import { parseJsonBatch, parseJsonLossless } from './events/json.js';
 import type { DumpedEvent, RouterEvent } from './events/types.js';
 import { packEvents } from './events/validate.js';
 import { type BlockHashOptions, parseBlockHashOptions } from './hashing.js';
+import { type IndexStats, toIndexStats } from './index-stats.js';
 import { parseSubscribeOptions } from './ingest/options.js';
 import { EngineSource } from './ingest/source.js';
 import { toIngestStats } from './ingest/stats.js';
@@ -80,46 +81,6 @@ export interface ApproximateOptions {
 }
 
 /**
- * Events applied, by kind.
- * @group Index
- */
-export interface AppliedCounts {
-  /** Stored events applied (duplicates included). */
-  stored: number;
-  /** Removed events applied (even if some of their hashes were unknown). */
-  removed: number;
-  /** Cleared events applied. */
-  cleared: number;
-}
-
-/**
- * Rejections, by reason (Dynamo's metric labels).
- * @group Index
- */
-export interface RejectedCounts {
-  /** Stored events whose parent the rank does not hold; nothing of them applied. */
-  parent_block_not_found: number;
-  /** Stored events naming their own parent, repeating a name, or reusing a name for another block. */
-  invalid_block: number;
-  /** Events of a storage tier other than `device`. */
-  ignored_tier: number;
-}
-
-/**
- * What was left out on purpose: not errors, so dashboards need not alarm on them.
- * @group Index
- */
-export interface SkippedCounts {
-  /**
-   * Hashes of Removed events that the rank does not hold, counted per hash. Benign and common: an
-   * engine removes a child after removing its parent, which already removed the child here.
-   */
-  block_not_found: number;
-  /** Events of a cache owner's lane (`residency_domain: "cache_owner"`), which kvroute does not model yet. */
-  cache_owner: number;
-}
-
-/**
  * One rank's overlap with a query.
  * @group Index
  */
@@ -145,45 +106,7 @@ export interface OverlapScores {
   toJSON(): unknown;
 }
 
-/**
- * Size and counters of an index. Nothing is dropped silently: every rejection is counted.
- * @group Index
- */
-export interface IndexStats {
-  /** Distinct worker ids with at least one known rank. */
-  workers: number;
-  /** Known (worker, dp rank) pairs, including ranks that currently hold nothing. */
-  ranks: number;
-  /** Sum over ranks of the blocks each holds. */
-  blocks: number;
-  /**
-   * Nodes of the tree: compressed edges of at most 1,024 blocks on the native backend, single
-   * blocks on the JS one.
-   */
-  treeNodes: number;
-  /** Distinct block positions (a block shared by several ranks counts once). */
-  treeBlocks: number;
-  /**
-   * Estimated heap bytes (native: measured capacities, including applied event batches that
-   * wait to be freed by the next `applyEvents` or `flush`, at most 4 MiB per writer thread;
-   * JS: a rough model).
-   */
-  memoryBytes: number;
-  /** `memoryBytes / blocks` (0 when empty). */
-  bytesPerHeldBlock: number;
-  /** Events and operations accepted but not applied yet. */
-  pending: number;
-  /** Events applied, by kind. */
-  events: AppliedCounts;
-  /** What was rejected, by reason. */
-  rejected: RejectedCounts;
-  /** What was left out on purpose, by reason. */
-  skipped: SkippedCounts;
-  /** Stored events that changed nothing (replays). Not an error. */
-  duplicateStores: number;
-  /** Predicted blocks removed because their TTL passed. */
-  expiredBlocks: number;
-}
+export type { AppliedCounts, IndexStats, RejectedCounts, SkippedCounts } from './index-stats.js';
 
 const INDEX_OPTIONS = ['blockSize', 'backend', 'writerThreads', 'approximate', 'now', 'highWaterMark'] as const;
 const REQUEST_OPTIONS = ['loraName', 'cacheNamespace', 'eagle', 'mmHashes'] as const;
@@ -309,17 +232,13 @@ export class KvIndex {
   }
 
   /**
-   * A warm start's snapshot document, parsed and applied in Rust: `undefined` when this backend
-   * reads snapshots in TypeScript instead (`replicas/snapshot.ts`).
-   * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed document, `ERR_INVALID_ARG` for
-   *   another block size (nothing applied either way); `ERR_CLOSED` after `close()`.
-   * @internal
+   * A warm start's snapshot, parsed and applied in Rust; `undefined` where the backend reads
+   * snapshots in TypeScript (`replicas/snapshot.ts`). Throws as `warmStart` does. @internal
    */
   applySnapshotText(text: string, model: string | undefined): RawSnapshotInfo | undefined {
     this.open();
-    if (!this.inner.applySnapshotJson) return undefined;
-    const info = this.inner.applySnapshotJson(text, model, this.blockSize, this.clock());
-    this.cacheOwnerEvents += info.cacheOwnerEvents;
+    const info = this.inner.applySnapshotJson?.(text, model, this.blockSize, this.clock());
+    this.cacheOwnerEvents += info?.cacheOwnerEvents ?? 0;
     return info;
   }
 
@@ -579,26 +498,4 @@ export class KvIndex {
     this.closed = true;
     this.inner.close();
   }
-}
-
-function toIndexStats(s: RawIndexStats, cacheOwnerEvents: number): IndexStats {
-  return {
-    workers: s.workers,
-    ranks: s.ranks,
-    blocks: s.blocks,
-    treeNodes: s.treeNodes,
-    treeBlocks: s.treeBlocks,
-    memoryBytes: s.memoryBytes,
-    bytesPerHeldBlock: s.blocks > 0 ? s.memoryBytes / s.blocks : 0,
-    pending: s.pending,
-    events: { stored: s.stored, removed: s.removed, cleared: s.cleared },
-    rejected: {
-      parent_block_not_found: s.parentBlockNotFound,
-      invalid_block: s.invalidBlock,
-      ignored_tier: s.ignoredTier,
-    },
-    skipped: { block_not_found: s.blockNotFound, cache_owner: cacheOwnerEvents },
-    duplicateStores: s.duplicateStores,
-    expiredBlocks: s.expiredBlocks,
-  };
 }

@@ -1,0 +1,110 @@
+/**
+ * `KvIndex.stats()`: what an index holds and what it applied, rejected and skipped, by reason
+ * (Dynamo's metric labels), from the backend's raw counters.
+ * @module
+ */
+
+import type { RawIndexStats } from './backend-types.js';
+
+/**
+ * Events applied, by kind.
+ * @group Index
+ */
+export interface AppliedCounts {
+  /** Stored events applied (duplicates included). */
+  stored: number;
+  /** Removed events applied (even if some of their hashes were unknown). */
+  removed: number;
+  /** Cleared events applied. */
+  cleared: number;
+}
+
+/**
+ * Rejections, by reason (Dynamo's metric labels).
+ * @group Index
+ */
+export interface RejectedCounts {
+  /** Stored events whose parent the rank does not hold; nothing of them applied. */
+  parent_block_not_found: number;
+  /** Stored events naming their own parent, repeating a name, or reusing a name for another block. */
+  invalid_block: number;
+  /** Events of a storage tier other than `device`. */
+  ignored_tier: number;
+}
+
+/**
+ * What was left out on purpose: not errors, so dashboards need not alarm on them.
+ * @group Index
+ */
+export interface SkippedCounts {
+  /**
+   * Hashes of Removed events that the rank does not hold, counted per hash. Benign and common: an
+   * engine removes a child after removing its parent, which already removed the child here.
+   */
+  block_not_found: number;
+  /** Events of a cache owner's lane (`residency_domain: "cache_owner"`), which kvroute does not model yet. */
+  cache_owner: number;
+}
+
+/**
+ * Size and counters of an index. Nothing is dropped silently: every rejection is counted.
+ * @group Index
+ */
+export interface IndexStats {
+  /** Distinct worker ids with at least one known rank. */
+  workers: number;
+  /** Known (worker, dp rank) pairs, including ranks that currently hold nothing. */
+  ranks: number;
+  /** Sum over ranks of the blocks each holds. */
+  blocks: number;
+  /**
+   * Nodes of the tree: compressed edges of at most 1,024 blocks on the native backend, single
+   * blocks on the JS one.
+   */
+  treeNodes: number;
+  /** Distinct block positions (a block shared by several ranks counts once). */
+  treeBlocks: number;
+  /**
+   * Estimated heap bytes (native: measured capacities, including applied event batches that
+   * wait to be freed by the next `applyEvents` or `flush`, at most 4 MiB per writer thread;
+   * JS: a rough model).
+   */
+  memoryBytes: number;
+  /** `memoryBytes / blocks` (0 when empty). */
+  bytesPerHeldBlock: number;
+  /** Events and operations accepted but not applied yet. */
+  pending: number;
+  /** Events applied, by kind. */
+  events: AppliedCounts;
+  /** What was rejected, by reason. */
+  rejected: RejectedCounts;
+  /** What was left out on purpose, by reason. */
+  skipped: SkippedCounts;
+  /** Stored events that changed nothing (replays). Not an error. */
+  duplicateStores: number;
+  /** Predicted blocks removed because their TTL passed. */
+  expiredBlocks: number;
+}
+
+/** The public shape of a backend's counters. @internal */
+export function toIndexStats(s: RawIndexStats, cacheOwnerEvents: number): IndexStats {
+  return {
+    workers: s.workers,
+    ranks: s.ranks,
+    blocks: s.blocks,
+    treeNodes: s.treeNodes,
+    treeBlocks: s.treeBlocks,
+    memoryBytes: s.memoryBytes,
+    bytesPerHeldBlock: s.blocks > 0 ? s.memoryBytes / s.blocks : 0,
+    pending: s.pending,
+    events: { stored: s.stored, removed: s.removed, cleared: s.cleared },
+    rejected: {
+      parent_block_not_found: s.parentBlockNotFound,
+      invalid_block: s.invalidBlock,
+      ignored_tier: s.ignoredTier,
+    },
+    skipped: { block_not_found: s.blockNotFound, cache_owner: cacheOwnerEvents },
+    duplicateStores: s.duplicateStores,
+    expiredBlocks: s.expiredBlocks,
+  };
+}
