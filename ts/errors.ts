@@ -92,6 +92,18 @@ export function fromNativeError(err: unknown): KvRouteError {
 }
 
 /**
+ * The error an async native task resolved to as "CODE: message" (its promise cannot reject with
+ * a code of its own).
+ * @internal
+ */
+export function fromCodedText(text: string): KvRouteError {
+  const sep = text.indexOf(': ');
+  const code = text.slice(0, sep);
+  if (sep > 0 && KNOWN_CODES.has(code)) return new KvRouteError(code as KvRouteErrorCode, text.slice(sep + 2));
+  return new KvRouteError('ERR_INTERNAL', `native binding failed: ${text}`);
+}
+
+/**
  * Runs a native binding call, turning whatever it throws into a KvRouteError.
  * @internal
  */

@@ -5,7 +5,7 @@
  */
 
 import type { IndexBackend, IngestBackend, RawIndexStats, RawScore } from '../backend-types.js';
-import { callNative, fromNativeError, KvRouteError, type KvRouteErrorCode } from '../errors.js';
+import { callNative, fromCodedText, fromNativeError } from '../errors.js';
 import type { NativeBinding } from './binding.js';
 import { nativeIngest } from './ingest.js';
 
@@ -44,10 +44,7 @@ export function nativeIndex(binding: NativeBinding, writerThreads: number): Inde
     findMatches,
     async flush() {
       const outcome = (await inner.flush()) as string;
-      if (outcome !== '') {
-        const sep = outcome.indexOf(': ');
-        throw new KvRouteError(outcome.slice(0, sep) as KvRouteErrorCode, outcome.slice(sep + 2));
-      }
+      if (outcome !== '') throw fromCodedText(outcome);
     },
     flushSync: () => callNative(() => inner.flushBlocking()),
     dump: () => callNative(() => inner.dump()),

@@ -7,7 +7,7 @@
  */
 
 import type { TextTokenizerBackend } from '../backend-types.js';
-import { callNative, KvRouteError, type KvRouteErrorCode } from '../errors.js';
+import { callNative, fromCodedText } from '../errors.js';
 import type { NativeBinding } from './binding.js';
 
 /** Texts up to this many UTF-16 units are encoded on the calling thread (tens of µs). */
@@ -19,10 +19,7 @@ export function nativeTextTokenizer(binding: NativeBinding, json: string): TextT
     async encode(text, addSpecialTokens) {
       if (text.length <= SYNC_ENCODE_MAX_CHARS) return Array.from(callNative(() => inner.encode(text, addSpecialTokens)));
       const outcome = (await inner.encodeAsync(text, addSpecialTokens)) as Uint32Array | string;
-      if (typeof outcome === 'string') {
-        const sep = outcome.indexOf(': ');
-        throw new KvRouteError(outcome.slice(0, sep) as KvRouteErrorCode, outcome.slice(sep + 2));
-      }
+      if (typeof outcome === 'string') throw fromCodedText(outcome);
       return Array.from(outcome);
     },
   };

@@ -30,3 +30,14 @@ pub fn guard<T>(f: impl FnOnce() -> NodeResult<T>) -> NodeResult<T> {
         }
     }
 }
+
+/// Runs `f` for an async task, whose promise can only reject with napi's generic status: a core
+/// error or a panic comes back as the text "CODE: message", which the TypeScript side turns into
+/// a `KvRouteError` (`fromCodedText`).
+pub fn coded<T>(f: impl FnOnce() -> Result<T, KvError>) -> Result<T, String> {
+    match guard(|| Ok(f())) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(format!("{}: {}", e.code.as_str(), e.message)),
+        Err(e) => Err(format!("ERR_INTERNAL: {}", e.reason)),
+    }
+}

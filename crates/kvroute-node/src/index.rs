@@ -2,7 +2,7 @@
 //! packed columns (`kvroute_core::index::packed`), one Node-API call per batch; match results leave as one
 //! `BigUint64Array`. The TypeScript wrapper owns validation and the public shapes.
 
-use crate::convert::{guard, invalid_arg, to_node_error};
+use crate::convert::{coded, guard, invalid_arg, to_node_error};
 use crate::memory::ExternalMemory;
 use kvroute_core::index::{json, packed, KvIndex, Rank};
 use kvroute_core::ingest::EngineIngest;
@@ -234,12 +234,7 @@ impl Task for FlushTask {
     type JsValue = String;
 
     fn compute(&mut self) -> Result<String> {
-        let outcome = guard(|| Ok(self.index.flush()));
-        Ok(match outcome {
-            Ok(Ok(())) => String::new(),
-            Ok(Err(e)) => format!("{}: {}", e.code.as_str(), e.message),
-            Err(e) => format!("ERR_INTERNAL: {}", e.reason),
-        })
+        Ok(coded(|| self.index.flush()).err().unwrap_or_default())
     }
 
     fn resolve(&mut self, env: Env, output: String) -> Result<String> {

@@ -1,7 +1,7 @@
 //! `NativeTokenizer`: a model's `tokenizer.json` (kvroute-core's `tokenize`), with an encode that
 //! runs on libuv's thread pool so a long prompt never holds up the JavaScript thread.
 
-use crate::convert::{guard, to_node_error};
+use crate::convert::{coded, guard, to_node_error};
 use kvroute_core::tokenize::TextTokenizer;
 use napi::bindgen_prelude::{AsyncTask, Either, Uint32Array};
 use napi::{Env, Result, Task};
@@ -47,12 +47,7 @@ impl Task for EncodeTask {
     type JsValue = Either<Uint32Array, String>;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let outcome = guard(|| Ok(self.tokenizer.encode(&self.text, self.add_special_tokens)));
-        Ok(match outcome {
-            Ok(Ok(ids)) => Ok(ids),
-            Ok(Err(e)) => Err(format!("{}: {}", e.code.as_str(), e.message)),
-            Err(e) => Err(format!("ERR_INTERNAL: {}", e.reason)),
-        })
+        Ok(coded(|| self.tokenizer.encode(&self.text, self.add_special_tokens)))
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {

@@ -37,6 +37,10 @@ fn bad(what: impl fmt::Display) -> KvError {
     KvError::invalid_event(format!("warm start: {what}"))
 }
 
+fn not_json(e: serde_json::Error) -> KvError {
+    bad(format_args!("the snapshot is not JSON ({e})"))
+}
+
 /// Parses `text`, picks the entry of `model` (or the only one), checks its block size against
 /// `block_size` and parses its events.
 ///
@@ -52,7 +56,7 @@ pub fn parse_snapshot(text: &str, model: Option<&str>, block_size: u32) -> Resul
         return events_of(doc, Vec::new());
     }
     if !doc.starts_with('{') {
-        serde_json::from_str::<&RawValue>(text).map_err(|e| bad(format_args!("the snapshot is not JSON ({e})")))?;
+        serde_json::from_str::<&RawValue>(text).map_err(not_json)?;
         return Err(bad("the snapshot must be a JSON object or an event array"));
     }
     let entries = ordered_entries(doc)?;
@@ -77,7 +81,7 @@ pub fn parse_snapshot(text: &str, model: Option<&str>, block_size: u32) -> Resul
     let entry: Entry<'_> = match serde_json::from_str(raw) {
         Ok(entry) => entry,
         // An object that does not read as one: a repeated field (a JSON text that means two things).
-        Err(e) if raw.starts_with('{') => return Err(bad(format_args!("the snapshot is not JSON ({e})"))),
+        Err(e) if raw.starts_with('{') => return Err(not_json(e)),
         Err(_) => Entry::default(),
     };
     let events = entry.events.map(RawValue::get).filter(|e| e.trim_start().starts_with('['));
@@ -141,8 +145,7 @@ impl<'de> serde::Deserialize<'de> for RawFields<'de> {
 }
 
 fn events_of(events: &str, engine_seqs: Vec<EngineSeq>) -> Result<Snapshot, KvError> {
-    let items: Vec<&RawValue> =
-        serde_json::from_str(events).map_err(|e| bad(format_args!("the snapshot is not JSON ({e})")))?;
+    let items: Vec<&RawValue> = serde_json::from_str(events).map_err(not_json)?;
     let parsed = parse_items(&items)?;
     let event_count = parsed.events.len() + parsed.cache_owner_events as usize;
     Ok(Snapshot { events: parsed, event_count, engine_seqs })
@@ -182,8 +185,7 @@ fn js_string(v: Option<&RawValue>) -> String {
 /// The top-level entries in document order. A repeated key is refused, as the TypeScript reader
 /// refuses one repeated with another value (a document that means two things).
 fn ordered_entries(doc: &str) -> Result<Vec<(String, &RawValue)>, KvError> {
-    let RawFields(entries) =
-        serde_json::from_str(doc).map_err(|e| bad(format_args!("the snapshot is not JSON ({e})")))?;
+    let RawFields(entries) = serde_json::from_str(doc).map_err(not_json)?;
     for (i, (key, value)) in entries.iter().enumerate() {
         if entries[..i].iter().any(|(k, v)| k == key && v.get() != value.get()) {
             return Err(bad(format_args!("the snapshot is not JSON (duplicate key {})", Value::from(key.as_str()))));
