@@ -13,6 +13,7 @@ import { KvRouteError, mockTokenizerJson, TextTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { expectKvError } from './helpers/errors.js';
 import { Rng } from './helpers/random.js';
+import { withSpecials } from './helpers/tokenizer-files.js';
 
 const PIECES = ['a', 'Z', ' ', '  ', '\n', '\t', '.', ',', "'s", 'é', 'ß', '中文', '日本', '🙂', '👩‍💻', '42', '<|x|>', '\u00a0'];
 
@@ -84,30 +85,6 @@ function referenceBpe(text: string, merges: string[][], vocab: Record<string, nu
     for (const s of symbols) ids.push(vocab[s] ?? vocab['<unk>']);
   }
   return ids;
-}
-
-/** The mock model's byte-level tokenizer with two added special tokens and a BOS template. */
-function withSpecials(): string {
-  const base = mockTokenizerJson() as Record<string, unknown>;
-  const special = (id: number, content: string) => ({
-    id,
-    content,
-    single_word: false,
-    lstrip: false,
-    rstrip: false,
-    normalized: false,
-    special: true,
-  });
-  return JSON.stringify({
-    ...base,
-    added_tokens: [special(256, '<|bos|>'), special(257, '<|eot|>')],
-    post_processor: {
-      type: 'TemplateProcessing',
-      single: [{ SpecialToken: { id: '<|bos|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
-      pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
-      special_tokens: { '<|bos|>': { id: '<|bos|>', ids: [256], tokens: ['<|bos|>'] } },
-    },
-  });
 }
 
 /**

@@ -318,6 +318,8 @@ export interface TextTokenizerBackend {
    * @throws {KvRouteError} `ERR_INVALID_ARG` when the model cannot encode the text.
    */
   encode(text: string, addSpecialTokens: boolean): Promise<number[]>;
+  /** The id of `token` in the vocabulary, added tokens included; `undefined` when it has none. */
+  tokenToId(token: string): number | undefined;
 }
 
 /** What a replay fleet simulates. */

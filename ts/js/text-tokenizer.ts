@@ -25,5 +25,6 @@ export function jsTextTokenizer(json: string, config: Record<string, unknown>): 
         throw new KvRouteError('ERR_INVALID_ARG', `the tokenizer cannot encode this text: ${(err as Error).message}`, { cause: err });
       }
     },
+    tokenToId: (token) => tokenizer.token_to_id(token),
   };
 }

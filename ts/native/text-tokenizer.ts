@@ -22,5 +22,6 @@ export function nativeTextTokenizer(binding: NativeBinding, json: string): TextT
       if (typeof outcome === 'string') throw fromCodedText(outcome);
       return Array.from(outcome);
     },
+    tokenToId: (token) => callNative(() => inner.tokenToId(token)) ?? undefined,
   };
 }

@@ -13,6 +13,7 @@ import { resolveBackend } from '../backend.js';
 import type { BackendName, TextTokenizerBackend } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { checkOptions, describe } from '../validate.js';
+import { type ConfigSpecials, configSpecials, withSpecials } from './config-specials.js';
 
 /**
  * Options of {@link TextTokenizer}.
@@ -22,8 +23,10 @@ export interface TextTokenizerOptions {
   /** The backend that encodes (default: the process default, see `backend`). */
   backend?: BackendName;
   /**
-   * The model's `tokenizer_config.json`, parsed. tokenizers.js (the JS backend) reads a few of its
-   * keys; `fromFile` reads it from beside the `tokenizer.json`. Default `{}`.
+   * The model's `tokenizer_config.json`, parsed; `fromFile` reads it from beside the
+   * `tokenizer.json`. Default `{}`. Its `add_bos_token` and `add_eos_token` decide the special
+   * tokens `encode` adds where transformers lets them (see {@link TextTokenizer}); tokenizers.js
+   * (the JS backend) also reads a few of its keys.
    */
   config?: Record<string, unknown>;
 }
@@ -52,6 +55,13 @@ function readText(file: string): string {
 /**
  * A model's tokenizer. Truncation and padding settings in the file are ignored: the engine sees
  * the whole prompt, so routing must too.
+ *
+ * The special tokens `encode` adds are the ones vLLM's tokenizer adds, which transformers does not
+ * always take from the file: for the Llama family's classes (`tokenizer_class` `LlamaTokenizer`,
+ * `CodeLlamaTokenizer`, `GemmaTokenizer`, with or without `Fast`), and for any class whose config
+ * sets `add_bos_token` or `add_eos_token`, the file's post-processor gives way to the config's
+ * BOS token (if `add_bos_token`, which defaults to true for that family and false otherwise) and
+ * EOS token (if `add_eos_token`, default false).
  * @group Tokenizer
  */
 export class TextTokenizer {
@@ -60,6 +70,8 @@ export class TextTokenizer {
   /** The `tokenizer_config.json` it was given (`{}` when none). */
   readonly config: Readonly<Record<string, unknown>>;
   readonly #inner: TextTokenizerBackend;
+  /** The special tokens the config adds in place of the file's post-processor, if it does. */
+  readonly #specials: ConfigSpecials | undefined;
 
   /**
    * Reads `tokenizer.json` at `path` and the `tokenizer_config.json` beside it, if any.
@@ -106,6 +118,7 @@ export class TextTokenizer {
     this.backend = backend.name;
     this.config = config as Record<string, unknown>;
     this.#inner = backend.createTextTokenizer(json, this.config);
+    this.#specials = configSpecials(this.config, (token) => this.#inner.tokenToId(token));
   }
 
   /**
@@ -120,6 +133,8 @@ export class TextTokenizer {
     const add = o.addSpecialTokens ?? true;
     if (typeof add !== 'boolean')
       throw new KvRouteError('ERR_INVALID_ARG', `options.addSpecialTokens must be a boolean, got ${describe(add)}`);
-    return this.#inner.encode(text, add);
+    if (this.#specials === undefined) return this.#inner.encode(text, add);
+    const ids = await this.#inner.encode(text, false);
+    return add ? withSpecials(ids, this.#specials) : ids;
   }
 }

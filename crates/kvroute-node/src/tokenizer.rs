@@ -27,6 +27,12 @@ impl NativeTokenizer {
         guard(|| self.inner.encode(&text, add_special_tokens).map(Uint32Array::new).map_err(to_node_error))
     }
 
+    /// The id of `token` in the vocabulary, added tokens included; `null` when it has none.
+    #[napi(js_name = "tokenToId")]
+    pub fn token_to_id(&self, token: String) -> Option<u32> {
+        self.inner.token_to_id(&token)
+    }
+
     /// The token ids of `text`, computed on the thread pool. Resolves to the ids, or to
     /// "CODE: message" (an async task can only reject with napi's generic status, so the code
     /// travels as data).

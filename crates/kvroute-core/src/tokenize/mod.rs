@@ -50,6 +50,14 @@ impl TextTokenizer {
             .map_err(|e| KvError::invalid_arg(format!("the tokenizer cannot encode this text: {e}")))?;
         Ok(encoding.get_ids().to_vec())
     }
+
+    /// The id of `token` in the vocabulary, added tokens included; `None` when it has none. A
+    /// `tokenizer_config.json` names its BOS and EOS tokens by text, and transformers looks their
+    /// ids up this way when the config's `add_bos_token` / `add_eos_token` rebuild the
+    /// post-processor.
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
 }
 
 #[cfg(test)]

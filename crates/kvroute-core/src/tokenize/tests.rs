@@ -56,3 +56,16 @@ fn one_tokenizer_serves_several_threads() {
         }
     });
 }
+
+#[test]
+fn token_ids_by_text_include_added_tokens() {
+    let json = word_level("").replace(
+        r#""added_tokens":[]"#,
+        r#""added_tokens":[{"id":5,"content":"</s>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}]"#,
+    );
+    let t = TextTokenizer::from_json(&json).unwrap();
+    assert_eq!(t.token_to_id("<s>"), Some(0));
+    assert_eq!(t.token_to_id("router"), Some(4));
+    assert_eq!(t.token_to_id("</s>"), Some(5));
+    assert_eq!(t.token_to_id("<eos>"), None);
+}
