@@ -6,10 +6,13 @@
  * back to back:
  * - throughput: 64 concurrent clients, short non-streaming completions (1 output token);
  * - added latency: one client, a 4,096-token prompt (4,096 bytes of text for the byte
- *   tokenizer), non-streaming, 1 output token; also with the prompt sent as token ids (no
- *   tokenization at the gateway).
+ *   tokenizer), non-streaming, 1 output token, its last 8 characters a request counter (so the
+ *   gateway's tokenizer cache misses and the workers' prefix caches hit all but the last block);
+ *   also with the prompt sent as token ids (no tokenization at the gateway), and one text
+ *   repeated unchanged (the tokenizer cache's hit).
  * - Responses API conversations: 64 clients, each a chain of 4 turns (a new response, then 3
- *   follow-ups by `previous_response_id`, 1 output token each): direct, a client keeps its
+ *   follow-ups by `previous_response_id`, 1 output token each; every turn's input text unique):
+ *   direct, a client keeps its
  *   conversation on the worker that answered its first turn; through the gateway, the gateway
  *   sends each follow-up there.
  * Goals (issue 13): ≥ 3,000 short requests/s; < 1 ms p99 added for the 4,096-token prompt.
@@ -102,14 +105,17 @@ async function respond(url: string, input: string, previous: string | undefined)
   return (JSON.parse(text) as { id: string }).id;
 }
 
+let conversations = 0;
+
 /** Responses API conversations of `TURNS` turns for SECONDS; `target(c)` is client c's URL for its next conversation. */
-async function conversations(target: () => string): Promise<number> {
+async function converse(target: () => string): Promise<number> {
   let n = 0;
   const seconds = await closedLoop(CLIENTS, SECONDS, async (c) => {
     const url = target();
+    const conversation = conversations++;
     let previous: string | undefined;
     for (let turn = 0; turn < TURNS; turn++) {
-      previous = await respond(url, `Client ${c}, turn ${turn}: and then what happened?`, previous);
+      previous = await respond(url, `Client ${c}, conversation ${conversation}, turn ${turn}: and then what happened?`, previous);
       n++;
     }
   });
@@ -124,10 +130,13 @@ async function throughput(target: (i: number) => string): Promise<number> {
   return n / seconds;
 }
 
-async function latencies(url: string, prompt: string | number[]): Promise<Float64Array> {
-  for (let i = 0; i < 20; i++) await completion(url, prompt);
+let sent = 0;
+
+/** Latencies of one client's requests; `prompt(n)` is the n-th request's prompt (n unique over the run). */
+async function latencies(url: string, prompt: (n: number) => string | number[]): Promise<Float64Array> {
+  for (let i = 0; i < 20; i++) await completion(url, prompt(sent++));
   const out: number[] = [];
-  for (let i = 0; i < LATENCY_REQUESTS; i++) out.push(await completion(url, prompt));
+  for (let i = 0; i < LATENCY_REQUESTS; i++) out.push(await completion(url, prompt(sent++)));
   return sortedCopy(out);
 }
 
@@ -147,18 +156,21 @@ const gatewayRps = await throughput(() => gatewayUrl);
 // machine's two cores with the load generator and the workers.
 const gatewayCpu = cpuSeconds(serve.child.pid) - cpuBefore;
 const perCoreRps = (gatewayRps * ((performance.now() - requestsBefore) / 1000)) / gatewayCpu;
-const directResponsesRps = await conversations(() => workers[rr++ % WORKERS].url);
+const directResponsesRps = await converse(() => workers[rr++ % WORKERS].url);
 const responsesCpuBefore = cpuSeconds(serve.child.pid);
 const responsesStarted = performance.now();
-const gatewayResponsesRps = await conversations(() => gatewayUrl);
+const gatewayResponsesRps = await converse(() => gatewayUrl);
 const responsesPerCoreRps =
   (gatewayResponsesRps * ((performance.now() - responsesStarted) / 1000)) / (cpuSeconds(serve.child.pid) - responsesCpuBefore);
 const text = 'The quick brown fox jumps over the lazy dog. '.repeat(92).slice(0, 4096);
 const ids = mockTokenize(text);
+/** The 4,096-byte text with its last 8 characters the request's number. */
+const numbered = (n: number) => text.slice(0, 4096 - 8) + String(n).padStart(8, '0');
 // Direct calls go to one worker, which then caches the prompt, as the gateway's choice does.
-const direct = await latencies(workers[0].url, text);
-const viaText = await latencies(gatewayUrl, text);
-const viaIds = await latencies(gatewayUrl, ids);
+const direct = await latencies(workers[0].url, numbered);
+const viaText = await latencies(gatewayUrl, numbered);
+const viaIds = await latencies(gatewayUrl, (n) => mockTokenize(numbered(n)));
+const viaRepeatedText = await latencies(gatewayUrl, () => text);
 const added = (s: Float64Array, p: number) => percentile(s, p) - percentile(direct, p);
 const figures = {
   directRequestsPerSec: directRps,
@@ -174,6 +186,8 @@ const figures = {
   addedP99msLocalTokenizer: added(viaText, 99),
   addedP50msTokenIds: added(viaIds, 50),
   addedP99msTokenIds: added(viaIds, 99),
+  addedP50msRepeatedText: added(viaRepeatedText, 50),
+  addedP99msRepeatedText: added(viaRepeatedText, 99),
 };
 printTable(`gateway: ${WORKERS} mock workers, short requests with ${CLIENTS} clients for ${SECONDS} s`, [
   { path: 'direct (client round robin)', 'requests/s': fmt(directRps, 0) },
@@ -193,6 +207,11 @@ printTable(`gateway: added latency, 4,096-token prompt, one client, ${LATENCY_RE
     'p99 ms': fmt(figures.addedP99msLocalTokenizer, 3),
   },
   { prompt: 'token ids: added', 'p50 ms': fmt(figures.addedP50msTokenIds, 3), 'p99 ms': fmt(figures.addedP99msTokenIds, 3) },
+  {
+    prompt: 'one text repeated (tokenizer cache): added',
+    'p50 ms': fmt(figures.addedP50msRepeatedText, 3),
+    'p99 ms': fmt(figures.addedP99msRepeatedText, 3),
+  },
 ]);
 writeResult('gateway', {
   parameters: { workers: WORKERS, clients: CLIENTS, seconds: SECONDS, latencyRequests: LATENCY_REQUESTS, promptTokens: ids.length },

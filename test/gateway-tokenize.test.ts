@@ -152,28 +152,36 @@ describe.each(BACKENDS)('gateway tokenizers (%s)', (backend) => {
     expect(explained.json.tokens).toEqual(mockTokenize('<s>hi<pad><a>,<b>'));
   });
 
-  test('the engine tokenizer caches prompts within tokenizeCache, least recently used out, and counts hits and misses', async () => {
-    const f = await startFleet(backend, 1, { tokenizeCache: { maxPrompts: 2, maxBytes: 64 * 1024 } });
-    const scrape = async () => {
-      const text = await (await fetch(`${f.adminUrl}/metrics`)).text();
-      const read = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
-      return ['hits_total', 'misses_total', 'prompts', 'bytes'].map((k) => read(`kvroute_gateway_tokenize_cache_${k}`));
-    };
-    const explain = async (body: object) => expect((await postJson(`${f.adminUrl}/admin/explain`, body)).status).toBe(200);
-    await explain({ prompt: 'a first prompt' });
-    await explain({ prompt: 'a first prompt' });
-    expect(await scrape()).toEqual([1, 1, 1, 2 * JSON.stringify({ prompt: 'a first prompt' }).length + 8 * 14]);
-    // The same text as a chat, or with other prompt fields, is another prompt.
-    await explain({ messages: [{ role: 'user', content: 'a first prompt' }] });
-    await explain({ prompt: 'a first prompt', add_special_tokens: false });
-    expect((await scrape()).slice(0, 3)).toEqual([1, 3, 2]);
-    await explain({ prompt: 'a first prompt' }); // evicted by the two after it
-    expect((await scrape()).slice(0, 3)).toEqual([1, 4, 2]);
-    // A prompt over a quarter of maxBytes is tokenized every time, never kept.
-    const big = { prompt: 'x'.repeat(3000) };
-    await explain(big);
-    await explain(big);
-    expect((await scrape()).slice(0, 3)).toEqual([1, 6, 2]);
-    expect((await scrape())[3]).toBeLessThanOrEqual(64 * 1024);
-  });
+  test.each(['engine', 'local'])(
+    'the %s tokenizer caches prompts within tokenizeCache, least recently used out, and counts hits and misses',
+    async (kind) => {
+      const cache = { tokenizeCache: { maxPrompts: 2, maxBytes: 64 * 1024 } };
+      const f = await startFleet(
+        backend,
+        1,
+        kind === 'engine' ? cache : { ...cache, tokenizer: writeMockTokenizer(scratchDir('kvroute-tok-')) },
+      );
+      const scrape = async () => {
+        const text = await (await fetch(`${f.adminUrl}/metrics`)).text();
+        const read = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
+        return ['hits_total', 'misses_total', 'prompts', 'bytes'].map((k) => read(`kvroute_gateway_tokenize_cache_${k}`));
+      };
+      const explain = async (body: object) => expect((await postJson(`${f.adminUrl}/admin/explain`, body)).status).toBe(200);
+      await explain({ prompt: 'a first prompt' });
+      await explain({ prompt: 'a first prompt' });
+      expect(await scrape()).toEqual([1, 1, 1, 2 * JSON.stringify({ prompt: 'a first prompt' }).length + 8 * 14]);
+      // The same text as a chat, or with other prompt fields, is another prompt.
+      await explain({ messages: [{ role: 'user', content: 'a first prompt' }] });
+      await explain({ prompt: 'a first prompt', add_special_tokens: false });
+      expect((await scrape()).slice(0, 3)).toEqual([1, 3, 2]);
+      await explain({ prompt: 'a first prompt' }); // evicted by the two after it
+      expect((await scrape()).slice(0, 3)).toEqual([1, 4, 2]);
+      // A prompt over a quarter of maxBytes is tokenized every time, never kept.
+      const big = { prompt: 'x'.repeat(3000) };
+      await explain(big);
+      await explain(big);
+      expect((await scrape()).slice(0, 3)).toEqual([1, 6, 2]);
+      expect((await scrape())[3]).toBeLessThanOrEqual(64 * 1024);
+    },
+  );
 });

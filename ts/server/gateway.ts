@@ -119,7 +119,7 @@ function weightedSelector(o: ResolvedGatewayOptions, weight: (id: bigint) => num
 
 function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet, log: FastifyBaseLogger): PromptTokenizer {
   if (o.tokenizer !== 'engine')
-    return localTokenizer(o.backend, o.tokenizer.path, o.tokenizer.chatTemplate, o.tokenizer.trustRequestChatTemplate);
+    return localTokenizer(o.backend, o.tokenizer.path, o.tokenizeCache, o.tokenizer.chatTemplate, o.tokenizer.trustRequestChatTemplate);
   return engineTokenizer(askWorkersToTokenize(fleet, log), o.tokenizeCache);
 }
 
@@ -255,7 +255,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   };
   try {
     tokenizer = makeTokenizer(o, fleet, app.log);
-    if (tokenizer.cache) tokenizeCacheMetrics(tokenizer.cache, registry);
+    tokenizeCacheMetrics(tokenizer.cache, registry);
     if (o.snapshots) snapshots = startSnapshots(router, o.snapshots, registry, app.log);
     // Without a warm start the workers are added now, so a bad worker option throws here.
     if (!o.warmStart) addWorkers();

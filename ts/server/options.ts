@@ -181,7 +181,7 @@ export interface GatewayOptions {
   backend?: BackendName;
   /** `engine` (the worker's `/tokenize`, exact; default) or a local `tokenizer.json`. */
   tokenizer?: TokenizerOption;
-  /** Bounds of the `engine` tokenizer's cache of prompts already tokenized. */
+  /** Bounds of the tokenizer's cache of prompts already tokenized (either tokenizer: a hit skips `/tokenize` or the local encode). */
   tokenizeCache?: TokenizeCacheOptions;
   /** Model name the gateway answers for (`/v1/models`, the indexer API). Default: what the first healthy worker serves. */
   model?: string;

@@ -1,6 +1,7 @@
 /**
- * The `engine` tokenizer's cache as Prometheus metrics, read at scrape time: its hit rate says
- * how many `/tokenize` round trips the gateway saves, its size whether `tokenizeCache` fits.
+ * The tokenizer's cache as Prometheus metrics, read at scrape time: its hit rate says how many
+ * `/tokenize` round trips (or local encodes) the gateway saves, its size whether `tokenizeCache`
+ * fits.
  * @internal
  * @module
  */
@@ -14,7 +15,7 @@ export function tokenizeCacheMetrics(cache: TokenCache, registry: Registry): voi
   scrapedCounter(
     registry,
     'kvroute_gateway_tokenize_cache_misses_total',
-    "Prompts not in the cache (each asked a worker's /tokenize).",
+    "Prompts not in the cache (each tokenized by a worker's /tokenize or the local tokenizer).",
     () => cache.stats().misses,
   );
   scrapedGauge(registry, 'kvroute_gateway_tokenize_cache_prompts', 'Prompts in the cache.', () => cache.stats().prompts);

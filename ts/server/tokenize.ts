@@ -1,15 +1,15 @@
 /**
  * Prompt → token ids at the gateway, in two ways:
  * - `engine`: the worker's own `/tokenize` (vLLM's endpoint; chat template included), exact by
- *   construction, at one extra local round trip; results are cached per identical prompt.
+ *   construction, at one extra local round trip.
  * - local: the model's `tokenizer.json` through the backend's tokenizer (native: Hugging Face's
  *   Rust `tokenizers`, off the JavaScript thread for long prompts; JS: tokenizers.js) and its
  *   chat template through `@huggingface/jinja`, the way vLLM renders and encodes it (`chat.ts`: tools,
  *   tool calls, `chat_template_kwargs`, `continue_final_message`, a request's own template;
  *   special tokens added for completion prompts, not for a rendered chat, whose template places
  *   them, unless the request's `add_special_tokens` says otherwise).
- * Both see the same prompt fields the engine will (see {@link tokenizeBody}).
- * Token-id prompts skip both.
+ * Both see the same prompt fields the engine will (see {@link tokenizeBody}), and both keep their
+ * results per identical prompt fields within `tokenizeCache`. Token-id prompts skip both.
  * @internal
  * @module
  */
@@ -40,8 +40,8 @@ export interface PromptTokenizer {
   readonly kind: 'engine' | 'local';
   /** The prompt's token ids. */
   tokenize(input: PromptInput): Promise<number[]>;
-  /** The cache of prompts already tokenized (the engine tokenizer's). */
-  readonly cache?: TokenCache;
+  /** The cache of prompts already tokenized. */
+  readonly cache: TokenCache;
 }
 
 /**
@@ -54,11 +54,20 @@ export function tokenizeBody(input: Exclude<PromptInput, { kind: 'ids' }>): Reco
   return { ...model, prompt: input.text, ...(input.addSpecialTokens === undefined ? {} : { add_special_tokens: input.addSpecialTokens }) };
 }
 
-/** The worker's `/tokenize`, cached per identical prompt fields (see {@link TokenCache}). */
-export function engineTokenizer(ask: EngineTokenize, limits: TokenCacheLimits): PromptTokenizer {
+/**
+ * `tokenize` behind a cache of token ids per identical prompt fields (see {@link TokenCache}):
+ * clients resend the same prompts (retries, the samples of one prompt an RL rollout asks for
+ * one request at a time), and each costs a `/tokenize` round trip or a local encode of the
+ * whole text.
+ */
+function cachedTokenizer(
+  kind: PromptTokenizer['kind'],
+  limits: TokenCacheLimits,
+  tokenize: (input: Exclude<PromptInput, { kind: 'ids' }>, body: Record<string, unknown>) => Promise<number[]>,
+): PromptTokenizer {
   const cache = new TokenCache(limits);
   return {
-    kind: 'engine',
+    kind,
     cache,
     async tokenize(input) {
       if (input.kind === 'ids') return input.ids;
@@ -66,11 +75,16 @@ export function engineTokenizer(ask: EngineTokenize, limits: TokenCacheLimits): 
       const key = JSON.stringify(body);
       const hit = cache.get(key);
       if (hit) return hit;
-      const ids = await ask(body);
+      const ids = await tokenize(input, body);
       cache.set(key, ids);
       return ids;
     },
   };
+}
+
+/** The worker's `/tokenize`, cached per identical prompt fields. */
+export function engineTokenizer(ask: EngineTokenize, limits: TokenCacheLimits): PromptTokenizer {
+  return cachedTokenizer('engine', limits, (_input, body) => ask(body));
 }
 
 function tokenText(v: unknown): string | undefined {
@@ -80,10 +94,14 @@ function tokenText(v: unknown): string | undefined {
   return undefined;
 }
 
-/** A local `tokenizer.json` and chat template, encoded by the backend's {@link TextTokenizer}. */
+/**
+ * A local `tokenizer.json` and chat template, encoded by the backend's {@link TextTokenizer},
+ * cached per identical prompt fields.
+ */
 export function localTokenizer(
   backend: BackendName | undefined,
   path: string,
+  limits: TokenCacheLimits,
   chatTemplate?: string,
   trustRequestChatTemplate = false,
 ): PromptTokenizer {
@@ -106,23 +124,19 @@ export function localTokenizer(
   }
   if (Array.isArray(config.additional_special_tokens))
     specials.additional_special_tokens = config.additional_special_tokens.map(tokenText).filter((t) => t !== undefined);
-  return {
-    kind: 'local',
-    async tokenize(input) {
-      if (input.kind === 'ids') return input.ids;
-      if (input.kind === 'text') return tokenizer.encode(input.text, { addSpecialTokens: input.addSpecialTokens ?? true });
-      const template = input.chat.chat_template ?? source;
-      if (template === undefined || template === null)
-        throw new KvRouteError('ERR_INVALID_ARG', `no chat template: ${configPath} has none and no chatTemplate was given`);
-      let text: string;
-      try {
-        text = renderChatPrompt(input.chat, template, specials, trustRequestChatTemplate);
-      } catch (err) {
-        // The request's fault (a refused or broken template, bad tool-call arguments): a typed 400.
-        if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
-        throw err;
-      }
-      return tokenizer.encode(text, { addSpecialTokens: input.chat.add_special_tokens ?? false });
-    },
-  };
+  return cachedTokenizer('local', limits, async (input) => {
+    if (input.kind === 'text') return tokenizer.encode(input.text, { addSpecialTokens: input.addSpecialTokens ?? true });
+    const template = input.chat.chat_template ?? source;
+    if (template === undefined || template === null)
+      throw new KvRouteError('ERR_INVALID_ARG', `no chat template: ${configPath} has none and no chatTemplate was given`);
+    let text: string;
+    try {
+      text = renderChatPrompt(input.chat, template, specials, trustRequestChatTemplate);
+    } catch (err) {
+      // The request's fault (a refused or broken template, bad tool-call arguments): a typed 400.
+      if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
+      throw err;
+    }
+    return tokenizer.encode(text, { addSpecialTokens: input.chat.add_special_tokens ?? false });
+  });
 }
