@@ -8,8 +8,9 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { mockTokenize, renderMockChat, writeMockTokenizer } from '../ts/index.js';
+import { createGateway, mockTokenize, renderMockChat, writeMockTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { expectKvError } from './helpers/errors.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
 import { scratchDir } from './helpers/scratch-dir.js';
@@ -87,6 +88,80 @@ describe.each(BACKENDS)('gateway tokenizers (%s)', (backend) => {
     expect((await postJson(`${plainWorker.url}/tokenize`, custom)).json.error.message).toMatch(/chat_template in a request is refused/);
     expect(mockTokenize(renderMockChat(messages as never))).toEqual(
       (await postJson(`${engine.workers[0].url}/tokenize`, { messages })).json.tokens,
+    );
+  });
+
+  test("a template that loops over a message's content gets OpenAI's list of parts, as vLLM detects it", async () => {
+    const path = writeMockTokenizer(scratchDir('kvroute-tok-'));
+    const engine = await startFleet(backend, 1, {}, { trustRequestChatTemplate: true });
+    const workers = [workerEntry(engine.workers[0], 1)];
+    const local = await startFleet(backend, 0, { tokenizer: { path, trustRequestChatTemplate: true }, workers });
+    const forced = await startFleet(backend, 0, {
+      tokenizer: { path, trustRequestChatTemplate: true, chatTemplateContentFormat: 'string' },
+      workers,
+    });
+    const messages = [
+      { role: 'system', content: 'Be brief.' },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'look' },
+          { type: 'image_url', image_url: { url: 'data:,' } },
+          'bare',
+          { type: 'text', text: 'twice' },
+        ],
+      },
+      { role: 'assistant', content: null },
+    ];
+    const parts =
+      "{% for m in messages %}<{{ m.role }}>{% if m.content is string %}S:{{ m.content }}{% else %}{% for p in m['content'] %}" +
+      '{% if p is string %}[str:{{ p }}]{% else %}[{{ p.type }}{% if p.text %}:{{ p.text }}{% endif %}]{% endif %}{% endfor %}{% endif %}{% endfor %}';
+    const asString = '<system>S:Be brief.<user>S:look\nbare\ntwice<assistant>S:';
+    const cases: [template: string, text: string][] = [
+      [parts, '<system>[text:Be brief.]<user>[text:look][image][str:bare][text:twice]<assistant>'],
+      // Through a sliced copy of the messages, a loop condition, attribute access and a filter.
+      [
+        "{% set rest = messages[1:] %}{% for m in rest if m.role == 'user' %}{% for p in m.content | list %}({{ p.type }}){% endfor %}{% endfor %}",
+        '(text)(image)()(text)',
+      ],
+      // No loop over a message's content: the parts' text joined by newlines, media dropped.
+      ['{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}', '<system>Be brief.<user>look\nbare\ntwice<assistant>'],
+      // The messages assigned to something other than a name: vLLM's walk gives up, "string".
+      [`{% set ns = namespace(x=0) %}{% set ns.x = messages %}${parts}`, asString],
+    ];
+    for (const [chat_template, text] of cases) {
+      const body = { messages, chat_template };
+      const truth = await postJson(`${engine.workers[0].url}/tokenize`, body);
+      expect(truth.json.tokens, chat_template).toEqual(mockTokenize(text));
+      expect((await postJson(`${local.adminUrl}/admin/explain`, body)).json.tokens, chat_template).toEqual(truth.json.tokens);
+    }
+    // chatTemplateContentFormat set as a worker's flag would be: "string" whatever the template.
+    expect((await postJson(`${forced.adminUrl}/admin/explain`, { messages, chat_template: parts })).json.tokens).toEqual(
+      mockTokenize(asString),
+    );
+    // continue_final_message continues the last text part of the final message.
+    const template = '{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}|END{% endfor %}';
+    const reply = (content: unknown) => ({
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content },
+      ],
+      chat_template: template,
+      continue_final_message: true,
+      add_generation_prompt: false,
+    });
+    const continued = reply([
+      { type: 'text', text: 'It is' },
+      { type: 'image_url', image_url: { url: 'data:,' } },
+    ]);
+    for (const url of [`${engine.workers[0].url}/tokenize`, `${local.adminUrl}/admin/explain`])
+      expect((await postJson(url, continued)).json.tokens).toEqual(mockTokenize('q|ENDIt is'));
+    const noText = await postJson(`${local.adminUrl}/admin/explain`, reply([{ type: 'image_url', image_url: { url: 'data:,' } }]));
+    expect([noText.status, noText.json.error]).toEqual([400, expect.stringMatching(/could not find any text to continue/)]);
+    expectKvError(
+      () => createGateway({ blockSize: 16, tokenizer: { path, chatTemplateContentFormat: 'json' as never } }),
+      'ERR_INVALID_ARG',
+      /tokenizer.chatTemplateContentFormat must be 'auto', 'string' or 'openai', got "json"/,
     );
   });
 

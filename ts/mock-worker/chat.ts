@@ -1,8 +1,8 @@
 /**
  * A chat request's prompt as vLLM builds it: the request fields that decide the rendered text
  * (messages, tools, the template and its arguments), read and checked as vLLM reads them, and
- * rendered the way vLLM hands them to Hugging Face's `apply_chat_template` with the "string"
- * content format. The mock worker renders its prompts with it, and the gateway's tokenizers use
+ * rendered the way vLLM hands them to Hugging Face's `apply_chat_template`, in the content
+ * format vLLM detects for the template (`content-format.ts`). The mock worker renders its prompts with it, and the gateway's tokenizers use
  * it to get the same tokens the engine will: through `/tokenize` with the same fields, or
  * locally with the model's template.
  * @internal
@@ -11,6 +11,7 @@
 
 import { Template } from '@huggingface/jinja';
 import { BadRequest } from './bad-request.js';
+import { type ContentFormat, type ContentFormatOption, detectContentFormat } from './content-format.js';
 
 /** The fields of a chat request that decide its prompt, under vLLM's names. */
 export interface ChatPrompt {
@@ -26,9 +27,25 @@ export interface ChatPrompt {
 /** One message as a chat template sees it (vLLM's conversation message). */
 export interface TemplateMessage {
   role: string;
-  content: string;
+  /** A string in the "string" content format; OpenAI's list of parts in the "openai" one. */
+  content: string | ContentPart[];
   [field: string]: unknown;
 }
+
+/** A content part in the "openai" format: a text, a media item's type, or a bare string part. */
+export type ContentPart = { type: 'text'; text: string } | { type: 'image' | 'audio' | 'video' } | string;
+
+/** Media part types and the modality vLLM shows a template for each. */
+const MEDIA_PARTS: Record<string, 'image' | 'audio' | 'video'> = {
+  image_url: 'image',
+  input_image: 'image',
+  image_embeds: 'image',
+  image_pil: 'image',
+  audio_url: 'audio',
+  input_audio: 'audio',
+  audio_embeds: 'audio',
+  video_url: 'video',
+};
 
 /** Content parts whose text vLLM keeps, and the field each keeps it in. */
 const TEXT_PARTS: Record<string, string> = {
@@ -107,6 +124,29 @@ function contentText(content: unknown): string {
   return texts.join('\n');
 }
 
+/**
+ * A message's content as OpenAI's list of parts, as vLLM gives a template in the "openai" format:
+ * no content is an empty list, a string one text part; text-like parts become `{type: 'text'}`
+ * (a text or refusal part without its text is skipped), media parts `{type: <modality>}`, bare
+ * strings stay as they are, and anything else is dropped (as in the "string" format).
+ */
+function contentParts(content: unknown): ContentPart[] {
+  if (content === undefined || content === null) return [];
+  if (typeof content === 'string') return [{ type: 'text', text: content }];
+  if (!Array.isArray(content)) return [];
+  const parts: ContentPart[] = [];
+  for (const part of content) {
+    if (typeof part === 'string') parts.push(part);
+    else if (isRecord(part) && typeof part.type === 'string') {
+      if (Object.hasOwn(TEXT_PARTS, part.type)) {
+        const text = part[TEXT_PARTS[part.type]];
+        if (typeof text === 'string') parts.push({ type: 'text', text });
+      } else if (Object.hasOwn(MEDIA_PARTS, part.type)) parts.push({ type: MEDIA_PARTS[part.type] });
+    }
+  }
+  return parts;
+}
+
 /** An assistant's tool calls as templates expect them: arguments parsed from their JSON text. */
 function toolCalls(calls: unknown, i: number): unknown[] | undefined {
   if (calls === undefined || calls === null) return undefined;
@@ -128,10 +168,10 @@ function toolCalls(calls: unknown, i: number): unknown[] | undefined {
 }
 
 /** vLLM's conversation for a chat template, from checked messages (see {@link readChatPrompt}). */
-export function conversation(messages: readonly Record<string, unknown>[]): TemplateMessage[] {
+export function conversation(messages: readonly Record<string, unknown>[], format: ContentFormat = 'string'): TemplateMessage[] {
   return messages.map((m, i) => {
     const role = m.role as string;
-    const out: TemplateMessage = { role, content: contentText(m.content) };
+    const out: TemplateMessage = { role, content: format === 'openai' ? contentParts(m.content) : contentText(m.content) };
     if (role === 'assistant') {
       const calls = toolCalls(m.tool_calls, i);
       if (calls) out.tool_calls = calls;
@@ -147,6 +187,30 @@ export function conversation(messages: readonly Record<string, unknown>[]): Temp
 }
 
 const compiled = new Map<string, Template>();
+const formats = new WeakMap<Template, ContentFormat>();
+
+/** The content format vLLM detects for a compiled template, found once per template. */
+function detectedFormat(template: Template): ContentFormat {
+  let format = formats.get(template);
+  if (format === undefined) {
+    format = detectContentFormat(template);
+    formats.set(template, format);
+  }
+  return format;
+}
+
+/**
+ * The text `continue_final_message` continues: the final message's content, or in the "openai"
+ * format the text of its last part that has one, as transformers picks it.
+ */
+function finalText(message: TemplateMessage): string {
+  if (typeof message.content === 'string') return message.content;
+  for (let i = message.content.length - 1; i >= 0; i--) {
+    const part = message.content[i];
+    if (typeof part === 'object' && 'text' in part) return part.text;
+  }
+  throw new BadRequest('continue_final_message is set but we could not find any text to continue in the final message');
+}
 
 /** A compiled template; the last few sources are kept, since requests may bring their own. */
 export function chatTemplate(source: string): Template {
@@ -170,19 +234,21 @@ export function chatTemplate(source: string): Template {
  * @param defaultTemplate the model's template, used unless the request brings `chat_template`
  * @param variables what the model's tokenizer config gives every template (`bos_token`, …)
  * @param trustRequestTemplate render a request's own `chat_template` (vLLM's `--trust-request-chat-template`)
+ * @param contentFormat vLLM's `--chat-template-content-format`: `auto` detects it from the template
  */
 export function renderChatPrompt(
   prompt: ChatPrompt,
   defaultTemplate: string,
   variables: Record<string, unknown> = {},
   trustRequestTemplate = false,
+  contentFormat: ContentFormatOption = 'auto',
 ): string {
   // A template is a program: one sent by a client could loop for as long as it likes on our event
   // loop. vLLM refuses them unless started with --trust-request-chat-template; so do we.
   if (prompt.chat_template != null && !trustRequestTemplate)
     throw new BadRequest('chat_template in a request is refused: the server does not trust request chat templates');
   const template = chatTemplate(prompt.chat_template ?? defaultTemplate);
-  const messages = conversation(prompt.messages);
+  const messages = conversation(prompt.messages, contentFormat === 'auto' ? detectedFormat(template) : contentFormat);
   const continueFinal = prompt.continue_final_message === true;
   let text: string;
   try {
@@ -199,7 +265,7 @@ export function renderChatPrompt(
     throw new BadRequest(`the chat template failed: ${(err as Error).message}`);
   }
   if (!continueFinal) return text;
-  const last = messages[messages.length - 1].content.trim();
+  const last = finalText(messages[messages.length - 1]).trim();
   const at = text.lastIndexOf(last);
   if (at < 0) throw new BadRequest('continue_final_message is set but the final message does not appear in the rendered chat');
   return text.slice(0, at + last.length);

@@ -118,8 +118,7 @@ function weightedSelector(o: ResolvedGatewayOptions, weight: (id: bigint) => num
 }
 
 function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet, log: FastifyBaseLogger): PromptTokenizer {
-  if (o.tokenizer !== 'engine')
-    return localTokenizer(o.backend, o.tokenizer.path, o.tokenizeCache, o.tokenizer.chatTemplate, o.tokenizer.trustRequestChatTemplate);
+  if (o.tokenizer !== 'engine') return localTokenizer(o.backend, o.tokenizer, o.tokenizeCache);
   return engineTokenizer(askWorkersToTokenize(fleet, log), o.tokenizeCache);
 }
 

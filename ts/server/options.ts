@@ -52,6 +52,13 @@ export type TokenizerOption =
        * (a template is a program, run on the gateway's event loop). Default false: such requests get 400.
        */
       trustRequestChatTemplate?: boolean;
+      /**
+       * vLLM's `--chat-template-content-format`: the shape of message content the template is
+       * given, OpenAI's list of parts (`openai`) or the parts' text joined (`string`). Default
+       * `auto`, which detects it from the template as vLLM does (a template that loops over a
+       * message's content gets the list); set it as the workers' flag is set.
+       */
+      chatTemplateContentFormat?: 'auto' | 'string' | 'openai';
     };
 
 /**
@@ -233,7 +240,9 @@ export interface ResolvedGatewayOptions {
   workers: ResolvedWorker[];
   router: Omit<KvRouterOptions, 'blockSize' | 'backend'>;
   backend: BackendName | undefined;
-  tokenizer: 'engine' | { path: string; chatTemplate?: string; trustRequestChatTemplate: boolean };
+  tokenizer:
+    | 'engine'
+    | { path: string; chatTemplate?: string; trustRequestChatTemplate: boolean; chatTemplateContentFormat: 'auto' | 'string' | 'openai' };
   tokenizeCache: Required<TokenizeCacheOptions>;
   model: string | undefined;
   health: Required<HealthOptions>;
@@ -379,13 +388,20 @@ function upstream(value: unknown): ResolvedGatewayOptions['upstream'] {
 
 function tokenizer(value: unknown): ResolvedGatewayOptions['tokenizer'] {
   if (value === undefined || value === 'engine') return 'engine';
-  if (typeof value === 'string') return { path: value, trustRequestChatTemplate: false };
-  const t = record(value, 'tokenizer', ['path', 'chatTemplate', 'trustRequestChatTemplate']);
+  if (typeof value === 'string') return { path: value, trustRequestChatTemplate: false, chatTemplateContentFormat: 'auto' };
+  const t = record(value, 'tokenizer', ['path', 'chatTemplate', 'trustRequestChatTemplate', 'chatTemplateContentFormat']);
   const trust = optionalBoolean(t.trustRequestChatTemplate, 'tokenizer.trustRequestChatTemplate') ?? false;
+  const format = t.chatTemplateContentFormat ?? 'auto';
+  if (format !== 'auto' && format !== 'string' && format !== 'openai')
+    throw new KvRouteError(
+      'ERR_INVALID_ARG',
+      `tokenizer.chatTemplateContentFormat must be 'auto', 'string' or 'openai', got ${describe(format)}`,
+    );
   return {
     path: str(t.path, 'tokenizer.path'),
     ...(t.chatTemplate === undefined ? {} : { chatTemplate: str(t.chatTemplate, 'tokenizer.chatTemplate') }),
     trustRequestChatTemplate: trust,
+    chatTemplateContentFormat: format,
   };
 }
 

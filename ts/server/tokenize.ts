@@ -5,7 +5,8 @@
  * - local: the model's `tokenizer.json` through the backend's tokenizer (native: Hugging Face's
  *   Rust `tokenizers`, off the JavaScript thread for long prompts; JS: tokenizers.js) and its
  *   chat template through `@huggingface/jinja`, the way vLLM renders and encodes it (`chat.ts`: tools,
- *   tool calls, `chat_template_kwargs`, `continue_final_message`, a request's own template;
+ *   tool calls, `chat_template_kwargs`, `continue_final_message`, a request's own template, the
+ *   content format vLLM detects for the template or the one `chatTemplateContentFormat` sets;
  *   special tokens added for completion prompts, not for a rendered chat, whose template places
  *   them, unless the request's `add_special_tokens` says otherwise).
  * Both see the same prompt fields the engine will (see {@link tokenizeBody}), and both keep their
@@ -19,6 +20,7 @@ import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { BadRequest } from '../mock-worker/bad-request.js';
 import { type ChatPrompt, chatTemplate as compileChatTemplate, renderChatPrompt } from '../mock-worker/chat.js';
+import type { ContentFormatOption } from '../mock-worker/content-format.js';
 import { TextTokenizer } from '../tokenizer/text-tokenizer.js';
 import { TokenCache, type TokenCacheLimits } from './token-cache.js';
 
@@ -94,17 +96,24 @@ function tokenText(v: unknown): string | undefined {
   return undefined;
 }
 
+/** Where a local tokenizer's files are and how it renders chats (the gateway's `tokenizer` option). */
+export interface LocalTokenizerOptions {
+  path: string;
+  chatTemplate?: string;
+  trustRequestChatTemplate?: boolean;
+  chatTemplateContentFormat?: ContentFormatOption;
+}
+
 /**
  * A local `tokenizer.json` and chat template, encoded by the backend's {@link TextTokenizer},
  * cached per identical prompt fields.
  */
 export function localTokenizer(
   backend: BackendName | undefined,
-  path: string,
+  options: LocalTokenizerOptions,
   limits: TokenCacheLimits,
-  chatTemplate?: string,
-  trustRequestChatTemplate = false,
 ): PromptTokenizer {
+  const { path, chatTemplate, trustRequestChatTemplate = false, chatTemplateContentFormat = 'auto' } = options;
   const tokenizer = TextTokenizer.fromFile(path, backend === undefined ? {} : { backend });
   const config = tokenizer.config;
   const configPath = join(dirname(path), 'tokenizer_config.json');
@@ -131,7 +140,7 @@ export function localTokenizer(
       throw new KvRouteError('ERR_INVALID_ARG', `no chat template: ${configPath} has none and no chatTemplate was given`);
     let text: string;
     try {
-      text = renderChatPrompt(input.chat, template, specials, trustRequestChatTemplate);
+      text = renderChatPrompt(input.chat, template, specials, trustRequestChatTemplate, chatTemplateContentFormat);
     } catch (err) {
       // The request's fault (a refused or broken template, bad tool-call arguments): a typed 400.
       if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
