@@ -135,9 +135,12 @@ describe.each(BACKENDS)('gateway tokenizers (%s)', (backend) => {
       expect(truth.json.tokens, chat_template).toEqual(mockTokenize(text));
       expect((await postJson(`${local.adminUrl}/admin/explain`, body)).json.tokens, chat_template).toEqual(truth.json.tokens);
     }
-    // chatTemplateContentFormat set as a worker's flag would be: "string" whatever the template.
-    expect((await postJson(`${forced.adminUrl}/admin/explain`, { messages, chat_template: parts })).json.tokens).toEqual(
-      mockTokenize(asString),
+    // chatTemplateContentFormat set as a worker's flag (vLLM's --chat-template-content-format) is: "string" whatever the template.
+    const stringWorker = await startWorker({ trustRequestChatTemplate: true, chatTemplateContentFormat: 'string' });
+    for (const url of [`${stringWorker.url}/tokenize`, `${forced.adminUrl}/admin/explain`])
+      expect((await postJson(url, { messages, chat_template: parts })).json.tokens, url).toEqual(mockTokenize(asString));
+    await expect(startWorker({ chatTemplateContentFormat: 'json' as never })).rejects.toThrow(
+      /opts.chatTemplateContentFormat must be 'auto', 'string' or 'openai', got "json"/,
     );
     // continue_final_message continues the last text part of the final message.
     const template = '{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}|END{% endfor %}';

@@ -51,6 +51,12 @@ const FLAGS: Flags = {
     default: 'none',
   },
   'trust-request-chat-template': { kind: 'boolean', help: "render a chat request's own chat_template (vLLM's flag; refused otherwise)" },
+  'chat-template-content-format': {
+    kind: 'string',
+    value: 'auto|string|openai',
+    help: "give chat templates OpenAI's list of parts or the joined text (vLLM's flag)",
+    default: 'auto',
+  },
   'runtime-lora-updating': {
     kind: 'boolean',
     help: "serve /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING)",
@@ -104,6 +110,7 @@ function optionsFrom(
       .map((m) => m.split('=')[0]),
     apiKey: s('api-key'),
     trustRequestChatTemplate: flag('trust-request-chat-template') ? true : undefined,
+    chatTemplateContentFormat: s('chat-template-content-format') as MockWorkerOptions['chatTemplateContentFormat'],
     responsesStore: flag('responses-store') ? true : undefined,
     runtimeLoraUpdating: flag('runtime-lora-updating') ? true : undefined,
     wire: s('wire') as MockWorkerOptions['wire'],

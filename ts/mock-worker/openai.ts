@@ -9,6 +9,7 @@ import { isTokenId } from '../validate.js';
 import { BadRequest } from './bad-request.js';
 import { readChatPrompt, renderChatPrompt } from './chat.js';
 import type { LoraAdapters } from './lora-adapters.js';
+import type { ResolvedMockOptions } from './options.js';
 import type { LoraRef } from './rank.js';
 import { MOCK_CHAT_TEMPLATE, tokenize } from './tokenizer.js';
 
@@ -95,8 +96,13 @@ export function readPrompt(prompt: unknown, inBatch = false): string | number[] 
  * and rendered as vLLM does (see `chat.ts`). The mock tokenizer has no special tokens, so
  * `add_special_tokens` is checked and changes nothing.
  */
-export function chatTokens(b: Record<string, unknown>, trustRequestTemplate: boolean): number[] {
-  return tokenize(renderChatPrompt(readChatPrompt(b), MOCK_CHAT_TEMPLATE, {}, trustRequestTemplate));
+export function chatTokens(
+  b: Record<string, unknown>,
+  served: Pick<ResolvedMockOptions, 'trustRequestChatTemplate' | 'chatTemplateContentFormat'>,
+): number[] {
+  return tokenize(
+    renderChatPrompt(readChatPrompt(b), MOCK_CHAT_TEMPLATE, {}, served.trustRequestChatTemplate, served.chatTemplateContentFormat),
+  );
 }
 
 /** A completion's `add_special_tokens` (vLLM's default, true, when absent: undefined). */
@@ -167,7 +173,7 @@ export function checkFits(
 export function parseRequest(
   body: unknown,
   chat: boolean,
-  served: Served & { trustRequestChatTemplate: boolean; maxModelLen: number },
+  served: Served & Pick<ResolvedMockOptions, 'trustRequestChatTemplate' | 'chatTemplateContentFormat' | 'maxModelLen'>,
 ): ParsedRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
@@ -177,7 +183,7 @@ export function parseRequest(
     const where = batch ? `prompt[${i}]: ` : '';
     let tokens: number[];
     try {
-      tokens = truncated(chat ? chatTokens(b, served.trustRequestChatTemplate) : completionTokens({ ...b, prompt }), truncation);
+      tokens = truncated(chat ? chatTokens(b, served) : completionTokens({ ...b, prompt }), truncation);
     } catch (err) {
       throw err instanceof BadRequest ? new BadRequest(`${where}${err.message}`) : err;
     }

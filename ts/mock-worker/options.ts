@@ -6,6 +6,7 @@
 import { KvRouteError } from '../errors.js';
 import { checkEndpoint } from '../ingest/options.js';
 import { checkOptions, describe, optionalBoolean } from '../validate.js';
+import type { ContentFormatOption } from './content-format.js';
 import type { WireFormat } from './wire.js';
 
 /**
@@ -120,6 +121,12 @@ export interface MockWorkerOptions {
   /** vLLM's `--trust-request-chat-template`: render a chat request's own `chat_template` (refused with 400 otherwise). Default false. */
   trustRequestChatTemplate?: boolean;
   /**
+   * vLLM's `--chat-template-content-format`: give chat templates OpenAI's list of parts
+   * (`openai`) or the parts' text joined (`string`). Default `auto`: detected from the template,
+   * as vLLM does.
+   */
+  chatTemplateContentFormat?: ContentFormatOption;
+  /**
    * Serve vLLM's runtime adapter routes (`VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`):
    * `POST /v1/load_lora_adapter` and `/v1/unload_lora_adapter` add and remove LoRA adapters while
    * the worker runs (the path is not read: the mock has no weights). Default false, as in vLLM:
@@ -170,6 +177,7 @@ const KEYS = [
   'loraModules',
   'apiKey',
   'trustRequestChatTemplate',
+  'chatTemplateContentFormat',
   'responsesStore',
   'runtimeLoraUpdating',
   'wire',
@@ -181,6 +189,12 @@ const KEYS = [
 ] as const;
 const WIRES: readonly WireFormat[] = ['vllm-0.33', 'vllm-0.11', 'sglang'];
 export const FAULT_KINDS = ['crash', 'hang', 'slow', 'drop-events', 'restart', 'recover'] as const;
+
+function contentFormat(v: unknown): ContentFormatOption {
+  if (v === undefined) return 'auto';
+  if (v === 'auto' || v === 'string' || v === 'openai') return v;
+  throw new KvRouteError('ERR_INVALID_ARG', `opts.chatTemplateContentFormat must be 'auto', 'string' or 'openai', got ${describe(v)}`);
+}
 
 function int(v: unknown, name: string, min: number, max: number, dflt: number): number {
   if (v === undefined) return dflt;
@@ -264,6 +278,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     loraModules: [...loraModules],
     ...(o.apiKey === undefined ? {} : { apiKey: o.apiKey }),
     trustRequestChatTemplate: optionalBoolean(o.trustRequestChatTemplate, 'opts.trustRequestChatTemplate') ?? false,
+    chatTemplateContentFormat: contentFormat(o.chatTemplateContentFormat),
     responsesStore: optionalBoolean(o.responsesStore, 'opts.responsesStore') ?? false,
     runtimeLoraUpdating: optionalBoolean(o.runtimeLoraUpdating, 'opts.runtimeLoraUpdating') ?? false,
     wire,

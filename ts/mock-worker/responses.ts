@@ -131,7 +131,7 @@ function parse(body: unknown, engine: ResponsesEngine, store: Map<string, Stored
   const id = b.request_id ?? newResponseId();
   if (typeof id !== 'string' || id === '') throw new BadRequest('request_id must be a non-empty string');
   const messages = responsesMessages(prompt, history);
-  const tokens = chatTokens({ messages }, false);
+  const tokens = chatTokens({ messages }, { trustRequestChatTemplate: false, chatTemplateContentFormat: o.chatTemplateContentFormat });
   const maxTokens = b.max_output_tokens ?? 16;
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_output_tokens must be a positive integer');
   const tooLong = `The engine prompt length ${tokens.length} exceeds the max_model_len ${o.maxModelLen}. Please reduce prompt.`;

@@ -220,7 +220,7 @@ class Worker implements MockWorker {
       const b = (req.body ?? {}) as Record<string, unknown>;
       requestedLora(b.model, this.served);
       let tokens: number[];
-      if (b.messages !== undefined) tokens = chatTokens(b, o.trustRequestChatTemplate);
+      if (b.messages !== undefined) tokens = chatTokens(b, o);
       else if (typeof b.prompt === 'string') tokens = completionTokens(b);
       else throw new BadRequest('prompt must be a string, or give messages');
       return { count: tokens.length, max_model_len: o.maxModelLen, tokens };
