@@ -15,13 +15,14 @@
  * @module
  */
 
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { BadRequest } from '../mock-worker/bad-request.js';
 import { type ChatPrompt, chatTemplate as compileChatTemplate, renderChatPrompt } from '../mock-worker/chat.js';
 import type { ContentFormatOption } from '../mock-worker/content-format.js';
 import { TextTokenizer } from '../tokenizer/text-tokenizer.js';
+import { chooseChatTemplate, loadChatTemplates } from './chat-templates.js';
 import { TokenCache, type TokenCacheLimits } from './token-cache.js';
 
 /**
@@ -116,13 +117,12 @@ export function localTokenizer(
   const { path, chatTemplate, trustRequestChatTemplate = false, chatTemplateContentFormat = 'auto' } = options;
   const tokenizer = TextTokenizer.fromFile(path, backend === undefined ? {} : { backend });
   const config = tokenizer.config;
-  const configPath = join(dirname(path), 'tokenizer_config.json');
-  const source = chatTemplate ?? (typeof config.chat_template === 'string' ? config.chat_template : undefined);
-  if (source !== undefined) {
+  const templates = loadChatTemplates(path, config);
+  if (chatTemplate !== undefined) {
     try {
-      compileChatTemplate(source);
+      compileChatTemplate(chatTemplate);
     } catch (err) {
-      throw new KvRouteError('ERR_INVALID_ARG', `the chat template of ${path}: ${(err as Error).message}`, { cause: err });
+      throw new KvRouteError('ERR_INVALID_ARG', `the chat template given for ${path}: ${(err as Error).message}`, { cause: err });
     }
   }
   // What Hugging Face gives every template: the special tokens the config sets.
@@ -135,11 +135,9 @@ export function localTokenizer(
     specials.additional_special_tokens = config.additional_special_tokens.map(tokenText).filter((t) => t !== undefined);
   return cachedTokenizer('local', limits, async (input) => {
     if (input.kind === 'text') return tokenizer.encode(input.text, { addSpecialTokens: input.addSpecialTokens ?? true });
-    const template = input.chat.chat_template ?? source;
-    if (template === undefined || template === null)
-      throw new KvRouteError('ERR_INVALID_ARG', `no chat template: ${configPath} has none and no chatTemplate was given`);
     let text: string;
     try {
+      const template = chooseChatTemplate(input.chat, templates, chatTemplate, dirname(path));
       text = renderChatPrompt(input.chat, template, specials, trustRequestChatTemplate, chatTemplateContentFormat);
     } catch (err) {
       // The request's fault (a refused or broken template, bad tool-call arguments): a typed 400.
