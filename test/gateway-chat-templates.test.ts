@@ -85,6 +85,14 @@ describe.each(BACKENDS)('gateway chat templates from the model directory (%s)', 
     expect([missing.status, missing.json.error]).toEqual([400, expect.stringMatching(/no chat template: .* has none/)]);
     // Completions need no template.
     await expectText(none, { prompt: 'plain' }, 'plain');
+    // A template's bos_token comes from special_tokens_map.json when the config names none.
+    const mapped = await startFleet(backend, 1, {
+      tokenizer: modelDir(
+        { chat_template: `{{ bos_token }}${tagged('M')}`, bos_token: null },
+        { 'special_tokens_map.json': JSON.stringify({ bos_token: '<s>' }) },
+      ),
+    });
+    await expectText(mapped, { messages: hi }, '<s>Mhi');
   });
 
   test('a chat_template of another shape, or a template that does not parse, stops the gateway at start', () => {

@@ -95,6 +95,37 @@ describe.each(BACKENDS)('TextTokenizer special tokens from tokenizer_config.json
     }
   });
 
+  test('fromFile fills in the special tokens of special_tokens_map.json that the config lacks, as transformers does', async () => {
+    const dir = join(scratch, `${backend}-map`);
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, 'tokenizer.json');
+    writeFileSync(path, withSpecials(false));
+    const write = (file: string, value: unknown) => writeFileSync(join(dir, file), JSON.stringify(value));
+    write('tokenizer_config.json', { tokenizer_class: 'LlamaTokenizerFast', add_eos_token: true });
+    // Without the map the Llama family's BOS and the asked-for EOS name no token: none is added.
+    expect(await TextTokenizer.fromFile(path, { backend }).encode('hi')).toEqual(bytes('hi'));
+    write('special_tokens_map.json', { bos_token: { content: '<|bos|>', lstrip: false }, eos_token: '<|eot|>' });
+    const t = TextTokenizer.fromFile(path, { backend });
+    expect(t.config).toMatchObject({ tokenizer_class: 'LlamaTokenizerFast', eos_token: '<|eot|>' });
+    expect(await t.encode('hi')).toEqual([BOS, ...bytes('hi'), EOT]);
+    // The config's own token wins over the map's.
+    write('tokenizer_config.json', {
+      tokenizer_class: 'LlamaTokenizerFast',
+      add_bos_token: false,
+      add_eos_token: true,
+      eos_token: '<|bos|>',
+    });
+    expect(await TextTokenizer.fromFile(path, { backend }).encode('hi')).toEqual([...bytes('hi'), BOS]);
+    for (const bad of ['{', '[1]']) {
+      writeFileSync(join(dir, 'special_tokens_map.json'), bad);
+      expectKvError(
+        () => TextTokenizer.fromFile(path, { backend }),
+        'ERR_INVALID_ARG',
+        /cannot load the tokenizer .*special_tokens_map\.json/,
+      );
+    }
+  });
+
   test("a config that breaks the rule is a typed error naming the key, and fromFile names the file's path", () => {
     const make = (config: Record<string, unknown>) => () => new TextTokenizer(withSpecials(), { backend, config });
     expectKvError(make({ add_bos_token: 'yes' }), 'ERR_INVALID_ARG', /add_bos_token must be a boolean or null, got "yes"/);

@@ -52,6 +52,22 @@ function readText(file: string): string {
   }
 }
 
+/** The JSON object in the file `name` beside `path`; `undefined` when there is none. */
+function readJsonBeside(path: string, name: string): Record<string, unknown> | undefined {
+  const file = join(dirname(path), name);
+  if (!existsSync(file)) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(readText(file));
+  } catch (err) {
+    if (err instanceof KvRouteError) throw err;
+    throw new KvRouteError('ERR_INVALID_ARG', `cannot load the tokenizer ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new KvRouteError('ERR_INVALID_ARG', `cannot load the tokenizer ${file}: not a JSON object`);
+  return value as Record<string, unknown>;
+}
+
 /**
  * A model's tokenizer. Truncation and padding settings in the file are ignored: the engine sees
  * the whole prompt, so routing must too.
@@ -67,14 +83,16 @@ function readText(file: string): string {
 export class TextTokenizer {
   /** The backend that encodes. */
   readonly backend: BackendName;
-  /** The `tokenizer_config.json` it was given (`{}` when none). */
+  /** The `tokenizer_config.json` it was given (`{}` when none; from `fromFile`, with the special tokens of `special_tokens_map.json` it lacks). */
   readonly config: Readonly<Record<string, unknown>>;
   readonly #inner: TextTokenizerBackend;
   /** The special tokens the config adds in place of the file's post-processor, if it does. */
   readonly #specials: ConfigSpecials | undefined;
 
   /**
-   * Reads `tokenizer.json` at `path` and the `tokenizer_config.json` beside it, if any.
+   * Reads `tokenizer.json` at `path` and the `tokenizer_config.json` beside it, if any, with the
+   * special tokens of a `special_tokens_map.json` beside it filled in where the config names none
+   * (absent or null: older models keep their BOS and EOS tokens only there; transformers reads both).
    * @throws {KvRouteError} `ERR_INVALID_ARG` when a file cannot be read or parsed, or is not a
    *   tokenizer the backend reads; `ERR_NATIVE_UNAVAILABLE` for `backend: 'native'` without it.
    */
@@ -82,16 +100,9 @@ export class TextTokenizer {
     if (typeof path !== 'string' || path.length === 0)
       throw new KvRouteError('ERR_INVALID_ARG', `path must be a non-empty string, got ${describe(path)}`);
     checkOptions(options, 'options', ['backend']);
-    const configPath = join(dirname(path), 'tokenizer_config.json');
-    let config: Record<string, unknown> = {};
-    if (existsSync(configPath)) {
-      const text = readText(configPath);
-      try {
-        config = JSON.parse(text) as Record<string, unknown>;
-      } catch (err) {
-        throw new KvRouteError('ERR_INVALID_ARG', `cannot load the tokenizer ${configPath}: ${(err as Error).message}`, { cause: err });
-      }
-    }
+    const config = readJsonBeside(path, 'tokenizer_config.json') ?? {};
+    for (const [key, value] of Object.entries(readJsonBeside(path, 'special_tokens_map.json') ?? {}))
+      if (config[key] === undefined || config[key] === null) config[key] = value;
     const json = readText(path);
     try {
       return new TextTokenizer(json, { ...options, config });
