@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
+import { mockTokenize, writeMockTokenizer } from '../ts/index.js';
 import { ROOT, requireDist } from './helpers/dist.js';
 import { postJson, sse } from './helpers/http.js';
 import { scratchDir } from './helpers/scratch-dir.js';
@@ -84,6 +85,56 @@ describe('kvroute serve as a command', () => {
     expect(lines[1]).toMatchObject({ status: 200, stream: true, worker: a.headers.get('x-kvroute-worker'), model: 'mock-model' });
     expect(serve.output()).not.toContain('shared prefix');
     for (const w of workers) w.child.kill('SIGTERM');
+  });
+
+  test("vLLM's chat-template flags shape the local tokenizer; with the engine tokenizer they are a usage error", async () => {
+    requireDist();
+    const dir = scratchDir('kvroute-serve-');
+    const path = writeMockTokenizer(dir);
+    const file = join(dir, 'template.jinja');
+    // Loops over a message's content, so auto gives it OpenAI's parts; "string" takes the other branch.
+    writeFileSync(
+      file,
+      'F{% for m in messages %}{% if m.content is string %}S{{ m.content }}{% else %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endif %}{% endfor %}',
+    );
+    const worker = run(
+      ['mock-worker', '--port', '0', '--kv-events', 'tcp://127.0.0.1:0', '--replay', 'tcp://127.0.0.1:0'],
+      /(http:\/\/127\.0\.0\.1:\d+)/,
+    );
+    const workerFlag = `id=1,url=${(await worker.match)[1]}`;
+    const explain = async (flags: string[]) => {
+      const serve = run(
+        ['serve', '--block-size', '16', '--port', '0', '--log-level', 'off', '--worker', workerFlag, '--tokenizer', path, ...flags],
+        /admin (http:\/\/127\.0\.0\.1:\d+)/,
+      );
+      const admin = (await serve.match)[1];
+      let r = await postJson(`${admin}/admin/explain`, { messages: [{ role: 'user', content: 'hi' }] });
+      // The worker joins routing at its first health check.
+      for (let i = 0; i < 50 && r.status !== 200; i++) {
+        await sleep(100);
+        r = await postJson(`${admin}/admin/explain`, { messages: [{ role: 'user', content: 'hi' }] });
+      }
+      serve.child.kill('SIGTERM');
+      expect(await serve.exited).toBe(0);
+      return r.json.tokens;
+    };
+    expect(await explain(['--chat-template', file])).toEqual(mockTokenize('Fhi'));
+    expect(await explain(['--chat-template', file, '--chat-template-content-format', 'string'])).toEqual(mockTokenize('FShi'));
+    expect(await explain(['--chat-template', 'L{{ messages[0].content }}'])).toEqual(mockTokenize('Lhi'));
+    for (const [flags, message] of [
+      [['--chat-template-content-format', 'string'], /--chat-template-content-format shapes a local tokenizer/],
+      [
+        ['--tokenizer', path, '--chat-template', join(dir, 'missing.jinja')],
+        /--chat-template .*missing\.jinja looks like a file, but there is none/,
+      ],
+      [['--tokenizer', path, '--chat-template-content-format', 'json'], /chatTemplateContentFormat must be 'auto', 'string' or 'openai'/],
+    ] as const) {
+      const bad = run(['serve', '--block-size', '16', ...flags], /never/);
+      bad.match.catch(() => undefined);
+      expect(await bad.exited).toBe(2);
+      expect(bad.errors()).toMatch(message);
+    }
+    worker.child.kill('SIGTERM');
   });
 
   test('a bad config or flag exits 2 with the key named', async () => {

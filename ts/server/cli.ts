@@ -5,6 +5,7 @@
  * @module
  */
 
+import { existsSync, readFileSync } from 'node:fs';
 import { type Flags, helpText, parseCommand, UsageError } from '../cli-args.js';
 import { KvRouteError } from '../errors.js';
 import { parseWorkerFlag, readConfigFile } from './config-file.js';
@@ -23,6 +24,19 @@ const FLAGS: Flags = {
     multiple: true,
   },
   tokenizer: { kind: 'string', value: 'engine|path', help: "the workers' /tokenize, or a local tokenizer.json", default: 'engine' },
+  'chat-template': {
+    kind: 'string',
+    value: 'file|template',
+    help: "the local tokenizer's chat template, a file or the template itself (vLLM's flag)",
+    default: "the model's",
+  },
+  'chat-template-content-format': {
+    kind: 'string',
+    value: 'auto|string|openai',
+    help: "message content as OpenAI's list of parts or the joined text, for the local tokenizer (vLLM's flag)",
+    default: 'auto',
+  },
+  'trust-request-chat-template': { kind: 'boolean', help: "let the local tokenizer render a request's own chat_template (vLLM's flag)" },
   'router-config': { kind: 'string', value: 'json', help: 'KvRouter options as JSON, e.g. \'{"routerQueueThreshold":2}\'' },
   'metrics-port': { kind: 'number', help: 'serve /metrics, the admin and the indexer API on this port instead of the proxy port' },
   'metrics-host': { kind: 'string', help: 'host of that listener', default: '127.0.0.1' },
@@ -63,11 +77,33 @@ function replicaFlags(v: Record<string, unknown>, o: Record<string, unknown>): v
   }
 }
 
+/**
+ * vLLM's chat-template flags: a `--chat-template` file is read (vLLM also takes the template
+ * itself, told apart by its `{`, `}` or newline). They shape the local tokenizer only.
+ */
+function chatFlags(v: Record<string, unknown>, o: Record<string, unknown>): void {
+  const given = ['chat-template', 'chat-template-content-format', 'trust-request-chat-template'].filter((f) => v[f] !== undefined);
+  if (given.length === 0) return;
+  if (o.tokenizer === undefined || o.tokenizer === 'engine')
+    throw new UsageError(`--${given[0]} shapes a local tokenizer: give --tokenizer <path of tokenizer.json>`, USAGE);
+  const t: Record<string, unknown> = typeof o.tokenizer === 'string' ? { path: o.tokenizer } : { ...(o.tokenizer as object) };
+  const template = v['chat-template'] as string | undefined;
+  if (template !== undefined) {
+    if (existsSync(template)) t.chatTemplate = readFileSync(template, 'utf8');
+    else if (/[{}\n]/.test(template)) t.chatTemplate = template;
+    else throw new UsageError(`--chat-template ${template} looks like a file, but there is none`, USAGE);
+  }
+  if (v['chat-template-content-format'] !== undefined) t.chatTemplateContentFormat = v['chat-template-content-format'];
+  if (v['trust-request-chat-template'] !== undefined) t.trustRequestChatTemplate = true;
+  o.tokenizer = t;
+}
+
 function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   const o: Record<string, unknown> = v.config === undefined ? {} : readConfigFile(String(v.config));
   if (v['block-size'] !== undefined) o.blockSize = v['block-size'];
   if (v.worker !== undefined) o.workers = [...((o.workers as unknown[]) ?? []), ...(v.worker as string[]).map(parseWorkerFlag)];
   if (v.tokenizer !== undefined) o.tokenizer = v.tokenizer;
+  chatFlags(v, o);
   if (v['router-config'] !== undefined) {
     try {
       o.router = { ...(o.router as object), ...JSON.parse(String(v['router-config'])) };
