@@ -2,9 +2,9 @@
  * A chat request's prompt as vLLM builds it: the request fields that decide the rendered text
  * (messages, tools, the template and its arguments), read and checked as vLLM reads them, and
  * rendered the way vLLM hands them to Hugging Face's `apply_chat_template`, in the content
- * format vLLM detects for the template (`content-format.ts`). The mock worker renders its prompts with it, and the gateway's tokenizers use
- * it to get the same tokens the engine will: through `/tokenize` with the same fields, or
- * locally with the model's template.
+ * format vLLM detects for the template (`content-format.ts`). The mock worker renders its
+ * prompts with it, and the gateway's tokenizers use it to get the same tokens the engine will:
+ * through `/tokenize` with the same fields, or locally with the model's template.
  * @internal
  * @module
  */

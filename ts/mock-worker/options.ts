@@ -125,7 +125,7 @@ export interface MockWorkerOptions {
    * (`openai`) or the parts' text joined (`string`). Default `auto`: detected from the template,
    * as vLLM does.
    */
-  chatTemplateContentFormat?: ContentFormatOption;
+  chatTemplateContentFormat?: 'auto' | 'string' | 'openai';
   /**
    * Serve vLLM's runtime adapter routes (`VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`):
    * `POST /v1/load_lora_adapter` and `/v1/unload_lora_adapter` add and remove LoRA adapters while

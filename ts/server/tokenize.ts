@@ -117,7 +117,8 @@ export function localTokenizer(
   const { path, chatTemplate, trustRequestChatTemplate = false, chatTemplateContentFormat = 'auto' } = options;
   const tokenizer = TextTokenizer.fromFile(path, backend === undefined ? {} : { backend });
   const config = tokenizer.config;
-  const templates = loadChatTemplates(path, config);
+  // The gateway's own template wins over the model's (vLLM's --chat-template), which then are not read.
+  const templates = chatTemplate === undefined ? loadChatTemplates(path, config) : undefined;
   if (chatTemplate !== undefined) {
     try {
       compileChatTemplate(chatTemplate);
