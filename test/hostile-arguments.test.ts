@@ -181,6 +181,7 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
     // TextTokenizer: its constructors and encode (a lone surrogate is text, and encodes).
     const tokenizerJson = JSON.stringify(kvroute.mockTokenizerJson());
     const tokenizer = new kvroute.TextTokenizer(tokenizerJson, { backend });
+    const chatTokenizer = new kvroute.TextTokenizer(tokenizerJson, { backend, config: kvroute.mockTokenizerConfig() });
     for (const v of HOSTILE) {
       await onlyKvRouteErrors(`new TextTokenizer(${label(v)})`, () => new kvroute.TextTokenizer(v as never, { backend }));
       await onlyKvRouteErrors(`new TextTokenizer(json, ${label(v)})`, () => new kvroute.TextTokenizer(tokenizerJson, v as never));
@@ -193,6 +194,30 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
       await onlyKvRouteErrors(`TextTokenizer.encode('x', ${label(v)})`, () => tokenizer.encode('x', v as never));
       await onlyKvRouteErrors(`TextTokenizer.encode('x', {addSpecialTokens: ${label(v)}})`, () =>
         tokenizer.encode('x', { addSpecialTokens: v as never }),
+      );
+      for (const key of ['chatTemplate', 'chatTemplateContentFormat', 'trustRequestChatTemplate'])
+        await onlyKvRouteErrors(
+          `new TextTokenizer(json, {${key}: ${label(v)}})`,
+          () => new kvroute.TextTokenizer(tokenizerJson, { backend, [key]: v as never }),
+        );
+      // Chat requests: the whole request, its messages, and each field of one.
+      await onlyKvRouteErrors(`TextTokenizer.encodeChat(${label(v)})`, () => chatTokenizer.encodeChat(v as never));
+      await onlyKvRouteErrors(`TextTokenizer.applyChatTemplate({messages: ${label(v)}})`, () =>
+        chatTokenizer.applyChatTemplate({ messages: v as never }),
+      );
+      for (const key of [
+        'tools',
+        'add_generation_prompt',
+        'continue_final_message',
+        'add_special_tokens',
+        'chat_template',
+        'chat_template_kwargs',
+      ])
+        await onlyKvRouteErrors(`TextTokenizer.encodeChat({messages, ${key}: ${label(v)}})`, () =>
+          chatTokenizer.encodeChat({ messages: [{ role: 'user', content: 'hi' }], [key]: v as never }),
+        );
+      await onlyKvRouteErrors(`TextTokenizer.encodeChat({messages: [{role: 'user', content: ${label(v)}}]})`, () =>
+        chatTokenizer.encodeChat({ messages: [{ role: 'user', content: v as never }] }),
       );
     }
     source.close();

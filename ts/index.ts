@@ -146,4 +146,4 @@ export type {
   UpstreamOptions,
 } from './server/options.js';
 export { metrics } from './server/router-metrics.js';
-export { type EncodeOptions, TextTokenizer, type TextTokenizerOptions } from './tokenizer/text-tokenizer.js';
+export { type ChatRequest, type EncodeOptions, TextTokenizer, type TextTokenizerOptions } from './tokenizer/text-tokenizer.js';

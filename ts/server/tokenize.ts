@@ -15,14 +15,10 @@
  * @module
  */
 
-import { dirname } from 'node:path';
 import type { BackendName } from '../backend-types.js';
-import { KvRouteError } from '../errors.js';
-import { BadRequest } from '../mock-worker/bad-request.js';
-import { type ChatPrompt, chatTemplate as compileChatTemplate, renderChatPrompt } from '../mock-worker/chat.js';
+import type { ChatPrompt } from '../mock-worker/chat.js';
 import type { ContentFormatOption } from '../mock-worker/content-format.js';
 import { TextTokenizer } from '../tokenizer/text-tokenizer.js';
-import { chooseChatTemplate, loadChatTemplates } from './chat-templates.js';
 import { TokenCache, type TokenCacheLimits } from './token-cache.js';
 
 /**
@@ -90,13 +86,6 @@ export function engineTokenizer(ask: EngineTokenize, limits: TokenCacheLimits): 
   return cachedTokenizer('engine', limits, (_input, body) => ask(body));
 }
 
-function tokenText(v: unknown): string | undefined {
-  if (typeof v === 'string') return v;
-  if (v !== null && typeof v === 'object' && typeof (v as { content?: unknown }).content === 'string')
-    return (v as { content: string }).content;
-  return undefined;
-}
-
 /** Where a local tokenizer's files are and how it renders chats (the gateway's `tokenizer` option). */
 export interface LocalTokenizerOptions {
   path: string;
@@ -114,37 +103,10 @@ export function localTokenizer(
   options: LocalTokenizerOptions,
   limits: TokenCacheLimits,
 ): PromptTokenizer {
-  const { path, chatTemplate, trustRequestChatTemplate = false, chatTemplateContentFormat = 'auto' } = options;
-  const tokenizer = TextTokenizer.fromFile(path, backend === undefined ? {} : { backend });
-  const config = tokenizer.config;
-  // The gateway's own template wins over the model's (vLLM's --chat-template), which then are not read.
-  const templates = chatTemplate === undefined ? loadChatTemplates(path, config) : undefined;
-  if (chatTemplate !== undefined) {
-    try {
-      compileChatTemplate(chatTemplate);
-    } catch (err) {
-      throw new KvRouteError('ERR_INVALID_ARG', `the chat template given for ${path}: ${(err as Error).message}`, { cause: err });
-    }
-  }
-  // What Hugging Face gives every template: the special tokens the config sets.
-  const specials: Record<string, unknown> = {};
-  for (const key of ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token']) {
-    const text = tokenText(config[key]);
-    if (text !== undefined) specials[key] = text;
-  }
-  if (Array.isArray(config.additional_special_tokens))
-    specials.additional_special_tokens = config.additional_special_tokens.map(tokenText).filter((t) => t !== undefined);
+  const { path, ...chat } = options;
+  const tokenizer = TextTokenizer.fromFile(path, backend === undefined ? chat : { ...chat, backend });
   return cachedTokenizer('local', limits, async (input) => {
     if (input.kind === 'text') return tokenizer.encode(input.text, { addSpecialTokens: input.addSpecialTokens ?? true });
-    let text: string;
-    try {
-      const template = chooseChatTemplate(input.chat, templates, chatTemplate, dirname(path));
-      text = renderChatPrompt(input.chat, template, specials, trustRequestChatTemplate, chatTemplateContentFormat);
-    } catch (err) {
-      // The request's fault (a refused or broken template, bad tool-call arguments): a typed 400.
-      if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
-      throw err;
-    }
-    return tokenizer.encode(text, { addSpecialTokens: input.chat.add_special_tokens ?? false });
+    return tokenizer.encodeChat(input.chat);
   });
 }

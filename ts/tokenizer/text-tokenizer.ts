@@ -12,7 +12,17 @@ import { dirname, join } from 'node:path';
 import { resolveBackend } from '../backend.js';
 import type { BackendName, TextTokenizerBackend } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
+import { BadRequest } from '../mock-worker/bad-request.js';
+import { readChatPrompt, renderChatPrompt } from '../mock-worker/chat.js';
 import { checkOptions, describe } from '../validate.js';
+import {
+  type ChatTemplates,
+  chooseChatTemplate,
+  compileTemplates,
+  configTemplates,
+  loadChatTemplates,
+  templateVariables,
+} from './chat-templates.js';
 import { type ConfigSpecials, configSpecials, withSpecials } from './config-specials.js';
 
 /**
@@ -29,6 +39,45 @@ export interface TextTokenizerOptions {
    * (the JS backend) also reads a few of its keys.
    */
   config?: Record<string, unknown>;
+  /**
+   * A chat template (Jinja) for {@link TextTokenizer.encodeChat} instead of the model's (vLLM's
+   * `--chat-template`). Default: the model's, from the config (and, with `fromFile`, from
+   * `chat_template.jinja` and `additional_chat_templates/` beside the file, as transformers reads them).
+   */
+  chatTemplate?: string;
+  /**
+   * vLLM's `--chat-template-content-format`: templates get OpenAI's list of content parts
+   * (`openai`) or the parts' text joined (`string`). Default `auto`, detected from the template
+   * as vLLM does (a template that loops over a message's content gets the list).
+   */
+  chatTemplateContentFormat?: 'auto' | 'string' | 'openai';
+  /**
+   * vLLM's `--trust-request-chat-template`: render a request's own `chat_template` (a template
+   * is a program, run on the calling thread). Default false: such requests are refused.
+   */
+  trustRequestChatTemplate?: boolean;
+}
+
+/**
+ * A chat request's fields that decide its prompt, under vLLM's (OpenAI's) names; other fields
+ * of a chat completion request are ignored.
+ * @group Tokenizer
+ */
+export interface ChatRequest {
+  /** The conversation: `role`, `content` (a string, a list of parts or null), and `tool_calls`, `tool_call_id`, `name`, `reasoning`. */
+  messages: Record<string, unknown>[];
+  /** Tools offered, as the request's `tools`; they choose a model's `tool_use` template. */
+  tools?: unknown[] | null;
+  /** Default true. */
+  add_generation_prompt?: boolean;
+  /** End the text right after the last message's content, so the model continues it. Default false. */
+  continue_final_message?: boolean;
+  /** Run the tokenizer's post-processor on the rendered text. Default false (the template places them). */
+  add_special_tokens?: boolean;
+  /** The request's own template (only with `trustRequestChatTemplate`). */
+  chat_template?: string | null;
+  /** Variables for the template (`enable_thinking`, say). */
+  chat_template_kwargs?: Record<string, unknown> | null;
 }
 
 /**
@@ -68,6 +117,23 @@ function readJsonBeside(path: string, name: string): Record<string, unknown> | u
   return value as Record<string, unknown>;
 }
 
+/** The chat options of {@link TextTokenizerOptions}, checked. */
+function chatOptions(o: TextTokenizerOptions) {
+  const override = o.chatTemplate;
+  if (override !== undefined && typeof override !== 'string')
+    throw new KvRouteError('ERR_INVALID_ARG', `options.chatTemplate must be a string, got ${describe(override)}`);
+  const format = o.chatTemplateContentFormat ?? 'auto';
+  if (format !== 'auto' && format !== 'string' && format !== 'openai')
+    throw new KvRouteError(
+      'ERR_INVALID_ARG',
+      `options.chatTemplateContentFormat must be 'auto', 'string' or 'openai', got ${describe(format)}`,
+    );
+  const trust = o.trustRequestChatTemplate ?? false;
+  if (typeof trust !== 'boolean')
+    throw new KvRouteError('ERR_INVALID_ARG', `options.trustRequestChatTemplate must be a boolean, got ${describe(trust)}`);
+  return { override, format, trust };
+}
+
 /**
  * A model's tokenizer. Truncation and padding settings in the file are ignored: the engine sees
  * the whole prompt, so routing must too.
@@ -88,6 +154,15 @@ export class TextTokenizer {
   readonly #inner: TextTokenizerBackend;
   /** The special tokens the config adds in place of the file's post-processor, if it does. */
   readonly #specials: ConfigSpecials | undefined;
+  /** The model's chat templates; `fromFile` adds those of the files beside it. */
+  #templates: ChatTemplates;
+  readonly #chat: {
+    override: string | undefined;
+    format: 'auto' | 'string' | 'openai';
+    trust: boolean;
+    variables: Record<string, unknown>;
+  };
+  #where = 'the tokenizer';
 
   /**
    * Reads `tokenizer.json` at `path` and the `tokenizer_config.json` beside it, if any, with the
@@ -99,13 +174,17 @@ export class TextTokenizer {
   static fromFile(path: string, options: Omit<TextTokenizerOptions, 'config'> = {}): TextTokenizer {
     if (typeof path !== 'string' || path.length === 0)
       throw new KvRouteError('ERR_INVALID_ARG', `path must be a non-empty string, got ${describe(path)}`);
-    checkOptions(options, 'options', ['backend']);
+    checkOptions(options, 'options', ['backend', 'chatTemplate', 'chatTemplateContentFormat', 'trustRequestChatTemplate']);
     const config = readJsonBeside(path, 'tokenizer_config.json') ?? {};
     for (const [key, value] of Object.entries(readJsonBeside(path, 'special_tokens_map.json') ?? {}))
       if (config[key] === undefined || config[key] === null) config[key] = value;
     const json = readText(path);
     try {
-      return new TextTokenizer(json, { ...options, config });
+      const tokenizer = new TextTokenizer(json, { ...options, config });
+      tokenizer.#where = path;
+      // The gateway's own template wins over the model's (vLLM's --chat-template): those are then not read.
+      if (options.chatTemplate === undefined) tokenizer.#templates = loadChatTemplates(path, config);
+      return tokenizer;
     } catch (err) {
       if (err instanceof KvRouteError && err.code === 'ERR_INVALID_ARG')
         throw new KvRouteError(err.code, `${path}: ${err.message}`, { cause: err });
@@ -119,7 +198,13 @@ export class TextTokenizer {
    *   an option is invalid; `ERR_NATIVE_UNAVAILABLE` for `backend: 'native'` without it.
    */
   constructor(json: string, options: TextTokenizerOptions = {}) {
-    const o = checkOptions(options, 'options', ['backend', 'config']);
+    const o = checkOptions(options, 'options', [
+      'backend',
+      'config',
+      'chatTemplate',
+      'chatTemplateContentFormat',
+      'trustRequestChatTemplate',
+    ]);
     if (typeof json !== 'string')
       throw new KvRouteError('ERR_INVALID_ARG', `json must be the text of a tokenizer.json, got ${describe(json)}`);
     const config = o.config ?? {};
@@ -130,6 +215,10 @@ export class TextTokenizer {
     this.config = config as Record<string, unknown>;
     this.#inner = backend.createTextTokenizer(json, this.config);
     this.#specials = configSpecials(this.config, (token) => this.#inner.tokenToId(token));
+    this.#chat = { ...chatOptions(o), variables: templateVariables(this.config) };
+    if (this.#chat.override !== undefined) compileTemplates(this.#chat.override, 'options.chatTemplate');
+    this.#templates = this.#chat.override === undefined ? configTemplates(this.config.chat_template) : undefined;
+    compileTemplates(this.#templates, 'the config');
   }
 
   /**
@@ -144,8 +233,43 @@ export class TextTokenizer {
     const add = o.addSpecialTokens ?? true;
     if (typeof add !== 'boolean')
       throw new KvRouteError('ERR_INVALID_ARG', `options.addSpecialTokens must be a boolean, got ${describe(add)}`);
+    return this.#encode(text, add);
+  }
+
+  async #encode(text: string, add: boolean): Promise<number[]> {
     if (this.#specials === undefined) return this.#inner.encode(text, add);
     const ids = await this.#inner.encode(text, false);
     return add ? withSpecials(ids, this.#specials) : ids;
+  }
+
+  /**
+   * The prompt text vLLM renders for a chat request: the model's template (or the one chosen
+   * for it: `tool_use` for a request with `tools` where the model has one), the config's special
+   * tokens as variables, the content format vLLM detects, tool-call arguments parsed from JSON.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` when the request's fields are malformed, the model
+   *   has no template for it, a request's own template is not trusted, or the template fails.
+   */
+  applyChatTemplate(request: ChatRequest): string {
+    try {
+      const chat = readChatPrompt(request as unknown as Record<string, unknown>);
+      const template = chooseChatTemplate(chat, this.#templates, this.#chat.override, this.#where);
+      return renderChatPrompt(chat, template, this.#chat.variables, this.#chat.trust, this.#chat.format);
+    } catch (err) {
+      if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
+      throw err;
+    }
+  }
+
+  /**
+   * The token ids vLLM's engine sees for a chat request: {@link applyChatTemplate}, then
+   * `encode` with the request's `add_special_tokens` (default false: the template places them).
+   * @throws {KvRouteError} `ERR_INVALID_ARG` as {@link applyChatTemplate}, or when the model
+   *   cannot encode the text.
+   */
+  async encodeChat(request: ChatRequest): Promise<number[]> {
+    if (request === null || typeof request !== 'object' || Array.isArray(request))
+      throw new KvRouteError('ERR_INVALID_ARG', `request must be an object, got ${describe(request)}`);
+    const text = this.applyChatTemplate(request);
+    return this.#encode(text, request.add_special_tokens ?? false);
   }
 }

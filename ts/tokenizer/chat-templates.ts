@@ -37,7 +37,7 @@ function readTemplateFile(file: string): string {
 }
 
 /** The config's `chat_template`: a string, or a list of `{name, template}`. */
-function configTemplates(value: unknown): ChatTemplates {
+export function configTemplates(value: unknown): ChatTemplates {
   if (value === undefined || value === null) return undefined;
   if (typeof value === 'string') return value;
   const bad = () =>
@@ -56,8 +56,24 @@ function configTemplates(value: unknown): ChatTemplates {
 }
 
 /**
- * The chat templates of the model whose `tokenizer.json` is at `path`, its config already read.
- * Each is compiled here, so a broken one stops the gateway at start rather than every chat.
+ * Compiles each template, so a broken one stops the tokenizer at its creation rather than every
+ * chat. `where` names the model in the error.
+ * @throws {KvRouteError} `ERR_INVALID_ARG` when a template does not parse.
+ */
+export function compileTemplates(templates: ChatTemplates, where: string): void {
+  for (const [name, source] of typeof templates === 'string' ? [['', templates]] : (templates ?? [])) {
+    try {
+      compileChatTemplate(source);
+    } catch (err) {
+      const which = name === '' ? 'the chat template' : `the chat template "${name}"`;
+      throw new KvRouteError('ERR_INVALID_ARG', `${which} of ${where}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+}
+
+/**
+ * The chat templates of the model whose `tokenizer.json` is at `path`, its config already read:
+ * the config's, then the files beside it (see the module docs). Each is compiled.
  * @throws {KvRouteError} `ERR_INVALID_ARG` when the config's `chat_template` has another shape, a
  *   file cannot be read, or a template does not parse.
  */
@@ -77,15 +93,26 @@ export function loadChatTemplates(path: string, config: Readonly<Record<string, 
       templates = named;
     }
   }
-  for (const [name, source] of typeof templates === 'string' ? [['', templates]] : (templates ?? [])) {
-    try {
-      compileChatTemplate(source);
-    } catch (err) {
-      const which = name === '' ? 'the chat template' : `the chat template "${name}"`;
-      throw new KvRouteError('ERR_INVALID_ARG', `${which} of ${path}: ${(err as Error).message}`, { cause: err });
-    }
-  }
+  compileTemplates(templates, path);
   return templates;
+}
+
+/** What Hugging Face gives every template besides the request's fields: the special tokens the config sets. */
+export function templateVariables(config: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const text = (v: unknown): string | undefined => {
+    if (typeof v === 'string') return v;
+    if (v !== null && typeof v === 'object' && typeof (v as { content?: unknown }).content === 'string')
+      return (v as { content: string }).content;
+    return undefined;
+  };
+  const variables: Record<string, unknown> = {};
+  for (const key of ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token']) {
+    const value = text(config[key]);
+    if (value !== undefined) variables[key] = value;
+  }
+  if (Array.isArray(config.additional_special_tokens))
+    variables.additional_special_tokens = config.additional_special_tokens.map(text).filter((t) => t !== undefined);
+  return variables;
 }
 
 /**
@@ -93,12 +120,12 @@ export function loadChatTemplates(path: string, config: Readonly<Record<string, 
  * checked when it is rendered).
  * @throws {BadRequest} when the model has no template to use for it.
  */
-export function chooseChatTemplate(chat: ChatPrompt, templates: ChatTemplates, override: string | undefined, dir: string): string {
+export function chooseChatTemplate(chat: ChatPrompt, templates: ChatTemplates, override: string | undefined, where: string): string {
   if (chat.chat_template != null) return chat.chat_template;
   if (override !== undefined) return override;
   if (typeof templates === 'string') return templates;
   if (templates === undefined)
-    throw new BadRequest(`no chat template: ${dir} has none (tokenizer_config.json, chat_template.jinja) and no chatTemplate was given`);
+    throw new BadRequest(`no chat template: ${where} has none (tokenizer_config.json, chat_template.jinja) and no chatTemplate was given`);
   const hasTools = chat.tools !== undefined && chat.tools !== null;
   const chosen = (hasTools ? templates.get('tool_use') : undefined) ?? templates.get('default');
   if (chosen === undefined)
