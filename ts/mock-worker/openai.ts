@@ -5,9 +5,9 @@
  * @module
  */
 
+import { readChatPrompt, renderChatPrompt } from '../chat/prompt.js';
 import { isTokenId } from '../validate.js';
 import { BadRequest } from './bad-request.js';
-import { readChatPrompt, renderChatPrompt } from './chat.js';
 import type { LoraAdapters } from './lora-adapters.js';
 import type { ResolvedMockOptions } from './options.js';
 import type { LoraRef } from './rank.js';
@@ -93,7 +93,7 @@ export function readPrompt(prompt: unknown, inBatch = false): string | number[] 
 
 /**
  * The mock model's tokens for a chat request's prompt fields (or a chat `/tokenize` body), read
- * and rendered as vLLM does (see `chat.ts`). The mock tokenizer has no special tokens, so
+ * and rendered as vLLM does (see `chat/prompt.ts`). The mock tokenizer has no special tokens, so
  * `add_special_tokens` is checked and changes nothing.
  */
 export function chatTokens(

@@ -3,10 +3,10 @@
  * @module
  */
 
+import type { ContentFormatOption } from '../chat/content-format.js';
 import { KvRouteError } from '../errors.js';
 import { checkEndpoint } from '../ingest/options.js';
 import { checkOptions, describe, optionalBoolean } from '../validate.js';
-import type { ContentFormatOption } from './content-format.js';
 import type { WireFormat } from './wire.js';
 
 /**

@@ -3,16 +3,16 @@
  * A token is one byte of the text's UTF-8 encoding (ids 0-255); detokenizing decodes the bytes
  * back (ill-formed sequences become U+FFFD). Chat messages are rendered through a ChatML chat
  * template (which also renders `tools` and an assistant's `tool_calls`) with `@huggingface/jinja`,
- * the way vLLM applies a model's template (see `chat.ts`: `add_generation_prompt` true by
+ * the way vLLM applies a model's template (see `chat/prompt.ts`: `add_generation_prompt` true by
  * default, `continue_final_message`, `chat_template_kwargs`, a request's own `chat_template`), and
  * the rendered text is then tokenized. The template is exported so that a gateway can render it identically.
  * @module
  */
 
+import { readChatPrompt, renderChatPrompt } from '../chat/prompt.js';
 import { KvRouteError } from '../errors.js';
 import { describe } from '../validate.js';
 import { BadRequest } from './bad-request.js';
-import { readChatPrompt, renderChatPrompt } from './chat.js';
 
 /**
  * The mock model's chat template (ChatML), as a model's `tokenizer_config.json` carries it.

@@ -10,7 +10,7 @@
  * @module
  */
 
-import { readChatPrompt } from '../mock-worker/chat.js';
+import { readChatPrompt } from '../chat/prompt.js';
 import {
   BadRequest,
   promptBatch,

@@ -4,7 +4,7 @@
  *   construction, at one extra local round trip.
  * - local: the model's `tokenizer.json` through the backend's tokenizer (native: Hugging Face's
  *   Rust `tokenizers`, off the JavaScript thread for long prompts; JS: tokenizers.js) and its
- *   chat template through `@huggingface/jinja`, the way vLLM renders and encodes it (`chat.ts`: tools,
+ *   chat template through `@huggingface/jinja`, the way vLLM renders and encodes it (`chat/prompt.ts`: tools,
  *   tool calls, `chat_template_kwargs`, `continue_final_message`, a request's own template, the
  *   content format vLLM detects for the template or the one `chatTemplateContentFormat` sets;
  *   special tokens added for completion prompts, not for a rendered chat, whose template places
@@ -16,8 +16,8 @@
  */
 
 import type { BackendName } from '../backend-types.js';
-import type { ChatPrompt } from '../mock-worker/chat.js';
-import type { ContentFormatOption } from '../mock-worker/content-format.js';
+import type { ContentFormatOption } from '../chat/content-format.js';
+import type { ChatPrompt } from '../chat/prompt.js';
 import { TextTokenizer } from '../tokenizer/text-tokenizer.js';
 import { TokenCache, type TokenCacheLimits } from './token-cache.js';
 

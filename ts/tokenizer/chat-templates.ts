@@ -19,10 +19,10 @@
 
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import type { ChatPrompt } from '../chat/prompt.js';
+import { chatTemplate as compileChatTemplate } from '../chat/prompt.js';
 import { KvRouteError } from '../errors.js';
 import { BadRequest } from '../mock-worker/bad-request.js';
-import type { ChatPrompt } from '../mock-worker/chat.js';
-import { chatTemplate as compileChatTemplate } from '../mock-worker/chat.js';
 import { describe } from '../validate.js';
 
 /** A model's chat templates: none, one, or several by name. */

@@ -11,9 +11,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { resolveBackend } from '../backend.js';
 import type { BackendName, TextTokenizerBackend } from '../backend-types.js';
+import { readChatPrompt, renderChatPrompt } from '../chat/prompt.js';
 import { KvRouteError } from '../errors.js';
 import { BadRequest } from '../mock-worker/bad-request.js';
-import { readChatPrompt, renderChatPrompt } from '../mock-worker/chat.js';
 import { checkOptions, describe } from '../validate.js';
 import {
   type ChatTemplates,

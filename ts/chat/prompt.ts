@@ -3,14 +3,15 @@
  * (messages, tools, the template and its arguments), read and checked as vLLM reads them, and
  * rendered the way vLLM hands them to Hugging Face's `apply_chat_template`, in the content
  * format vLLM detects for the template (`content-format.ts`). The mock worker renders its
- * prompts with it, and the gateway's tokenizers use it to get the same tokens the engine will:
- * through `/tokenize` with the same fields, or locally with the model's template.
+ * prompts with it, and `TextTokenizer.encodeChat` (the gateway's local tokenizer) uses it to get
+ * the same tokens the engine will; the gateway's engine tokenizer reads the same fields and sends
+ * them to `/tokenize`.
  * @internal
  * @module
  */
 
 import { Template } from '@huggingface/jinja';
-import { BadRequest } from './bad-request.js';
+import { BadRequest } from '../mock-worker/bad-request.js';
 import { type ContentFormat, type ContentFormatOption, detectContentFormat } from './content-format.js';
 
 /** The fields of a chat request that decide its prompt, under vLLM's names. */
