@@ -79,6 +79,13 @@ describe.each(BACKENDS)('TextTokenizer chat (%s)', (backend) => {
     writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ bos_token: '<s>', chat_template: 'C' }));
     const hi = { messages: [{ role: 'user', content: 'hi' }] };
     expect(await TextTokenizer.fromFile(path, { backend }).encodeChat(hi)).toEqual(mockTokenize('<s>Jhi'));
+    // The model directory works as well as its tokenizer.json; one without a tokenizer.json is named.
+    expect(await TextTokenizer.fromFile(dir, { backend }).encodeChat(hi)).toEqual(mockTokenize('<s>Jhi'));
+    expectKvError(
+      () => TextTokenizer.fromFile(scratchDir('kvroute-chat-empty-'), { backend }),
+      'ERR_INVALID_ARG',
+      /kvroute-chat-empty-\w+ holds no tokenizer\.json/,
+    );
     const given = TextTokenizer.fromFile(path, { backend, chatTemplate: 'G{{ messages[0].content }}' });
     expect(given.applyChatTemplate(hi)).toBe('Ghi');
     // From the text of a tokenizer.json, the config's template (a list of named ones here).

@@ -23,7 +23,12 @@ const FLAGS: Flags = {
     help: 'a worker; repeat for several',
     multiple: true,
   },
-  tokenizer: { kind: 'string', value: 'engine|path', help: "the workers' /tokenize, or a local tokenizer.json", default: 'engine' },
+  tokenizer: {
+    kind: 'string',
+    value: 'engine|path',
+    help: "the workers' /tokenize, or a local tokenizer.json (or the model directory holding it)",
+    default: 'engine',
+  },
   'chat-template': {
     kind: 'string',
     value: 'file|template',
@@ -85,7 +90,7 @@ function chatFlags(v: Record<string, unknown>, o: Record<string, unknown>): void
   const given = ['chat-template', 'chat-template-content-format', 'trust-request-chat-template'].filter((f) => v[f] !== undefined);
   if (given.length === 0) return;
   if (o.tokenizer === undefined || o.tokenizer === 'engine')
-    throw new UsageError(`--${given[0]} shapes a local tokenizer: give --tokenizer <path of tokenizer.json>`, USAGE);
+    throw new UsageError(`--${given[0]} shapes a local tokenizer: give --tokenizer <tokenizer.json or model directory>`, USAGE);
   const t: Record<string, unknown> = typeof o.tokenizer === 'string' ? { path: o.tokenizer } : { ...(o.tokenizer as object) };
   const template = v['chat-template'] as string | undefined;
   if (template !== undefined) {

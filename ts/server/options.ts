@@ -43,7 +43,7 @@ export type TokenizerOption =
   | 'engine'
   | (string & {})
   | {
-      /** Path of the model's `tokenizer.json`. */
+      /** Path of the model's `tokenizer.json`, or of the model directory holding it. */
       path: string;
       /** A chat template (Jinja) instead of the `chat_template` of the `tokenizer_config.json` beside `path`. */
       chatTemplate?: string;

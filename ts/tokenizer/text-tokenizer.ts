@@ -7,7 +7,7 @@
  * @module
  */
 
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { resolveBackend } from '../backend.js';
 import type { BackendName, TextTokenizerBackend } from '../backend-types.js';
@@ -101,6 +101,18 @@ function readText(file: string): string {
   }
 }
 
+/** `path` itself, or the `tokenizer.json` of the model directory it names. */
+function tokenizerFile(path: string): string {
+  if (!existsSync(path) || !statSync(path).isDirectory()) return path;
+  const file = join(path, 'tokenizer.json');
+  if (!existsSync(file))
+    throw new KvRouteError(
+      'ERR_INVALID_ARG',
+      `${path} holds no tokenizer.json (a model with only tokenizer.model or tiktoken files needs one: transformers' save_pretrained writes it)`,
+    );
+  return file;
+}
+
 /** The JSON object in the file `name` beside `path`; `undefined` when there is none. */
 function readJsonBeside(path: string, name: string): Record<string, unknown> | undefined {
   const file = join(dirname(path), name);
@@ -165,16 +177,18 @@ export class TextTokenizer {
   #where = 'the tokenizer';
 
   /**
-   * Reads `tokenizer.json` at `path` and the `tokenizer_config.json` beside it, if any, with the
+   * Reads the `tokenizer.json` at `file` (or in the model directory `file` names) and the
+   * `tokenizer_config.json` beside it, if any, with the
    * special tokens of a `special_tokens_map.json` beside it filled in where the config names none
    * (absent or null: older models keep their BOS and EOS tokens only there; transformers reads both).
    * @throws {KvRouteError} `ERR_INVALID_ARG` when a file cannot be read or parsed, or is not a
    *   tokenizer the backend reads; `ERR_NATIVE_UNAVAILABLE` for `backend: 'native'` without it.
    */
-  static fromFile(path: string, options: Omit<TextTokenizerOptions, 'config'> = {}): TextTokenizer {
-    if (typeof path !== 'string' || path.length === 0)
-      throw new KvRouteError('ERR_INVALID_ARG', `path must be a non-empty string, got ${describe(path)}`);
+  static fromFile(file: string, options: Omit<TextTokenizerOptions, 'config'> = {}): TextTokenizer {
+    if (typeof file !== 'string' || file.length === 0)
+      throw new KvRouteError('ERR_INVALID_ARG', `path must be a non-empty string, got ${describe(file)}`);
     checkOptions(options, 'options', ['backend', 'chatTemplate', 'chatTemplateContentFormat', 'trustRequestChatTemplate']);
+    const path = tokenizerFile(file);
     const config = readJsonBeside(path, 'tokenizer_config.json') ?? {};
     for (const [key, value] of Object.entries(readJsonBeside(path, 'special_tokens_map.json') ?? {}))
       if (config[key] === undefined || config[key] === null) config[key] = value;
