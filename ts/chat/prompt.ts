@@ -12,18 +12,11 @@
 
 import { Template } from '@huggingface/jinja';
 import { BadRequest } from '../mock-worker/bad-request.js';
+import type { ChatRequest } from '../tokenizer/text-tokenizer.js';
 import { type ContentFormat, type ContentFormatOption, detectContentFormat } from './content-format.js';
 
-/** The fields of a chat request that decide its prompt, under vLLM's names. */
-export interface ChatPrompt {
-  messages: Record<string, unknown>[];
-  tools?: unknown[] | null;
-  add_generation_prompt?: boolean;
-  continue_final_message?: boolean;
-  add_special_tokens?: boolean;
-  chat_template?: string | null;
-  chat_template_kwargs?: Record<string, unknown> | null;
-}
+/** The fields of a chat request that decide its prompt, under vLLM's names (the public `ChatRequest`). */
+export type ChatPrompt = ChatRequest;
 
 /** One message as a chat template sees it (vLLM's conversation message). */
 export interface TemplateMessage {
