@@ -132,6 +132,17 @@ describe('snapshot documents read the same on both backends', () => {
     expect(refused).toBeLessThan(140);
   });
 
+  test('closing the index while a warm start is in flight rejects it with ERR_CLOSED and applies nothing', async () => {
+    served = render(VALID);
+    for (const backend of ['native', 'js'] as const) {
+      const index = new KvIndex({ blockSize: BS, backend });
+      const started = warmStart(index, { peer });
+      index.close();
+      await expect(started, backend).rejects.toMatchObject({ code: 'ERR_CLOSED' });
+      expect(() => index.stats()).toThrow(/closed/);
+    }
+  });
+
   test('documents that are not a snapshot at all', async () => {
     for (const text of [
       '',

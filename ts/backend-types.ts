@@ -77,7 +77,7 @@ export interface IndexBackend {
    * Parses a warm start's snapshot document and applies its events (the native backend, in
    * Rust). Absent where the TypeScript reader is used.
    */
-  applySnapshotJson?(text: string, model: string | undefined, blockSize: number, nowMs: number): RawSnapshotInfo;
+  applySnapshotJson?(text: string, model: string | undefined, blockSize: number, nowMs: number): Promise<RawSnapshotInfo>;
   removeWorker(workerId: bigint, dpRank: number | undefined): void;
   recordRouting(workerId: bigint, dpRank: number, locals: BigUint64Array, nowMs: number, expiresAtMs: number): void;
   findMatches(locals: BigUint64Array, nowMs: number): RawScore[];

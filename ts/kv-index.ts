@@ -232,12 +232,13 @@ export class KvIndex {
   }
 
   /**
-   * A warm start's snapshot, parsed and applied in Rust; `undefined` where the backend reads
-   * snapshots in TypeScript (`replicas/snapshot.ts`). Throws as `warmStart` does. @internal
+   * A warm start's snapshot, parsed and applied in Rust off the JavaScript thread; `undefined`
+   * where the backend reads snapshots in TypeScript (`replicas/snapshot.ts`). Rejects as
+   * `warmStart` does. @internal
    */
-  applySnapshotText(text: string, model: string | undefined): RawSnapshotInfo | undefined {
+  async applySnapshotText(text: string, model: string | undefined): Promise<RawSnapshotInfo | undefined> {
     this.open();
-    const info = this.inner.applySnapshotJson?.(text, model, this.blockSize, this.clock());
+    const info = await this.inner.applySnapshotJson?.(text, model, this.blockSize, this.clock());
     this.cacheOwnerEvents += info?.cacheOwnerEvents ?? 0;
     return info;
   }

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { IndexBackend, IngestBackend, RawIndexStats, RawScore } from '../backend-types.js';
+import type { IndexBackend, IngestBackend, RawIndexStats, RawScore, RawSnapshotInfo } from '../backend-types.js';
 import { callNative, fromCodedText, fromNativeError } from '../errors.js';
 import type { NativeBinding } from './binding.js';
 import { nativeIngest } from './ingest.js';
@@ -37,7 +37,11 @@ export function nativeIndex(binding: NativeBinding, writerThreads: number): Inde
   const wrapper: IndexBackend = {
     applyPacked: (meta, words, nowMs) => callNative(() => inner.applyPacked(meta, words, nowMs)),
     applyJson: (text, batch, nowMs) => callNative(() => inner.applyJson(text, batch, nowMs)),
-    applySnapshotJson: (text, model, blockSize, nowMs) => callNative(() => inner.applySnapshotJson(text, model, blockSize, nowMs)),
+    async applySnapshotJson(text, model, blockSize, nowMs) {
+      const outcome = (await callNative(() => inner.applySnapshotJson(text, model, blockSize, nowMs))) as RawSnapshotInfo | string;
+      if (typeof outcome === 'string') throw fromCodedText(outcome);
+      return outcome;
+    },
     removeWorker: (workerId, dpRank) => callNative(() => inner.removeWorker(workerId, dpRank)),
     recordRouting: (workerId, dpRank, locals, nowMs, expiresAtMs) =>
       callNative(() => inner.recordRouting(workerId, dpRank, locals, nowMs, expiresAtMs)),

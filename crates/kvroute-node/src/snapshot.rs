@@ -1,12 +1,15 @@
 //! `NativeKvIndex.applySnapshotJson`: a warm start's snapshot document, parsed and enqueued in
-//! Rust (kvroute-core's `index::json::parse_snapshot`), so no JavaScript object is built for it.
+//! Rust (kvroute-core's `index::json::parse_snapshot`) on libuv's thread pool, so no JavaScript
+//! object is built for it and the JavaScript thread goes on meanwhile.
 
-use crate::convert::{guard, to_node_error};
+use crate::convert::coded;
 use crate::index::NativeKvIndex;
-use kvroute_core::index::json;
-use napi::bindgen_prelude::BigInt;
-use napi::{Env, Result};
+use crate::memory::ExternalMemory;
+use kvroute_core::index::{json, KvIndex};
+use napi::bindgen_prelude::{AsyncTask, BigInt, Either};
+use napi::{Env, Result, Task};
 use napi_derive::napi;
+use std::sync::Arc;
 
 /// Where one rank's engine stream stood when the snapshot began.
 #[napi(object)]
@@ -29,26 +32,72 @@ pub struct NativeSnapshotInfo {
 #[napi]
 impl NativeKvIndex {
     /// Parses a snapshot document (the entry of `model`, or the only one), checks its block size
-    /// against `blockSize`, and enqueues its events. A malformed document throws
-    /// `ERR_INVALID_EVENT`, another block size `ERR_INVALID_ARG`; either way nothing is enqueued.
+    /// against `blockSize`, and enqueues its events, all on libuv's thread pool: a million-block
+    /// document takes about half a second to read, which would otherwise hold up the JavaScript
+    /// thread. Resolves to the document's figures, or to "CODE: message" (a malformed document
+    /// `ERR_INVALID_EVENT`, another block size `ERR_INVALID_ARG`; either way nothing is enqueued).
     #[napi(js_name = "applySnapshotJson")]
     pub fn apply_snapshot_json(
         &self,
-        env: Env,
         text: String,
         model: Option<String>,
         block_size: u32,
         now_ms: f64,
-    ) -> Result<NativeSnapshotInfo, &'static str> {
-        self.memory.sync(&env, &self.inner);
-        guard(|| {
-            let snap = json::parse_snapshot(&text, model.as_deref(), block_size).map_err(to_node_error)?;
+    ) -> AsyncTask<SnapshotTask> {
+        AsyncTask::new(SnapshotTask {
+            index: Arc::clone(&self.inner),
+            memory: Arc::clone(&self.memory),
+            text,
+            model,
+            block_size,
+            now_ms,
+        })
+    }
+}
+
+pub struct SnapshotTask {
+    index: Arc<KvIndex>,
+    memory: Arc<ExternalMemory>,
+    text: String,
+    model: Option<String>,
+    block_size: u32,
+    now_ms: f64,
+}
+
+/// What a snapshot held, before its conversion to JavaScript values.
+pub struct SnapshotOutcome {
+    event_count: usize,
+    cache_owner_events: u64,
+    engine_seqs: Vec<json::EngineSeq>,
+}
+
+impl Task for SnapshotTask {
+    type Output = std::result::Result<SnapshotOutcome, String>;
+    type JsValue = Either<NativeSnapshotInfo, String>;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        let text = std::mem::take(&mut self.text);
+        Ok(coded(|| {
+            let snap = json::parse_snapshot(&text, self.model.as_deref(), self.block_size)?;
+            drop(text);
             if !snap.events.events.is_empty() {
-                self.inner.apply_events(snap.events.events, now_ms).map_err(to_node_error)?;
+                self.index.apply_events(snap.events.events, self.now_ms)?;
             }
-            Ok(NativeSnapshotInfo {
+            Ok(SnapshotOutcome {
+                event_count: snap.event_count,
+                cache_owner_events: snap.events.cache_owner_events,
+                engine_seqs: snap.engine_seqs,
+            })
+        }))
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        self.memory.sync(&env, &self.index);
+        Ok(match output {
+            Err(message) => Either::B(message),
+            Ok(snap) => Either::A(NativeSnapshotInfo {
                 events: snap.event_count as f64,
-                cache_owner_events: snap.events.cache_owner_events as f64,
+                cache_owner_events: snap.cache_owner_events as f64,
                 engine_seqs: snap
                     .engine_seqs
                     .into_iter()
@@ -58,7 +107,7 @@ impl NativeKvIndex {
                         seq: BigInt::from(s.seq),
                     })
                     .collect(),
-            })
+            }),
         })
     }
 }
