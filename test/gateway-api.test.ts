@@ -351,6 +351,11 @@ describe('gateway options and JSON', () => {
       [{ blockSize: 16, router: { blockSize: 16 } }, /router: set blockSize/],
       [{ blockSize: 16, router: { routerQueueThresh: 2 } }, /^router has an unknown option "routerQueueThresh"/],
       [{ blockSize: 16, router: { routerQueueThreshold: -2 } }, /^router\.routerQueueThreshold must be/],
+      [{ blockSize: 16, router: { overlapScoreCredit: -1 } }, /^router\.overlapScoreCredit must be a finite number >= 0/],
+      [
+        { blockSize: 16, router: { overlapScoreWeight: 1, prefillLoadScale: 2 } },
+        /^router\.overlapScoreWeight is the older name of prefillLoadScale/,
+      ],
       [{ blockSize: 16, workers: [{ id: 1, url: 'http://a:1', kvEvents: 'tcp://a:65535', dpSize: 2 }] }, /dp rank 1 would use port 65536/],
       [{ blockSize: 16, tokenizer: '/nonexistent/tokenizer.json' }, /cannot load the tokenizer/],
       [{ blockSize: 16, tokenizeCache: { maxPrompts: -1 } }, /tokenizeCache\.maxPrompts/],

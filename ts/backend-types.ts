@@ -230,7 +230,7 @@ export interface RawDecodedBatch {
 }
 
 /** Figures per candidate in {@link RouterCoreBackend.score}'s output. */
-export const CANDIDATE_FIGURES = 5;
+export const CANDIDATE_FIGURES = 6;
 
 /** One in-flight rank's load, as reported in router stats. */
 export interface RawRankLoad {
@@ -244,8 +244,9 @@ export interface RawRankLoad {
 /**
  * Per-rank active load and per-request scoring (see kvroute-core's `routing.rs`). Request
  * handles are numbers assigned by the router. `score` writes, per candidate, CANDIDATE_FIGURES
- * numbers into `out`: overlap blocks, tree size, active prefill tokens, active blocks, and the
- * request's blocks not already active there; it returns the request's block count. A scored
+ * numbers into `out`: overlap blocks, tree size, active prefill tokens, active blocks, the
+ * request's blocks not already active there, and the rank's in-flight requests; it returns the
+ * request's block count. A scored
  * request must be `book`ed or `discard`ed.
  */
 export interface RouterCoreBackend {

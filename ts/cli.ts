@@ -43,7 +43,7 @@ const REPLAY_FLAGS: Flags = {
     default: 'dynamo',
   },
   'arrival-speedup': { kind: 'number', help: "divides the trace's arrival times", default: '1' },
-  'router-config': { kind: 'string', value: 'json', help: 'KvRouter options as JSON, e.g. \'{"overlapScoreWeight":1}\'' },
+  'router-config': { kind: 'string', value: 'json', help: 'KvRouter options as JSON, e.g. \'{"prefillLoadScale":1}\'' },
   limit: { kind: 'number', help: 'replay only the first N requests' },
   seed: { kind: 'number', help: 'seed of the routers and the workload', default: '42' },
   report: { kind: 'string', value: 'file', help: 'write the JSON report there' },

@@ -68,7 +68,7 @@ export class JsRouterCore implements RouterCoreBackend {
         fresh = 0;
         for (const b of blocks) if (!load.blocks.has(b)) fresh++;
       }
-      out.set([overlap, treeSize, load?.prefillTokens ?? 0, load?.blocks.size ?? 0, fresh], CANDIDATE_FIGURES * c);
+      out.set([overlap, treeSize, load?.prefillTokens ?? 0, load?.blocks.size ?? 0, fresh, load?.requests ?? 0], CANDIDATE_FIGURES * c);
     }
     this.pending.set(handle, blocks);
     return locals.length;

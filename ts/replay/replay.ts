@@ -75,7 +75,7 @@ export interface ReplayOptions {
   timing?: TimingModel;
   /** Divides inter-arrival times. Default 1. */
   arrivalSpeedup?: number;
-  /** Options for the KV router (`overlapScoreWeight`, `routerQueueThreshold`, ...). */
+  /** Options for the KV router (`prefillLoadScale`, `routerQueueThreshold`, ...). */
   routerConfig?: Partial<KvRouterOptions>;
   /** Replay only the first N requests. */
   limit?: number;

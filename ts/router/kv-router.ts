@@ -241,7 +241,7 @@ export class KvRouter {
   // ---- routing -------------------------------------------------------------------------------
 
   private prepare(req: RouteRequest): Prepared {
-    return prepareRequest(req, this.opts.overlapScoreWeight, this.opts.routerTemperature);
+    return prepareRequest(req, this.opts.prefillWeights, this.opts.routerTemperature);
   }
 
   /** The candidates of a request: every rank of its allowed workers, or its pinned rank(s). */
@@ -385,6 +385,7 @@ export class KvRouter {
         overlapBlocks: s.overlap,
         prefillTokens: s.prefillTokens,
         decodeBlocks: s.decodeBlocks,
+        activeRequests: s.activeRequests,
       }));
     } finally {
       this.core.discard(handle);

@@ -7,7 +7,8 @@ import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { type ReplicaOptions, type ResolvedReplicaOptions, resolveReplicaOptions } from '../replicas/options.js';
 import { checkBlockSize, checkOptions, describe, nonNegativeNumber, positiveNumber } from '../validate.js';
-import type { CandidateScore, Selector } from './select.js';
+import { DEFAULT_PREFILL_WEIGHTS, prefillWeights } from './cost-weights.js';
+import type { CandidateScore, PrefillWeights, Selector } from './select.js';
 
 /**
  * How waiting requests are ordered when every worker is busy.
@@ -22,8 +23,29 @@ export type QueuePolicy = 'fcfs' | 'lcfs' | 'wspt';
 export interface KvRouterOptions {
   /** Tokens per KV block, as the engines use. */
   blockSize: number;
-  /** Weight of the prefill term of the cost; higher favours cache hits (TTFT), lower favours balance (ITL). Default 1. */
+  /**
+   * Multiplier of the cost's prefill term (the prompt work a rank would have, less the credit
+   * for its cached blocks); higher favours cache hits (TTFT), lower favours balance (ITL).
+   * Default 1. Dynamo's `prefill_load_scale`.
+   */
+  prefillLoadScale?: number;
+  /** The older name of `prefillLoadScale` (Dynamo's classic `overlap_score_weight`); give one of the two. */
   overlapScoreWeight?: number;
+  /**
+   * Blocks of prefill a cached block saves: 1 counts a cached block as free, 0 ignores the cache
+   * (load balancing only), above 1 gives cached blocks extra credit (the prefill term stops at 0).
+   * Default 1. Dynamo's `overlap_score_credit`.
+   */
+  overlapScoreCredit?: number;
+  /**
+   * Shrinks a rank's credit as its prefill backlog grows past the least loaded candidate's:
+   * `credit / (1 + decay · excess blocks / the request's blocks)`, so 1 halves the credit at one
+   * request's worth of excess. Needs `routerTrackPrefillTokens`. Default 0 (off). Dynamo's
+   * `overlap_score_credit_decay`.
+   */
+  overlapScoreCreditDecay?: number;
+  /** Cost added per request in flight on a rank, in blocks. Default 0. Dynamo's `decode_active_request_weight`. */
+  decodeActiveRequestWeight?: number;
   /** Softmax temperature of the choice; 0 picks the cheapest. Default 0. */
   routerTemperature?: number;
   /** Learn cache contents from workers' KV events. `false`: approximate mode, predicting them from routing decisions. Default true. */
@@ -70,7 +92,9 @@ export interface KvRouterOptions {
 /** @internal */
 export interface ResolvedRouterOptions {
   blockSize: number;
-  overlapScoreWeight: number;
+  prefillWeights: PrefillWeights;
+  overlapScoreCreditDecay: number;
+  decodeActiveRequestWeight: number;
   routerTemperature: number;
   useKvEvents: boolean;
   routerTtlSecs: number;
@@ -91,6 +115,10 @@ export interface ResolvedRouterOptions {
 const KNOWN = [
   'blockSize',
   'overlapScoreWeight',
+  'prefillLoadScale',
+  'overlapScoreCredit',
+  'overlapScoreCreditDecay',
+  'decodeActiveRequestWeight',
   'routerTemperature',
   'useKvEvents',
   'routerTtlSecs',
@@ -137,7 +165,9 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
     bad('writerThreads', 'an integer', o.writerThreads);
   return {
     blockSize: checkBlockSize(o.blockSize, 'opts.blockSize'),
-    overlapScoreWeight: nonNegativeNumber(o.overlapScoreWeight, 'opts.overlapScoreWeight', 1),
+    prefillWeights: prefillWeights(o, 'opts', DEFAULT_PREFILL_WEIGHTS),
+    overlapScoreCreditDecay: nonNegativeNumber(o.overlapScoreCreditDecay, 'opts.overlapScoreCreditDecay', 0),
+    decodeActiveRequestWeight: nonNegativeNumber(o.decodeActiveRequestWeight, 'opts.decodeActiveRequestWeight', 0),
     routerTemperature: nonNegativeNumber(o.routerTemperature, 'opts.routerTemperature', 0),
     useKvEvents: flag(o.useKvEvents, 'useKvEvents', true),
     routerTtlSecs: positiveNumber(o.routerTtlSecs, 'opts.routerTtlSecs', 120),

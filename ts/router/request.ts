@@ -8,6 +8,8 @@ import { KvRouteError } from '../errors.js';
 import { parseBlockHashOptions } from '../hashing.js';
 import { checkDpRank, checkWorkerId } from '../kv-index.js';
 import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
+import { prefillWeights } from './cost-weights.js';
+import type { PrefillWeights } from './select.js';
 import type { RouteDecision, RouteRequest } from './types.js';
 import { workerIdSet } from './workers.js';
 
@@ -34,13 +36,13 @@ export interface Prepared {
   mmHashes: BigUint64Array | undefined;
   allowed: Set<bigint> | undefined;
   pinned: { workerId: bigint; dpRank: number | undefined } | undefined;
-  weight: number;
+  weights: PrefillWeights;
   temperature: number;
   priority: number;
 }
 
-/** Validates a request; `overrides` fall back to the router's weight and temperature. */
-export function prepareRequest(req: RouteRequest, defaultWeight: number, defaultTemperature: number): Prepared {
+/** Validates a request; `overrides` fall back to the router's weights and temperature. */
+export function prepareRequest(req: RouteRequest, defaultWeights: PrefillWeights, defaultTemperature: number): Prepared {
   const r = checkOptions(req, 'req', REQUEST_KEYS);
   if (req === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'route needs a request');
   if (typeof r.requestId !== 'string' || r.requestId === '')
@@ -57,7 +59,12 @@ export function prepareRequest(req: RouteRequest, defaultWeight: number, default
   const priority = r.priority ?? 0;
   if (typeof priority !== 'number' || !Number.isFinite(priority))
     throw new KvRouteError('ERR_INVALID_ARG', `req.priority must be a finite number, got ${describe(priority)}`);
-  const ov = checkOptions(r.overrides, 'req.overrides', ['overlapScoreWeight', 'routerTemperature']);
+  const ov = checkOptions(r.overrides, 'req.overrides', [
+    'overlapScoreWeight',
+    'prefillLoadScale',
+    'overlapScoreCredit',
+    'routerTemperature',
+  ]);
   if (r.signal !== undefined && !(r.signal instanceof AbortSignal))
     throw new KvRouteError('ERR_INVALID_ARG', 'req.signal must be an AbortSignal');
   const allowed = r.allowedWorkers === undefined ? undefined : workerIdSet(r.allowedWorkers, 'req.allowedWorkers');
@@ -78,8 +85,7 @@ export function prepareRequest(req: RouteRequest, defaultWeight: number, default
     mmHashes: hash.mmHashes,
     allowed,
     pinned,
-    weight:
-      ov.overlapScoreWeight === undefined ? defaultWeight : nonNegativeNumber(ov.overlapScoreWeight, 'req.overrides.overlapScoreWeight', 0),
+    weights: prefillWeights(ov, 'req.overrides', defaultWeights),
     temperature:
       ov.routerTemperature === undefined
         ? defaultTemperature

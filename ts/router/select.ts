@@ -1,8 +1,13 @@
 /**
- * Cost and choice. Per candidate (worker, dp rank):
- * `cost = overlapScoreWeight · prefillTokens / blockSize + decodeBlocks`, where `prefillTokens` is
- * the rank's active prefill load plus this request's uncached tokens, and `decodeBlocks` its
- * active blocks plus this request's blocks not already active there (Dynamo's classic cost).
+ * Cost and choice: Dynamo's current cost, which equals its classic one at the defaults. Per
+ * candidate (worker, dp rank):
+ * `cost = prefillLoadScale · max(0, activePrefill + ISL − credit · overlap · blockSize) / blockSize
+ *  + decodeBlocks + decodeActiveRequestWeight · activeRequests`,
+ * where `credit = overlapScoreCredit / (1 + overlapScoreCreditDecay · excess / requestBlocks)`,
+ * `excess` being the rank's active prefill blocks above the least loaded candidate's (no decay at
+ * the default 0), and `decodeBlocks` the rank's active blocks plus this request's blocks not
+ * already active there. With credit 1, no decay and no request weight this is the classic
+ * `overlapScoreWeight · prefillTokens / blockSize + decodeBlocks`, to the last bit.
  */
 
 import { CANDIDATE_FIGURES } from '../backend-types.js';
@@ -24,6 +29,8 @@ export interface CandidateScore {
   prefillTokens: number;
   /** Active blocks on the rank plus this request's blocks not already active there. */
   decodeBlocks: number;
+  /** Requests in flight on the rank (booked and not freed), by this router and its replicas. */
+  activeRequests: number;
   /** Blocks the rank caches in total (tie-breaker). */
   treeSize: number;
   /** The routing cost; lower is better. */
@@ -68,33 +75,67 @@ export function chooseCandidate(candidates: readonly CandidateScore[], temperatu
   return weights.length - 1;
 }
 
+/** The weights of the cost's prefill term for one request (its overrides applied). */
+export interface PrefillWeights {
+  /** Credit per cached block, ≥ 0 (Dynamo's `overlap_score_credit`). */
+  credit: number;
+  /** Multiplier of the credited prefill blocks (Dynamo's `prefill_load_scale`). */
+  scale: number;
+}
+
+/** The router-wide terms of the cost. */
+export interface CostOptions {
+  blockSize: number;
+  trackPrefillTokens: boolean;
+  trackActiveBlocks: boolean;
+  overlapScoreCreditDecay: number;
+  decodeActiveRequestWeight: number;
+}
+
 /**
- * The candidates' figures (overlap, tree size, active prefill tokens, active blocks, new blocks;
- * `CANDIDATE_FIGURES` per candidate, as the router core fills them) turned into scores and costs.
+ * The candidates' figures (overlap, tree size, active prefill tokens, active blocks, new blocks,
+ * active requests; `CANDIDATE_FIGURES` per candidate, as the router core fills them) turned into
+ * scores and costs.
  * @internal
  */
 export function costsFromFigures(
   f: Float64Array,
   c: { workers: BigUint64Array; ranks: Uint32Array },
-  p: { tokens: Uint32Array; weight: number },
-  o: { blockSize: number; trackPrefillTokens: boolean; trackActiveBlocks: boolean },
+  p: { tokens: Uint32Array; weights: PrefillWeights },
+  o: CostOptions,
 ): CandidateScore[] {
   const n = c.ranks.length;
   const isl = p.tokens.length;
+  const bs = o.blockSize;
+  const { credit, scale } = p.weights;
+  // Decay trades a cache-rich rank's credit for balance once its prefill backlog exceeds the
+  // least loaded candidate's, measured in requests of this one's size (Dynamo's rule).
+  const decays = o.overlapScoreCreditDecay > 0 && o.trackPrefillTokens;
+  let leastActive = Number.POSITIVE_INFINITY;
+  if (decays) for (let i = 0; i < n; i++) leastActive = Math.min(leastActive, f[CANDIDATE_FIGURES * i + 2]);
+  const requestBlocks = Math.ceil(isl / bs);
   const scores: CandidateScore[] = new Array(n);
   for (let i = 0; i < n; i++) {
     const k = CANDIDATE_FIGURES * i;
     const overlap = f[k];
-    const prefillTokens = f[k + 2] + (o.trackPrefillTokens ? Math.max(0, isl - overlap * o.blockSize) : 0);
+    const active = f[k + 2];
+    const uncached = o.trackPrefillTokens ? Math.max(0, isl - overlap * bs) : 0;
+    const rankCredit = decays ? credit / (1 + (o.overlapScoreCreditDecay * ((active - leastActive) / bs)) / requestBlocks) : credit;
+    // In tokens, so that credit 1 gives the classic cost's exact figures (and ties). A credit
+    // above 1 may cancel the rank's backlog too, down to nothing (Dynamo clamps at 0).
+    let prefill = active + uncached;
+    if (o.trackPrefillTokens && rankCredit !== 1) prefill = Math.max(0, active + isl - rankCredit * overlap * bs);
     const decodeBlocks = f[k + 3] + (o.trackActiveBlocks ? f[k + 4] : 0);
+    const activeRequests = f[k + 5];
     scores[i] = {
       workerId: c.workers[i],
       dpRank: c.ranks[i],
       overlap,
-      prefillTokens,
+      prefillTokens: active + uncached,
       decodeBlocks,
+      activeRequests,
       treeSize: f[k + 1],
-      cost: (p.weight * prefillTokens) / o.blockSize + decodeBlocks,
+      cost: (scale * prefill) / bs + decodeBlocks + o.decodeActiveRequestWeight * activeRequests,
     };
   }
   return scores;

@@ -39,8 +39,12 @@ export interface PinnedWorker {
  * @group Router
  */
 export interface RouteOverrides {
-  /** Replaces `overlapScoreWeight` for this request. */
+  /** Replaces `prefillLoadScale` for this request. */
+  prefillLoadScale?: number;
+  /** The older name of `prefillLoadScale`; give one of the two. */
   overlapScoreWeight?: number;
+  /** Replaces `overlapScoreCredit` for this request. */
+  overlapScoreCredit?: number;
   /** Replaces `routerTemperature` for this request. */
   routerTemperature?: number;
 }
@@ -112,6 +116,8 @@ export interface PotentialLoad {
   prefillTokens: number;
   /** Decode blocks the rank would have. */
   decodeBlocks: number;
+  /** Requests in flight on the rank. */
+  activeRequests: number;
 }
 
 /**

@@ -14,8 +14,8 @@ use napi_derive::napi;
 use std::sync::Arc;
 
 /// Figures per candidate in `score`'s output: overlap, tree size, active prefill tokens, active
-/// blocks, new blocks.
-const FIGURES: usize = 5;
+/// blocks, new blocks, active requests.
+const FIGURES: usize = 6;
 
 #[napi]
 pub struct NativeRouterCore {
@@ -86,6 +86,7 @@ impl NativeRouterCore {
                     f.load.active_prefill_tokens as f64,
                     f.load.active_blocks as f64,
                     f.load.new_blocks as f64,
+                    f.load.requests as f64,
                 ]);
             }
             Ok(locals.len() as u32)

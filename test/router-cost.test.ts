@@ -1,0 +1,370 @@
+/**
+ * Dynamo's current cost: overlap credit, prefill scale, credit decay and active-request weight,
+ * on both backends, against hand-computed figures and, seeded, against a deliberately simple
+ * model of Dynamo's formula (in blocks, as Dynamo computes it).
+ */
+import { afterEach, describe, expect, test } from 'vitest';
+import { blockHashes, KvRouter, type KvRouterOptions, type RouteDecision, type RouteOverrides } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { stored } from './helpers/events.js';
+import { Rng } from './helpers/random.js';
+
+const BS = 4;
+const tokens = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+
+/** The model's per-rank state: cached block keys, and the requests in flight. */
+interface ModelRank {
+  cached: Set<string>;
+}
+interface ModelRequest {
+  rank: string;
+  keys: string[];
+  prefill: number;
+}
+
+/** A block's identity in the model: the prompt up to the block's end. */
+const blockKeys = (t: readonly number[]) => Array.from({ length: Math.floor(t.length / BS) }, (_, i) => t.slice(0, (i + 1) * BS).join(','));
+
+interface ModelOptions {
+  credit: number;
+  scale: number;
+  decay: number;
+  requestWeight: number;
+  trackPrefill: boolean;
+  trackActive: boolean;
+}
+
+/** Dynamo's `worker_logit` for every candidate, from the model's state. */
+function modelCosts(
+  o: ModelOptions,
+  prompt: readonly number[],
+  candidates: readonly string[],
+  ranks: Map<string, ModelRank>,
+  inFlight: Map<string, ModelRequest>,
+) {
+  const keys = blockKeys(prompt);
+  const isl = prompt.length;
+  const rows = candidates.map((rank) => {
+    const cached = ranks.get(rank)?.cached ?? new Set<string>();
+    let overlap = 0;
+    while (overlap < keys.length && cached.has(keys[overlap])) overlap++;
+    const mine = [...inFlight.values()].filter((r) => r.rank === rank);
+    const active = mine.reduce((sum, r) => sum + r.prefill, 0);
+    const activeKeys = new Set(mine.flatMap((r) => r.keys));
+    const fresh = keys.filter((k) => !activeKeys.has(k)).length;
+    return { rank, overlap, active, activeBlocks: activeKeys.size, fresh, requests: mine.length };
+  });
+  const least = Math.min(...rows.map((r) => r.active));
+  const requestBlocks = Math.ceil(isl / BS);
+  return rows.map((r) => {
+    const decay = o.trackPrefill && o.decay > 0 ? 1 / (1 + (o.decay * ((r.active - least) / BS)) / requestBlocks) : 1;
+    const raw = o.trackPrefill ? (r.active + isl) / BS : 0;
+    const adjusted = Math.max(0, raw - o.credit * decay * r.overlap);
+    const decode = r.activeBlocks + (o.trackActive ? r.fresh : 0);
+    return { ...r, decode, cost: o.scale * adjusted + decode + o.requestWeight * r.requests };
+  });
+}
+
+describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => {
+  const open: KvRouter[] = [];
+  afterEach(() => {
+    for (const r of open.splice(0)) r.close();
+  });
+  const make = (opts: Partial<KvRouterOptions> = {}) => {
+    const r = new KvRouter({ blockSize: BS, backend, now: () => 1_000_000, ...opts });
+    open.push(r);
+    return r;
+  };
+  const cache = (r: KvRouter, w: number, t: number[], n: number, dpRank = 0) =>
+    r.applyEvent(stored(w, [...blockHashes(t, BS, { backend })].slice(0, n), { dpRank }));
+  const costs = (d: RouteDecision) => d.candidates.map((c) => [Number(c.workerId), c.cost]);
+
+  test('overlapScoreCredit: a cached block saves that fraction of a block of prefill; 0 routes on load alone', async () => {
+    const t = tokens(1, 12); // 3 blocks
+    const half = make({ overlapScoreCredit: 0.5 });
+    half.addWorker(1);
+    half.addWorker(2);
+    cache(half, 1, t, 2);
+    await half.flush();
+    // w1: (12 − 0.5·2·4) / 4 = 2 prefill blocks + 3 decode = 5; w2: 12 / 4 + 3 = 6.
+    const d = await half.route({ requestId: 'a', tokens: t });
+    expect(costs(d)).toEqual([
+      [1, 5],
+      [2, 6],
+    ]);
+    // The booking and the reported cache hit stay the real ones: 4 uncached tokens, 8 cached.
+    expect(d).toMatchObject({ workerId: 1n, cachedTokens: 8, cost: 5 });
+    expect(d.candidates[0]).toMatchObject({ overlap: 2, prefillTokens: 4 });
+    expect(half.stats().load).toEqual([expect.objectContaining({ workerId: 1n, activePrefillTokens: 4 })]);
+
+    const none = make({ overlapScoreCredit: 0 });
+    none.addWorker(1);
+    none.addWorker(2);
+    cache(none, 1, t, 3);
+    await none.flush();
+    // Both 12 / 4 + 3 = 6: the tie goes to the smaller cache, w2, although w1 holds the prompt.
+    const n = await none.route({ requestId: 'a', tokens: t });
+    expect(costs(n)).toEqual([
+      [1, 6],
+      [2, 6],
+    ]);
+    expect(n).toMatchObject({ workerId: 2n, cachedTokens: 0 });
+
+    // Above 1 a cached block offsets the rank's backlog too, down to nothing.
+    const extra = make({ overlapScoreCredit: 2, routerTrackActiveBlocks: false });
+    extra.addWorker(1);
+    extra.addWorker(2);
+    cache(extra, 1, t, 2);
+    await extra.flush();
+    // w1: max(0, 12 − 2·2·4) = 0; w2: 12 / 4 = 3.
+    expect(costs(await extra.route({ requestId: 'a', tokens: t }))).toEqual([
+      [1, 0],
+      [2, 3],
+    ]);
+    // w1 now has 4 uncached tokens of backlog: max(0, 4 + 12 − 16) = 0 again; a third request
+    // with 4 more tokens of backlog on w1: (8 + 12 − 16) / 4 = 1.
+    expect(costs(await extra.route({ requestId: 'b', tokens: t }))).toEqual([
+      [1, 0],
+      [2, 3],
+    ]);
+    expect(costs(await extra.route({ requestId: 'c', tokens: t }))).toEqual([
+      [1, 1],
+      [2, 3],
+    ]);
+  });
+
+  test('prefillLoadScale scales the credited prefill; overlapScoreWeight is its older name', async () => {
+    const t = tokens(1, 12);
+    const routed = [];
+    for (const opts of [
+      { prefillLoadScale: 2, overlapScoreCredit: 0.5 },
+      { overlapScoreWeight: 2, overlapScoreCredit: 0.5 },
+    ]) {
+      const r = make(opts);
+      r.addWorker(1);
+      r.addWorker(2);
+      cache(r, 1, t, 2);
+      await r.flush();
+      routed.push(costs(await r.route({ requestId: 'a', tokens: t })));
+    }
+    // w1: 2 · (12 − 4) / 4 + 3 = 7; w2: 2 · 12 / 4 + 3 = 9.
+    expect(routed).toEqual([
+      [
+        [1, 7],
+        [2, 9],
+      ],
+      [
+        [1, 7],
+        [2, 9],
+      ],
+    ]);
+  });
+
+  test('overlapScoreCreditDecay: a cache-rich rank with a prefill backlog loses part of its credit', async () => {
+    const t = tokens(1, 12); // 3 blocks, requestBlocks 3
+    const other = tokens(100, 24); // 6 blocks, booked uncached on w1: 24 tokens = 6 blocks of backlog
+    const run = async (decay: number) => {
+      const r = make({ overlapScoreCreditDecay: decay, routerTrackActiveBlocks: false });
+      r.addWorker(1);
+      r.addWorker(2);
+      cache(r, 1, t, 3);
+      await r.flush();
+      await r.route({ requestId: 'backlog', tokens: other, pinnedWorker: { workerId: 1 } });
+      return r.route({ requestId: 'a', tokens: t });
+    };
+    // No decay: w1 (24 + 12 − 3·4) / 4 = 6, w2 12 / 4 = 3 → w2 wins anyway; both without decode.
+    expect(costs(await run(0))).toEqual([
+      [1, 6],
+      [2, 3],
+    ]);
+    // Decay 1: w1's excess is 6 blocks = 2 requests of 3 blocks, so its credit is 1 / (1 + 2):
+    // (24 + 12 − 4) / 4 = 8.
+    expect(costs(await run(1))).toEqual([
+      [1, 8],
+      [2, 3],
+    ]);
+  });
+
+  test('decodeActiveRequestWeight: a cost per request in flight on the rank', async () => {
+    const t = tokens(1, 8);
+    const r = make({ decodeActiveRequestWeight: 1.5, routerTrackActiveBlocks: false });
+    r.addWorker(1);
+    r.addWorker(2, { dataParallelSize: 2 });
+    for (const id of ['x', 'y']) {
+      await r.route({ requestId: id, tokens: tokens(50, 8), pinnedWorker: { workerId: 1 } });
+      r.markPrefillCompleted(id);
+    }
+    await r.route({ requestId: 'z', tokens: tokens(90, 8), pinnedWorker: { workerId: 2, dpRank: 1 } });
+    r.markPrefillCompleted('z');
+    // Prefill 8 / 4 = 2 everywhere (no cache, first tokens in); requests 2, 0 and 1.
+    expect(r.potentialLoads({ requestId: 'q', tokens: t }).map((p) => [Number(p.workerId), p.dpRank, p.activeRequests])).toEqual([
+      [1, 0, 2],
+      [2, 0, 0],
+      [2, 1, 1],
+    ]);
+    const d = await r.route({ requestId: 'a', tokens: t });
+    expect(d.candidates.map((c) => [c.activeRequests, c.cost])).toEqual([
+      [2, 5],
+      [0, 2],
+      [1, 3.5],
+    ]);
+    expect([d.workerId, d.dpRank]).toEqual([2n, 0]);
+    r.free('x');
+    expect(r.potentialLoads({ requestId: 'q', tokens: t })[0].activeRequests).toBe(1);
+  });
+
+  test("a request's overrides replace the credit and the scale", async () => {
+    const t = tokens(1, 12);
+    const r = make();
+    r.addWorker(1);
+    r.addWorker(2);
+    cache(r, 1, t, 2);
+    await r.flush();
+    const with_ = async (overrides: RouteOverrides) => {
+      const d = await r.route({ requestId: 'o', tokens: t, overrides });
+      r.free('o');
+      return costs(d);
+    };
+    expect(await with_({})).toEqual([
+      [1, 4],
+      [2, 6],
+    ]);
+    expect(await with_({ overlapScoreCredit: 0 })).toEqual([
+      [1, 6],
+      [2, 6],
+    ]);
+    expect(await with_({ prefillLoadScale: 0.5, overlapScoreCredit: 0.5 })).toEqual([
+      [1, 4],
+      [2, 4.5],
+    ]);
+    expect(await with_({ overlapScoreWeight: 0 })).toEqual([
+      [1, 3],
+      [2, 3],
+    ]);
+  });
+
+  test('bad weights are refused with the option named, and change nothing', async () => {
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ overlapScoreCredit: -0.1 }, /opts\.overlapScoreCredit must be a finite number >= 0, got -0\.1/],
+      [{ overlapScoreCredit: Number.NaN }, /opts\.overlapScoreCredit/],
+      [{ overlapScoreCredit: '1' }, /opts\.overlapScoreCredit/],
+      [{ prefillLoadScale: -1 }, /opts\.prefillLoadScale must be a finite number >= 0/],
+      [{ prefillLoadScale: Number.POSITIVE_INFINITY }, /opts\.prefillLoadScale/],
+      [{ overlapScoreWeight: -1 }, /opts\.overlapScoreWeight must be a finite number >= 0/],
+      [{ overlapScoreWeight: 1, prefillLoadScale: 1 }, /opts\.overlapScoreWeight is the older name of prefillLoadScale/],
+      [{ overlapScoreCreditDecay: -1 }, /opts\.overlapScoreCreditDecay/],
+      [{ overlapScoreCreditDecay: null }, /opts\.overlapScoreCreditDecay/],
+      [{ decodeActiveRequestWeight: Number.NaN }, /opts\.decodeActiveRequestWeight/],
+    ];
+    for (const [opts, message] of cases) {
+      expect(() => new KvRouter({ blockSize: BS, backend, ...opts })).toThrow(
+        expect.objectContaining({ code: 'ERR_INVALID_ARG', message: expect.stringMatching(message) }),
+      );
+    }
+    const r = make();
+    r.addWorker(1);
+    const overrides: Array<[Record<string, unknown>, RegExp]> = [
+      [{ overlapScoreCredit: -2 }, /req\.overrides\.overlapScoreCredit must be a finite number >= 0/],
+      [{ prefillLoadScale: -2 }, /req\.overrides\.prefillLoadScale/],
+      [{ overlapScoreWeight: 1, prefillLoadScale: 2 }, /req\.overrides\.overlapScoreWeight is the older name/],
+      [{ overlapScoreCreditDecay: 1 }, /unknown option "overlapScoreCreditDecay"/],
+    ];
+    for (const [ov, message] of overrides) {
+      await expect(r.route({ requestId: 'bad', tokens: tokens(1, 8), overrides: ov as RouteOverrides })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+        message: expect.stringMatching(message),
+      });
+    }
+    expect(r.stats()).toMatchObject({ load: [], inFlight: 0 });
+  });
+
+  test('seeded: every figure and cost matches a simple model of the formula; the defaults are the classic cost to the bit', async () => {
+    for (let seed = 1; seed <= 12; seed++) {
+      const rng = new Rng(seed);
+      const o: ModelOptions = {
+        credit: rng.pick([0, 0.25, 0.5, 1, 1, 1, 1.5, 3]),
+        scale: rng.pick([0, 0.5, 1, 1, 2]),
+        decay: rng.pick([0, 0, 0.5, 1, 3]),
+        requestWeight: rng.pick([0, 0, 0.5, 2]),
+        trackPrefill: rng.chance(0.8),
+        trackActive: rng.chance(0.8),
+      };
+      const scaleOption = rng.chance(0.5) ? { prefillLoadScale: o.scale } : { overlapScoreWeight: o.scale };
+      const r = make({
+        ...scaleOption,
+        ...(o.credit === 1 && rng.chance(0.5) ? {} : { overlapScoreCredit: o.credit }),
+        ...(o.decay === 0 && rng.chance(0.5) ? {} : { overlapScoreCreditDecay: o.decay }),
+        ...(o.requestWeight === 0 && rng.chance(0.5) ? {} : { decodeActiveRequestWeight: o.requestWeight }),
+        routerTrackPrefillTokens: o.trackPrefill,
+        routerTrackActiveBlocks: o.trackActive,
+        seed,
+      });
+      r.addWorker(1);
+      r.addWorker(2, { dataParallelSize: 2 });
+      r.addWorker(3);
+      const rankNames = ['1:0', '2:0', '2:1', '3:0'];
+      const ranks = new Map(rankNames.map((k) => [k, { cached: new Set<string>() }]));
+      const inFlight = new Map<string, ModelRequest>();
+      const families = [tokens(1000, 12), tokens(2000, 8), tokens(3000, 16)];
+      const prompt = () => [...rng.pick(families).slice(0, 4 * rng.int(5)), ...tokens(10_000 + rng.int(50) * 40, 1 + rng.int(14))];
+      let next = 0;
+      for (let step = 0; step < 120; step++) {
+        const action = rng.int(10);
+        if (action < 3) {
+          const t = prompt();
+          const rank = rng.pick(rankNames);
+          const [w, dp] = rank.split(':').map(Number);
+          const n = rng.int(blockKeys(t).length + 1);
+          if (n === 0) continue;
+          cache(r, w, t, n, dp);
+          for (const k of blockKeys(t).slice(0, n)) ranks.get(rank)?.cached.add(k);
+          await r.flush();
+        } else if (action < 7) {
+          const t = prompt();
+          const overrides: RouteOverrides = {};
+          const req = { ...o };
+          if (rng.chance(0.2)) req.credit = overrides.overlapScoreCredit = rng.pick([0, 0.5, 1, 2]);
+          if (rng.chance(0.2)) req.scale = overrides.prefillLoadScale = rng.pick([0, 1, 3]);
+          const id = `r${next++}`;
+          const d = await r.route({ requestId: id, tokens: t, overrides });
+          const model = modelCosts(req, t, rankNames, ranks, inFlight);
+          const seen = d.candidates.map((c) => ({
+            rank: `${c.workerId}:${c.dpRank}`,
+            overlap: c.overlap,
+            decode: c.decodeBlocks,
+            requests: c.activeRequests,
+            prefill: c.prefillTokens,
+          }));
+          const uncached = (m: (typeof model)[number]) => (o.trackPrefill ? Math.max(0, t.length - m.overlap * BS) : 0);
+          expect(seen, `seed ${seed} step ${step}`).toEqual(
+            model.map((m) => ({
+              rank: m.rank,
+              overlap: m.overlap,
+              decode: m.decode,
+              requests: m.requests,
+              prefill: m.active + uncached(m),
+            })),
+          );
+          d.candidates.forEach((c, i) => {
+            expect(c.cost, `seed ${seed} step ${step} ${seen[i].rank}`).toBeCloseTo(model[i].cost, 9);
+            if (req.credit === 1 && o.decay === 0 && o.requestWeight === 0)
+              expect(c.cost).toBe((req.scale * c.prefillTokens) / BS + c.decodeBlocks);
+          });
+          expect(d.cost).toBe(Math.min(...d.candidates.map((c) => c.cost)));
+          const chosen = model.find((m) => m.rank === `${d.workerId}:${d.dpRank}`);
+          if (!chosen) throw new Error('chose a rank the model does not know');
+          inFlight.set(id, { rank: chosen.rank, keys: o.trackActive ? blockKeys(t) : [], prefill: uncached(chosen) });
+        } else if (action < 9 && inFlight.size > 0) {
+          const id = rng.pick([...inFlight.keys()]);
+          r.markPrefillCompleted(id);
+          const req = inFlight.get(id);
+          if (req) req.prefill = 0;
+        } else if (inFlight.size > 0) {
+          const id = rng.pick([...inFlight.keys()]);
+          r.free(id);
+          inFlight.delete(id);
+        }
+      }
+    }
+  });
+});
