@@ -1,10 +1,12 @@
 /**
- * `npm run bench:replay-vs-dynamo [-- --speeds 1,4,8] [--trace file.jsonl]`: `kvroute replay` (native backend, both
- * timing models) beside Dynamo 1.6.1's own offline replay (`dynamo-mocker`, through
- * `bench/vs-dynamo`) on the conversation trace, same settings: 16 workers, block size 64, trace
- * block size 512, 16,384 GPU blocks, max_num_seqs 256, max_num_batched_tokens 8192, speedup 1,
- * default router config. Dynamo's KV replay is unseeded, so it runs 3 times and its spread is
- * shown. Prints the metrics side by side with kvroute's deviation, and the wall-time ratio;
+ * `npm run bench:replay-vs-dynamo [-- --speeds 1,4,8] [--trace file.jsonl] [--router-config '{…}']`:
+ * `kvroute replay` (native backend, both timing models) beside Dynamo 1.6.1's own offline replay
+ * (`dynamo-mocker`, through `bench/vs-dynamo`) on the conversation trace, same settings: 16
+ * workers, block size 64, trace block size 512, 16,384 GPU blocks, max_num_seqs 256,
+ * max_num_batched_tokens 8192, speedup 1, default router config, or the `KvRouter` options of
+ * `--router-config` given to both (to Dynamo under its snake_case names: `overlapScoreCreditDecay`
+ * is `overlap_score_credit_decay`). Dynamo's KV replay is unseeded, so it runs 3 times and its
+ * spread is shown. Prints the metrics side by side with kvroute's deviation, and the wall-time ratio;
  * writes bench/results/replay-vs-dynamo.json. Not in CI (it builds Dynamo's crates: minutes).
  */
 
@@ -24,6 +26,13 @@ const traceArg = process.argv.indexOf('--trace');
 const TRACE_PATH = traceArg > 0 ? process.argv[traceArg + 1] : CONVERSATION_TRACE;
 const speedsArg = process.argv.indexOf('--speeds');
 const speeds = speedsArg > 0 ? process.argv[speedsArg + 1].split(',').map(Number) : [1];
+const routerArg = process.argv.indexOf('--router-config');
+/** `--router-config '{"overlapScoreCreditDecay":1}'`: KvRouter options for both systems. */
+const routerConfig: Record<string, unknown> = routerArg > 0 ? JSON.parse(process.argv[routerArg + 1]) : {};
+/** The same options under Dynamo's `KvRouterConfig` names. */
+const dynamoRouterConfig = JSON.stringify(
+  Object.fromEntries(Object.entries(routerConfig).map(([k, v]) => [k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), v])),
+);
 if (!existsSync(TRACE_PATH)) {
   console.log(`skipped: ${TRACE_PATH} is absent (the conversation trace is read from ../shared, never committed)`);
   process.exit(0);
@@ -34,7 +43,9 @@ execFileSync('cargo', ['build', '--release', '--manifest-path', manifest], { std
 const binary = join(ROOT, 'bench', 'vs-dynamo', 'target', 'release', 'kvroute-vs-dynamo');
 
 function dynamo(policy: 'kv' | 'round-robin', speed: number): { metrics: Metrics; wall: number } {
-  const out = JSON.parse(execFileSync(binary, ['replay', TRACE_PATH, policy, String(speed)], { encoding: 'utf8', maxBuffer: 1 << 26 }));
+  const out = JSON.parse(
+    execFileSync(binary, ['replay', TRACE_PATH, policy, String(speed), dynamoRouterConfig], { encoding: 'utf8', maxBuffer: 1 << 26 }),
+  );
   const r = out.report as Record<string, number>;
   return {
     wall: out.wallSeconds,
@@ -64,6 +75,7 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
     arrivalSpeedup: speed,
     timing,
     backend: 'native',
+    routerConfig: routerConfig as never,
   });
   return Object.fromEntries(
     report.policies.map((p) => [
@@ -114,7 +126,10 @@ for (const speed of speeds) {
     'dynamo RR': fmt(dynWall, 1),
     'kvroute RR (dynamo timing)': `${fmt(ourWall, 1)} (${fmt(ourWall / dynWall, 2)}× Dynamo's)`,
   });
-  printTable(`${TRACE_PATH} at arrival speed ×${speed}: kvroute replay vs Dynamo 1.6.1's offline replay`, rows);
+  printTable(
+    `${TRACE_PATH} at arrival speed ×${speed}, router ${JSON.stringify(routerConfig)}: kvroute replay vs Dynamo 1.6.1's offline replay`,
+    rows,
+  );
   results[`×${speed}`] = { dynamo: { roundRobin: rr, kv: kvRuns }, kvroute: ours, table: rows };
 }
-writeResult('replay-vs-dynamo', { trace: TRACE_PATH, speeds, loadavgBefore: loadBefore, loadavgAfter: loadavg(), results });
+writeResult('replay-vs-dynamo', { trace: TRACE_PATH, speeds, routerConfig, loadavgBefore: loadBefore, loadavgAfter: loadavg(), results });

@@ -1,8 +1,10 @@
-//! `kvroute-vs-dynamo replay <trace.jsonl> <kv|round-robin> [arrival_speedup]`: Dynamo 1.6.1's own
-//! offline replay (`dynamo-mocker`, simulator in `aisimulate-core` 0.13.0) on a Mooncake trace
-//! with the settings `bench/replay-vs-dynamo.ts` gives kvroute: 16 workers, block size 64, trace
-//! block size 512, 16,384 GPU blocks, max_num_seqs 256, max_num_batched_tokens 8192, speedup 1,
-//! default router config. Prints one JSON line: the wall time and Dynamo's report.
+//! `kvroute-vs-dynamo replay <trace.jsonl> <kv|round-robin> [arrival_speedup] [router_config]`:
+//! Dynamo 1.6.1's own offline replay (`dynamo-mocker`, simulator in `aisimulate-core` 0.13.0) on a
+//! Mooncake trace with the settings `bench/replay-vs-dynamo.ts` gives kvroute: 16 workers, block
+//! size 64, trace block size 512, 16,384 GPU blocks, max_num_seqs 256, max_num_batched_tokens
+//! 8192, speedup 1, the default router config with the fields of `router_config` (a JSON object
+//! of `KvRouterConfig` fields, e.g. `{"overlap_score_credit_decay":1}`) set on top. Prints one
+//! JSON line: the wall time and Dynamo's report.
 
 use dynamo_kv_router::config::KvRouterConfig;
 use dynamo_mocker::common::protocols::MockerConfig;
@@ -10,7 +12,19 @@ use dynamo_mocker::replay::{simulate_trace_file_with_router_mode, ReplayRouterMo
 use std::path::Path;
 use std::time::Instant;
 
-pub fn run(trace: &str, policy: &str, arrival_speedup: f64) -> serde_json::Value {
+/// Dynamo's default router config with `fields` (a JSON object) set on top, through its own
+/// deserialiser, so its validation and aliases apply.
+fn router_config(fields: Option<&str>) -> KvRouterConfig {
+    let mut config = serde_json::to_value(KvRouterConfig::default()).expect("router config as JSON");
+    if let Some(fields) = fields {
+        let fields: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(fields).expect("router config fields: a JSON object");
+        config.as_object_mut().expect("router config is an object").extend(fields);
+    }
+    serde_json::from_value(config).expect("a valid router config")
+}
+
+pub fn run(trace: &str, policy: &str, arrival_speedup: f64, router_fields: Option<&str>) -> serde_json::Value {
     let config = MockerConfig::from_value(serde_json::json!({ "engine": {
         "block_size": 64,
         "num_gpu_blocks": 16384,
@@ -20,7 +34,7 @@ pub fn run(trace: &str, policy: &str, arrival_speedup: f64) -> serde_json::Value
     }}))
     .expect("mocker config");
     let (mode, router) = match policy {
-        "kv" => (ReplayRouterMode::KvRouter, Some(KvRouterConfig::default())),
+        "kv" => (ReplayRouterMode::KvRouter, Some(router_config(router_fields))),
         "round-robin" => (ReplayRouterMode::RoundRobin, None),
         other => panic!("policy must be kv or round-robin, got {other}"),
     };
