@@ -44,6 +44,12 @@ const REPLAY_FLAGS: Flags = {
   },
   'arrival-speedup': { kind: 'number', help: "divides the trace's arrival times", default: '1' },
   'router-config': { kind: 'string', value: 'json', help: 'KvRouter options as JSON, e.g. \'{"prefillLoadScale":1}\'' },
+  variant: {
+    kind: 'string',
+    value: 'name=json',
+    multiple: true,
+    help: 'one more KV run, named, with KvRouter options of its own over --router-config, e.g. \'decay={"overlapScoreCreditDecay":1}\'; repeat for several',
+  },
   limit: { kind: 'number', help: 'replay only the first N requests' },
   seed: { kind: 'number', help: 'seed of the routers and the workload', default: '42' },
   report: { kind: 'string', value: 'file', help: 'write the JSON report there' },
@@ -91,6 +97,22 @@ async function loadPolicy(spec: string): Promise<ReplayPolicy> {
   const selector = typeof mod.default === 'function' ? mod.default : mod.selector;
   if (typeof selector !== 'function') throw new UsageError(`${spec} exports no selector function (default export or 'selector')`);
   return { name: basename(spec), selector: selector as Selector };
+}
+
+/** `--variant name=json`: the KV policy under that name, with those router options. */
+function parseVariant(spec: string): ReplayPolicy {
+  const eq = spec.indexOf('=');
+  if (eq < 1)
+    throw new UsageError(
+      `--variant must be name=json, e.g. 'decay={"overlapScoreCreditDecay":1}', got ${JSON.stringify(spec)}`,
+      REPLAY_USAGE,
+    );
+  const name = spec.slice(0, eq);
+  try {
+    return { name, routerConfig: JSON.parse(spec.slice(eq + 1)) };
+  } catch (err) {
+    throw new UsageError(`--variant ${name}: its options are not valid JSON: ${(err as Error).message}`, REPLAY_USAGE);
+  }
 }
 
 /** A bar on a terminal; without one, a plain line every few seconds (and at each policy's end). */
@@ -179,12 +201,13 @@ async function runReplay(argv: string[]): Promise<void> {
       throw new UsageError(`--router-config is not valid JSON: ${(err as Error).message}`, REPLAY_USAGE);
     }
   }
+  const variants = ((v.variant as string[] | undefined) ?? []).map(parseVariant);
   const num = (k: string) => v[k] as number | undefined;
   const sync = v['replica-sync'];
   if (sync !== undefined && sync !== 'on' && sync !== 'off') throw new UsageError('--replica-sync must be on or off', REPLAY_USAGE);
   const report = await replay({
     ...(positional[0] ? { trace: positional[0] } : {}),
-    policies: await Promise.all(specs.map(loadPolicy)),
+    policies: [...(await Promise.all(specs.map(loadPolicy))), ...variants],
     workers: num('workers'),
     blockSize: num('block-size'),
     traceBlockSize: num('trace-block-size'),

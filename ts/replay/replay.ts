@@ -23,14 +23,18 @@ import { loadTrace, promptTokens, type Trace } from './trace.js';
 import { checkTrace } from './trace-check.js';
 
 /**
- * A custom routing policy for replay.
+ * A routing policy of one's own for replay: a custom choice, router options of its own, or both.
+ * `{ name: 'decay-1', routerConfig: { overlapScoreCreditDecay: 1 } }` is the KV policy with one
+ * knob changed, so several settings of the router run side by side in one report.
  * @group Replay
  */
 export interface CustomPolicy {
-  /** Its name in the report. */
+  /** Its name in the report (unique among the policies). */
   name: string;
-  /** The choice among scored candidates (see {@link KvRouterOptions.selector}). */
-  selector: Selector;
+  /** The choice among scored candidates (see {@link KvRouterOptions.selector}). Default: the KV cost. */
+  selector?: Selector;
+  /** KvRouter options of this run, over the replay's `routerConfig`. Default: none. */
+  routerConfig?: Partial<KvRouterOptions>;
 }
 
 /** The timing model an option names; `'dynamo'` when absent. */
@@ -107,22 +111,24 @@ const SET_BY_REPLAY: Record<string, string> = {
 };
 
 /**
- * `routerConfig`, checked before any simulation starts: an object, none of the options the
+ * Router options, checked before any simulation starts: an object, none of the options the
  * replay sets itself (they would be silently overridden), and valid for a KvRouter (checked by
- * building one on the pure-JS backend, which validates exactly as the native one does).
+ * building one on the pure-JS backend, which validates exactly as the native one does) together
+ * with `under` (the replay's own `routerConfig`, for a policy's).
+ * @param name the options' path in error messages
  */
-function checkRouterConfig(value: unknown): Partial<KvRouterOptions> {
+function checkRouterConfig(value: unknown, name: string, under: Partial<KvRouterOptions> = {}): Partial<KvRouterOptions> {
   if (value === undefined) return {};
   if (value === null || typeof value !== 'object' || Array.isArray(value))
-    throw new KvRouteError('ERR_INVALID_ARG', `routerConfig must be an object of KvRouter options, got ${describe(value)}`);
+    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be an object of KvRouter options, got ${describe(value)}`);
   for (const key of Object.keys(value)) {
     if (key in SET_BY_REPLAY)
-      throw new KvRouteError('ERR_INVALID_ARG', `routerConfig.${key} is set by the replay: use ${SET_BY_REPLAY[key]} instead`);
+      throw new KvRouteError('ERR_INVALID_ARG', `${name}.${key} is set by the replay: use ${SET_BY_REPLAY[key]} instead`);
   }
   try {
-    new KvRouter({ ...(value as Partial<KvRouterOptions>), blockSize: 16, backend: 'js' }).close();
+    new KvRouter({ ...under, ...(value as Partial<KvRouterOptions>), blockSize: 16, backend: 'js' }).close();
   } catch (err) {
-    throw renameOptions(err, 'routerConfig');
+    throw renameOptions(err, name);
   }
   return value as Partial<KvRouterOptions>;
 }
@@ -138,7 +144,45 @@ function replicaSettings(opts: ReplayOptions): SimConfig['replicas'] {
   return { count, sync, balancer };
 }
 
-function policySelector(policy: ReplayPolicy, seed: number): { name: string; selector: Selector | undefined } {
+/** A policy ready to simulate: its name, its choice (undefined: the KV cost) and its own router options. */
+interface ResolvedPolicy {
+  name: string;
+  selector: Selector | undefined;
+  routerConfig: Partial<KvRouterOptions>;
+}
+
+/** The policies to run, each checked; names must be unique (the report is read by name). */
+function resolvePolicies(policies: readonly ReplayPolicy[], seed: number, routerConfig: Partial<KvRouterOptions>): ResolvedPolicy[] {
+  if (!Array.isArray(policies) || policies.length === 0)
+    throw new KvRouteError('ERR_INVALID_ARG', `policies must be a non-empty array, got ${describe(policies)}`);
+  const resolved = policies.map((p, i) => resolvePolicy(p, i, seed, routerConfig));
+  const seen = new Set<string>();
+  for (const { name } of resolved) {
+    if (seen.has(name)) throw new KvRouteError('ERR_INVALID_ARG', `policies: two policies are named ${JSON.stringify(name)}`);
+    seen.add(name);
+  }
+  return resolved;
+}
+
+function resolvePolicy(policy: ReplayPolicy, i: number, seed: number, routerConfig: Partial<KvRouterOptions>): ResolvedPolicy {
+  if (typeof policy === 'string') return { ...policySelector(policy, seed), routerConfig: {} };
+  const unknown = () =>
+    new KvRouteError(
+      'ERR_INVALID_ARG',
+      `unknown policy ${describe(policy)} (kv, round-robin, random, or { name, selector?, routerConfig? })`,
+    );
+  if (!policy || typeof policy !== 'object' || typeof policy.name !== 'string' || policy.name === '') throw unknown();
+  if (policy.selector !== undefined && typeof policy.selector !== 'function')
+    throw new KvRouteError('ERR_INVALID_ARG', `policies[${i}].selector must be a function, got ${describe(policy.selector)}`);
+  if (policy.selector === undefined && policy.routerConfig === undefined) throw unknown();
+  return {
+    name: policy.name,
+    selector: policy.selector,
+    routerConfig: checkRouterConfig(policy.routerConfig, `policies[${i}].routerConfig`, routerConfig),
+  };
+}
+
+function policySelector(policy: 'kv' | 'round-robin' | 'random', seed: number): { name: string; selector: Selector | undefined } {
   if (policy === 'kv') return { name: 'kv', selector: undefined };
   if (policy === 'round-robin') {
     let next = 0;
@@ -148,8 +192,10 @@ function policySelector(policy: ReplayPolicy, seed: number): { name: string; sel
     const rng = new SeededRandom(seed);
     return { name: 'random', selector: (candidates) => rng.int(0, candidates.length - 1) };
   }
-  if (policy && typeof policy === 'object' && typeof policy.selector === 'function' && typeof policy.name === 'string') return policy;
-  throw new KvRouteError('ERR_INVALID_ARG', `unknown policy ${describe(policy)} (kv, round-robin, random, or { name, selector })`);
+  throw new KvRouteError(
+    'ERR_INVALID_ARG',
+    `unknown policy ${describe(policy)} (kv, round-robin, random, or { name, selector?, routerConfig? })`,
+  );
 }
 
 /**
@@ -205,7 +251,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
     arrivalSpeedup: positiveNumber(opts.arrivalSpeedup, 'arrivalSpeedup', 1),
     seed,
     backend: resolveBackend(opts.backend, 'opts.backend').name,
-    routerConfig: checkRouterConfig(opts.routerConfig),
+    routerConfig: checkRouterConfig(opts.routerConfig, 'routerConfig'),
     replicas: replicaSettings(opts),
   };
   for (const r of trace.requests) {
@@ -217,11 +263,15 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       );
     }
   }
-  const policies = (opts.policies ?? ['kv']).map((p) => policySelector(p, seed));
+  const policies = resolvePolicies(opts.policies ?? ['kv'], seed, cfg.routerConfig);
   const reports: PolicyReport[] = [];
   let ceiling = 0;
-  for (const { name, selector } of policies) {
-    const run = await simulatePolicy(trace, selector, { ...cfg, onProgress: opts.onProgress && ((d, t) => opts.onProgress?.(name, d, t)) });
+  for (const { name, selector, routerConfig } of policies) {
+    const run = await simulatePolicy(trace, selector, {
+      ...cfg,
+      routerConfig: { ...cfg.routerConfig, ...routerConfig },
+      onProgress: opts.onProgress && ((d, t) => opts.onProgress?.(name, d, t)),
+    });
     reports.push(summarise(name, run, cfg.workers));
     ceiling = run.upperBoundHitRatio;
   }
@@ -245,6 +295,10 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       replicaSync: cfg.replicas.sync,
       replicaBalancer: cfg.replicas.balancer,
       policies: policies.map((p) => p.name),
+      // Each policy's own router options, by name (over `routerConfig`), for those that have some.
+      policyRouterConfigs: Object.fromEntries(
+        policies.filter((p) => Object.keys(p.routerConfig).length > 0).map((p) => [p.name, p.routerConfig]),
+      ),
     },
     policies: reports,
   };

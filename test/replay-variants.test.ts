@@ -1,0 +1,135 @@
+/**
+ * Replay policies with router options of their own: several settings of the KV router side by
+ * side in one report, through the API and `kvroute replay --variant`.
+ */
+import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { generateTrace, type ReplayReport, replay, traceToJsonl } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { ROOT, requireDist } from './helpers/dist.js';
+import { scratchDir } from './helpers/scratch-dir.js';
+
+const trace = () => generateTrace({ requests: 200, rate: 10, prefixGroups: 4, sharedPrefixBlocks: 6, turns: 3, seed: 5 });
+const fleet = { workers: 4, numGpuBlocks: 4096, maxNumBatchedTokens: 2048 };
+/** A policy's figures without its name and the wall-clock fields. */
+const figures = (r: ReplayReport, i: number) =>
+  JSON.parse(
+    JSON.stringify({ ...r.policies[i], name: undefined }, (key, value) =>
+      ['wallSeconds', 'simSecondsPerWallSecond', 'decisionsPerWallSecond'].includes(key) ? undefined : value,
+    ),
+  );
+
+describe.each(BACKENDS)('replay variants on the %s backend', (backend) => {
+  test("a variant is the KV run with its options: the same as a whole replay with them, and not the default's", async () => {
+    const knobs = { overlapScoreCredit: 0.25, decodeActiveRequestWeight: 8 };
+    const side = await replay({ trace: trace(), backend, ...fleet, policies: ['kv', { name: 'balanced', routerConfig: knobs }] });
+    expect(side.policies.map((p) => p.name)).toEqual(['kv', 'balanced']);
+    expect(side.config.policyRouterConfigs).toEqual({ balanced: knobs });
+    const alone = await replay({ trace: trace(), backend, ...fleet, routerConfig: knobs });
+    const plain = await replay({ trace: trace(), backend, ...fleet });
+    expect(figures(side, 1)).toEqual(figures(alone, 0));
+    expect(figures(side, 0)).toEqual(figures(plain, 0));
+    // Less credit for the cache and a cost per running request: fewer hits, a flatter spread.
+    expect(side.policies[1].hitRatio).toBeLessThan(side.policies[0].hitRatio);
+    const spread = (i: number) => {
+      const n = side.policies[i].workers.map((w) => w.requests);
+      return Math.max(...n) - Math.min(...n);
+    };
+    expect(spread(1)).toBeLessThan(spread(0));
+  });
+
+  test("a variant's options go over the replay's routerConfig, and may bring a selector", async () => {
+    const report = await replay({
+      trace: trace(),
+      backend,
+      ...fleet,
+      routerConfig: { overlapScoreCredit: 0 },
+      policies: [
+        { name: 'credit-1', routerConfig: { overlapScoreCredit: 1 } },
+        { name: 'first', selector: () => 0, routerConfig: { routerTemperature: 0.5 } },
+      ],
+    });
+    const reference = await replay({ trace: trace(), backend, ...fleet });
+    expect(figures(report, 0)).toEqual(figures(reference, 0));
+    expect(report.policies[1].workers.map((w) => w.requests)).toEqual([200, 0, 0, 0]);
+  });
+
+  test('bad policies are refused before any simulation, naming the policy', async () => {
+    const cases: [unknown, RegExp][] = [
+      [[{ name: 'a', routerConfig: { overlapScoreCredit: -1 } }], /^policies\[0\]\.routerConfig\.overlapScoreCredit must be/],
+      [['kv', { name: 'b', routerConfig: { blockSize: 8 } }], /^policies\[1\]\.routerConfig\.blockSize is set by the replay/],
+      [[{ name: 'c', routerConfig: { bogus: 1 } }], /policies\[0\]\.routerConfig has an unknown option "bogus"/],
+      [[{ name: 'd', routerConfig: 'x' }], /policies\[0\]\.routerConfig must be an object/],
+      [[{ name: 'e', selector: 3 }], /policies\[0\]\.selector must be a function/],
+      [[{ name: 'f' }], /unknown policy/],
+      [[{ name: '', routerConfig: {} }], /unknown policy/],
+      [['kv', { name: 'kv', routerConfig: {} }], /two policies are named "kv"/],
+      [[], /policies must be a non-empty array/],
+    ];
+    for (const [policies, message] of cases) {
+      await expect(replay({ trace: trace(), backend, ...fleet, policies: policies as never })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+        message: expect.stringMatching(message),
+      });
+    }
+    // Checked together with the replay's routerConfig: the alias beside the new name.
+    await expect(
+      replay({
+        trace: trace(),
+        backend,
+        ...fleet,
+        routerConfig: { overlapScoreWeight: 1 },
+        policies: [{ name: 'g', routerConfig: { prefillLoadScale: 2 } }],
+      }),
+    ).rejects.toMatchObject({ message: expect.stringMatching(/^policies\[0\]\.routerConfig\.overlapScoreWeight is the older name/) });
+  });
+});
+
+describe('kvroute replay --variant', () => {
+  const dir = scratchDir('kvroute-variant-');
+  const cli = (args: string[]) => spawnSync(process.execPath, [join(ROOT, 'dist', 'cli.js'), ...args], { encoding: 'utf8', cwd: dir });
+
+  test('variants run after the --compare policies, each in the table and the report', () => {
+    requireDist();
+    writeFileSync(join(dir, 't.jsonl'), traceToJsonl(trace()));
+    const run = cli([
+      'replay',
+      't.jsonl',
+      '--compare',
+      'kv,round-robin',
+      '--variant',
+      'decay={"overlapScoreCreditDecay":1}',
+      '--variant',
+      'no-cache={"overlapScoreCredit":0}',
+      '--workers',
+      '4',
+      '--report',
+      'r.json',
+    ]);
+    expect(run.stderr).not.toMatch(/error/i);
+    expect(run.status).toBe(0);
+    expect(run.stdout).toMatch(/kv\s+round-robin\s+decay\s+no-cache/);
+    const report = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')) as ReplayReport;
+    expect(report.policies.map((p) => p.name)).toEqual(['kv', 'round-robin', 'decay', 'no-cache']);
+    expect(report.config.policyRouterConfigs).toEqual({ decay: { overlapScoreCreditDecay: 1 }, 'no-cache': { overlapScoreCredit: 0 } });
+  });
+
+  test('a malformed --variant is a usage error', () => {
+    requireDist();
+    const cases: [string, RegExp][] = [
+      ['decay', /--variant must be name=json/],
+      ['={"overlapScoreCredit":0}', /--variant must be name=json/],
+      ['decay={overlapScoreCreditDecay:1}', /--variant decay: its options are not valid JSON/],
+    ];
+    for (const [spec, message] of cases) {
+      const run = cli(['replay', '--variant', spec]);
+      expect(run.status).toBe(2);
+      expect(run.stderr).toMatch(message);
+    }
+    const bad = cli(['replay', '--limit', '10', '--variant', 'x={"overlapScoreCredit":-1}']);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/policies\[1\]\.routerConfig\.overlapScoreCredit must be a finite number >= 0/);
+  });
+});
