@@ -347,6 +347,14 @@ describe('gateway options and JSON', () => {
       [{ blockSize: 16, workers: [{ id: -1, url: 'http://a:1' }] }, /workers\[0\]\.id/],
       [{ blockSize: 16, workers: [{ id: 1, url: 'http://a:1', kvEvents: 'udp://x' }] }, /workers\[0\]\.kvEvents/],
       [{ blockSize: 16, workers: [{ id: 1, url: 'http://a:1', colour: 'red' }] }, /workers\[0\]: unknown key "colour"/],
+      [
+        { blockSize: 16, workers: [{ id: 1, url: 'http://a:1', max_num_batched_tokens: 8192 }] },
+        /workers\[0\]: unknown key "max_num_batched_tokens": did you mean "maxNumBatchedTokens"\?/,
+      ],
+      [
+        { blockSize: 16, router: { overlap_score_credit: 0.5 } },
+        /^router has an unknown option "overlap_score_credit": did you mean "overlapScoreCredit"\?/,
+      ],
       [{ blockSize: 16, health: { failureThreshold: 0 } }, /health\.failureThreshold/],
       [{ blockSize: 16, router: { blockSize: 16 } }, /router: set blockSize/],
       [{ blockSize: 16, router: { routerQueueThresh: 2 } }, /^router has an unknown option "routerQueueThresh"/],

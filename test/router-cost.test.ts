@@ -255,6 +255,9 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
       [{ overlapScoreCreditDecay: -1 }, /opts\.overlapScoreCreditDecay/],
       [{ overlapScoreCreditDecay: null }, /opts\.overlapScoreCreditDecay/],
       [{ decodeActiveRequestWeight: Number.NaN }, /opts\.decodeActiveRequestWeight/],
+      // Dynamo's snake_case names get a hint.
+      [{ overlap_score_credit_decay: 1 }, /unknown option "overlap_score_credit_decay": did you mean "overlapScoreCreditDecay"\?/],
+      [{ router_track_active_blocks: false }, /did you mean "routerTrackActiveBlocks"\?/],
     ];
     for (const [opts, message] of cases) {
       expect(() => new KvRouter({ blockSize: BS, backend, ...opts })).toThrow(

@@ -131,7 +131,17 @@ export function checkOptions(opts: unknown, name: string, known: readonly string
     throw invalidArg(`${name} must be an object, got ${describe(opts)}`);
   }
   for (const key of Object.keys(opts)) {
-    if (!known.includes(key)) throw invalidArg(`${name} has an unknown option "${key}" (known: ${known.join(', ')})`);
+    if (!known.includes(key))
+      throw invalidArg(`${name} has an unknown option "${key}"${spellingHint(key, known)} (known: ${known.join(', ')})`);
   }
   return opts as Record<string, unknown>;
+}
+
+/**
+ * `: did you mean "overlapScoreCredit"?` for a key that is a known one in snake_case, the
+ * spelling of Dynamo's configs and of vLLM's; else nothing.
+ */
+export function spellingHint(key: string, known: readonly string[]): string {
+  const camel = key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+  return camel !== key && known.includes(camel) ? `: did you mean "${camel}"?` : '';
 }

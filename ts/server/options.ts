@@ -12,7 +12,7 @@ import type { WorkerId } from '../kv-index.js';
 import type { SnapshotWriterOptions } from '../replicas/snapshot-store.js';
 import type { WarmStartOptions } from '../replicas/warm-start.js';
 import type { KvRouterOptions } from '../router/options.js';
-import { describe, optionalBoolean } from '../validate.js';
+import { describe, optionalBoolean, spellingHint } from '../validate.js';
 
 /**
  * One worker behind the gateway.
@@ -297,7 +297,7 @@ function invalid(message: string): KvRouteError {
 function record(value: unknown, at: string, keys: readonly string[]): Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid(`${at} must be an object, got ${describe(value)}`);
   for (const k of Object.keys(value)) {
-    if (!keys.includes(k)) throw invalid(`${at}: unknown key "${k}" (known: ${keys.join(', ')})`);
+    if (!keys.includes(k)) throw invalid(`${at}: unknown key "${k}"${spellingHint(k, keys)} (known: ${keys.join(', ')})`);
   }
   return value as Record<string, unknown>;
 }
