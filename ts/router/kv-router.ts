@@ -87,7 +87,9 @@ export class KvRouter {
       blockSize: o.blockSize,
       ...(o.backend ? { backend: o.backend } : {}),
       ...(o.writerThreads !== undefined ? { writerThreads: o.writerThreads } : {}),
-      ...(o.useKvEvents ? {} : { approximate: { ttlMs: o.routerTtlSecs * 1000 } }),
+      // Decisions are recorded as predictions: every one without KV events (approximate mode),
+      // and with them when predict-on-route is on.
+      ...(o.predictedTtlSecs === null ? {} : { approximate: { ttlMs: o.predictedTtlSecs * 1000 } }),
       now: o.now,
     });
     const { impl, inner } = indexInternals(this.index);
@@ -299,7 +301,7 @@ export class KvRouter {
       this.replicas?.booked(handle, chosen.workerId, chosen.dpRank, uncached, this.opts.trackActiveBlocks ? blocks : 0);
       this.inFlight.set(p.req.requestId, { handle, workerId: chosen.workerId, dpRank: chosen.dpRank });
       this.byHandle.set(handle, p.req.requestId);
-      if (!this.opts.useKvEvents) {
+      if (this.opts.predictedTtlSecs !== null) {
         this.index.recordRouting(chosen.workerId, chosen.dpRank, p.tokens, {
           ...(p.loraName ? { loraName: p.loraName } : {}),
           ...(p.cacheNamespace ? { cacheNamespace: p.cacheNamespace } : {}),

@@ -52,6 +52,13 @@ export interface KvRouterOptions {
   useKvEvents?: boolean;
   /** Approximate mode: how long a prediction counts, in seconds. Default 120. */
   routerTtlSecs?: number;
+  /**
+   * With KV events: also count each routing decision's blocks as held by the chosen rank for
+   * this many seconds, until the engine's own events confirm them (Dynamo's predict-on-route,
+   * `router_predicted_ttl_secs`), so a burst of requests sharing a new prefix sees it before the
+   * first one's prefill ends. Default `null` (off). Needs `useKvEvents`.
+   */
+  routerPredictedTtlSecs?: number | null;
   /** Count in-flight requests' blocks as decode load. Default true. */
   routerTrackActiveBlocks?: boolean;
   /** Count in-flight requests' uncached prompt tokens as prefill load. Default true. */
@@ -98,6 +105,8 @@ export interface ResolvedRouterOptions {
   routerTemperature: number;
   useKvEvents: boolean;
   routerTtlSecs: number;
+  /** Seconds a decision's blocks count as predicted on its rank; null when decisions are not recorded. */
+  predictedTtlSecs: number | null;
   trackActiveBlocks: boolean;
   trackPrefillTokens: boolean;
   assumeKvReuse: boolean;
@@ -122,6 +131,7 @@ const KNOWN = [
   'routerTemperature',
   'useKvEvents',
   'routerTtlSecs',
+  'routerPredictedTtlSecs',
   'routerTrackActiveBlocks',
   'routerTrackPrefillTokens',
   'routerAssumeKvReuse',
@@ -156,6 +166,17 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
   }
   const policy = o.routerQueuePolicy ?? 'fcfs';
   if (policy !== 'fcfs' && policy !== 'lcfs' && policy !== 'wspt') bad('routerQueuePolicy', "'fcfs', 'lcfs' or 'wspt'", policy);
+  const useKvEvents = flag(o.useKvEvents, 'useKvEvents', true);
+  const routerTtlSecs = positiveNumber(o.routerTtlSecs, 'opts.routerTtlSecs', 120);
+  const predicted = o.routerPredictedTtlSecs ?? null;
+  if (predicted !== null && (typeof predicted !== 'number' || !Number.isFinite(predicted) || predicted <= 0))
+    bad('routerPredictedTtlSecs', 'null or a finite number > 0', predicted);
+  if (predicted !== null && !useKvEvents)
+    bad(
+      'routerPredictedTtlSecs',
+      'unset without KV events (useKvEvents: false predicts every decision already, for routerTtlSecs)',
+      predicted,
+    );
   const replicas = o.replicas === undefined ? undefined : resolveReplicaOptions(o.replicas);
   const seed = o.seed ?? (replicas ? Math.floor(Math.random() * 2 ** 32) : 0);
   if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) bad('seed', 'a safe integer', seed);
@@ -169,8 +190,9 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
     overlapScoreCreditDecay: nonNegativeNumber(o.overlapScoreCreditDecay, 'opts.overlapScoreCreditDecay', 0),
     decodeActiveRequestWeight: nonNegativeNumber(o.decodeActiveRequestWeight, 'opts.decodeActiveRequestWeight', 0),
     routerTemperature: nonNegativeNumber(o.routerTemperature, 'opts.routerTemperature', 0),
-    useKvEvents: flag(o.useKvEvents, 'useKvEvents', true),
-    routerTtlSecs: positiveNumber(o.routerTtlSecs, 'opts.routerTtlSecs', 120),
+    useKvEvents,
+    routerTtlSecs,
+    predictedTtlSecs: useKvEvents ? (predicted as number | null) : routerTtlSecs,
     trackActiveBlocks: flag(o.routerTrackActiveBlocks, 'routerTrackActiveBlocks', true),
     trackPrefillTokens: flag(o.routerTrackPrefillTokens, 'routerTrackPrefillTokens', true),
     assumeKvReuse: flag(o.routerAssumeKvReuse, 'routerAssumeKvReuse', true),
