@@ -3,11 +3,12 @@
  * on both backends, against hand-computed figures and, seeded, against a deliberately simple
  * model of Dynamo's formula (in blocks, as Dynamo computes it).
  */
-import { afterEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { blockHashes, KvRouter, type KvRouterOptions, type RouteDecision, type RouteOverrides } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { stored } from './helpers/events.js';
 import { Rng } from './helpers/random.js';
+import { routerSuite } from './helpers/routers.js';
 
 const BS = 4;
 const tokens = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
@@ -66,26 +67,23 @@ function modelCosts(
 }
 
 describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => {
-  const open: KvRouter[] = [];
-  afterEach(() => {
-    for (const r of open.splice(0)) r.close();
-  });
-  const make = (opts: Partial<KvRouterOptions> = {}) => {
-    const r = new KvRouter({ blockSize: BS, backend, now: () => 1_000_000, ...opts });
-    open.push(r);
-    return r;
-  };
+  const { make } = routerSuite(backend, BS);
   const cache = (r: KvRouter, w: number, t: number[], n: number, dpRank = 0) =>
     r.applyEvent(stored(w, [...blockHashes(t, BS, { backend })].slice(0, n), { dpRank }));
   const costs = (d: RouteDecision) => d.candidates.map((c) => [Number(c.workerId), c.cost]);
+  /** Workers 1 and 2, worker 1 caching the first `n` blocks of `t`. */
+  const twoWorkers = async (opts: Partial<KvRouterOptions>, t: number[], n: number) => {
+    const r = make(opts);
+    r.addWorker(1);
+    r.addWorker(2);
+    cache(r, 1, t, n);
+    await r.flush();
+    return r;
+  };
 
   test('overlapScoreCredit: a cached block saves that fraction of a block of prefill; 0 routes on load alone', async () => {
     const t = tokens(1, 12); // 3 blocks
-    const half = make({ overlapScoreCredit: 0.5 });
-    half.addWorker(1);
-    half.addWorker(2);
-    cache(half, 1, t, 2);
-    await half.flush();
+    const half = await twoWorkers({ overlapScoreCredit: 0.5 }, t, 2);
     // w1: (12 − 0.5·2·4) / 4 = 2 prefill blocks + 3 decode = 5; w2: 12 / 4 + 3 = 6.
     const d = await half.route({ requestId: 'a', tokens: t });
     expect(costs(d)).toEqual([
@@ -97,11 +95,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
     expect(d.candidates[0]).toMatchObject({ overlap: 2, prefillTokens: 4 });
     expect(half.stats().load).toEqual([expect.objectContaining({ workerId: 1n, activePrefillTokens: 4 })]);
 
-    const none = make({ overlapScoreCredit: 0 });
-    none.addWorker(1);
-    none.addWorker(2);
-    cache(none, 1, t, 3);
-    await none.flush();
+    const none = await twoWorkers({ overlapScoreCredit: 0 }, t, 3);
     // Both 12 / 4 + 3 = 6: the tie goes to the smaller cache, w2, although w1 holds the prompt.
     const n = await none.route({ requestId: 'a', tokens: t });
     expect(costs(n)).toEqual([
@@ -111,11 +105,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
     expect(n).toMatchObject({ workerId: 2n, cachedTokens: 0 });
 
     // Above 1 a cached block offsets the rank's backlog too, down to nothing.
-    const extra = make({ overlapScoreCredit: 2, routerTrackActiveBlocks: false });
-    extra.addWorker(1);
-    extra.addWorker(2);
-    cache(extra, 1, t, 2);
-    await extra.flush();
+    const extra = await twoWorkers({ overlapScoreCredit: 2, routerTrackActiveBlocks: false }, t, 2);
     // w1: max(0, 12 − 2·2·4) = 0; w2: 12 / 4 = 3.
     expect(costs(await extra.route({ requestId: 'a', tokens: t }))).toEqual([
       [1, 0],
@@ -140,11 +130,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
       { prefillLoadScale: 2, overlapScoreCredit: 0.5 },
       { overlapScoreWeight: 2, overlapScoreCredit: 0.5 },
     ]) {
-      const r = make(opts);
-      r.addWorker(1);
-      r.addWorker(2);
-      cache(r, 1, t, 2);
-      await r.flush();
+      const r = await twoWorkers(opts, t, 2);
       routed.push(costs(await r.route({ requestId: 'a', tokens: t })));
     }
     // w1: 2 · (12 − 4) / 4 + 3 = 7; w2: 2 · 12 / 4 + 3 = 9.
@@ -164,11 +150,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
     const t = tokens(1, 12); // 3 blocks, requestBlocks 3
     const other = tokens(100, 24); // 6 blocks, booked uncached on w1: 24 tokens = 6 blocks of backlog
     const run = async (decay: number) => {
-      const r = make({ overlapScoreCreditDecay: decay, routerTrackActiveBlocks: false });
-      r.addWorker(1);
-      r.addWorker(2);
-      cache(r, 1, t, 3);
-      await r.flush();
+      const r = await twoWorkers({ overlapScoreCreditDecay: decay, routerTrackActiveBlocks: false }, t, 3);
       await r.route({ requestId: 'backlog', tokens: other, pinnedWorker: { workerId: 1 } });
       return r.route({ requestId: 'a', tokens: t });
     };
@@ -215,11 +197,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
 
   test("a request's overrides replace the credit and the scale", async () => {
     const t = tokens(1, 12);
-    const r = make();
-    r.addWorker(1);
-    r.addWorker(2);
-    cache(r, 1, t, 2);
-    await r.flush();
+    const r = await twoWorkers({}, t, 2);
     const with_ = async (overrides: RouteOverrides) => {
       const d = await r.route({ requestId: 'o', tokens: t, overrides });
       r.free('o');

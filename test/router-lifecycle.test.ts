@@ -1,33 +1,16 @@
-import { afterEach, describe, expect, test } from 'vitest';
-import {
-  blockHashes,
-  KvIndex,
-  KvRouter,
-  type KvRouterOptions,
-  MAX_BLOCKS_PER_EVENT,
-  MAX_RANKS_PER_WORKER,
-  MAX_TOKENS_PER_REQUEST,
-} from '../ts/index.js';
+import { describe, expect, test } from 'vitest';
+import { blockHashes, KvIndex, KvRouter, MAX_BLOCKS_PER_EVENT, MAX_RANKS_PER_WORKER, MAX_TOKENS_PER_REQUEST } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { expectKvError } from './helpers/errors.js';
 import { stored } from './helpers/events.js';
+import { routerSuite } from './helpers/routers.js';
 
 const BS = 4;
 const tokens = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
 const settled = () => new Promise((r) => setImmediate(r));
 
 describe.each(BACKENDS)('KvRouter request lifecycle edge cases (%s)', (backend) => {
-  let clock = 0;
-  const open: KvRouter[] = [];
-  afterEach(() => {
-    for (const r of open.splice(0)) r.close();
-  });
-  const make = (opts: Partial<KvRouterOptions> = {}) => {
-    clock = 1_000_000;
-    const r = new KvRouter({ blockSize: BS, backend, now: () => clock, ...opts });
-    open.push(r);
-    return r;
-  };
+  const { clock, make } = routerSuite(backend, BS);
 
   test('waiters behind a request that is never freed are released once it expires, by the next call or by stats()', async () => {
     for (const release of ['route', 'stats'] as const) {
@@ -41,7 +24,7 @@ describe.each(BACKENDS)('KvRouter request lifecycle edge cases (%s)', (backend) 
       });
       await settled();
       expect(waited).toBe(false);
-      clock += 11_000;
+      clock.now += 11_000;
       if (release === 'route') {
         // The sweep that frees 'stuck' must drain 'w1' before the newcomer queues behind it.
         const next = r.route({ requestId: 'w2', tokens: tokens(100, 8) });
@@ -61,14 +44,14 @@ describe.each(BACKENDS)('KvRouter request lifecycle edge cases (%s)', (backend) 
     r.addWorker(1);
     await r.route({ requestId: 'long', tokens: tokens(1, 8) });
     await r.route({ requestId: 'short', tokens: tokens(50, 8) });
-    clock += 8_000;
+    clock.now += 8_000;
     r.markPrefillCompleted('long');
-    clock += 8_000; // 16 s after booking, 8 s after the first token
+    clock.now += 8_000; // 16 s after booking, 8 s after the first token
     expect(r.stats()).toMatchObject({ expired: 1, inFlight: 1 });
     expect(r.touch('long')).toBe(true);
-    clock += 8_000;
+    clock.now += 8_000;
     expect(r.stats()).toMatchObject({ expired: 1, inFlight: 1 });
-    clock += 3_000;
+    clock.now += 3_000;
     expect(r.stats()).toMatchObject({ expired: 2, inFlight: 0 });
     expect(r.touch('long')).toBe(false);
   });

@@ -2,26 +2,22 @@
  * Predict-on-route (`routerPredictedTtlSecs`): with KV events, a decision's blocks count on its
  * rank until the engine's events confirm them or the TTL passes. Both backends.
  */
-import { afterEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { blockHashes, KvRouter, type KvRouterOptions, type RouteDecision } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { removed, stored } from './helpers/events.js';
+import { routerSuite } from './helpers/routers.js';
 
 const BS = 4;
 const tokens = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
 
 describe.each(BACKENDS)('predict-on-route on the %s backend', (backend) => {
-  let clock = 0;
-  const open: KvRouter[] = [];
-  afterEach(() => {
-    for (const r of open.splice(0)) r.close();
-  });
+  const suite = routerSuite(backend, BS);
+  const clock = suite.clock;
   const make = (opts: Partial<KvRouterOptions> = {}) => {
-    clock = 1_000_000;
-    const r = new KvRouter({ blockSize: BS, backend, now: () => clock, ...opts });
+    const r = suite.make(opts);
     r.addWorker(1);
     r.addWorker(2);
-    open.push(r);
     return r;
   };
   const overlaps = (d: RouteDecision) => d.candidates.map((c) => [Number(c.workerId), c.overlap]);
@@ -40,9 +36,9 @@ describe.each(BACKENDS)('predict-on-route on the %s backend', (backend) => {
     // The second request goes where the prefix is predicted and refreshes it there.
     expect(second).toMatchObject({ workerId: BigInt(chosen), cachedTokens: 12 });
     r.free('b');
-    clock += 4_999;
+    clock.now += 4_999;
     expect(r.potentialLoads({ requestId: 'c', tokens: t }).map((p) => p.overlapBlocks)).toEqual(chosen === 1 ? [3, 0] : [0, 3]);
-    clock += 2;
+    clock.now += 2;
     expect(r.potentialLoads({ requestId: 'c', tokens: t }).map((p) => p.overlapBlocks)).toEqual([0, 0]);
   });
 
@@ -54,7 +50,7 @@ describe.each(BACKENDS)('predict-on-route on the %s backend', (backend) => {
     // The engine stores the first two blocks: they never expire; the third stays a prediction.
     r.applyEvent(stored(1, locals.slice(0, 2)));
     await r.flush();
-    clock += 10_000;
+    clock.now += 10_000;
     expect(r.potentialLoads({ requestId: 'b', tokens: t })[0].overlapBlocks).toBe(2);
     // A fresh prediction over the confirmed prefix, then the engine evicts the second block:
     // everything the rank held below it goes, the prediction too.

@@ -1,8 +1,9 @@
-import { afterEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { blockHashes, KvRouteError, KvRouter, type KvRouterOptions, type RouteDecision } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { stored } from './helpers/events.js';
 import { Rng } from './helpers/random.js';
+import { routerSuite } from './helpers/routers.js';
 
 const BS = 4;
 const tokens = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
@@ -18,17 +19,7 @@ async function rejection(p: Promise<unknown>): Promise<KvRouteError> {
 }
 
 describe.each(BACKENDS)('KvRouter on the %s backend', (backend) => {
-  let clock = 0;
-  const open: KvRouter[] = [];
-  afterEach(() => {
-    for (const r of open.splice(0)) r.close();
-  });
-  const make = (opts: Partial<KvRouterOptions> = {}) => {
-    clock = 1_000_000;
-    const r = new KvRouter({ blockSize: BS, backend, now: () => clock, ...opts });
-    open.push(r);
-    return r;
-  };
+  const { clock, make } = routerSuite(backend, BS);
   /** Worker `w` caches the first `n` blocks of `t`. */
   const cache = (r: KvRouter, w: number, t: number[], n: number, dpRank = 0) =>
     r.applyEvent(stored(w, [...blockHashes(t, BS, { backend })].slice(0, n), { dpRank }));
@@ -149,7 +140,7 @@ describe.each(BACKENDS)('KvRouter on the %s backend', (backend) => {
     await Promise.resolve();
     expect(settled).toBe(false);
     expect(r.stats()).toMatchObject({ queued: 1, queuedTotal: 1 });
-    clock += 250;
+    clock.now += 250;
     r.markPrefillCompleted('a');
     const d = await second;
     expect(d.queuedMs).toBe(250);
@@ -243,9 +234,9 @@ describe.each(BACKENDS)('KvRouter on the %s backend', (backend) => {
     const r = make({ requestExpirySecs: 10 });
     r.addWorker(1);
     await r.route({ requestId: 'a', tokens: tokens(1, 8) });
-    clock += 9_000;
+    clock.now += 9_000;
     expect(r.stats()).toMatchObject({ inFlight: 1, expired: 0 });
-    clock += 1_001;
+    clock.now += 1_001;
     expect(r.stats()).toMatchObject({ inFlight: 0, expired: 1, load: [] });
     r.free('a');
     expect(r.stats().unknownFree).toBe(1);
@@ -258,13 +249,13 @@ describe.each(BACKENDS)('KvRouter on the %s backend', (backend) => {
     const first = await r.route({ requestId: 'r0', tokens: [...prefix, 1, 2, 3, 4] });
     r.free('r0');
     for (let i = 1; i <= 5; i++) {
-      clock += 1000;
+      clock.now += 1000;
       const d = await r.route({ requestId: `r${i}`, tokens: [...prefix, ...tokens(i * 10, 4)] });
       expect(d.workerId).toBe(first.workerId);
       expect(d.overlapBlocks).toBe(8);
       r.free(`r${i}`);
     }
-    clock += 10_001;
+    clock.now += 10_001;
     const later = await r.route({ requestId: 'late', tokens: [...prefix, 9, 9, 9, 9] });
     expect(later.overlapBlocks).toBe(0);
   });
