@@ -116,6 +116,35 @@ describe('kvroute replay --variant', () => {
     expect(report.config.policyRouterConfigs).toEqual({ decay: { overlapScoreCreditDecay: 1 }, 'no-cache': { overlapScoreCredit: 0 } });
   });
 
+  test('--sweep runs the KV policy once per value of one option', () => {
+    requireDist();
+    writeFileSync(join(dir, 'sweep.jsonl'), traceToJsonl(trace()));
+    const run = cli(['replay', 'sweep.jsonl', '--sweep', 'decodeActiveRequestWeight=0,2', '--workers', '4', '--report', 's.json']);
+    expect(run.status).toBe(0);
+    const report = JSON.parse(readFileSync(join(dir, 's.json'), 'utf8')) as ReplayReport;
+    expect(report.policies.map((p) => p.name)).toEqual(['kv', 'decodeActiveRequestWeight=0', 'decodeActiveRequestWeight=2']);
+    expect(report.config.policyRouterConfigs).toEqual({
+      'decodeActiveRequestWeight=0': { decodeActiveRequestWeight: 0 },
+      'decodeActiveRequestWeight=2': { decodeActiveRequestWeight: 2 },
+    });
+    // The default value's run is the plain KV run.
+    const { name: _a, wallSeconds: _w1, simSecondsPerWallSecond: _s1, decisionsPerWallSecond: _d1, ...kv } = report.policies[0];
+    const { name: _b, wallSeconds: _w2, simSecondsPerWallSecond: _s2, decisionsPerWallSecond: _d2, ...zero } = report.policies[1];
+    expect(zero).toEqual(kv);
+    for (const [spec, message] of [
+      ['decodeActiveRequestWeight', /--sweep must be option=v1,v2/],
+      ['decodeActiveRequestWeight=', /--sweep must be option=v1,v2/],
+      ['decodeActiveRequestWeight=1,x', /--sweep decodeActiveRequestWeight: "x" is not a JSON value/],
+    ] as const) {
+      const bad = cli(['replay', '--sweep', spec]);
+      expect(bad.status).toBe(2);
+      expect(bad.stderr).toMatch(message);
+    }
+    const unknown = cli(['replay', '--limit', '10', '--sweep', 'overlap_score_credit=0,1']);
+    expect(unknown.status).toBe(2);
+    expect(unknown.stderr).toMatch(/unknown option "overlap_score_credit": did you mean "overlapScoreCredit"\?/);
+  });
+
   test('a malformed --variant is a usage error', () => {
     requireDist();
     const cases: [string, RegExp][] = [

@@ -50,6 +50,11 @@ const REPLAY_FLAGS: Flags = {
     multiple: true,
     help: 'one more KV run, named, with KvRouter options of its own over --router-config, e.g. \'decay={"overlapScoreCreditDecay":1}\'; repeat for several',
   },
+  sweep: {
+    kind: 'string',
+    value: 'option=v1,v2,…',
+    help: 'one more KV run per value of a KvRouter option, over --router-config, e.g. overlapScoreCreditDecay=0,0.5,1',
+  },
   limit: { kind: 'number', help: 'replay only the first N requests' },
   seed: { kind: 'number', help: 'seed of the routers and the workload', default: '42' },
   report: { kind: 'string', value: 'file', help: 'write the JSON report there' },
@@ -113,6 +118,29 @@ function parseVariant(spec: string): ReplayPolicy {
   } catch (err) {
     throw new UsageError(`--variant ${name}: its options are not valid JSON: ${(err as Error).message}`, REPLAY_USAGE);
   }
+}
+
+/** `--sweep option=v1,v2,…`: the KV policy once per value (JSON: numbers, booleans, null), named `option=value`. */
+function parseSweep(spec: string): ReplayPolicy[] {
+  const eq = spec.indexOf('=');
+  if (eq < 1 || eq === spec.length - 1)
+    throw new UsageError(`--sweep must be option=v1,v2,…, e.g. overlapScoreCreditDecay=0,0.5,1, got ${JSON.stringify(spec)}`, REPLAY_USAGE);
+  const option = spec.slice(0, eq);
+  return spec
+    .slice(eq + 1)
+    .split(',')
+    .map((text) => {
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        throw new UsageError(
+          `--sweep ${option}: ${JSON.stringify(text)} is not a JSON value (a number, true, false or null)`,
+          REPLAY_USAGE,
+        );
+      }
+      return { name: `${option}=${text}`, routerConfig: { [option]: value } };
+    });
 }
 
 /** A bar on a terminal; without one, a plain line every few seconds (and at each policy's end). */
@@ -201,7 +229,10 @@ async function runReplay(argv: string[]): Promise<void> {
       throw new UsageError(`--router-config is not valid JSON: ${(err as Error).message}`, REPLAY_USAGE);
     }
   }
-  const variants = ((v.variant as string[] | undefined) ?? []).map(parseVariant);
+  const variants = [
+    ...((v.variant as string[] | undefined) ?? []).map(parseVariant),
+    ...(v.sweep === undefined ? [] : parseSweep(String(v.sweep))),
+  ];
   const num = (k: string) => v[k] as number | undefined;
   const sync = v['replica-sync'];
   if (sync !== undefined && sync !== 'on' && sync !== 'off') throw new UsageError('--replica-sync must be on or off', REPLAY_USAGE);
