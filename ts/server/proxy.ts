@@ -250,17 +250,19 @@ async function routeOnce(
   }
   const t = performance.now();
   ctx.routing.set(queueKey, waiting + 1);
-  // One controller for both reasons to stop waiting: the client left, or the queue timed out.
-  const stop = new AbortController();
-  const onClientGone = () => stop.abort();
-  signal.addEventListener('abort', onClientGone, { once: true });
-  const timer = setTimeout(() => stop.abort(), ctx.opts.queue.timeoutMs);
+  // A router that queues gets one controller for both reasons to stop waiting: the client left,
+  // or the queue timed out. One that never queues answers at once, and needs neither.
+  const queues = ctx.opts.router.routerQueueThreshold !== undefined && ctx.opts.router.routerQueueThreshold !== null;
+  const stop = queues ? new AbortController() : undefined;
+  const onClientGone = () => stop?.abort();
+  if (stop) signal.addEventListener('abort', onClientGone, { once: true });
+  const timer = stop ? setTimeout(() => stop.abort(), ctx.opts.queue.timeoutMs) : undefined;
   try {
     const decision = await ctx.router.route({
       requestId: outcome.id,
       tokens,
       allowedWorkers: allowed,
-      signal: stop.signal,
+      signal: stop?.signal ?? signal,
       ...fields,
     });
     ctx.metrics.routing.observe(Math.max(0, performance.now() - t - decision.queuedMs) / 1000);
@@ -276,8 +278,10 @@ async function routeOnce(
     const left = (ctx.routing.get(queueKey) ?? 1) - 1;
     if (left > 0) ctx.routing.set(queueKey, left);
     else ctx.routing.delete(queueKey);
-    clearTimeout(timer);
-    signal.removeEventListener('abort', onClientGone);
+    if (stop) {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onClientGone);
+    }
   }
 }
 
