@@ -36,6 +36,16 @@ const HOSTILE: unknown[] = [
 ];
 
 /** Calls `fn` and requires that it either returns or throws/rejects a KvRouteError. */
+/** KvRouter options of the cost and of predict-on-route, each given every hostile value. */
+const COST_OPTIONS = [
+  'prefillLoadScale',
+  'overlapScoreWeight',
+  'overlapScoreCredit',
+  'overlapScoreCreditDecay',
+  'decodeActiveRequestWeight',
+  'routerPredictedTtlSecs',
+] as const;
+
 async function onlyKvRouteErrors(what: string, fn: () => unknown): Promise<void> {
   let result: unknown;
   try {
@@ -113,6 +123,12 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
         () => new kvroute.KvIndex({ blockSize: 4, backend: v as never }),
       );
       await onlyKvRouteErrors(`new KvRouter(${label(v)})`, () => new kvroute.KvRouter(v as never));
+      // The cost's weights and predict-on-route: refused with KvRouteError, or accepted (and closed).
+      for (const key of COST_OPTIONS) {
+        await onlyKvRouteErrors(`new KvRouter({blockSize: 4, ${key}: ${label(v)}})`, () =>
+          new kvroute.KvRouter({ blockSize: 4, backend, [key]: v } as never).close(),
+        );
+      }
     }
     const index = new kvroute.KvIndex({ blockSize: 4, backend, approximate: { ttlMs: 1000 } });
     const router = new kvroute.KvRouter({ blockSize: 4, backend });
@@ -164,6 +180,15 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
           await onlyKvRouteErrors(`${name}.${m}(1, ${label(v)})`, () => fn(1, v));
           await onlyKvRouteErrors(`${name}.${m}(1, 0, ${label(v)})`, () => fn(1, 0, v));
         }
+      }
+    }
+    // A request's overrides: refused with KvRouteError, or routed (and freed).
+    for (const key of ['prefillLoadScale', 'overlapScoreWeight', 'overlapScoreCredit', 'routerTemperature']) {
+      for (const v of HOSTILE) {
+        await onlyKvRouteErrors(`KvRouter.route({overrides: {${key}: ${label(v)}}})`, async () => {
+          await router.route({ requestId: 'o', tokens: [1, 2, 3, 4, 5], overrides: { [key]: v } as never });
+          router.free('o');
+        });
       }
     }
     // An engine source's own methods (nothing listens on the port; connecting does not fail).
