@@ -166,15 +166,10 @@ function resolvePolicies(policies: readonly ReplayPolicy[], seed: number, router
 
 function resolvePolicy(policy: ReplayPolicy, i: number, seed: number, routerConfig: Partial<KvRouterOptions>): ResolvedPolicy {
   if (typeof policy === 'string') return { ...policySelector(policy, seed), routerConfig: {} };
-  const unknown = () =>
-    new KvRouteError(
-      'ERR_INVALID_ARG',
-      `unknown policy ${describe(policy)} (kv, round-robin, random, or { name, selector?, routerConfig? })`,
-    );
-  if (!policy || typeof policy !== 'object' || typeof policy.name !== 'string' || policy.name === '') throw unknown();
+  if (!policy || typeof policy !== 'object' || typeof policy.name !== 'string' || policy.name === '') throw unknownPolicy(policy);
   if (policy.selector !== undefined && typeof policy.selector !== 'function')
     throw new KvRouteError('ERR_INVALID_ARG', `policies[${i}].selector must be a function, got ${describe(policy.selector)}`);
-  if (policy.selector === undefined && policy.routerConfig === undefined) throw unknown();
+  if (policy.selector === undefined && policy.routerConfig === undefined) throw unknownPolicy(policy);
   return {
     name: policy.name,
     selector: policy.selector,
@@ -192,7 +187,11 @@ function policySelector(policy: 'kv' | 'round-robin' | 'random', seed: number): 
     const rng = new SeededRandom(seed);
     return { name: 'random', selector: (candidates) => rng.int(0, candidates.length - 1) };
   }
-  throw new KvRouteError(
+  throw unknownPolicy(policy);
+}
+
+function unknownPolicy(policy: unknown): KvRouteError {
+  return new KvRouteError(
     'ERR_INVALID_ARG',
     `unknown policy ${describe(policy)} (kv, round-robin, random, or { name, selector?, routerConfig? })`,
   );
