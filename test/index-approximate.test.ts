@@ -106,6 +106,49 @@ describe.each(BACKENDS)('approximate mode on the %s backend', (backend) => {
     expect(blocks(i)).toEqual([]);
   });
 
+  test('a prediction never shortens a TTL, even when the clock goes back', async () => {
+    const i = make(100);
+    i.recordRouting(1, 0, tokens);
+    clock -= 50;
+    // Would end the first two blocks' TTL 50 ms before the last two's: a path whose expiry rises.
+    i.recordRouting(1, 0, tokens.slice(0, 8));
+    await i.flush();
+    clock += 110;
+    expect(blocks(i), 'all four blocks keep the first TTL').toEqual([[1, 0, 4]]);
+    clock += 41;
+    i.recordRouting(3, 0, [9, 9, 9, 9]);
+    await i.flush();
+    expect(blocks(i)).toEqual([]);
+    expect(i.stats()).toMatchObject({ blocks: 1, expiredBlocks: 4 });
+  });
+
+  test('an expiry takes the whole expired part of a path at once, wherever the predictions ended', async () => {
+    const i = make(100);
+    const long = [...tokens, 17, 18, 19, 20, 21, 22, 23, 24];
+    i.recordRouting(1, 0, long);
+    clock += 30;
+    i.recordRouting(1, 0, tokens.slice(0, 12));
+    clock += 30;
+    i.recordRouting(1, 0, tokens.slice(0, 4));
+    await i.flush();
+    // Of the six blocks, the last three expire at +100, two more at +130 and the first at +160.
+    clock += 41;
+    expect(blocks(i, long)).toEqual([[1, 0, 3]]);
+    i.recordRouting(2, 0, [9, 9, 9, 9]);
+    await i.flush();
+    expect(i.stats()).toMatchObject({ blocks: 3 + 1, expiredBlocks: 3 });
+    clock += 30;
+    i.recordRouting(2, 0, [9, 9, 9, 9]);
+    await i.flush();
+    expect(blocks(i, long)).toEqual([[1, 0, 1]]);
+    expect(i.stats()).toMatchObject({ blocks: 1 + 1, expiredBlocks: 5 });
+    clock += 30;
+    i.recordRouting(2, 0, [9, 9, 9, 9]);
+    await i.flush();
+    expect(blocks(i, long)).toEqual([]);
+    expect(i.stats()).toMatchObject({ blocks: 1, expiredBlocks: 6 });
+  });
+
   test('the clock is validated', () => {
     const i = new KvIndex({ blockSize: 4, backend, approximate: { ttlMs: 5 }, now: () => Number.NaN });
     open.push(i);

@@ -1,6 +1,8 @@
 /**
  * Expiry times of predictions: a binary min-heap with lazy deletion (a refresh pushes a new
- * entry; stale ones are skipped when popped), compacted when stale entries dominate.
+ * entry; stale ones are skipped when popped), compacted each time it doubles. One entry per
+ * prediction, at its deepest block, as in the native index (`expiry.rs`, which explains why the
+ * blocks above it stay covered): the blocks above it with the same expiry expire with it.
  * @internal
  * @module
  */
@@ -27,9 +29,8 @@ export class ExpiryHeap {
     this.heap.push({ at, rank, node });
     this.up(this.heap.length - 1);
     if (this.heap.length >= this.nextCompaction) {
-      let live = 0;
-      for (const r of liveRanks()) live += r.predicted.size;
-      if (this.heap.length > 2 * live) this.compact();
+      const live = new Set(liveRanks());
+      this.compact(live);
       this.nextCompaction = Math.max(2 * this.heap.length, FIRST_COMPACTION);
     }
   }
@@ -43,8 +44,8 @@ export class ExpiryHeap {
     return undefined;
   }
 
-  private compact(): void {
-    const kept = this.heap.filter((e) => e.rank.predicted.get(e.node) === e.at);
+  private compact(live: Set<RankState>): void {
+    const kept = this.heap.filter((e) => live.has(e.rank) && e.rank.predicted.get(e.node) === e.at);
     this.heap = [];
     for (const e of kept) {
       this.heap.push(e);

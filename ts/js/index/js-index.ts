@@ -129,11 +129,13 @@ export class JsIndex implements IndexBackend {
         rank.names.set(next, exts[i]);
         rank.lookup.set(exts[i], next);
         this.heldBlocks++;
-        if (predicted !== undefined) this.predict(rank, next, predicted);
+        if (predicted !== undefined) rank.predicted.set(next, predicted);
         changed = true;
       } else if (predicted !== undefined) {
         // A prediction never renames a block the engine named; it refreshes predictions only.
-        if (rank.predicted.has(next)) this.predict(rank, next, predicted);
+        const current = rank.predicted.get(next);
+        // Never shortened, so expiry never increases along a path (even if the clock goes back).
+        if (current !== undefined) rank.predicted.set(next, Math.max(current, predicted));
       } else {
         rank.predicted.delete(next);
         const old = rank.names.get(next) as bigint;
@@ -146,6 +148,9 @@ export class JsIndex implements IndexBackend {
       }
       at = next;
     }
+    // One expiry entry for the whole prediction, at its deepest block (see expiry.ts).
+    const deepest = predicted === undefined ? undefined : rank.predicted.get(at);
+    if (deepest !== undefined) this.queueExpiry(rank, at, deepest);
     // A real event proves the parent chain is held: it is no longer a prediction.
     if (predicted === undefined && rank.predicted.size > 0) {
       for (let n: TrieNode | null = start; n && n !== this.root && rank.predicted.delete(n); n = n.parent);
@@ -153,8 +158,7 @@ export class JsIndex implements IndexBackend {
     return changed ? 'changed' : 'duplicate';
   }
 
-  private predict(rank: RankState, node: TrieNode, at: number): void {
-    rank.predicted.set(node, at);
+  private queueExpiry(rank: RankState, node: TrieNode, at: number): void {
     this.expiry.push(at, rank, node, () => this.ranks.values());
   }
 
@@ -186,6 +190,11 @@ export class JsIndex implements IndexBackend {
         this.nodeCount--;
       }
     }
+    // The expiry entries under the cut are gone; the deepest predicted block left covers the
+    // blocks above it (see expiry.ts).
+    const parent = top.parent;
+    const above = parent ? rank.predicted.get(parent) : undefined;
+    if (parent && above !== undefined) this.queueExpiry(rank, parent, above);
   }
 
   private clear(rank: RankState): void {
@@ -197,7 +206,14 @@ export class JsIndex implements IndexBackend {
     const isLive = (r: RankState) => this.ranks.get(`${r.workerId}:${r.dpRank}`) === r;
     for (let e = this.expiry.popDue(nowMs, isLive); e; e = this.expiry.popDue(nowMs, isLive)) {
       const before = this.heldBlocks;
-      this.cut(e.rank, e.node);
+      // The expired blocks of the path are a suffix: cut at its top.
+      let top = e.node;
+      for (let up = top.parent; up; up = up.parent) {
+        const at = e.rank.predicted.get(up);
+        if (at === undefined || at > nowMs) break;
+        top = up;
+      }
+      this.cut(e.rank, top);
       this.counters.expiredBlocks += before - this.heldBlocks;
     }
   }

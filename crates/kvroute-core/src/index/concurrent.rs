@@ -73,6 +73,10 @@ struct Shared {
     shards: Vec<Shard>,
     /// Heap bytes of each writer's journal (its scratch between the two views' writes).
     journal_bytes: Vec<AtomicU64>,
+    /// Per writer, the bits of the earliest expiry its shard's predictions may have (infinity
+    /// when none), written after each write: other writers' ops sweep a shard only once it may
+    /// have something due, instead of waking its writer on every event and prediction.
+    next_due: Vec<AtomicU64>,
     /// Ops enqueued per writer; compared with `applied` by `flush`.
     enqueued: Vec<AtomicU64>,
     /// Ops applied per writer. Atomics, so that a waiter can spin on them briefly before
@@ -148,6 +152,7 @@ impl KvIndex {
         let shared = Arc::new(Shared {
             shards: (0..writer_threads).map(|_| Shard::default()).collect(),
             journal_bytes: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
+            next_due: (0..writer_threads).map(|_| AtomicU64::new(f64::INFINITY.to_bits())).collect(),
             enqueued: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
             applied: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
             shard_bytes: (0..writer_threads).map(|_| AtomicU64::new(0)).collect(),
@@ -278,8 +283,8 @@ impl KvIndex {
                 for (w, events) in self.split_by_writer(events, &mut table).into_iter().enumerate() {
                     if !events.is_empty() {
                         self.send(&table, w, Op::Events { events, now_ms });
-                    } else if self.predictions.load(Ordering::Relaxed) {
-                        self.send(&table, w, Op::Expire { now_ms });
+                    } else {
+                        self.sweep_if_due(&table, w, now_ms);
                     }
                 }
             }
@@ -343,10 +348,19 @@ impl KvIndex {
 
     /// Once predictions exist, a write to one shard sweeps the others' expired ones too.
     fn sweep_others(&self, table: &Assignment, except: usize, now_ms: f64) {
-        if self.predictions.load(Ordering::Relaxed) {
-            for other in (0..self.writers.len()).filter(|&o| o != except) {
-                self.send(table, other, Op::Expire { now_ms });
-            }
+        for other in (0..self.writers.len()).filter(|&o| o != except) {
+            self.sweep_if_due(table, other, now_ms);
+        }
+    }
+
+    /// Sends `writer` an expiry sweep if its shard may hold predictions due at `now_ms`. A
+    /// stale figure only delays a sweep: queries ignore expired predictions anyway, and the
+    /// writer's own next op sweeps first.
+    fn sweep_if_due(&self, table: &Assignment, writer: usize, now_ms: f64) {
+        if self.predictions.load(Ordering::Relaxed)
+            && now_ms >= f64::from_bits(self.shared.next_due[writer].load(Ordering::Acquire))
+        {
+            self.send(table, writer, Op::Expire { now_ms });
         }
     }
 

@@ -1,6 +1,22 @@
-//! Expiry times of approximate-mode predictions: a min-heap with lazy deletion. A refreshed
-//! prediction pushes a new entry and leaves the old one behind; stale entries are recognised when
-//! popped because the rank's recorded expiry no longer matches.
+//! Expiry times of approximate-mode predictions: a min-heap with lazy deletion, one entry per
+//! prediction rather than per block. An entry names the deepest block a prediction reached; the
+//! blocks above it that share its expiry expire with it (expiry never increases along a rank's
+//! path, so the expired blocks of a path are a suffix, which the writer finds by walking up from
+//! the entry's block). A refreshed prediction pushes a new entry and leaves the old one behind;
+//! stale entries are recognised when popped because the rank's recorded expiry of the entry's
+//! block no longer matches.
+//!
+//! What keeps every predicted block covered: a block with expiry `e` always has an entry `e`
+//! naming it or a block below it with the same expiry. A prediction's entry covers every block
+//! it refreshed. When a removal cuts a rank's path below a predicted block, the entries under the
+//! cut are lost, so the cut pushes one for the block it leaves deepest (`tree/remove.rs`,
+//! `cut_at`). That one entry is enough: a block above whose entry named a block under the cut
+//! has the same expiry as that block, and expiry never increases with depth, so every block
+//! between them, the one left deepest included, has that expiry too.
+//!
+//! One entry per block (the first design) cost a heap push per predicted block and, as requests
+//! refreshed shared prefixes, a pop of a stale entry per block: 27% of the writer's samples on
+//! the Mooncake trace (`cargo bench -p kvroute-core --bench predict`).
 
 use super::tree::ranks::{RankView, Slot};
 use super::tree::BlockId;
@@ -51,21 +67,26 @@ impl Default for ExpiryQueue {
 }
 
 impl ExpiryQueue {
-    /// Queues an expiry. Refreshed predictions leave stale entries behind; when the heap has
-    /// doubled since the last check and more than half of it is stale, it is rebuilt, so memory
-    /// stays proportional to the live predictions rather than to the request rate times the TTL.
+    /// Queues the expiry of `block`, the deepest block of a prediction (or of a cut path).
+    /// Refreshed predictions leave stale entries behind; when the heap has doubled since the last
+    /// check, the stale entries are dropped, so memory stays proportional to the live predictions
+    /// rather than to the request rate times the TTL (amortised: each check at least doubles the
+    /// next threshold).
     pub fn push(&mut self, at_ms: f64, slot: Slot, block: BlockId, ranks: &RankView) {
         self.heap.push(Reverse(Entry { at_ms, slot, block }));
         if self.heap.len() >= self.next_compaction {
-            let live: usize = ranks.live().map(|(_, s)| s.predicted.len()).sum();
-            if self.heap.len() > 2 * live {
-                self.retain_live(ranks);
-            }
+            self.retain_live(ranks);
             self.next_compaction = (2 * self.heap.len()).max(FIRST_COMPACTION);
         }
     }
 
+    /// The earliest queued expiry (perhaps of a stale entry, so never later than the real one).
+    pub fn next_due(&self) -> Option<f64> {
+        self.heap.peek().map(|Reverse(e)| e.at_ms)
+    }
+
     /// The next (rank slot, block) whose prediction is due at `now_ms`, skipping stale entries.
+    /// The blocks above it with the same expiry are due too.
     pub fn pop_due(&mut self, now_ms: f64, ranks: &RankView) -> Option<(Slot, BlockId)> {
         while let Some(Reverse(top)) = self.heap.peek().copied() {
             if top.at_ms > now_ms {

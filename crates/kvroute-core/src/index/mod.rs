@@ -26,8 +26,10 @@
 //! 2. every position is held by some rank: removal frees unheld tails and nodes at once,
 //!    so leaves can again be extended in place (the decode pattern of one block per event);
 //! 3. a rank's predicted (approximate-mode) blocks lie below its confirmed ones, and their
-//!    expiry never increases along a path, so expired predictions are a suffix that a binary
-//!    search finds without any write.
+//!    expiry never increases along a path (a prediction refreshes its whole path and never
+//!    shortens a TTL, even if the caller's clock goes back), so expired predictions are a suffix
+//!    that a binary search finds without any write, and that the writer removes with one cut
+//!    from one expiry entry per prediction (`expiry.rs`).
 //!
 //! Concurrency: **one shard per writer thread**, each worker pinned to one writer (`shard.rs`).
 //! A shard's tree is split by who reads it: the **view** (edges, holders, children, ranks,

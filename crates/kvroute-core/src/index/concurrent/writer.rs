@@ -77,6 +77,7 @@ pub(super) fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
                     drop(shared.spent.retire(id, batch));
                 }
             }
+            shared.next_due[id].store(w.next_expiry().to_bits(), Ordering::Release);
         };
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| shard.write(&mut journal, write, visible))) {
             let detail = panic_message(payload.as_ref());

@@ -33,16 +33,6 @@ impl Run {
 }
 
 impl TreeWriter<'_> {
-    /// Removes the rank's block named `ext` and everything the rank holds below it.
-    /// Returns `false` when the rank has no block of that name.
-    pub(super) fn remove_named(&mut self, slot: Slot, ext: u64) -> bool {
-        let Some(loc) = self.book.locate(slot, ext) else {
-            return false;
-        };
-        self.cut_at(slot, loc, 0..0);
-        true
-    }
-
     /// Removes each named block (and what the rank holds below it) in order, as if one at a time;
     /// returns how many names the rank did not hold at their turn.
     ///
@@ -125,7 +115,9 @@ impl TreeWriter<'_> {
 
     /// The rank keeps `edge[0..loc.pos]` of `loc.node` and loses the rest of it and all below.
     /// The names of the positions in `taken` are out of the name table already.
-    fn cut_at(&mut self, slot: Slot, loc: Loc, taken: Range<u32>) {
+    pub(super) fn cut_at(&mut self, slot: Slot, loc: Loc, taken: Range<u32>) {
+        // Found before the cut, which may free `loc.node` (and with it the way up).
+        let above = self.view.above(loc);
         let n = self.view.node(loc.node);
         let cutoff = n.cutoff(slot);
         if cutoff == n.len() {
@@ -136,6 +128,22 @@ impl TreeWriter<'_> {
         self.drop_names(slot, loc.node, loc.pos..cutoff, taken);
         self.set_cutoff(loc.node, slot, loc.pos);
         self.tidy(loc.node);
+        if let Some(above) = above {
+            self.cover_cut(slot, above);
+        }
+    }
+
+    /// After a cut just below `above`, queues the expiry of that block if it is a prediction:
+    /// the expiry entries under the cut are gone, and they may have been the ones covering the
+    /// blocks above (`expiry.rs`).
+    fn cover_cut(&mut self, slot: Slot, above: Loc) {
+        if self.view.ranks.state(slot).predicted.is_empty() {
+            return;
+        }
+        let block = self.view.block_at(above);
+        if let Some(&expiry) = self.view.ranks.state(slot).predicted.get(&block) {
+            self.book.expiry.push(expiry, slot, block, &self.view.ranks);
+        }
     }
 
     /// Forgets the rank's names for `positions` of `node`'s edge (those in `taken` are out of

@@ -90,9 +90,19 @@ impl TreeWriter<'_> {
             self.insert_new(slot, at, new, &claimed, predicted);
             changed = true;
         }
-        if predicted.is_none() {
-            if let Some(parent_loc) = start {
-                self.confirm_from(slot, parent_loc);
+        match predicted {
+            // One expiry entry for the whole prediction, at its deepest block.
+            Some(_) => {
+                let deepest = claimed.last().copied().or_else(|| at.map(|loc| self.view.block_at(loc)));
+                let expiry = deepest.and_then(|b| self.view.ranks.state(slot).predicted.get(&b).map(|&e| (b, e)));
+                if let Some((block, expiry)) = expiry {
+                    self.book.expiry.push(expiry, slot, block, &self.view.ranks);
+                }
+            }
+            None => {
+                if let Some(parent_loc) = start {
+                    self.confirm_from(slot, parent_loc);
+                }
             }
         }
         Ok(changed)
@@ -285,8 +295,12 @@ impl TreeWriter<'_> {
             // A prediction never renames a block the engine named, and only refreshes the TTL
             // of blocks that are still predictions.
             Some(expiry) => {
-                if !held || self.view.ranks.state(slot).predicted.contains_key(&block) {
+                if !held {
                     self.predict(slot, block, expiry);
+                } else if let Some(&current) = self.view.ranks.state(slot).predicted.get(&block) {
+                    // Never shortened, so expiry never increases along a path (even if the
+                    // caller's clock goes back).
+                    self.predict(slot, block, current.max(expiry));
                 }
                 !held
             }
@@ -370,9 +384,9 @@ impl TreeWriter<'_> {
         }
     }
 
+    /// Sets a block's prediction expiry; [`Self::store`] queues one expiry entry for all of them.
     fn predict(&mut self, slot: Slot, block: BlockId, expiry: f64) {
         self.record(ViewOp::Predict { slot, block, expiry });
-        self.book.expiry.push(expiry, slot, block, &self.view.ranks);
     }
 
     /// A real event proves the rank holds `loc` and everything before it: those blocks are no

@@ -6,7 +6,7 @@
 use super::book::Loc;
 use super::node::Node;
 use super::ranks::RankView;
-use super::{NodeId, ROOT};
+use super::{BlockId, NodeId, ROOT};
 use crate::index::event::Rank;
 use crate::index::growth::ChunkedVec;
 
@@ -55,6 +55,21 @@ impl View {
     /// Heap bytes of this copy: every container's real allocation. O(nodes).
     pub fn heap_bytes(&self) -> usize {
         self.nodes.heap_bytes() + self.nodes.iter().map(Node::heap_bytes).sum::<usize>() + self.ranks.heap_bytes()
+    }
+
+    /// The block at a position.
+    #[inline]
+    pub(super) fn block_at(&self, loc: Loc) -> BlockId {
+        self.node(loc.node).blocks()[loc.pos as usize]
+    }
+
+    /// The position just above `loc` on its path (`None` for a first block).
+    pub(super) fn above(&self, loc: Loc) -> Option<Loc> {
+        if loc.pos > 0 {
+            return Some(Loc { pos: loc.pos - 1, ..loc });
+        }
+        let parent = self.node(loc.node).parent;
+        (parent != ROOT).then(|| Loc { node: parent, pos: self.node(parent).len() - 1 })
     }
 
     /// The position after `at` along `local`: within the same edge, or the first position of a

@@ -2,7 +2,7 @@
 //! change in a [`Journal`] for the other copy. The algorithms live in `store` and `remove`; this
 //! file holds the entry points and the small operations they share.
 
-use super::book::Book;
+use super::book::{Book, Loc};
 use super::journal::{Journal, ViewOp};
 use super::ranks::Slot;
 use super::view::View;
@@ -107,14 +107,33 @@ impl<'a> TreeWriter<'a> {
 
     /// Removes predicted blocks whose TTL has passed.
     pub fn expire(&mut self, now_ms: f64) {
-        while let Some((slot, block)) = self.book.expiry.pop_due(now_ms, &self.view.ranks) {
+        while let Some((slot, deepest)) = self.book.expiry.pop_due(now_ms, &self.view.ranks) {
             let before = self.book.held_blocks;
-            let name = self.book.name_of(slot, block);
-            self.remove_named(slot, name);
+            // The expired blocks of the path are a suffix: cut at its top.
+            let top = self.topmost_expired(slot, self.book.blocks.loc(deepest), now_ms);
+            self.cut_at(slot, top, 0..0);
             // Descendants go with their prefix, so count blocks, not removals.
             self.book.counters.expired_blocks += before - self.book.held_blocks;
         }
         self.publish_held();
+    }
+
+    /// The earliest time a prediction of this tree may expire (infinity when none is queued).
+    pub fn next_expiry(&self) -> f64 {
+        self.book.expiry.next_due().unwrap_or(f64::INFINITY)
+    }
+
+    /// The shallowest position at or above `loc` from which the rank's predictions on the path
+    /// have all expired at `now_ms` (`loc` itself has).
+    fn topmost_expired(&self, slot: Slot, mut loc: Loc, now_ms: f64) -> Loc {
+        let predicted = &self.view.ranks.state(slot).predicted;
+        while let Some(above) = self.view.above(loc) {
+            match predicted.get(&self.view.block_at(above)) {
+                Some(&at) if at <= now_ms => loc = above,
+                _ => break,
+            }
+        }
+        loc
     }
 
     /// Tells the view the new held counts of the ranks this operation changed.
