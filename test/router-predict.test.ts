@@ -61,6 +61,19 @@ describe.each(BACKENDS)('predict-on-route on the %s backend', (backend) => {
     expect(r.potentialLoads({ requestId: 'c', tokens: t })[0].overlapBlocks).toBe(1);
   });
 
+  test.each([
+    ['predict-on-route', { routerPredictedTtlSecs: 5 }],
+    ['approximate mode', { useKvEvents: false }],
+  ] as const)("%s: a multimodal request's prediction has the hashes it was scored with", async (_, opts) => {
+    const r = make(opts);
+    // The middle block carries an image: its hash, and every one after it, differ from text's.
+    const mmHashes = [null, [0xabcn], null];
+    await r.route({ requestId: 'a', tokens: t, mmHashes, pinnedWorker: { workerId: 1 } });
+    const overlap = (req: { mmHashes?: typeof mmHashes }) => r.potentialLoads({ requestId: 'b', tokens: t, ...req })[0].overlapBlocks;
+    expect(overlap({ mmHashes }), 'the same request matches all it predicted').toBe(3);
+    expect(overlap({}), 'the same text without the image shares only the first block').toBe(1);
+  });
+
   test('off by default: without events nothing counts as cached', async () => {
     const r = make();
     const first = await r.route({ requestId: 'a', tokens: t });

@@ -260,6 +260,30 @@ describe.each(BACKENDS)('KvRouter on the %s backend', (backend) => {
     expect(later.overlapBlocks).toBe(0);
   });
 
+  test("multimodal requests match the blocks an engine cached with their media's hashes", async () => {
+    const r = make();
+    r.addWorker(1);
+    r.addWorker(2);
+    const t = tokens(1, 16);
+    // The second block holds an image: the engine's blocks from there on hash with it.
+    const mmHashes = [null, [0x1234n]];
+    r.applyEvent(stored(1, [...blockHashes(t, BS, { mmHashes, backend })]));
+    r.applyEvent(stored(2, [...blockHashes(t, BS, { backend })]));
+    await r.flush();
+    const withImage = await r.route({ requestId: 'a', tokens: t, mmHashes });
+    expect(withImage.candidates.map((c) => [Number(c.workerId), c.overlap])).toEqual([
+      [1, 4],
+      [2, 1],
+    ]);
+    expect(withImage.workerId).toBe(1n);
+    const textOnly = await r.route({ requestId: 'b', tokens: t });
+    expect(textOnly.candidates.map((c) => [Number(c.workerId), c.overlap])).toEqual([
+      [1, 1],
+      [2, 4],
+    ]);
+    expect((await rejection(r.route({ requestId: 'c', tokens: t, mmHashes: [[-1n]] }))).message).toMatch(/req\.mmHashes\[0\]\[0\]/);
+  });
+
   test('removing a worker drops its in-flight requests and cache entries', async () => {
     const r = make();
     r.addWorker(1);

@@ -265,7 +265,20 @@ export interface RouterCoreBackend {
     assumeKvReuse: boolean,
     out: Float64Array,
   ): number;
-  book(handle: number, workerId: bigint, dpRank: number, prefillTokens: number, trackBlocks: boolean, nowMs: number): void;
+  /**
+   * Books a scored request. With `predictUntilMs`, its blocks (the hashes it was scored with) are
+   * first recorded in the core's index as predictions on the rank until then; if that throws,
+   * nothing is booked.
+   */
+  book(
+    handle: number,
+    workerId: bigint,
+    dpRank: number,
+    prefillTokens: number,
+    trackBlocks: boolean,
+    nowMs: number,
+    predictUntilMs?: number,
+  ): void;
   /**
    * Books a request another router replica routed: its `blocks` (that replica's identities) plus
    * `unshared` identities that match nothing.

@@ -23,6 +23,13 @@ interface RankLoad {
   requests: number;
 }
 
+/** What `book` needs of a scored request. */
+interface Scored {
+  blocks: BlockId[];
+  /** The hashes it was scored with, for a prediction (see routing.rs). */
+  locals: BigUint64Array | undefined;
+}
+
 interface Booking {
   rankKey: string;
   blocks: BlockId[];
@@ -35,7 +42,7 @@ export class JsRouterCore implements RouterCoreBackend {
   private readonly bookings = new Map<number, Booking>();
   private readonly order: Array<[number, number]> = [];
   private orderHead = 0;
-  private readonly pending = new Map<number, BlockId[]>();
+  private readonly pending = new Map<number, Scored>();
 
   constructor(private readonly index: JsIndex) {}
 
@@ -70,15 +77,25 @@ export class JsRouterCore implements RouterCoreBackend {
       }
       out.set([overlap, treeSize, load?.prefillTokens ?? 0, load?.blocks.size ?? 0, fresh, load?.requests ?? 0], CANDIDATE_FIGURES * c);
     }
-    this.pending.set(handle, blocks);
+    this.pending.set(handle, { blocks, locals });
     return locals.length;
   }
 
-  book(handle: number, workerId: bigint, dpRank: number, prefillTokens: number, trackBlocks: boolean, nowMs: number): void {
-    const blocks = this.pending.get(handle);
-    if (!blocks) throw new KvRouteError('ERR_INVALID_ARG', `request handle ${handle} was not scored`);
+  book(
+    handle: number,
+    workerId: bigint,
+    dpRank: number,
+    prefillTokens: number,
+    trackBlocks: boolean,
+    nowMs: number,
+    predictUntilMs?: number,
+  ): void {
+    const scored = this.pending.get(handle);
+    if (!scored) throw new KvRouteError('ERR_INVALID_ARG', `request handle ${handle} was not scored`);
     if (this.bookings.has(handle)) throw new KvRouteError('ERR_INVALID_ARG', `request handle ${handle} is already booked`);
     this.pending.delete(handle);
+    const { blocks, locals } = scored;
+    if (predictUntilMs !== undefined && locals) this.index.recordRouting(workerId, dpRank, locals, nowMs, predictUntilMs);
     const rankKey = `${workerId}:${dpRank}`;
     let load = this.ranks.get(rankKey);
     if (!load) {
@@ -109,7 +126,7 @@ export class JsRouterCore implements RouterCoreBackend {
       );
     const ids: BlockId[] = Array.from(blocks);
     for (let i = 0; i < unshared; i++) ids.push(`${handle}:${i}`);
-    this.pending.set(handle, ids);
+    this.pending.set(handle, { blocks: ids, locals: undefined });
     this.book(handle, workerId, dpRank, prefillTokens, true, nowMs);
   }
 

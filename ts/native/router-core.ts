@@ -18,8 +18,8 @@ export function nativeRouterCore(binding: NativeBinding, index: IndexBackend): R
       callNative(() =>
         core.score(handle, tokens, blockSize, lora, ns, eagle, mmOffsets, mmHashes, workers, ranks, nowMs, assumeKvReuse, out),
       ),
-    book: (handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs) =>
-      callNative(() => core.book(handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs)),
+    book: (handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs, predictUntilMs) =>
+      callNative(() => core.book(handle, workerId, dpRank, prefillTokens, trackBlocks, nowMs, predictUntilMs)),
     bookRemote: (handle, workerId, dpRank, blocks, unshared, prefillTokens, nowMs) =>
       callNative(() => core.bookRemote(handle, workerId, dpRank, blocks, unshared, prefillTokens, nowMs)),
     bookedBlocks: (handle) => callNative(() => core.bookedBlocks(handle)),

@@ -296,17 +296,14 @@ export class KvRouter {
       const i = this.choose(scores, p);
       const chosen = scores[i];
       const uncached = this.opts.trackPrefillTokens ? Math.max(0, p.tokens.length - chosen.overlap * this.opts.blockSize) : 0;
-      this.core.book(handle, chosen.workerId, chosen.dpRank, uncached, this.opts.trackActiveBlocks, now);
+      // Predictions (approximate mode, predict-on-route) use the hashes the request was scored
+      // with, multimodal content included, and are recorded before the booking.
+      const predictUntil = this.opts.predictedTtlSecs === null ? undefined : now + this.opts.predictedTtlSecs * 1000;
+      this.core.book(handle, chosen.workerId, chosen.dpRank, uncached, this.opts.trackActiveBlocks, now, predictUntil);
       booked = true;
       this.replicas?.booked(handle, chosen.workerId, chosen.dpRank, uncached, this.opts.trackActiveBlocks ? blocks : 0);
       this.inFlight.set(p.req.requestId, { handle, workerId: chosen.workerId, dpRank: chosen.dpRank });
       this.byHandle.set(handle, p.req.requestId);
-      if (this.opts.predictedTtlSecs !== null) {
-        this.index.recordRouting(chosen.workerId, chosen.dpRank, p.tokens, {
-          ...(p.loraName ? { loraName: p.loraName } : {}),
-          ...(p.cacheNamespace ? { cacheNamespace: p.cacheNamespace } : {}),
-        });
-      }
       this.counts.routed++;
       return withIdJson({
         workerId: chosen.workerId,

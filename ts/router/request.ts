@@ -18,6 +18,7 @@ const REQUEST_KEYS = [
   'tokens',
   'loraName',
   'cacheNamespace',
+  'mmHashes',
   'maxOutputTokens',
   'priority',
   'allowedWorkers',
@@ -49,7 +50,7 @@ export function prepareRequest(req: RouteRequest, defaultWeights: PrefillWeights
     throw new KvRouteError('ERR_INVALID_ARG', `req.requestId must be a non-empty string, got ${describe(r.requestId)}`);
   const tokens = toTokens(r.tokens, 'req.tokens');
   if (tokens.length === 0) throw new KvRouteError('ERR_INVALID_ARG', 'req.tokens must not be empty');
-  const hash = parseBlockHashOptions({ loraName: r.loraName, cacheNamespace: r.cacheNamespace }, 'req');
+  const hash = parseBlockHashOptions({ loraName: r.loraName, cacheNamespace: r.cacheNamespace, mmHashes: r.mmHashes }, 'req');
   if (
     r.maxOutputTokens !== undefined &&
     (typeof r.maxOutputTokens !== 'number' || !Number.isSafeInteger(r.maxOutputTokens) || r.maxOutputTokens < 1)

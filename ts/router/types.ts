@@ -2,6 +2,7 @@
  * The router's request, decision and report shapes.
  */
 
+import type { BlockHashOptions } from '../hashing.js';
 import type { IndexStats, WorkerId } from '../kv-index.js';
 import type { ReplicaStats } from '../replicas/sync.js';
 import type { CandidateScore } from './select.js';
@@ -62,6 +63,12 @@ export interface RouteRequest {
   loraName?: string;
   /** Cache namespace (changes block hashes). */
   cacheNamespace?: string;
+  /**
+   * Multimodal content hashes per block (index = block index), as in {@link BlockHashOptions}:
+   * what the engines' KV events carry for images and other media (see the README's KV events
+   * section), so that a multimodal prompt matches the blocks an engine cached for it.
+   */
+  mmHashes?: BlockHashOptions['mmHashes'];
   /** Expected output length (validated; not part of the classic cost). */
   maxOutputTokens?: number;
   /** Queue priority: higher waits less. Default 0. */

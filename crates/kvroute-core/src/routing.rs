@@ -25,8 +25,20 @@ pub const MAX_REMOTE_UNSHARED_BLOCKS: usize = 1 << 20;
 #[derive(Debug, Default)]
 pub struct RouterCore {
     load: ActiveLoad,
-    /// Block identities of scored requests awaiting `book` or `discard`.
-    pending: FxHashMap<RequestHandle, Vec<u64>>,
+    /// Scored requests awaiting `book` or `discard`.
+    pending: FxHashMap<RequestHandle, Scored>,
+}
+
+/// What `book` needs of a scored request.
+#[derive(Debug)]
+struct Scored {
+    /// Its block identities for the load tracker (its sequence hashes with KV reuse).
+    blocks: Vec<u64>,
+    /// Its local block hashes, for a prediction: the ones it was scored with, multimodal content
+    /// and all, so the prediction lands where the next request's match looks.
+    locals: Vec<u64>,
+    /// Whether `blocks` are the sequence hashes of `locals`.
+    reuse: bool,
 }
 
 /// Block identities that never match another request's: for engines that do not reuse KV across
@@ -37,18 +49,18 @@ fn unshared_blocks(handle: RequestHandle, count: usize) -> Vec<u64> {
 
 impl RouterCore {
     /// Scores a request (its local block hashes) against `candidates`, and keeps its block
-    /// identities for a following [`RouterCore::book`].
+    /// identities and hashes for a following [`RouterCore::book`].
     pub fn score(
         &mut self,
         index: &KvIndex,
         handle: RequestHandle,
-        locals: &[u64],
+        locals: Vec<u64>,
         candidates: &[Rank],
         now_ms: f64,
         assume_kv_reuse: bool,
     ) -> Result<Vec<CandidateFigures>, KvError> {
-        let blocks = if assume_kv_reuse { sequence_hashes(locals) } else { unshared_blocks(handle, locals.len()) };
-        let overlaps = index.overlaps(locals, now_ms, candidates)?;
+        let blocks = if assume_kv_reuse { sequence_hashes(&locals) } else { unshared_blocks(handle, locals.len()) };
+        let overlaps = index.overlaps(&locals, now_ms, candidates)?;
         let out = candidates
             .iter()
             .zip(overlaps)
@@ -58,24 +70,33 @@ impl RouterCore {
                 load: self.load.figures(*rank, &blocks),
             })
             .collect();
-        self.pending.insert(handle, blocks);
+        self.pending.insert(handle, Scored { blocks, locals, reuse: assume_kv_reuse });
         Ok(out)
     }
 
     /// Books the scored request on `rank`. Its blocks count as decode load only when
-    /// `track_blocks`.
+    /// `track_blocks`. With `predict_until_ms`, its blocks are first recorded in `index` as
+    /// predictions on `rank` until then (approximate mode and predict-on-route; the index must be
+    /// the one it was scored on); if that fails, nothing is booked.
+    #[allow(clippy::too_many_arguments)]
     pub fn book(
         &mut self,
+        index: &KvIndex,
         handle: RequestHandle,
         rank: Rank,
         prefill_tokens: u64,
         track_blocks: bool,
         now_ms: f64,
+        predict_until_ms: Option<f64>,
     ) -> Result<(), KvError> {
-        let blocks = self
+        let Scored { blocks, locals, reuse } = self
             .pending
             .remove(&handle)
             .ok_or_else(|| KvError::invalid_arg(format!("request handle {handle} was not scored")))?;
+        if let Some(until) = predict_until_ms {
+            let names = if reuse { blocks.clone() } else { sequence_hashes(&locals) };
+            index.record_prediction(rank, locals, names, now_ms, until)?;
+        }
         self.load.book(handle, rank, if track_blocks { blocks } else { Vec::new() }, prefill_tokens, now_ms)
     }
 

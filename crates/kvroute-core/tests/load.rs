@@ -95,9 +95,9 @@ fn remote_bookings_share_blocks_with_local_ones_and_report_what_they_hold() {
     let mut core = RouterCore::default();
     let candidates = [rank(7, 0)];
     // A local request of three blocks, booked with its sequence hashes.
-    let locals = [101, 102, 103];
-    core.score(&index, 1, &locals, &candidates, 0.0, true).unwrap();
-    core.book(1, rank(7, 0), 50, true, 0.0).unwrap();
+    let locals = vec![101, 102, 103];
+    core.score(&index, 1, locals, &candidates, 0.0, true).unwrap();
+    core.book(&index, 1, rank(7, 0), 50, true, 0.0, None).unwrap();
     let held = core.booked_blocks(1).to_vec();
     assert_eq!(held.len(), 3);
     // A peer books the same first two blocks and two of its own that match nothing.

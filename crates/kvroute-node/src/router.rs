@@ -72,9 +72,10 @@ impl NativeRouterCore {
             )?;
             let candidates: Vec<Rank> =
                 candidate_workers.iter().zip(candidate_ranks.iter()).map(|(&w, &r)| Rank::new(w, r)).collect();
+            let block_count = locals.len() as u32;
             let figures = self
                 .core
-                .score(&self.index, handle, &locals, &candidates, now_ms, assume_kv_reuse)
+                .score(&self.index, handle, locals, &candidates, now_ms, assume_kv_reuse)
                 .map_err(to_node_error)?;
             // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript can
             // touch `out` while it is written; the wrapper owns it and never exposes it.
@@ -89,11 +90,12 @@ impl NativeRouterCore {
                     f.load.requests as f64,
                 ]);
             }
-            Ok(locals.len() as u32)
+            Ok(block_count)
         })
     }
 
     #[napi]
+    #[allow(clippy::too_many_arguments)]
     pub fn book(
         &mut self,
         handle: f64,
@@ -102,11 +104,20 @@ impl NativeRouterCore {
         prefill_tokens: f64,
         track_blocks: bool,
         now_ms: f64,
+        predict_until_ms: Option<f64>,
     ) -> Result<(), &'static str> {
         guard(|| {
             let rank = Rank::new(u64_arg(&worker_id, "workerId")?, dp_rank);
             self.core
-                .book(handle_arg(handle)?, rank, prefill_tokens as u64, track_blocks, now_ms)
+                .book(
+                    &self.index,
+                    handle_arg(handle)?,
+                    rank,
+                    prefill_tokens as u64,
+                    track_blocks,
+                    now_ms,
+                    predict_until_ms,
+                )
                 .map_err(to_node_error)
         })
     }
