@@ -3,7 +3,7 @@
 //! in the TypeScript `KvRouter`, which sees the figures of all candidates at once.
 
 use crate::hashing::sequence_hashes;
-use crate::index::{KvIndex, Rank};
+use crate::index::{KvIndex, PredictionTicket, Rank};
 use crate::load::{ActiveLoad, LoadFigures, RequestHandle};
 use crate::KvError;
 use rustc_hash::FxHashMap;
@@ -27,6 +27,8 @@ pub struct RouterCore {
     load: ActiveLoad,
     /// Scored requests awaiting `book` or `discard`.
     pending: FxHashMap<RequestHandle, Scored>,
+    /// Predictions `book` queued that the next `score` waits for (see [`RouterCore::book`]).
+    unseen: Vec<PredictionTicket>,
 }
 
 /// What `book` needs of a scored request.
@@ -60,6 +62,9 @@ impl RouterCore {
         assume_kv_reuse: bool,
     ) -> Result<Vec<CandidateFigures>, KvError> {
         let blocks = if assume_kv_reuse { sequence_hashes(&locals) } else { unshared_blocks(handle, locals.len()) };
+        for ticket in self.unseen.drain(..) {
+            index.await_prediction(ticket)?;
+        }
         let overlaps = index.overlaps(&locals, now_ms, candidates)?;
         let out = candidates
             .iter()
@@ -77,7 +82,10 @@ impl RouterCore {
     /// Books the scored request on `rank`. Its blocks count as decode load only when
     /// `track_blocks`. With `predict_until_ms`, its blocks are first recorded in `index` as
     /// predictions on `rank` until then (approximate mode and predict-on-route; the index must be
-    /// the one it was scored on); if that fails, nothing is booked.
+    /// the one it was scored on); if that fails, nothing is booked. The prediction is queued,
+    /// not waited for: the next `score` waits for it before it reads the index, so this router
+    /// sees its own decisions while the writer thread applies them in between (waiting here
+    /// held up the caller's thread, a JavaScript event loop, for the writer's whole write).
     #[allow(clippy::too_many_arguments)]
     pub fn book(
         &mut self,
@@ -95,7 +103,7 @@ impl RouterCore {
             .ok_or_else(|| KvError::invalid_arg(format!("request handle {handle} was not scored")))?;
         if let Some(until) = predict_until_ms {
             let names = if reuse { blocks.clone() } else { sequence_hashes(&locals) };
-            index.record_prediction(rank, locals, names, now_ms, until)?;
+            self.unseen.push(index.record_prediction_deferred(rank, locals, names, now_ms, until)?);
         }
         self.load.book(handle, rank, if track_blocks { blocks } else { Vec::new() }, prefill_tokens, now_ms)
     }

@@ -112,3 +112,26 @@ fn remote_bookings_share_blocks_with_local_ones_and_report_what_they_hold() {
     assert_eq!(core.snapshot()[0].1.active_blocks, 3);
     assert!(core.booked_blocks(2).is_empty(), "a freed request holds nothing");
 }
+
+/// A booking's prediction is queued, not waited for; the next score must still see it (it waits
+/// for the writer first). Many rounds over two writers, each a new prefix on a new rank, so a
+/// score that did not wait would read the index before the writer applied the prediction.
+#[test]
+fn the_next_score_sees_the_previous_bookings_prediction() {
+    use kvroute_core::index::{KvIndex, Rank};
+    use kvroute_core::routing::RouterCore;
+    let index = KvIndex::new(2).unwrap();
+    let mut core = RouterCore::default();
+    let candidates: Vec<Rank> = (0..8).map(|w| rank(w, 0)).collect();
+    for round in 0..400u64 {
+        let locals: Vec<u64> = (0..64).map(|i| (round << 32) | i).collect();
+        let target = candidates[(round % 8) as usize];
+        core.score(&index, 2 * round, locals.clone(), &candidates, 0.0, true).unwrap();
+        core.book(&index, 2 * round, target, 0, false, 0.0, Some(1e12)).unwrap();
+        let figures = core.score(&index, 2 * round + 1, locals, &candidates, 0.0, true).unwrap();
+        core.discard(2 * round + 1);
+        let seen: Vec<u32> = figures.iter().map(|f| f.overlap).collect();
+        let expected: Vec<u32> = candidates.iter().map(|&c| if c == target { 64 } else { 0 }).collect();
+        assert_eq!(seen, expected, "round {round}");
+    }
+}

@@ -130,6 +130,14 @@ impl Shared {
 /// Worker → writer, and how many workers were assigned so far (round robin on first sight).
 type Assignment = (FastMap<WorkerId, usize>, usize);
 
+/// A prediction queued by [`KvIndex::record_prediction_deferred`]: its writer and its place in
+/// that writer's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PredictionTicket {
+    writer: usize,
+    position: u64,
+}
+
 pub struct KvIndex {
     shared: Arc<Shared>,
     writers: Vec<Sender<Op>>,
@@ -330,19 +338,37 @@ impl KvIndex {
         now_ms: f64,
         expires_at_ms: f64,
     ) -> Result<(), KvError> {
+        let ticket = self.record_prediction_deferred(rank, locals, seq_hashes, now_ms, expires_at_ms)?;
+        self.await_prediction(ticket)
+    }
+
+    /// [`Self::record_prediction`] without the wait: the prediction is queued behind the
+    /// worker's earlier ops and visible once [`Self::await_prediction`] returns for the ticket.
+    /// A router waits for it right before its next read of the index, so the writer applies it
+    /// meanwhile instead of holding up the caller's thread.
+    pub fn record_prediction_deferred(
+        &self,
+        rank: Rank,
+        locals: Vec<u64>,
+        seq_hashes: Vec<u64>,
+        now_ms: f64,
+        expires_at_ms: f64,
+    ) -> Result<PredictionTicket, KvError> {
         self.ensure_open()?;
         if locals.len() != seq_hashes.len() {
             return Err(KvError::invalid_arg("local and sequence hashes differ in length"));
         }
-        let (w, position) = {
-            let mut table = self.assignment.lock();
-            let w = self.writer_for(rank.worker_id, &mut table);
-            let position = self.send(&table, w, Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms });
-            self.predictions.store(true, Ordering::Relaxed);
-            self.sweep_others(&table, w, now_ms);
-            (w, position)
-        };
-        self.wait_for(w, position);
+        let mut table = self.assignment.lock();
+        let writer = self.writer_for(rank.worker_id, &mut table);
+        let position = self.send(&table, writer, Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms });
+        self.predictions.store(true, Ordering::Relaxed);
+        self.sweep_others(&table, writer, now_ms);
+        Ok(PredictionTicket { writer, position })
+    }
+
+    /// Waits until a deferred prediction is visible to reads.
+    pub fn await_prediction(&self, ticket: PredictionTicket) -> Result<(), KvError> {
+        self.wait_for(ticket.writer, ticket.position);
         self.check_failure()
     }
 

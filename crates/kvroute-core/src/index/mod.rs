@@ -399,7 +399,7 @@ mod spent;
 pub mod stats;
 pub mod tree;
 
-pub use concurrent::KvIndex;
+pub use concurrent::{KvIndex, PredictionTicket};
 pub use event::{DpRank, EventData, Rank, RouterEvent, StoredBlock, WorkerId};
 pub use spent::MAX_PILE_BYTES;
 pub use stats::{EventCounters, IndexStats, Rejection};
