@@ -4,6 +4,8 @@
  *    100 system prompts (2,048 tokens) cached on some workers, then has a unique tail.
  * 2. trace: the Mooncake conversation trace (or a generated one) over 16 workers; after each
  *    decision the request's blocks enter the chosen worker's cache (a Stored event, untimed).
+ * 3. trace, predict-on-route: the same with `routerPredictedTtlSecs: 120`, so each decision also
+ *    records its blocks as predictions on the chosen worker (in the index, before `route` returns).
  * Targets: ≥ 50,000 routes/s with the native backend; native ≥ 5× JS. The synthetic workload is
  * timed after an untimed warm-up of 1,000 cycles.
  */
@@ -26,8 +28,8 @@ function storedEvent(worker: number, locals: BigUint64Array): RouterEvent {
   };
 }
 
-function newRouter(backend: 'native' | 'js'): KvRouter {
-  const r = new KvRouter({ blockSize: BS, backend, seed: 1 });
+function newRouter(backend: 'native' | 'js', predictedTtlSecs?: number): KvRouter {
+  const r = new KvRouter({ blockSize: BS, backend, seed: 1, ...(predictedTtlSecs ? { routerPredictedTtlSecs: predictedTtlSecs } : {}) });
   for (let w = 0; w < WORKERS; w++) r.addWorker(w);
   return r;
 }
@@ -84,9 +86,9 @@ async function synthetic(backend: 'native' | 'js') {
   return result;
 }
 
-async function trace(backend: 'native' | 'js') {
+async function trace(backend: 'native' | 'js', predictedTtlSecs?: number) {
   const { trace: t, source } = benchTrace(QUICK ? 1000 : undefined);
-  const router = newRouter(backend);
+  const router = newRouter(backend, predictedTtlSecs);
   const result = await cycle(
     router,
     (function* () {
@@ -105,12 +107,15 @@ async function trace(backend: 'native' | 'js') {
   return { ...result, source };
 }
 
-const results: Record<string, Record<string, Awaited<ReturnType<typeof synthetic>>>> = { synthetic: {}, trace: {} };
+const PREDICTED_TTL_SECS = 120;
+const WORKLOADS = ['synthetic', 'trace', 'trace, predict-on-route'] as const;
+const results: Record<string, Record<string, Awaited<ReturnType<typeof synthetic>>>> = Object.fromEntries(WORKLOADS.map((w) => [w, {}]));
 for (const backend of ['native', 'js'] as const) {
   results.synthetic[backend] = await synthetic(backend);
   results.trace[backend] = await trace(backend);
+  results['trace, predict-on-route'][backend] = await trace(backend, PREDICTED_TTL_SECS);
 }
-const rows = (['synthetic', 'trace'] as const).flatMap((w) => [
+const rows = WORKLOADS.flatMap((w) => [
   {
     workload: w,
     metric: 'route cycles/s',
@@ -134,4 +139,8 @@ const rows = (['synthetic', 'trace'] as const).flatMap((w) => [
   },
 ]);
 printTable(`route() + markPrefillCompleted() + free(), ${WORKERS} workers, block size ${BS}`, rows);
-writeResult('route', { parameters: { workers: WORKERS, blockSize: BS, syntheticTokens: 4096 }, results, table: rows });
+writeResult('route', {
+  parameters: { workers: WORKERS, blockSize: BS, syntheticTokens: 4096, predictedTtlSecs: PREDICTED_TTL_SECS },
+  results,
+  table: rows,
+});

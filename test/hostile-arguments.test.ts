@@ -182,6 +182,15 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
         }
       }
     }
+    // A request's multimodal hashes, whole and per block: refused with KvRouteError, or routed.
+    for (const v of HOSTILE) {
+      for (const mmHashes of [v, [v], [null, v], [[v]]]) {
+        await onlyKvRouteErrors(`KvRouter.route({mmHashes: ${label(mmHashes)}})`, async () => {
+          await router.route({ requestId: 'm', tokens: [1, 2, 3, 4, 5, 6, 7, 8], mmHashes: mmHashes as never });
+          router.free('m');
+        });
+      }
+    }
     // A request's overrides: refused with KvRouteError, or routed (and freed).
     for (const key of ['prefillLoadScale', 'overlapScoreWeight', 'overlapScoreCredit', 'routerTemperature']) {
       for (const v of HOSTILE) {

@@ -42,7 +42,12 @@ import { type Candidates, resolveWorker, WorkerRegistry } from './workers.js';
  * @group Router
  */
 export class KvRouter {
-  /** The KV index the router matches against; fed by `applyEvent(s)`. */
+  /**
+   * The KV index the router matches against; fed by `applyEvent(s)`. With predictions
+   * (approximate mode, predict-on-route) the router records each decision on the index's writer
+   * thread without waiting; its own next decision waits for it, reads through `index` see it
+   * after `flush()`.
+   */
   readonly index: KvIndex;
   private readonly opts: ResolvedRouterOptions;
   private readonly core: RouterCoreBackend;
