@@ -28,6 +28,15 @@ export interface ModelScore {
 const key = (path: readonly bigint[]) => path.join(',');
 const isUnder = (path: string, top: string) => path === top || path.startsWith(`${top},`);
 
+/** A store or prediction naming a block twice, or by a name the rank uses elsewhere, is refused. */
+function refused(r: RankModel, paths: readonly string[], names: readonly bigint[]): boolean {
+  if (new Set(names).size !== names.length) return true;
+  return paths.some((path, i) => {
+    const at = r.names.get(names[i]);
+    return at !== undefined && at !== path;
+  });
+}
+
 export class PredictionModel {
   readonly counters = { expiredBlocks: 0, invalidBlock: 0, parentBlockNotFound: 0, blockNotFound: 0 };
   private readonly ranks = new Map<bigint, RankModel>();
@@ -66,11 +75,7 @@ export class PredictionModel {
   predict(worker: bigint, locals: readonly bigint[], names: readonly bigint[], expiry: number): void {
     const r = this.rank(worker);
     const paths = locals.map((_, i) => key(locals.slice(0, i + 1)));
-    const taken = (i: number) => {
-      const at = r.names.get(names[i]);
-      return at !== undefined && at !== paths[i];
-    };
-    if (new Set(names).size !== names.length || paths.some((_, i) => taken(i))) {
+    if (refused(r, paths, names)) {
       this.counters.invalidBlock++;
       return;
     }
@@ -102,11 +107,7 @@ export class PredictionModel {
       prefix = at.split(',').map(BigInt);
     }
     const paths = locals.map((_, i) => key([...prefix, ...locals.slice(0, i + 1)]));
-    const taken = (i: number) => {
-      const at = r.names.get(names[i]);
-      return at !== undefined && at !== paths[i];
-    };
-    if (new Set(names).size !== names.length || paths.some((_, i) => taken(i))) {
+    if (refused(r, paths, names)) {
       this.counters.invalidBlock++;
       return;
     }
