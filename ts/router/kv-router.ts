@@ -92,8 +92,9 @@ export class KvRouter {
       blockSize: o.blockSize,
       ...(o.backend ? { backend: o.backend } : {}),
       ...(o.writerThreads !== undefined ? { writerThreads: o.writerThreads } : {}),
-      // Decisions are recorded as predictions: every one without KV events (approximate mode),
-      // and with them when predict-on-route is on.
+      // Decisions are recorded as predictions (by the core's `book`, with this TTL): every one
+      // without KV events (approximate mode), and with them when predict-on-route is on. The
+      // index's approximate mode lets `router.index.recordRouting` add predictions of the same TTL.
       ...(o.predictedTtlSecs === null ? {} : { approximate: { ttlMs: o.predictedTtlSecs * 1000 } }),
       now: o.now,
     });

@@ -103,7 +103,7 @@ impl RouterCore {
             .ok_or_else(|| KvError::invalid_arg(format!("request handle {handle} was not scored")))?;
         if let Some(until) = predict_until_ms {
             let names = if reuse { blocks.clone() } else { sequence_hashes(&locals) };
-            self.unseen.push(index.record_prediction_deferred(rank, locals, names, now_ms, until)?);
+            self.unseen.push(index.record_prediction(rank, locals, names, now_ms, until)?);
         }
         self.load.book(handle, rank, if track_blocks { blocks } else { Vec::new() }, prefill_tokens, now_ms)
     }

@@ -130,7 +130,7 @@ impl Shared {
 /// Worker → writer, and how many workers were assigned so far (round robin on first sight).
 type Assignment = (FastMap<WorkerId, usize>, usize);
 
-/// A prediction queued by [`KvIndex::record_prediction_deferred`]: its writer and its place in
+/// A prediction queued by [`KvIndex::record_prediction`]: its writer and its place in
 /// that writer's queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PredictionTicket {
@@ -327,26 +327,11 @@ impl KvIndex {
         Ok(())
     }
 
-    /// Approximate mode: records a routing prediction and returns once it is visible to reads,
-    /// so that a router sees its own decisions at its next one. It waits only for this worker's
-    /// writer (whose queue holds this worker's earlier events, usually none in approximate mode).
+    /// Approximate mode: queues a routing prediction behind the worker's earlier ops (usually
+    /// none in approximate mode); it is visible to reads once [`Self::await_prediction`] returns
+    /// for the ticket. A router waits for it right before its next read of the index, so the
+    /// writer applies it meanwhile instead of holding up the caller's thread.
     pub fn record_prediction(
-        &self,
-        rank: Rank,
-        locals: Vec<u64>,
-        seq_hashes: Vec<u64>,
-        now_ms: f64,
-        expires_at_ms: f64,
-    ) -> Result<(), KvError> {
-        let ticket = self.record_prediction_deferred(rank, locals, seq_hashes, now_ms, expires_at_ms)?;
-        self.await_prediction(ticket)
-    }
-
-    /// [`Self::record_prediction`] without the wait: the prediction is queued behind the
-    /// worker's earlier ops and visible once [`Self::await_prediction`] returns for the ticket.
-    /// A router waits for it right before its next read of the index, so the writer applies it
-    /// meanwhile instead of holding up the caller's thread.
-    pub fn record_prediction_deferred(
         &self,
         rank: Rank,
         locals: Vec<u64>,
@@ -390,11 +375,13 @@ impl KvIndex {
         }
     }
 
-    /// Approximate mode: records that a request with these local hashes was routed to `rank`;
-    /// its blocks are named by their sequence hashes, as Dynamo's router does.
+    /// Approximate mode: records that a request with these local hashes was routed to `rank`,
+    /// and returns once the prediction is visible to reads; its blocks are named by their
+    /// sequence hashes, as Dynamo's router does. It waits only for this worker's writer.
     pub fn record_routing(&self, rank: Rank, locals: Vec<u64>, now_ms: f64, expires_at_ms: f64) -> Result<(), KvError> {
         let seq_hashes = crate::hashing::sequence_hashes(&locals);
-        self.record_prediction(rank, locals, seq_hashes, now_ms, expires_at_ms)
+        let ticket = self.record_prediction(rank, locals, seq_hashes, now_ms, expires_at_ms)?;
+        self.await_prediction(ticket)
     }
 
     /// Blocks until every op enqueued before the call is applied. A flush that races with
