@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { blockHashes, KvIndex } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { removed, stored } from './helpers/events.js';
+import { names, removed, stored } from './helpers/events.js';
 
 describe.each(BACKENDS)('approximate mode on the %s backend', (backend) => {
   let clock = 0;
@@ -58,6 +58,29 @@ describe.each(BACKENDS)('approximate mode on the %s backend', (backend) => {
       [2, 0, 4],
       [1, 0, 2],
     ]);
+  });
+
+  test('a real event that renames a predicted block also confirms the predicted blocks above it', async () => {
+    const i = make(10);
+    const locals = [...blockHashes(tokens, 4, { backend })];
+    i.recordRouting(1, 0, tokens);
+    // The engine names block 1 as the router does (the parent) but block 2 its own way.
+    const own = names(locals, 0x77n);
+    const blocks2 = [{ block_hash: own[1], tokens_hash: locals[1] }];
+    i.applyEvent({
+      worker_id: 1,
+      event: { event_id: 0, dp_rank: 0, data: { stored: { parent_hash: names(locals)[0], blocks: blocks2 } } },
+    });
+    await i.flush();
+    clock += 1_000_000;
+    i.recordRouting(3, 0, [9, 9, 9, 9]);
+    await i.flush();
+    expect(blocks(i), 'blocks 1 and 2 confirmed; 3 and 4 expired').toEqual([[1, 0, 2]]);
+    // Block 1 holds on its own once the engine evicts block 2: it was confirmed, not predicted.
+    i.applyEvent({ worker_id: 1, event: { event_id: 1, dp_rank: 0, data: { removed: { block_hashes: [own[1]] } } } });
+    await i.flush();
+    expect(blocks(i)).toEqual([[1, 0, 1]]);
+    expect(i.stats().blocks).toBe(2);
   });
 
   test('removing predicted blocks forgets their TTL: the same blocks stored for real later never expire', async () => {

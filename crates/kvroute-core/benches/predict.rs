@@ -5,11 +5,16 @@
 //! the default trace is `../shared/traces/conversation_trace.jsonl` beside the repository.
 //! Prints one JSON line: microseconds per `record_routing` and per `overlaps` query. `--bare`
 //! runs the single-threaded tree instead of the index (no writer threads, no second copy of the
-//! view): the cost of the tree's own work.
+//! view): the cost of the tree's own work. `--confirm` also plays each rank's engine: after each
+//! prediction, the rank reports what it newly cached as a Stored event (the request's blocks past
+//! the longest prefix it cached before, no eviction), which confirms the predicted blocks; its
+//! cost is reported apart (`confirmUs`).
 
 use kvroute_core::hashing::sequence_hashes;
+use kvroute_core::index::event::{EventData, RouterEvent, StoredBlock};
 use kvroute_core::index::tree::Tree;
 use kvroute_core::index::{KvIndex, Rank};
+use std::collections::HashSet;
 use std::time::Instant;
 
 /// Mooncake's hash ids stand for 512 tokens; at 64 tokens a block each is eight blocks.
@@ -66,6 +71,10 @@ fn main() {
     let ranks: Vec<Rank> = (0..RANKS).map(|w| Rank { worker_id: w, dp_rank: 0 }).collect();
     let bare = std::env::args().any(|a| a == "--bare");
     let spread = std::env::args().any(|a| a == "--spread");
+    let confirm = std::env::args().any(|a| a == "--confirm");
+    // Each rank's engine cache, by sequence hash (`--confirm`).
+    let mut cached: Vec<HashSet<u64>> = vec![HashSet::new(); ranks.len()];
+    let mut confirm_ns = 0u128;
     let index = KvIndex::new(writers).unwrap();
     let mut tree = Tree::new();
     let (mut record_ns, mut query_ns, mut blocks) = (0u128, 0u128, 0usize);
@@ -95,11 +104,36 @@ fn main() {
         }
         record_ns += t.elapsed().as_nanos();
         blocks += r.locals.len();
+        if confirm {
+            let seq = sequence_hashes(&r.locals);
+            let engine = &mut cached[best];
+            let hit = seq.iter().take_while(|h| engine.contains(h)).count();
+            if hit < seq.len() {
+                engine.extend(&seq[hit..]);
+                let blocks =
+                    seq[hit..].iter().zip(&r.locals[hit..]).map(|(&ext, &local)| StoredBlock { ext, local }).collect();
+                let parent = hit.checked_sub(1).map(|k| seq[k]);
+                let event = RouterEvent {
+                    rank: ranks[best],
+                    event_id: i as u64,
+                    device_tier: true,
+                    data: EventData::Stored { parent, blocks },
+                };
+                let t = Instant::now();
+                if bare {
+                    tree.apply_event(&event, r.at_ms);
+                } else {
+                    index.apply_events(vec![event], r.at_ms).unwrap();
+                    index.flush().unwrap();
+                }
+                confirm_ns += t.elapsed().as_nanos();
+            }
+        }
     }
     let stats = if bare { tree.stats() } else { index.stats().unwrap().0 };
     let n = requests.len() as f64;
     println!(
-        "{{\"mode\":\"{}\",\"spread\":{},\"requests\":{},\"meanBlocks\":{:.1},\"writers\":{},\"recordUs\":{:.2},\"recordNsPerBlock\":{:.1},\"overlapsUs\":{:.2},\"heldBlocks\":{},\"memoryBytes\":{}}}",
+        "{{\"mode\":\"{}\",\"spread\":{},\"requests\":{},\"meanBlocks\":{:.1},\"writers\":{},\"recordUs\":{:.2},\"recordNsPerBlock\":{:.1},\"overlapsUs\":{:.2},\"confirmUs\":{:.2},\"heldBlocks\":{},\"memoryBytes\":{}}}",
         if bare { "bare tree" } else { "index" },
         spread,
         requests.len(),
@@ -108,6 +142,7 @@ fn main() {
         record_ns as f64 / n / 1e3,
         record_ns as f64 / blocks as f64,
         query_ns as f64 / n / 1e3,
+        confirm_ns as f64 / n / 1e3,
         stats.blocks,
         stats.memory_bytes,
     );

@@ -157,7 +157,7 @@ impl TreeWriter<'_> {
             let name = self.book.name_of(slot, block);
             self.take_name(slot, name, block);
         }
-        if self.view.predictions > 0 {
+        if !self.view.ranks.state(slot).predicted.is_empty() {
             for pos in positions.clone() {
                 let block = self.view.node(node).blocks()[pos as usize];
                 self.unpredict(slot, block);

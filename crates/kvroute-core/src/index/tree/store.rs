@@ -38,6 +38,9 @@ struct Walk {
     first_claimed_node: Option<NodeId>,
     /// The last existing position of the event (the parent's when there is none).
     end: Option<Loc>,
+    /// The last position of the path the rank held before the event (the parent's when it held
+    /// none of the event's positions): where its predictions on the path end, if it has any.
+    held_end: Option<Loc>,
 }
 
 /// How far along one node's edge the rank holds, while a store walks it.
@@ -72,11 +75,16 @@ impl TreeWriter<'_> {
             self.give_back(slot, &blocks[walk.first_claimed..walk.new_from]);
             return Err(Rejection::InvalidBlock);
         };
-        // A plain store (no predictions anywhere, no renames) only extends the rank's cutoffs
-        // along the part it did not hold, which the walk already found; otherwise each existing
+        // A plain store (a real event that renames nothing) only extends the rank's cutoffs along
+        // the part it did not hold, which the walk already found, and confirms the rank's
+        // predictions on the path, which end where its holding did; otherwise each existing
         // position is visited again.
-        let (mut changed, at) = if predicted.is_none() && self.view.predictions == 0 && !walk.renames {
+        let plain = predicted.is_none() && !walk.renames;
+        let (mut changed, at) = if plain {
             self.extend_cutoffs(slot, &walk);
+            if let Some(held_end) = walk.held_end {
+                self.confirm_from(slot, held_end);
+            }
             (walk.first_claimed < walk.new_from, walk.end)
         } else {
             self.hold_each(slot, start, existing, predicted, walk.renames)
@@ -99,11 +107,15 @@ impl TreeWriter<'_> {
                     self.book.expiry.push(expiry, slot, block, &self.view.ranks);
                 }
             }
-            None => {
+            // A renaming store went through `hold_each`, which confirmed its existing positions
+            // one by one; what it predicted above them is confirmed from the parent up. A plain
+            // store confirmed everything above.
+            None if !plain => {
                 if let Some(parent_loc) = start {
                     self.confirm_from(slot, parent_loc);
                 }
             }
+            None => {}
         }
         Ok(changed)
     }
@@ -191,6 +203,7 @@ impl TreeWriter<'_> {
         let mut first_claimed_node = None;
         let mut cutoff_on: Option<(NodeId, u32)> = None;
         let mut at = start;
+        let mut held_end = start;
         let mut new_from = blocks.len();
         let mut rejected_at = None;
         for (i, block) in blocks.iter().enumerate() {
@@ -224,6 +237,9 @@ impl TreeWriter<'_> {
                 rejected_at = Some(i);
                 break;
             }
+            if held {
+                held_end = Some(loc);
+            }
             at = Some(loc);
         }
         if let Some(i) = rejected_at {
@@ -233,7 +249,14 @@ impl TreeWriter<'_> {
             }
             return Err(Rejection::InvalidBlock);
         }
-        Ok(Walk { first_claimed: claiming_from.unwrap_or(new_from), new_from, renames, first_claimed_node, end: at })
+        Ok(Walk {
+            first_claimed: claiming_from.unwrap_or(new_from),
+            new_from,
+            renames,
+            first_claimed_node,
+            end: at,
+            held_end,
+        })
     }
 
     /// Gives back the names the rank claimed for `blocks` in this event (and their aliases).
@@ -305,7 +328,7 @@ impl TreeWriter<'_> {
                 !held
             }
             None => {
-                if self.view.predictions > 0 {
+                if !self.view.ranks.state(slot).predicted.is_empty() {
                     self.unpredict(slot, block);
                 }
                 !held || (renames && self.rename(slot, block, ext))
