@@ -8,7 +8,7 @@
 //! view): the cost of the tree's own work. `--confirm` also plays each rank's engine: after each
 //! prediction, the rank reports what it newly cached as a Stored event (the request's blocks past
 //! the longest prefix it cached before, no eviction), which confirms the predicted blocks; its
-//! cost is reported apart (`confirmUs`).
+//! cost per request is reported apart (`confirmUs`).
 
 use kvroute_core::hashing::sequence_hashes;
 use kvroute_core::index::event::{EventData, RouterEvent, StoredBlock};
