@@ -89,6 +89,11 @@ impl ActiveLoad {
         Ok(())
     }
 
+    /// Whether `id` is booked (and not yet freed).
+    pub fn is_booked(&self, id: RequestHandle) -> bool {
+        self.bookings.contains_key(&id)
+    }
+
     /// The first token arrived: the request's prefill load ends. `false` for an unknown id.
     pub fn prefill_completed(&mut self, id: RequestHandle) -> bool {
         let Some(booking) = self.bookings.get_mut(&id) else {

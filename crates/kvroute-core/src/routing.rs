@@ -97,6 +97,11 @@ impl RouterCore {
         now_ms: f64,
         predict_until_ms: Option<f64>,
     ) -> Result<(), KvError> {
+        // Refused before anything is recorded (a prediction for a booking that then fails would
+        // stay in the index), leaving the scored request pending, as the JavaScript core does.
+        if self.pending.contains_key(&handle) && self.load.is_booked(handle) {
+            return Err(KvError::invalid_arg(format!("request handle {handle} is already booked")));
+        }
         let Scored { blocks, locals, reuse } = self
             .pending
             .remove(&handle)

@@ -135,3 +135,25 @@ fn the_next_score_sees_the_previous_bookings_prediction() {
         assert_eq!(seen, expected, "round {round}");
     }
 }
+
+/// A booking refused because its handle is booked already records no prediction either, and
+/// leaves the scored request pending (the JavaScript core behaves the same).
+#[test]
+fn a_refused_booking_records_no_prediction() {
+    use kvroute_core::index::{KvIndex, Rank};
+    use kvroute_core::routing::RouterCore;
+    let index = KvIndex::new(1).unwrap();
+    let mut core = RouterCore::default();
+    let candidates: Vec<Rank> = vec![rank(1, 0), rank(2, 0)];
+    let locals: Vec<u64> = (0..8).collect();
+    core.score(&index, 7, locals.clone(), &candidates, 0.0, true).unwrap();
+    core.book(&index, 7, rank(1, 0), 0, true, 0.0, Some(1e12)).unwrap();
+    core.score(&index, 7, locals.clone(), &candidates, 0.0, true).unwrap();
+    let err = core.book(&index, 7, rank(2, 0), 0, true, 0.0, Some(1e12)).unwrap_err();
+    assert!(err.to_string().contains("already booked"), "{err}");
+    let figures = core.score(&index, 8, locals, &candidates, 0.0, true).unwrap();
+    assert_eq!(figures.iter().map(|f| f.overlap).collect::<Vec<_>>(), vec![8, 0], "no prediction on rank 2");
+    // The refused request is still pending: freeing the booking lets it book now.
+    assert!(core.free(7));
+    core.book(&index, 7, rank(2, 0), 0, true, 0.0, None).unwrap();
+}
