@@ -64,23 +64,18 @@ const MAX_LOAD: (usize, usize) = (7, 8);
 /// about 500 million names a rank (`grow` panics beyond, which poisons the writer's shard): an
 /// index of some 15 GB for that rank alone.
 const MAX_BUCKET_BITS: u32 = FP_BITS;
-/// Tables smaller than this many buckets (16 KiB) grow fourfold, larger ones double: sizes go 1, 4,
-/// 16, 64, 256, 512, ... buckets. A table's early growth is a fixed cost per table (an allocation,
-/// a free, a call) for few names, and a shard has a thousand tables at W = 256 (four per rank),
-/// each passing through every small size. Growing fourfold below 64 buckets took 4-10% off the
-/// writers' CPU time in the two-writer ingest at W = 256 (26 alternating pairs, both systems in one
-/// process), 10% at W = 16, churn even (the twentieth round). Below 256 (the twenty-fifth round)
-/// skips the 128-bucket size too: growing out of it rehashed about a quarter of the entries a W =
-/// 256 table ever rehashes, and the claims before it met many full buckets: the bare tree 7% faster
-/// at W = 256 (4 alternating pairs, all faster; 772 → 724 M instructions, `grow` 54 → 35 M and
-/// `claim_elsewhere` 52 → 36 M), W = 16 and churn even; Dynamo's / kvroute's writer CPU time in the
-/// two-writer ingest at W = 256 1.85 → 1.97 (medians of 6 alternating pairs). Sizes from 256
-/// buckets on are the same as before, so the benchmarks' tables end the same size unless they end
-/// under 256 buckets (a W = 256 index +80 KiB, 0.1%); a table that does can be twice the size
-/// doubling would have left, at most 8 KiB more (32 KiB for a rank's four). It first landed in the
-/// twentieth round and was reverted because closing an index then often gave the system no memory
-/// back; the cause was glibc's moving trim threshold, not the tables (`heap.rs`), and closing now
-/// asks glibc for the pages.
+/// Tables smaller than this many buckets (16 KiB) grow fourfold, larger ones double: sizes go 1,
+/// 4, 16, 64, 256, 512, ... buckets. A shard has a thousand tables at W = 256 (four per rank), and
+/// a table's early growth is a fixed cost (an allocation, a free, a call) for few names. Fourfold
+/// below 64 buckets (the twentieth round) took 4-10% off the writers' CPU time in the two-writer
+/// ingest at W = 256 and 10% at W = 16; below 256 (the twenty-fifth) also skips 128, whose growth
+/// rehashed about a quarter of all the entries a W = 256 table ever rehashes, after claims that
+/// met many full buckets: the bare tree 7% faster there (figures in the tried table of
+/// `index/mod.rs`), W = 16 and churn even. Tables of 256 buckets or more grow as before; one that
+/// ends smaller can be twice the size doubling would have left, at most 8 KiB more (32 KiB a
+/// rank; a W = 256 index +80 KiB). Fourfold growth was reverted once because closing an index
+/// then often gave the system no memory back; the cause was glibc's moving trim threshold, not
+/// the tables (`heap.rs`), and closing now asks glibc for the pages.
 const QUADRUPLE_BELOW: usize = 256;
 /// The overflow count saturates here and then stays: a lookup then always goes on to the next
 /// bucket, which is slower but never wrong, until the table grows and recounts, or a removal
