@@ -118,6 +118,11 @@ const FIGURES: Figure[] = [
   },
 ];
 
+/**
+ * The middle value, or the mean of the two middle ones for an even count: the median every
+ * set of sittings in BENCHMARKS.md and the history reports. `percentile(…, 50)` of `common.ts`
+ * is a nearest-rank percentile (the lower middle for an even count), made for latency samples.
+ */
 function median(values: number[]): number {
   const v = [...values].sort((a, b) => a - b);
   const mid = v.length >> 1;
