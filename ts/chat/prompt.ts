@@ -14,6 +14,7 @@ import { Template } from '@huggingface/jinja';
 import { BadRequest } from '../mock-worker/bad-request.js';
 import type { ChatRequest } from '../tokenizer/text-tokenizer.js';
 import { type ContentFormat, type ContentFormatOption, detectContentFormat } from './content-format.js';
+import { printLikePython, pythonPrinting } from './python-printing.js';
 
 /** The fields of a chat request that decide its prompt, under vLLM's names (the public `ChatRequest`). */
 export type ChatPrompt = ChatRequest;
@@ -183,14 +184,9 @@ export function conversation(messages: readonly Record<string, unknown>[], forma
 const compiled = new Map<string, Template>();
 const formats = new WeakMap<Template, ContentFormat>();
 
-/** The content format vLLM detects for a compiled template, found once per template. */
+/** The content format vLLM detects for a compiled template (found when it was compiled). */
 function detectedFormat(template: Template): ContentFormat {
-  let format = formats.get(template);
-  if (format === undefined) {
-    format = detectContentFormat(template);
-    formats.set(template, format);
-  }
-  return format;
+  return formats.get(template) as ContentFormat;
 }
 
 /**
@@ -206,7 +202,10 @@ function finalText(message: TemplateMessage): string {
   throw new BadRequest('continue_final_message is set but we could not find any text to continue in the final message');
 }
 
-/** A compiled template; the last few sources are kept, since requests may bring their own. */
+/**
+ * A compiled template, rewritten to print values as Python's Jinja2 does (`python-printing.ts`);
+ * the last few sources are kept, since requests may bring their own.
+ */
 export function chatTemplate(source: string): Template {
   let t = compiled.get(source);
   if (t) return t;
@@ -215,6 +214,9 @@ export function chatTemplate(source: string): Template {
   } catch (err) {
     throw new BadRequest(`the chat template does not parse: ${(err as Error).message}`);
   }
+  // Detected on the template as written: the rewrite wraps what loops go over.
+  formats.set(t, detectContentFormat(t));
+  printLikePython(t);
   if (compiled.size >= 8) compiled.delete(compiled.keys().next().value as string);
   compiled.set(source, t);
   return t;
@@ -254,6 +256,7 @@ export function renderChatPrompt(
       documents: null,
       add_generation_prompt: prompt.add_generation_prompt ?? true,
       continue_final_message: continueFinal,
+      ...pythonPrinting,
     });
   } catch (err) {
     throw new BadRequest(`the chat template failed: ${(err as Error).message}`);
