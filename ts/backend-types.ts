@@ -297,6 +297,12 @@ export interface RouterCoreBackend {
   discard(handle: number): void;
   prefillCompleted(handle: number): boolean;
   free(handle: number): boolean;
+  /**
+   * Adds `count` output blocks (identities of the request's own) to a booked request's decode
+   * load; with `decay` (0..1), every block held by that request alone then weighs `decay`.
+   * False for an unknown handle.
+   */
+  addOutputBlocks(handle: number, count: number, decay: number | undefined): boolean;
   /** Renews a request's expiry lease: it now counts from `nowMs`. */
   touch(handle: number, nowMs: number): boolean;
   /** Frees requests booked before `cutoffMs`; returns their handles. */

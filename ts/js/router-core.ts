@@ -20,7 +20,44 @@ interface RankLoad {
   dpRank: number;
   prefillTokens: number;
   blocks: Map<BlockId, number>;
+  /** Blocks held by one request whose weight that request decayed below 1 (see load.rs). */
+  fractions: Map<BlockId, number>;
+  /** The sum of `1 - fraction` over `fractions`; exactly 0 when it is empty. */
+  decayed: number;
   requests: number;
+}
+
+/** Active blocks: each block's weight, summed and rounded (load.rs's `active_blocks`). */
+function activeBlocks(load: RankLoad): number {
+  return Math.max(0, Math.round(load.blocks.size - load.decayed));
+}
+
+/** Sets a block's weight (1 removes the decay). */
+function setFraction(load: RankLoad, id: BlockId, fraction: number): void {
+  const old = load.fractions.get(id);
+  if (fraction < 1) load.fractions.set(id, fraction);
+  else load.fractions.delete(id);
+  load.decayed += 1 - Math.min(fraction, 1) - (old === undefined ? 0 : 1 - old);
+  if (load.fractions.size === 0) load.decayed = 0;
+}
+
+/** One more request holds the block: a block two requests hold is no longer decayed. */
+function hold(load: RankLoad, id: BlockId): void {
+  const n = (load.blocks.get(id) ?? 0) + 1;
+  load.blocks.set(id, n);
+  if (n === 2 && load.fractions.has(id)) setFraction(load, id, 1);
+}
+
+/** One request fewer holds the block. */
+function release(load: RankLoad, id: BlockId): void {
+  const n = load.blocks.get(id);
+  if (n === undefined) return;
+  if (n > 1) {
+    load.blocks.set(id, n - 1);
+    return;
+  }
+  load.blocks.delete(id);
+  setFraction(load, id, 1);
 }
 
 /** What `book` needs of a scored request. */
@@ -33,6 +70,8 @@ interface Scored {
 interface Booking {
   rankKey: string;
   blocks: BlockId[];
+  /** Output blocks added since booking. */
+  outputs: string[];
   prefillTokens: number;
   bookedAt: number;
 }
@@ -75,7 +114,10 @@ export class JsRouterCore implements RouterCoreBackend {
         fresh = 0;
         for (const b of blocks) if (!load.blocks.has(b)) fresh++;
       }
-      out.set([overlap, treeSize, load?.prefillTokens ?? 0, load?.blocks.size ?? 0, fresh, load?.requests ?? 0], CANDIDATE_FIGURES * c);
+      out.set(
+        [overlap, treeSize, load?.prefillTokens ?? 0, load ? activeBlocks(load) : 0, fresh, load?.requests ?? 0],
+        CANDIDATE_FIGURES * c,
+      );
     }
     this.pending.set(handle, { blocks, locals });
     return locals.length;
@@ -99,14 +141,14 @@ export class JsRouterCore implements RouterCoreBackend {
     const rankKey = `${workerId}:${dpRank}`;
     let load = this.ranks.get(rankKey);
     if (!load) {
-      load = { workerId, dpRank, prefillTokens: 0, blocks: new Map(), requests: 0 };
+      load = { workerId, dpRank, prefillTokens: 0, blocks: new Map(), fractions: new Map(), decayed: 0, requests: 0 };
       this.ranks.set(rankKey, load);
     }
     const held = trackBlocks ? blocks : [];
     load.prefillTokens += prefillTokens;
     load.requests++;
-    for (const b of held) load.blocks.set(b, (load.blocks.get(b) ?? 0) + 1);
-    this.bookings.set(handle, { rankKey, blocks: held, prefillTokens, bookedAt: nowMs });
+    for (const b of held) hold(load, b);
+    this.bookings.set(handle, { rankKey, blocks: held, outputs: [], prefillTokens, bookedAt: nowMs });
     this.order.push([nowMs, handle]);
   }
 
@@ -157,13 +199,27 @@ export class JsRouterCore implements RouterCoreBackend {
     if (load) {
       load.prefillTokens -= b.prefillTokens;
       load.requests--;
-      for (const id of b.blocks) {
-        const n = (load.blocks.get(id) ?? 1) - 1;
-        if (n === 0) load.blocks.delete(id);
-        else load.blocks.set(id, n);
-      }
+      for (const id of b.blocks) release(load, id);
+      for (const id of b.outputs) release(load, id);
       if (load.requests === 0) this.ranks.delete(b.rankKey);
     }
+    return true;
+  }
+
+  addOutputBlocks(handle: number, count: number, decay: number | undefined): boolean {
+    if (decay !== undefined && !(decay >= 0 && decay <= 1))
+      throw new KvRouteError('ERR_INVALID_ARG', `an output block decay must be in [0, 1], got ${decay}`);
+    const b = this.bookings.get(handle);
+    if (!b) return false;
+    const load = this.ranks.get(b.rankKey);
+    if (!load) return true;
+    for (let i = 0; i < count; i++) {
+      // Identities no prompt block (bigint) and no other request has.
+      const id = `${handle}:out:${b.outputs.length}`;
+      b.outputs.push(id);
+      hold(load, id);
+    }
+    if (decay !== undefined) for (const id of [...b.blocks, ...b.outputs]) if (load.blocks.get(id) === 1) setFraction(load, id, decay);
     return true;
   }
 
@@ -202,7 +258,7 @@ export class JsRouterCore implements RouterCoreBackend {
         workerId: l.workerId,
         dpRank: l.dpRank,
         activePrefillTokens: l.prefillTokens,
-        activeBlocks: l.blocks.size,
+        activeBlocks: activeBlocks(l),
         requests: l.requests,
       }))
       .sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : a.dpRank - b.dpRank));

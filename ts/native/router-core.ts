@@ -25,6 +25,7 @@ export function nativeRouterCore(binding: NativeBinding, index: IndexBackend): R
     bookedBlocks: (handle) => callNative(() => core.bookedBlocks(handle)),
     discard: (handle) => callNative(() => core.discard(handle)),
     prefillCompleted: (handle) => callNative(() => core.prefillCompleted(handle)),
+    addOutputBlocks: (handle, count, decay) => callNative(() => core.addOutputBlocks(handle, count, decay)),
     touch: (handle, nowMs) => callNative(() => core.touch(handle, nowMs)),
     free: (handle) => callNative(() => core.free(handle)),
     expire: (cutoffMs) => callNative(() => core.expire(cutoffMs)),

@@ -17,6 +17,7 @@ import { SeededRandom } from '../random.js';
 import { describe } from '../validate.js';
 import { Admission } from './admission.js';
 import { type KvRouterOptions, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
+import { outputStep } from './output-blocks.js';
 import { ReplicaLink } from './replica-link.js';
 import { checkRequestId, type InFlight, type Prepared, prepareRequest } from './request.js';
 import { type CandidateScore, chooseCandidate, costsFromFigures } from './select.js';
@@ -72,6 +73,7 @@ export class KvRouter {
     droppedWithWorker: 0,
     unknownFree: 0,
     unknownPrefillCompleted: 0,
+    unknownOutputTokens: 0,
     callsAfterClose: 0,
   };
   /** The index's stats when the router closed (what `stats()` reports afterwards). */
@@ -308,7 +310,10 @@ export class KvRouter {
       this.core.book(handle, chosen.workerId, chosen.dpRank, uncached, this.opts.trackActiveBlocks, now, predictUntil);
       booked = true;
       this.replicas?.booked(handle, chosen.workerId, chosen.dpRank, uncached, this.opts.trackActiveBlocks ? blocks : 0);
-      this.inFlight.set(p.req.requestId, { handle, workerId: chosen.workerId, dpRank: chosen.dpRank });
+      const output = this.opts.trackOutputBlocks
+        ? { promptTokens: p.tokens.length, expectedOutputTokens: p.req.maxOutputTokens, generated: 0, outputBlocks: 0 }
+        : undefined;
+      this.inFlight.set(p.req.requestId, { handle, workerId: chosen.workerId, dpRank: chosen.dpRank, output });
       this.byHandle.set(handle, p.req.requestId);
       this.counts.routed++;
       return withIdJson({
@@ -438,6 +443,34 @@ export class KvRouter {
     const entry = this.inFlight.get(requestId);
     if (!entry) return false;
     return this.core.touch(entry.handle, this.clock());
+  }
+
+  /**
+   * The request has generated `generatedTokens` tokens so far (a running total, as a stream's
+   * usage reports it): renews its expiry lease like {@link touch}, and with
+   * `routerTrackOutputBlocks` adds a block of the request's own to its rank's decode load for
+   * each block boundary its sequence has crossed since the last report; a request routed with
+   * `maxOutputTokens` then weighs the blocks it alone holds by the share of that output still to
+   * come. A total below an earlier one changes nothing. Unknown ids are counted
+   * (`unknownOutputTokens`); after `close()` the call is a counted no-op.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a non-string id or a count that is not a non-negative safe integer.
+   */
+  markOutputTokens(requestId: string, generatedTokens: number): void {
+    checkRequestId(requestId);
+    if (typeof generatedTokens !== 'number' || !Number.isSafeInteger(generatedTokens) || generatedTokens < 0)
+      throw new KvRouteError('ERR_INVALID_ARG', `generatedTokens must be a non-negative safe integer, got ${describe(generatedTokens)}`);
+    if (this.closed) {
+      this.counts.callsAfterClose++;
+      return;
+    }
+    const entry = this.inFlight.get(requestId);
+    if (!entry) {
+      this.counts.unknownOutputTokens++;
+      return;
+    }
+    this.core.touch(entry.handle, this.clock());
+    const step = entry.output && outputStep(entry.output, generatedTokens, this.opts.blockSize);
+    if (step) this.core.addOutputBlocks(entry.handle, step.add, step.decay);
   }
 
   /**

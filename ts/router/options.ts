@@ -61,6 +61,14 @@ export interface KvRouterOptions {
   routerPredictedTtlSecs?: number | null;
   /** Count in-flight requests' blocks as decode load. Default true. */
   routerTrackActiveBlocks?: boolean;
+  /**
+   * Count the blocks in-flight requests generate as decode load: a block of the request's own
+   * each time {@link KvRouter.markOutputTokens} reports its sequence past a block boundary, and,
+   * for a request routed with `maxOutputTokens`, the blocks it alone holds weighted by the share
+   * of that output still to come (Dynamo's `router_track_output_blocks`). Needs
+   * `routerTrackActiveBlocks`. Default false.
+   */
+  routerTrackOutputBlocks?: boolean;
   /** Count in-flight requests' uncached prompt tokens as prefill load. Default true. */
   routerTrackPrefillTokens?: boolean;
   /** Assume engines reuse KV across in-flight requests, so shared prefixes count once. Default true. */
@@ -108,6 +116,7 @@ export interface ResolvedRouterOptions {
   /** Seconds a decision's blocks count as predicted on its rank; null when decisions are not recorded. */
   predictedTtlSecs: number | null;
   trackActiveBlocks: boolean;
+  trackOutputBlocks: boolean;
   trackPrefillTokens: boolean;
   assumeKvReuse: boolean;
   queueThreshold: number | null;
@@ -133,6 +142,7 @@ const KNOWN = [
   'routerTtlSecs',
   'routerPredictedTtlSecs',
   'routerTrackActiveBlocks',
+  'routerTrackOutputBlocks',
   'routerTrackPrefillTokens',
   'routerAssumeKvReuse',
   'routerQueueThreshold',
@@ -177,6 +187,10 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
       'unset without KV events (useKvEvents: false predicts every decision already, for routerTtlSecs)',
       predicted,
     );
+  const trackActiveBlocks = flag(o.routerTrackActiveBlocks, 'routerTrackActiveBlocks', true);
+  const trackOutputBlocks = flag(o.routerTrackOutputBlocks, 'routerTrackOutputBlocks', false);
+  if (trackOutputBlocks && !trackActiveBlocks)
+    bad('routerTrackOutputBlocks', 'false when routerTrackActiveBlocks is false (output blocks are decode load)', trackOutputBlocks);
   const replicas = o.replicas === undefined ? undefined : resolveReplicaOptions(o.replicas);
   const seed = o.seed ?? (replicas ? Math.floor(Math.random() * 2 ** 32) : 0);
   if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) bad('seed', 'a safe integer', seed);
@@ -193,7 +207,8 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
     useKvEvents,
     routerTtlSecs,
     predictedTtlSecs: useKvEvents ? (predicted as number | null) : routerTtlSecs,
-    trackActiveBlocks: flag(o.routerTrackActiveBlocks, 'routerTrackActiveBlocks', true),
+    trackActiveBlocks,
+    trackOutputBlocks,
     trackPrefillTokens: flag(o.routerTrackPrefillTokens, 'routerTrackPrefillTokens', true),
     assumeKvReuse: flag(o.routerAssumeKvReuse, 'routerAssumeKvReuse', true),
     queueThreshold: (threshold as number | null | undefined) ?? null,

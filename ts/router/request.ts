@@ -9,6 +9,7 @@ import { parseBlockHashOptions } from '../hashing.js';
 import { checkDpRank, checkWorkerId } from '../kv-index.js';
 import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
 import { prefillWeights } from './cost-weights.js';
+import type { OutputProgress } from './output-blocks.js';
 import type { PrefillWeights } from './select.js';
 import type { RouteDecision, RouteRequest } from './types.js';
 import { workerIdSet } from './workers.js';
@@ -114,4 +115,6 @@ export interface InFlight {
   handle: number;
   workerId: bigint;
   dpRank: number;
+  /** Its output progress, with `routerTrackOutputBlocks`. */
+  output?: OutputProgress;
 }

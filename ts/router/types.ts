@@ -69,7 +69,10 @@ export interface RouteRequest {
    * section), so that a multimodal prompt matches the blocks an engine cached for it.
    */
   mmHashes?: BlockHashOptions['mmHashes'];
-  /** Expected output length (validated; not part of the classic cost). */
+  /**
+   * Expected output length. With `routerTrackOutputBlocks`, the blocks this request alone holds
+   * weigh less as its reported output nears it; otherwise not part of the cost.
+   */
   maxOutputTokens?: number;
   /** Queue priority: higher waits less. Default 0. */
   priority?: number;
@@ -171,7 +174,9 @@ export interface RouterStats {
   unknownFree: number;
   /** `markPrefillCompleted` calls for unknown ids. */
   unknownPrefillCompleted: number;
-  /** `free`, `markPrefillCompleted` and `touch` calls after `close()` (no-ops). */
+  /** `markOutputTokens` calls for unknown ids. */
+  unknownOutputTokens: number;
+  /** `free`, `markPrefillCompleted`, `markOutputTokens` and `touch` calls after `close()` (no-ops). */
   callsAfterClose: number;
   /** Load of every rank with in-flight requests: this router's and, with replicas, its peers'. */
   load: RankLoad[];

@@ -5,6 +5,14 @@
 //! (`prefill_completed`), and its prompt blocks as *decode* load until it ends (`free`). Blocks are
 //! identified by sequence hash and reference-counted per rank, so in-flight requests that share
 //! a prefix count its blocks once, as the engine's prefix cache does.
+//!
+//! Output blocks (Dynamo's `router_track_output_blocks`): as a request generates, the router adds
+//! a block of its own each time its sequence crosses a block boundary, and may decay the blocks
+//! held by that request alone by the fraction of its expected output still to come, so a request
+//! about to finish weighs less than one that has just begun. A rank's active blocks are then the
+//! sum of each block's weight (1, or its fraction), rounded, as Dynamo rounds them. A block that
+//! another request books stops being decayed: it is no longer the first request's alone (Dynamo
+//! keeps the old fraction until a later update).
 
 use crate::index::Rank;
 use crate::KvError;
@@ -19,16 +27,65 @@ struct RankLoad {
     prefill_tokens: u64,
     /// Sequence hash → number of in-flight requests holding that block.
     blocks: FxHashMap<u64, u32>,
+    /// Blocks held by one request whose weight that request decayed below 1.
+    fractions: FxHashMap<u64, f64>,
+    /// What `fractions` take off `blocks.len()`: the sum of `1 - fraction` (kept, not summed per
+    /// query; exactly 0 whenever `fractions` is empty).
+    decayed: f64,
     requests: u32,
+}
+
+impl RankLoad {
+    /// Active blocks: each block's weight, summed and rounded.
+    fn active_blocks(&self) -> u64 {
+        (self.blocks.len() as f64 - self.decayed).round().max(0.0) as u64
+    }
+
+    /// Sets `hash`'s weight to `fraction` (1 removes the decay).
+    fn set_fraction(&mut self, hash: u64, fraction: f64) {
+        let old = if fraction < 1.0 { self.fractions.insert(hash, fraction) } else { self.fractions.remove(&hash) };
+        self.decayed += (1.0 - fraction.min(1.0)) - old.map_or(0.0, |f| 1.0 - f);
+        if self.fractions.is_empty() {
+            self.decayed = 0.0;
+        }
+    }
+
+    /// One more request holds `hash`.
+    fn hold(&mut self, hash: u64) {
+        let count = self.blocks.entry(hash).or_insert(0);
+        *count += 1;
+        if *count == 2 && self.fractions.contains_key(&hash) {
+            self.set_fraction(hash, 1.0);
+        }
+    }
+
+    /// One request fewer holds `hash`.
+    fn release(&mut self, hash: u64) {
+        if let Some(count) = self.blocks.get_mut(&hash) {
+            *count -= 1;
+            if *count == 0 {
+                self.blocks.remove(&hash);
+                self.set_fraction(hash, 1.0);
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
 struct Booking {
     rank: Rank,
     blocks: Vec<u64>,
+    /// Output blocks added since booking (identities no other request has).
+    outputs: Vec<u64>,
     /// Prefill tokens still counted (0 once the first token was seen).
     prefill_tokens: u64,
     booked_at_ms: f64,
+}
+
+/// The identity of a request's `index`-th output block: matches no prompt block (a sequence hash
+/// chained from the request's handle with a salt of its own) and no other request's.
+fn output_block_id(id: RequestHandle, index: u64) -> u64 {
+    crate::hashing::next_sequence_hash(id, index ^ 0x6f75_7470_7574_2121)
 }
 
 /// One rank's load figures for a prospective request.
@@ -58,7 +115,7 @@ impl ActiveLoad {
             None => LoadFigures { new_blocks: blocks.len() as u64, ..LoadFigures::default() },
             Some(load) => LoadFigures {
                 active_prefill_tokens: load.prefill_tokens,
-                active_blocks: load.blocks.len() as u64,
+                active_blocks: load.active_blocks(),
                 new_blocks: blocks.iter().filter(|h| !load.blocks.contains_key(h)).count() as u64,
                 requests: load.requests,
             },
@@ -82,9 +139,9 @@ impl ActiveLoad {
         load.prefill_tokens += prefill_tokens;
         load.requests += 1;
         for &h in &blocks {
-            *load.blocks.entry(h).or_insert(0) += 1;
+            load.hold(h);
         }
-        self.bookings.insert(id, Booking { rank, blocks, prefill_tokens, booked_at_ms: now_ms });
+        self.bookings.insert(id, Booking { rank, blocks, outputs: Vec::new(), prefill_tokens, booked_at_ms: now_ms });
         self.order.push_back((now_ms, id));
         Ok(())
     }
@@ -104,6 +161,40 @@ impl ActiveLoad {
             load.prefill_tokens -= tokens;
         }
         true
+    }
+
+    /// The request's generation crossed `count` more block boundaries: that many blocks of its
+    /// own join its decode load. With `decay`, every block held by this request alone then
+    /// weighs `decay` (in 0..=1: the share of its expected output still to come). `false` for an
+    /// unknown id.
+    ///
+    /// # Errors
+    /// `InvalidArg` for a decay outside 0..=1 (NaN included), before anything changes.
+    pub fn add_output_blocks(&mut self, id: RequestHandle, count: u32, decay: Option<f64>) -> Result<bool, KvError> {
+        if let Some(d) = decay {
+            if !(0.0..=1.0).contains(&d) {
+                return Err(KvError::invalid_arg(format!("an output block decay must be in [0, 1], got {d}")));
+            }
+        }
+        let Some(booking) = self.bookings.get_mut(&id) else {
+            return Ok(false);
+        };
+        let Some(load) = self.ranks.get_mut(&booking.rank) else {
+            return Ok(true);
+        };
+        for _ in 0..count {
+            let hash = output_block_id(id, booking.outputs.len() as u64);
+            booking.outputs.push(hash);
+            load.hold(hash);
+        }
+        if let Some(decay) = decay {
+            for &h in booking.blocks.iter().chain(&booking.outputs) {
+                if load.blocks.get(&h) == Some(&1) {
+                    load.set_fraction(h, decay);
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// Renews the request's lease: expiry counts from `now_ms` now (a long generation that is still
@@ -126,13 +217,8 @@ impl ActiveLoad {
         if let Some(load) = self.ranks.get_mut(&booking.rank) {
             load.prefill_tokens -= booking.prefill_tokens;
             load.requests -= 1;
-            for h in booking.blocks {
-                if let Some(count) = load.blocks.get_mut(&h) {
-                    *count -= 1;
-                    if *count == 0 {
-                        load.blocks.remove(&h);
-                    }
-                }
+            for h in booking.blocks.into_iter().chain(booking.outputs) {
+                load.release(h);
             }
             if load.requests == 0 {
                 self.ranks.remove(&booking.rank);
@@ -186,7 +272,7 @@ impl ActiveLoad {
                     *rank,
                     LoadFigures {
                         active_prefill_tokens: l.prefill_tokens,
-                        active_blocks: l.blocks.len() as u64,
+                        active_blocks: l.active_blocks(),
                         new_blocks: 0,
                         requests: l.requests,
                     },

@@ -155,6 +155,19 @@ impl RouterCore {
         self.load.free(handle)
     }
 
+    /// Adds output blocks to a booked request (see [`ActiveLoad::add_output_blocks`]).
+    ///
+    /// # Errors
+    /// `InvalidArg` for a decay outside 0..=1.
+    pub fn add_output_blocks(
+        &mut self,
+        handle: RequestHandle,
+        count: u32,
+        decay: Option<f64>,
+    ) -> Result<bool, KvError> {
+        self.load.add_output_blocks(handle, count, decay)
+    }
+
     /// Renews a request's expiry lease (see [`crate::load::ActiveLoad::touch`]).
     pub fn touch(&mut self, handle: RequestHandle, now_ms: f64) -> bool {
         self.load.touch(handle, now_ms)

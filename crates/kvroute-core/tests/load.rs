@@ -157,3 +157,35 @@ fn a_refused_booking_records_no_prediction() {
     assert!(core.free(7));
     core.book(&index, 7, rank(2, 0), 0, true, 0.0, None).unwrap();
 }
+
+#[test]
+fn output_blocks_join_the_decode_load_and_decay_only_where_the_request_holds_alone() {
+    let mut load = ActiveLoad::default();
+    load.book(1, rank(0, 0), vec![10, 11, 12], 0, 0.0).unwrap();
+    load.book(2, rank(0, 0), vec![10, 11, 13], 0, 0.0).unwrap();
+    assert_eq!(figures(&load, 0, &[]).active_blocks, 4);
+    assert!(load.add_output_blocks(1, 2, None).unwrap());
+    assert_eq!(figures(&load, 0, &[]).active_blocks, 6, "two blocks of request 1's own");
+    assert_eq!(load.blocks_of(1), &[10, 11, 12], "a peer is told the prompt blocks only");
+    // Decay 0.25: request 1 alone holds 12 and its two output blocks (3 × 0.25); 10 and 11 are
+    // shared and 13 is request 2's, so 3 + 0.75 = 3.75, rounded.
+    assert!(load.add_output_blocks(1, 0, Some(0.25)).unwrap());
+    assert_eq!(figures(&load, 0, &[]).active_blocks, 4);
+    assert_eq!(load.snapshot()[0].1.active_blocks, 4);
+    // Another request booking block 12 makes it shared again: it counts whole.
+    load.book(3, rank(0, 0), vec![12], 0, 0.0).unwrap();
+    assert_eq!(figures(&load, 0, &[]).active_blocks, 5, "10, 11, 13, 12 whole; two outputs at 0.25");
+    assert!(load.add_output_blocks(1, 0, Some(0.0)).unwrap());
+    assert_eq!(figures(&load, 0, &[]).active_blocks, 4, "the outputs weigh nothing at the expected end");
+    assert!(!load.add_output_blocks(9, 1, None).unwrap(), "unknown handles are reported");
+    for bad in [-0.1, 1.5, f64::NAN] {
+        assert!(load.add_output_blocks(1, 5, Some(bad)).is_err(), "decay {bad} is refused");
+    }
+    assert_eq!(figures(&load, 0, &[]).active_blocks, 4, "a refused call changed nothing");
+    for id in [1, 2, 3] {
+        assert!(load.free(id));
+    }
+    assert!(load.snapshot().is_empty(), "output blocks and their fractions go with their request");
+    load.book(4, rank(0, 0), vec![12], 0, 0.0).unwrap();
+    assert_eq!(figures(&load, 0, &[]).active_blocks, 1, "a freed block's fraction does not come back");
+}

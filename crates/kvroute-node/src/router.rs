@@ -177,6 +177,13 @@ impl NativeRouterCore {
         guard(|| Ok(self.core.free(handle_arg(handle)?)))
     }
 
+    /// Adds `count` output blocks to a booked request, then decays its own blocks to `decay`
+    /// when given (see kvroute-core's `ActiveLoad::add_output_blocks`); false when unknown.
+    #[napi(js_name = "addOutputBlocks")]
+    pub fn add_output_blocks(&mut self, handle: f64, count: u32, decay: Option<f64>) -> Result<bool, &'static str> {
+        guard(|| self.core.add_output_blocks(handle_arg(handle)?, count, decay).map_err(to_node_error))
+    }
+
     #[napi]
     pub fn touch(&mut self, handle: f64, now_ms: f64) -> Result<bool, &'static str> {
         guard(|| Ok(self.core.touch(handle_arg(handle)?, now_ms)))
