@@ -40,6 +40,11 @@ export interface ReadRequest {
   cacheSalt: string | undefined;
   /** vLLM's `priority` (lower is served earlier), when an integer; the worker checks it otherwise. */
   priority: number | undefined;
+  /**
+   * The output length asked for (`max_tokens`; a chat's `max_completion_tokens` first; the
+   * Responses API's `max_output_tokens`), when a positive integer: the router's expected output.
+   */
+  maxOutputTokens: number | undefined;
   /** vLLM's `truncate_prompt_tokens`: the engine caches the cut prompt, so routing must use it too. */
   truncation: Truncation | undefined;
   /**
@@ -99,12 +104,18 @@ function readResponsesRequest(b: Record<string, unknown>): ReadRequest {
     model: typeof b.model === 'string' ? b.model : undefined,
     cacheSalt,
     priority: Number.isSafeInteger(b.priority) ? (b.priority as number) : undefined,
+    maxOutputTokens: positiveInteger(b.max_output_tokens),
     truncation: undefined,
     choicesPerPrompt: 1,
     // A response the worker will not keep has no worker to remember.
     ...(b.store === false ? {} : { responseId }),
     ...(previous === undefined ? {} : { previousResponseId: previous }),
   };
+}
+
+/** `v` when it is a positive safe integer (the worker checks the field otherwise). */
+function positiveInteger(v: unknown): number | undefined {
+  return Number.isSafeInteger(v) && (v as number) > 0 ? (v as number) : undefined;
 }
 
 export function readRequest(body: unknown, kind: RequestKind): ReadRequest {
@@ -151,6 +162,7 @@ export function readRequest(body: unknown, kind: RequestKind): ReadRequest {
     model: typeof b.model === 'string' ? b.model : undefined,
     cacheSalt,
     priority: Number.isSafeInteger(b.priority) ? (b.priority as number) : undefined,
+    maxOutputTokens: positiveInteger(chat ? (b.max_completion_tokens ?? b.max_tokens) : b.max_tokens),
     truncation: readTruncation(b),
     choicesPerPrompt: Number.isSafeInteger(b.n) && (b.n as number) > 0 ? (b.n as number) : 1,
   };

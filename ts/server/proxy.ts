@@ -238,7 +238,7 @@ async function routeOnce(
   ctx: ProxyContext,
   tokens: number[],
   allowed: readonly bigint[],
-  fields: Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority'>,
+  fields: Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority' | 'maxOutputTokens'>,
   queueKey: string,
   signal: AbortSignal,
   outcome: Outcome,
@@ -334,7 +334,11 @@ export async function connect(
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
   if (only !== undefined) scope.workers = new Set([only]);
   // The router's queue serves higher priorities first; vLLM's `priority` is the other way round.
-  const fields = { ...scope.hash, ...(read.priority === undefined ? {} : { priority: -read.priority }) };
+  const fields = {
+    ...scope.hash,
+    ...(read.priority === undefined ? {} : { priority: -read.priority }),
+    ...(read.maxOutputTokens === undefined ? {} : { maxOutputTokens: read.maxOutputTokens }),
+  };
   const queueKey = scope.workers ? (read.model ?? '') : '';
   let lastFailure = '';
   for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
@@ -418,11 +422,14 @@ export function firstToken(ctx: ProxyContext, outcome: Outcome, started: number)
 
 /**
  * What the gateway measures of a stream, event by event: the first token (the TTFT, and the
- * prefill's end for the router), the gaps between tokens, the engine's `cached_tokens`.
- * Returns the event's facts.
+ * prefill's end for the router), the gaps between tokens, the engine's `cached_tokens`, and,
+ * when the router tracks output blocks, the output so far (the chunk's running usage when the
+ * engine sends one, else one token per event that carries any). Returns the event's facts.
  */
 export function eventWatcher(ctx: ProxyContext, outcome: Outcome, started: number): (event: string) => EventFacts {
   let lastToken = 0;
+  const tracksOutput = ctx.opts.router.routerTrackOutputBlocks === true;
+  let generated = 0;
   return (event) => {
     const facts = inspectEvent(event);
     if (facts.token) {
@@ -430,6 +437,10 @@ export function eventWatcher(ctx: ProxyContext, outcome: Outcome, started: numbe
       if (outcome.ttftMs === undefined) firstToken(ctx, outcome, started);
       else ctx.metrics.itl.observe((now - lastToken) / 1000);
       lastToken = now;
+      if (tracksOutput) {
+        generated = facts.completionTokens ?? generated + 1;
+        ctx.router.markOutputTokens(outcome.id, generated);
+      }
     }
     if (facts.cachedTokens !== undefined) reported(ctx, outcome, facts.cachedTokens);
     return facts;

@@ -47,13 +47,23 @@ export interface EventFacts {
   cachedTokens: number | undefined;
   /** `usage.prompt_tokens` when present. */
   promptTokens: number | undefined;
+  /** `usage.completion_tokens` (`output_tokens`) when present: with vLLM's `continuous_usage_stats`, every chunk's running total. */
+  completionTokens: number | undefined;
   /** The `[DONE]` sentinel. */
   done: boolean;
   /** An error object sent in the stream. */
   error: boolean;
 }
 
-const NONE: EventFacts = { token: false, usageOnly: false, cachedTokens: undefined, promptTokens: undefined, done: false, error: false };
+const NONE: EventFacts = {
+  token: false,
+  usageOnly: false,
+  cachedTokens: undefined,
+  promptTokens: undefined,
+  completionTokens: undefined,
+  done: false,
+  error: false,
+};
 
 /** Reads an event's `data:` lines (joined) as OpenAI's chunk JSON. */
 export function inspectEvent(event: string): EventFacts {
@@ -118,16 +128,20 @@ function responsesEventFacts(event: ResponsesEvent): EventFacts {
 interface Usage {
   prompt_tokens?: unknown;
   prompt_tokens_details?: { cached_tokens?: unknown } | null;
+  completion_tokens?: unknown;
   input_tokens?: unknown;
   input_tokens_details?: { cached_tokens?: unknown } | null;
+  output_tokens?: unknown;
 }
 
-/** `cached_tokens` and the prompt's tokens of a usage object (either API's), when they are numbers. */
-export function usageFacts(usage: Usage | undefined | null): Pick<EventFacts, 'cachedTokens' | 'promptTokens'> {
+/** `cached_tokens` and the prompt's and output's tokens of a usage object (either API's), when they are numbers. */
+export function usageFacts(usage: Usage | undefined | null): Pick<EventFacts, 'cachedTokens' | 'promptTokens' | 'completionTokens'> {
   const cached = usage?.prompt_tokens_details?.cached_tokens ?? usage?.input_tokens_details?.cached_tokens;
   const prompt = usage?.prompt_tokens ?? usage?.input_tokens;
+  const completion = usage?.completion_tokens ?? usage?.output_tokens;
   return {
     cachedTokens: typeof cached === 'number' ? cached : undefined,
     promptTokens: typeof prompt === 'number' ? prompt : undefined,
+    completionTokens: typeof completion === 'number' ? completion : undefined,
   };
 }
