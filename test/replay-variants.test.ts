@@ -61,6 +61,10 @@ describe.each(BACKENDS)('replay variants on the %s backend', (backend) => {
       [[{ name: 'a', routerConfig: { overlapScoreCredit: -1 } }], /^policies\[0\]\.routerConfig\.overlapScoreCredit must be/],
       [['kv', { name: 'b', routerConfig: { blockSize: 8 } }], /^policies\[1\]\.routerConfig\.blockSize is set by the replay/],
       [[{ name: 'c', routerConfig: { bogus: 1 } }], /policies\[0\]\.routerConfig has an unknown option "bogus"/],
+      [
+        [{ name: 'o', routerConfig: { routerTrackOutputBlocks: true } }],
+        /policies\[0\]\.routerConfig\.routerTrackOutputBlocks is not modelled/,
+      ],
       [[{ name: 'd', routerConfig: 'x' }], /policies\[0\]\.routerConfig must be an object/],
       [[{ name: 'e', selector: 3 }], /policies\[0\]\.selector must be a function/],
       [[{ name: 'f' }], /unknown policy/],

@@ -125,6 +125,13 @@ function checkRouterConfig(value: unknown, name: string, under: Partial<KvRouter
     if (key in SET_BY_REPLAY)
       throw new KvRouteError('ERR_INVALID_ARG', `${name}.${key} is set by the replay: use ${SET_BY_REPLAY[key]} instead`);
   }
+  // The simulated engines report first tokens and completions, not each token: refused rather
+  // than accepted and never fed.
+  if ((value as Partial<KvRouterOptions>).routerTrackOutputBlocks === true)
+    throw new KvRouteError(
+      'ERR_INVALID_ARG',
+      `${name}.routerTrackOutputBlocks is not modelled by the replay (it reports no output progress)`,
+    );
   try {
     new KvRouter({ ...under, ...(value as Partial<KvRouterOptions>), blockSize: 16, backend: 'js' }).close();
   } catch (err) {
