@@ -124,7 +124,7 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
       for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, l.activePrefillTokens);
     },
   );
-  gauge('kvroute_router_active_blocks', 'Distinct KV blocks of in-flight requests, per rank.', ['worker', 'dp_rank'], (g, s) => {
+  gauge('kvroute_router_active_blocks', 'Distinct KV blocks of in-flight requests (output blocks weighted as tracked), per rank.', ['worker', 'dp_rank'], (g, s) => {
     for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, l.activeBlocks);
   });
   const routerCounts: [string, keyof RouterStats, string][] = [
@@ -134,6 +134,7 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
     ['kvroute_router_expired_total', 'expired', 'In-flight requests freed by expiry.'],
     ['kvroute_router_dropped_with_worker_total', 'droppedWithWorker', 'In-flight requests dropped with their worker.'],
     ['kvroute_router_unknown_free_total', 'unknownFree', 'free() calls for unknown request ids.'],
+    ['kvroute_router_unknown_output_tokens_total', 'unknownOutputTokens', 'markOutputTokens() calls for unknown request ids.'],
   ];
   for (const [name, key, help] of routerCounts) counter(name, help, [], (set, s) => set({}, s.router[key] as number));
 
