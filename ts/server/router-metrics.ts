@@ -124,9 +124,14 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
       for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, l.activePrefillTokens);
     },
   );
-  gauge('kvroute_router_active_blocks', 'Distinct KV blocks of in-flight requests (output blocks weighted as tracked), per rank.', ['worker', 'dp_rank'], (g, s) => {
-    for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, l.activeBlocks);
-  });
+  gauge(
+    'kvroute_router_active_blocks',
+    'KV blocks of in-flight requests (output blocks weighted), per rank.',
+    ['worker', 'dp_rank'],
+    (g, s) => {
+      for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, l.activeBlocks);
+    },
+  );
   const routerCounts: [string, keyof RouterStats, string][] = [
     ['kvroute_router_routed_total', 'routed', 'Requests routed.'],
     ['kvroute_router_queued_total', 'queuedTotal', 'Requests that had to wait in the queue.'],
