@@ -412,15 +412,8 @@ export class KvRouter {
    */
   markPrefillCompleted(requestId: string): void {
     checkRequestId(requestId);
-    if (this.closed) {
-      this.counts.callsAfterClose++;
-      return;
-    }
-    const entry = this.inFlight.get(requestId);
-    if (!entry) {
-      this.counts.unknownPrefillCompleted++;
-      return;
-    }
+    const entry = this.lifecycleEntry(requestId, 'unknownPrefillCompleted');
+    if (!entry) return;
     this.core.prefillCompleted(entry.handle);
     this.replicas?.prefilled(entry.handle);
     this.core.touch(entry.handle, this.clock());
@@ -459,15 +452,8 @@ export class KvRouter {
     checkRequestId(requestId);
     if (typeof generatedTokens !== 'number' || !Number.isSafeInteger(generatedTokens) || generatedTokens < 0)
       throw new KvRouteError('ERR_INVALID_ARG', `generatedTokens must be a non-negative safe integer, got ${describe(generatedTokens)}`);
-    if (this.closed) {
-      this.counts.callsAfterClose++;
-      return;
-    }
-    const entry = this.inFlight.get(requestId);
-    if (!entry) {
-      this.counts.unknownOutputTokens++;
-      return;
-    }
+    const entry = this.lifecycleEntry(requestId, 'unknownOutputTokens');
+    if (!entry) return;
     this.core.touch(entry.handle, this.clock());
     const step = entry.output && outputStep(entry.output, generatedTokens, this.opts.blockSize);
     if (step) this.core.addOutputBlocks(entry.handle, step.add, step.decay);
@@ -496,6 +482,20 @@ export class KvRouter {
     this.expire();
     // Only a request in flight held load: cancelling a waiting one, or an unknown id, frees none.
     if (entry) this.drain(entry.workerId);
+  }
+
+  /**
+   * The in-flight request a lifecycle call is about; `undefined` once the call is counted as a
+   * no-op: after `close()` in `callsAfterClose`, for an unknown id in `unknown`.
+   */
+  private lifecycleEntry(requestId: string, unknown: 'unknownPrefillCompleted' | 'unknownOutputTokens'): InFlight | undefined {
+    if (this.closed) {
+      this.counts.callsAfterClose++;
+      return undefined;
+    }
+    const entry = this.inFlight.get(requestId);
+    if (!entry) this.counts[unknown]++;
+    return entry;
   }
 
   /** A booking ended in the core; false when it was a peer's. */

@@ -11,7 +11,7 @@ import { KvRouteError } from '../errors.js';
 import type { IndexStats } from '../kv-index.js';
 import type { ReplicaStats } from '../replicas/sync.js';
 import { KvRouter } from '../router/kv-router.js';
-import type { RouterStats } from '../router/types.js';
+import type { RankLoad, RouterStats } from '../router/types.js';
 
 interface Snapshot {
   router: RouterStats;
@@ -113,25 +113,18 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
   });
   gauge('kvroute_router_ranks', 'Registered (worker, dp rank) candidates.', [], (g, s) => g.set(s.router.ranks));
   gauge('kvroute_router_queued_requests', "Requests waiting in the router's queue.", [], (g, s) => g.set(s.router.queued));
-  gauge('kvroute_router_in_flight_requests', 'Requests booked and not freed, per rank.', ['worker', 'dp_rank'], (g, s) => {
-    for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, l.requests);
-  });
-  gauge(
+  /** A gauge of one figure of every rank with in-flight requests. */
+  const perRank = (name: string, help: string, figure: (l: RankLoad) => number) =>
+    gauge(name, help, ['worker', 'dp_rank'], (g, s) => {
+      for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, figure(l));
+    });
+  perRank('kvroute_router_in_flight_requests', 'Requests booked and not freed, per rank.', (l) => l.requests);
+  perRank(
     'kvroute_router_active_prefill_tokens',
     'Prompt tokens of in-flight requests without a first token, per rank.',
-    ['worker', 'dp_rank'],
-    (g, s) => {
-      for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, l.activePrefillTokens);
-    },
+    (l) => l.activePrefillTokens,
   );
-  gauge(
-    'kvroute_router_active_blocks',
-    'KV blocks of in-flight requests (output blocks weighted), per rank.',
-    ['worker', 'dp_rank'],
-    (g, s) => {
-      for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, l.activeBlocks);
-    },
-  );
+  perRank('kvroute_router_active_blocks', 'KV blocks of in-flight requests (output blocks weighted), per rank.', (l) => l.activeBlocks);
   const routerCounts: [string, keyof RouterStats, string][] = [
     ['kvroute_router_routed_total', 'routed', 'Requests routed.'],
     ['kvroute_router_queued_total', 'queuedTotal', 'Requests that had to wait in the queue.'],
