@@ -337,7 +337,11 @@ export async function connect(
   const fields = {
     ...scope.hash,
     ...(read.priority === undefined ? {} : { priority: -read.priority }),
-    ...(read.maxOutputTokens === undefined ? {} : { maxOutputTokens: read.maxOutputTokens }),
+    // `n` samples generate up to n × max_tokens in all, and the stream's tokens are counted over
+    // all of them (see `eventWatcher`).
+    ...(read.maxOutputTokens === undefined
+      ? {}
+      : { maxOutputTokens: Math.min(read.maxOutputTokens * read.choicesPerPrompt, Number.MAX_SAFE_INTEGER) }),
   };
   const queueKey = scope.workers ? (read.model ?? '') : '';
   let lastFailure = '';
