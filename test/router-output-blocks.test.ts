@@ -6,7 +6,7 @@
  * comparison with a deliberately simple model that recounts every rank from scratch.
  */
 import { describe, expect, test } from 'vitest';
-import type { KvRouter } from '../ts/index.js';
+import { type KvRouter, MAX_TOKENS_PER_REQUEST } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { expectKvError } from './helpers/errors.js';
 import { Rng } from './helpers/random.js';
@@ -88,10 +88,12 @@ describe.each(BACKENDS)('output-block tracking (%s)', (backend) => {
     const r = make({ routerTrackOutputBlocks: true });
     r.addWorker(1);
     await r.route({ requestId: 'a', tokens: tokens(0, 8), maxOutputTokens: 8 });
-    for (const bad of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '3', 2 ** 53])
+    for (const bad of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '3', 2 ** 53, MAX_TOKENS_PER_REQUEST + 1])
       expectKvError(() => r.markOutputTokens('a', bad as number), 'ERR_INVALID_ARG', /generatedTokens/);
     expectKvError(() => r.markOutputTokens(7 as never, 1), 'ERR_INVALID_ARG', /requestId/);
     expect(activeBlocks(r)).toEqual({ 1: 2 });
+    r.markOutputTokens('a', 100_000);
+    expect(activeBlocks(r), "a long output past the request's expected one weighs nothing").toEqual({ 1: 0 });
     r.markOutputTokens('nobody', 5);
     expect(r.stats().unknownOutputTokens).toBe(1);
     r.close();

@@ -17,7 +17,7 @@ import { SeededRandom } from '../random.js';
 import { describe } from '../validate.js';
 import { Admission } from './admission.js';
 import { type KvRouterOptions, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
-import { outputStep } from './output-blocks.js';
+import { checkGeneratedTokens, outputStep } from './output-blocks.js';
 import { ReplicaLink } from './replica-link.js';
 import { checkRequestId, type InFlight, type Prepared, prepareRequest } from './request.js';
 import { type CandidateScore, chooseCandidate, costsFromFigures } from './select.js';
@@ -446,12 +446,11 @@ export class KvRouter {
    * `maxOutputTokens` then weighs the blocks it alone holds by the share of that output still to
    * come. A total below an earlier one changes nothing. Unknown ids are counted
    * (`unknownOutputTokens`); after `close()` the call is a counted no-op.
-   * @throws {KvRouteError} `ERR_INVALID_ARG` for a non-string id or a count that is not a non-negative safe integer.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a non-string id or a count that is not an integer in [0, `MAX_TOKENS_PER_REQUEST`].
    */
   markOutputTokens(requestId: string, generatedTokens: number): void {
     checkRequestId(requestId);
-    if (typeof generatedTokens !== 'number' || !Number.isSafeInteger(generatedTokens) || generatedTokens < 0)
-      throw new KvRouteError('ERR_INVALID_ARG', `generatedTokens must be a non-negative safe integer, got ${describe(generatedTokens)}`);
+    checkGeneratedTokens(generatedTokens);
     const entry = this.lifecycleEntry(requestId, 'unknownOutputTokens');
     if (!entry) return;
     this.core.touch(entry.handle, this.clock());

@@ -9,6 +9,19 @@
  * @module
  */
 
+import { KvRouteError } from '../errors.js';
+import { MAX_TOKENS_PER_REQUEST } from '../limits.js';
+import { describe } from '../validate.js';
+
+/** Refuses a reported output that is not an integer in [0, `MAX_TOKENS_PER_REQUEST`]. */
+export function checkGeneratedTokens(generatedTokens: unknown): void {
+  if (!Number.isInteger(generatedTokens) || (generatedTokens as number) < 0 || (generatedTokens as number) > MAX_TOKENS_PER_REQUEST)
+    throw new KvRouteError(
+      'ERR_INVALID_ARG',
+      `generatedTokens must be an integer in [0, ${MAX_TOKENS_PER_REQUEST}], got ${describe(generatedTokens)}`,
+    );
+}
+
 /** A routed request's output progress, kept from its routing to its `free`. */
 export interface OutputProgress {
   /** Its prompt's tokens (ISL). */

@@ -13,6 +13,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
+import { MAX_TOKENS_PER_REQUEST } from '../limits.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { RouteDecision, RouteRequest } from '../router/types.js';
 import { proxyBatch } from './batch.js';
@@ -442,7 +443,10 @@ export function eventWatcher(ctx: ProxyContext, outcome: Outcome, started: numbe
       else ctx.metrics.itl.observe((now - lastToken) / 1000);
       lastToken = now;
       if (tracksOutput) {
-        generated = facts.completionTokens ?? generated + 1;
+        // An engine's running total when it is a plausible one; a count of our own otherwise.
+        const total = facts.completionTokens;
+        const valid = total !== undefined && Number.isInteger(total) && total >= generated && total <= MAX_TOKENS_PER_REQUEST;
+        generated = valid ? total : Math.min(generated + 1, MAX_TOKENS_PER_REQUEST);
         ctx.router.markOutputTokens(outcome.id, generated);
       }
     }

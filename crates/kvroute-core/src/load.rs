@@ -82,6 +82,10 @@ struct Booking {
     booked_at_ms: f64,
 }
 
+/// Output blocks one request may hold: a 16 Mi-token output even at block size 1 (the
+/// TypeScript layer also bounds the tokens reported), so a corrupt count cannot exhaust memory.
+pub const MAX_OUTPUT_BLOCKS: usize = 1 << 24;
+
 /// The identity of a request's `index`-th output block: matches no prompt block (a sequence hash
 /// chained from the request's handle with a salt of its own) and no other request's.
 fn output_block_id(id: RequestHandle, index: u64) -> u64 {
@@ -169,7 +173,8 @@ impl ActiveLoad {
     /// unknown id.
     ///
     /// # Errors
-    /// `InvalidArg` for a decay outside 0..=1 (NaN included), before anything changes.
+    /// `InvalidArg` for a decay outside 0..=1 (NaN included) or more than [`MAX_OUTPUT_BLOCKS`]
+    /// in all, before anything changes.
     pub fn add_output_blocks(&mut self, id: RequestHandle, count: u32, decay: Option<f64>) -> Result<bool, KvError> {
         if let Some(d) = decay {
             if !(0.0..=1.0).contains(&d) {
@@ -179,6 +184,12 @@ impl ActiveLoad {
         let Some(booking) = self.bookings.get_mut(&id) else {
             return Ok(false);
         };
+        if booking.outputs.len() + count as usize > MAX_OUTPUT_BLOCKS {
+            return Err(KvError::invalid_arg(format!(
+                "a request holds at most {MAX_OUTPUT_BLOCKS} output blocks; {} more were asked for",
+                count
+            )));
+        }
         let Some(load) = self.ranks.get_mut(&booking.rank) else {
             return Ok(true);
         };

@@ -181,6 +181,7 @@ fn output_blocks_join_the_decode_load_and_decay_only_where_the_request_holds_alo
     for bad in [-0.1, 1.5, f64::NAN] {
         assert!(load.add_output_blocks(1, 5, Some(bad)).is_err(), "decay {bad} is refused");
     }
+    assert!(load.add_output_blocks(1, u32::MAX, None).is_err(), "a count past the bound is refused");
     assert_eq!(figures(&load, 0, &[]).active_blocks, 4, "a refused call changed nothing");
     for id in [1, 2, 3] {
         assert!(load.free(id));
