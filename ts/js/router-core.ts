@@ -12,6 +12,9 @@ import type { JsIndex } from './index/js-index.js';
 
 type BlockId = bigint | string;
 
+/** As kvroute-core's `MAX_OUTPUT_BLOCKS`: output blocks one request may hold. */
+const MAX_OUTPUT_BLOCKS = 1 << 24;
+
 /** As kvroute-core's `MAX_REMOTE_UNSHARED_BLOCKS`: a corrupt peer message cannot allocate gigabytes. */
 const MAX_REMOTE_UNSHARED_BLOCKS = 1 << 20;
 
@@ -211,6 +214,8 @@ export class JsRouterCore implements RouterCoreBackend {
       throw new KvRouteError('ERR_INVALID_ARG', `an output block decay must be in [0, 1], got ${decay}`);
     const b = this.bookings.get(handle);
     if (!b) return false;
+    if (b.outputs.length + count > MAX_OUTPUT_BLOCKS)
+      throw new KvRouteError('ERR_INVALID_ARG', `a request holds at most ${MAX_OUTPUT_BLOCKS} output blocks; ${count} more were asked for`);
     const load = this.ranks.get(b.rankKey);
     if (!load) return true;
     for (let i = 0; i < count; i++) {
