@@ -224,7 +224,10 @@ export class JsRouterCore implements RouterCoreBackend {
       b.outputs.push(id);
       hold(load, id);
     }
-    if (decay !== undefined) for (const id of [...b.blocks, ...b.outputs]) if (load.blocks.get(id) === 1) setFraction(load, id, decay);
+    if (decay === undefined) return true;
+    // The prompt's blocks, then the outputs: the order load.rs weighs them in.
+    for (const id of b.blocks) if (load.blocks.get(id) === 1) setFraction(load, id, decay);
+    for (const id of b.outputs) if (load.blocks.get(id) === 1) setFraction(load, id, decay);
     return true;
   }
 

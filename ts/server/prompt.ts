@@ -164,7 +164,7 @@ export function readRequest(body: unknown, kind: RequestKind): ReadRequest {
     priority: Number.isSafeInteger(b.priority) ? (b.priority as number) : undefined,
     maxOutputTokens: positiveInteger(chat ? (b.max_completion_tokens ?? b.max_tokens) : b.max_tokens),
     truncation: readTruncation(b),
-    choicesPerPrompt: Number.isSafeInteger(b.n) && (b.n as number) > 0 ? (b.n as number) : 1,
+    choicesPerPrompt: positiveInteger(b.n) ?? 1,
   };
 }
 
