@@ -302,10 +302,10 @@ describe.each(BACKENDS)('KvIndex behaviours on the %s backend', (backend) => {
     expect(scores(restored, q(1, 2, 3))).toEqual([[1, 0, 3]]);
   });
 
-  test('events of other storage tiers are counted and ignored', async () => {
+  test('events of other storage tiers go to the lower tiers, not the tree', async () => {
     const i = await index([stored(0, [1, 2], { tier: 'host_pinned' }), stored(0, [1], { tier: 'device' })]);
     expect(scores(i, q(1, 2))).toEqual([[0, 0, 1]]);
-    expect(i.stats().rejected.ignored_tier).toBe(1);
+    expect(i.stats().lowerTiers.host_pinned).toMatchObject({ blocks: 2, stored: 2 });
   });
 
   test('a linear sequence dumps as exactly one event; compact dumps list parents first', async () => {

@@ -53,6 +53,8 @@ export interface RawIndexStats {
   ignoredTier: number;
   duplicateStores: number;
   expiredBlocks: number;
+  /** Per lower tier (host pinned, disk, external): blocks, stored, removed, unanchored, conflicting, not found. */
+  lowerTiers: number[];
 }
 
 /** What a snapshot document held: its event count and each rank's engine seq. */
@@ -81,6 +83,8 @@ export interface IndexBackend {
   removeWorker(workerId: bigint, dpRank: number | undefined): void;
   recordRouting(workerId: bigint, dpRank: number, locals: BigUint64Array, nowMs: number, expiresAtMs: number): void;
   findMatches(locals: BigUint64Array, nowMs: number): RawScore[];
+  /** Per rank (`workers[i]`, `ranks[i]`): device overlap, then host, disk and external blocks past it; 4 numbers each into `out`. */
+  tieredMatches(locals: BigUint64Array, nowMs: number, workers: BigUint64Array, ranks: Uint32Array, out: Float64Array): void;
   flush(): Promise<void>;
   /** Waits for queued events without yielding (for restoring a dump synchronously). */
   flushSync(): void;
@@ -230,7 +234,7 @@ export interface RawDecodedBatch {
 }
 
 /** Figures per candidate in {@link RouterCoreBackend.score}'s output. */
-export const CANDIDATE_FIGURES = 6;
+export const CANDIDATE_FIGURES = 8;
 
 /** One in-flight rank's load, as reported in router stats. */
 export interface RawRankLoad {
@@ -245,8 +249,9 @@ export interface RawRankLoad {
  * Per-rank active load and per-request scoring (see kvroute-core's `routing.rs`). Request
  * handles are numbers assigned by the router. `score` writes, per candidate, CANDIDATE_FIGURES
  * numbers into `out`: overlap blocks, tree size, active prefill tokens, active blocks, the
- * request's blocks not already active there, and the rank's in-flight requests; it returns the
- * request's block count. A scored
+ * request's blocks not already active there, the rank's in-flight requests, and the blocks its
+ * host tier, then its disk and external tiers, add past the overlap; it returns the request's
+ * block count. A scored
  * request must be `book`ed or `discard`ed.
  */
 export interface RouterCoreBackend {

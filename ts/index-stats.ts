@@ -28,8 +28,27 @@ export interface RejectedCounts {
   parent_block_not_found: number;
   /** Stored events naming their own parent, repeating a name, or reusing a name for another block. */
   invalid_block: number;
-  /** Events of a storage tier other than `device`. */
-  ignored_tier: number;
+}
+
+/**
+ * One lower storage tier (host memory, disk or external): what it holds and what it did with
+ * its events. A lower tier keys a block by its position from the root, so a store must continue
+ * a chain the rank holds in a lower tier (or start at the root).
+ * @group Index
+ */
+export interface LowerTierStats {
+  /** Sum over ranks of the blocks each holds in the tier. */
+  blocks: number;
+  /** Blocks stored (a block the rank held already counts once). */
+  stored: number;
+  /** Blocks removed. */
+  removed: number;
+  /** Blocks of stores whose parent the rank holds in no lower tier (for example only on the device): not applied. */
+  unanchored: number;
+  /** Blocks of a store from the first whose name the rank already uses for another position: not applied. */
+  conflicting: number;
+  /** Removed hashes the rank did not hold in the tier. */
+  not_found: number;
 }
 
 /**
@@ -84,6 +103,8 @@ export interface IndexStats {
   duplicateStores: number;
   /** Predicted blocks removed because their TTL passed. */
   expiredBlocks: number;
+  /** The lower storage tiers, which routing credits at `hostCacheHitWeight` and `diskCacheHitWeight`. */
+  lowerTiers: { host_pinned: LowerTierStats; disk: LowerTierStats; external: LowerTierStats };
 }
 
 /** The public shape of a backend's counters. @internal */
@@ -101,10 +122,16 @@ export function toIndexStats(s: RawIndexStats, cacheOwnerEvents: number): IndexS
     rejected: {
       parent_block_not_found: s.parentBlockNotFound,
       invalid_block: s.invalidBlock,
-      ignored_tier: s.ignoredTier,
     },
     skipped: { block_not_found: s.blockNotFound, cache_owner: cacheOwnerEvents },
     duplicateStores: s.duplicateStores,
     expiredBlocks: s.expiredBlocks,
+    lowerTiers: { host_pinned: tierStats(s.lowerTiers, 0), disk: tierStats(s.lowerTiers, 1), external: tierStats(s.lowerTiers, 2) },
   };
+}
+
+/** Tier `t`'s six figures in the backends' order. */
+function tierStats(f: number[], t: number): LowerTierStats {
+  const k = 6 * t;
+  return { blocks: f[k], stored: f[k + 1], removed: f[k + 2], unanchored: f[k + 3], conflicting: f[k + 4], not_found: f[k + 5] };
 }

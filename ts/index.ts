@@ -66,9 +66,12 @@ export type {
   ApproximateOptions,
   IndexStats,
   KvIndexOptions,
+  LowerTierStats,
   OverlapScores,
+  RankRef,
   RejectedCounts,
   SkippedCounts,
+  TieredScore,
   WorkerId,
   WorkerScore,
 } from './kv-index.js';

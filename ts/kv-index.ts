@@ -96,6 +96,31 @@ export interface WorkerScore {
 }
 
 /**
+ * How far a rank's cache reaches into a query, tier by tier (see {@link KvIndex.findTieredMatches}).
+ * @group Index
+ */
+export interface TieredScore {
+  /** The worker. */
+  workerId: bigint;
+  /** Its data-parallel rank. */
+  dpRank: number;
+  /** Leading blocks of the query it holds in device (GPU) memory. */
+  device: number;
+  /** Blocks its host-memory tier holds from the end of the device prefix on. */
+  hostPinned: number;
+  /** Blocks its disk tier holds from where the host run stops. */
+  disk: number;
+  /** Blocks its external tier holds from where the disk run stops. */
+  external: number;
+}
+
+/** A rank to ask about: a worker and its data-parallel rank (default 0). @group Index */
+export interface RankRef {
+  workerId: WorkerId;
+  dpRank?: number;
+}
+
+/**
  * Overlap of a query with every rank that holds at least its first block.
  * @group Index
  */
@@ -106,7 +131,7 @@ export interface OverlapScores {
   toJSON(): unknown;
 }
 
-export type { AppliedCounts, IndexStats, RejectedCounts, SkippedCounts } from './index-stats.js';
+export type { AppliedCounts, IndexStats, LowerTierStats, RejectedCounts, SkippedCounts } from './index-stats.js';
 
 const INDEX_OPTIONS = ['blockSize', 'backend', 'writerThreads', 'approximate', 'now', 'highWaterMark'] as const;
 const REQUEST_OPTIONS = ['loraName', 'cacheNamespace', 'eagle', 'mmHashes'] as const;
@@ -296,6 +321,40 @@ export class KvIndex {
   findMatches(localHashes: BigUint64Array | readonly bigint[]): OverlapScores {
     this.open();
     return withIdJson({ scores: this.inner.findMatches(toHashes(localHashes, 'localHashes'), this.clock()) });
+  }
+
+  /**
+   * For each of `ranks`: the leading blocks of `localHashes` it holds in device memory, then how
+   * many more its host, disk and external tiers hold, each run continuing where the one before
+   * stopped (Dynamo's tier walk; lower tiers are fed by events with a `storage_tier` other than
+   * `device`, or an engine's CPU and disk media). What routing credits at `hostCacheHitWeight`
+   * and `diskCacheHitWeight`.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument; `ERR_CLOSED` after `close()`.
+   */
+  findTieredMatches(localHashes: BigUint64Array | readonly bigint[], ranks: readonly RankRef[]): TieredScore[] {
+    this.open();
+    const hashes = toHashes(localHashes, 'localHashes');
+    if (!Array.isArray(ranks))
+      throw new KvRouteError('ERR_INVALID_ARG', `ranks must be an array of { workerId, dpRank? }, got ${describe(ranks)}`);
+    const workers = new BigUint64Array(ranks.length);
+    const dps = new Uint32Array(ranks.length);
+    ranks.forEach((r: unknown, i) => {
+      if (r === null || typeof r !== 'object')
+        throw new KvRouteError('ERR_INVALID_ARG', `ranks[${i}] must be { workerId, dpRank? }, got ${describe(r)}`);
+      const { workerId, dpRank } = r as Record<string, unknown>;
+      workers[i] = checkWorkerId(workerId, `ranks[${i}].workerId`);
+      dps[i] = dpRank === undefined ? 0 : checkDpRank(dpRank, `ranks[${i}].dpRank`);
+    });
+    const out = new Float64Array(4 * ranks.length);
+    this.inner.tieredMatches(hashes, this.clock(), workers, dps, out);
+    return Array.from(dps, (dpRank, i) => ({
+      workerId: workers[i],
+      dpRank,
+      device: out[4 * i],
+      hostPinned: out[4 * i + 1],
+      disk: out[4 * i + 2],
+      external: out[4 * i + 3],
+    }));
   }
 
   /**

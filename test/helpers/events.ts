@@ -45,12 +45,13 @@ export function removed(
   const all = names(big(path), opts.salt);
   return {
     worker_id: worker,
+    ...(opts.tier ? { storage_tier: opts.tier } : {}),
     event: { event_id: 0, dp_rank: opts.dpRank ?? 0, data: { removed: { block_hashes: lens.map((l) => all[l - 1]) } } },
   };
 }
 
-export function cleared(worker: number | bigint, dpRank = 0): RouterEvent {
-  return { worker_id: worker, event: { event_id: 0, dp_rank: dpRank, data: 'cleared' } };
+export function cleared(worker: number | bigint, dpRank = 0, tier?: RouterEvent['storage_tier']): RouterEvent {
+  return { worker_id: worker, ...(tier ? { storage_tier: tier } : {}), event: { event_id: 0, dp_rank: dpRank, data: 'cleared' } };
 }
 
 export function q(...locals: number[]): bigint[] {

@@ -5,7 +5,9 @@
  *
  * `meta` holds 4 u32 per event: kind, dp rank, flags, count. `words` holds per event: worker id,
  * event id, the parent when flagged, then `count` (block_hash, tokens_hash) pairs for a Stored or
- * `count` hashes for a Removed. (Mirrors `kvroute_core::index::packed`.)
+ * `count` hashes for a Removed. Flags: bit 0 a parent follows; bit 1 the device tier; otherwise
+ * bits 2-3 name the lower tier (0 host pinned, 1 disk, 2 external). (Mirrors
+ * `kvroute_core::index::packed`.)
  * @internal
  * @module
  */
@@ -15,6 +17,18 @@ export const KIND_REMOVED = 1;
 export const KIND_CLEARED = 2;
 export const FLAG_HAS_PARENT = 1;
 export const FLAG_DEVICE_TIER = 2;
+/** Where a lower tier's index (0 host pinned, 1 disk, 2 external) sits in the flags. */
+export const LOWER_TIER_SHIFT = 2;
+
+/** The flags naming a tier: device, or lower tier 0-2. */
+export function tierFlags(lowerTier: number | undefined): number {
+  return lowerTier === undefined ? FLAG_DEVICE_TIER : lowerTier << LOWER_TIER_SHIFT;
+}
+
+/** The lower tier the flags name (0-2), or `undefined` for the device tier. */
+export function lowerTierOf(flags: number): number | undefined {
+  return flags & FLAG_DEVICE_TIER ? undefined : (flags >> LOWER_TIER_SHIFT) & 3;
+}
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 const TWO_32 = 4294967296;

@@ -115,7 +115,7 @@ export interface KvCacheEvent {
 export interface RouterEvent {
   /** The worker that published the event. */
   worker_id: U64Like;
-  /** Default `device`; events of other tiers are counted as `ignored_tier`. */
+  /** Default `device`; events of the other tiers go to the index's lower tiers (`stats().lowerTiers`). */
   storage_tier?: StorageTier;
   /** The event itself. */
   event: KvCacheEvent;

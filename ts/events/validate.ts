@@ -12,7 +12,7 @@
 import { KvRouteError } from '../errors.js';
 import { MAX_BLOCKS_PER_EVENT } from '../limits.js';
 import { describe } from '../validate.js';
-import { FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_CLEARED, KIND_REMOVED, KIND_STORED, type PackedEvents, PackedWriter } from './packed.js';
+import { FLAG_HAS_PARENT, KIND_CLEARED, KIND_REMOVED, KIND_STORED, type PackedEvents, PackedWriter, tierFlags } from './packed.js';
 
 const U64_MAX = (1n << 64n) - 1n;
 const U32_MAX = 0xffffffff;
@@ -23,6 +23,8 @@ const U32_MAX = 0xffffffff;
 const DECIMAL = /^0*([0-9]{1,20})$/;
 const DECIMAL_MAX_LENGTH = 256;
 const TIERS = new Set(['device', 'host_pinned', 'disk', 'external']);
+/** The lower tiers in packed-flag order. */
+const LOWER_TIERS = ['host_pinned', 'disk', 'external'];
 const TOP_KEYS = new Set(['worker_id', 'storage_tier', 'event', 'residency_domain', 'state_source', 'session_id']);
 const EVENT_KEYS = new Set(['event_id', 'dp_rank', 'data']);
 const STORED_KEYS = new Set(['parent_hash', 'start_position', 'blocks']);
@@ -179,7 +181,8 @@ function packEvent(w: PackedWriter, value: unknown, at: Where): boolean {
   if (!('event_id' in ev)) missing(at, '.event.event_id');
   const workerId = e.worker_id;
   const eventId = ev.event_id;
-  const flags = tier === 'device' ? FLAG_DEVICE_TIER : 0;
+  const lower = LOWER_TIERS.indexOf(tier);
+  const flags = tierFlags(lower < 0 ? undefined : lower);
   const head = () => {
     u64(w, workerId, at, '.worker_id');
     u64(w, eventId, at, '.event.event_id');

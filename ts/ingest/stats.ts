@@ -32,6 +32,7 @@ function toFiltered(f: number[]): FilteredCounts {
     placeholder: f[8],
     block_size_mismatch: f[9],
     prompt_embeds: f[10],
+    tier_block_size_mismatch: f[11],
   };
 }
 

@@ -91,10 +91,12 @@ export interface FilteredCounts {
   ambiguous_cache_namespace: number;
   /** A device store with no tokens or block size 0. */
   placeholder: number;
-  /** A store with a block size other than the router's. */
+  /** A device store with a block size other than the router's (the source fails). */
   block_size_mismatch: number;
   /** Blocks keyed by prompt embeddings. */
   prompt_embeds: number;
+  /** A lower tier's store with a block size other than the router's (not indexed; the source goes on). */
+  tier_block_size_mismatch: number;
 }
 
 /**

@@ -108,9 +108,13 @@ export class JsRouterCore implements RouterCoreBackend {
     const blocks: BlockId[] = assumeKvReuse ? Array.from(jsHashing.sequenceHashes(locals)) : Array.from(locals, (_, i) => `${handle}:${i}`);
     const matches = new Map<string, [number, number]>();
     for (const s of this.index.findMatches(locals, nowMs)) matches.set(`${s.workerId}:${s.dpRank}`, [s.blocks, s.treeSize]);
+    const keys: string[] = new Array(workers.length);
+    const device: number[] = new Array(workers.length);
     for (let c = 0; c < workers.length; c++) {
       const key = `${workers[c]}:${ranks[c]}`;
+      keys[c] = key;
       const [overlap, treeSize] = matches.get(key) ?? [0, this.index.treeSize(workers[c], ranks[c])];
+      device[c] = overlap;
       const load = this.ranks.get(key);
       let fresh = blocks.length;
       if (load) {
@@ -118,10 +122,12 @@ export class JsRouterCore implements RouterCoreBackend {
         for (const b of blocks) if (!load.blocks.has(b)) fresh++;
       }
       out.set(
-        [overlap, treeSize, load?.prefillTokens ?? 0, load ? activeBlocks(load) : 0, fresh, load?.requests ?? 0],
+        [overlap, treeSize, load?.prefillTokens ?? 0, load ? activeBlocks(load) : 0, fresh, load?.requests ?? 0, 0, 0],
         CANDIDATE_FIGURES * c,
       );
     }
+    const reach = this.index.lowerTierReach(locals, keys, device);
+    if (reach) for (let c = 0; c < reach.length; c++) out.set([reach[c][0], reach[c][1] + reach[c][2]], CANDIDATE_FIGURES * c + 6);
     this.pending.set(handle, { blocks, locals });
     return locals.length;
   }

@@ -46,6 +46,7 @@ export function nativeIndex(binding: NativeBinding, writerThreads: number): Inde
     recordRouting: (workerId, dpRank, locals, nowMs, expiresAtMs) =>
       callNative(() => inner.recordRouting(workerId, dpRank, locals, nowMs, expiresAtMs)),
     findMatches,
+    tieredMatches: (locals, nowMs, workers, ranks, out) => callNative(() => inner.tieredMatches(locals, nowMs, workers, ranks, out)),
     async flush() {
       const outcome = (await inner.flush()) as string;
       if (outcome !== '') throw fromCodedText(outcome);

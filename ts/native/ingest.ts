@@ -32,13 +32,13 @@ function fromFigures(error: string | null | undefined, f: Float64Array): RawBatc
     tierStored: [f[16], f[17], f[18]],
     tierRemoved: [f[19], f[20], f[21]],
     tierBlocks: [0, 0, 0],
-    filtered: Array.from(f.subarray(22, 33)),
+    filtered: Array.from(f.subarray(22, 34)),
   };
   return { error, indexEvents: f[0], blockSizeMismatch: f[1] >= 0 ? [f[1], f[2]] : undefined, counters };
 }
 
 /** Numbers per batch result (`BATCH_FIGURES` in the binding). */
-const BATCH_FIGURES = 33;
+const BATCH_FIGURES = 34;
 
 export function nativeIngest(binding: NativeBinding, inner: RawIndex, blockSize: number): IngestBackend {
   const figures = new Float64Array(BATCH_FIGURES);

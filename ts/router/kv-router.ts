@@ -303,7 +303,7 @@ export class KvRouter {
       const { scores, blocks } = this.score(handle, p, c, now);
       const i = this.choose(scores, p);
       const chosen = scores[i];
-      const uncached = this.opts.trackPrefillTokens ? Math.max(0, p.tokens.length - chosen.overlap * this.opts.blockSize) : 0;
+      const uncached = this.opts.trackPrefillTokens ? Math.max(0, p.tokens.length - chosen.cachedTokens) : 0;
       // Predictions (approximate mode, predict-on-route) use the hashes the request was scored
       // with, multimodal content included, and are recorded before the booking.
       const predictUntil = this.opts.predictedTtlSecs === null ? undefined : now + this.opts.predictedTtlSecs * 1000;
@@ -320,7 +320,7 @@ export class KvRouter {
         workerId: chosen.workerId,
         dpRank: chosen.dpRank,
         overlapBlocks: chosen.overlap,
-        cachedTokens: chosen.overlap * this.opts.blockSize,
+        cachedTokens: chosen.cachedTokens,
         requiredBlocks: blocks,
         cost: chosen.cost,
         queuedMs,
@@ -349,7 +349,7 @@ export class KvRouter {
     const handle = this.nextHandle++;
     try {
       let best = 0;
-      for (const s of this.score(handle, p, c, this.clock()).scores) best = Math.max(best, s.overlap * this.opts.blockSize);
+      for (const s of this.score(handle, p, c, this.clock()).scores) best = Math.max(best, s.cachedTokens);
       return best;
     } finally {
       this.core.discard(handle);

@@ -46,6 +46,15 @@ export interface KvRouterOptions {
   overlapScoreCreditDecay?: number;
   /** Cost added per request in flight on a rank, in blocks. Default 0. Dynamo's `decode_active_request_weight`. */
   decodeActiveRequestWeight?: number;
+  /**
+   * Credit per block a rank holds in host memory past its device prefix (an offloading engine's
+   * CPU tier, from KV events with `storage_tier` `host_pinned` or medium `CPU`), in [0, 1]:
+   * loading it back is cheaper than computing it, not free. Default 0.75. Dynamo's
+   * `host_cache_hit_weight`.
+   */
+  hostCacheHitWeight?: number;
+  /** The same for disk and external storage, past the host run, in [0, 1]. Default 0.25. Dynamo's `disk_cache_hit_weight`. */
+  diskCacheHitWeight?: number;
   /** Softmax temperature of the choice; 0 picks the cheapest. Default 0. */
   routerTemperature?: number;
   /** Learn cache contents from workers' KV events. `false`: approximate mode, predicting them from routing decisions. Default true. */
@@ -110,6 +119,8 @@ export interface ResolvedRouterOptions {
   prefillWeights: PrefillWeights;
   overlapScoreCreditDecay: number;
   decodeActiveRequestWeight: number;
+  hostCacheHitWeight: number;
+  diskCacheHitWeight: number;
   routerTemperature: number;
   useKvEvents: boolean;
   routerTtlSecs: number;
@@ -137,6 +148,8 @@ const KNOWN = [
   'overlapScoreCredit',
   'overlapScoreCreditDecay',
   'decodeActiveRequestWeight',
+  'hostCacheHitWeight',
+  'diskCacheHitWeight',
   'routerTemperature',
   'useKvEvents',
   'routerTtlSecs',
@@ -203,6 +216,8 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
     prefillWeights: prefillWeights(o, 'opts', DEFAULT_PREFILL_WEIGHTS),
     overlapScoreCreditDecay: nonNegativeNumber(o.overlapScoreCreditDecay, 'opts.overlapScoreCreditDecay', 0),
     decodeActiveRequestWeight: nonNegativeNumber(o.decodeActiveRequestWeight, 'opts.decodeActiveRequestWeight', 0),
+    hostCacheHitWeight: unitWeight(o.hostCacheHitWeight, 'hostCacheHitWeight', 0.75),
+    diskCacheHitWeight: unitWeight(o.diskCacheHitWeight, 'diskCacheHitWeight', 0.25),
     routerTemperature: nonNegativeNumber(o.routerTemperature, 'opts.routerTemperature', 0),
     useKvEvents,
     routerTtlSecs,
@@ -221,4 +236,11 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
     selector: o.selector as ResolvedRouterOptions['selector'],
     replicas,
   };
+}
+
+/** A lower tier's credit: a number in [0, 1] (Dynamo's range), `fallback` when absent. */
+function unitWeight(value: unknown, name: string, fallback: number): number {
+  const w = nonNegativeNumber(value, `opts.${name}`, fallback);
+  if (w > 1) bad(name, 'a number in [0, 1]', value);
+  return w;
 }

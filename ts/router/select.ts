@@ -23,8 +23,17 @@ export interface CandidateScore {
   workerId: bigint;
   /** Its data-parallel rank. */
   dpRank: number;
-  /** Leading blocks of the request this rank already caches. */
+  /** Leading blocks of the request this rank already caches in device (GPU) memory. */
   overlap: number;
+  /** Blocks past `overlap` the rank holds in host memory (its engine offloaded them). */
+  hostBlocks: number;
+  /** Blocks past the host run the rank holds on disk or external storage. */
+  diskBlocks: number;
+  /**
+   * The request's tokens the rank would not compute: `round((overlap + hostCacheHitWeight ·
+   * hostBlocks + diskCacheHitWeight · diskBlocks) · blockSize)` (Dynamo's effective cached tokens).
+   */
+  cachedTokens: number;
   /** Active prefill tokens on the rank plus this request's uncached tokens. */
   prefillTokens: number;
   /** Active blocks on the rank plus this request's blocks not already active there. */
@@ -90,12 +99,18 @@ export interface CostOptions {
   trackActiveBlocks: boolean;
   overlapScoreCreditDecay: number;
   decodeActiveRequestWeight: number;
+  /** Credit per host-tier block past the device prefix (Dynamo's `host_cache_hit_weight`). */
+  hostCacheHitWeight: number;
+  /** Credit per disk or external block past the host run (`disk_cache_hit_weight`). */
+  diskCacheHitWeight: number;
 }
 
 /**
  * The candidates' figures (overlap, tree size, active prefill tokens, active blocks, new blocks,
- * active requests; `CANDIDATE_FIGURES` per candidate, as the router core fills them) turned into
- * scores and costs.
+ * active requests, host blocks, disk blocks; `CANDIDATE_FIGURES` per candidate, as the router
+ * core fills them) turned into scores and costs. Lower-tier blocks are credited at their weights
+ * beside the device overlap (Dynamo's `overlap_credit_blocks`), never scaled by the device credit
+ * or its decay.
  * @internal
  */
 export function costsFromFigures(
@@ -119,18 +134,27 @@ export function costsFromFigures(
     const k = CANDIDATE_FIGURES * i;
     const overlap = f[k];
     const active = f[k + 2];
-    const uncached = o.trackPrefillTokens ? Math.max(0, isl - overlap * bs) : 0;
+    const hostBlocks = f[k + 6];
+    const diskBlocks = f[k + 7];
+    // Zero unless a lower tier holds blocks: then exactly the classic figures again.
+    const tierTokens = (o.hostCacheHitWeight * hostBlocks + o.diskCacheHitWeight * diskBlocks) * bs;
+    const cachedTokens = Math.round(overlap * bs + tierTokens);
+    const uncached = o.trackPrefillTokens ? Math.max(0, isl - cachedTokens) : 0;
     const rankCredit = decays ? credit / (1 + (o.overlapScoreCreditDecay * ((active - leastActive) / bs)) / requestBlocks) : credit;
     // In tokens, so that credit 1 gives the classic cost's exact figures (and ties). A credit
     // above 1 may cancel the rank's backlog too, down to nothing (Dynamo clamps at 0).
     let prefill = active + uncached;
-    if (o.trackPrefillTokens && rankCredit !== 1) prefill = Math.max(0, active + isl - rankCredit * overlap * bs);
+    if (o.trackPrefillTokens && tierTokens !== 0) prefill = active + Math.max(0, isl - overlap * bs - tierTokens);
+    if (o.trackPrefillTokens && rankCredit !== 1) prefill = Math.max(0, active + isl - rankCredit * overlap * bs - tierTokens);
     const decodeBlocks = f[k + 3] + (o.trackActiveBlocks ? f[k + 4] : 0);
     const activeRequests = f[k + 5];
     scores[i] = {
       workerId: c.workers[i],
       dpRank: c.ranks[i],
       overlap,
+      hostBlocks,
+      diskBlocks,
+      cachedTokens,
       prefillTokens: active + uncached,
       decodeBlocks,
       activeRequests,

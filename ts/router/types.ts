@@ -95,9 +95,12 @@ export interface RouteDecision {
   workerId: bigint;
   /** The chosen data-parallel rank. */
   dpRank: number;
-  /** Leading blocks of the request that rank caches. */
+  /** Leading blocks of the request that rank caches in device (GPU) memory. */
   overlapBlocks: number;
-  /** `overlapBlocks × blockSize`. */
+  /**
+   * `overlapBlocks × blockSize`, plus the chosen candidate's lower-tier blocks at their weights
+   * (`CandidateScore.cachedTokens`; the same when no lower tier holds the request's blocks).
+   */
   cachedTokens: number;
   /** Full blocks of the prompt. */
   requiredBlocks: number;

@@ -8,6 +8,7 @@
 //! * [`replay`]: the engine fleet simulation of `kvroute replay`.
 //! * [`heap`]: handing freed memory back to the system when a large index closes.
 //! * [`load`] and [`routing`]: per-rank active load, and the per-request figures a router weighs.
+//! * [`tiers`]: the lower storage tiers (host, disk, external) a rank's match continues into.
 //! * `tokenize` (feature `tokenizer`): a model's `tokenizer.json`, text to token ids, for a
 //!   gateway's local tokenizer.
 //!
@@ -22,6 +23,7 @@ pub mod ingest;
 pub mod load;
 pub mod replay;
 pub mod routing;
+pub mod tiers;
 #[cfg(feature = "tokenizer")]
 pub mod tokenize;
 

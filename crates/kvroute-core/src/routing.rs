@@ -5,6 +5,7 @@
 use crate::hashing::sequence_hashes;
 use crate::index::{KvIndex, PredictionTicket, Rank};
 use crate::load::{ActiveLoad, LoadFigures, RequestHandle};
+use crate::tiers::TierReach;
 use crate::KvError;
 use rustc_hash::FxHashMap;
 
@@ -15,6 +16,9 @@ pub struct CandidateFigures {
     pub overlap: u32,
     /// Blocks the rank holds in total (tie-breaker: prefer the emptier cache).
     pub tree_size: u32,
+    /// Blocks its host, disk and external tiers add past `overlap` (weighed by the router's
+    /// lower-tier credits).
+    pub lower: TierReach,
     pub load: LoadFigures,
 }
 
@@ -69,9 +73,10 @@ impl RouterCore {
         let out = candidates
             .iter()
             .zip(overlaps)
-            .map(|(rank, (overlap, tree_size))| CandidateFigures {
-                overlap,
-                tree_size,
+            .map(|(rank, o)| CandidateFigures {
+                overlap: o.device,
+                tree_size: o.tree_size,
+                lower: o.lower,
                 load: self.load.figures(*rank, &blocks),
             })
             .collect();

@@ -307,7 +307,7 @@ fn ranks_may_name_the_same_path_differently() {
 fn other_tiers_are_counted_and_ignored() {
     let mut t = Tree::new();
     let mut e = store(rank(0, 0), &[], &[1, 2]);
-    e.device_tier = false;
+    e.lower_tier = Some(kvroute_core::tiers::LowerTier::HostPinned);
     apply(&mut t, &[e]);
     assert!(scores(&t, &[1]).is_empty());
     assert_eq!(t.stats().events.ignored_tier, 1);

@@ -7,7 +7,9 @@ use crate::memory::ExternalMemory;
 use kvroute_core::index::{json, packed, KvIndex, Rank};
 use kvroute_core::ingest::EngineIngest;
 use napi::bindgen_prelude::ObjectFinalize;
-use napi::bindgen_prelude::{AsyncTask, BigInt, BigUint64Array, BigUint64ArraySlice, Uint32Array, Uint32ArraySlice};
+use napi::bindgen_prelude::{
+    AsyncTask, BigInt, BigUint64Array, BigUint64ArraySlice, Float64ArraySlice, Uint32Array, Uint32ArraySlice,
+};
 use napi::{Env, Result, Task};
 use napi_derive::napi;
 use std::sync::{Arc, OnceLock};
@@ -40,6 +42,9 @@ pub struct NativeIndexStats {
     pub ignored_tier: f64,
     pub duplicate_stores: f64,
     pub expired_blocks: f64,
+    /// Per lower tier (host pinned, disk, external): blocks, stored, removed, unanchored,
+    /// conflicting, not found.
+    pub lower_tiers: Vec<f64>,
 }
 
 /// A dump in the packed layout of `applyPacked` (every event is a Stored).
@@ -145,6 +150,39 @@ impl NativeKvIndex {
         })
     }
 
+    /// For each rank (`workers[i]`, `ranks[i]`): the leading blocks of `locals` it holds in device
+    /// memory, then the blocks its host, disk and external tiers add past them: 4 numbers each
+    /// into `out`.
+    #[napi]
+    pub fn tiered_matches(
+        &self,
+        locals: &[u64],
+        now_ms: f64,
+        workers: &[u64],
+        ranks: &[u32],
+        mut out: Float64ArraySlice<'_>,
+    ) -> Result<(), &'static str> {
+        guard(|| {
+            if workers.len() != ranks.len() || out.len() < 4 * ranks.len() {
+                return Err(invalid_arg("rank arrays and output do not match"));
+            }
+            let candidates: Vec<Rank> = workers.iter().zip(ranks).map(|(&w, &r)| Rank::new(w, r)).collect();
+            let overlaps = self.inner.overlaps(locals, now_ms, &candidates).map_err(to_node_error)?;
+            // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript can
+            // touch `out` while it is written; the wrapper owns it and never exposes it.
+            let out = unsafe { out.as_mut() };
+            for (i, o) in overlaps.iter().enumerate() {
+                out[4 * i..4 * (i + 1)].copy_from_slice(&[
+                    f64::from(o.device),
+                    f64::from(o.lower.host_pinned),
+                    f64::from(o.lower.disk),
+                    f64::from(o.lower.external),
+                ]);
+            }
+            Ok(())
+        })
+    }
+
     /// Resolves to "" once every event accepted so far is applied, or to "CODE: message".
     /// (An async task can only reject with napi's generic status, so the code travels as data.)
     #[napi]
@@ -191,6 +229,15 @@ impl NativeKvIndex {
                 ignored_tier: e.ignored_tier as f64,
                 duplicate_stores: e.duplicate_stores as f64,
                 expired_blocks: e.expired_blocks as f64,
+                lower_tiers: s
+                    .lower_tiers
+                    .iter()
+                    .flat_map(|t| {
+                        let c = t.counters;
+                        [t.blocks, c.stored, c.removed, c.unanchored, c.conflicting, c.not_found]
+                    })
+                    .map(|v| v as f64)
+                    .collect(),
             })
         })
     }

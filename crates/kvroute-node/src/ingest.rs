@@ -67,10 +67,10 @@ fn counters_out(c: &IngestCounters, tiers: [u64; 3]) -> NativeIngestCounters {
 /// Figures of one batch's result written by `applyEngineBatchInto`: index events, the
 /// mismatching engine and router block sizes (-1 when none), then the counters in
 /// [`flat_counters`] order.
-const BATCH_FIGURES: usize = 3 + 13 + 3 + 3 + 11;
+const BATCH_FIGURES: usize = 3 + 13 + 3 + 3 + 12;
 
 /// Counters flattened: the scalars in `NativeIngestCounters` field order (batches … decode
-/// errors), then tier stored ×3, tier removed ×3, filtered ×11. Mirrored by
+/// errors), then tier stored ×3, tier removed ×3, filtered ×12. Mirrored by
 /// `ts/native/ingest.ts`.
 fn flat_counters(c: &IngestCounters, out: &mut Vec<f64>) {
     out.extend(

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 /// Figures per candidate in `score`'s output: overlap, tree size, active prefill tokens, active
 /// blocks, new blocks, active requests.
-const FIGURES: usize = 6;
+const FIGURES: usize = 8;
 
 #[napi]
 pub struct NativeRouterCore {
@@ -88,6 +88,8 @@ impl NativeRouterCore {
                     f.load.active_blocks as f64,
                     f.load.new_blocks as f64,
                     f.load.requests as f64,
+                    f64::from(f.lower.host_pinned),
+                    f64::from(f.lower.disk + f.lower.external),
                 ]);
             }
             Ok(block_count)

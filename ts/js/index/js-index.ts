@@ -6,9 +6,18 @@
  */
 
 import type { IndexBackend, RawIndexStats, RawScore } from '../../backend-types.js';
-import { FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_CLEARED, KIND_REMOVED, KIND_STORED, PackedWriter } from '../../events/packed.js';
+import {
+  FLAG_DEVICE_TIER,
+  FLAG_HAS_PARENT,
+  KIND_CLEARED,
+  KIND_REMOVED,
+  KIND_STORED,
+  lowerTierOf,
+  PackedWriter,
+} from '../../events/packed.js';
 import { jsHashing } from '../hashing.js';
 import { JsIngest } from '../ingest/engine.js';
+import { LowerTiers, rankKey as lowerRankKey } from '../tiers/lower-tiers.js';
 import { ExpiryHeap } from './expiry.js';
 import { compareBigInt, compareRanks, RankState, TrieNode } from './trie.js';
 
@@ -33,6 +42,8 @@ export class JsIndex implements IndexBackend {
   };
 
   private ingestion: JsIngest | undefined;
+  /** Host, disk and external tiers (kept apart from the trie, as the native index keeps them). */
+  private readonly lower = new LowerTiers();
 
   ingest(blockSize: number): JsIngest {
     this.ingestion ??= new JsIngest(this, blockSize);
@@ -48,10 +59,9 @@ export class JsIndex implements IndexBackend {
       const rankKey = words[w];
       w += 2;
       this.expire(nowMs);
-      if (!(flags & FLAG_DEVICE_TIER)) {
-        this.counters.ignoredTier++;
-        if (kind === KIND_STORED) w += (flags & FLAG_HAS_PARENT ? 1 : 0) + 2 * count;
-        else if (kind === KIND_REMOVED) w += count;
+      const lower = lowerTierOf(flags);
+      if (lower !== undefined) {
+        w = this.applyLower(kind, lower, words, w, rankKey, meta[m + 1], flags, count);
         continue;
       }
       const rank = this.rank(rankKey, meta[m + 1]);
@@ -71,9 +81,60 @@ export class JsIndex implements IndexBackend {
         this.counters.removed++;
       } else if (kind === KIND_CLEARED) {
         this.clear(rank);
+        this.lower.clearRank(lowerRankKey(rank.workerId, rank.dpRank));
         this.counters.cleared++;
       }
     }
+  }
+
+  /** A lower tier's event (see kvroute-core's `tiers`); returns where the next event's words start. */
+  private applyLower(
+    kind: number,
+    tier: number,
+    words: BigUint64Array,
+    at: number,
+    workerId: bigint,
+    dpRank: number,
+    flags: number,
+    count: number,
+  ): number {
+    let w = at;
+    const rank = lowerRankKey(workerId, dpRank);
+    if (kind === KIND_STORED) {
+      const parent = flags & FLAG_HAS_PARENT ? words[w++] : undefined;
+      const exts: bigint[] = new Array(count);
+      const locals: bigint[] = new Array(count);
+      for (let i = 0; i < count; i++) {
+        exts[i] = words[w++];
+        locals[i] = words[w++];
+      }
+      this.lower.store(rank, tier, parent, exts, locals);
+    } else if (kind === KIND_REMOVED) {
+      this.lower.remove(rank, tier, Array.from(words.subarray(w, w + count)));
+      w += count;
+    } else if (kind === KIND_CLEARED) {
+      this.lower.clearRank(rank);
+    }
+    return w;
+  }
+
+  /**
+   * Per rank (`worker:dp` keys), the blocks its host, disk and external tiers add past its
+   * device overlap `device[i]`; `undefined` while no lower tier holds a block.
+   */
+  lowerTierReach(locals: BigUint64Array, ranks: readonly string[], device: readonly number[]): [number, number, number][] | undefined {
+    if (this.lower.isEmpty()) return undefined;
+    const positions = jsHashing.sequenceHashes(locals);
+    return ranks.map((rank, i) => this.lower.reach(positions, rank, device[i]));
+  }
+
+  tieredMatches(locals: BigUint64Array, nowMs: number, workers: BigUint64Array, ranks: Uint32Array, out: Float64Array): void {
+    const device = new Map<string, number>();
+    for (const s of this.findMatches(locals, nowMs)) device.set(lowerRankKey(s.workerId, s.dpRank), s.blocks);
+    const keys = Array.from(ranks, (r, i) => lowerRankKey(workers[i], r));
+    const overlaps = keys.map((k) => device.get(k) ?? 0);
+    const reach = this.lowerTierReach(locals, keys, overlaps);
+    for (let i = 0; i < keys.length; i++) out.set([overlaps[i], ...(reach?.[i] ?? [0, 0, 0])], 4 * i);
   }
 
   private countStore(outcome: Outcome, blocks: number): void {
@@ -219,6 +280,7 @@ export class JsIndex implements IndexBackend {
   }
 
   removeWorker(workerId: bigint, dpRank: number | undefined): void {
+    this.lower.removeWorker(workerId, dpRank);
     for (const [key, r] of [...this.ranks]) {
       if (r.workerId === workerId && (dpRank === undefined || r.dpRank === dpRank)) {
         this.clear(r);
@@ -302,6 +364,7 @@ export class JsIndex implements IndexBackend {
       memoryBytes: this.nodeCount * 400 + this.heldBlocks * 120,
       pending: 0,
       ...this.counters,
+      lowerTiers: this.lower.stats(),
     };
   }
 

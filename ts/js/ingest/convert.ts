@@ -6,7 +6,15 @@
  */
 
 import type { RawEngineEvent, RawExtraKey, RawIngestCounters } from '../../backend-types.js';
-import { FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_CLEARED, KIND_REMOVED, KIND_STORED, type PackedWriter } from '../../events/packed.js';
+import {
+  FLAG_DEVICE_TIER,
+  FLAG_HAS_PARENT,
+  KIND_CLEARED,
+  KIND_REMOVED,
+  KIND_STORED,
+  type PackedWriter,
+  tierFlags,
+} from '../../events/packed.js';
 import { blockCount } from '../../validate.js';
 import { jsHashing } from '../hashing.js';
 import { countFiltered, emptyCounters, type FilterReason } from './counters.js';
@@ -145,10 +153,10 @@ export class RankConverter {
     const tier = this.gate(e);
     if (tier === undefined) return;
     const hashes = e.blockHashes as BigUint64Array;
-    if (tier >= 0) {
-      this.counters.tierStored[tier] += hashes.length;
-      for (const h of hashes) this.tiers[tier].add(h);
-      return;
+    const lower = tier >= 0 ? tier : undefined;
+    if (lower !== undefined) {
+      this.counters.tierStored[lower] += hashes.length;
+      for (const h of hashes) this.tiers[lower].add(h);
     }
     const group = e.groupIdx ?? 0;
     if (e.kvCacheSpecKind != null) {
@@ -161,6 +169,7 @@ export class RankConverter {
     const tokens = e.tokenIds as Uint32Array;
     if (e.blockSize === 0 || tokens.length === 0) return void this.filtered('placeholder');
     if (e.blockSize !== blockSize) {
+      if (lower !== undefined) return void this.filtered('tier_block_size_mismatch');
       outcome.blockSizeMismatch ??= [e.blockSize as number, blockSize];
       return void this.filtered('block_size_mismatch');
     }
@@ -187,11 +196,13 @@ export class RankConverter {
         else if (old !== AMBIGUOUS && old !== namespace) this.namespaces.set(h, AMBIGUOUS);
       } else if (old !== undefined && old !== AMBIGUOUS) this.namespaces.set(h, AMBIGUOUS);
     }
-    this.counters.storedEvents++;
-    this.counters.storedBlocks += count;
     const parent = e.parentBlockHash;
-    if (parent == null && count > 0) outcome.freshRootStore = true;
-    out.pushMeta(KIND_STORED, dpRank, FLAG_DEVICE_TIER | (parent != null ? FLAG_HAS_PARENT : 0), count);
+    if (lower === undefined) {
+      this.counters.storedEvents++;
+      this.counters.storedBlocks += count;
+      if (parent == null && count > 0) outcome.freshRootStore = true;
+    }
+    out.pushMeta(KIND_STORED, dpRank, tierFlags(lower) | (parent != null ? FLAG_HAS_PARENT : 0), count);
     out.pushBigInt(workerId);
     out.pushBigInt(eventId);
     if (parent != null) out.pushBigInt(parent);
@@ -205,13 +216,19 @@ export class RankConverter {
     const tier = this.gate(e);
     if (tier === undefined) return;
     const hashes = e.blockHashes as BigUint64Array;
-    if (tier >= 0) {
-      for (const h of hashes) if (this.tiers[tier].delete(h)) this.counters.tierRemoved[tier]++;
-      return;
-    }
+    const lower = tier >= 0 ? tier : undefined;
+    if (lower !== undefined) for (const h of hashes) if (this.tiers[lower].delete(h)) this.counters.tierRemoved[lower]++;
     const group = e.groupIdx ?? 0;
     if ((this.groups.get(group) ?? 'main') !== 'main') return void this.filtered('non_main_attention_group');
     if (group !== 0) return void this.filtered('non_main_group');
+    if (lower !== undefined) {
+      // The namespaces are the device chain's: an offload tier dropping its copy says nothing of it.
+      out.pushMeta(KIND_REMOVED, dpRank, tierFlags(lower), hashes.length);
+      out.pushBigInt(workerId);
+      out.pushBigInt(eventId);
+      for (const h of hashes) out.pushBigInt(h);
+      return;
+    }
     for (const h of hashes) {
       const ns = this.namespaces.get(h);
       if (ns !== undefined && ns !== AMBIGUOUS) this.namespaces.delete(h);

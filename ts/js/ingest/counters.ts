@@ -20,6 +20,7 @@ export const FILTER_REASONS = [
   'placeholder',
   'block_size_mismatch',
   'prompt_embeds',
+  'tier_block_size_mismatch',
 ] as const;
 
 export type FilterReason = (typeof FILTER_REASONS)[number];

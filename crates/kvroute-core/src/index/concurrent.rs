@@ -15,13 +15,16 @@
 //! reader the scheduler had preempted.
 
 use super::event::{Rank, RouterEvent, WorkerId};
+use super::lower::LowerTierState;
 use super::merge::merged_runs;
 use super::shard::Shard;
 use super::spent::SpentBatches;
 use super::stats::IndexStats;
 use super::tree::{DumpedStore, MatchScore};
+use crate::hashing::sequence_hashes;
 use crate::heap;
 use crate::index::growth::FastMap;
+use crate::tiers::TierReach;
 use crate::KvError;
 use crossbeam_channel::{unbounded, Sender};
 use parking_lot::{Condvar, Mutex};
@@ -40,6 +43,17 @@ mod writer;
 /// runs each; 10 and 20 µs gained less, 100 µs about the same). A writer that polled its queue
 /// for 20 µs before parking, so that the next batch would not have to wake it, gained nothing.
 const FLUSH_SPIN: Duration = Duration::from_micros(50);
+
+/// What routing reads of one candidate rank (see [`KvIndex::overlaps`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Overlap {
+    /// Leading blocks of the query the rank holds in device memory.
+    pub device: u32,
+    /// Blocks the rank holds in device memory in total.
+    pub tree_size: u32,
+    /// Blocks its lower tiers add past the device prefix.
+    pub lower: TierReach,
+}
 
 /// Upper bound on writer threads (each owns a shard that every read visits).
 pub const MAX_WRITER_THREADS: usize = 64;
@@ -148,6 +162,8 @@ pub struct KvIndex {
     /// Whether any prediction (approximate mode) was ever recorded: only then do writes sweep
     /// expired predictions in every shard.
     predictions: AtomicBool,
+    /// Host, disk and external tiers, applied on the caller's thread (see `lower.rs`).
+    lower: LowerTierState,
 }
 
 impl KvIndex {
@@ -191,6 +207,7 @@ impl KvIndex {
             assignment: Mutex::new((FastMap::default(), 0)),
             closed: AtomicBool::new(false),
             predictions: AtomicBool::new(false),
+            lower: LowerTierState::default(),
         })
     }
 
@@ -274,6 +291,7 @@ impl KvIndex {
     /// writers have applied since the last call (see `spent.rs`).
     pub fn apply_events(&self, events: Vec<RouterEvent>, now_ms: f64) -> Result<(), KvError> {
         self.ensure_open()?;
+        let events = self.lower.split_off(events);
         let mut table = self.assignment.lock();
         let single = {
             let mut targets = events.iter().map(|e| self.writer_for(e.rank.worker_id, &mut table));
@@ -321,6 +339,7 @@ impl KvIndex {
     /// worker's events already enqueued.
     pub fn remove_worker(&self, worker_id: WorkerId, dp_rank: Option<u32>) -> Result<(), KvError> {
         self.ensure_open()?;
+        self.lower.remove_worker(worker_id, dp_rank);
         let mut table = self.assignment.lock();
         let w = self.writer_for(worker_id, &mut table);
         self.send(&table, w, Op::RemoveWorker { worker_id, dp_rank });
@@ -419,19 +438,30 @@ impl KvIndex {
         merged_runs(shards.len(), |i, out| shards[i].find_matches_into(query, now_ms, out))
     }
 
-    /// For each candidate rank: (leading blocks of `query` it holds, blocks it holds in total).
-    /// Each rank's pair comes from one consistent state of its shard.
-    pub fn overlaps(&self, query: &[u64], now_ms: f64, candidates: &[Rank]) -> Result<Vec<(u32, u32)>, KvError> {
+    /// For each candidate rank: the leading blocks of `query` it holds, the blocks it holds in
+    /// total, and how far its lower tiers continue the match. Each rank's device figures come
+    /// from one consistent state of its shard.
+    pub fn overlaps(&self, query: &[u64], now_ms: f64, candidates: &[Rank]) -> Result<Vec<Overlap>, KvError> {
         self.ensure_open()?;
         let scores: rustc_hash::FxHashMap<Rank, (u32, u32)> =
             self.matches(query, now_ms).into_iter().map(|s| (s.rank, (s.blocks, s.tree_size))).collect();
-        Ok(candidates
+        let mut out: Vec<Overlap> = candidates
             .iter()
-            .map(|rank| match scores.get(rank) {
-                Some(pair) => *pair,
-                None => (0, self.shared.shards.iter().map(|s| s.tree_size(*rank) as u32).sum()),
+            .map(|rank| {
+                let (device, tree_size) = match scores.get(rank) {
+                    Some(pair) => *pair,
+                    None => (0, self.shared.shards.iter().map(|s| s.tree_size(*rank) as u32).sum()),
+                };
+                Overlap { device, tree_size, lower: TierReach::default() }
             })
-            .collect())
+            .collect();
+        let device: Vec<u32> = out.iter().map(|o| o.device).collect();
+        if let Some(reach) = self.lower.extensions(|| sequence_hashes(query), candidates, &device) {
+            for (o, r) in out.iter_mut().zip(reach) {
+                o.lower = r;
+            }
+        }
+        Ok(out)
     }
 
     /// Every rank's blocks as Stored events, ranks in order.
@@ -456,7 +486,9 @@ impl KvIndex {
             total.add(&shard.stats());
         }
         let journals: u64 = self.shared.journal_bytes.iter().map(|b| b.load(Ordering::Relaxed)).sum();
-        total.memory_bytes += journals + self.shared.spent.held_bytes() + self.own_bytes() as u64;
+        let (lower, lower_bytes) = self.lower.stats();
+        total.lower_tiers = lower;
+        total.memory_bytes += journals + self.shared.spent.held_bytes() + self.own_bytes() as u64 + lower_bytes;
         Ok((total, self.queued_ops()))
     }
 

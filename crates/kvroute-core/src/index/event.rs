@@ -2,6 +2,8 @@
 //! every u64 decoded. Parsing and validation of the wire shapes happen in the TypeScript layer,
 //! once for both backends.
 
+use crate::tiers::LowerTier;
+
 /// A worker as the deployment names it (Dynamo's `WorkerId`).
 pub type WorkerId = u64;
 /// A data-parallel rank within a worker.
@@ -40,8 +42,10 @@ pub struct RouterEvent {
     pub rank: Rank,
     /// Informational only (Dynamo ignores it too); kept so dumps and logs can carry it.
     pub event_id: u64,
-    /// Only device-tier (GPU) events change the index; others are counted as `ignored_tier`.
-    pub device_tier: bool,
+    /// `None` for device memory (GPU), the tree's tier. [`KvIndex`](super::KvIndex) applies a
+    /// lower tier's events to its [`LowerTiers`](crate::tiers::LowerTiers); a bare tree counts
+    /// them as `ignored_tier`.
+    pub lower_tier: Option<LowerTier>,
     pub data: EventData,
 }
 

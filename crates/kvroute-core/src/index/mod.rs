@@ -395,6 +395,7 @@ mod expiry;
 pub mod growth;
 pub mod json;
 pub mod lock;
+mod lower;
 mod merge;
 pub mod names;
 pub mod packed;
@@ -404,7 +405,7 @@ mod spent;
 pub mod stats;
 pub mod tree;
 
-pub use concurrent::{KvIndex, PredictionTicket};
+pub use concurrent::{KvIndex, Overlap, PredictionTicket};
 pub use event::{DpRank, EventData, Rank, RouterEvent, StoredBlock, WorkerId};
 pub use spent::MAX_PILE_BYTES;
 pub use stats::{EventCounters, IndexStats, Rejection};

@@ -4,9 +4,12 @@
 //! `meta` holds 4 u32 per event: kind, dp rank, flags, count. `words` holds per event: worker id,
 //! event id, the parent when flagged, then `count` (block_hash, tokens_hash) pairs for a Stored or
 //! `count` hashes for a Removed. The TypeScript validator writes it (`ts/events/packed.ts`).
+//! Flags: bit 0 a parent follows; bit 1 the device tier; otherwise bits 2-3 name the lower tier
+//! (0 host pinned, 1 disk, 2 external).
 
 use super::event::{EventData, Rank, RouterEvent, StoredBlock};
 use super::tree::DumpedStore;
+use crate::tiers::LowerTier;
 use crate::KvError;
 
 pub const KIND_STORED: u32 = 0;
@@ -14,6 +17,8 @@ pub const KIND_REMOVED: u32 = 1;
 pub const KIND_CLEARED: u32 = 2;
 pub const FLAG_HAS_PARENT: u32 = 1;
 pub const FLAG_DEVICE_TIER: u32 = 2;
+/// Where a lower tier's index sits in the flags.
+pub const LOWER_TIER_SHIFT: u32 = 2;
 
 /// Decodes a packed batch; a malformed layout is an `ERR_INVALID_ARG`.
 pub fn decode(meta: &[u32], words: &[u64]) -> Result<Vec<RouterEvent>, KvError> {
@@ -44,7 +49,12 @@ pub fn decode(meta: &[u32], words: &[u64]) -> Result<Vec<RouterEvent>, KvError> 
             KIND_CLEARED => EventData::Cleared,
             _ => return Err(malformed()),
         };
-        events.push(RouterEvent { rank, event_id, device_tier: flags & FLAG_DEVICE_TIER != 0, data });
+        let lower_tier = if flags & FLAG_DEVICE_TIER != 0 {
+            None
+        } else {
+            Some(*LowerTier::ALL.get(((flags >> LOWER_TIER_SHIFT) & 3) as usize).ok_or_else(malformed)?)
+        };
+        events.push(RouterEvent { rank, event_id, lower_tier, data });
     }
     if w != words.len() {
         return Err(malformed());

@@ -98,7 +98,7 @@ mod tests {
 
     fn removals(n: usize) -> Vec<RouterEvent> {
         let data = EventData::Removed { hashes: (0..n as u64).collect() };
-        vec![RouterEvent { rank: Rank::new(1, 0), event_id: 0, device_tier: true, data }]
+        vec![RouterEvent { rank: Rank::new(1, 0), event_id: 0, lower_tier: None, data }]
     }
 
     #[test]

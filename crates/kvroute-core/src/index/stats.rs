@@ -1,6 +1,8 @@
 //! Counters of what the index did with the events it was given. Nothing is dropped silently:
 //! every rejected event or skipped hash is counted under its reason.
 
+use crate::tiers::TierStats;
+
 /// Why a Stored event, or one hash of a Removed event, was not applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rejection {
@@ -57,6 +59,9 @@ pub struct IndexStats {
     /// Estimated heap bytes of the tree and per-rank maps.
     pub memory_bytes: u64,
     pub events: EventCounters,
+    /// Host pinned, disk and external tiers, in that order (filled by [`KvIndex`](super::KvIndex);
+    /// a bare tree holds none).
+    pub lower_tiers: [TierStats; 3],
 }
 
 impl EventCounters {

@@ -3,8 +3,10 @@
 //! The rules, in order (Dynamo 1.6.1's where they are sound, better where its converter fails):
 //! 1. `ownership` set → `unsupported_ownership`; `locality` other than "LOCAL" →
 //!    `non_local_locality`; `medium` mapped to a tier, an unknown one → `unknown_medium`.
-//! 2. Lower tiers (CPU, disk, external) are kept per tier as sets of engine hashes (placeholders
-//!    included) and counted; only device blocks enter the prefix tree.
+//! 2. Lower tiers (CPU, disk, external) are counted per tier as sets of engine hashes (placeholders
+//!    included), and their events go through the same rules as device ones into the index's
+//!    lower tiers (`crate::tiers`), except that a block size other than the router's only
+//!    filters the event (`tier_block_size_mismatch`).
 //! 3. Only the main KV-cache group enters the tree: `group_idx` ≠ 0 → `non_main_group` (so a
 //!    group-1 removal never touches group 0's equal hash); a non-full-attention kind →
 //!    `non_main_attention_kind`, an unknown kind → `unknown_kind`.
@@ -26,6 +28,7 @@ use super::counters::{FilterReason, IngestCounters, Tier};
 use super::types::{EngineEvent, EngineRemoved, EngineStored, ExtraKey};
 use crate::hashing::{block_count, block_hashes_into, BlockHashOptions};
 use crate::index::{EventData, Rank, RouterEvent, StoredBlock};
+use crate::tiers::LowerTier;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
@@ -86,6 +89,9 @@ pub struct ConvertOutcome {
     pub cleared: bool,
 }
 
+/// A converted event: its lower tier (`None` for device memory) and what it does.
+type Converted = (Option<LowerTier>, EventData);
+
 /// The per-(worker, dp rank) state of conversion: namespaces of salted chains, learned group
 /// kinds, and the lower tiers' blocks.
 #[derive(Debug, Default)]
@@ -122,7 +128,7 @@ impl RankConverter {
     ) -> ConvertOutcome {
         let mut outcome = ConvertOutcome::default();
         for event in events {
-            let data = match event {
+            let converted = match event {
                 EngineEvent::Stored(s) => self.stored(s, block_size, &mut outcome),
                 EngineEvent::Removed(r) => self.removed(r),
                 EngineEvent::Cleared { ownership: Some(_) } => {
@@ -133,11 +139,11 @@ impl RankConverter {
                     self.counters.cleared_events += 1;
                     self.reset();
                     outcome.cleared = true;
-                    Some(EventData::Cleared)
+                    Some((None, EventData::Cleared))
                 }
             };
-            if let Some(data) = data {
-                out.push(RouterEvent { rank, event_id, device_tier: true, data });
+            if let Some((lower_tier, data)) = converted {
+                out.push(RouterEvent { rank, event_id, lower_tier, data });
             }
         }
         outcome
@@ -160,12 +166,12 @@ impl RankConverter {
         tier
     }
 
-    fn stored(&mut self, s: &EngineStored, block_size: u32, outcome: &mut ConvertOutcome) -> Option<EventData> {
+    fn stored(&mut self, s: &EngineStored, block_size: u32, outcome: &mut ConvertOutcome) -> Option<Converted> {
         let tier = self.gate(&s.ownership, &s.locality, &s.medium)?;
+        let lower = tier.lower_index().map(|i| LowerTier::ALL[i]);
         if let Some(i) = tier.lower_index() {
             self.counters.tier_stored[i] += s.block_hashes.len() as u64;
             self.tiers[i].extend(s.block_hashes.iter().copied());
-            return None;
         }
         let group = s.group_idx.unwrap_or(0);
         if let Some(kind) = s.kv_cache_spec_kind.as_deref() {
@@ -186,6 +192,9 @@ impl RankConverter {
             return self.filtered(FilterReason::Placeholder);
         }
         if s.block_size != u64::from(block_size) {
+            if lower.is_some() {
+                return self.filtered(FilterReason::TierBlockSizeMismatch);
+            }
             outcome.block_size_mismatch.get_or_insert((s.block_size, block_size));
             return self.filtered(FilterReason::BlockSizeMismatch);
         }
@@ -251,25 +260,27 @@ impl RankConverter {
                 _ => {}
             }
         }
-        self.counters.stored_events += 1;
-        self.counters.stored_blocks += count as u64;
-        if s.parent_block_hash.is_none() && count > 0 {
-            outcome.fresh_root_store = true;
+        if lower.is_none() {
+            self.counters.stored_events += 1;
+            self.counters.stored_blocks += count as u64;
+            if s.parent_block_hash.is_none() && count > 0 {
+                outcome.fresh_root_store = true;
+            }
         }
         let blocks =
             s.block_hashes[..count].iter().zip(&locals).map(|(&ext, &local)| StoredBlock { ext, local }).collect();
-        Some(EventData::Stored { parent: s.parent_block_hash, blocks })
+        Some((lower, EventData::Stored { parent: s.parent_block_hash, blocks }))
     }
 
-    fn removed(&mut self, r: &EngineRemoved) -> Option<EventData> {
+    fn removed(&mut self, r: &EngineRemoved) -> Option<Converted> {
         let tier = self.gate(&r.ownership, &r.locality, &r.medium)?;
+        let lower = tier.lower_index().map(|i| LowerTier::ALL[i]);
         if let Some(i) = tier.lower_index() {
             for h in &r.block_hashes {
                 if self.tiers[i].remove(h) {
                     self.counters.tier_removed[i] += 1;
                 }
             }
-            return None;
         }
         let group = r.group_idx.unwrap_or(0);
         if self.groups.get(&group).is_some_and(|c| *c != KindClass::Main) {
@@ -278,6 +289,11 @@ impl RankConverter {
         if group != 0 {
             return self.filtered(FilterReason::NonMainGroup);
         }
+        if lower.is_some() {
+            // The namespaces are the device chain's: an offload tier dropping its copy of a block
+            // says nothing about the device's.
+            return Some((lower, EventData::Removed { hashes: r.block_hashes.clone() }));
+        }
         for h in &r.block_hashes {
             if matches!(self.namespaces.get(h), Some(Namespace::Named(_))) {
                 self.namespaces.remove(h);
@@ -285,10 +301,10 @@ impl RankConverter {
         }
         self.counters.removed_events += 1;
         self.counters.removed_hashes += r.block_hashes.len() as u64;
-        Some(EventData::Removed { hashes: r.block_hashes.clone() })
+        Some((None, EventData::Removed { hashes: r.block_hashes.clone() }))
     }
 
-    fn filtered(&mut self, why: FilterReason) -> Option<EventData> {
+    fn filtered<T>(&mut self, why: FilterReason) -> Option<T> {
         self.counters.filter(why);
         None
     }

@@ -27,10 +27,14 @@ pub enum FilterReason {
     BlockSizeMismatch,
     /// Blocks keyed by prompt embeddings (bytes in `extra_keys`): their content is not in the tokens.
     PromptEmbeds,
+    /// A lower tier's store whose block size differs from the router's (an offload tier may use
+    /// larger blocks): its blocks cannot line up with a request's, so they are not indexed. The
+    /// source is not failed for it.
+    TierBlockSizeMismatch,
 }
 
 impl FilterReason {
-    pub const ALL: [FilterReason; 11] = [
+    pub const ALL: [FilterReason; 12] = [
         Self::UnsupportedOwnership,
         Self::NonLocalLocality,
         Self::UnknownMedium,
@@ -42,6 +46,7 @@ impl FilterReason {
         Self::Placeholder,
         Self::BlockSizeMismatch,
         Self::PromptEmbeds,
+        Self::TierBlockSizeMismatch,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -57,6 +62,7 @@ impl FilterReason {
             Self::Placeholder => "placeholder",
             Self::BlockSizeMismatch => "block_size_mismatch",
             Self::PromptEmbeds => "prompt_embeds",
+            Self::TierBlockSizeMismatch => "tier_block_size_mismatch",
         }
     }
 
@@ -125,7 +131,7 @@ pub struct IngestCounters {
     pub tier_stored: [u64; 3],
     pub tier_removed: [u64; 3],
     /// Per [`FilterReason`], in `FilterReason::ALL` order.
-    pub filtered: [u64; 11],
+    pub filtered: [u64; FilterReason::ALL.len()],
     /// Events with an unknown tag, skipped one by one.
     pub unknown_events: u64,
     /// Unknown map keys and extra positional elements (tolerated).

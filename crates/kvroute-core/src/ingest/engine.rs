@@ -134,7 +134,7 @@ impl EngineIngest {
         if let Some(conv) = self.ranks.lock().get_mut(&rank) {
             conv.reset();
         }
-        out.push(RouterEvent { rank, event_id: 0, device_tier: true, data: EventData::Cleared });
+        out.push(RouterEvent { rank, event_id: 0, lower_tier: None, data: EventData::Cleared });
     }
 
     /// Forgets a worker's conversion state (its index blocks are removed by the caller).

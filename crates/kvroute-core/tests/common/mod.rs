@@ -18,7 +18,7 @@ pub fn names(prefix: &[u64], locals: &[u64], salt: u64) -> Vec<u64> {
 }
 
 pub fn event(r: Rank, data: EventData) -> RouterEvent {
-    RouterEvent { rank: r, event_id: 0, device_tier: true, data }
+    RouterEvent { rank: r, event_id: 0, lower_tier: None, data }
 }
 
 /// Stores `locals` after `prefix` (which the rank must hold), named per [`names`].

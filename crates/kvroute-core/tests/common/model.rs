@@ -17,7 +17,7 @@ pub struct Model {
 
 impl Model {
     pub fn apply(&mut self, e: &RouterEvent) {
-        if !e.device_tier {
+        if e.lower_tier.is_some() {
             return;
         }
         let r = self.ranks.entry(e.rank).or_default();

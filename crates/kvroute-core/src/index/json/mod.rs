@@ -119,7 +119,7 @@ fn convert(e: JsonEvent) -> Result<Option<RouterEvent>, String> {
     Ok(Some(RouterEvent {
         rank: Rank::new(e.worker_id.0, e.event.0.dp_rank.map_or(0, |r| r.0)),
         event_id: e.event.0.event_id.0,
-        device_tier: e.storage_tier.is_none_or(|t| t == Tier::Device),
+        lower_tier: e.storage_tier.and_then(Tier::lower),
         data,
     }))
 }

@@ -4,6 +4,7 @@
 
 use super::object::Obj;
 use super::values::{must_be, required_nullable, AnyValue, Offset, U32, U64};
+use crate::tiers::LowerTier;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
@@ -33,6 +34,18 @@ pub enum Tier {
     HostPinned,
     Disk,
     External,
+}
+
+impl Tier {
+    /// The lower tier this names; `None` for device memory.
+    pub fn lower(self) -> Option<LowerTier> {
+        match self {
+            Tier::Device => None,
+            Tier::HostPinned => Some(LowerTier::HostPinned),
+            Tier::Disk => Some(LowerTier::Disk),
+            Tier::External => Some(LowerTier::External),
+        }
+    }
 }
 
 #[derive(Deserialize)]

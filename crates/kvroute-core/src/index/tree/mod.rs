@@ -62,6 +62,7 @@ pub(crate) fn tree_stats(book: &Book, view: &View, view_copies: usize) -> IndexS
         tree_blocks: book.blocks.live_count() as u64,
         memory_bytes: (view.heap_bytes() * view_copies + book.heap_bytes()) as u64,
         events: book.counters,
+        lower_tiers: Default::default(),
     }
 }
 

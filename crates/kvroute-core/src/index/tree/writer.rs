@@ -28,7 +28,7 @@ impl<'a> TreeWriter<'a> {
     /// Applies one event. Rejections are counted, never returned: a router must keep going.
     pub fn apply_event(&mut self, event: &RouterEvent, now_ms: f64) {
         self.expire(now_ms);
-        if !event.device_tier {
+        if event.lower_tier.is_some() {
             self.book.counters.reject(Rejection::IgnoredTier);
             return;
         }

@@ -1,0 +1,239 @@
+//! Lower storage tiers (host memory, disk, external): which rank holds which KV blocks there,
+//! so that routing can credit a rank whose engine offloaded the rest of a prompt's prefix.
+//!
+//! This follows Dynamo's lower-tier index (`indexer/lower_tier.rs`) and its continuation walk:
+//! a rank's match continues from where its device (GPU) prefix ends, through the host tier, then
+//! disk, then external storage, counting the consecutive blocks each tier holds for it
+//! ([`LowerTiers::extensions`]). Routing weighs them with `host_cache_hit_weight` and
+//! `disk_cache_hit_weight` (disk and external both count as disk).
+//!
+//! Dynamo keys a lower-tier block by its parent's engine hash and its own local hash, and
+//! starts a rank's walk from the engine hash of its last device block. kvroute's device index
+//! keeps engine hashes where only its writer threads read them, so this index keys a block by
+//! its **position** instead: the sequence hash of the local hashes from the root, which the
+//! walk computes from the request alone. A store's parent must therefore be a block the rank
+//! holds in a lower tier (or none, at the root); a store whose parent the rank holds only on the
+//! device is counted as `unanchored` and not applied. Offloading engines copy a request's blocks
+//! in order from its first (vLLM's offloading connector, Dynamo's KVBM), so their chains start in
+//! the tier itself. For engines that name blocks consistently (the parent's hash is the hash of
+//! the block before), the two keyings give the same walk.
+//!
+//! Lower tiers are kept apart from the device index: they change nothing there, and a rank's
+//! device prefix and lower tiers may be read a moment apart (as in Dynamo, whose tiers are
+//! separate indexers too).
+
+mod walk;
+
+use crate::hashing::next_sequence_hash;
+use crate::index::Rank;
+use rustc_hash::FxHashMap;
+
+pub use walk::TierReach;
+
+/// A storage tier below device memory, in the order a match walks them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LowerTier {
+    HostPinned = 0,
+    Disk = 1,
+    External = 2,
+}
+
+impl LowerTier {
+    pub const ALL: [LowerTier; 3] = [LowerTier::HostPinned, LowerTier::Disk, LowerTier::External];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What one tier did with the events it was given; nothing is dropped without a count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierCounters {
+    /// Blocks stored (a block the rank already held at the same position counts once).
+    pub stored: u64,
+    /// Blocks removed.
+    pub removed: u64,
+    /// Blocks of stores whose parent the rank holds in no lower tier (not applied).
+    pub unanchored: u64,
+    /// Blocks not applied because the rank already used their name for another position, and
+    /// the blocks after them in the same store (Dynamo stops such a store there too).
+    pub conflicting: u64,
+    /// Removed hashes the rank did not hold in the tier.
+    pub not_found: u64,
+}
+
+/// One tier's size and counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierStats {
+    /// Sum over ranks of the blocks each holds in the tier.
+    pub blocks: u64,
+    pub counters: TierCounters,
+}
+
+#[derive(Debug, Default)]
+struct Tier {
+    /// Position (sequence hash) → the ranks holding it, each with how many of its names point
+    /// there (an engine may name one position twice).
+    held: FxHashMap<u64, Vec<(Rank, u32)>>,
+    /// Per rank, its names → their positions.
+    names: FxHashMap<Rank, FxHashMap<u64, u64>>,
+    blocks: u64,
+    counters: TierCounters,
+}
+
+impl Tier {
+    fn position_of(&self, rank: Rank, name: u64) -> Option<u64> {
+        self.names.get(&rank)?.get(&name).copied()
+    }
+
+    fn holds(&self, rank: Rank, position: u64) -> bool {
+        self.held.get(&position).is_some_and(|ranks| ranks.iter().any(|(r, _)| *r == rank))
+    }
+
+    fn hold(&mut self, rank: Rank, position: u64) {
+        let ranks = self.held.entry(position).or_default();
+        match ranks.iter_mut().find(|(r, _)| *r == rank) {
+            Some((_, refs)) => *refs += 1,
+            None => ranks.push((rank, 1)),
+        }
+        self.blocks += 1;
+    }
+
+    fn release(&mut self, rank: Rank, position: u64) {
+        let Some(ranks) = self.held.get_mut(&position) else { return };
+        if let Some(i) = ranks.iter().position(|(r, _)| *r == rank) {
+            ranks[i].1 -= 1;
+            if ranks[i].1 == 0 {
+                ranks.swap_remove(i);
+            }
+            self.blocks -= 1;
+        }
+        if ranks.is_empty() {
+            self.held.remove(&position);
+        }
+    }
+
+    fn clear_rank(&mut self, rank: Rank) {
+        if let Some(names) = self.names.remove(&rank) {
+            for position in names.into_values() {
+                self.release(rank, position);
+            }
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(u64, Vec<(Rank, u32)>)>() + 1;
+        let held = self.held.capacity() * entry
+            + self.held.values().map(|v| v.capacity() * std::mem::size_of::<(Rank, u32)>()).sum::<usize>();
+        let names = self.names.capacity() * (std::mem::size_of::<(Rank, FxHashMap<u64, u64>)>() + 1)
+            + self.names.values().map(|m| m.capacity() * 17).sum::<usize>();
+        held + names
+    }
+}
+
+/// The lower tiers of every rank. Single-threaded: the native index keeps it behind a lock.
+#[derive(Debug, Default)]
+pub struct LowerTiers {
+    tiers: [Tier; 3],
+}
+
+impl LowerTiers {
+    /// Whether any tier holds a block (routing skips the walk otherwise).
+    pub fn is_empty(&self) -> bool {
+        self.tiers.iter().all(|t| t.blocks == 0)
+    }
+
+    /// A Stored event of `tier`: `blocks` are (engine hash, local hash) pairs in order, the first
+    /// a child of `parent` (an engine hash the rank holds in a lower tier), or a root block.
+    pub fn store(&mut self, rank: Rank, tier: LowerTier, parent: Option<u64>, blocks: &[(u64, u64)]) {
+        let mut position = match parent {
+            None => None,
+            Some(name) => match self.anchor(rank, tier, name) {
+                Some(p) => Some(p),
+                None => {
+                    self.tiers[tier.index()].counters.unanchored += blocks.len() as u64;
+                    return;
+                }
+            },
+        };
+        let t = &mut self.tiers[tier.index()];
+        for (i, &(name, local)) in blocks.iter().enumerate() {
+            let here = position.map_or(local, |p| next_sequence_hash(p, local));
+            let names = t.names.entry(rank).or_default();
+            match names.get(&name) {
+                Some(&known) if known == here => {}
+                Some(_) => {
+                    t.counters.conflicting += (blocks.len() - i) as u64;
+                    return;
+                }
+                None => {
+                    names.insert(name, here);
+                    t.hold(rank, here);
+                    t.counters.stored += 1;
+                }
+            }
+            position = Some(here);
+        }
+    }
+
+    /// The position of a store's parent: the rank's block of that name in this tier, else in the
+    /// other lower tiers (a disk store may continue a chain the host tier holds).
+    fn anchor(&self, rank: Rank, tier: LowerTier, name: u64) -> Option<u64> {
+        self.tiers[tier.index()].position_of(rank, name).or_else(|| {
+            LowerTier::ALL.iter().filter(|t| **t != tier).find_map(|t| self.tiers[t.index()].position_of(rank, name))
+        })
+    }
+
+    /// A Removed event of `tier`.
+    pub fn remove(&mut self, rank: Rank, tier: LowerTier, hashes: &[u64]) {
+        let t = &mut self.tiers[tier.index()];
+        for name in hashes {
+            let position = t.names.get_mut(&rank).and_then(|names| names.remove(name));
+            match position {
+                Some(p) => {
+                    t.release(rank, p);
+                    t.counters.removed += 1;
+                }
+                None => t.counters.not_found += 1,
+            }
+        }
+        if t.names.get(&rank).is_some_and(|names| names.is_empty()) {
+            t.names.remove(&rank);
+        }
+    }
+
+    /// Forgets everything `rank` holds in every lower tier (an engine's cache clear, which Dynamo
+    /// fans out to every tier).
+    pub fn clear_rank(&mut self, rank: Rank) {
+        for t in &mut self.tiers {
+            t.clear_rank(rank);
+        }
+    }
+
+    /// Forgets a worker's ranks (one, or all when `dp_rank` is `None`).
+    pub fn remove_worker(&mut self, worker_id: u64, dp_rank: Option<u32>) {
+        for t in &mut self.tiers {
+            let ranks: Vec<Rank> = t
+                .names
+                .keys()
+                .filter(|r| r.worker_id == worker_id && dp_rank.is_none_or(|d| d == r.dp_rank))
+                .copied()
+                .collect();
+            for rank in ranks {
+                t.clear_rank(rank);
+            }
+        }
+    }
+
+    pub fn stats(&self) -> [TierStats; 3] {
+        LowerTier::ALL.map(|t| {
+            let tier = &self.tiers[t.index()];
+            TierStats { blocks: tier.blocks, counters: tier.counters }
+        })
+    }
+
+    /// Estimated heap bytes (map capacities times entry sizes).
+    pub fn memory_bytes(&self) -> u64 {
+        self.tiers.iter().map(|t| t.bytes() as u64).sum()
+    }
+}

@@ -1,0 +1,104 @@
+//! Lower storage tiers: the store, removal and clear rules, the continuation walk, and the
+//! index's handling of lower-tier events beside the tree (also tested through Node on both
+//! backends in `test/lower-tiers.test.ts`).
+
+mod common;
+
+use common::{names, rank, store};
+use kvroute_core::hashing::sequence_hashes;
+use kvroute_core::index::{EventData, KvIndex, RouterEvent};
+use kvroute_core::tiers::{LowerTier, LowerTiers, TierReach};
+
+/// (name, local) pairs for `locals` after `prefix`, named as engines name them.
+fn pairs(prefix: &[u64], locals: &[u64]) -> Vec<(u64, u64)> {
+    names(prefix, locals, 0).into_iter().zip(locals.iter().copied()).collect()
+}
+
+fn parent(prefix: &[u64]) -> Option<u64> {
+    (!prefix.is_empty()).then(|| names(&[], prefix, 0)[prefix.len() - 1])
+}
+
+fn reach(t: &LowerTiers, query: &[u64], device: u32) -> TierReach {
+    t.extensions(&sequence_hashes(query), &[rank(1, 0)], &[device])[0]
+}
+
+#[test]
+fn the_walk_continues_from_the_device_prefix_through_host_then_disk_then_external() {
+    let mut t = LowerTiers::default();
+    let r = rank(1, 0);
+    t.store(r, LowerTier::HostPinned, None, &pairs(&[], &[1, 2, 3]));
+    t.store(r, LowerTier::Disk, parent(&[1, 2, 3]), &pairs(&[1, 2, 3], &[4, 5]));
+    t.store(r, LowerTier::External, parent(&[1, 2, 3, 4, 5]), &pairs(&[1, 2, 3, 4, 5], &[6]));
+    let q = [1, 2, 3, 4, 5, 6, 7];
+    assert_eq!(reach(&t, &q, 1), TierReach { host_pinned: 2, disk: 2, external: 1 });
+    assert_eq!(reach(&t, &q, 0), TierReach { host_pinned: 3, disk: 2, external: 1 });
+    // A device prefix past the host run: the host adds nothing, the disk continues from there.
+    assert_eq!(reach(&t, &q, 3), TierReach { host_pinned: 0, disk: 2, external: 1 });
+    // Another path, and another rank, get nothing.
+    assert_eq!(reach(&t, &[1, 9], 1), TierReach::default());
+    assert_eq!(t.extensions(&sequence_hashes(&q), &[rank(2, 0)], &[0]), vec![TierReach::default()]);
+}
+
+#[test]
+fn stores_anchor_in_a_lower_tier_and_names_keep_their_positions() {
+    let mut t = LowerTiers::default();
+    let r = rank(1, 0);
+    // The parent is on the device only: nothing applies.
+    t.store(r, LowerTier::HostPinned, parent(&[1]), &pairs(&[1], &[2, 3]));
+    t.store(r, LowerTier::HostPinned, None, &pairs(&[], &[1, 2]));
+    t.store(r, LowerTier::HostPinned, None, &pairs(&[], &[1, 2]));
+    // A name used again for another position stops the store there.
+    let clash = [(50, 50), (names(&[], &[1], 0)[0], 51), (52, 52)];
+    t.store(r, LowerTier::HostPinned, None, &clash);
+    let [host, disk, _] = t.stats();
+    assert_eq!((host.blocks, host.counters.stored, host.counters.unanchored, host.counters.conflicting), (3, 3, 2, 2));
+    assert_eq!(disk.blocks, 0);
+    t.remove(r, LowerTier::HostPinned, &[names(&[], &[1, 2], 0)[1], 77]);
+    let [host, ..] = t.stats();
+    assert_eq!((host.blocks, host.counters.removed, host.counters.not_found), (2, 1, 1));
+    assert_eq!(reach(&t, &[1, 2], 0).host_pinned, 1);
+    t.clear_rank(r);
+    assert!(t.is_empty());
+}
+
+#[test]
+fn the_index_applies_lower_tier_events_beside_the_tree_and_clears_both() {
+    let index = KvIndex::new(2).unwrap();
+    let r = rank(3, 0);
+    let lower = |tier, prefix: &[u64], locals: &[u64]| {
+        let mut e = store(r, prefix, locals);
+        e.lower_tier = Some(tier);
+        e
+    };
+    index
+        .apply_events(
+            vec![
+                store(r, &[], &[1]),
+                lower(LowerTier::HostPinned, &[], &[1, 2, 3]),
+                lower(LowerTier::Disk, &[1, 2, 3], &[4]),
+            ],
+            0.0,
+        )
+        .unwrap();
+    index.flush().unwrap();
+    let o = index.overlaps(&[1, 2, 3, 4, 5], 0.0, &[r, rank(4, 0)]).unwrap();
+    assert_eq!((o[0].device, o[0].tree_size, o[0].lower), (1, 1, TierReach { host_pinned: 2, disk: 1, external: 0 }));
+    assert_eq!(o[1].lower, TierReach::default());
+    let (stats, _) = index.stats().unwrap();
+    assert_eq!((stats.blocks, stats.lower_tiers[0].blocks, stats.lower_tiers[1].blocks), (1, 3, 1));
+
+    // A lower tier's clear leaves the tree; a device clear wipes both.
+    let clear = |tier| RouterEvent { rank: r, event_id: 0, lower_tier: tier, data: EventData::Cleared };
+    index.apply_events(vec![clear(Some(LowerTier::Disk))], 0.0).unwrap();
+    index.flush().unwrap();
+    let (stats, _) = index.stats().unwrap();
+    assert_eq!((stats.blocks, stats.lower_tiers[0].blocks), (1, 0));
+    index.apply_events(vec![lower(LowerTier::HostPinned, &[], &[1]), clear(None)], 0.0).unwrap();
+    index.flush().unwrap();
+    let (stats, _) = index.stats().unwrap();
+    assert_eq!((stats.blocks, stats.lower_tiers[0].blocks), (0, 0));
+    index.apply_events(vec![lower(LowerTier::External, &[], &[1])], 0.0).unwrap();
+    index.remove_worker(3, None).unwrap();
+    index.flush().unwrap();
+    assert_eq!(index.stats().unwrap().0.lower_tiers[2].blocks, 0);
+}
