@@ -5,8 +5,9 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import parsePrometheus from 'parse-prometheus-text-format';
 import { describe, expect, test } from 'vitest';
-import { createGateway, isKvRouteError, KvRouter, type MockWorker, metrics, mockTokenize } from '../ts/index.js';
+import { blockHashes, createGateway, isKvRouteError, KvRouter, type MockWorker, metrics, mockTokenize } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { stored } from './helpers/events.js';
 import { closeFleetsAfterEach, startFleet, startWorker, startWorkerOnConsecutivePorts, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
 import { scratchDir } from './helpers/scratch-dir.js';
@@ -71,6 +72,26 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
       disk: blocks * 16,
     });
     expect(q.json.frequencies).toEqual(new Array(blocks).fill(1));
+    // Lower tiers: the holder's engine offloaded the prompt and two blocks more to host memory, a
+    // third to disk. `cpu` and `disk` are cumulative reaches, as Dynamo reports them.
+    const longer = mockTokenize(PROMPT + PROMPT);
+    const h = [...blockHashes(longer, 16, { backend })];
+    f.gateway.router.applyEvents([
+      stored(BigInt(holder), h.slice(0, blocks + 2), { tier: 'host_pinned' }),
+      stored(BigInt(holder), h.slice(blocks + 2, blocks + 3), { tier: 'disk', prefix: h.slice(0, blocks + 2) }),
+    ]);
+    await f.gateway.router.flush();
+    const tiered = await postJson(`${f.adminUrl}/query`, { token_ids: longer, model_name: 'mock-model' });
+    expect(tiered.json.scores).toEqual({ [holder]: { 0: blocks * 16 } });
+    expect(tiered.json.instances).toEqual({
+      [holder]: {
+        longest_matched: (blocks + 3) * 16,
+        gpu: blocks * 16,
+        dp: { 0: blocks * 16 },
+        cpu: (blocks + 2) * 16,
+        disk: (blocks + 3) * 16,
+      },
+    });
     expect((await postJson(`${f.adminUrl}/query`, { token_ids: [1, 2], model_name: 'other' })).status).toBe(404);
     expect((await postJson(`${f.adminUrl}/query`, { token_ids: 'x', model_name: 'mock-model' })).status).toBe(400);
     // A scope of the wrong type is refused, not read as no scope (which would answer for the base model).

@@ -3,7 +3,9 @@
  * router: `POST /query`, `POST /query_by_hash`, `GET /dump`, `GET /workers`, `POST /register`,
  * `POST /unregister`. Bodies are read and written without precision loss: u64 values (hashes,
  * instance ids) are exact JSON numbers both ways. One model and the `default` routing group per
- * gateway. The prefix tree holds device blocks only, so `cpu` and `disk` equal `gpu`.
+ * gateway. `/query` reports each instance's reach per tier, cumulative as Dynamo's is: `gpu` the
+ * device prefix, `cpu` that plus the host tier's run past it, `disk` that plus the disk and
+ * external runs.
  * @internal
  * @module
  */
@@ -11,8 +13,9 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { parseJsonLossless, stringifyLossless } from '../events/json.js';
+import { blockHashes } from '../hashing.js';
 import { checkEndpoint } from '../ingest/options.js';
-import type { OverlapScores } from '../kv-index.js';
+import type { TieredScore } from '../kv-index.js';
 import { snapshotDocument } from '../replicas/snapshot.js';
 import type { KvRouter } from '../router/kv-router.js';
 import { describe, isTokenId } from '../validate.js';
@@ -74,35 +77,50 @@ function modelOf(m: FleetWorker, ctx: IndexerContext): string {
   return m.model ?? ctx.model();
 }
 
-/** Only the scores of the workers serving `model`, in a fleet of several models. */
-function ofModel(scores: OverlapScores, model: string | undefined, ctx: IndexerContext): OverlapScores {
+/**
+ * Every rank of the workers serving `model` (all workers when none is named), each with its
+ * reach into the query per tier.
+ */
+function tieredScores(hashes: BigUint64Array | readonly bigint[], model: string | undefined, ctx: IndexerContext): TieredScore[] {
   const serving = model === undefined ? undefined : ctx.fleet.servingWorkers(model);
-  if (!serving || serving.adapter) return scores;
-  return { ...scores, scores: scores.scores.filter((s) => serving.workers.includes(s.workerId)) };
+  const only = serving && !serving.adapter ? new Set(serving.workers) : undefined;
+  const ranks = ctx.fleet
+    .list()
+    .filter((m) => !only || only.has(m.spec.id))
+    .flatMap((m) => {
+      const size = Math.max(1, m.spec.dpSize ?? 1, m.spec.kvEvents?.length ?? 0);
+      return Array.from({ length: size }, (_, dpRank) => ({ workerId: m.spec.id, dpRank }));
+    });
+  return ctx.router.index.findTieredMatches(hashes, ranks);
 }
 
 /** `scores`, `frequencies` and `instances` in tokens, as Dynamo answers `/query`. */
-function queryAnswer(scores: OverlapScores, blockSize: number): unknown {
+function queryAnswer(scores: readonly TieredScore[], blockSize: number): unknown {
   const legacy: Record<string, Record<string, number>> = {};
   const instances: Record<string, { longest_matched: number; gpu: number; dp: Record<string, number>; cpu: number; disk: number }> = {};
   let depth = 0;
-  for (const s of scores.scores) {
+  for (const s of scores) {
+    const cpuBlocks = s.device + s.hostPinned;
+    const diskBlocks = cpuBlocks + s.disk + s.external;
+    if (diskBlocks === 0) continue;
     const id = String(s.workerId);
-    const tokens = s.blocks * blockSize;
-    legacy[id] ??= {};
-    legacy[id][String(s.dpRank)] = tokens;
+    const tokens = s.device * blockSize;
+    if (s.device > 0) {
+      legacy[id] ??= {};
+      legacy[id][String(s.dpRank)] = tokens;
+    }
     instances[id] ??= { longest_matched: 0, gpu: 0, dp: {}, cpu: 0, disk: 0 };
     const inst = instances[id];
     inst.dp[String(s.dpRank)] = tokens;
     inst.gpu = Math.max(inst.gpu, tokens);
-    inst.cpu = inst.gpu;
-    inst.disk = inst.gpu;
-    inst.longest_matched = inst.gpu;
-    depth = Math.max(depth, s.blocks);
+    inst.cpu = Math.max(inst.cpu, cpuBlocks * blockSize);
+    inst.disk = Math.max(inst.disk, diskBlocks * blockSize);
+    inst.longest_matched = inst.disk;
+    depth = Math.max(depth, s.device);
   }
-  // frequencies[i]: ranks holding block i of the query.
+  // frequencies[i]: ranks holding block i of the query on the device.
   const frequencies = new Array<number>(depth).fill(0);
-  for (const s of scores.scores) for (let i = 0; i < s.blocks; i++) frequencies[i]++;
+  for (const s of scores) for (let i = 0; i < s.device; i++) frequencies[i]++;
   return { scores: legacy, frequencies, instances };
 }
 
@@ -229,14 +247,15 @@ export function indexerRoutes(app: FastifyInstance, ctx: IndexerContext): void {
     // As the engines' salted blocks are indexed: a `dynamo-cache-salt:` key names its rest.
     const cacheNamespace = salt ? namespaceOfSalt(salt) : undefined;
     const opts = { ...(loraName ? { loraName } : {}), ...(cacheNamespace ? { cacheNamespace } : {}) };
-    return send(reply, 200, queryAnswer(ofModel(ctx.router.index.findMatchesForRequest(ids as number[], opts), model, ctx), ctx.blockSize));
+    const hashes = blockHashes(ids as number[], ctx.blockSize, { ...opts, backend: ctx.router.backend });
+    return send(reply, 200, queryAnswer(tieredScores(hashes, model, ctx), ctx.blockSize));
   });
   app.post('/query_by_hash', async (req, reply) => {
     const b = body(req.body);
     const model = checkScope(b, ctx, false);
     if (b.cache_salt !== undefined && b.cache_salt !== null)
       throw new ApiError(400, 'cache_salt must be omitted: hashes already carry their salt');
-    return send(reply, 200, queryAnswer(ofModel(ctx.router.index.findMatches(hashes(b.block_hashes)), model, ctx), ctx.blockSize));
+    return send(reply, 200, queryAnswer(tieredScores(hashes(b.block_hashes), model, ctx), ctx.blockSize));
   });
   // Dynamo's dump shape, plus the engine seqs a replica warm-starting from it resumes after.
   app.get('/dump', async (_req, reply) => send(reply, 200, await snapshotDocument(ctx.router.index, ctx.model())));

@@ -149,6 +149,18 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
   counter('kvroute_index_events_skipped_total', 'Index events left out on purpose, by reason.', ['reason'], (set, s) => {
     for (const [reason, v] of Object.entries(index(s).skipped)) set({ reason }, v);
   });
+  gauge('kvroute_index_lower_tier_blocks', 'Blocks held in each lower storage tier, summed over ranks.', ['tier'], (g, s) => {
+    for (const [tier, t] of Object.entries(index(s).lowerTiers)) g.set({ tier }, t.blocks);
+  });
+  counter(
+    'kvroute_index_lower_tier_blocks_total',
+    'Lower-tier blocks by tier and outcome (stored, removed, unanchored, conflicting, not_found).',
+    ['tier', 'outcome'],
+    (set, s) => {
+      for (const [tier, t] of Object.entries(index(s).lowerTiers))
+        for (const outcome of ['stored', 'removed', 'unanchored', 'conflicting', 'not_found'] as const) set({ tier, outcome }, t[outcome]);
+    },
+  );
   counter('kvroute_index_duplicate_stores_total', 'Stored events that changed nothing (replays).', [], (set, s) =>
     set({}, index(s).duplicateStores),
   );
