@@ -108,13 +108,17 @@ export class JsRouterCore implements RouterCoreBackend {
     const blocks: BlockId[] = assumeKvReuse ? Array.from(jsHashing.sequenceHashes(locals)) : Array.from(locals, (_, i) => `${handle}:${i}`);
     const matches = new Map<string, [number, number]>();
     for (const s of this.index.findMatches(locals, nowMs)) matches.set(`${s.workerId}:${s.dpRank}`, [s.blocks, s.treeSize]);
-    const keys: string[] = new Array(workers.length);
-    const device: number[] = new Array(workers.length);
+    // Only when a lower tier holds blocks: routing pays nothing for tiers it does not use.
+    const tiers = this.index.hasLowerTiers();
+    const keys: string[] = tiers ? new Array(workers.length) : [];
+    const device: number[] = tiers ? new Array(workers.length) : [];
     for (let c = 0; c < workers.length; c++) {
       const key = `${workers[c]}:${ranks[c]}`;
-      keys[c] = key;
       const [overlap, treeSize] = matches.get(key) ?? [0, this.index.treeSize(workers[c], ranks[c])];
-      device[c] = overlap;
+      if (tiers) {
+        keys[c] = key;
+        device[c] = overlap;
+      }
       const load = this.ranks.get(key);
       let fresh = blocks.length;
       if (load) {
@@ -126,7 +130,7 @@ export class JsRouterCore implements RouterCoreBackend {
         CANDIDATE_FIGURES * c,
       );
     }
-    const reach = this.index.lowerTierReach(locals, keys, device);
+    const reach = tiers ? this.index.lowerTierReach(locals, keys, device) : undefined;
     if (reach) for (let c = 0; c < reach.length; c++) out.set([reach[c][0], reach[c][1] + reach[c][2]], CANDIDATE_FIGURES * c + 6);
     this.pending.set(handle, { blocks, locals });
     return locals.length;

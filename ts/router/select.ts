@@ -138,7 +138,7 @@ export function costsFromFigures(
     const diskBlocks = f[k + 7];
     // Zero unless a lower tier holds blocks: then exactly the classic figures again.
     const tierTokens = (o.hostCacheHitWeight * hostBlocks + o.diskCacheHitWeight * diskBlocks) * bs;
-    const cachedTokens = Math.round(overlap * bs + tierTokens);
+    const cachedTokens = tierTokens === 0 ? overlap * bs : Math.round(overlap * bs + tierTokens);
     const uncached = o.trackPrefillTokens ? Math.max(0, isl - cachedTokens) : 0;
     const rankCredit = decays ? credit / (1 + (o.overlapScoreCreditDecay * ((active - leastActive) / bs)) / requestBlocks) : credit;
     // In tokens, so that credit 1 gives the classic cost's exact figures (and ties). A credit

@@ -118,6 +118,11 @@ export class JsIndex implements IndexBackend {
     return w;
   }
 
+  /** Whether any lower tier holds a block. */
+  hasLowerTiers(): boolean {
+    return !this.lower.isEmpty();
+  }
+
   /**
    * Per rank (`worker:dp` keys), the blocks its host, disk and external tiers add past its
    * device overlap `device[i]`; `undefined` while no lower tier holds a block.

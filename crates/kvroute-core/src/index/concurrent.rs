@@ -455,12 +455,7 @@ impl KvIndex {
                 Overlap { device, tree_size, lower: TierReach::default() }
             })
             .collect();
-        let device: Vec<u32> = out.iter().map(|o| o.device).collect();
-        if let Some(reach) = self.lower.extensions(|| sequence_hashes(query), candidates, &device) {
-            for (o, r) in out.iter_mut().zip(reach) {
-                o.lower = r;
-            }
-        }
+        self.lower.extend(&mut out, candidates, || sequence_hashes(query));
         Ok(out)
     }
 

@@ -6,8 +6,9 @@
 //! every view a second map. Offload events are rarer than device ones, and a read takes the lock
 //! only while a tier holds anything; a write holds it for one event batch's lower-tier part.
 
+use super::concurrent::Overlap;
 use super::event::{EventData, Rank, RouterEvent};
-use crate::tiers::{LowerTiers, TierReach, TierStats};
+use crate::tiers::{LowerTiers, TierStats};
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -65,22 +66,21 @@ impl LowerTierState {
         }
     }
 
-    /// Each candidate's lower-tier reach past its device overlap; `None` while no tier holds a
-    /// block (the common case, which then costs one atomic load).
-    pub fn extensions(
-        &self,
-        positions: impl FnOnce() -> Vec<u64>,
-        candidates: &[Rank],
-        device: &[u32],
-    ) -> Option<Vec<TierReach>> {
+    /// Fills each candidate's lower-tier reach past its device overlap. While no tier holds a
+    /// block (the common case) this costs one atomic load: routing pays nothing for tiers it
+    /// does not use.
+    pub fn extend(&self, out: &mut [Overlap], candidates: &[Rank], positions: impl FnOnce() -> Vec<u64>) {
         if !self.used.load(Ordering::Acquire) {
-            return None;
+            return;
         }
         let tiers = self.tiers.read();
         if tiers.is_empty() {
-            return None;
+            return;
         }
-        Some(tiers.extensions(&positions(), candidates, device))
+        let device: Vec<u32> = out.iter().map(|o| o.device).collect();
+        for (o, reach) in out.iter_mut().zip(tiers.extensions(&positions(), candidates, &device)) {
+            o.lower = reach;
+        }
     }
 
     /// Each tier's size and counters, and the heap bytes of all three.
