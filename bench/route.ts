@@ -6,6 +6,9 @@
  *    decision the request's blocks enter the chosen worker's cache (a Stored event, untimed).
  * 3. trace, predict-on-route: the same with `routerPredictedTtlSecs: 120`, so each decision also
  *    records its blocks as predictions on the chosen worker (in the index, before `route` returns).
+ * 4. synthetic, offloaded: workload 1 with lower tiers: each system prompt's worker holds its
+ *    first half on the device and all of it in host memory, the next worker all of it on disk, so
+ *    every decision walks the lower tiers of all 16 candidates.
  * Targets: ≥ 50,000 routes/s with the native backend; native ≥ 5× JS. The synthetic workload is
  * timed after an untimed warm-up of 1,000 cycles.
  */
@@ -17,10 +20,11 @@ import { benchTrace } from './index-workload.js';
 const WORKERS = 16;
 const BS = 64;
 
-function storedEvent(worker: number, locals: BigUint64Array): RouterEvent {
+function storedEvent(worker: number, locals: BigUint64Array, tier?: RouterEvent['storage_tier']): RouterEvent {
   const names = sequenceHashes(locals);
   return {
     worker_id: worker,
+    ...(tier ? { storage_tier: tier } : {}),
     event: {
       event_id: 0,
       data: { stored: { parent_hash: null, blocks: Array.from(locals, (h, i) => ({ block_hash: names[i], tokens_hash: h })) } },
@@ -57,10 +61,21 @@ async function cycle(router: KvRouter, requests: Iterable<{ id: string; tokens: 
   };
 }
 
-async function synthetic(backend: 'native' | 'js') {
+async function synthetic(backend: 'native' | 'js', offloaded = false) {
   const router = newRouter(backend);
   const prompts = Array.from({ length: 100 }, (_, p) => Uint32Array.from({ length: 2048 }, (_, i) => (p * 7919 + i * 31) % 150_000));
-  for (let p = 0; p < prompts.length; p++) router.applyEvent(storedEvent(p % WORKERS, blockHashes(prompts[p], BS)));
+  for (let p = 0; p < prompts.length; p++) {
+    const locals = blockHashes(prompts[p], BS);
+    if (!offloaded) {
+      router.applyEvent(storedEvent(p % WORKERS, locals));
+      continue;
+    }
+    router.applyEvents([
+      storedEvent(p % WORKERS, locals.slice(0, locals.length / 2)),
+      storedEvent(p % WORKERS, locals, 'host_pinned'),
+      storedEvent((p + 1) % WORKERS, locals, 'disk'),
+    ]);
+  }
   await router.flush();
   const n = QUICK ? 2000 : 20_000;
   const reqs = Array.from({ length: Math.min(n, 2000) }, (_, k) => {
@@ -108,12 +123,13 @@ async function trace(backend: 'native' | 'js', predictedTtlSecs?: number) {
 }
 
 const PREDICTED_TTL_SECS = 120;
-const WORKLOADS = ['synthetic', 'trace', 'trace, predict-on-route'] as const;
+const WORKLOADS = ['synthetic', 'trace', 'trace, predict-on-route', 'synthetic, offloaded'] as const;
 const results: Record<string, Record<string, Awaited<ReturnType<typeof synthetic>>>> = Object.fromEntries(WORKLOADS.map((w) => [w, {}]));
 for (const backend of ['native', 'js'] as const) {
   results.synthetic[backend] = await synthetic(backend);
   results.trace[backend] = await trace(backend);
   results['trace, predict-on-route'][backend] = await trace(backend, PREDICTED_TTL_SECS);
+  results['synthetic, offloaded'][backend] = await synthetic(backend, true);
 }
 const rows = WORKLOADS.flatMap((w) => [
   {
