@@ -104,7 +104,20 @@ export interface IndexStats {
   /** Predicted blocks removed because their TTL passed. */
   expiredBlocks: number;
   /** The lower storage tiers, which routing credits at `hostCacheHitWeight` and `diskCacheHitWeight`. */
-  lowerTiers: { host_pinned: LowerTierStats; disk: LowerTierStats; external: LowerTierStats };
+  lowerTiers: LowerTiersStats;
+}
+
+/**
+ * Each lower storage tier's stats, by Dynamo's tier name.
+ * @group Index
+ */
+export interface LowerTiersStats {
+  /** Host memory (CPU offload; media `CPU`, `CPU_PINNED`, `CPU_TIER1`). */
+  host_pinned: LowerTierStats;
+  /** Disk (media `CPU_TIER2`, `DISK`, `NVME`, `STORAGE`). */
+  disk: LowerTierStats;
+  /** External or shared storage (media `EXTERNAL`, `NETWORK`, `REMOTE`, `SHARED`). */
+  external: LowerTierStats;
 }
 
 /** The public shape of a backend's counters. @internal */

@@ -67,6 +67,7 @@ export type {
   IndexStats,
   KvIndexOptions,
   LowerTierStats,
+  LowerTiersStats,
   OverlapScores,
   RankRef,
   RejectedCounts,

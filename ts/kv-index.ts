@@ -116,7 +116,9 @@ export interface TieredScore {
 
 /** A rank to ask about: a worker and its data-parallel rank (default 0). @group Index */
 export interface RankRef {
+  /** The worker. */
   workerId: WorkerId;
+  /** Its data-parallel rank; default 0. */
   dpRank?: number;
 }
 
@@ -131,7 +133,7 @@ export interface OverlapScores {
   toJSON(): unknown;
 }
 
-export type { AppliedCounts, IndexStats, LowerTierStats, RejectedCounts, SkippedCounts } from './index-stats.js';
+export type { AppliedCounts, IndexStats, LowerTierStats, LowerTiersStats, RejectedCounts, SkippedCounts } from './index-stats.js';
 
 const INDEX_OPTIONS = ['blockSize', 'backend', 'writerThreads', 'approximate', 'now', 'highWaterMark'] as const;
 const REQUEST_OPTIONS = ['loraName', 'cacheNamespace', 'eagle', 'mmHashes'] as const;
