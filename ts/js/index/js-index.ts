@@ -66,14 +66,9 @@ export class JsIndex implements IndexBackend {
       }
       const rank = this.rank(rankKey, meta[m + 1]);
       if (kind === KIND_STORED) {
-        const parent = flags & FLAG_HAS_PARENT ? words[w++] : undefined;
-        const exts: bigint[] = new Array(count);
-        const locals: bigint[] = new Array(count);
-        for (let i = 0; i < count; i++) {
-          exts[i] = words[w++];
-          locals[i] = words[w++];
-        }
-        this.countStore(this.store(rank, parent, exts, locals, undefined), count);
+        const s = readStored(words, w, flags, count);
+        w = s.next;
+        this.countStore(this.store(rank, s.parent, s.exts, s.locals, undefined), count);
       } else if (kind === KIND_REMOVED) {
         for (let i = 0; i < count; i++) {
           if (!this.removeNamed(rank, words[w++])) this.counters.blockNotFound++;
@@ -101,14 +96,9 @@ export class JsIndex implements IndexBackend {
     let w = at;
     const rank = lowerRankKey(workerId, dpRank);
     if (kind === KIND_STORED) {
-      const parent = flags & FLAG_HAS_PARENT ? words[w++] : undefined;
-      const exts: bigint[] = new Array(count);
-      const locals: bigint[] = new Array(count);
-      for (let i = 0; i < count; i++) {
-        exts[i] = words[w++];
-        locals[i] = words[w++];
-      }
-      this.lower.store(rank, tier, parent, exts, locals);
+      const s = readStored(words, w, flags, count);
+      w = s.next;
+      this.lower.store(rank, tier, s.parent, s.exts, s.locals);
     } else if (kind === KIND_REMOVED) {
       this.lower.remove(rank, tier, Array.from(words.subarray(w, w + count)));
       w += count;
@@ -374,6 +364,19 @@ export class JsIndex implements IndexBackend {
   }
 
   close(): void {}
+}
+
+/** A packed Stored event's parent and (name, local hash) pairs from `at`, and where the next event starts. */
+function readStored(words: BigUint64Array, at: number, flags: number, count: number) {
+  let w = at;
+  const parent = flags & FLAG_HAS_PARENT ? words[w++] : undefined;
+  const exts: bigint[] = new Array(count);
+  const locals: bigint[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    exts[i] = words[w++];
+    locals[i] = words[w++];
+  }
+  return { parent, exts, locals, next: w };
 }
 
 /** Expired predictions form a suffix of a rank's path (see matches.rs); binary-search its start. */
