@@ -6,7 +6,7 @@
  * options, and a seeded comparison with a deliberately simple model of the tiers and the walk.
  */
 import { afterEach, describe, expect, test } from 'vitest';
-import { blockHashes, KvIndex, type KvRouter, type LowerTierStats, type RouterEvent } from '../ts/index.js';
+import { blockHashes, KvIndex, type KvRouter, type LowerTierStats, type RouterEvent, stringifyEvents } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { packBatch, vllmRemoved, vllmStored } from './helpers/engine-wire.js';
 import { expectKvError } from './helpers/errors.js';
@@ -131,6 +131,30 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
     expect([s.blocks, s.events.stored]).toEqual([2, 1]);
     expect(i.findMatches([21n, 22n]).scores.map((x) => x.blocks)).toEqual([2]);
     expect(i.findMatches([11n]).scores).toEqual([]);
+  });
+
+  test('events given as JSON text reach the same tiers (the native backend parses text in Rust)', async () => {
+    const i = newIndex();
+    const path = [41n, 42n, 43n];
+    i.applyEvents(
+      stringifyEvents(
+        [
+          stored(5, path, { tier: 'host_pinned' }),
+          stored(5, [44n], { tier: 'disk', prefix: path }),
+          stored(5, [45n], { tier: 'external', prefix: [...path, 44n] }),
+          removed(5, path, [3], { tier: 'host_pinned' }),
+        ],
+        'ndjson',
+      ),
+    );
+    await i.flush();
+    expect(i.findTieredMatches([41n, 42n, 43n, 44n, 45n], [{ workerId: 5 }, { workerId: 6, dpRank: 1 }])).toEqual([
+      { workerId: 5n, dpRank: 0, device: 0, hostPinned: 2, disk: 0, external: 0 },
+      { workerId: 6n, dpRank: 1, device: 0, hostPinned: 0, disk: 0, external: 0 },
+    ]);
+    expect(TIERS.map((t) => i.stats().lowerTiers[t].blocks)).toEqual([2, 1, 1]);
+    expectKvError(() => i.findTieredMatches([1n], [{ workerId: -1 }]), 'ERR_INVALID_ARG', /ranks\[0\]\.workerId/);
+    expectKvError(() => i.findTieredMatches([1n], 'x' as never), 'ERR_INVALID_ARG', /ranks must be an array/);
   });
 
   test("a clear wipes the rank's lower tiers (a device clear its tree too); removing a worker wipes them", async () => {
