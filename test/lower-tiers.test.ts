@@ -89,7 +89,7 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
         expectKvError(() => make({ [key]: bad } as never), 'ERR_INVALID_ARG', new RegExp(`opts.${key} must be`));
   });
 
-  test('stores must continue a chain the rank holds in a lower tier; every outcome is counted', async () => {
+  test('stores continue a chain the rank holds (in a lower tier, else on the device); every outcome is counted', async () => {
     const i = newIndex();
     const path = [11n, 12n, 13n, 14n];
     i.applyEvents([
@@ -97,7 +97,8 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
       stored(1, path.slice(0, 3), { tier: 'host_pinned' }), // a replay: nothing new
       stored(1, path.slice(3), { tier: 'disk', prefix: path.slice(0, 3) }), // anchored in the host tier
       stored(1, [21n, 22n]), // device only
-      stored(1, [23n], { tier: 'host_pinned', prefix: [21n, 22n] }), // its parent is on the device only
+      stored(1, [23n], { tier: 'host_pinned', prefix: [21n, 22n] }), // placed below the device's block
+      stored(1, [61n], { tier: 'host_pinned', prefix: [60n] }), // a parent the rank holds nowhere
       stored(2, [31n, 32n], { tier: 'external' }),
     ]);
     // A name the rank already uses for another position stops the store there.
@@ -123,7 +124,7 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
     await i.flush();
     const s = i.stats();
     expect(s.lowerTiers).toEqual({
-      host_pinned: { blocks: 3, stored: 4, removed: 1, unanchored: 1, conflicting: 2, not_found: 1 },
+      host_pinned: { blocks: 4, stored: 5, removed: 1, unanchored: 1, conflicting: 2, not_found: 1 },
       disk: { ...empty(), blocks: 1, stored: 1 },
       external: { ...empty(), blocks: 2, stored: 2 },
     });
@@ -131,6 +132,9 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
     expect([s.blocks, s.events.stored]).toEqual([2, 1]);
     expect(i.findMatches([21n, 22n]).scores.map((x) => x.blocks)).toEqual([2]);
     expect(i.findMatches([11n]).scores).toEqual([]);
+    expect(i.findTieredMatches([21n, 22n, 23n], [{ workerId: 1 }])).toEqual([
+      { workerId: 1n, dpRank: 0, device: 2, hostPinned: 1, disk: 0, external: 0 },
+    ]);
   });
 
   test('events given as JSON text reach the same tiers (the native backend parses text in Rust)', async () => {
@@ -246,7 +250,8 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
           const from = rng.int(n);
           const to = from + 1 + rng.int(n - from);
           r.applyEvent(stored(w, f.h.slice(from, to), { dpRank: dp, tier: TIERS[tier], prefix: f.h.slice(0, from) }));
-          const anchored = from === 0 || TIERS.some((_, k) => heldIn(k, rank, key(f.h, from)));
+          const anchored =
+            from === 0 || TIERS.some((_, k) => heldIn(k, rank, key(f.h, from))) || device.get(rank)?.has(key(f.h, from)) === true;
           if (!anchored) counts[tier].unanchored += to - from;
           else
             for (let i = from + 1; i <= to; i++) {

@@ -32,8 +32,8 @@ export interface RejectedCounts {
 
 /**
  * One lower storage tier (host memory, disk or external): what it holds and what it did with
- * its events. A lower tier keys a block by its position from the root, so a store must continue
- * a chain the rank holds in a lower tier (or start at the root).
+ * its events. A lower tier keys a block by its position from the root, so a store's parent must
+ * be a block the rank holds, in a lower tier or on the device (or none, at the root).
  * @group Index
  */
 export interface LowerTierStats {
@@ -43,7 +43,7 @@ export interface LowerTierStats {
   stored: number;
   /** Blocks removed. */
   removed: number;
-  /** Blocks of stores whose parent the rank holds in no lower tier (for example only on the device): not applied. */
+  /** Blocks of stores whose parent the rank holds in no tier, device included: not applied. */
   unanchored: number;
   /** Blocks of a store from the first whose name the rank already uses for another position: not applied. */
   conflicting: number;

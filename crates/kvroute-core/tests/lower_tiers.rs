@@ -18,6 +18,11 @@ fn parent(prefix: &[u64]) -> Option<u64> {
     (!prefix.is_empty()).then(|| names(&[], prefix, 0)[prefix.len() - 1])
 }
 
+/// No device tier: a parent outside the lower tiers is unknown.
+fn no_device(_: u64) -> Option<u64> {
+    None
+}
+
 fn reach(t: &LowerTiers, query: &[u64], device: u32) -> TierReach {
     t.extensions(&sequence_hashes(query), &[rank(1, 0)], &[device])[0]
 }
@@ -26,9 +31,9 @@ fn reach(t: &LowerTiers, query: &[u64], device: u32) -> TierReach {
 fn the_walk_continues_from_the_device_prefix_through_host_then_disk_then_external() {
     let mut t = LowerTiers::default();
     let r = rank(1, 0);
-    t.store(r, LowerTier::HostPinned, None, &pairs(&[], &[1, 2, 3]));
-    t.store(r, LowerTier::Disk, parent(&[1, 2, 3]), &pairs(&[1, 2, 3], &[4, 5]));
-    t.store(r, LowerTier::External, parent(&[1, 2, 3, 4, 5]), &pairs(&[1, 2, 3, 4, 5], &[6]));
+    t.store(r, LowerTier::HostPinned, None, &pairs(&[], &[1, 2, 3]), no_device);
+    t.store(r, LowerTier::Disk, parent(&[1, 2, 3]), &pairs(&[1, 2, 3], &[4, 5]), no_device);
+    t.store(r, LowerTier::External, parent(&[1, 2, 3, 4, 5]), &pairs(&[1, 2, 3, 4, 5], &[6]), no_device);
     let q = [1, 2, 3, 4, 5, 6, 7];
     assert_eq!(reach(&t, &q, 1), TierReach { host_pinned: 2, disk: 2, external: 1 });
     assert_eq!(reach(&t, &q, 0), TierReach { host_pinned: 3, disk: 2, external: 1 });
@@ -43,13 +48,13 @@ fn the_walk_continues_from_the_device_prefix_through_host_then_disk_then_externa
 fn stores_anchor_in_a_lower_tier_and_names_keep_their_positions() {
     let mut t = LowerTiers::default();
     let r = rank(1, 0);
-    // The parent is on the device only: nothing applies.
-    t.store(r, LowerTier::HostPinned, parent(&[1]), &pairs(&[1], &[2, 3]));
-    t.store(r, LowerTier::HostPinned, None, &pairs(&[], &[1, 2]));
-    t.store(r, LowerTier::HostPinned, None, &pairs(&[], &[1, 2]));
+    // The parent is nowhere: nothing applies.
+    t.store(r, LowerTier::HostPinned, parent(&[1]), &pairs(&[1], &[2, 3]), no_device);
+    t.store(r, LowerTier::HostPinned, None, &pairs(&[], &[1, 2]), no_device);
+    t.store(r, LowerTier::HostPinned, None, &pairs(&[], &[1, 2]), no_device);
     // A name used again for another position stops the store there.
     let clash = [(50, 50), (names(&[], &[1], 0)[0], 51), (52, 52)];
-    t.store(r, LowerTier::HostPinned, None, &clash);
+    t.store(r, LowerTier::HostPinned, None, &clash, no_device);
     let [host, disk, _] = t.stats();
     assert_eq!((host.blocks, host.counters.stored, host.counters.unanchored, host.counters.conflicting), (3, 3, 2, 2));
     assert_eq!(disk.blocks, 0);
@@ -87,12 +92,30 @@ fn the_index_applies_lower_tier_events_beside_the_tree_and_clears_both() {
     let (stats, _) = index.stats().unwrap();
     assert_eq!((stats.blocks, stats.lower_tiers[0].blocks, stats.lower_tiers[1].blocks), (1, 3, 1));
 
+    // A store whose parent the rank holds only on the device is placed below that block, found
+    // in the writer's book after the worker's earlier events (here in the same batch).
+    index
+        .apply_events(
+            vec![
+                store(r, &[], &[7, 8]),
+                lower(LowerTier::HostPinned, &[7, 8], &[9]),
+                lower(LowerTier::Disk, &[70], &[9]),
+            ],
+            0.0,
+        )
+        .unwrap();
+    index.flush().unwrap();
+    let o = index.overlaps(&[7, 8, 9], 0.0, &[r]).unwrap();
+    assert_eq!((o[0].device, o[0].lower.host_pinned), (2, 1));
+    let (stats, _) = index.stats().unwrap();
+    assert_eq!((stats.lower_tiers[0].counters.stored, stats.lower_tiers[1].counters.unanchored), (4, 1));
+
     // A lower tier's clear leaves the tree; a device clear wipes both.
     let clear = |tier| RouterEvent { rank: r, event_id: 0, lower_tier: tier, data: EventData::Cleared };
     index.apply_events(vec![clear(Some(LowerTier::Disk))], 0.0).unwrap();
     index.flush().unwrap();
     let (stats, _) = index.stats().unwrap();
-    assert_eq!((stats.blocks, stats.lower_tiers[0].blocks), (1, 0));
+    assert_eq!((stats.blocks, stats.lower_tiers[0].blocks), (3, 0));
     index.apply_events(vec![lower(LowerTier::HostPinned, &[], &[1]), clear(None)], 0.0).unwrap();
     index.flush().unwrap();
     let (stats, _) = index.stats().unwrap();

@@ -17,7 +17,7 @@ import {
 } from '../../events/packed.js';
 import { jsHashing } from '../hashing.js';
 import { JsIngest } from '../ingest/engine.js';
-import { LowerTiers, rankKey as lowerRankKey } from '../tiers/lower-tiers.js';
+import { LowerTiers, rankKey as lowerRankKey, pathPosition } from '../tiers/lower-tiers.js';
 import { ExpiryHeap } from './expiry.js';
 import { compareBigInt, compareRanks, RankState, TrieNode } from './trie.js';
 
@@ -98,7 +98,7 @@ export class JsIndex implements IndexBackend {
     if (kind === KIND_STORED) {
       const s = readStored(words, w, flags, count);
       w = s.next;
-      this.lower.store(rank, tier, s.parent, s.exts, s.locals);
+      this.lower.store(rank, tier, s.parent, s.exts, s.locals, (name) => this.devicePosition(workerId, dpRank, name));
     } else if (kind === KIND_REMOVED) {
       this.lower.remove(rank, tier, Array.from(words.subarray(w, w + count)));
       w += count;
@@ -106,6 +106,14 @@ export class JsIndex implements IndexBackend {
       this.lower.clearRank(rank);
     }
     return w;
+  }
+
+  /** The position (sequence hash) of the block a rank names `name` in the trie, if it holds one. */
+  private devicePosition(workerId: bigint, dpRank: number, name: bigint): bigint | undefined {
+    const path: bigint[] = [];
+    for (let n = this.ranks.get(`${workerId}:${dpRank}`)?.lookup.get(name); n && n !== this.root; n = n.parent ?? undefined)
+      path.push(n.local);
+    return pathPosition(path.reverse());
   }
 
   /** Whether any lower tier holds a block. */

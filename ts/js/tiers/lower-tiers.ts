@@ -66,6 +66,11 @@ function childPosition(parent: bigint, local: bigint): bigint {
   return jsHashing.sequenceHashes(BigUint64Array.of(parent, local))[1];
 }
 
+/** The sequence hash of a path of local hashes from the root. */
+export function pathPosition(locals: readonly bigint[]): bigint | undefined {
+  return locals.length === 0 ? undefined : jsHashing.sequenceHashes(BigUint64Array.from(locals))[locals.length - 1];
+}
+
 /** A rank's key in the maps: `worker:dp`. */
 export function rankKey(workerId: bigint, dpRank: number): string {
   return `${workerId}:${dpRank}`;
@@ -78,11 +83,22 @@ export class LowerTiers {
     return this.tiers.every((t) => t.blocks === 0);
   }
 
-  /** A Stored event of `tier` (0-2): (engine hash, local hash) pairs, the first a child of `parent`. */
-  store(rank: string, tier: number, parent: bigint | undefined, exts: readonly bigint[], locals: readonly bigint[]): void {
+  /**
+   * A Stored event of `tier` (0-2): (engine hash, local hash) pairs, the first a child of
+   * `parent`, looked up in the rank's lower tiers, then by `onDevice` (the position of the
+   * rank's device block of that name).
+   */
+  store(
+    rank: string,
+    tier: number,
+    parent: bigint | undefined,
+    exts: readonly bigint[],
+    locals: readonly bigint[],
+    onDevice: (name: bigint) => bigint | undefined,
+  ): void {
     let position: bigint | undefined;
     if (parent !== undefined) {
-      position = this.anchor(rank, tier, parent);
+      position = this.anchor(rank, tier, parent) ?? onDevice(parent);
       if (position === undefined) {
         this.tiers[tier].unanchored += exts.length;
         return;

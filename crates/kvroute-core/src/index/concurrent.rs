@@ -112,6 +112,9 @@ struct Shared {
     /// The first panic inside a writer, if any. Writers keep running after it so that `flush`
     /// never hangs, but the index reports the failure instead of pretending to be healthy.
     failure: Mutex<Option<String>>,
+    /// Host, disk and external tiers, applied by the writers in order with each worker's device
+    /// events (see `lower.rs`).
+    lower: LowerTierState,
 }
 
 /// The size of books from which [`KvIndex::close_returning_memory`] asks the allocator to give
@@ -162,8 +165,6 @@ pub struct KvIndex {
     /// Whether any prediction (approximate mode) was ever recorded: only then do writes sweep
     /// expired predictions in every shard.
     predictions: AtomicBool,
-    /// Host, disk and external tiers, applied on the caller's thread (see `lower.rs`).
-    lower: LowerTierState,
 }
 
 impl KvIndex {
@@ -185,6 +186,7 @@ impl KvIndex {
             progress: Condvar::new(),
             spent: SpentBatches::new(writer_threads),
             failure: Mutex::new(None),
+            lower: LowerTierState::default(),
         });
         let mut writers = Vec::with_capacity(writer_threads);
         let mut handles = Vec::with_capacity(writer_threads);
@@ -207,7 +209,6 @@ impl KvIndex {
             assignment: Mutex::new((FastMap::default(), 0)),
             closed: AtomicBool::new(false),
             predictions: AtomicBool::new(false),
-            lower: LowerTierState::default(),
         })
     }
 
@@ -291,7 +292,6 @@ impl KvIndex {
     /// writers have applied since the last call (see `spent.rs`).
     pub fn apply_events(&self, events: Vec<RouterEvent>, now_ms: f64) -> Result<(), KvError> {
         self.ensure_open()?;
-        let events = self.lower.split_off(events);
         let mut table = self.assignment.lock();
         let single = {
             let mut targets = events.iter().map(|e| self.writer_for(e.rank.worker_id, &mut table));
@@ -339,7 +339,6 @@ impl KvIndex {
     /// worker's events already enqueued.
     pub fn remove_worker(&self, worker_id: WorkerId, dp_rank: Option<u32>) -> Result<(), KvError> {
         self.ensure_open()?;
-        self.lower.remove_worker(worker_id, dp_rank);
         let mut table = self.assignment.lock();
         let w = self.writer_for(worker_id, &mut table);
         self.send(&table, w, Op::RemoveWorker { worker_id, dp_rank });
@@ -455,7 +454,7 @@ impl KvIndex {
                 Overlap { device, tree_size, lower: TierReach::default() }
             })
             .collect();
-        self.lower.extend(&mut out, candidates, || sequence_hashes(query));
+        self.shared.lower.extend(&mut out, candidates, || sequence_hashes(query));
         Ok(out)
     }
 
@@ -481,7 +480,7 @@ impl KvIndex {
             total.add(&shard.stats());
         }
         let journals: u64 = self.shared.journal_bytes.iter().map(|b| b.load(Ordering::Relaxed)).sum();
-        let (lower, lower_bytes) = self.lower.stats();
+        let (lower, lower_bytes) = self.shared.lower.stats();
         total.lower_tiers = lower;
         total.memory_bytes += journals + self.shared.spent.held_bytes() + self.own_bytes() as u64 + lower_bytes;
         Ok((total, self.queued_ops()))

@@ -1,10 +1,13 @@
-//! The [`KvIndex`](super::KvIndex)'s lower storage tiers: applied on the caller's thread, under a
-//! lock, and read by routing only once some tier holds a block.
+//! The [`KvIndex`](super::KvIndex)'s lower storage tiers: applied by the writer threads, in order
+//! with each worker's device events, under a lock; read by routing only once some tier holds a
+//! block.
 //!
-//! They are kept outside the writer threads' shards: the shards' views are what reads see
-//! without waiting, and keeping lower tiers there would cost every device write a check and
-//! every view a second map. Offload events are rarer than device ones, and a read takes the lock
-//! only while a tier holds anything; a write holds it for one event batch's lower-tier part.
+//! They are kept outside the shards' views: those are what reads see without waiting, and
+//! keeping lower tiers there would cost every device write a check and every view a second map.
+//! Offload events are rarer than device ones, and a read takes the lock only while a tier holds
+//! anything; a writer holds it for one lower-tier event. The writers apply them so that a store
+//! whose parent the rank holds only on the device finds that parent in the writer's book, as the
+//! worker's earlier events left it.
 
 use super::concurrent::Overlap;
 use super::event::{EventData, Rank, RouterEvent};
@@ -13,7 +16,7 @@ use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Debug, Default)]
-pub(super) struct LowerTierState {
+pub(crate) struct LowerTierState {
     tiers: RwLock<LowerTiers>,
     /// Whether any lower-tier event was ever applied: until then a clear or a worker's removal
     /// has nothing to do here, and a read nothing to walk.
@@ -21,43 +24,28 @@ pub(super) struct LowerTierState {
 }
 
 impl LowerTierState {
-    /// Applies the lower-tier part of `events` (their lower-tier events, and the lower-tier side
-    /// of each clear) in order, and returns the events the device tree still needs. A batch with
-    /// no lower-tier event is returned as it is, without a copy.
-    pub fn split_off(&self, events: Vec<RouterEvent>) -> Vec<RouterEvent> {
-        let any_lower = events.iter().any(|e| e.lower_tier.is_some());
-        if !any_lower {
-            // Device events only: the lower tiers care about their clears, once they hold anything.
-            if self.used.load(Ordering::Acquire) && events.iter().any(|e| matches!(e.data, EventData::Cleared)) {
-                let mut tiers = self.tiers.write();
-                for e in events.iter().filter(|e| matches!(e.data, EventData::Cleared)) {
-                    tiers.clear_rank(e.rank);
-                }
-            }
-            return events;
+    /// Whether `event` concerns the lower tiers: one of theirs, or a device clear once they hold
+    /// anything (an engine's clear wipes every tier of the rank, as Dynamo fans it out).
+    pub fn concerns(&self, event: &RouterEvent) -> bool {
+        event.lower_tier.is_some() || (matches!(event.data, EventData::Cleared) && self.used.load(Ordering::Acquire))
+    }
+
+    /// Applies `event`'s lower-tier side; `on_device(rank, name)` gives the position of the rank's
+    /// device block of that name (a store's parent the lower tiers do not hold).
+    pub fn apply(&self, event: &RouterEvent, on_device: impl FnOnce(Rank, u64) -> Option<u64>) {
+        if event.lower_tier.is_some() {
+            self.used.store(true, Ordering::Release);
         }
-        self.used.store(true, Ordering::Release);
         let mut tiers = self.tiers.write();
-        let mut device = Vec::with_capacity(events.len());
-        for e in events {
-            match (e.lower_tier, &e.data) {
-                (Some(tier), EventData::Stored { parent, blocks }) => {
-                    let pairs: Vec<(u64, u64)> = blocks.iter().map(|b| (b.ext, b.local)).collect();
-                    tiers.store(e.rank, tier, *parent, &pairs);
-                }
-                (Some(tier), EventData::Removed { hashes }) => tiers.remove(e.rank, tier, hashes),
-                // A clear wipes every lower tier of the rank, and a device clear the tree as well
-                // (Dynamo fans a clear out to every lower tier, and to the primary index only
-                // when the event targets it).
-                (Some(_), EventData::Cleared) => tiers.clear_rank(e.rank),
-                (None, EventData::Cleared) => {
-                    tiers.clear_rank(e.rank);
-                    device.push(e);
-                }
-                (None, _) => device.push(e),
+        match (event.lower_tier, &event.data) {
+            (Some(tier), EventData::Stored { parent, blocks }) => {
+                let pairs: Vec<(u64, u64)> = blocks.iter().map(|b| (b.ext, b.local)).collect();
+                tiers.store(event.rank, tier, *parent, &pairs, |name| on_device(event.rank, name));
             }
+            (Some(tier), EventData::Removed { hashes }) => tiers.remove(event.rank, tier, hashes),
+            (_, EventData::Cleared) => tiers.clear_rank(event.rank),
+            (None, _) => {}
         }
-        device
     }
 
     pub fn remove_worker(&self, worker_id: u64, dp_rank: Option<u32>) {

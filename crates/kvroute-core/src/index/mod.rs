@@ -395,7 +395,7 @@ mod expiry;
 pub mod growth;
 pub mod json;
 pub mod lock;
-mod lower;
+pub(crate) mod lower;
 mod merge;
 pub mod names;
 pub mod packed;

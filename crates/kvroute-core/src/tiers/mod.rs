@@ -11,13 +11,14 @@
 //! starts a rank's walk from the engine hash of its last device block. kvroute's device index
 //! keeps engine hashes where only its writer threads read them, so this index keys a block by
 //! its **position** instead: the sequence hash of the local hashes from the root, which the
-//! walk computes from the request alone. A store's parent must therefore be a block the rank
-//! holds in a lower tier (or none, at the root); a store whose parent the rank holds only on the
-//! device is counted as `unanchored` and not applied. Offloading engines copy a request's blocks
-//! in order from its first (vLLM's offloading connector, Dynamo's KVBM), so their chains start in
-//! the tier itself. For engines that name blocks consistently (the parent's hash is the hash of
-//! the block before), the two keyings give the same walk.
-//!
+//! walk computes from the request alone. A store's parent is placed when it is stored: a block
+//! the rank holds in a lower tier, else its device block of that name (the index's writer
+//! thread, which applies the rank's events in order, walks it up to the root); a parent the
+//! rank holds nowhere leaves the store `unanchored`, not applied. A block whose parent the
+//! device later drops keeps its position, where Dynamo's edge keeps its parent's name: either
+//! way the walk reaches it only through that parent. For engines that name blocks consistently
+//! (a parent's hash is the hash of the block before) the two keyings give the same walks.
+
 //! Lower tiers are kept apart from the device index: they change nothing there, and a rank's
 //! device prefix and lower tiers may be read a moment apart (as in Dynamo, whose tiers are
 //! separate indexers too).
@@ -53,7 +54,7 @@ pub struct TierCounters {
     pub stored: u64,
     /// Blocks removed.
     pub removed: u64,
-    /// Blocks of stores whose parent the rank holds in no lower tier (not applied).
+    /// Blocks of stores whose parent the rank holds in no tier, device included (not applied).
     pub unanchored: u64,
     /// Blocks not applied because the rank already used their name for another position, and
     /// the blocks after them in the same store (Dynamo stops such a store there too).
@@ -144,11 +145,19 @@ impl LowerTiers {
     }
 
     /// A Stored event of `tier`: `blocks` are (engine hash, local hash) pairs in order, the first
-    /// a child of `parent` (an engine hash the rank holds in a lower tier), or a root block.
-    pub fn store(&mut self, rank: Rank, tier: LowerTier, parent: Option<u64>, blocks: &[(u64, u64)]) {
+    /// a child of `parent`, or a root block. The parent is looked up in the rank's lower tiers,
+    /// then by `on_device`, which gives the position of the rank's device block of that name.
+    pub fn store(
+        &mut self,
+        rank: Rank,
+        tier: LowerTier,
+        parent: Option<u64>,
+        blocks: &[(u64, u64)],
+        on_device: impl FnOnce(u64) -> Option<u64>,
+    ) {
         let mut position = match parent {
             None => None,
-            Some(name) => match self.anchor(rank, tier, name) {
+            Some(name) => match self.anchor(rank, tier, name).or_else(|| on_device(name)) {
                 Some(p) => Some(p),
                 None => {
                     self.tiers[tier.index()].counters.unanchored += blocks.len() as u64;

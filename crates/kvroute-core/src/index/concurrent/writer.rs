@@ -3,6 +3,7 @@
 
 use super::{Op, Shared, MEMORY_REFRESH};
 use crate::index::event::RouterEvent;
+use crate::index::lower::LowerTierState;
 use crate::index::tree::{Journal, TreeWriter};
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -73,7 +74,7 @@ pub(super) fn writer_loop(shared: &Shared, id: usize, rx: &Receiver<Op>) {
         let write = |w: &mut TreeWriter<'_>| {
             for op in group.drain(..) {
                 // Retired before the batch counts as applied (`flush` frees what it waited for).
-                if let Some(batch) = apply(w, op) {
+                if let Some(batch) = apply(w, &shared.lower, op) {
                     drop(shared.spent.retire(id, batch));
                 }
             }
@@ -131,15 +132,24 @@ fn events_blocks(op: &Op) -> usize {
 
 /// Applies one op to a shard through its writer. A batch of events is one write: the views swap
 /// once however many events it holds. Returns the applied batch, to be freed elsewhere.
-fn apply(w: &mut TreeWriter<'_>, op: Op) -> Option<Vec<RouterEvent>> {
+fn apply(w: &mut TreeWriter<'_>, lower: &LowerTierState, op: Op) -> Option<Vec<RouterEvent>> {
     match op {
         Op::Events { events, now_ms } => {
             for event in &events {
+                if lower.concerns(event) {
+                    lower.apply(event, |rank, name| w.sequence_of(rank, name));
+                    if event.lower_tier.is_some() {
+                        continue;
+                    }
+                }
                 w.apply_event(event, now_ms);
             }
             return Some(events);
         }
-        Op::RemoveWorker { worker_id, dp_rank } => w.remove_worker(worker_id, dp_rank),
+        Op::RemoveWorker { worker_id, dp_rank } => {
+            lower.remove_worker(worker_id, dp_rank);
+            w.remove_worker(worker_id, dp_rank);
+        }
         Op::Predict { rank, locals, seq_hashes, now_ms, expires_at_ms } => {
             w.record_prediction(rank, &locals, &seq_hashes, now_ms, expires_at_ms);
         }

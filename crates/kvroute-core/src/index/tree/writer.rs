@@ -7,6 +7,7 @@ use super::journal::{Journal, ViewOp};
 use super::ranks::Slot;
 use super::view::View;
 use super::{BlockId, NodeId};
+use crate::hashing::sequence_hashes;
 use crate::index::event::{EventData, Rank, RouterEvent, StoredBlock};
 use crate::index::stats::Rejection;
 
@@ -151,6 +152,21 @@ impl<'a> TreeWriter<'a> {
     }
 
     /// The rank's slot, creating it on first sight.
+    /// The sequence hash of the position `rank` names `ext` (`None` if it names none): how a
+    /// lower tier places a store whose parent the rank holds only on the device. Walks the
+    /// position up to the root, one block at a time; offload stores rarely need it.
+    pub fn sequence_of(&self, rank: Rank, ext: u64) -> Option<u64> {
+        let slot = self.view.ranks.slot_of(rank)?;
+        let mut at = Some(self.book.blocks.loc(self.book.named(slot, ext)?));
+        let mut path = Vec::new();
+        while let Some(loc) = at {
+            path.push(self.view.node(loc.node).locals()[loc.pos as usize]);
+            at = self.view.above(loc);
+        }
+        path.reverse();
+        sequence_hashes(&path).last().copied()
+    }
+
     fn slot_for(&mut self, rank: Rank) -> Slot {
         if let Some(slot) = self.view.ranks.slot_of(rank) {
             return slot;
