@@ -61,6 +61,12 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
       [1, 1, 2, 1, 11, 5.25],
       [2, 2, 0, 0, 8, 6],
     ]);
+    expect(r.potentialLoads({ requestId: 'p', tokens: t })[0]).toMatchObject({
+      overlapBlocks: 1,
+      hostBlocks: 2,
+      diskBlocks: 1,
+      cachedTokens: 11,
+    });
     expect(d).toMatchObject({ workerId: 1n, overlapBlocks: 1, cachedTokens: 11 });
     expect(r.stats().load).toEqual([expect.objectContaining({ workerId: 1n, activePrefillTokens: 5 })]);
     // The device index itself is untouched by the lower tiers.

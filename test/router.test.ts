@@ -42,8 +42,28 @@ describe.each(BACKENDS)('KvRouter on the %s backend', (backend) => {
     expect(d).toMatchObject({ workerId: 1n, dpRank: 0, overlapBlocks: 2, cachedTokens: 8, requiredBlocks: 3, cost: 4, queuedMs: 0 });
     // Booked on w1: its active load now counts. Same prompt again: w1 prefill 4 + 4, decode 3 + 0 new.
     expect(r.potentialLoads({ requestId: 'b', tokens: t })).toEqual([
-      { workerId: 1n, dpRank: 0, overlapBlocks: 2, prefillTokens: 8, decodeBlocks: 3, activeRequests: 1 },
-      { workerId: 2n, dpRank: 0, overlapBlocks: 0, prefillTokens: 12, decodeBlocks: 3, activeRequests: 0 },
+      {
+        workerId: 1n,
+        dpRank: 0,
+        overlapBlocks: 2,
+        hostBlocks: 0,
+        diskBlocks: 0,
+        cachedTokens: 8,
+        prefillTokens: 8,
+        decodeBlocks: 3,
+        activeRequests: 1,
+      },
+      {
+        workerId: 2n,
+        dpRank: 0,
+        overlapBlocks: 0,
+        hostBlocks: 0,
+        diskBlocks: 0,
+        cachedTokens: 0,
+        prefillTokens: 12,
+        decodeBlocks: 3,
+        activeRequests: 0,
+      },
     ]);
     r.markPrefillCompleted('a');
     expect(r.potentialLoads({ requestId: 'b', tokens: t })[0]).toMatchObject({ prefillTokens: 4, decodeBlocks: 3 });

@@ -389,13 +389,10 @@ export class KvRouter {
     this.expire();
     const handle = this.nextHandle++;
     try {
-      return this.score(handle, p, this.candidatesFor(p), this.clock()).scores.map((s) => ({
-        workerId: s.workerId,
-        dpRank: s.dpRank,
-        overlapBlocks: s.overlap,
-        prefillTokens: s.prefillTokens,
-        decodeBlocks: s.decodeBlocks,
-        activeRequests: s.activeRequests,
+      // A candidate's score without its cost and tree size, its overlap under the load's name.
+      return this.score(handle, p, this.candidatesFor(p), this.clock()).scores.map(({ overlap, cost: _, treeSize: __, ...rest }) => ({
+        ...rest,
+        overlapBlocks: overlap,
       }));
     } finally {
       this.core.discard(handle);

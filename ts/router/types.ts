@@ -123,8 +123,14 @@ export interface PotentialLoad {
   workerId: bigint;
   /** Its data-parallel rank. */
   dpRank: number;
-  /** Leading blocks of the request cached there. */
+  /** Leading blocks of the request cached there, in device memory. */
   overlapBlocks: number;
+  /** Blocks past them its host-memory tier holds (see `CandidateScore.hostBlocks`). */
+  hostBlocks: number;
+  /** Blocks past the host run its disk and external tiers hold. */
+  diskBlocks: number;
+  /** The request's tokens it would not compute, lower-tier blocks at their weights (`CandidateScore.cachedTokens`). */
+  cachedTokens: number;
   /** Prefill tokens the rank would have. */
   prefillTokens: number;
   /** Decode blocks the rank would have. */
