@@ -105,11 +105,13 @@ export class JsRouterCore implements RouterCoreBackend {
   ): number {
     const locals = jsHashing.blockHashes(tokens, blockSize, loraName, cacheNamespace, eagle, mmOffsets, mmHashes);
     // Without KV reuse, block identities that never match another request's (see routing.rs).
-    const blocks: BlockId[] = assumeKvReuse ? Array.from(jsHashing.sequenceHashes(locals)) : Array.from(locals, (_, i) => `${handle}:${i}`);
-    const matches = new Map<string, [number, number]>();
-    for (const s of this.index.findMatches(locals, nowMs)) matches.set(`${s.workerId}:${s.dpRank}`, [s.blocks, s.treeSize]);
     // Only when a lower tier holds blocks: routing pays nothing for tiers it does not use.
     const tiers = this.index.hasLowerTiers();
+    // The sequence hashes serve both the load tracker (with KV reuse) and the tier walk.
+    const positions = assumeKvReuse || tiers ? jsHashing.sequenceHashes(locals) : undefined;
+    const blocks: BlockId[] = positions && assumeKvReuse ? Array.from(positions) : Array.from(locals, (_, i) => `${handle}:${i}`);
+    const matches = new Map<string, [number, number]>();
+    for (const s of this.index.findMatches(locals, nowMs)) matches.set(`${s.workerId}:${s.dpRank}`, [s.blocks, s.treeSize]);
     const keys: string[] = tiers ? new Array(workers.length) : [];
     const device: number[] = tiers ? new Array(workers.length) : [];
     for (let c = 0; c < workers.length; c++) {
@@ -130,7 +132,7 @@ export class JsRouterCore implements RouterCoreBackend {
         CANDIDATE_FIGURES * c,
       );
     }
-    const reach = tiers ? this.index.lowerTierReach(locals, keys, device) : undefined;
+    const reach = positions && tiers ? this.index.lowerTierReach(positions, keys, device) : undefined;
     if (reach) for (let c = 0; c < reach.length; c++) out.set([reach[c][0], reach[c][1] + reach[c][2]], CANDIDATE_FIGURES * c + 6);
     this.pending.set(handle, { blocks, locals });
     return locals.length;

@@ -84,7 +84,7 @@ fn main() {
             let scores = tree.find_matches(&r.locals, r.at_ms);
             ranks.iter().map(|rank| scores.iter().find(|s| s.rank == *rank).map_or(0, |s| s.blocks)).collect()
         } else {
-            index.overlaps(&r.locals, r.at_ms, &ranks).unwrap().into_iter().map(|o| o.device).collect()
+            index.overlaps(&r.locals, None, r.at_ms, &ranks).unwrap().into_iter().map(|o| o.device).collect()
         };
         query_ns += t.elapsed().as_nanos();
         // The longest overlap; ties go to the next rank in turn. `--spread`: every rank in turn,

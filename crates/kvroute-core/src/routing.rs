@@ -69,7 +69,7 @@ impl RouterCore {
         for ticket in self.unseen.drain(..) {
             index.await_prediction(ticket)?;
         }
-        let overlaps = index.overlaps(&locals, now_ms, candidates)?;
+        let overlaps = index.overlaps(&locals, assume_kv_reuse.then_some(blocks.as_slice()), now_ms, candidates)?;
         let out = candidates
             .iter()
             .zip(overlaps)

@@ -6,12 +6,12 @@ mod common;
 
 use common::{names, rank, store};
 use kvroute_core::hashing::sequence_hashes;
-use kvroute_core::index::{EventData, KvIndex, RouterEvent};
+use kvroute_core::index::{EventData, KvIndex, RouterEvent, StoredBlock};
 use kvroute_core::tiers::{LowerTier, LowerTiers, TierReach};
 
-/// (name, local) pairs for `locals` after `prefix`, named as engines name them.
-fn pairs(prefix: &[u64], locals: &[u64]) -> Vec<(u64, u64)> {
-    names(prefix, locals, 0).into_iter().zip(locals.iter().copied()).collect()
+/// The blocks of `locals` after `prefix`, named as engines name them.
+fn pairs(prefix: &[u64], locals: &[u64]) -> Vec<StoredBlock> {
+    names(prefix, locals, 0).into_iter().zip(locals.iter()).map(|(ext, &local)| StoredBlock { ext, local }).collect()
 }
 
 fn parent(prefix: &[u64]) -> Option<u64> {
@@ -53,7 +53,7 @@ fn stores_anchor_in_a_lower_tier_and_names_keep_their_positions() {
     t.store(r, LowerTier::HostPinned, None, &pairs(&[], &[1, 2]), no_device);
     t.store(r, LowerTier::HostPinned, None, &pairs(&[], &[1, 2]), no_device);
     // A name used again for another position stops the store there.
-    let clash = [(50, 50), (names(&[], &[1], 0)[0], 51), (52, 52)];
+    let clash = [(50, 50), (names(&[], &[1], 0)[0], 51), (52, 52)].map(|(ext, local)| StoredBlock { ext, local });
     t.store(r, LowerTier::HostPinned, None, &clash, no_device);
     let [host, disk, _] = t.stats();
     assert_eq!((host.blocks, host.counters.stored, host.counters.unanchored, host.counters.conflicting), (3, 3, 2, 2));
@@ -86,7 +86,7 @@ fn the_index_applies_lower_tier_events_beside_the_tree_and_clears_both() {
         )
         .unwrap();
     index.flush().unwrap();
-    let o = index.overlaps(&[1, 2, 3, 4, 5], 0.0, &[r, rank(4, 0)]).unwrap();
+    let o = index.overlaps(&[1, 2, 3, 4, 5], None, 0.0, &[r, rank(4, 0)]).unwrap();
     assert_eq!((o[0].device, o[0].tree_size, o[0].lower), (1, 1, TierReach { host_pinned: 2, disk: 1, external: 0 }));
     assert_eq!(o[1].lower, TierReach::default());
     let (stats, _) = index.stats().unwrap();
@@ -105,7 +105,7 @@ fn the_index_applies_lower_tier_events_beside_the_tree_and_clears_both() {
         )
         .unwrap();
     index.flush().unwrap();
-    let o = index.overlaps(&[7, 8, 9], 0.0, &[r]).unwrap();
+    let o = index.overlaps(&[7, 8, 9], None, 0.0, &[r]).unwrap();
     assert_eq!((o[0].device, o[0].lower.host_pinned), (2, 1));
     let (stats, _) = index.stats().unwrap();
     assert_eq!((stats.lower_tiers[0].counters.stored, stats.lower_tiers[1].counters.unanchored), (4, 1));

@@ -167,7 +167,7 @@ impl NativeKvIndex {
                 return Err(invalid_arg("rank arrays and output do not match"));
             }
             let candidates: Vec<Rank> = workers.iter().zip(ranks).map(|(&w, &r)| Rank::new(w, r)).collect();
-            let overlaps = self.inner.overlaps(locals, now_ms, &candidates).map_err(to_node_error)?;
+            let overlaps = self.inner.overlaps(locals, None, now_ms, &candidates).map_err(to_node_error)?;
             // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript can
             // touch `out` while it is written; the wrapper owns it and never exposes it.
             let out = unsafe { out.as_mut() };

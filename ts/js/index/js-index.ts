@@ -123,11 +123,10 @@ export class JsIndex implements IndexBackend {
 
   /**
    * Per rank (`worker:dp` keys), the blocks its host, disk and external tiers add past its
-   * device overlap `device[i]`; `undefined` while no lower tier holds a block.
+   * device overlap `device[i]` (`positions`: the query's sequence hashes); `undefined` while no lower tier holds a block.
    */
-  lowerTierReach(locals: BigUint64Array, ranks: readonly string[], device: readonly number[]): [number, number, number][] | undefined {
+  lowerTierReach(positions: BigUint64Array, ranks: readonly string[], device: readonly number[]): [number, number, number][] | undefined {
     if (this.lower.isEmpty()) return undefined;
-    const positions = jsHashing.sequenceHashes(locals);
     return ranks.map((rank, i) => this.lower.reach(positions, rank, device[i]));
   }
 
@@ -136,7 +135,7 @@ export class JsIndex implements IndexBackend {
     for (const s of this.findMatches(locals, nowMs)) device.set(lowerRankKey(s.workerId, s.dpRank), s.blocks);
     const keys = Array.from(ranks, (r, i) => lowerRankKey(workers[i], r));
     const overlaps = keys.map((k) => device.get(k) ?? 0);
-    const reach = this.lowerTierReach(locals, keys, overlaps);
+    const reach = this.lowerTierReach(jsHashing.sequenceHashes(locals), keys, overlaps);
     for (let i = 0; i < keys.length; i++) out.set([overlaps[i], ...(reach?.[i] ?? [0, 0, 0])], 4 * i);
   }
 

@@ -28,6 +28,7 @@ use crate::tiers::TierReach;
 use crate::KvError;
 use crossbeam_channel::{unbounded, Sender};
 use parking_lot::{Condvar, Mutex};
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -439,8 +440,15 @@ impl KvIndex {
 
     /// For each candidate rank: the leading blocks of `query` it holds, the blocks it holds in
     /// total, and how far its lower tiers continue the match. Each rank's device figures come
-    /// from one consistent state of its shard.
-    pub fn overlaps(&self, query: &[u64], now_ms: f64, candidates: &[Rank]) -> Result<Vec<Overlap>, KvError> {
+    /// from one consistent state of its shard. `positions`, the query's sequence hashes when the
+    /// caller has them (a router does), spare the tier walk hashing the query again.
+    pub fn overlaps(
+        &self,
+        query: &[u64],
+        positions: Option<&[u64]>,
+        now_ms: f64,
+        candidates: &[Rank],
+    ) -> Result<Vec<Overlap>, KvError> {
         self.ensure_open()?;
         let scores: rustc_hash::FxHashMap<Rank, (u32, u32)> =
             self.matches(query, now_ms).into_iter().map(|s| (s.rank, (s.blocks, s.tree_size))).collect();
@@ -454,7 +462,9 @@ impl KvIndex {
                 Overlap { device, tree_size, lower: TierReach::default() }
             })
             .collect();
-        self.shared.lower.extend(&mut out, candidates, || sequence_hashes(query));
+        self.shared
+            .lower
+            .extend(&mut out, candidates, || positions.map_or_else(|| sequence_hashes(query).into(), Cow::Borrowed));
         Ok(out)
     }
 

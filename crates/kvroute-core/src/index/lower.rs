@@ -13,6 +13,7 @@ use super::concurrent::Overlap;
 use super::event::{EventData, Rank, RouterEvent};
 use crate::tiers::{LowerTiers, TierStats};
 use parking_lot::RwLock;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Debug, Default)]
@@ -39,8 +40,7 @@ impl LowerTierState {
         let mut tiers = self.tiers.write();
         match (event.lower_tier, &event.data) {
             (Some(tier), EventData::Stored { parent, blocks }) => {
-                let pairs: Vec<(u64, u64)> = blocks.iter().map(|b| (b.ext, b.local)).collect();
-                tiers.store(event.rank, tier, *parent, &pairs, |name| on_device(event.rank, name));
+                tiers.store(event.rank, tier, *parent, blocks, |name| on_device(event.rank, name));
             }
             (Some(tier), EventData::Removed { hashes }) => tiers.remove(event.rank, tier, hashes),
             (_, EventData::Cleared) => tiers.clear_rank(event.rank),
@@ -57,7 +57,7 @@ impl LowerTierState {
     /// Fills each candidate's lower-tier reach past its device overlap. While no tier holds a
     /// block (the common case) this costs one atomic load: routing pays nothing for tiers it
     /// does not use.
-    pub fn extend(&self, out: &mut [Overlap], candidates: &[Rank], positions: impl FnOnce() -> Vec<u64>) {
+    pub fn extend<'p>(&self, out: &mut [Overlap], candidates: &[Rank], positions: impl FnOnce() -> Cow<'p, [u64]>) {
         if !self.used.load(Ordering::Acquire) {
             return;
         }

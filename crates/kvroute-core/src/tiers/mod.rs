@@ -26,7 +26,7 @@
 mod walk;
 
 use crate::hashing::next_sequence_hash;
-use crate::index::Rank;
+use crate::index::{Rank, StoredBlock};
 use rustc_hash::FxHashMap;
 
 pub use walk::TierReach;
@@ -126,8 +126,10 @@ impl Tier {
         let entry = std::mem::size_of::<(u64, Vec<(Rank, u32)>)>() + 1;
         let held = self.held.capacity() * entry
             + self.held.values().map(|v| v.capacity() * std::mem::size_of::<(Rank, u32)>()).sum::<usize>();
+        // A hash map's slot is its entry plus one control byte.
+        let name_entry = std::mem::size_of::<(u64, u64)>() + 1;
         let names = self.names.capacity() * (std::mem::size_of::<(Rank, FxHashMap<u64, u64>)>() + 1)
-            + self.names.values().map(|m| m.capacity() * 17).sum::<usize>();
+            + self.names.values().map(|m| m.capacity() * name_entry).sum::<usize>();
         held + names
     }
 }
@@ -144,7 +146,7 @@ impl LowerTiers {
         self.tiers.iter().all(|t| t.blocks == 0)
     }
 
-    /// A Stored event of `tier`: `blocks` are (engine hash, local hash) pairs in order, the first
+    /// A Stored event of `tier`: `blocks` in order (engine hash, local hash), the first
     /// a child of `parent`, or a root block. The parent is looked up in the rank's lower tiers,
     /// then by `on_device`, which gives the position of the rank's device block of that name.
     pub fn store(
@@ -152,7 +154,7 @@ impl LowerTiers {
         rank: Rank,
         tier: LowerTier,
         parent: Option<u64>,
-        blocks: &[(u64, u64)],
+        blocks: &[StoredBlock],
         on_device: impl FnOnce(u64) -> Option<u64>,
     ) {
         let mut position = match parent {
@@ -166,7 +168,7 @@ impl LowerTiers {
             },
         };
         let t = &mut self.tiers[tier.index()];
-        for (i, &(name, local)) in blocks.iter().enumerate() {
+        for (i, &StoredBlock { ext: name, local }) in blocks.iter().enumerate() {
             let here = position.map_or(local, |p| next_sequence_hash(p, local));
             let names = t.names.entry(rank).or_default();
             match names.get(&name) {
