@@ -22,9 +22,9 @@ const U32_MAX = 0xffffffff;
  */
 const DECIMAL = /^0*([0-9]{1,20})$/;
 const DECIMAL_MAX_LENGTH = 256;
-const TIERS = new Set(['device', 'host_pinned', 'disk', 'external']);
 /** The lower tiers in packed-flag order. */
 const LOWER_TIERS = ['host_pinned', 'disk', 'external'];
+const TIERS = new Set(['device', ...LOWER_TIERS]);
 const TOP_KEYS = new Set(['worker_id', 'storage_tier', 'event', 'residency_domain', 'state_source', 'session_id']);
 const EVENT_KEYS = new Set(['event_id', 'dp_rank', 'data']);
 const STORED_KEYS = new Set(['parent_hash', 'start_position', 'blocks']);
