@@ -107,7 +107,11 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     const dumpText = await (await fetch(`${f.adminUrl}/dump`)).text();
     const dump = JSON.parse(dumpText);
     expect(dump['mock-model:default'].block_size).toBe(16);
-    const localHashes = [...dumpText.matchAll(/"tokens_hash":(\d+)/g)].map((m) => m[1]);
+    // Device chains, then one root event per lower-tier block (its tokens_hash is its position).
+    const tiers = (dump['mock-model:default'].events as { storage_tier: string }[]).map((e) => e.storage_tier);
+    expect(tiers).toEqual(['device', ...new Array(blocks + 2).fill('host_pinned'), 'disk']);
+    const deviceText = dumpText.split('{"worker_id":').filter((e) => e.includes('"storage_tier":"device"'));
+    const localHashes = deviceText.flatMap((e) => [...e.matchAll(/"tokens_hash":(\d+)/g)].map((m) => m[1]));
     expect(localHashes.length).toBe(blocks);
     const byHash = await fetch(`${f.adminUrl}/query_by_hash`, {
       method: 'POST',

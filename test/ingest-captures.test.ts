@@ -83,6 +83,7 @@ function modelHeld(batches: TruthBatch[]): Set<string> {
 function heldByRank(index: KvIndex): Map<number, Set<string>> {
   const out = new Map<number, Set<string>>();
   for (const e of index.dump()) {
+    if (e.storage_tier !== 'device') continue;
     const rank = e.event.dp_rank;
     const set = out.get(rank) ?? new Set();
     out.set(rank, set);

@@ -28,13 +28,16 @@ const G1_SALTED =
   '93cb3ff00000000000009198ab426c6f636b53746f72656491ffc0940102030404c0a347505581aa63616368655f73616c74a874656e616e742d6100';
 const U64_MAX = 2n ** 64n - 1n;
 
-/** The (engine hash, tokens_hash) pairs a payload leaves in a fresh index. */
+/** The (engine hash, tokens_hash) pairs a payload leaves on the device of a fresh index. */
 async function applied(backend: (typeof BACKENDS)[number], blockSize: number, ...payloads: Uint8Array[]) {
   const index = new KvIndex({ blockSize, backend });
   try {
     for (const p of payloads) index.applyEngineBatch(1, 0, p);
     await index.flush();
-    const blocks = index.dump().flatMap((e) => e.event.data.stored.blocks.map((b) => [BigInt(b.block_hash), BigInt(b.tokens_hash)]));
+    const blocks = index
+      .dump()
+      .filter((e) => e.storage_tier === 'device')
+      .flatMap((e) => e.event.data.stored.blocks.map((b) => [BigInt(b.block_hash), BigInt(b.tokens_hash)]));
     return { blocks, stats: index.engineStats() };
   } finally {
     index.close();

@@ -6,7 +6,15 @@
  * options, and a seeded comparison with a deliberately simple model of the tiers and the walk.
  */
 import { afterEach, describe, expect, test } from 'vitest';
-import { blockHashes, KvIndex, type KvRouter, type LowerTierStats, type RouterEvent, stringifyEvents } from '../ts/index.js';
+import {
+  blockHashes,
+  KvIndex,
+  type KvRouter,
+  type LowerTierStats,
+  type RouterEvent,
+  sequenceHashes,
+  stringifyEvents,
+} from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { packBatch, vllmRemoved, vllmStored } from './helpers/engine-wire.js';
 import { expectKvError } from './helpers/errors.js';
@@ -167,6 +175,64 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
     expectKvError(() => i.findTieredMatches([1n], 'x' as never), 'ERR_INVALID_ARG', /ranks must be an array/);
   });
 
+  test('a dump carries the lower tiers, one root store per block at its position; a restore rebuilds them exactly', async () => {
+    const i = newIndex();
+    i.applyEvents([
+      stored(1, [21n, 22n]),
+      stored(1, [23n], { tier: 'host_pinned', prefix: [21n, 22n] }), // placed below the device's block
+      stored(1, [11n, 12n, 13n], { tier: 'host_pinned' }),
+      stored(1, [14n], { tier: 'disk', prefix: [11n, 12n, 13n] }),
+      stored(2, [31n, 32n], { tier: 'external', dpRank: 1 }),
+    ]);
+    await i.flush();
+    const dump = i.dump();
+    const device = dump.filter((e) => e.storage_tier === 'device');
+    const lower = dump.filter((e) => e.storage_tier !== 'device');
+    // Device chains first, then the lower tiers.
+    expect(dump).toEqual([...device, ...lower]);
+    expect(device.map((e) => e.event.data.stored.blocks.map((b) => b.tokens_hash))).toEqual([[21n, 22n]]);
+    const at = (path: bigint[]) => [names(path).at(-1), sequenceHashes(path, { backend: 'js' }).at(-1)] as const;
+    const expected = [
+      ...[[21n, 22n, 23n], [11n], [11n, 12n], [11n, 12n, 13n]].map((p) => [1n, 0, 'host_pinned', ...at(p)] as const),
+      [1n, 0, 'disk', ...at([11n, 12n, 13n, 14n])] as const,
+      ...[[31n], [31n, 32n]].map((p) => [2n, 1, 'external', ...at(p)] as const),
+    ];
+    // In (worker, dp rank, tier) groups as listed; by name within each.
+    const group = (e: readonly unknown[]) => `${e[0]}:${e[1]}:${e[2]}`;
+    const groups = [...new Set(expected.map(group))];
+    const byName = (a: readonly unknown[], b: readonly unknown[]) =>
+      groups.indexOf(group(a)) - groups.indexOf(group(b)) || ((a[3] as bigint) < (b[3] as bigint) ? -1 : 1);
+    expect(
+      lower.map((e) => {
+        const { parent_hash, blocks } = e.event.data.stored;
+        expect([parent_hash, blocks.length]).toEqual([null, 1]);
+        return [e.worker_id, e.event.dp_rank, e.storage_tier, blocks[0].block_hash, blocks[0].tokens_hash];
+      }),
+    ).toEqual(expected.sort(byName));
+    const queries: [bigint[], { workerId: number; dpRank?: number }[]][] = [
+      [[21n, 22n, 23n], [{ workerId: 1 }]],
+      [[11n, 12n, 13n, 14n], [{ workerId: 1 }]],
+      [[31n, 32n], [{ workerId: 2, dpRank: 1 }]],
+    ];
+    const answers = (x: KvIndex) => queries.map(([h, ranks]) => x.findTieredMatches(h, ranks));
+    // Restored from objects, from JSON text, and with the lower tiers before the device chains
+    // (a root store needs no parent): the same tiers, the same walks, the same dump.
+    for (const events of [dump, stringifyEvents(dump, 'ndjson'), [...lower, ...device]]) {
+      const back = KvIndex.fromDump(events, { blockSize: BS, backend });
+      open.push(back);
+      expect(back.dump()).toEqual(dump);
+      expect(answers(back)).toEqual(answers(i));
+      expect(TIERS.map((t) => back.stats().lowerTiers[t].blocks)).toEqual([4, 1, 2]);
+    }
+    expect(answers(i)[0]).toEqual([{ workerId: 1n, dpRank: 0, device: 2, hostPinned: 1, disk: 0, external: 0 }]);
+    // A restored block is removed by its engine name, as the original was.
+    const back = KvIndex.fromDump(dump, { blockSize: BS, backend });
+    open.push(back);
+    back.applyEvent(removed(1, [11n, 12n, 13n, 14n], [4], { tier: 'disk' }));
+    await back.flush();
+    expect(back.stats().lowerTiers.disk).toMatchObject({ blocks: 0, removed: 1, not_found: 0 });
+  });
+
   test("a clear wipes the rank's lower tiers (a device clear its tree too); removing a worker wipes them", async () => {
     const i = newIndex();
     const feed = () =>
@@ -308,6 +374,27 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
         const blocks = [...tiers[k].values()].reduce((sum, m) => sum + m.size, 0);
         expect(s[t], `seed ${seed} ${t}`).toEqual({ ...counts[k], blocks });
       });
+      // The dump's lower-tier part is the model's (rank, tier, name, position) set, and a restore
+      // walks every family's prompt as the original does.
+      const dump = r.index.dump();
+      const dumped = dump
+        .filter((e) => e.storage_tier !== 'device')
+        .map((e) => {
+          const [b] = e.event.data.stored.blocks;
+          return `${e.worker_id}:${e.event.dp_rank} ${e.storage_tier} ${b.block_hash} ${b.tokens_hash}`;
+        });
+      const modelled = TIERS.flatMap((t, k) =>
+        [...tiers[k]].flatMap(([rank, m]) =>
+          [...m].map(([name, path]) => `${rank} ${t} ${name} ${sequenceHashes(path.split(',').map(BigInt), { backend: 'js' }).at(-1)}`),
+        ),
+      );
+      expect(new Set(dumped), `seed ${seed} dump`).toEqual(new Set(modelled));
+      expect(dumped).toHaveLength(modelled.length);
+      const back = KvIndex.fromDump(dump, { blockSize: BS, backend });
+      open.push(back);
+      expect(back.dump()).toEqual(dump);
+      const ranks = rankNames.map((k) => ({ workerId: Number(k.split(':')[0]), dpRank: Number(k.split(':')[1]) }));
+      for (const f of families) expect(back.findTieredMatches(f.h, ranks), `seed ${seed}`).toEqual(r.index.findTieredMatches(f.h, ranks));
     }
   });
 });

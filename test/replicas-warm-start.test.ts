@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import {
+  blockHashes,
   createGateway,
   type Gateway,
   IndexSnapshotWriter,
@@ -11,7 +12,7 @@ import {
 } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { TestEnginePublisher } from './helpers/engine-publisher.js';
-import { packBatch, vllmStored } from './helpers/engine-wire.js';
+import { packBatch, vllmRemoved, vllmStored } from './helpers/engine-wire.js';
 import { NatsServer, NO_NATS } from './helpers/nats-server.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -84,6 +85,31 @@ describe.each(BACKENDS)('index warm start (%s)', (backend) => {
     expect(src.stats().ranks[0]).toMatchObject({ state: 'active', resyncs: 0 });
     expect(answers(fresh.index, 14)).toBe(answers(gw.router.index, 14));
     expect(fresh.index.stats().blocks).toBe(13);
+  });
+
+  test("the peer's lower tiers come too: blocks its engine offloaded to CPU memory, removable by name afterwards", async () => {
+    const { gw, url, pub } = await peer();
+    // The engine keeps blocks 11-14 in CPU memory only, below its GPU chain's last block.
+    const tail = Array.from({ length: 4 }, (_, i) => 111n + BigInt(i));
+    await pub.publish(0, packBatch([vllmStored(tail, 110n, prompt(14).slice(10 * BS), { medium: 'CPU' })]));
+    await waitFor(() => gw.router.index.engineSources()[0].stats().ranks[0].lastSeq === 10n, 'the peer to apply the offload');
+    await gw.router.flush();
+    const hashes = [...blockHashes(prompt(14), BS, { backend })];
+    const tiered = (r: KvRouter) => r.index.findTieredMatches(hashes, [{ workerId: WORKER }]);
+    expect(tiered(gw.router)).toEqual([{ workerId: BigInt(WORKER), dpRank: 0, device: 10, hostPinned: 4, disk: 0, external: 0 }]);
+    const fresh = router();
+    expect(await warmStart(fresh, { peer: url })).toMatchObject({ blocks: 10, lowerTierBlocks: 4, resumableRanks: 1 });
+    expect(tiered(fresh)).toEqual(tiered(gw.router));
+    // The engine drops its CPU copy of block 13: both replicas' host runs stop at block 12.
+    const src = fresh.subscribe({ workerId: WORKER, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
+    await pub.waitForSubscribers(2);
+    await pub.publish(0, packBatch([vllmRemoved([113n], { medium: 'CPU' })]));
+    await waitFor(() => src.stats().ranks[0].lastSeq === 11n, 'the new replica to apply the removal');
+    await waitFor(() => gw.router.index.engineSources()[0].stats().ranks[0].lastSeq === 11n, 'the peer to apply the removal');
+    await Promise.all([fresh.flush(), gw.router.flush()]);
+    expect(tiered(fresh)).toEqual([{ workerId: BigInt(WORKER), dpRank: 0, device: 10, hostPinned: 2, disk: 0, external: 0 }]);
+    expect(tiered(fresh)).toEqual(tiered(gw.router));
+    expect(fresh.index.stats().lowerTiers.host_pinned).toMatchObject({ blocks: 3, removed: 1, not_found: 0 });
   });
 
   test('an engine restarted since the snapshot clears the rank instead of keeping stale blocks', async () => {

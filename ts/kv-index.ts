@@ -509,8 +509,11 @@ export class KvIndex {
   }
 
   /**
-   * A consistent snapshot as Stored events (one per rank per chain, parents first) that
-   * {@link KvIndex.fromDump} turns back into an equal index. Predicted blocks are not included.
+   * A consistent snapshot as Stored events that {@link KvIndex.fromDump} turns back into an
+   * equal index: the device tree's (one per rank per chain, parents first), then the lower
+   * tiers' (`host_pinned`, `disk`, `external`), one root store per block whose `tokens_hash` is
+   * the block's position (the sequence hash of its path), which replays to exactly that block
+   * whatever the device holds. Predicted blocks are not included.
    * Serialise it with {@link stringifyEvents}: it holds bigints.
    * @throws {KvRouteError} `ERR_CLOSED` after `close()`.
    */

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { FLAG_HAS_PARENT } from './packed.js';
+import { FLAG_HAS_PARENT, storageTierOf } from './packed.js';
 import type { DumpedEvent } from './types.js';
 
 export function unpackDump(meta: Uint32Array, words: BigUint64Array): DumpedEvent[] {
@@ -24,7 +24,7 @@ export function unpackDump(meta: Uint32Array, words: BigUint64Array): DumpedEven
     }
     out.push({
       worker_id: workerId,
-      storage_tier: 'device',
+      storage_tier: storageTierOf(flags),
       event: { event_id: BigInt(out.length), dp_rank: dpRank, data: { stored: { parent_hash: parent, start_position: null, blocks } } },
     });
   }

@@ -12,6 +12,8 @@
  * @module
  */
 
+import type { StorageTier } from './types.js';
+
 export const KIND_STORED = 0;
 export const KIND_REMOVED = 1;
 export const KIND_CLEARED = 2;
@@ -19,6 +21,9 @@ export const FLAG_HAS_PARENT = 1;
 export const FLAG_DEVICE_TIER = 2;
 /** Where a lower tier's index (0 host pinned, 1 disk, 2 external) sits in the flags. */
 export const LOWER_TIER_SHIFT = 2;
+
+/** The lower tiers in packed-flag order. */
+export const LOWER_TIER_NAMES: readonly StorageTier[] = ['host_pinned', 'disk', 'external'];
 
 /** The flags naming a tier: device, or lower tier 0-2. */
 export function tierFlags(lowerTier: number | undefined): number {
@@ -28,6 +33,12 @@ export function tierFlags(lowerTier: number | undefined): number {
 /** The lower tier the flags name (0-2), or `undefined` for the device tier. */
 export function lowerTierOf(flags: number): number | undefined {
   return flags & FLAG_DEVICE_TIER ? undefined : (flags >> LOWER_TIER_SHIFT) & 3;
+}
+
+/** The tier the flags name, as `RouterEvent.storage_tier` spells it. */
+export function storageTierOf(flags: number): StorageTier {
+  const lower = lowerTierOf(flags);
+  return lower === undefined ? 'device' : LOWER_TIER_NAMES[lower];
 }
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;

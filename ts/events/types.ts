@@ -180,8 +180,11 @@ export interface DumpedData extends StoredData {
 export interface DumpedEvent extends RouterEvent {
   /** The worker. */
   worker_id: bigint;
-  /** Always `device`. */
-  storage_tier: 'device';
+  /**
+   * The tier: `device` for the tree's chains; a lower tier's blocks follow them, one root store
+   * per block whose `tokens_hash` is the block's position (see `KvIndex.dump`).
+   */
+  storage_tier: StorageTier;
   /** The Stored event. */
   event: DumpedCacheEvent;
 }

@@ -12,7 +12,17 @@
 import { KvRouteError } from '../errors.js';
 import { MAX_BLOCKS_PER_EVENT } from '../limits.js';
 import { describe } from '../validate.js';
-import { FLAG_HAS_PARENT, KIND_CLEARED, KIND_REMOVED, KIND_STORED, type PackedEvents, PackedWriter, tierFlags } from './packed.js';
+import {
+  FLAG_HAS_PARENT,
+  KIND_CLEARED,
+  KIND_REMOVED,
+  KIND_STORED,
+  LOWER_TIER_NAMES,
+  type PackedEvents,
+  PackedWriter,
+  tierFlags,
+} from './packed.js';
+import type { StorageTier } from './types.js';
 
 const U64_MAX = (1n << 64n) - 1n;
 const U32_MAX = 0xffffffff;
@@ -22,9 +32,7 @@ const U32_MAX = 0xffffffff;
  */
 const DECIMAL = /^0*([0-9]{1,20})$/;
 const DECIMAL_MAX_LENGTH = 256;
-/** The lower tiers in packed-flag order. */
-const LOWER_TIERS = ['host_pinned', 'disk', 'external'];
-const TIERS = new Set(['device', ...LOWER_TIERS]);
+const TIERS = new Set<string>(['device', ...LOWER_TIER_NAMES]);
 const TOP_KEYS = new Set(['worker_id', 'storage_tier', 'event', 'residency_domain', 'state_source', 'session_id']);
 const EVENT_KEYS = new Set(['event_id', 'dp_rank', 'data']);
 const STORED_KEYS = new Set(['parent_hash', 'start_position', 'blocks']);
@@ -181,7 +189,7 @@ function packEvent(w: PackedWriter, value: unknown, at: Where): boolean {
   if (!('event_id' in ev)) missing(at, '.event.event_id');
   const workerId = e.worker_id;
   const eventId = ev.event_id;
-  const lower = LOWER_TIERS.indexOf(tier);
+  const lower = LOWER_TIER_NAMES.indexOf(tier as StorageTier);
   const flags = tierFlags(lower < 0 ? undefined : lower);
   const head = () => {
     u64(w, workerId, at, '.worker_id');

@@ -1,9 +1,9 @@
 /**
  * The index snapshot a replica warm-starts from: Dynamo's `/dump` document (per model and routing
- * group: `block_size` and the `events` that rebuild the tree) plus, as a kvroute extension that
- * Dynamo's readers ignore, `engine_seqs`: the last engine seq each active rank had applied when
- * the snapshot began, so the new replica's engine sources continue from the next seq and repair
- * the gap through the engines' replay sockets.
+ * group: `block_size` and the `events` that rebuild the index, lower tiers included) plus, as a
+ * kvroute extension that Dynamo's readers ignore, `engine_seqs`: the last engine seq each active
+ * rank had applied when the snapshot began, so the new replica's engine sources continue from the
+ * next seq and repair the gap through the engines' replay sockets.
  *
  * The seqs are read *before* the index is flushed and dumped, so the dump holds at least what
  * they say (perhaps a little more: re-applying those events is harmless, stores are idempotent and

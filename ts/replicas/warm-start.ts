@@ -44,10 +44,12 @@ export interface WarmStartResult {
   from: 'peer' | 'snapshot';
   /** Bytes of the document read. */
   bytes: number;
-  /** Events applied (each a chain of stored blocks). */
+  /** Events applied (each a chain of device blocks, or one lower-tier block). */
   events: number;
-  /** Blocks the index holds afterwards. */
+  /** Blocks the index holds on the device afterwards. */
   blocks: number;
+  /** Blocks the index holds in its lower tiers (host, disk and external together) afterwards. */
+  lowerTierBlocks: number;
   /** Engine ranks whose streams will continue from the snapshot's seq when subscribed. */
   resumableRanks: number;
 }
@@ -141,11 +143,13 @@ export async function warmStart(target: KvIndex | KvRouter, opts: WarmStartOptio
   }
   await index.flush();
   recordResumeSeqs(index, snap.engineSeqs);
+  const stats = index.stats();
   return {
     from: o.peer !== undefined ? 'peer' : 'snapshot',
     bytes: Buffer.byteLength(text),
     events: snap.events,
-    blocks: index.stats().blocks,
+    blocks: stats.blocks,
+    lowerTierBlocks: Object.values(stats.lowerTiers).reduce((sum, t) => sum + t.blocks, 0),
     resumableRanks: snap.engineSeqs.length,
   };
 }

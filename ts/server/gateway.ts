@@ -126,7 +126,10 @@ function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet, log: FastifyBase
 async function warmUp(router: KvRouter, opts: WarmStartOptions, log: FastifyBaseLogger): Promise<WarmStartResult | Error> {
   try {
     const r = await warmStart(router, opts);
-    log.info({ warmStart: r }, `warm start from ${r.from}: ${r.blocks} blocks, ${r.resumableRanks} engine streams resumable`);
+    log.info(
+      { warmStart: r },
+      `warm start from ${r.from}: ${r.blocks} blocks (${r.lowerTierBlocks} in lower tiers), ${r.resumableRanks} engine streams resumable`,
+    );
     return r;
   } catch (err) {
     log.warn({ err }, `warm start failed, starting cold: ${(err as Error).message}`);

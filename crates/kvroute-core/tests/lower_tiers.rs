@@ -125,3 +125,48 @@ fn the_index_applies_lower_tier_events_beside_the_tree_and_clears_both() {
     index.flush().unwrap();
     assert_eq!(index.stats().unwrap().0.lower_tiers[2].blocks, 0);
 }
+
+#[test]
+fn a_dump_lists_the_lower_tiers_as_root_stores_at_their_positions_and_restores_them() {
+    let index = KvIndex::new(2).unwrap();
+    let r = rank(3, 1);
+    let lower = |tier, prefix: &[u64], locals: &[u64]| {
+        let mut e = store(r, prefix, locals);
+        e.lower_tier = Some(tier);
+        e
+    };
+    index
+        .apply_events(
+            vec![
+                store(r, &[], &[1, 2]),
+                lower(LowerTier::HostPinned, &[1, 2], &[3]),
+                lower(LowerTier::Disk, &[], &[5]),
+            ],
+            0.0,
+        )
+        .unwrap();
+    index.flush().unwrap();
+    let dump = index.dump().unwrap();
+    // The device chain first, then one root store per lower-tier block: its name, its position.
+    assert_eq!(
+        dump.iter().map(|d| d.lower_tier).collect::<Vec<_>>(),
+        [None, Some(LowerTier::HostPinned), Some(LowerTier::Disk)]
+    );
+    let host = &dump[1];
+    assert_eq!((host.rank, host.parent), (r, None));
+    assert_eq!(host.blocks, [StoredBlock { ext: names(&[], &[1, 2, 3], 0)[2], local: sequence_hashes(&[1, 2, 3])[2] }]);
+
+    // Replayed with the lower tiers first, into an index whose device holds nothing yet.
+    let restored = KvIndex::new(2).unwrap();
+    let events = dump.iter().rev().map(|d| RouterEvent {
+        rank: d.rank,
+        event_id: 0,
+        lower_tier: d.lower_tier,
+        data: EventData::Stored { parent: d.parent, blocks: d.blocks.clone() },
+    });
+    restored.apply_events(events.collect(), 0.0).unwrap();
+    restored.flush().unwrap();
+    assert_eq!(restored.dump().unwrap(), dump);
+    let o = restored.overlaps(&[1, 2, 3], None, 0.0, &[r]).unwrap();
+    assert_eq!((o[0].device, o[0].lower.host_pinned), (2, 1));
+}

@@ -14,6 +14,7 @@ import {
   KIND_STORED,
   lowerTierOf,
   PackedWriter,
+  tierFlags,
 } from '../../events/packed.js';
 import { jsHashing } from '../hashing.js';
 import { JsIngest } from '../ingest/engine.js';
@@ -349,6 +350,12 @@ export class JsIndex implements IndexBackend {
   dump(): { meta: Uint32Array; words: BigUint64Array } {
     const w = new PackedWriter();
     for (const rank of [...this.ranks.values()].sort(compareRanks)) dumpRank(rank, this.root, w);
+    // The lower tiers, one root store per block whose local hash is its position (see
+    // kvroute-core's `LowerTierState::dump`).
+    for (const b of this.lower.held()) {
+      w.pushMeta(KIND_STORED, b.dpRank, tierFlags(b.tier), 1);
+      for (const word of [b.workerId, 0n, b.name, b.position]) w.pushBigInt(word);
+    }
     return w.finish();
   }
 

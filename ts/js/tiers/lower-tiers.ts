@@ -7,6 +7,7 @@
  */
 
 import { jsHashing } from '../hashing.js';
+import { compareBigInt } from '../index/trie.js';
 
 /** Lower tiers in walk order: host pinned, disk, external. */
 const TIER_COUNT = 3;
@@ -182,6 +183,23 @@ export class LowerTiers {
       hits[k] = at - from;
     }
     return hits;
+  }
+
+  /**
+   * Every block each rank holds in a lower tier, ordered by rank (worker, then dp rank), tier
+   * and name, as kvroute-core's `LowerTiers::held` lists them.
+   */
+  held(): Array<{ workerId: bigint; dpRank: number; tier: number; name: bigint; position: bigint }> {
+    const out: Array<{ workerId: bigint; dpRank: number; tier: number; name: bigint; position: bigint }> = [];
+    this.tiers.forEach((t, tier) => {
+      for (const [rank, names] of t.names) {
+        const [worker, dp] = rank.split(':');
+        for (const [name, position] of names) out.push({ workerId: BigInt(worker), dpRank: Number(dp), tier, name, position });
+      }
+    });
+    return out.sort(
+      (a, b) => compareBigInt(a.workerId, b.workerId) || a.dpRank - b.dpRank || a.tier - b.tier || compareBigInt(a.name, b.name),
+    );
   }
 
   /** Per tier: blocks, stored, removed, unanchored, conflicting, not found (the native binding's order). */

@@ -468,7 +468,8 @@ impl KvIndex {
         Ok(out)
     }
 
-    /// Every rank's blocks as Stored events, ranks in order.
+    /// Every rank's blocks as Stored events: the device tree's, ranks in order, then the lower
+    /// tiers' (see [`LowerTierState::dump`](super::lower::LowerTierState::dump)).
     pub fn dump(&self) -> Result<Vec<DumpedStore>, KvError> {
         self.ensure_open()?;
         let mut out = Vec::new();
@@ -477,6 +478,7 @@ impl KvIndex {
         }
         // Stable: each rank's events keep their parent-first order.
         out.sort_by_key(|d| d.rank);
+        out.extend(self.shared.lower.dump());
         Ok(out)
     }
 

@@ -62,12 +62,13 @@ pub fn decode(meta: &[u32], words: &[u64]) -> Result<Vec<RouterEvent>, KvError> 
     Ok(events)
 }
 
-/// Encodes a dump in the same layout (every event a device-tier Stored, event ids 0).
+/// Encodes a dump in the same layout (every event a Stored of its tier, event ids 0).
 pub fn encode_dump(dump: &[DumpedStore]) -> (Vec<u32>, Vec<u64>) {
     let mut meta = Vec::with_capacity(dump.len() * 4);
     let mut words = Vec::new();
     for d in dump {
-        let flags = FLAG_DEVICE_TIER | if d.parent.is_some() { FLAG_HAS_PARENT } else { 0 };
+        let tier = d.lower_tier.map_or(FLAG_DEVICE_TIER, |t| (t.index() as u32) << LOWER_TIER_SHIFT);
+        let flags = tier | if d.parent.is_some() { FLAG_HAS_PARENT } else { 0 };
         meta.extend([KIND_STORED, d.rank.dp_rank, flags, d.blocks.len() as u32]);
         words.extend([d.rank.worker_id, 0]);
         words.extend(d.parent);

@@ -236,6 +236,21 @@ impl LowerTiers {
         }
     }
 
+    /// Every block each rank holds in a lower tier as (rank, tier, name, position), ordered by
+    /// rank, then tier (walk order), then name, so that both backends list them alike.
+    pub fn held(&self) -> Vec<(Rank, LowerTier, u64, u64)> {
+        let mut out: Vec<(Rank, LowerTier, u64, u64)> = LowerTier::ALL
+            .iter()
+            .flat_map(|&tier| {
+                self.tiers[tier.index()].names.iter().flat_map(move |(&rank, names)| {
+                    names.iter().map(move |(&name, &position)| (rank, tier, name, position))
+                })
+            })
+            .collect();
+        out.sort_unstable_by_key(|&(rank, tier, name, _)| (rank, tier.index(), name));
+        out
+    }
+
     pub fn stats(&self) -> [TierStats; 3] {
         LowerTier::ALL.map(|t| {
             let tier = &self.tiers[t.index()];

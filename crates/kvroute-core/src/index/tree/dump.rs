@@ -11,11 +11,15 @@ use super::ranks::Slot;
 use super::view::View;
 use super::{NodeId, ROOT};
 use crate::index::event::{Rank, StoredBlock};
+use crate::tiers::LowerTier;
 
 /// One Stored event of a dump.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DumpedStore {
     pub rank: Rank,
+    /// The tier the event stores into: `None` for the device tree (everything this module
+    /// dumps); the index appends its lower tiers' blocks (`index/lower.rs`).
+    pub lower_tier: Option<LowerTier>,
     pub parent: Option<u64>,
     pub blocks: Vec<StoredBlock>,
 }
@@ -81,7 +85,7 @@ impl Dumper<'_> {
                 continue;
             }
             let last = blocks.last().map(|b| b.ext);
-            out.push(DumpedStore { rank, parent, blocks });
+            out.push(DumpedStore { rank, lower_tier: None, parent, blocks });
             stack.extend(next.into_iter().rev().map(|c| (c, last)));
         }
     }
