@@ -6,7 +6,7 @@ mod common;
 
 use common::{names, rank, store};
 use kvroute_core::hashing::sequence_hashes;
-use kvroute_core::index::{EventData, KvIndex, RouterEvent, StoredBlock};
+use kvroute_core::index::{EventData, KvIndex, Rank, RouterEvent, StoredBlock};
 use kvroute_core::tiers::{LowerTier, LowerTiers, TierReach};
 
 /// The blocks of `locals` after `prefix`, named as engines name them.
@@ -21,6 +21,11 @@ fn parent(prefix: &[u64]) -> Option<u64> {
 /// No device tier: a parent outside the lower tiers is unknown.
 fn no_device(_: u64) -> Option<u64> {
     None
+}
+
+/// A Stored event of `tier`: `locals` after `prefix`, named as engines name them.
+fn lower_store(r: Rank, tier: LowerTier, prefix: &[u64], locals: &[u64]) -> RouterEvent {
+    RouterEvent { lower_tier: Some(tier), ..store(r, prefix, locals) }
 }
 
 fn reach(t: &LowerTiers, query: &[u64], device: u32) -> TierReach {
@@ -70,11 +75,7 @@ fn stores_anchor_in_a_lower_tier_and_names_keep_their_positions() {
 fn the_index_applies_lower_tier_events_beside_the_tree_and_clears_both() {
     let index = KvIndex::new(2).unwrap();
     let r = rank(3, 0);
-    let lower = |tier, prefix: &[u64], locals: &[u64]| {
-        let mut e = store(r, prefix, locals);
-        e.lower_tier = Some(tier);
-        e
-    };
+    let lower = |tier, prefix: &[u64], locals: &[u64]| lower_store(r, tier, prefix, locals);
     index
         .apply_events(
             vec![
@@ -130,11 +131,7 @@ fn the_index_applies_lower_tier_events_beside_the_tree_and_clears_both() {
 fn a_dump_lists_the_lower_tiers_as_root_stores_at_their_positions_and_restores_them() {
     let index = KvIndex::new(2).unwrap();
     let r = rank(3, 1);
-    let lower = |tier, prefix: &[u64], locals: &[u64]| {
-        let mut e = store(r, prefix, locals);
-        e.lower_tier = Some(tier);
-        e
-    };
+    let lower = |tier, prefix: &[u64], locals: &[u64]| lower_store(r, tier, prefix, locals);
     index
         .apply_events(
             vec![
