@@ -104,6 +104,20 @@ export interface MockWorkerOptions {
   blockSize?: number;
   /** KV blocks per rank. Default 16384. */
   numGpuBlocks?: number;
+  /**
+   * Blocks of host memory per rank behind the GPU pool (vLLM's CPU offloading,
+   * `--kv-offloading-size`, counted in blocks): every block a request takes is copied there,
+   * the least recently used leave when it is full, and a prompt that continues there past its
+   * GPU hit loads those blocks back instead of recomputing them. Its KV events are published with
+   * medium `CPU` (SGLang's wire: `CPU_PINNED`), so a router credits them as host-tier blocks.
+   * Default 0: no host memory.
+   */
+  cpuOffloadBlocks?: number;
+  /**
+   * Time to load one token's KV from host memory back to the GPU (µs, before `speedup`). Default
+   * 6: 128 KiB per token (an 8B model at fp16) over about 21 GB/s of PCIe.
+   */
+  cpuLoadUsPerToken?: number;
   /** Running requests per rank. Default 256. */
   maxNumSeqs?: number;
   /** Tokens per engine pass. Default 8192. */
@@ -170,6 +184,8 @@ const KEYS = [
   'dpSize',
   'blockSize',
   'numGpuBlocks',
+  'cpuOffloadBlocks',
+  'cpuLoadUsPerToken',
   'maxNumSeqs',
   'maxNumBatchedTokens',
   'speedup',
@@ -233,6 +249,10 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     checkEndpoint(o.replay, 'opts.replay');
     if (o.kvEvents === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'opts.replay needs opts.kvEvents');
   }
+  const cpuLoadUsPerToken = o.cpuLoadUsPerToken ?? 6;
+  if (typeof cpuLoadUsPerToken !== 'number' || !(cpuLoadUsPerToken >= 0) || !Number.isFinite(cpuLoadUsPerToken)) {
+    throw new KvRouteError('ERR_INVALID_ARG', `opts.cpuLoadUsPerToken must be a number ≥ 0, got ${describe(o.cpuLoadUsPerToken)}`);
+  }
   const speedup = o.speedup ?? 1;
   if (typeof speedup !== 'number' || !(speedup > 0) || !Number.isFinite(speedup)) {
     throw new KvRouteError('ERR_INVALID_ARG', `opts.speedup must be a positive number, got ${describe(o.speedup)}`);
@@ -271,6 +291,8 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     dpSize: int(o.dpSize, 'opts.dpSize', 1, 64, 1),
     blockSize: int(o.blockSize, 'opts.blockSize', 1, 1 << 20, 16),
     numGpuBlocks: int(o.numGpuBlocks, 'opts.numGpuBlocks', 1, 1 << 30, 16_384),
+    cpuOffloadBlocks: int(o.cpuOffloadBlocks, 'opts.cpuOffloadBlocks', 0, 1 << 30, 0),
+    cpuLoadUsPerToken,
     maxNumSeqs: int(o.maxNumSeqs, 'opts.maxNumSeqs', 1, 1 << 20, 256),
     maxNumBatchedTokens: int(o.maxNumBatchedTokens, 'opts.maxNumBatchedTokens', 1, 1 << 30, 8192),
     speedup,

@@ -18,6 +18,10 @@ import { encodeBatch, type WireEvent, type WireFormat } from './wire.js';
 export interface RankConfig {
   blockSize: number;
   numGpuBlocks: number;
+  /** Host-memory blocks behind the GPU pool (0: none). */
+  cpuOffloadBlocks: number;
+  /** µs to load one token's KV from host memory. */
+  cpuLoadUsPerToken: number;
   maxNumSeqs: number;
   maxNumBatchedTokens: number;
   speedup: number;
@@ -114,7 +118,13 @@ export class MockRank {
   }
 
   private newEngine(): Engine {
-    return new Engine({ ...this.config, outputBlock: (r, index, parent) => this.outputBlock(r, index, parent) });
+    const c = this.config;
+    return new Engine({
+      ...c,
+      hostBlocks: c.cpuOffloadBlocks,
+      hostLoadMsPerBlock: (c.cpuLoadUsPerToken * c.blockSize) / 1000,
+      outputBlock: (r, index, parent) => this.outputBlock(r, index, parent),
+    });
   }
 
   get running(): number {
@@ -128,6 +138,12 @@ export class MockRank {
   /** Fraction of the KV pool in use. */
   get kvUsage(): number {
     return this.engine.cache.used / this.config.numGpuBlocks;
+  }
+
+  /** Blocks held in host memory, and loaded back from it since the incarnation began. */
+  get host(): { blocks: number; loaded: number } {
+    const h = this.engine.cache.host;
+    return { blocks: h?.size ?? 0, loaded: h?.loaded ?? 0 };
   }
 
   /** A block's name: its parent's, its tokens and its extra keys, hashed under the incarnation's seed. */
@@ -257,7 +273,9 @@ export class MockRank {
   private publish(events: CacheEvent[]): void {
     if (!this.publisher || events.length === 0) return;
     const wire: WireEvent[] = [];
+    const hostMedium = this.config.wire === 'sglang' ? 'CPU_PINNED' : 'CPU';
     for (const e of events) {
+      const medium = e.host ? { medium: hostMedium } : {};
       if ('stored' in e) {
         // A stored event is one request's chain: one adapter, one salt.
         const infos = e.stored.blocks.map((b) => this.blocks.get(b.seq));
@@ -272,10 +290,11 @@ export class MockRank {
           ...(first?.lora ? { loraName: first.lora.name, loraId: first.lora.id } : {}),
           ...(keys.some((k) => k.length > 0) ? { extraKeys: keys.map((k) => (k.length > 0 ? k : null)) } : {}),
           ...(first?.salt !== undefined ? { cacheSalt: first.salt } : {}),
+          ...medium,
         });
       } else {
-        for (const seq of e.removed) if (!this.liveRefs.has(seq)) this.blocks.delete(seq);
-        wire.push({ type: 'BlockRemoved', blockHashes: e.removed });
+        if (!e.host) for (const seq of e.removed) if (!this.liveRefs.has(seq)) this.blocks.delete(seq);
+        wire.push({ type: 'BlockRemoved', blockHashes: e.removed, ...medium });
       }
     }
     this.publisher.publish(encodeBatch(Date.now() / 1000, wire, this.dpRank, this.config.wire));

@@ -40,6 +40,8 @@ export interface WireBlockStored {
   extraKeys?: (string[] | null)[];
   /** SGLang's `cache_salt` of the stored chain (a trailing `{"cache_salt"}` in its arrays). */
   cacheSalt?: string;
+  /** Where the blocks are: `GPU` (default), or a lower tier such as vLLM's `CPU` or SGLang's `CPU_PINNED`. */
+  medium?: string;
 }
 
 /**
@@ -51,6 +53,8 @@ export interface WireBlockRemoved {
   type: 'BlockRemoved';
   /** Engine hashes removed. */
   blockHashes: bigint[];
+  /** The tier they left: `GPU` (default), or a lower tier such as vLLM's `CPU`. */
+  medium?: string;
 }
 
 /**
@@ -99,7 +103,7 @@ function encodeEvent(e: WireEvent, wire: WireFormat): unknown {
         ['token_ids', e.tokens],
         ['block_size', e.blockSize],
         ['lora_id', e.loraId ?? null],
-        ['medium', 'GPU'],
+        ['medium', e.medium ?? 'GPU'],
         ['lora_name', e.loraName ?? null],
         ['extra_keys', e.extraKeys ?? hashes.map(() => null)],
         ['group_idx', 0],
@@ -110,7 +114,7 @@ function encodeEvent(e: WireEvent, wire: WireFormat): unknown {
       return new Map<string, unknown>([
         ['type', 'BlockRemoved'],
         ['block_hashes', hashes],
-        ['medium', 'GPU'],
+        ['medium', e.medium ?? 'GPU'],
         ['group_idx', 0],
       ]);
     }
@@ -124,12 +128,12 @@ function encodeEvent(e: WireEvent, wire: WireFormat): unknown {
       e.tokens,
       e.blockSize,
       e.loraId ?? null,
-      'GPU',
+      e.medium ?? 'GPU',
     ];
     // SGLang 0.5.19's salted store (`BlockStoredWithMetadata`) appends its metadata.
     return wire === 'sglang' && e.cacheSalt !== undefined ? [...stored, new Map([['cache_salt', e.cacheSalt]])] : stored;
   }
-  if (e.type === 'BlockRemoved') return ['BlockRemoved', hashes, 'GPU'];
+  if (e.type === 'BlockRemoved') return ['BlockRemoved', hashes, e.medium ?? 'GPU'];
   return ['AllBlocksCleared'];
 }
 
@@ -174,6 +178,8 @@ function checkBatchArgs(ts: unknown, events: unknown, dpRank: unknown, wire: unk
     if (ev === null || typeof ev !== 'object') throw bad(`events[${i}] must be an event object, got ${describe(e)}`);
     if (ev.type === 'AllBlocksCleared') return;
     checkHashes(ev.blockHashes, `events[${i}].blockHashes`);
+    if (ev.medium !== undefined && (typeof ev.medium !== 'string' || ev.medium === ''))
+      throw bad(`events[${i}].medium must be a non-empty string, got ${describe(ev.medium)}`);
     if (ev.type === 'BlockRemoved') return;
     if (ev.type !== 'BlockStored')
       throw bad(`events[${i}].type must be BlockStored, BlockRemoved or AllBlocksCleared, got ${describe(ev.type)}`);

@@ -55,8 +55,12 @@ export interface MockWorkerStats {
   kvUsage: number[];
   /** Prompt tokens looked up in the prefix cache, all ranks. */
   prefixQueries: number;
-  /** Prompt tokens the prefix cache served, all ranks. */
+  /** Prompt tokens the prefix cache served, all ranks (blocks loaded back from host memory included). */
   prefixHits: number;
+  /** Blocks held in host memory per rank (with `cpuOffloadBlocks`). */
+  hostBlocks: number[];
+  /** Blocks loaded back from host memory instead of recomputed, all ranks (since each rank's last restart). */
+  hostLoadedBlocks: number;
   /** KV-event batches published, all ranks. */
   batchesPublished: number;
   /** Batches not sent live because of `drop-events` faults. */
@@ -436,6 +440,8 @@ class Worker implements MockWorker {
       kvUsage: this.ranks.map((r) => r.kvUsage),
       prefixQueries: sum((r) => r.counters.prefixQueries),
       prefixHits: sum((r) => r.counters.prefixHits),
+      hostBlocks: this.ranks.map((r) => r.host.blocks),
+      hostLoadedBlocks: sum((r) => r.host.loaded),
       batchesPublished: this.publishers.reduce((n, p) => n + p.stats.batches, 0),
       batchesDropped: this.publishers.reduce((n, p) => n + p.stats.dropped, 0),
       replayRequests: this.publishers.reduce((n, p) => n + p.stats.replayRequests, 0),

@@ -3,7 +3,9 @@
  * KV block pool, preemption of the newest requests when blocks run out, and Dynamo's mocker timing model. Each
  * `step` is one engine pass in virtual time. Used by the JS replay fleet (`fleet.ts`) and by
  * `kvroute mock-worker`; the native replay runs its Rust twin (`kvroute_core::replay`), which
- * must match it step for step.
+ * must match it step for step. Host memory behind the pool (`hostBlocks`, CPU offload) is the
+ * mock worker's alone: replay never sets it, the twin has none, and without it every step is
+ * the same as before it existed.
  * @internal
  * @module
  */
@@ -27,6 +29,13 @@ export interface EngineConfig {
    * tokens, so a later prompt that repeats a response hits the cache, as in vLLM.
    */
   outputBlock?: (r: SimRequest, index: number, parent: FullBlock | undefined) => FullBlock;
+  /**
+   * Blocks of host memory behind the GPU pool (vLLM's CPU offload; see `host-pool.ts`). Default 0:
+   * none, as in `kvroute replay`.
+   */
+  hostBlocks?: number;
+  /** Time to load one block from host memory back to the GPU (ms, before `speedup`). Default 0. */
+  hostLoadMsPerBlock?: number;
 }
 
 /**
@@ -127,7 +136,7 @@ export class Engine {
   private readonly scratch: SimRequest[] = [];
 
   constructor(readonly config: EngineConfig) {
-    this.cache = new KvCache(config.numGpuBlocks);
+    this.cache = new KvCache(config.numGpuBlocks, config.hostBlocks ?? 0);
   }
 
   get idle(): boolean {
@@ -228,16 +237,27 @@ export class Engine {
     this.waiting.unshift(victim);
   }
 
-  private admit(r: SimRequest, now: number): void {
+  /**
+   * Takes the request's cached prefix: its GPU hit, then the blocks host memory holds right after
+   * it, loaded back as far as the GPU pool has room. Returns how many blocks were loaded.
+   */
+  private admit(r: SimRequest, now: number): number {
     const bs = this.config.blockSize;
     const hit = this.cache.prefixHit(r.promptBlocks);
-    const cached = Math.min(hit * bs, r.inputLength);
-    r.reusedTokens = Math.max(r.reusedTokens, cached);
     if (r.firstAdmitMs < 0) r.firstAdmitMs = now;
     r.admitted = true;
     // Cached blocks are in the pool already: taking them cannot fail.
     this.ensure(r, hit * bs);
+    const host = this.cache.host;
+    const offloaded = host ? host.prefixHit(r.promptBlocks, hit) : 0;
+    if (host && offloaded > 0) {
+      this.ensure(r, (hit + offloaded) * bs);
+      host.load(r.promptBlocks.slice(hit, r.promptTaken));
+    }
+    const cached = Math.min(r.promptTaken * bs, r.inputLength);
+    r.reusedTokens = Math.max(r.reusedTokens, cached);
     r.prefilled = cached;
+    return r.promptTaken - hit;
   }
 
   /**
@@ -263,13 +283,14 @@ export class Engine {
     let budget = cfg.maxNumBatchedTokens - this.decode.length;
     let prefillTime = 0;
     let prefillTokens = 0;
+    let loadedBlocks = 0;
     while (budget > 0) {
       if (this.prefill.length === 0) {
         if (this.waiting.length === 0 || this.running >= cfg.maxNumSeqs) break;
         this.prefill.push(this.waiting.shift() as SimRequest);
       }
       const r = this.prefill[0];
-      if (!r.admitted) this.admit(r, now);
+      if (!r.admitted) loadedBlocks += this.admit(r, now);
       const chunk = Math.min(r.context - r.prefilled, budget);
       let ok = this.ensure(r, r.prefilled + chunk);
       while (!ok && this.preemptYoungerThan(r)) ok = this.ensure(r, r.prefilled + chunk);
@@ -285,6 +306,7 @@ export class Engine {
       this.decode.push(r);
     }
     if (dynamo) prefillTime = prefillMs(prefillTokens);
+    prefillTime += loadedBlocks * (cfg.hostLoadMsPerBlock ?? 0);
     const firstTokens: SimRequest[] = [];
     const finished: SimRequest[] = [];
     /** Requests that produced a token after their first in this pass. */

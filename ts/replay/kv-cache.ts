@@ -7,6 +7,9 @@
  * @module
  */
 
+import { HostPool } from './host-pool.js';
+import { LruBlocks } from './lru-blocks.js';
+
 /** A full block: its engine name (sequence hash) and local hash. */
 export interface FullBlock {
   seq: bigint;
@@ -19,63 +22,11 @@ export interface FullBlock {
   id: number;
 }
 
-/** KV events of one engine pass, in order. */
-export type CacheEvent = { stored: { parent: bigint | null; blocks: FullBlock[] } } | { removed: bigint[] };
-
-/** A cached (unused) block in the LRU list. */
-interface LruNode {
-  block: FullBlock;
-  prev: LruNode | undefined;
-  next: LruNode | undefined;
-}
-
 /**
- * Unused cached blocks, least recently used first: a map by id plus a doubly-linked list, so
- * evicting the oldest is O(1). (A Map's insertion order alone would do, but finding its first
- * entry after many deletions from the front scans the deleted slots: quadratic in a long replay.)
+ * KV events of one engine pass, in order: the GPU pool's, and with host offload (`host: true`)
+ * the host pool's.
  */
-class LruBlocks {
-  private readonly nodes = new Map<number, LruNode>();
-  private head: LruNode | undefined;
-  private tail: LruNode | undefined;
-
-  get size(): number {
-    return this.nodes.size;
-  }
-
-  has(id: number): boolean {
-    return this.nodes.has(id);
-  }
-
-  /** Appends as the most recently used. */
-  push(block: FullBlock): void {
-    const node: LruNode = { block, prev: this.tail, next: undefined };
-    if (this.tail) this.tail.next = node;
-    else this.head = node;
-    this.tail = node;
-    this.nodes.set(block.id, node);
-  }
-
-  /** Removes the block; false if it was not cached. */
-  delete(id: number): boolean {
-    const node = this.nodes.get(id);
-    if (!node) return false;
-    this.nodes.delete(id);
-    if (node.prev) node.prev.next = node.next;
-    else this.head = node.next;
-    if (node.next) node.next.prev = node.prev;
-    else this.tail = node.prev;
-    return true;
-  }
-
-  /** Removes and returns the least recently used block. */
-  shift(): FullBlock | undefined {
-    const node = this.head;
-    if (!node) return undefined;
-    this.delete(node.block.id);
-    return node.block;
-  }
-}
+export type CacheEvent = { stored: { parent: bigint | null; blocks: FullBlock[] }; host?: true } | { removed: bigint[]; host?: true };
 
 export class KvCache {
   /** Full blocks in use (by id) → reference count. */
@@ -85,8 +36,16 @@ export class KvCache {
   /** Private blocks in use (partial blocks and, without reuse, anything else). */
   private privateBlocks = 0;
   readonly events: CacheEvent[] = [];
+  /** Host memory behind the pool (CPU offload); only the live mock worker has one. */
+  readonly host: HostPool | undefined;
 
-  constructor(readonly capacity: number) {}
+  /** `hostBlocks` > 0 adds a host pool of that many blocks (see `host-pool.ts`). */
+  constructor(
+    readonly capacity: number,
+    hostBlocks = 0,
+  ) {
+    this.host = hostBlocks > 0 ? new HostPool(hostBlocks, this.events) : undefined;
+  }
 
   /** Blocks in use (the engine's KV occupancy). */
   get used(): number {
@@ -143,6 +102,7 @@ export class KvCache {
       taken++;
     }
     if (fresh.length > 0) this.events.push({ stored: { parent: freshParent, blocks: fresh } });
+    this.host?.offload(taken === blocks.length ? blocks : blocks.slice(0, taken), parent);
     return taken;
   }
 
@@ -172,6 +132,7 @@ export class KvCache {
       this.active.set(block.id, 1);
       this.events.push({ stored: { parent, blocks: [block] } });
     }
+    this.host?.offload([block], parent);
   }
 
   /** Releases blocks, most recent first; unused ones stay cached, newest last in the LRU. */
