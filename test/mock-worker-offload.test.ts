@@ -71,6 +71,23 @@ describe.each(BACKENDS)('mock worker CPU offload into kvroute (%s)', (backend) =
     },
   );
 
+  test("an engine restart empties host memory too, and the index drops the old incarnation's host tier", async () => {
+    const n = textBlocks(PROMPT);
+    const { w, index, src } = await subscribed(backend, { cpuOffloadBlocks: 64 });
+    await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });
+    await settled(w, index, src);
+    expect(reach(index, PROMPT)).toEqual({ device: n, host: 0 });
+    expect(index.stats().lowerTiers.host_pinned.blocks).toBe(n);
+    w.fault({ kind: 'restart' });
+    await postJson(`${w.url}/v1/completions`, { prompt: OTHER, max_tokens: 2 });
+    await waitFor(() => src.stats().ranks[0].restarts === 1, 'the restart');
+    await settled(w, index, src);
+    // Only the new incarnation's blocks: the other prompt's, on the device and in host memory.
+    expect(w.stats().hostBlocks[0]).toBe(16);
+    expect(reach(index, PROMPT)).toEqual({ device: 0, host: 0 });
+    expect(reach(index, OTHER)).toEqual({ device: 16, host: 0 });
+  });
+
   test("host memory's least recently used blocks leave it, and the index removes them", async () => {
     const n = textBlocks(PROMPT);
     const { w, index, src } = await subscribed(backend, { numGpuBlocks: 64, cpuOffloadBlocks: n + 1 });
