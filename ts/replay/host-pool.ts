@@ -1,10 +1,10 @@
 /**
  * The simulated engine's host-memory tier, as vLLM's CPU offloading (`--kv-offloading-size`) keeps
  * it: every block a request takes into the GPU pool is copied to host memory (unless held there
- * already), which keeps the most recently used blocks up to its capacity. A request whose prefix continues there past
- * its GPU hit loads those blocks back instead of recomputing them. Its KV events are the ones
- * vLLM's offload tracker publishes with the request's metadata: Stored (medium CPU) for the blocks
- * newly copied, Removed for the ones its LRU evicts, many per event.
+ * already), which keeps the most recently used blocks up to its capacity. A request whose prefix
+ * continues there past its GPU hit loads those blocks back instead of recomputing them. Its KV
+ * events are the ones vLLM's offload tracker publishes with the request's metadata: Stored
+ * (medium CPU) for the blocks newly copied, Removed for the ones its LRU evicts, many per event.
  *
  * Only the live mock worker turns it on; `kvroute replay` simulates the GPU pool alone, as
  * Dynamo's replay does (its offline indexer ignores other tiers).

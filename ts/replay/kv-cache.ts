@@ -75,7 +75,7 @@ export class KvCache {
 
   private pushRemoved(seq: bigint): void {
     const last = this.events[this.events.length - 1];
-    if (last && 'removed' in last) last.removed.push(seq);
+    if (last && 'removed' in last && !last.host) last.removed.push(seq);
     else this.events.push({ removed: [seq] });
   }
 
