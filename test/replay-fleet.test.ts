@@ -19,6 +19,8 @@ const spec = (over: Partial<ReplayFleetSpec> = {}): ReplayFleetSpec => ({
   maxNumBatchedTokens: 32,
   speedup: 1,
   timing: 'dynamo',
+  hostBlocks: 0,
+  hostLoadMsPerBlock: 0,
   workers: [0],
   dpRanks: [0],
   requests: 2,
@@ -125,6 +127,31 @@ describe.each(BACKENDS)('replay fleet (%s)', (backend) => {
     expect(wakes[1][1]).toBe(first);
     // Decode passes at 9, 10 and 11 tokens: 3 blocks each.
     expect(wakes[2][1]).toBeCloseTo(first + 3 * decodeMs(3 / 64), 9);
+  });
+
+  test('CPU offload: a prompt the GPU evicted loads back from host memory at the load time per block, and the index hears the host tier', () => {
+    const reqs: Req[] = [
+      { at: 0, blocks: [1, 2, 3], input: 12, output: 1 },
+      // Four blocks of its own: the GPU (4 blocks) evicts the first prompt's three.
+      { at: 100, blocks: [5, 6, 7, 8], input: 16, output: 1 },
+      // The first prompt again, and one token more.
+      { at: 200, blocks: [1, 2, 3], input: 13, output: 1 },
+    ];
+    const without = drive(make({ numGpuBlocks: 4, requests: 3 }), reqs).outcomes[2];
+    expect(without).toMatchObject({ reused: 0, firstToken: 200 + prefillMs(13) });
+    const indexes: IndexBackend[] = [resolveBackend(backend).createIndex(1)];
+    try {
+      const { outcomes } = drive(make({ numGpuBlocks: 4, hostBlocks: 16, hostLoadMsPerBlock: 0.5, indexes, requests: 3 }), reqs);
+      // Three blocks loaded back (0.5 ms each, in the admitting pass), one token prefilled.
+      expect(outcomes[2]).toMatchObject({ reused: 12, firstToken: 200 + (prefillMs(1) + 3 * 0.5) });
+      // Host memory holds both prompts' blocks; the GPU the first prompt's again.
+      expect(indexes[0].stats().lowerTiers.slice(0, 6)).toEqual([7, 7, 0, 0, 0, 0]);
+      expect(indexes[0].findMatches(BigUint64Array.of(1n, 2n, 3n), 0)[0]).toMatchObject({ blocks: 3 });
+    } finally {
+      for (const index of indexes) index.close();
+    }
+    expect(() => make({ hostBlocks: -1 })).toThrow(KvRouteError);
+    expect(() => make({ hostLoadMsPerBlock: Number.NaN })).toThrow(KvRouteError);
   });
 
   test("delivers each pass's KV events to the routers' indexes", () => {

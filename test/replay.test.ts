@@ -49,6 +49,21 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
   });
 
+  test('with CPU offload the backends still simulate identically, and loads from host memory are counted', async () => {
+    // The conversations outgrow 4 GPUs of 256 blocks; host memory holds 512 more per rank.
+    const opts = { trace: small(), ...smallFleet, numGpuBlocks: 256, cpuOffloadBlocks: 512 };
+    const policies = ['kv' as const, { name: 'host ignored', routerConfig: { hostCacheHitWeight: 0 } }, 'round-robin' as const];
+    const native = await replay({ timing, ...opts, policies, backend: 'native' });
+    const js = await replay({ timing, ...opts, policies, backend: 'js' });
+    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+    for (const p of native.policies) expect(p.hostLoadedBlocks).toBeGreaterThan(0);
+    // Without host memory nothing loads, and the same fleet serves less from cache under a
+    // policy that ignores caches altogether (its placement does not depend on them).
+    const gpuOnly = await replay({ timing, ...opts, cpuOffloadBlocks: 0, policies: ['round-robin'] });
+    expect(gpuOnly.policies[0].hostLoadedBlocks).toBe(0);
+    expect(native.policies[2].hitRatio).toBeGreaterThan(gpuOnly.policies[0].hitRatio);
+  });
+
   test('custom selectors, queueing routers and data-parallel ranks run to completion', async () => {
     const report = await replay({
       timing,
@@ -98,6 +113,12 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     await expect(replay({ timing, trace: small(), policies: ['best' as never] })).rejects.toBeInstanceOf(KvRouteError);
     await expect(replay({ timing, trace: small(), numGpuBlocks: 8 })).rejects.toMatchObject({
       message: expect.stringMatching(/trace line \d+ needs \d+ KV blocks/),
+    });
+    await expect(replay({ timing, trace: small(), cpuOffloadBlocks: -1 })).rejects.toMatchObject({
+      message: expect.stringMatching(/cpuOffloadBlocks must be a non-negative integer/),
+    });
+    await expect(replay({ timing, trace: small(), cpuLoadUsPerToken: Number.NaN })).rejects.toMatchObject({
+      message: expect.stringMatching(/cpuLoadUsPerToken must be a finite number >= 0/),
     });
     // Router options: an object, valid for a KvRouter, and none the replay sets itself (those were silently overridden).
     const routerConfigs: [unknown, RegExp][] = [
@@ -159,6 +180,25 @@ describe('kvroute command', () => {
     const html = readFileSync(join(dir, 'p.html'), 'utf8');
     expect(html).toMatch(/<svg/);
     expect(html).not.toMatch(/https?:|<script|src=/);
+    // CPU offload from the command line: the engines load blocks back from host memory.
+    const offload = cli([
+      'replay',
+      't.jsonl',
+      '--workers',
+      '3',
+      '--num-gpu-blocks',
+      '256',
+      '--cpu-offload-blocks',
+      '512',
+      '--report',
+      'o.json',
+    ]);
+    expect(offload.status).toBe(0);
+    expect(offload.stdout).toMatch(/host loads \(blocks\) +[1-9]/);
+    expect(run.stdout).not.toMatch(/host loads/);
+    const loads = (JSON.parse(readFileSync(join(dir, 'o.json'), 'utf8')) as ReplayReport).policies[0].hostLoadedBlocks;
+    expect(loads).toBeGreaterThan(0);
+    expect(report.policies[0].hostLoadedBlocks).toBe(0);
   });
 
   test('a custom selector module is loaded by path', () => {

@@ -355,6 +355,10 @@ export interface ReplayFleetSpec {
   maxNumBatchedTokens: number;
   speedup: number;
   timing: 'dynamo' | 'classic';
+  /** Host-memory blocks behind each rank's GPU pool (CPU offload); 0: none. */
+  hostBlocks: number;
+  /** ms to load one block back from host memory (before `speedup`). */
+  hostLoadMsPerBlock: number;
   /** One rank per (workers[i], dpRanks[i]). */
   workers: number[];
   dpRanks: number[];
@@ -392,6 +396,8 @@ export interface ReplayFleetBackend {
   upperBoundHitRatio(): number;
   /** 5 numbers per uid: arrival, first token, last token (ms), reused tokens, preemptions. */
   outcomes(): Float64Array;
+  /** Blocks loaded back from host memory instead of recomputed, all ranks (CPU offload). */
+  hostLoadedBlocks(): number;
   /** Every inter-token gap (ms), rank by rank. */
   tokenGaps(): Float64Array;
 }

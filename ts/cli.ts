@@ -32,6 +32,12 @@ const REPLAY_FLAGS: Flags = {
   'block-size': { kind: 'number', help: 'tokens per KV block of the engines', default: '64' },
   'trace-block-size': { kind: 'number', help: 'tokens per hash id in the trace (Mooncake 512, Bailian 16)', default: '512' },
   'num-gpu-blocks': { kind: 'number', help: 'KV blocks per worker rank', default: '16384' },
+  'cpu-offload-blocks': {
+    kind: 'number',
+    help: 'host-memory KV blocks per rank behind the GPU pool (CPU offload; the router hears and credits the host tier)',
+    default: '0',
+  },
+  'cpu-load-us-per-token': { kind: 'number', help: "µs to load one token's KV back from host memory", default: '6' },
   'max-num-seqs': { kind: 'number', help: 'running requests per rank', default: '256' },
   'max-num-batched-tokens': { kind: 'number', help: 'tokens per engine pass', default: '8192' },
   'dp-size': { kind: 'number', help: 'data-parallel ranks per worker', default: '1' },
@@ -181,6 +187,10 @@ function table(report: ReplayReport): string {
     ['requests/s', (x) => f(x.throughput.requestsPerSec, 2)],
     ['output tokens/s', (x) => f(x.throughput.outputTokensPerSec, 0)],
     ['preemptions', (x) => String(x.preemptions)],
+    // Only with CPU offload (`--cpu-offload-blocks`).
+    ...(p.some((x) => x.hostLoadedBlocks > 0)
+      ? [['host loads (blocks)', (x: PolicyReport) => String(x.hostLoadedBlocks)] as [string, (x: PolicyReport) => string]]
+      : []),
     ['simulated s', (x) => f(x.simulatedSeconds)],
     ['wall s', (x) => f(x.wallSeconds, 2)],
     ['sim s / wall s', (x) => f(x.simSecondsPerWallSecond, 0)],
@@ -243,6 +253,8 @@ async function runReplay(argv: string[]): Promise<void> {
     blockSize: num('block-size'),
     traceBlockSize: num('trace-block-size'),
     numGpuBlocks: num('num-gpu-blocks'),
+    cpuOffloadBlocks: num('cpu-offload-blocks'),
+    cpuLoadUsPerToken: num('cpu-load-us-per-token'),
     maxNumSeqs: num('max-num-seqs'),
     maxNumBatchedTokens: num('max-num-batched-tokens'),
     dpSize: num('dp-size'),

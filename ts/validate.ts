@@ -101,6 +101,14 @@ export function positiveInteger(value: unknown, name: string, fallback: number):
   return value;
 }
 
+/** A safe integer >= 0, or `fallback` when undefined. */
+export function nonNegativeInteger(value: unknown, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+    throw invalidArg(`${name} must be a non-negative integer, got ${describe(value)}`);
+  return value;
+}
+
 /** A finite number > 0, or `fallback` when undefined. */
 export function positiveNumber(value: unknown, name: string, fallback: number): number {
   if (value === undefined) return fallback;

@@ -10,7 +10,15 @@ import type { NativeBinding } from './binding.js';
 import { rawIndexes } from './index.js';
 
 export function nativeReplayFleet(binding: NativeBinding, spec: ReplayFleetSpec): ReplayFleetBackend {
-  const engine = Float64Array.of(spec.blockSize, spec.numGpuBlocks, spec.maxNumSeqs, spec.maxNumBatchedTokens, spec.speedup);
+  const engine = Float64Array.of(
+    spec.blockSize,
+    spec.numGpuBlocks,
+    spec.maxNumSeqs,
+    spec.maxNumBatchedTokens,
+    spec.speedup,
+    spec.hostBlocks,
+    spec.hostLoadMsPerBlock,
+  );
   const fleet = callNative(
     () =>
       new binding.NativeReplayFleet(
@@ -40,5 +48,6 @@ export function nativeReplayFleet(binding: NativeBinding, spec: ReplayFleetSpec)
     upperBoundHitRatio: () => fleet.upperBoundHitRatio(),
     outcomes: () => fleet.outcomes(),
     tokenGaps: () => fleet.tokenGaps(),
+    hostLoadedBlocks: () => fleet.hostLoadedBlocks(),
   };
 }

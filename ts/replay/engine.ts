@@ -3,9 +3,8 @@
  * KV block pool, preemption of the newest requests when blocks run out, and Dynamo's mocker timing model. Each
  * `step` is one engine pass in virtual time. Used by the JS replay fleet (`fleet.ts`) and by
  * `kvroute mock-worker`; the native replay runs its Rust twin (`kvroute_core::replay`), which
- * must match it step for step. Host memory behind the pool (`hostBlocks`, CPU offload) is the
- * mock worker's alone: replay never sets it, the twin has none, and without it every step is
- * the same as before it existed.
+ * must match it step for step, host memory behind the pool (`hostBlocks`, CPU offload) included.
+ * Without host memory (the default) every step is the same as before it existed.
  * @internal
  * @module
  */
@@ -29,10 +28,7 @@ export interface EngineConfig {
    * tokens, so a later prompt that repeats a response hits the cache, as in vLLM.
    */
   outputBlock?: (r: SimRequest, index: number, parent: FullBlock | undefined) => FullBlock;
-  /**
-   * Blocks of host memory behind the GPU pool (vLLM's CPU offload; see `host-pool.ts`). Default 0:
-   * none, as in `kvroute replay`.
-   */
+  /** Blocks of host memory behind the GPU pool (vLLM's CPU offload; see `host-pool.ts`). Default 0: none. */
   hostBlocks?: number;
   /** Time to load one block from host memory back to the GPU (ms, before `speedup`). Default 0. */
   hostLoadMsPerBlock?: number;

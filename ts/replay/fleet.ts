@@ -10,12 +10,24 @@
 
 import type { ReplayFleetBackend, ReplayFleetSpec } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
-import { FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_REMOVED, KIND_STORED, type PackedEvents, PackedWriter } from '../events/packed.js';
+import {
+  FLAG_DEVICE_TIER,
+  FLAG_HAS_PARENT,
+  KIND_REMOVED,
+  KIND_STORED,
+  LOWER_TIER_NAMES,
+  type PackedEvents,
+  PackedWriter,
+  tierFlags,
+} from '../events/packed.js';
 import { BlockIds } from './block-ids.js';
 import { prefixCeiling } from './ceiling.js';
 import { Engine, type PassResult, SimRequest } from './engine.js';
 import { EventQueue } from './event-queue.js';
 import type { CacheEvent } from './kv-cache.js';
+
+/** The host tier's index among the lower tiers (the engine's host pool publishes there). */
+const HOST_TIER = LOWER_TIER_NAMES.indexOf('host_pinned');
 
 /**
  * One pass's KV events as the packed batch the index consumes (the layout of
@@ -25,9 +37,10 @@ import type { CacheEvent } from './kv-cache.js';
 function packCacheEvents(events: CacheEvent[], workerId: number, dpRank: number): PackedEvents {
   const w = new PackedWriter();
   for (const e of events) {
+    const tier = e.host ? tierFlags(HOST_TIER) : FLAG_DEVICE_TIER;
     if ('stored' in e) {
       const { parent, blocks } = e.stored;
-      w.pushMeta(KIND_STORED, dpRank, FLAG_DEVICE_TIER | (parent === null ? 0 : FLAG_HAS_PARENT), blocks.length);
+      w.pushMeta(KIND_STORED, dpRank, tier | (parent === null ? 0 : FLAG_HAS_PARENT), blocks.length);
       w.pushNumber(workerId);
       w.pushNumber(0);
       if (parent !== null) w.pushBigInt(parent);
@@ -36,7 +49,7 @@ function packCacheEvents(events: CacheEvent[], workerId: number, dpRank: number)
         w.pushBigInt(b.local);
       }
     } else {
-      w.pushMeta(KIND_REMOVED, dpRank, FLAG_DEVICE_TIER, e.removed.length);
+      w.pushMeta(KIND_REMOVED, dpRank, tier, e.removed.length);
       w.pushNumber(workerId);
       w.pushNumber(0);
       for (const h of e.removed) w.pushBigInt(h);
@@ -80,6 +93,10 @@ export class JsFleet implements ReplayFleetBackend {
       throw new KvRouteError('ERR_INVALID_ARG', 'engine sizes must be positive integers');
     if (!(Number.isFinite(spec.speedup) && spec.speedup > 0))
       throw new KvRouteError('ERR_INVALID_ARG', 'speedup must be a positive number');
+    if (!(Number.isSafeInteger(spec.hostBlocks) && spec.hostBlocks >= 0))
+      throw new KvRouteError('ERR_INVALID_ARG', 'cpuOffloadBlocks must be a non-negative safe integer');
+    if (!(Number.isFinite(spec.hostLoadMsPerBlock) && spec.hostLoadMsPerBlock >= 0))
+      throw new KvRouteError('ERR_INVALID_ARG', 'the host load time must be a number >= 0');
     if (spec.workers.length !== spec.dpRanks.length) throw new KvRouteError('ERR_INVALID_ARG', 'workers and dp ranks differ in length');
     this.ranks = spec.workers.map((workerId, i) => ({
       workerId,
@@ -232,6 +249,10 @@ export class JsFleet implements ReplayFleetBackend {
       out.set([r.arrivalMs, r.firstTokenMs, r.lastTokenMs, r.reusedTokens, r.preemptions], 5 * uid);
     });
     return out;
+  }
+
+  hostLoadedBlocks(): number {
+    return this.ranks.reduce((n, r) => n + (r.engine.cache.host?.loaded ?? 0), 0);
   }
 
   tokenGaps(): Float64Array {

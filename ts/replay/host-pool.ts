@@ -6,8 +6,9 @@
  * events are the ones vLLM's offload tracker publishes with the request's metadata: Stored
  * (medium CPU) for the blocks newly copied, Removed for the ones its LRU evicts, many per event.
  *
- * Only the live mock worker turns it on; `kvroute replay` simulates the GPU pool alone, as
- * Dynamo's replay does (its offline indexer ignores other tiers).
+ * The mock worker turns it on with `cpuOffloadBlocks`, `kvroute replay` with
+ * `--cpu-offload-blocks` (its Rust twin is `kvroute_core::replay::host_pool`); by default both
+ * simulate the GPU pool alone, as Dynamo's replay does (its offline indexer ignores other tiers).
  * @internal
  * @module
  */

@@ -12,7 +12,7 @@ import { SeededRandom } from '../random.js';
 import { KvRouter } from '../router/kv-router.js';
 import type { KvRouterOptions } from '../router/options.js';
 import type { Selector } from '../router/select.js';
-import { describe, positiveInteger, positiveNumber } from '../validate.js';
+import { describe, nonNegativeInteger, nonNegativeNumber, positiveInteger, positiveNumber } from '../validate.js';
 import { BlockIds } from './block-ids.js';
 import { prefixCeiling } from './ceiling.js';
 import type { TimingModel } from './engine.js';
@@ -75,6 +75,14 @@ export interface ReplayOptions {
   maxNumBatchedTokens?: number;
   /** Divides simulated compute time. Default 1. */
   speedup?: number;
+  /**
+   * Host-memory blocks behind each engine rank's GPU pool (CPU offload, as the mock worker's
+   * `cpuOffloadBlocks`): the router hears the host tier's events and credits them
+   * (`hostCacheHitWeight`). Default 0: none, as in Dynamo's replay.
+   */
+  cpuOffloadBlocks?: number;
+  /** µs to load one token's KV back from host memory. Default 6. */
+  cpuLoadUsPerToken?: number;
   /** How engine passes are timed: Dynamo 1.6's mocker (`'dynamo'`, the default) or kvroute's earlier model (`'classic'`). See {@link TimingModel}. */
   timing?: TimingModel;
   /** Divides inter-arrival times. Default 1. */
@@ -243,16 +251,19 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
   if (opts.limit !== undefined) trace = { ...trace, requests: trace.requests.slice(0, positiveInteger(opts.limit, 'limit', 1)) };
   const seed = opts.seed ?? 42;
   if (!Number.isSafeInteger(seed)) throw new KvRouteError('ERR_INVALID_ARG', `seed must be an integer, got ${describe(seed)}`);
+  const blockSize = positiveInteger(opts.blockSize, 'blockSize', 64);
   const cfg: SimConfig = {
     workers: positiveInteger(opts.workers, 'workers', 16),
     dpSize: positiveInteger(opts.dpSize, 'dpSize', 1),
     engine: {
-      blockSize: positiveInteger(opts.blockSize, 'blockSize', 64),
+      blockSize,
       numGpuBlocks: positiveInteger(opts.numGpuBlocks, 'numGpuBlocks', 16_384),
       maxNumSeqs: positiveInteger(opts.maxNumSeqs, 'maxNumSeqs', 256),
       maxNumBatchedTokens: positiveInteger(opts.maxNumBatchedTokens, 'maxNumBatchedTokens', 8192),
       speedup: positiveNumber(opts.speedup, 'speedup', 1),
       timing: timingModel(opts.timing),
+      hostBlocks: nonNegativeInteger(opts.cpuOffloadBlocks, 'cpuOffloadBlocks', 0),
+      hostLoadMsPerBlock: (nonNegativeNumber(opts.cpuLoadUsPerToken, 'cpuLoadUsPerToken', 6) * blockSize) / 1000,
     },
     arrivalSpeedup: positiveNumber(opts.arrivalSpeedup, 'arrivalSpeedup', 1),
     seed,

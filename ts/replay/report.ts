@@ -107,6 +107,8 @@ export interface PolicyReport {
   hitRatio: number;
   /** Requests preempted for lack of KV blocks, counted per preemption. */
   preemptions: number;
+  /** Blocks the engines loaded back from host memory instead of recomputing them (`cpuOffloadBlocks`; 0 without). */
+  hostLoadedBlocks: number;
   /** Traffic per worker. */
   workers: WorkerShare[];
   /** Evenly spaced quantiles of TTFT and E2E, for CDF plots. */
@@ -177,6 +179,7 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
     throughput: { requestsPerSec: reqs.length / seconds, outputTokensPerSec: output / seconds },
     hitRatio: prompt > 0 ? reused / prompt : 0,
     preemptions: reqs.reduce((n, r) => n + r.preemptions, 0),
+    hostLoadedBlocks: run.hostLoadedBlocks,
     workers: shares,
     cdf: { ttftMs: quantiles(ttft), e2eMs: quantiles(e2e) },
   };

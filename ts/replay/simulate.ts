@@ -46,6 +46,8 @@ export interface PolicyRun {
   upperBoundHitRatio: number;
   /** Every inter-token gap of every engine (ms). */
   tokenGaps: Float64Array;
+  /** Blocks the engines loaded back from host memory (CPU offload). */
+  hostLoadedBlocks: number;
 }
 
 /** Simulation settings shared by every policy of a replay. @internal */
@@ -127,6 +129,8 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     maxNumBatchedTokens: cfg.engine.maxNumBatchedTokens,
     speedup: cfg.engine.speedup,
     timing: cfg.engine.timing ?? 'dynamo',
+    hostBlocks: cfg.engine.hostBlocks ?? 0,
+    hostLoadMsPerBlock: cfg.engine.hostLoadMsPerBlock ?? 0,
     workers: ranks.map((r) => r.workerId),
     dpRanks: ranks.map((r) => r.dpRank),
     requests: total,
@@ -244,5 +248,6 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     routeWallMs,
     upperBoundHitRatio: fleet.upperBoundHitRatio(),
     tokenGaps: fleet.tokenGaps(),
+    hostLoadedBlocks: fleet.hostLoadedBlocks(),
   };
 }

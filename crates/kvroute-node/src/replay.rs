@@ -28,8 +28,9 @@ pub struct NativeReplayFleet {
 
 #[napi]
 impl NativeReplayFleet {
-    /// `engine`: block size, GPU blocks, max sequences, max batched tokens (integers) and the
-    /// speedup; `timing`: "dynamo" or "classic"; one rank per (`workers[i]`, `dpRanks[i]`).
+    /// `engine`: block size, GPU blocks, max sequences, max batched tokens (integers), the
+    /// speedup, host-memory blocks (an integer; 0: no CPU offload) and the ms to load one block
+    /// back from host memory; `timing`: "dynamo" or "classic"; one rank per (`workers[i]`, `dpRanks[i]`).
     #[napi(constructor)]
     pub fn new(
         engine: &[f64],
@@ -40,8 +41,8 @@ impl NativeReplayFleet {
         publish_events: bool,
     ) -> Result<Self, &'static str> {
         guard(|| {
-            let &[block_size, gpu, seqs, batched, speedup] = engine else {
-                return Err(invalid_arg("engine config must have 5 numbers"));
+            let &[block_size, gpu, seqs, batched, speedup, host_blocks, host_load_ms_per_block] = engine else {
+                return Err(invalid_arg("engine config must have 7 numbers"));
             };
             let timing = match timing.as_str() {
                 "dynamo" => TimingModel::Dynamo,
@@ -63,6 +64,8 @@ impl NativeReplayFleet {
                 max_num_batched_tokens: count_arg(batched, "maxNumBatchedTokens")?,
                 speedup,
                 timing,
+                host_blocks: count_arg(host_blocks, "cpuOffloadBlocks")?,
+                host_load_ms_per_block,
             };
             let inner = Fleet::new(config, &ranks, requests as usize, publish_events).map_err(to_node_error)?;
             Ok(Self { inner })
@@ -164,6 +167,11 @@ impl NativeReplayFleet {
             ]);
         }
         Float64Array::new(out)
+    }
+
+    #[napi(js_name = "hostLoadedBlocks")]
+    pub fn host_loaded_blocks(&self) -> f64 {
+        self.inner.host_loaded_blocks() as f64
     }
 
     #[napi(js_name = "tokenGaps")]

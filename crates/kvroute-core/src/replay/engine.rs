@@ -18,6 +18,10 @@ pub struct EngineConfig {
     /// Divides every simulated duration.
     pub speedup: f64,
     pub timing: TimingModel,
+    /// Blocks of host memory behind the GPU pool (CPU offload); 0: none.
+    pub host_blocks: u64,
+    /// Time to load one block from host memory back to the GPU (ms, before `speedup`).
+    pub host_load_ms_per_block: f64,
 }
 
 const OUTPUT_TAG: u64 = 0x6f75_7470_7574_5f62;
@@ -103,7 +107,7 @@ pub(crate) struct Engine {
 impl Engine {
     pub fn new(config: EngineConfig, worker_id: u64, dp_rank: u32) -> Self {
         Self {
-            cache: KvCache::new(config.num_gpu_blocks as usize, worker_id, dp_rank),
+            cache: KvCache::new(config.num_gpu_blocks as usize, config.host_blocks as usize, worker_id, dp_rank),
             config,
             waiting: VecDeque::new(),
             prefill: VecDeque::new(),
@@ -208,18 +212,28 @@ impl Engine {
         self.waiting.push_front(uid);
     }
 
-    fn admit(&mut self, r: &mut SimRequest, now: f64) {
+    /// Takes the request's cached prefix: its GPU hit, then the blocks host memory holds right
+    /// after it, loaded back as far as the GPU pool has room. Returns how many were loaded.
+    fn admit(&mut self, r: &mut SimRequest, now: f64) -> u64 {
         let bs = self.config.block_size;
-        let hit = self.cache.prefix_hit(&r.prompt) as u64;
-        let cached = (hit * bs).min(r.input_length);
-        r.reused_tokens = r.reused_tokens.max(cached);
+        let hit = self.cache.prefix_hit(&r.prompt);
         if r.first_admit_ms < 0.0 {
             r.first_admit_ms = now;
         }
         r.admitted = true;
         // Cached blocks are in the pool already: taking them cannot fail.
-        self.ensure(r, hit * bs);
+        self.ensure(r, hit as u64 * bs);
+        let offloaded = self.cache.host.as_ref().map_or(0, |h| h.prefix_hit(&r.prompt, hit));
+        if offloaded > 0 {
+            self.ensure(r, (hit + offloaded) as u64 * bs);
+            if let Some(host) = &mut self.cache.host {
+                host.load(&r.prompt[hit..r.prompt_taken]);
+            }
+        }
+        let cached = (r.prompt_taken as u64 * bs).min(r.input_length);
+        r.reused_tokens = r.reused_tokens.max(cached);
         r.prefilled = cached;
+        (r.prompt_taken - hit) as u64
     }
 
     /// `ensure`, preempting younger requests until it succeeds or none is left.
@@ -261,6 +275,7 @@ impl Engine {
         let mut budget = cfg.max_num_batched_tokens as i64 - self.decode.len() as i64;
         let mut prefill_time = 0.0;
         let mut prefill_tokens = 0u64;
+        let mut loaded_blocks = 0u64;
         while budget > 0 {
             if self.prefill.is_empty() {
                 if self.waiting.is_empty() || self.running() >= cfg.max_num_seqs {
@@ -271,7 +286,7 @@ impl Engine {
             }
             let uid = self.prefill[0];
             if !reqs[uid as usize].admitted {
-                self.admit(&mut reqs[uid as usize], now);
+                loaded_blocks += self.admit(&mut reqs[uid as usize], now);
             }
             let r = &reqs[uid as usize];
             let chunk = (r.context() - r.prefilled).min(budget as u64);
@@ -297,6 +312,7 @@ impl Engine {
         if dynamo {
             prefill_time = prefill_ms(prefill_tokens as f64);
         }
+        prefill_time += loaded_blocks as f64 * cfg.host_load_ms_per_block;
         out.first_tokens.clear();
         out.finished.clear();
         self.produced.clear();

@@ -203,6 +203,9 @@ impl Fleet {
         if !(config.speedup.is_finite() && config.speedup > 0.0) {
             return Err(KvError::invalid_arg("speedup must be a positive number"));
         }
+        if !(config.host_load_ms_per_block.is_finite() && config.host_load_ms_per_block >= 0.0) {
+            return Err(KvError::invalid_arg("the host load time must be a number >= 0"));
+        }
         let ranks = ranks
             .iter()
             .map(|r| RankState {
@@ -492,6 +495,11 @@ impl Fleet {
     }
 
     /// Every inter-token gap, rank by rank.
+    /// Blocks loaded back from host memory instead of recomputed, all ranks (CPU offload).
+    pub fn host_loaded_blocks(&self) -> u64 {
+        self.ranks.iter().filter_map(|r| r.engine.cache.host.as_ref()).map(|h| h.loaded).sum()
+    }
+
     pub fn token_gaps(&self) -> Vec<f64> {
         self.ranks.iter().flat_map(|r| r.engine.token_gaps.iter().copied()).collect()
     }
@@ -509,6 +517,8 @@ mod tests {
             max_num_batched_tokens: 32,
             speedup: 1.0,
             timing,
+            host_blocks: 0,
+            host_load_ms_per_block: 0.0,
         }
     }
 

@@ -3,6 +3,8 @@
 //! real engine publishes straight into the packed layout the index consumes
 //! (`index::packed`): Stored when a block enters the cache, Removed when one is evicted.
 
+use super::host_pool::HostPool;
+use super::lru::{LruList, NIL};
 use crate::index::packed::{FLAG_DEVICE_TIER, FLAG_HAS_PARENT, KIND_REMOVED, KIND_STORED};
 use rustc_hash::FxHashMap;
 
@@ -15,18 +17,10 @@ pub(crate) struct Block {
     pub local: u64,
 }
 
-const NIL: u32 = u32::MAX;
-
 /// A block in the pool: in use (`refs > 0`) or cached in the LRU list at `slot`.
 struct Entry {
     refs: u32,
     slot: u32,
-}
-
-struct LruNode {
-    block: Block,
-    prev: u32,
-    next: u32,
 }
 
 /// The KV events of the passes since the last take, packed (see `index::packed`).
@@ -34,8 +28,9 @@ struct LruNode {
 pub(crate) struct PackedEvents {
     pub meta: Vec<u32>,
     pub words: Vec<u64>,
-    /// Whether the last event is a Removed that further evictions may extend.
-    last_removed: bool,
+    /// The tier flags of the last event when it is a Removed that further evictions of that
+    /// tier may extend.
+    last_removed: Option<u32>,
 }
 
 impl PackedEvents {
@@ -46,7 +41,37 @@ impl PackedEvents {
     pub fn clear(&mut self) {
         self.meta.clear();
         self.words.clear();
-        self.last_removed = false;
+        self.last_removed = None;
+    }
+
+    /// A removal of `seq` from the tier `tier_flags` names, joining the last event when it is a
+    /// removal from the same tier.
+    pub fn push_removed(&mut self, worker_id: u64, dp_rank: u32, tier_flags: u32, seq: u64) {
+        if self.last_removed == Some(tier_flags) {
+            let n = self.meta.len();
+            self.meta[n - 1] += 1;
+        } else {
+            self.meta.extend([KIND_REMOVED, dp_rank, tier_flags, 1]);
+            self.words.extend([worker_id, 0]);
+            self.last_removed = Some(tier_flags);
+        }
+        self.words.push(seq);
+    }
+
+    pub fn push_stored(
+        &mut self,
+        worker_id: u64,
+        dp_rank: u32,
+        tier_flags: u32,
+        parent: Option<u64>,
+        blocks: &[Block],
+    ) {
+        let flags = tier_flags | if parent.is_some() { FLAG_HAS_PARENT } else { 0 };
+        self.meta.extend([KIND_STORED, dp_rank, flags, blocks.len() as u32]);
+        self.words.extend([worker_id, 0]);
+        self.words.extend(parent);
+        self.words.extend(blocks.iter().flat_map(|b| [b.seq, b.local]));
+        self.last_removed = None;
     }
 }
 
@@ -55,11 +80,7 @@ impl PackedEvents {
 pub(crate) struct KvCache {
     capacity: usize,
     entries: FxHashMap<i64, Entry>,
-    nodes: Vec<LruNode>,
-    free_slots: Vec<u32>,
-    head: u32,
-    tail: u32,
-    cached: usize,
+    cached: LruList,
     active: usize,
     private_blocks: usize,
     pub worker_id: u64,
@@ -67,24 +88,23 @@ pub(crate) struct KvCache {
     pub events: PackedEvents,
     /// Fresh blocks of the `use_blocks` call in progress.
     fresh: Vec<Block>,
+    /// Host memory behind the pool (CPU offload); only with `host_blocks` > 0.
+    pub host: Option<HostPool>,
 }
 
 impl KvCache {
-    pub fn new(capacity: usize, worker_id: u64, dp_rank: u32) -> Self {
+    pub fn new(capacity: usize, host_blocks: usize, worker_id: u64, dp_rank: u32) -> Self {
         Self {
             capacity,
             entries: FxHashMap::default(),
-            nodes: Vec::new(),
-            free_slots: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            cached: 0,
+            cached: LruList::default(),
             active: 0,
             private_blocks: 0,
             worker_id,
             dp_rank,
             events: PackedEvents::default(),
             fresh: Vec::new(),
+            host: (host_blocks > 0).then(|| HostPool::new(host_blocks)),
         }
     }
 
@@ -98,54 +118,13 @@ impl KvCache {
         blocks.iter().take_while(|b| self.entries.contains_key(&b.key)).count()
     }
 
-    fn lru_push(&mut self, block: Block) -> u32 {
-        let node = LruNode { block, prev: self.tail, next: NIL };
-        let slot = match self.free_slots.pop() {
-            Some(s) => {
-                self.nodes[s as usize] = node;
-                s
-            }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        };
-        if self.tail == NIL {
-            self.head = slot;
-        } else {
-            self.nodes[self.tail as usize].next = slot;
-        }
-        self.tail = slot;
-        self.cached += 1;
-        slot
-    }
-
-    fn lru_unlink(&mut self, slot: u32) {
-        let (prev, next) = {
-            let n = &self.nodes[slot as usize];
-            (n.prev, n.next)
-        };
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.nodes[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.nodes[next as usize].prev = prev;
-        }
-        self.free_slots.push(slot);
-        self.cached -= 1;
-    }
-
     /// Takes one more reference on a block already in the pool; false if it is not there.
     fn take_existing(&mut self, key: i64) -> bool {
         let Some(entry) = self.entries.get_mut(&key) else { return false };
         if entry.refs == 0 {
             let slot = entry.slot;
             entry.refs = 1;
-            self.lru_unlink(slot);
+            self.cached.unlink(slot);
             self.active += 1;
         } else {
             entry.refs += 1;
@@ -160,41 +139,25 @@ impl KvCache {
 
     /// Makes room for one more block, evicting the least recently used cached one if needed.
     fn reserve(&mut self) -> bool {
-        if self.used() + self.cached < self.capacity {
+        if self.used() + self.cached.len() < self.capacity {
             return true;
         }
-        if self.head == NIL {
-            return false;
-        }
-        let slot = self.head;
-        let block = self.nodes[slot as usize].block;
-        self.lru_unlink(slot);
+        let Some((slot, block)) = self.cached.front() else { return false };
+        self.cached.unlink(slot);
         self.entries.remove(&block.key);
-        self.push_removed(block.seq);
+        self.events.push_removed(self.worker_id, self.dp_rank, FLAG_DEVICE_TIER, block.seq);
         true
     }
 
-    fn push_removed(&mut self, seq: u64) {
-        let ev = &mut self.events;
-        if ev.last_removed {
-            let n = ev.meta.len();
-            ev.meta[n - 1] += 1;
-        } else {
-            ev.meta.extend([KIND_REMOVED, self.dp_rank, FLAG_DEVICE_TIER, 1]);
-            ev.words.extend([self.worker_id, 0]);
-            ev.last_removed = true;
-        }
-        ev.words.push(seq);
+    fn push_stored(&mut self, parent: Option<u64>, blocks: &[Block]) {
+        self.events.push_stored(self.worker_id, self.dp_rank, FLAG_DEVICE_TIER, parent, blocks);
     }
 
-    fn push_stored(&mut self, parent: Option<u64>, blocks: &[Block]) {
-        let ev = &mut self.events;
-        let flags = FLAG_DEVICE_TIER | if parent.is_some() { FLAG_HAS_PARENT } else { 0 };
-        ev.meta.extend([KIND_STORED, self.dp_rank, flags, blocks.len() as u32]);
-        ev.words.extend([self.worker_id, 0]);
-        ev.words.extend(parent);
-        ev.words.extend(blocks.iter().flat_map(|b| [b.seq, b.local]));
-        ev.last_removed = false;
+    /// Copies blocks just taken into the host pool, if there is one.
+    fn offload(&mut self, blocks: &[Block], parent: Option<u64>) {
+        if let Some(host) = &mut self.host {
+            host.offload(blocks, parent, &mut self.events, self.worker_id, self.dp_rank);
+        }
     }
 
     /// Takes `blocks` (consecutive, after `parent`) into use; returns how many it took (fewer
@@ -221,6 +184,7 @@ impl KvCache {
             self.push_stored(fresh_parent, &fresh);
         }
         self.fresh = fresh;
+        self.offload(&blocks[..taken], parent);
         taken
     }
 
@@ -245,6 +209,7 @@ impl KvCache {
             self.insert_active(block.key);
             self.push_stored(parent, &[block]);
         }
+        self.offload(&[block], parent);
     }
 
     /// Releases blocks, most recent first; unused ones stay cached, newest last in the LRU.
@@ -254,7 +219,7 @@ impl KvCache {
                 Some(e) if e.refs > 1 => e.refs -= 1,
                 Some(e) if e.refs == 1 => {
                     self.active -= 1;
-                    let slot = self.lru_push(*b);
+                    let slot = self.cached.push(*b);
                     if let Some(e) = self.entries.get_mut(&b.key) {
                         e.refs = 0;
                         e.slot = slot;
@@ -276,7 +241,7 @@ mod tests {
 
     #[test]
     fn evicts_least_recently_used_and_announces_it() {
-        let mut c = KvCache::new(4, 7, 0);
+        let mut c = KvCache::new(4, 0, 7, 0);
         assert_eq!(c.use_blocks(&blocks(&[1, 2, 3]), None), 3);
         c.release(&blocks(&[1, 2, 3]));
         c.events.clear();
@@ -289,7 +254,7 @@ mod tests {
 
     #[test]
     fn full_pool_takes_what_fits() {
-        let mut c = KvCache::new(3, 0, 0);
+        let mut c = KvCache::new(3, 0, 0, 0);
         assert_eq!(c.use_blocks(&blocks(&[1, 2, 3, 4]), None), 3);
         assert!(!c.use_private());
         c.release(&blocks(&[3]));
