@@ -192,10 +192,14 @@ describe('kvroute command', () => {
       '512',
       '--report',
       'o.json',
+      '--html',
+      'o.html',
     ]);
     expect(offload.status).toBe(0);
     expect(offload.stdout).toMatch(/host loads \(blocks\) +[1-9]/);
     expect(run.stdout).not.toMatch(/host loads/);
+    expect(html).not.toMatch(/loaded back from host memory/);
+    expect(readFileSync(join(dir, 'o.html'), 'utf8')).toMatch(/<th>blocks loaded back from host memory<\/th><td>[1-9]/);
     const loads = (JSON.parse(readFileSync(join(dir, 'o.json'), 'utf8')) as ReplayReport).policies[0].hostLoadedBlocks;
     expect(loads).toBeGreaterThan(0);
     expect(report.policies[0].hostLoadedBlocks).toBe(0);

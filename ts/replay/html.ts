@@ -136,7 +136,8 @@ ${row('E2E mean / p99 ms', (x) => `${fmt(x.e2eMs.mean)} / ${fmt(x.e2eMs.p99)}`)}
 ${row('prefix-cache hit ratio', (x) => `${(100 * x.hitRatio).toFixed(1)}%`)}
 ${row('throughput req/s, output tok/s', (x) => `${fmt(x.throughput.requestsPerSec)}, ${fmt(x.throughput.outputTokensPerSec)}`)}
 ${row('simulated s', (x) => fmt(x.simulatedSeconds))}
-${row('preemptions', (x) => String(x.preemptions))}</table>`;
+${row('preemptions', (x) => String(x.preemptions))}
+${p.some((x) => x.hostLoadedBlocks > 0) ? row('blocks loaded back from host memory', (x) => String(x.hostLoadedBlocks)) : ''}</table>`;
   const hit = (x: PolicyReport, k: number) => {
     const s = x.workers[k];
     return s && s.promptTokens > 0 ? (100 * s.cachedTokens) / s.promptTokens : 0;
