@@ -136,8 +136,8 @@ describe('mock worker CPU offload options and wire', () => {
     for (const [opts, pattern] of [
       [{ cpuOffloadBlocks: -1 }, /opts\.cpuOffloadBlocks must be an integer/],
       [{ cpuOffloadBlocks: 1.5 }, /opts\.cpuOffloadBlocks must be an integer/],
-      [{ cpuLoadUsPerToken: -1 }, /opts\.cpuLoadUsPerToken must be a number ≥ 0/],
-      [{ cpuLoadUsPerToken: 'fast' }, /opts\.cpuLoadUsPerToken must be a number ≥ 0/],
+      [{ cpuLoadUsPerToken: -1 }, /opts\.cpuLoadUsPerToken must be a finite number >= 0/],
+      [{ cpuLoadUsPerToken: 'fast' }, /opts\.cpuLoadUsPerToken must be a finite number >= 0/],
     ] as const) {
       await expect(startMockWorker({ port: 0, ...(opts as object) })).rejects.toMatchObject({ code: 'ERR_INVALID_ARG', message: pattern });
     }

@@ -6,7 +6,7 @@
 import type { ContentFormatOption } from '../chat/content-format.js';
 import { KvRouteError } from '../errors.js';
 import { checkEndpoint } from '../ingest/options.js';
-import { checkOptions, describe, optionalBoolean } from '../validate.js';
+import { checkOptions, describe, nonNegativeNumber, optionalBoolean } from '../validate.js';
 import type { WireFormat } from './wire.js';
 
 /**
@@ -249,10 +249,6 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     checkEndpoint(o.replay, 'opts.replay');
     if (o.kvEvents === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'opts.replay needs opts.kvEvents');
   }
-  const cpuLoadUsPerToken = o.cpuLoadUsPerToken ?? 6;
-  if (typeof cpuLoadUsPerToken !== 'number' || !(cpuLoadUsPerToken >= 0) || !Number.isFinite(cpuLoadUsPerToken)) {
-    throw new KvRouteError('ERR_INVALID_ARG', `opts.cpuLoadUsPerToken must be a number ≥ 0, got ${describe(o.cpuLoadUsPerToken)}`);
-  }
   const speedup = o.speedup ?? 1;
   if (typeof speedup !== 'number' || !(speedup > 0) || !Number.isFinite(speedup)) {
     throw new KvRouteError('ERR_INVALID_ARG', `opts.speedup must be a positive number, got ${describe(o.speedup)}`);
@@ -292,7 +288,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     blockSize: int(o.blockSize, 'opts.blockSize', 1, 1 << 20, 16),
     numGpuBlocks: int(o.numGpuBlocks, 'opts.numGpuBlocks', 1, 1 << 30, 16_384),
     cpuOffloadBlocks: int(o.cpuOffloadBlocks, 'opts.cpuOffloadBlocks', 0, 1 << 30, 0),
-    cpuLoadUsPerToken,
+    cpuLoadUsPerToken: nonNegativeNumber(o.cpuLoadUsPerToken, 'opts.cpuLoadUsPerToken', 6),
     maxNumSeqs: int(o.maxNumSeqs, 'opts.maxNumSeqs', 1, 1 << 20, 256),
     maxNumBatchedTokens: int(o.maxNumBatchedTokens, 'opts.maxNumBatchedTokens', 1, 1 << 30, 8192),
     speedup,
