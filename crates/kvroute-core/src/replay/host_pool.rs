@@ -100,10 +100,7 @@ impl HostPool {
 mod tests {
     use super::*;
     use crate::index::packed::{FLAG_HAS_PARENT, KIND_REMOVED, KIND_STORED};
-
-    fn blocks(ids: &[i64]) -> Vec<Block> {
-        ids.iter().map(|&i| Block { key: i, seq: 1000 + i as u64, local: i as u64 }).collect()
-    }
+    use crate::replay::kv_cache::test_blocks as blocks;
 
     #[test]
     fn copies_new_blocks_as_true_chains_and_evicts_the_least_recently_used_first() {

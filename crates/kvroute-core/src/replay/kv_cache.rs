@@ -231,13 +231,16 @@ impl KvCache {
     }
 }
 
+/// Blocks for the replay's unit tests: key `i`, sequence hash `1000 + i`, local hash `i`.
+#[cfg(test)]
+pub(crate) fn test_blocks(ids: &[i64]) -> Vec<Block> {
+    ids.iter().map(|&i| Block { key: i, seq: 1000 + i as u64, local: i as u64 }).collect()
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_blocks as blocks;
     use super::*;
-
-    fn blocks(ids: &[i64]) -> Vec<Block> {
-        ids.iter().map(|&i| Block { key: i, seq: 1000 + i as u64, local: i as u64 }).collect()
-    }
 
     #[test]
     fn evicts_least_recently_used_and_announces_it() {
