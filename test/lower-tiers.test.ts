@@ -175,15 +175,22 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
     expectKvError(() => i.findTieredMatches([1n], 'x' as never), 'ERR_INVALID_ARG', /ranks must be an array/);
   });
 
-  test('a dump carries the lower tiers, one root store per block at its position; a restore rebuilds them exactly', async () => {
+  test('a dump carries the lower tiers as runs headed at their positions; a restore rebuilds them exactly', async () => {
     const i = newIndex();
     i.applyEvents([
       stored(1, [21n, 22n]),
-      stored(1, [23n], { tier: 'host_pinned', prefix: [21n, 22n] }), // placed below the device's block
+      stored(1, [23n, 24n], { tier: 'host_pinned', prefix: [21n, 22n] }), // placed below the device's block
       stored(1, [11n, 12n, 13n], { tier: 'host_pinned' }),
+      stored(1, [15n], { tier: 'host_pinned', prefix: [11n, 12n] }), // a branch
       stored(1, [14n], { tier: 'disk', prefix: [11n, 12n, 13n] }),
       stored(2, [31n, 32n], { tier: 'external', dpRank: 1 }),
     ]);
+    // A second name for block 11's position, smaller than its own (a root's name is its local hash).
+    i.applyEvent({
+      worker_id: 1,
+      storage_tier: 'host_pinned',
+      event: { event_id: 0, dp_rank: 0, data: { stored: { parent_hash: null, blocks: [{ block_hash: 9n, tokens_hash: 11n }] } } },
+    });
     await i.flush();
     const dump = i.dump();
     const device = dump.filter((e) => e.storage_tier === 'device');
@@ -191,27 +198,34 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
     // Device chains first, then the lower tiers.
     expect(dump).toEqual([...device, ...lower]);
     expect(device.map((e) => e.event.data.stored.blocks.map((b) => b.tokens_hash))).toEqual([[21n, 22n]]);
-    const at = (path: bigint[]) => [names(path).at(-1), sequenceHashes(path, { backend: 'js' }).at(-1)] as const;
+    // A run's head is in position form (its name, its position), the rest as engines send them
+    // (name, local hash); a position's first child by name continues its run, another heads its own.
+    const at = (path: bigint[]) => [names(path).at(-1), sequenceHashes(path, { backend: 'js' }).at(-1)];
+    const then = (path: bigint[]) => [names(path).at(-1), path.at(-1)];
+    const [first, second] = (names([11n, 12n, 13n]).at(-1) ?? 0n) < (names([11n, 12n, 15n]).at(-1) ?? 0n) ? [13n, 15n] : [15n, 13n];
+    const byHead = (a: unknown[][], b: unknown[][]) => ((a[0][0] as bigint) < (b[0][0] as bigint) ? -1 : 1);
+    const host = [
+      [at([21n, 22n, 23n]), then([21n, 22n, 23n, 24n])],
+      [[9n, 11n], then([11n, 12n]), then([11n, 12n, first])],
+      [at([11n])],
+      [at([11n, 12n, second])],
+    ].sort(byHead);
     const expected = [
-      ...[[21n, 22n, 23n], [11n], [11n, 12n], [11n, 12n, 13n]].map((p) => [1n, 0, 'host_pinned', ...at(p)] as const),
-      [1n, 0, 'disk', ...at([11n, 12n, 13n, 14n])] as const,
-      ...[[31n], [31n, 32n]].map((p) => [2n, 1, 'external', ...at(p)] as const),
+      ...host.map((run) => [1n, 0, 'host_pinned', run]),
+      [1n, 0, 'disk', [at([11n, 12n, 13n, 14n])]],
+      [2n, 1, 'external', [at([31n]), then([31n, 32n])]],
     ];
-    // In (worker, dp rank, tier) groups as listed; by name within each.
-    const group = (e: readonly unknown[]) => `${e[0]}:${e[1]}:${e[2]}`;
-    const groups = [...new Set(expected.map(group))];
-    const byName = (a: readonly unknown[], b: readonly unknown[]) =>
-      groups.indexOf(group(a)) - groups.indexOf(group(b)) || ((a[3] as bigint) < (b[3] as bigint) ? -1 : 1);
     expect(
       lower.map((e) => {
         const { parent_hash, blocks } = e.event.data.stored;
-        expect([parent_hash, blocks.length]).toEqual([null, 1]);
-        return [e.worker_id, e.event.dp_rank, e.storage_tier, blocks[0].block_hash, blocks[0].tokens_hash];
+        expect(parent_hash).toBeNull();
+        return [e.worker_id, e.event.dp_rank, e.storage_tier, blocks.map((b) => [b.block_hash, b.tokens_hash])];
       }),
-    ).toEqual(expected.sort(byName));
+    ).toEqual(expected);
     const queries: [bigint[], { workerId: number; dpRank?: number }[]][] = [
-      [[21n, 22n, 23n], [{ workerId: 1 }]],
+      [[21n, 22n, 23n, 24n], [{ workerId: 1 }]],
       [[11n, 12n, 13n, 14n], [{ workerId: 1 }]],
+      [[11n, 12n, 15n], [{ workerId: 1 }]],
       [[31n, 32n], [{ workerId: 2, dpRank: 1 }]],
     ];
     const answers = (x: KvIndex) => queries.map(([h, ranks]) => x.findTieredMatches(h, ranks));
@@ -222,9 +236,14 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
       open.push(back);
       expect(back.dump()).toEqual(dump);
       expect(answers(back)).toEqual(answers(i));
-      expect(TIERS.map((t) => back.stats().lowerTiers[t].blocks)).toEqual([4, 1, 2]);
+      expect(TIERS.map((t) => back.stats().lowerTiers[t].blocks)).toEqual([7, 1, 2]);
     }
-    expect(answers(i)[0]).toEqual([{ workerId: 1n, dpRank: 0, device: 2, hostPinned: 1, disk: 0, external: 0 }]);
+    expect(answers(i).map(([a]) => [a.device, a.hostPinned, a.disk, a.external])).toEqual([
+      [2, 2, 0, 0],
+      [0, 3, 1, 0],
+      [0, 3, 0, 0],
+      [0, 0, 0, 2],
+    ]);
     // A restored block is removed by its engine name, as the original was.
     const back = KvIndex.fromDump(dump, { blockSize: BS, backend });
     open.push(back);
@@ -307,6 +326,13 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
       const tiers = TIERS.map(() => new Map<string, Map<bigint, string>>(rankNames.map((k) => [k, new Map()])));
       const counts = TIERS.map(() => empty());
       const heldIn = (tier: number, rank: string, k: string) => [...(tiers[tier].get(rank)?.values() ?? [])].includes(k);
+      // The other backend hears the same events: both must dump alike, run for run.
+      const twin = new KvIndex({ blockSize: BS, backend: backend === 'native' ? 'js' : 'native' });
+      open.push(twin);
+      const apply = (e: RouterEvent) => {
+        r.applyEvent(e);
+        twin.applyEvent(e);
+      };
       for (let step = 0; step < 150; step++) {
         const rank = rng.pick(rankNames);
         const [w, dp] = rank.split(':').map(Number);
@@ -315,13 +341,13 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
         const action = rng.int(10);
         if (action < 2) {
           const len = 1 + rng.int(n);
-          r.applyEvent(stored(w, f.h.slice(0, len), { dpRank: dp }));
+          apply(stored(w, f.h.slice(0, len), { dpRank: dp }));
           for (let i = 1; i <= len; i++) device.get(rank)?.add(key(f.h, i));
         } else if (action < 5) {
           const tier = rng.int(3);
           const from = rng.int(n);
           const to = from + 1 + rng.int(n - from);
-          r.applyEvent(stored(w, f.h.slice(from, to), { dpRank: dp, tier: TIERS[tier], prefix: f.h.slice(0, from) }));
+          apply(stored(w, f.h.slice(from, to), { dpRank: dp, tier: TIERS[tier], prefix: f.h.slice(0, from) }));
           const anchored =
             from === 0 || TIERS.some((_, k) => heldIn(k, rank, key(f.h, from))) || device.get(rank)?.has(key(f.h, from)) === true;
           if (!anchored) counts[tier].unanchored += to - from;
@@ -337,14 +363,14 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
         } else if (action < 7) {
           const tier = rng.int(3);
           const len = 1 + rng.int(n);
-          r.applyEvent(removed(w, f.h, [len], { dpRank: dp, tier: TIERS[tier] }));
+          apply(removed(w, f.h, [len], { dpRank: dp, tier: TIERS[tier] }));
           const m = tiers[tier].get(rank) as Map<bigint, string>;
           const name = names(f.h.slice(0, len))[len - 1];
           if (m.delete(name)) counts[tier].removed++;
           else counts[tier].not_found++;
         } else if (action < 8) {
           const tier = rng.chance(0.5) ? TIERS[rng.int(3)] : undefined;
-          r.applyEvent(cleared(w, dp, tier));
+          apply(cleared(w, dp, tier));
           for (const t of tiers) t.get(rank)?.clear();
           if (tier === undefined) device.get(rank)?.clear();
         } else {
@@ -374,15 +400,25 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
         const blocks = [...tiers[k].values()].reduce((sum, m) => sum + m.size, 0);
         expect(s[t], `seed ${seed} ${t}`).toEqual({ ...counts[k], blocks });
       });
-      // The dump's lower-tier part is the model's (rank, tier, name, position) set, and a restore
-      // walks every family's prompt as the original does.
+      // The dump's lower-tier part is the model's (rank, tier, name, position) set, in as many
+      // runs as the model's chains need (one per block whose parent the rank's tier does not
+      // hold, one more per extra child), and a restore walks every family's prompt alike.
       const dump = r.index.dump();
-      const dumped = dump
-        .filter((e) => e.storage_tier !== 'device')
-        .map((e) => {
-          const [b] = e.event.data.stored.blocks;
-          return `${e.worker_id}:${e.event.dp_rank} ${e.storage_tier} ${b.block_hash} ${b.tokens_hash}`;
-        });
+      await twin.flush();
+      expect(twin.dump(), `seed ${seed} backends`).toEqual(dump);
+      const dumped: string[] = [];
+      let runCount = 0;
+      for (const e of dump.filter((x) => x.storage_tier !== 'device')) {
+        const [head, ...rest] = e.event.data.stored.blocks;
+        const rank = `${e.worker_id}:${e.event.dp_rank}`;
+        let position = head.tokens_hash;
+        dumped.push(`${rank} ${e.storage_tier} ${head.block_hash} ${position}`);
+        for (const b of rest) {
+          position = sequenceHashes([position, b.tokens_hash], { backend: 'js' })[1];
+          dumped.push(`${rank} ${e.storage_tier} ${b.block_hash} ${position}`);
+        }
+        runCount++;
+      }
       const modelled = TIERS.flatMap((t, k) =>
         [...tiers[k]].flatMap(([rank, m]) =>
           [...m].map(([name, path]) => `${rank} ${t} ${name} ${sequenceHashes(path.split(',').map(BigInt), { backend: 'js' }).at(-1)}`),
@@ -390,6 +426,20 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
       );
       expect(new Set(dumped), `seed ${seed} dump`).toEqual(new Set(modelled));
       expect(dumped).toHaveLength(modelled.length);
+      const modelledRuns = tiers
+        .flatMap((t) => [...t.values()])
+        .reduce((sum, m) => {
+          const paths = new Set(m.values());
+          const children = new Map<string, number>();
+          let heads = 0;
+          for (const path of paths) {
+            const parent = path.split(',').slice(0, -1).join(',');
+            if (paths.has(parent)) children.set(parent, (children.get(parent) ?? 0) + 1);
+            else heads++;
+          }
+          return sum + heads + [...children.values()].reduce((n, c) => n + c - 1, 0);
+        }, 0);
+      expect(runCount, `seed ${seed} runs`).toBe(modelledRuns);
       const back = KvIndex.fromDump(dump, { blockSize: BS, backend });
       open.push(back);
       expect(back.dump()).toEqual(dump);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{names, rank, store};
+use common::{event, names, rank, store};
 use kvroute_core::hashing::sequence_hashes;
 use kvroute_core::index::{EventData, KvIndex, Rank, RouterEvent, StoredBlock};
 use kvroute_core::tiers::{LowerTier, LowerTiers, TierReach};
@@ -128,32 +128,55 @@ fn the_index_applies_lower_tier_events_beside_the_tree_and_clears_both() {
 }
 
 #[test]
-fn a_dump_lists_the_lower_tiers_as_root_stores_at_their_positions_and_restores_them() {
+fn a_dump_lists_the_lower_tiers_as_runs_headed_at_their_positions_and_restores_them() {
     let index = KvIndex::new(2).unwrap();
     let r = rank(3, 1);
     let lower = |tier, prefix: &[u64], locals: &[u64]| lower_store(r, tier, prefix, locals);
+    // A second name for the root block 5's position, smaller than its own (a root's name is its local
+    // hash here).
+    let alias = StoredBlock { ext: 4, local: 5 };
     index
         .apply_events(
             vec![
                 store(r, &[], &[1, 2]),
-                lower(LowerTier::HostPinned, &[1, 2], &[3]),
-                lower(LowerTier::Disk, &[], &[5]),
+                lower(LowerTier::HostPinned, &[1, 2], &[3, 4]),
+                lower(LowerTier::HostPinned, &[], &[5, 6, 8]),
+                lower(LowerTier::HostPinned, &[5, 6], &[9]),
+                lower(LowerTier::Disk, &[5, 6, 8], &[10, 11]),
+                RouterEvent {
+                    lower_tier: Some(LowerTier::HostPinned),
+                    ..event(r, EventData::Stored { parent: None, blocks: vec![alias] })
+                },
             ],
             0.0,
         )
         .unwrap();
     index.flush().unwrap();
     let dump = index.dump().unwrap();
-    // The device chain first, then one root store per lower-tier block: its name, its position.
-    assert_eq!(
-        dump.iter().map(|d| d.lower_tier).collect::<Vec<_>>(),
-        [None, Some(LowerTier::HostPinned), Some(LowerTier::Disk)]
-    );
-    let host = &dump[1];
-    assert_eq!((host.rank, host.parent), (r, None));
-    assert_eq!(host.blocks, [StoredBlock { ext: names(&[], &[1, 2, 3], 0)[2], local: sequence_hashes(&[1, 2, 3])[2] }]);
+    assert!(dump.iter().all(|d| d.rank == r && d.parent.is_none()));
+    let name = |path: &[u64]| names(&[], path, 0)[path.len() - 1];
+    let at = |path: &[u64]| StoredBlock { ext: name(path), local: sequence_hashes(path)[path.len() - 1] };
+    let then = |path: &[u64]| StoredBlock { ext: name(path), local: path[path.len() - 1] };
+    // Block 5's position continues under the alias (the smaller name), and its own name goes
+    // alone; 5-6's first child by name continues the run, the other heads its own.
+    let (first, second) = if name(&[5, 6, 8]) < name(&[5, 6, 9]) { (8, 9) } else { (9, 8) };
+    let mut host = vec![
+        vec![at(&[1, 2, 3]), then(&[1, 2, 3, 4])], // its parent is on the device
+        vec![alias, then(&[5, 6]), then(&[5, 6, first])],
+        vec![at(&[5])],
+        vec![at(&[5, 6, second])],
+    ];
+    host.sort_by_key(|run| run[0].ext);
+    let disk = vec![vec![at(&[5, 6, 8, 10]), then(&[5, 6, 8, 10, 11])]]; // its parent is in the host tier
+    let expected: Vec<_> = [(None, vec![vec![then(&[1]), then(&[1, 2])]])]
+        .into_iter()
+        .chain([(Some(LowerTier::HostPinned), host), (Some(LowerTier::Disk), disk)])
+        .flat_map(|(tier, runs)| runs.into_iter().map(move |run| (tier, run)))
+        .collect();
+    assert_eq!(dump.iter().map(|d| (d.lower_tier, d.blocks.clone())).collect::<Vec<_>>(), expected);
 
-    // Replayed with the lower tiers first, into an index whose device holds nothing yet.
+    // Replayed with the lower tiers first, into an index whose device holds nothing yet: the
+    // same tiers, the same dump.
     let restored = KvIndex::new(2).unwrap();
     let events = dump.iter().rev().map(|d| RouterEvent {
         rank: d.rank,
@@ -164,6 +187,12 @@ fn a_dump_lists_the_lower_tiers_as_root_stores_at_their_positions_and_restores_t
     restored.apply_events(events.collect(), 0.0).unwrap();
     restored.flush().unwrap();
     assert_eq!(restored.dump().unwrap(), dump);
-    let o = restored.overlaps(&[1, 2, 3], None, 0.0, &[r]).unwrap();
-    assert_eq!((o[0].device, o[0].lower.host_pinned), (2, 1));
+    for (query, device, host, disk) in
+        [(&[1, 2, 3, 4][..], 2, 2, 0), (&[5, 6, 8, 10, 11], 0, 3, 2), (&[5, 6, 9], 0, 3, 0)]
+    {
+        for i in [&index, &restored] {
+            let o = i.overlaps(query, None, 0.0, &[r]).unwrap();
+            assert_eq!((o[0].device, o[0].lower.host_pinned, o[0].lower.disk), (device, host, disk), "{query:?}");
+        }
+    }
 }

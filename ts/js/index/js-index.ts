@@ -350,11 +350,16 @@ export class JsIndex implements IndexBackend {
   dump(): { meta: Uint32Array; words: BigUint64Array } {
     const w = new PackedWriter();
     for (const rank of [...this.ranks.values()].sort(compareRanks)) dumpRank(rank, this.root, w);
-    // The lower tiers, one root store per block whose local hash is its position (see
+    // The lower tiers, one root store per run, headed by a block in position form (see
     // kvroute-core's `LowerTierState::dump`).
-    for (const b of this.lower.held()) {
-      w.pushMeta(KIND_STORED, b.dpRank, tierFlags(b.tier), 1);
-      for (const word of [b.workerId, 0n, b.name, b.position]) w.pushBigInt(word);
+    for (const { workerId, dpRank, tier, run } of this.lower.runs()) {
+      w.pushMeta(KIND_STORED, dpRank, tierFlags(tier), run.length);
+      w.pushBigInt(workerId);
+      w.pushBigInt(0n);
+      for (const [ext, local] of run) {
+        w.pushBigInt(ext);
+        w.pushBigInt(local);
+      }
     }
     return w.finish();
   }

@@ -8,6 +8,7 @@
 
 import { jsHashing } from '../hashing.js';
 import { compareBigInt } from '../index/trie.js';
+import { type Placed, type Run, runs } from './runs.js';
 
 /** Lower tiers in walk order: host pinned, disk, external. */
 const TIER_COUNT = 3;
@@ -15,8 +16,8 @@ const TIER_COUNT = 3;
 class Tier {
   /** Position → rank key → how many of the rank's names point there. */
   readonly held = new Map<bigint, Map<string, number>>();
-  /** Rank key → its names → their positions. */
-  readonly names = new Map<string, Map<bigint, bigint>>();
+  /** Rank key → its names → where they are. */
+  readonly names = new Map<string, Map<bigint, Placed>>();
   blocks = 0;
   stored = 0;
   removed = 0;
@@ -25,7 +26,7 @@ class Tier {
   notFound = 0;
 
   positionOf(rank: string, name: bigint): bigint | undefined {
-    return this.names.get(rank)?.get(name);
+    return this.names.get(rank)?.get(name)?.position;
   }
 
   holds(rank: string, position: bigint): boolean {
@@ -58,7 +59,7 @@ class Tier {
     const names = this.names.get(rank);
     if (!names) return;
     this.names.delete(rank);
-    for (const position of names.values()) this.release(rank, position);
+    for (const p of names.values()) this.release(rank, p.position);
   }
 }
 
@@ -113,9 +114,9 @@ export class LowerTiers {
     }
     for (let i = 0; i < exts.length; i++) {
       const here = position === undefined ? locals[i] : childPosition(position, locals[i]);
-      const known = names.get(exts[i]);
+      const known = names.get(exts[i])?.position;
       if (known === undefined) {
-        names.set(exts[i], here);
+        names.set(exts[i], { position: here, local: locals[i], parent: position ?? here });
         t.hold(rank, here);
         t.stored++;
       } else if (known !== here) {
@@ -143,13 +144,13 @@ export class LowerTiers {
     const t = this.tiers[tier];
     const names = t.names.get(rank);
     for (const name of hashes) {
-      const position = names?.get(name);
-      if (position === undefined) {
+      const placed = names?.get(name);
+      if (placed === undefined) {
         t.notFound++;
         continue;
       }
       names?.delete(name);
-      t.release(rank, position);
+      t.release(rank, placed.position);
       t.removed++;
     }
     if (names?.size === 0) t.names.delete(rank);
@@ -186,19 +187,20 @@ export class LowerTiers {
   }
 
   /**
-   * Every block each rank holds in a lower tier, ordered by rank (worker, then dp rank), tier
-   * and name, as kvroute-core's `LowerTiers::held` lists them.
+   * Every block each rank holds in a lower tier, as runs of blocks that continue each other (the
+   * first in position form: see `runs.ts`), ordered by rank (worker, then dp rank), tier and the
+   * run's first name, as kvroute-core's `LowerTiers::runs` lists them.
    */
-  held(): Array<{ workerId: bigint; dpRank: number; tier: number; name: bigint; position: bigint }> {
-    const out: Array<{ workerId: bigint; dpRank: number; tier: number; name: bigint; position: bigint }> = [];
+  runs(): Array<{ workerId: bigint; dpRank: number; tier: number; run: Run }> {
+    const out: Array<{ workerId: bigint; dpRank: number; tier: number; run: Run }> = [];
     this.tiers.forEach((t, tier) => {
       for (const [rank, names] of t.names) {
         const [worker, dp] = rank.split(':');
-        for (const [name, position] of names) out.push({ workerId: BigInt(worker), dpRank: Number(dp), tier, name, position });
+        for (const run of runs(names)) out.push({ workerId: BigInt(worker), dpRank: Number(dp), tier, run });
       }
     });
     return out.sort(
-      (a, b) => compareBigInt(a.workerId, b.workerId) || a.dpRank - b.dpRank || a.tier - b.tier || compareBigInt(a.name, b.name),
+      (a, b) => compareBigInt(a.workerId, b.workerId) || a.dpRank - b.dpRank || a.tier - b.tier || compareBigInt(a.run[0][0], b.run[0][0]),
     );
   }
 

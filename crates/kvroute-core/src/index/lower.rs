@@ -10,7 +10,7 @@
 //! worker's earlier events left it.
 
 use super::concurrent::Overlap;
-use super::event::{EventData, Rank, RouterEvent, StoredBlock};
+use super::event::{EventData, Rank, RouterEvent};
 use super::tree::DumpedStore;
 use crate::tiers::{LowerTiers, TierStats};
 use parking_lot::RwLock;
@@ -72,25 +72,20 @@ impl LowerTierState {
         }
     }
 
-    /// The lower tiers as Stored events that rebuild them, one per held block: a root store
-    /// of the block's name whose local hash is its position. A root block's position is its
-    /// local hash, so replaying the event gives back exactly that (name, position), with no
-    /// parent to anchor, whatever the device holds by then. (A lower-tier block keeps its
-    /// position, not its local hash or its parent's name, so it cannot be dumped as a chain.)
-    /// For a Dynamo reader, which keys lower-tier blocks by parent name and local hash, only
-    /// the root blocks among them are reachable, as they should be; the others match nothing.
+    /// The lower tiers as Stored events that rebuild them: one root store per run of blocks that
+    /// continue each other, its first block in position form (a root of the block's name whose
+    /// local hash is its position). A root block's position is its local hash, so replaying the
+    /// event gives back exactly each (name, position), with no parent to anchor, whatever the
+    /// device holds by then (see [`LowerTiers::runs`]). For a Dynamo reader, which keys
+    /// lower-tier blocks by parent name and local hash, the runs that start at a true root are
+    /// reachable, as they should be; the others match nothing.
     pub fn dump(&self) -> Vec<DumpedStore> {
         if !self.used.load(Ordering::Acquire) {
             return Vec::new();
         }
-        let held = self.tiers.read().held();
-        held.into_iter()
-            .map(|(rank, tier, name, position)| DumpedStore {
-                rank,
-                lower_tier: Some(tier),
-                parent: None,
-                blocks: vec![StoredBlock { ext: name, local: position }],
-            })
+        let runs = self.tiers.read().runs();
+        runs.into_iter()
+            .map(|(rank, tier, blocks)| DumpedStore { rank, lower_tier: Some(tier), parent: None, blocks })
             .collect()
     }
 

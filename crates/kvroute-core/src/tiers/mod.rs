@@ -23,6 +23,7 @@
 //! device prefix and lower tiers may be read a moment apart (as in Dynamo, whose tiers are
 //! separate indexers too).
 
+mod runs;
 mod walk;
 
 use crate::hashing::next_sequence_hash;
@@ -63,6 +64,24 @@ pub struct TierCounters {
     pub not_found: u64,
 }
 
+/// Where a rank's block sits in a tier, and what it was stored under: enough to dump the tier
+/// as chains ([`runs`]) rather than one event per block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Placed {
+    /// Its position (the sequence hash from the root).
+    position: u64,
+    /// Its local hash.
+    local: u64,
+    /// Its parent's position; a root block's own.
+    parent: u64,
+}
+
+impl Placed {
+    fn is_root(&self) -> bool {
+        self.parent == self.position
+    }
+}
+
 /// One tier's size and counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TierStats {
@@ -76,15 +95,15 @@ struct Tier {
     /// Position (sequence hash) → the ranks holding it, each with how many of its names point
     /// there (an engine may name one position twice).
     held: FxHashMap<u64, Vec<(Rank, u32)>>,
-    /// Per rank, its names → their positions.
-    names: FxHashMap<Rank, FxHashMap<u64, u64>>,
+    /// Per rank, its names → where they are.
+    names: FxHashMap<Rank, FxHashMap<u64, Placed>>,
     blocks: u64,
     counters: TierCounters,
 }
 
 impl Tier {
     fn position_of(&self, rank: Rank, name: u64) -> Option<u64> {
-        self.names.get(&rank)?.get(&name).copied()
+        self.names.get(&rank)?.get(&name).map(|p| p.position)
     }
 
     fn holds(&self, rank: Rank, position: u64) -> bool {
@@ -116,8 +135,8 @@ impl Tier {
 
     fn clear_rank(&mut self, rank: Rank) {
         if let Some(names) = self.names.remove(&rank) {
-            for position in names.into_values() {
-                self.release(rank, position);
+            for placed in names.into_values() {
+                self.release(rank, placed.position);
             }
         }
     }
@@ -127,8 +146,8 @@ impl Tier {
         let held = self.held.capacity() * entry
             + self.held.values().map(|v| v.capacity() * std::mem::size_of::<(Rank, u32)>()).sum::<usize>();
         // A hash map's slot is its entry plus one control byte.
-        let name_entry = std::mem::size_of::<(u64, u64)>() + 1;
-        let names = self.names.capacity() * (std::mem::size_of::<(Rank, FxHashMap<u64, u64>)>() + 1)
+        let name_entry = std::mem::size_of::<(u64, Placed)>() + 1;
+        let names = self.names.capacity() * (std::mem::size_of::<(Rank, FxHashMap<u64, Placed>)>() + 1)
             + self.names.values().map(|m| m.capacity() * name_entry).sum::<usize>();
         held + names
     }
@@ -172,13 +191,13 @@ impl LowerTiers {
             let here = position.map_or(local, |p| next_sequence_hash(p, local));
             let names = t.names.entry(rank).or_default();
             match names.get(&name) {
-                Some(&known) if known == here => {}
+                Some(known) if known.position == here => {}
                 Some(_) => {
                     t.counters.conflicting += (blocks.len() - i) as u64;
                     return;
                 }
                 None => {
-                    names.insert(name, here);
+                    names.insert(name, Placed { position: here, local, parent: position.unwrap_or(here) });
                     t.hold(rank, here);
                     t.counters.stored += 1;
                 }
@@ -199,10 +218,10 @@ impl LowerTiers {
     pub fn remove(&mut self, rank: Rank, tier: LowerTier, hashes: &[u64]) {
         let t = &mut self.tiers[tier.index()];
         for name in hashes {
-            let position = t.names.get_mut(&rank).and_then(|names| names.remove(name));
-            match position {
+            let placed = t.names.get_mut(&rank).and_then(|names| names.remove(name));
+            match placed {
                 Some(p) => {
-                    t.release(rank, p);
+                    t.release(rank, p.position);
                     t.counters.removed += 1;
                 }
                 None => t.counters.not_found += 1,
@@ -236,18 +255,21 @@ impl LowerTiers {
         }
     }
 
-    /// Every block each rank holds in a lower tier as (rank, tier, name, position), ordered by
-    /// rank, then tier (walk order), then name, so that both backends list them alike.
-    pub fn held(&self) -> Vec<(Rank, LowerTier, u64, u64)> {
-        let mut out: Vec<(Rank, LowerTier, u64, u64)> = LowerTier::ALL
+    /// Every block each rank holds in a lower tier, as runs of blocks that continue each other
+    /// ([`runs`]: the first in position form, so that replaying it as a root store places
+    /// it exactly): (rank, tier, run), ordered by rank, then tier (walk order), then the run's
+    /// first name, so that both backends list them alike.
+    pub fn runs(&self) -> Vec<(Rank, LowerTier, Vec<StoredBlock>)> {
+        let mut out: Vec<(Rank, LowerTier, Vec<StoredBlock>)> = LowerTier::ALL
             .iter()
             .flat_map(|&tier| {
-                self.tiers[tier.index()].names.iter().flat_map(move |(&rank, names)| {
-                    names.iter().map(move |(&name, &position)| (rank, tier, name, position))
-                })
+                self.tiers[tier.index()]
+                    .names
+                    .iter()
+                    .flat_map(move |(&rank, names)| runs::runs(names).into_iter().map(move |run| (rank, tier, run)))
             })
             .collect();
-        out.sort_unstable_by_key(|&(rank, tier, name, _)| (rank, tier.index(), name));
+        out.sort_unstable_by_key(|(rank, tier, run)| (*rank, tier.index(), run[0].ext));
         out
     }
 
