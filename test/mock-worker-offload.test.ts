@@ -122,12 +122,21 @@ describe.each(BACKENDS)('a gateway over offloading mock workers (%s)', (backend)
       const [r] = f.gateway.router.index.findTieredMatches(hashes, [{ workerId: holder }]);
       return r.device === 0 && r.hostPinned === 15;
     }, "the holder's offload to reach the gateway");
+    // The router's decision weighs the host blocks for the cost (0.75 each, Dynamo's default).
+    const decision = await f.gateway.router.route({ requestId: 'probe', tokens: prompt });
+    f.gateway.router.free('probe');
+    expect([decision.workerId, decision.overlapBlocks, decision.cachedTokens]).toEqual([BigInt(holder), 0, Math.round(0.75 * 15 * 16)]);
     const again = await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 2 });
     // The host blocks' credit (0.75 each, Dynamo's default) outweighs an idle worker's nothing.
     expect(Number(again.headers.get('x-kvroute-worker'))).toBe(holder);
-    expect(Number(again.headers.get('x-kvroute-cached-tokens'))).toBe(Math.round(0.75 * 15 * 16));
-    expect(again.json.usage.prompt_tokens_details.cached_tokens).toBe(15 * 16);
     expect(f.workers[holder - 1].stats().hostLoadedBlocks).toBe(15);
+    // The gateway expects the engine to count the blocks it loads back as cached, as it does:
+    // unweighted.
+    expect(again.json.usage.prompt_tokens_details.cached_tokens).toBe(15 * 16);
+    expect(Number(again.headers.get('x-kvroute-cached-tokens'))).toBe(15 * 16);
+    // Both requests' predictions matched the engines' reports.
+    const metrics = await (await fetch(`${f.url}/metrics`)).text();
+    expect(metrics).toMatch(/kvroute_gateway_cache_predictions_total\{outcome="exact"\} 2/);
   });
 });
 

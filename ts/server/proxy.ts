@@ -85,6 +85,9 @@ export interface Outcome {
   status: number | 'client_closed' | 'upstream_error';
   worker: bigint | undefined;
   dpRank: number | undefined;
+  /** The prompt tokens the chosen worker should report cached (see {@link expectedCachedTokens}). */
+  expected: number | undefined;
+  /** The same, when its engine's report is comparable (not for a Responses follow-up). */
   predicted: number | undefined;
   reported: number | undefined;
   promptTokens: number;
@@ -197,6 +200,7 @@ export function newOutcome(id: string, clientId: string | undefined, tokens: rea
     status: 0,
     worker: undefined,
     dpRank: undefined,
+    expected: undefined,
     predicted: undefined,
     reported: undefined,
     promptTokens: tokens.length,
@@ -360,7 +364,8 @@ export async function connect(
     outcome.dpRank = decision.dpRank;
     // A follow-up's prediction covers its own turn only (the earlier ones are on its worker, which
     // the gateway did not tokenize): compared with the engine's count it would read as a miss.
-    outcome.predicted = only === undefined ? decision.cachedTokens : undefined;
+    outcome.expected = expectedCachedTokens(decision, ctx.opts.blockSize);
+    outcome.predicted = only === undefined ? outcome.expected : undefined;
     tried.add(decision.workerId);
     const pool = ctx.fleet.get(decision.workerId)?.pool;
     let res: Dispatcher.ResponseData | undefined;
@@ -409,12 +414,25 @@ export async function connect(
   };
 }
 
+/**
+ * The prompt tokens the chosen worker should report as cached: its device prefix and, past it,
+ * the blocks its lower tiers hold, unweighted, since an engine that loads a block back from host
+ * memory or disk counts it as cached. `decision.cachedTokens` weighs those blocks for the cost
+ * (`hostCacheHitWeight`, `diskCacheHitWeight`), as Dynamo's effective cached tokens do, so with
+ * offloading engines it reads below what they report.
+ */
+export function expectedCachedTokens(decision: RouteDecision, blockSize: number): number {
+  const chosen = decision.candidates.find((c) => c.workerId === decision.workerId && c.dpRank === decision.dpRank);
+  const lower = chosen === undefined ? 0 : chosen.hostBlocks + chosen.diskBlocks;
+  return lower === 0 ? decision.cachedTokens : (decision.overlapBlocks + lower) * blockSize;
+}
+
 export function ourHeaders(decision: RouteDecision, outcome: Outcome): Record<string, string> {
   return {
     'x-kvroute-request-id': outcome.id,
     'x-kvroute-worker': String(decision.workerId),
     'x-kvroute-dp-rank': String(decision.dpRank),
-    'x-kvroute-cached-tokens': String(decision.cachedTokens),
+    'x-kvroute-cached-tokens': String(outcome.expected ?? decision.cachedTokens),
     'x-kvroute-attempts': String(outcome.attempts),
   };
 }
