@@ -107,9 +107,14 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     const dumpText = await (await fetch(`${f.adminUrl}/dump`)).text();
     const dump = JSON.parse(dumpText);
     expect(dump['mock-model:default'].block_size).toBe(16);
-    // Device chains, then one root event per lower-tier block (its tokens_hash is its position).
-    const tiers = (dump['mock-model:default'].events as { storage_tier: string }[]).map((e) => e.storage_tier);
-    expect(tiers).toEqual(['device', ...new Array(blocks + 2).fill('host_pinned'), 'disk']);
+    // Device chains, then one root event per run of lower-tier blocks (its head's tokens_hash is
+    // its position): the host chain in one, the disk block (below a host block) in another.
+    const events = dump['mock-model:default'].events as { storage_tier: string; event: { data: { stored: { blocks: unknown[] } } } }[];
+    expect(events.map((e) => [e.storage_tier, e.event.data.stored.blocks.length])).toEqual([
+      ['device', blocks],
+      ['host_pinned', blocks + 2],
+      ['disk', 1],
+    ]);
     const deviceText = dumpText.split('{"worker_id":').filter((e) => e.includes('"storage_tier":"device"'));
     const localHashes = deviceText.flatMap((e) => [...e.matchAll(/"tokens_hash":(\d+)/g)].map((m) => m[1]));
     expect(localHashes.length).toBe(blocks);
