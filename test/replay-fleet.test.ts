@@ -154,6 +154,18 @@ describe.each(BACKENDS)('replay fleet (%s)', (backend) => {
     expect(() => make({ hostLoadMsPerBlock: Number.NaN })).toThrow(KvRouteError);
   });
 
+  test('CPU offload copies prompt blocks to host memory, not output blocks', () => {
+    const indexes: IndexBackend[] = [resolveBackend(backend).createIndex(1)];
+    try {
+      // Three prompt blocks, then nine output tokens: two more full blocks on the GPU.
+      drive(make({ hostBlocks: 16, hostLoadMsPerBlock: 0.5, indexes, requests: 1 }), [{ at: 0, blocks: [1, 2, 3], input: 12, output: 9 }]);
+      expect(indexes[0].stats().blocks).toBe(5);
+      expect(indexes[0].stats().lowerTiers.slice(0, 2)).toEqual([3, 3]);
+    } finally {
+      for (const index of indexes) index.close();
+    }
+  });
+
   test("delivers each pass's KV events to the routers' indexes", () => {
     const indexes: IndexBackend[] = [resolveBackend(backend).createIndex(1), resolveBackend(backend).createIndex(1)];
     try {

@@ -119,7 +119,8 @@ export class KvCache {
 
   /**
    * A private (partial) block became full with this identity: it joins the prefix cache and is
-   * announced, unless an identical block already exists, in which case the two merge.
+   * announced, unless an identical block already exists, in which case the two merge. It is not
+   * copied to host memory, which takes prompt blocks only (see `HostPool`).
    */
   promote(block: FullBlock, parent: bigint | null): void {
     this.privateBlocks--;
@@ -132,7 +133,6 @@ export class KvCache {
       this.active.set(block.id, 1);
       this.events.push({ stored: { parent, blocks: [block] } });
     }
-    this.host?.offload([block], parent);
   }
 
   /** Releases blocks, most recent first; unused ones stay cached, newest last in the LRU. */

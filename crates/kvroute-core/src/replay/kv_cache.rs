@@ -202,14 +202,14 @@ impl KvCache {
     }
 
     /// A private block became full with this identity: it joins the prefix cache and is
-    /// announced, unless an identical block is already there, in which case the two merge.
+    /// announced, unless an identical block is already there, in which case the two merge. It
+    /// is not copied to host memory, which takes prompt blocks only (see `HostPool`).
     pub fn promote(&mut self, block: Block, parent: Option<u64>) {
         self.private_blocks -= 1;
         if !self.take_existing(block.key) {
             self.insert_active(block.key);
             self.push_stored(parent, &[block]);
         }
-        self.offload(&[block], parent);
     }
 
     /// Releases blocks, most recent first; unused ones stay cached, newest last in the LRU.
