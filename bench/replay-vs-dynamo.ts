@@ -8,6 +8,15 @@
  * is `overlap_score_credit_decay`). Dynamo's KV replay is unseeded, so it runs 3 times and its
  * spread is shown. Prints the metrics side by side with kvroute's deviation, and the wall-time ratio;
  * writes bench/results/replay-vs-dynamo.json. Not in CI (it builds Dynamo's crates: minutes).
+ *
+ * CPU offload: `--gpu-blocks N --cpu-offload-blocks M [--cpu-load-us-per-token T]` gives both
+ * systems N GPU blocks and M blocks of host memory per worker (kvroute: `numGpuBlocks`,
+ * `cpuOffloadBlocks`, `cpuLoadUsPerToken`, default 6; Dynamo: `num_gpu_blocks` and its
+ * `native_host_offload`, whose transfers run at 32 GB/s each way, with `kv_cache_bytes_per_token`
+ * set so that loading a token takes T µs there too: T × 32,000 bytes). With KV routing, Dynamo
+ * 1.6.1's replay does not finish then (BENCHMARKS.md, "kvroute replay vs Dynamo 1.6.1's own
+ * simulator"); each Dynamo run is stopped after `--dynamo-timeout-s` (default 1,800) and the
+ * bench prints kvroute's figures alone.
  */
 
 import { execFileSync } from 'node:child_process';
@@ -29,6 +38,28 @@ const speeds = speedsArg > 0 ? process.argv[speedsArg + 1].split(',').map(Number
 const routerArg = process.argv.indexOf('--router-config');
 /** `--router-config '{"overlapScoreCreditDecay":1}'`: KvRouter options for both systems. */
 const routerConfig: Record<string, unknown> = routerArg > 0 ? JSON.parse(process.argv[routerArg + 1]) : {};
+const numberArg = (name: string, fallback: number): number => {
+  const at = process.argv.indexOf(name);
+  return at > 0 ? Number(process.argv[at + 1]) : fallback;
+};
+const gpuBlocks = numberArg('--gpu-blocks', 16_384);
+const cpuOffloadBlocks = numberArg('--cpu-offload-blocks', 0);
+const cpuLoadUsPerToken = numberArg('--cpu-load-us-per-token', 6);
+/** Each Dynamo run is stopped after this long (`--dynamo-timeout-s`, default 30 minutes). */
+const dynamoTimeoutS = numberArg('--dynamo-timeout-s', 1800);
+/** Dynamo's host offload moves bytes at this rate each way (its default), per worker. */
+const HOST_GBPS = 32;
+/** The engine fields Dynamo gets for the GPU and host-memory settings. */
+const dynamoEngineFields = JSON.stringify({
+  num_gpu_blocks: gpuBlocks,
+  ...(cpuOffloadBlocks > 0
+    ? {
+        native_host_offload: { num_host_blocks: cpuOffloadBlocks, d2h_bandwidth_gbps: HOST_GBPS, h2d_bandwidth_gbps: HOST_GBPS },
+        // Bytes a token's KV takes, such that a token loads in cpuLoadUsPerToken µs at HOST_GBPS.
+        kv_cache_bytes_per_token: Math.round(cpuLoadUsPerToken * HOST_GBPS * 1000),
+      }
+    : {}),
+});
 /** The same options under Dynamo's `KvRouterConfig` names. */
 const dynamoRouterConfig = JSON.stringify(
   Object.fromEntries(Object.entries(routerConfig).map(([k, v]) => [k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), v])),
@@ -42,10 +73,24 @@ console.log('building bench/vs-dynamo (the first build compiles dynamo-mocker 1.
 execFileSync('cargo', ['build', '--release', '--manifest-path', manifest], { stdio: 'inherit' });
 const binary = join(ROOT, 'bench', 'vs-dynamo', 'target', 'release', 'kvroute-vs-dynamo');
 
-function dynamo(policy: 'kv' | 'round-robin', speed: number): { metrics: Metrics; wall: number } {
-  const out = JSON.parse(
-    execFileSync(binary, ['replay', TRACE_PATH, policy, String(speed), dynamoRouterConfig], { encoding: 'utf8', maxBuffer: 1 << 26 }),
-  );
+/**
+ * One run of Dynamo's replay, or undefined when it did not finish within `dynamoTimeoutS` (with
+ * host offload and KV routing, Dynamo 1.6.1's replay hangs: see BENCHMARKS.md).
+ */
+function dynamo(policy: 'kv' | 'round-robin', speed: number): { metrics: Metrics; wall: number } | undefined {
+  let text: string;
+  try {
+    text = execFileSync(binary, ['replay', TRACE_PATH, policy, String(speed), dynamoRouterConfig, dynamoEngineFields], {
+      encoding: 'utf8',
+      maxBuffer: 1 << 26,
+      timeout: dynamoTimeoutS * 1000,
+      killSignal: 'SIGKILL',
+    });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ETIMEDOUT') return undefined;
+    throw err;
+  }
+  const out = JSON.parse(text);
   const r = out.report as Record<string, number>;
   return {
     wall: out.wallSeconds,
@@ -68,7 +113,9 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
     workers: 16,
     blockSize: 64,
     traceBlockSize: 512,
-    numGpuBlocks: 16_384,
+    numGpuBlocks: gpuBlocks,
+    cpuOffloadBlocks,
+    cpuLoadUsPerToken,
     maxNumSeqs: 256,
     maxNumBatchedTokens: 8192,
     speedup: 1,
@@ -101,8 +148,23 @@ const loadBefore = loadavg();
 const results: Record<string, unknown> = {};
 for (const speed of speeds) {
   const rr = dynamo('round-robin', speed);
-  const kvRuns = [dynamo('kv', speed), dynamo('kv', speed), dynamo('kv', speed)];
+  const first = dynamo('kv', speed);
   const ours = { dynamo: await kvroute('dynamo', speed), classic: await kvroute('classic', speed) };
+  if (rr === undefined || first === undefined) {
+    const which = rr === undefined ? 'round-robin' : 'KV';
+    console.log(`\n×${speed}: Dynamo's ${which} replay did not finish within ${dynamoTimeoutS} s; kvroute's, for the record:`);
+    for (const [timing, r] of Object.entries(ours))
+      for (const [p, { wall, metrics }] of Object.entries(r))
+        console.log(
+          `${timing} timing, ${p}: ${fmt(wall, 1)} s;`,
+          Object.entries(metrics)
+            .map(([k, v]) => `${k} ${fmt(v, 2)}`)
+            .join(', '),
+        );
+    results[`×${speed}`] = { dynamo: { unfinished: which, timeoutS: dynamoTimeoutS, roundRobin: rr }, kvroute: ours };
+    continue;
+  }
+  const kvRuns = [first, ...[dynamo('kv', speed), dynamo('kv', speed)].filter((r) => r !== undefined)];
   const rows: Array<Record<string, string>> = [];
   for (const m of METRICS) {
     const runs = kvRuns.map((r) => r.metrics[m]);
@@ -127,9 +189,17 @@ for (const speed of speeds) {
     'kvroute RR (dynamo timing)': `${fmt(ourWall, 1)} (${fmt(ourWall / dynWall, 2)}× Dynamo's)`,
   });
   printTable(
-    `${TRACE_PATH} at arrival speed ×${speed}, router ${JSON.stringify(routerConfig)}: kvroute replay vs Dynamo 1.6.1's offline replay`,
+    `${TRACE_PATH} at arrival speed ×${speed}, router ${JSON.stringify(routerConfig)}, engines ${dynamoEngineFields}: kvroute replay vs Dynamo 1.6.1's offline replay`,
     rows,
   );
   results[`×${speed}`] = { dynamo: { roundRobin: rr, kv: kvRuns }, kvroute: ours, table: rows };
 }
-writeResult('replay-vs-dynamo', { trace: TRACE_PATH, speeds, routerConfig, loadavgBefore: loadBefore, loadavgAfter: loadavg(), results });
+writeResult('replay-vs-dynamo', {
+  trace: TRACE_PATH,
+  speeds,
+  routerConfig,
+  dynamoEngineFields,
+  loadavgBefore: loadBefore,
+  loadavgAfter: loadavg(),
+  results,
+});

@@ -90,7 +90,7 @@ async fn main() {
     }
     assert!(
         args.len() >= 3 && ["ingest", "index", "scaling", "replay", "tree", "find", "lockstep", "ingest-only", "ingest-rounds", "ingest-once", "mix", "concurrent"].contains(&args[1].as_str()),
-        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep|ingest-only|ingest-rounds|mix|concurrent <workload> [rounds], ingest-once <workload> <kvroute|dynamo>, replay <trace> <kv|round-robin> [arrival speedup] [router config JSON], or clock"
+        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep|ingest-only|ingest-rounds|mix|concurrent <workload> [rounds], ingest-once <workload> <kvroute|dynamo>, replay <trace> <kv|round-robin> [arrival speedup] [router config JSON] [engine fields JSON], or clock"
     );
     match args[1].as_str() {
         "tree" => return println!("{}", probes::tree_only(&args[2])),
@@ -103,7 +103,8 @@ async fn main() {
         "lockstep" => return println!("{}", probes::lockstep_only(&args[2])),
         "replay" => {
             let speedup: f64 = args.get(4).map_or(1.0, |r| r.parse().expect("arrival speedup"));
-            return println!("{}", replay_bench::run(&args[2], &args[3], speedup, args.get(5).map(String::as_str)));
+            let (router, engine) = (args.get(5).map(String::as_str), args.get(6).map(String::as_str));
+            return println!("{}", replay_bench::run(&args[2], &args[3], speedup, router, engine));
         }
         "scaling" => {
             let rounds: usize = args.get(3).map_or(3, |r| r.parse().expect("rounds"));

@@ -1,9 +1,11 @@
-//! `kvroute-vs-dynamo replay <trace.jsonl> <kv|round-robin> [arrival_speedup] [router_config]`:
+//! `kvroute-vs-dynamo replay <trace.jsonl> <kv|round-robin> [arrival_speedup] [router_config] [engine_fields]`:
 //! Dynamo 1.6.1's own offline replay (`dynamo-mocker`, simulator in `aisimulate-core` 0.13.0) on a
 //! Mooncake trace with the settings `bench/replay-vs-dynamo.ts` gives kvroute: 16 workers, block
 //! size 64, trace block size 512, 16,384 GPU blocks, max_num_seqs 256, max_num_batched_tokens
 //! 8192, speedup 1, the default router config with the fields of `router_config` (a JSON object
-//! of `KvRouterConfig` fields, e.g. `{"overlap_score_credit_decay":1}`) set on top. Prints one
+//! of `KvRouterConfig` fields, e.g. `{"overlap_score_credit_decay":1}`) set on top, and the engine
+//! fields of `engine_fields` (a JSON object, e.g. `{"num_gpu_blocks":2048,"native_host_offload":
+//! {"num_host_blocks":8192},"kv_cache_bytes_per_token":192000}`) over the engine's. Prints one
 //! JSON line: the wall time and Dynamo's report.
 
 use dynamo_kv_router::config::KvRouterConfig;
@@ -24,15 +26,26 @@ fn router_config(fields: Option<&str>) -> KvRouterConfig {
     serde_json::from_value(config).expect("a valid router config")
 }
 
-pub fn run(trace: &str, policy: &str, arrival_speedup: f64, router_fields: Option<&str>) -> serde_json::Value {
-    let config = MockerConfig::from_value(serde_json::json!({ "engine": {
+pub fn run(
+    trace: &str,
+    policy: &str,
+    arrival_speedup: f64,
+    router_fields: Option<&str>,
+    engine_fields: Option<&str>,
+) -> serde_json::Value {
+    let mut engine = serde_json::json!({
         "block_size": 64,
         "num_gpu_blocks": 16384,
         "max_num_seqs": 256,
         "max_num_batched_tokens": 8192,
         "speedup_ratio": 1.0,
-    }}))
-    .expect("mocker config");
+    });
+    if let Some(fields) = engine_fields {
+        let fields: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(fields).expect("engine fields: a JSON object");
+        engine.as_object_mut().expect("engine config is an object").extend(fields);
+    }
+    let config = MockerConfig::from_value(serde_json::json!({ "engine": engine })).expect("mocker config");
     let (mode, router) = match policy {
         "kv" => (ReplayRouterMode::KvRouter, Some(router_config(router_fields))),
         "round-robin" => (ReplayRouterMode::RoundRobin, None),
