@@ -252,6 +252,21 @@ describe.each(BACKENDS)('lower storage tiers (%s)', (backend) => {
     expect(back.stats().lowerTiers.disk).toMatchObject({ blocks: 0, removed: 1, not_found: 0 });
   });
 
+  test('memoryBytes counts the lower tiers: it grows with their blocks and falls when they are cleared', async () => {
+    const i = newIndex();
+    const before = i.stats().memoryBytes;
+    const chain = Array.from({ length: 2_000 }, (_, k) => BigInt(k + 1));
+    i.applyEvents([stored(1, chain, { tier: 'host_pinned' }), stored(2, chain, { tier: 'disk' })]);
+    await i.flush();
+    const full = i.stats().memoryBytes;
+    // At least a position and a name (16 bytes) for each of the 4,000 blocks.
+    expect(full - before).toBeGreaterThan(4_000 * 16);
+    i.applyEvents([cleared(1, 0, 'host_pinned'), cleared(2, 0, 'disk')]);
+    await i.flush();
+    expect(TIERS.map((t) => i.stats().lowerTiers[t].blocks)).toEqual([0, 0, 0]);
+    expect(i.stats().memoryBytes).toBeLessThan(full);
+  });
+
   test("a clear wipes the rank's lower tiers (a device clear its tree too); removing a worker wipes them", async () => {
     const i = newIndex();
     const feed = () =>

@@ -85,6 +85,11 @@ export class LowerTiers {
     return this.tiers.every((t) => t.blocks === 0);
   }
 
+  /** Blocks held in all tiers, summed over ranks. */
+  blockCount(): number {
+    return this.tiers.reduce((sum, t) => sum + t.blocks, 0);
+  }
+
   /**
    * A Stored event of `tier` (0-2): (engine hash, local hash) pairs, the first a child of
    * `parent`, looked up in the rank's lower tiers, then by `onDevice` (the position of the
