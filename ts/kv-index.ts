@@ -511,9 +511,10 @@ export class KvIndex {
   /**
    * A consistent snapshot as Stored events that {@link KvIndex.fromDump} turns back into an
    * equal index: the device tree's (one per rank per chain, parents first), then the lower
-   * tiers' (`host_pinned`, `disk`, `external`), one root store per block whose `tokens_hash` is
-   * the block's position (the sequence hash of its path), which replays to exactly that block
-   * whatever the device holds. Predicted blocks are not included.
+   * tiers' (`host_pinned`, `disk`, `external`), one root store per run of blocks that continue
+   * each other in a tier: its first block's `tokens_hash` is that block's position (the
+   * sequence hash of its path), the others' their local hashes, so the run replays to exactly
+   * those blocks whatever the device holds. Predicted blocks are not included.
    * Serialise it with {@link stringifyEvents}: it holds bigints.
    * @throws {KvRouteError} `ERR_CLOSED` after `close()`.
    */

@@ -182,7 +182,8 @@ export interface DumpedEvent extends RouterEvent {
   worker_id: bigint;
   /**
    * The tier: `device` for the tree's chains; a lower tier's blocks follow them, one root store
-   * per block whose `tokens_hash` is the block's position (see `KvIndex.dump`).
+   * per run of blocks that continue each other, whose first block's `tokens_hash` is that
+   * block's position (see `KvIndex.dump`).
    */
   storage_tier: StorageTier;
   /** The Stored event. */
