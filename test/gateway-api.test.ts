@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -11,6 +11,7 @@ import { stored } from './helpers/events.js';
 import { closeFleetsAfterEach, startFleet, startWorker, startWorkerOnConsecutivePorts, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
 import { scratchDir } from './helpers/scratch-dir.js';
+import { requireTool } from './helpers/tools.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
@@ -455,49 +456,45 @@ describe('gateway pieces on their own', () => {
     expect(() => metrics({} as never)).toThrow(/needs a KvRouter/);
   });
 
-  // Skipped only outside CI: .ci/run installs openssl, so there a missing one fails loudly.
-  test.skipIf(!existsSync('/usr/bin/openssl') && !process.env.CI).each(BACKENDS)(
-    'TLS: the proxy serves HTTPS with the given certificate (%s)',
-    async (backend) => {
-      const dir = scratchDir('kvroute-tls-');
-      execFileSync(
-        'openssl',
-        [
-          'req',
-          '-x509',
-          '-newkey',
-          'rsa:2048',
-          '-nodes',
-          '-keyout',
-          join(dir, 'key.pem'),
-          '-out',
-          join(dir, 'cert.pem'),
-          '-days',
-          '1',
-          '-subj',
-          '/CN=127.0.0.1',
-          '-addext',
-          'subjectAltName=IP:127.0.0.1',
-        ],
-        { stdio: 'ignore' },
-      );
-      const w = await startWorker();
-      const f = await startFleet(backend, 0, {
-        workers: [workerEntry(w, 1)],
-        tls: { cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), key: readFileSync(join(dir, 'key.pem'), 'utf8') },
-      });
-      expect(f.url.startsWith('https://')).toBe(true);
-      const { Agent, request } = await import('undici');
-      const dispatcher = new Agent({ connect: { ca: readFileSync(join(dir, 'cert.pem'), 'utf8') } });
-      const res = await request(`${f.url}/v1/completions`, {
-        method: 'POST',
-        dispatcher,
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ prompt: 'over tls', max_tokens: 2 }),
-      });
-      expect(res.statusCode).toBe(200);
-      expect(((await res.body.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens).toBe(8);
-      await dispatcher.close();
-    },
-  );
+  test.each(BACKENDS)('TLS: the proxy serves HTTPS with the given certificate (%s)', async (backend) => {
+    const dir = scratchDir('kvroute-tls-');
+    execFileSync(
+      requireTool(['openssl'], 'openssl', ['version']),
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
+    const w = await startWorker();
+    const f = await startFleet(backend, 0, {
+      workers: [workerEntry(w, 1)],
+      tls: { cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), key: readFileSync(join(dir, 'key.pem'), 'utf8') },
+    });
+    expect(f.url.startsWith('https://')).toBe(true);
+    const { Agent, request } = await import('undici');
+    const dispatcher = new Agent({ connect: { ca: readFileSync(join(dir, 'cert.pem'), 'utf8') } });
+    const res = await request(`${f.url}/v1/completions`, {
+      method: 'POST',
+      dispatcher,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'over tls', max_tokens: 2 }),
+    });
+    expect(res.statusCode).toBe(200);
+    expect(((await res.body.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens).toBe(8);
+    await dispatcher.close();
+  });
 });

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { ROOT, requireDist } from './helpers/dist.js';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
-import { NatsServer, NO_NATS } from './helpers/nats-server.js';
+import { NatsServer } from './helpers/nats-server.js';
 import { waitFor } from './helpers/wait.js';
 
 const children: ChildProcess[] = [];
@@ -43,7 +43,7 @@ async function stats(url: string): Promise<{ replicas?: { peers: number; remoteI
   return (await res.body.json()) as never;
 }
 
-describe.skipIf(NO_NATS)('kvroute serve replicas', () => {
+describe('kvroute serve replicas', () => {
   const nats = new NatsServer();
   beforeAll(() => nats.start());
   afterAll(() => nats.dispose());

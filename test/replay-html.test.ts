@@ -7,16 +7,10 @@ import { generateTrace, replay } from '../ts/index.js';
 import { renderHtml } from '../ts/replay/html.js';
 import { BACKENDS } from './helpers/backends.js';
 import { scratchDir } from './helpers/scratch-dir.js';
+import { requireTool } from './helpers/tools.js';
 
-/** Debian's `chromium`, when installed (`.ci/run` installs it). */
-const CHROMIUM = ['chromium', 'chromium-browser', 'google-chrome'].find((bin) => {
-  try {
-    execFileSync(bin, ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-});
+/** Debian's `chromium` (`.ci/run` installs it). */
+const chromium = () => requireTool(['chromium', 'chromium-browser', 'google-chrome'], 'chromium');
 
 /**
  * Runs in the rendered page: overlapping chart labels, horizontal overflow, missing axis titles
@@ -61,7 +55,7 @@ function probe(
   const file = join(dir, 'report.html');
   writeFileSync(file, html.replace('</body>', `${PROBE}</body>`));
   const dom = execFileSync(
-    CHROMIUM ?? 'chromium',
+    chromium(),
     [
       '--headless=new',
       '--no-sandbox',
@@ -85,38 +79,34 @@ function probe(
 }
 
 describe.each(BACKENDS)('the replay HTML report (%s)', (backend) => {
-  // Skipped only outside CI: .ci/run installs chromium, so there a missing one fails loudly.
-  test.skipIf(!CHROMIUM && !process.env.CI)(
-    'renders in headless Chromium at desktop and phone widths without overlaps or overflow',
-    async () => {
-      const report = await replay({
-        trace: generateTrace({ requests: 300, seed: 3 }),
-        workers: 16,
-        policies: ['kv', 'round-robin'],
-        backend,
-        seed: 5,
-      });
-      const html = renderHtml(report);
-      // The run's configuration and both per-worker charts are on the page.
-      for (const key of ['blockSize', 'numGpuBlocks', 'seed', 'backend']) expect(html).toContain(`<th>${key}</th>`);
-      expect(html).toContain(`<td>${backend}</td>`);
-      for (const width of [1280, 390]) {
-        const page = probe(html, width);
-        expect(page.overflow).toBeLessThanOrEqual(0);
-        expect(page.charts.map((c) => c.title)).toEqual([
-          'TTFT (CDF)',
-          'End-to-end latency (CDF)',
-          'Requests per worker',
-          'Prefix-cache hit ratio per worker',
-        ]);
-        for (const c of page.charts) {
-          expect(c.overlaps, `${c.title} at ${width}px`).toEqual([]);
-          expect(c.axisTitles).toBe(2);
-          expect(c.values).toBe(c.bars);
-          expect(c.outside).toBeLessThanOrEqual(0);
-        }
-        expect(page.charts[2].bars).toBe(32);
+  test('renders in headless Chromium at desktop and phone widths without overlaps or overflow', async () => {
+    const report = await replay({
+      trace: generateTrace({ requests: 300, seed: 3 }),
+      workers: 16,
+      policies: ['kv', 'round-robin'],
+      backend,
+      seed: 5,
+    });
+    const html = renderHtml(report);
+    // The run's configuration and both per-worker charts are on the page.
+    for (const key of ['blockSize', 'numGpuBlocks', 'seed', 'backend']) expect(html).toContain(`<th>${key}</th>`);
+    expect(html).toContain(`<td>${backend}</td>`);
+    for (const width of [1280, 390]) {
+      const page = probe(html, width);
+      expect(page.overflow).toBeLessThanOrEqual(0);
+      expect(page.charts.map((c) => c.title)).toEqual([
+        'TTFT (CDF)',
+        'End-to-end latency (CDF)',
+        'Requests per worker',
+        'Prefix-cache hit ratio per worker',
+      ]);
+      for (const c of page.charts) {
+        expect(c.overlaps, `${c.title} at ${width}px`).toEqual([]);
+        expect(c.axisTitles).toBe(2);
+        expect(c.values).toBe(c.bars);
+        expect(c.outside).toBeLessThanOrEqual(0);
       }
-    },
-  );
+      expect(page.charts[2].bars).toBe(32);
+    }
+  });
 });

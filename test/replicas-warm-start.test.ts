@@ -13,7 +13,7 @@ import {
 import { BACKENDS } from './helpers/backends.js';
 import { TestEnginePublisher } from './helpers/engine-publisher.js';
 import { packBatch, vllmRemoved, vllmStored } from './helpers/engine-wire.js';
-import { NatsServer, NO_NATS } from './helpers/nats-server.js';
+import { NatsServer } from './helpers/nats-server.js';
 import { waitFor } from './helpers/wait.js';
 
 const BS = 4;
@@ -201,7 +201,7 @@ describe.each(BACKENDS)('index warm start (%s)', (backend) => {
   });
 });
 
-describe.skipIf(NO_NATS)('snapshots in a NATS object store', () => {
+describe('snapshots in a NATS object store', () => {
   const server = new NatsServer();
   beforeAll(() => server.start());
   afterAll(() => server.dispose());

@@ -5,7 +5,7 @@ import { KvRouteError, KvRouter, type KvRouterOptions, type ReplicaOptions } fro
 import { encodeMessage, type WireBody, type WireMessage } from '../ts/replicas/wire.js';
 import { BACKENDS } from './helpers/backends.js';
 import { DIST_ESM, requireDist } from './helpers/dist.js';
-import { NatsServer, NO_NATS } from './helpers/nats-server.js';
+import { NatsServer } from './helpers/nats-server.js';
 import { TcpProxy } from './helpers/tcp-proxy.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -14,7 +14,7 @@ const HEARTBEAT = 100;
 const LEASE = 600;
 const prompt = (i: number) => Array.from({ length: 16 }, (_, k) => 1000 * (i + 1) + k);
 
-describe.skipIf(NO_NATS)('router replicas over a real nats-server', () => {
+describe('router replicas over a real nats-server', () => {
   const server = new NatsServer();
   let subjectNo = 0;
   beforeAll(() => server.start());

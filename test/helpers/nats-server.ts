@@ -1,7 +1,7 @@
 /**
  * A real `nats-server` (Debian's package, with JetStream) on 127.0.0.1 for the replica tests:
- * a random port picked by the server, a private store directory, stopped by the test. Tests
- * skip with a message when the binary is absent, except in CI (`.ci/run` installs it).
+ * a random port picked by the server, a private store directory, stopped by the test. The
+ * tests need it (`.ci/run` installs it): without it they fail, naming the package.
  */
 
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -22,9 +22,6 @@ function findBinary(): string | undefined {
 }
 
 export const NATS_BINARY = findBinary();
-/** True when the tests that need the server cannot run here (outside CI, which must run them). */
-export const NO_NATS = NATS_BINARY === undefined && !process.env.CI;
-if (NO_NATS) console.warn('nats-server is not installed: the replica tests are skipped (apt-get install nats-server)');
 
 export class NatsServer {
   private proc: ChildProcess | undefined;
