@@ -3,10 +3,10 @@
  * it: every prompt block a request takes into the GPU pool is copied to host memory (unless held
  * there already), which keeps the most recently used blocks up to its capacity. Output blocks are
  * not copied, as in Dynamo's simulator of vLLM's offloading connector: a later turn's prompt,
- * which holds them, copies them then. A request whose prefix
- * continues there past its GPU hit loads those blocks back instead of recomputing them. Its KV
- * events are the ones vLLM's offload tracker publishes with the request's metadata: Stored
- * (medium CPU) for the blocks newly copied, Removed for the ones its LRU evicts, many per event.
+ * which holds them, copies them then. A request whose prefix continues there past its GPU hit
+ * loads those blocks back instead of recomputing them. Its KV events are the ones vLLM's offload
+ * tracker publishes with the request's metadata: Stored (medium CPU) for the blocks newly
+ * copied, Removed for the ones its LRU evicts, many per event.
  *
  * The mock worker turns it on with `cpuOffloadBlocks`, `kvroute replay` with
  * `--cpu-offload-blocks` (its Rust twin is `kvroute_core::replay::host_pool`); by default both

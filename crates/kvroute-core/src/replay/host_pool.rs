@@ -1,8 +1,8 @@
 //! The simulated engine's host-memory tier (vLLM's CPU offloading), the Rust twin of
 //! `ts/replay/host-pool.ts` (read there for the model): every prompt block a request takes into
-//! the GPU pool is copied here unless held already, the least recently used leave when it is full, and
-//! a prompt continuing here past its GPU hit loads those blocks back. Its events go into the GPU
-//! pool's packed buffer, on the host tier, so both tiers' events keep one order.
+//! the GPU pool is copied here unless held already, the least recently used leave when it is
+//! full, and a prompt continuing here past its GPU hit loads those blocks back. Its events go
+//! into the GPU pool's packed buffer, on the host tier, so both tiers' events keep one order.
 
 use super::kv_cache::{Block, PackedEvents};
 use super::lru::LruList;
