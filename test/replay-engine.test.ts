@@ -34,6 +34,16 @@ describe('KV block pool', () => {
     expect(cache.prefixHit(blocks([1, 2]))).toBe(2);
   });
 
+  test('activePrefix counts the blocks of a hit that are in use, not those only cached', () => {
+    const cache = new KvCache(8);
+    cache.use(blocks([1, 2, 3]), null);
+    cache.release(blocks([3]));
+    const prompt = blocks([1, 2, 3, 4]);
+    expect(cache.prefixHit(prompt)).toBe(3);
+    expect(cache.activePrefix(prompt, 3)).toBe(2);
+    expect(cache.activePrefix(prompt, 1)).toBe(1);
+  });
+
   test('a pool full of blocks in use takes only what fits', () => {
     const cache = new KvCache(3);
     expect(cache.use(blocks([1, 2, 3, 4]), null)).toBe(3);

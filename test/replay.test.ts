@@ -135,6 +135,49 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
       });
     }
   });
+  test('a request that cannot fit beside the running ones waits instead of starting and being preempted', async () => {
+    // One worker of 16 blocks of 64 tokens. A (2 prompt blocks) grows to 12 blocks as it decodes;
+    // B arrives while A runs and needs 14 blocks for its prompt: alone it fits, beside A it does
+    // not. Admitted on room for one 128-token chunk, B would be preempted each time A grows, and
+    // come back to find its own blocks cached; under Dynamo's rule it waits until A is done.
+    const trace = parseTrace(
+      [
+        '{"timestamp": 0, "input_length": 128, "output_length": 600, "hash_ids": [1]}',
+        '{"timestamp": 100, "input_length": 896, "output_length": 1, "hash_ids": [2, 3]}',
+      ].join('\n'),
+    );
+    const opts = { timing, trace, workers: 1, numGpuBlocks: 16, blockSize: 64, maxNumBatchedTokens: 128 };
+    const native = await replay({ ...opts, policies: ['round-robin'], backend: 'native' });
+    const js = await replay({ ...opts, policies: ['round-robin'], backend: 'js' });
+    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+    const [p] = native.policies;
+    expect(p.requests).toBe(2);
+    expect(p.preemptions).toBe(0);
+    expect(p.hitRatio).toBe(0);
+    // B (arrived at 100 ms) gets its first token only after A's last one.
+    expect(p.ttftMs.max + 100).toBeGreaterThanOrEqual(p.e2eMs.max);
+  });
+
+  test('a waiting request needs room only for the blocks a running request does not hold already', async () => {
+    // A holds 8 prompt blocks (+1 partial) and grows to 12; C shares A's 8 blocks and adds one.
+    // C's 9 blocks beside A's 9 would not fit in 16, but the 8 shared ones cost nothing.
+    const trace = parseTrace(
+      [
+        '{"timestamp": 0, "input_length": 512, "output_length": 200, "hash_ids": [1]}',
+        '{"timestamp": 100, "input_length": 576, "output_length": 1, "hash_ids": [1, 5]}',
+      ].join('\n'),
+    );
+    const opts = { timing, trace, workers: 1, numGpuBlocks: 16, blockSize: 64, maxNumBatchedTokens: 1024 };
+    const native = await replay({ ...opts, policies: ['round-robin'], backend: 'native' });
+    const js = await replay({ ...opts, policies: ['round-robin'], backend: 'js' });
+    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+    const [p] = native.policies;
+    expect(p.preemptions).toBe(0);
+    expect(p.hitRatio).toBeCloseTo(512 / (512 + 576), 9);
+    // C starts while A decodes: both first tokens come long before A's last.
+    expect(p.ttftMs.max).toBeLessThan(0.5 * p.e2eMs.max);
+  });
+
   test('arrivals that share a timestamp share an engine pass only under dynamo timing', async () => {
     const line = (id: number) => `{"timestamp": 0, "input_length": 512, "output_length": 4, "hash_ids": [${id}]}`;
     const trace = parseTrace([line(1), line(2), line(3)].join('\n'));

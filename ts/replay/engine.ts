@@ -1,6 +1,7 @@
 /**
  * A simulated vLLM-like engine rank: continuous batching with chunked prefill, a prefix-caching
- * KV block pool, preemption of the newest requests when blocks run out, and Dynamo's mocker timing model. Each
+ * KV block pool, Dynamo's admission rule (a waiting request starts only when its whole context
+ * fits), preemption of the newest requests when blocks run out, and Dynamo's mocker timing model. Each
  * `step` is one engine pass in virtual time. Used by the JS replay fleet (`fleet.ts`) and by
  * `kvroute mock-worker`; the native replay runs its Rust twin (`kvroute_core::replay`), which
  * must match it step for step, host memory behind the pool (`hostBlocks`, CPU offload) included.
@@ -257,6 +258,18 @@ export class Engine {
   }
 
   /**
+   * Dynamo's vLLM admission rule: a waiting request starts only when its whole known context fits
+   * in the blocks no running request holds (its prefix blocks that are in use cost nothing). A
+   * request admitted on room for one chunk would be the first preempted when the running requests
+   * grow, and come back to find its own blocks cached.
+   */
+  private fits(r: SimRequest): boolean {
+    const hit = this.cache.prefixHit(r.promptBlocks);
+    const needed = Math.ceil(r.context / this.config.blockSize) - this.cache.activePrefix(r.promptBlocks, hit);
+    return needed + this.cache.used <= this.config.numGpuBlocks;
+  }
+
+  /**
    * Dynamo's decode step: none unless a sequence is decoding; else the polynomial at the summed
    * lengths (in blocks) of the decoding sequences over the rank's GPU blocks.
    */
@@ -282,7 +295,7 @@ export class Engine {
     let loadedBlocks = 0;
     while (budget > 0) {
       if (this.prefill.length === 0) {
-        if (this.waiting.length === 0 || this.running >= cfg.maxNumSeqs) break;
+        if (this.waiting.length === 0 || this.running >= cfg.maxNumSeqs || !this.fits(this.waiting[0])) break;
         this.prefill.push(this.waiting.shift() as SimRequest);
       }
       const r = this.prefill[0];

@@ -36,7 +36,7 @@ export class KvCache {
   /** Private blocks in use (partial blocks and, without reuse, anything else). */
   private privateBlocks = 0;
   readonly events: CacheEvent[] = [];
-  /** Host memory behind the pool (CPU offload); only the live mock worker has one. */
+  /** Host memory behind the pool (CPU offload: the mock worker's and the replay's `hostBlocks`). */
   readonly host: HostPool | undefined;
 
   /** `hostBlocks` > 0 adds a host pool of that many blocks (see `host-pool.ts`). */
@@ -61,6 +61,16 @@ export class KvCache {
   prefixHit(blocks: readonly FullBlock[]): number {
     let n = 0;
     while (n < blocks.length && (this.active.has(blocks[n].id) || this.cached.has(blocks[n].id))) n++;
+    return n;
+  }
+
+  /**
+   * How many of the first `hit` blocks (a prefix the pool holds) are in use by some request:
+   * taking them costs no room, unlike cached blocks that leave the LRU list.
+   */
+  activePrefix(blocks: readonly FullBlock[], hit: number): number {
+    let n = 0;
+    for (let i = 0; i < hit; i++) if (this.active.has(blocks[i].id)) n++;
     return n;
   }
 

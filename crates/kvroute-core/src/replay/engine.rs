@@ -1,6 +1,7 @@
 //! One simulated engine rank, the Rust twin of `ts/replay/engine.ts` (read there for the model):
-//! continuous batching with chunked prefill, a prefix-caching block pool, recompute preemption
-//! of the newest request when blocks run out, and Dynamo's mocker timing. Every step mirrors the
+//! continuous batching with chunked prefill, a prefix-caching block pool, Dynamo's admission
+//! rule (a waiting request starts only when its whole context fits), recompute preemption of the
+//! newest request when blocks run out, and Dynamo's mocker timing. Every step mirrors the
 //! TypeScript line for line, with the same floating-point operations in the same order, so both
 //! give bit-identical reports.
 
@@ -236,6 +237,16 @@ impl Engine {
         (r.prompt_taken - hit) as u64
     }
 
+    /// Dynamo's vLLM admission rule: a waiting request starts only when its whole known context
+    /// fits in the blocks no running request holds (its prefix blocks that are in use cost
+    /// nothing). A request admitted on room for one chunk would be the first preempted when the
+    /// running requests grow, and come back to find its own blocks cached.
+    fn fits(&self, r: &SimRequest) -> bool {
+        let hit = self.cache.prefix_hit(&r.prompt);
+        let needed = r.context().div_ceil(self.config.block_size) - self.cache.active_prefix(&r.prompt, hit) as u64;
+        needed + self.cache.used() as u64 <= self.config.num_gpu_blocks
+    }
+
     /// `ensure`, preempting younger requests until it succeeds or none is left.
     fn ensure_preempting(&mut self, reqs: &mut [SimRequest], uid: u32, tokens: u64) -> bool {
         loop {
@@ -281,7 +292,11 @@ impl Engine {
                 if self.waiting.is_empty() || self.running() >= cfg.max_num_seqs {
                     break;
                 }
-                let next = self.waiting.pop_front().expect("waiting is not empty");
+                let next = *self.waiting.front().expect("waiting is not empty");
+                if !self.fits(&reqs[next as usize]) {
+                    break;
+                }
+                self.waiting.pop_front();
                 self.prefill.push_back(next);
             }
             let uid = self.prefill[0];

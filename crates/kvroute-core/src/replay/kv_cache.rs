@@ -118,6 +118,12 @@ impl KvCache {
         blocks.iter().take_while(|b| self.entries.contains_key(&b.key)).count()
     }
 
+    /// How many of the first `hit` blocks (a prefix the pool holds) are in use by some request:
+    /// taking them costs no room, unlike cached blocks that leave the LRU list.
+    pub fn active_prefix(&self, blocks: &[Block], hit: usize) -> usize {
+        blocks[..hit].iter().filter(|b| self.entries.get(&b.key).is_some_and(|e| e.refs > 0)).count()
+    }
+
     /// Takes one more reference on a block already in the pool; false if it is not there.
     fn take_existing(&mut self, key: i64) -> bool {
         let Some(entry) = self.entries.get_mut(&key) else { return false };
@@ -253,6 +259,18 @@ mod tests {
         assert_eq!(c.events.meta, vec![KIND_REMOVED, 0, FLAG_DEVICE_TIER, 1, KIND_STORED, 0, FLAG_DEVICE_TIER, 2]);
         assert_eq!(c.events.words, vec![7, 0, 1003, 7, 0, 1007, 7, 1008, 8]);
         assert_eq!(c.prefix_hit(&blocks(&[1, 2])), 2);
+    }
+
+    #[test]
+    fn active_prefix_counts_the_hit_blocks_in_use() {
+        let mut c = KvCache::new(8, 0, 0, 0);
+        c.use_blocks(&blocks(&[1, 2, 3]), None);
+        c.release(&blocks(&[3]));
+        let prompt = blocks(&[1, 2, 3, 4]);
+        assert_eq!(c.prefix_hit(&prompt), 3);
+        // Blocks 1 and 2 are in use; 3 is only cached (taking it leaves the LRU list).
+        assert_eq!(c.active_prefix(&prompt, 3), 2);
+        assert_eq!(c.active_prefix(&prompt, 1), 1);
     }
 
     #[test]
