@@ -163,6 +163,23 @@ describe('engine (classic timing; scheduling is the same under both models)', ()
     expect(p2.firstTokens).toEqual([r]);
   });
 
+  test('a decode pass needs blocks for the context, not for the token it samples', () => {
+    // 7 prompt tokens: one full block and a partial one. The first pass prefills them and samples
+    // token 8; the second computes token 8's KV, filling the partial block, and samples token 9,
+    // whose KV (and block) waits for the third pass.
+    const e = new Engine(config());
+    const r = request(1, [1], 3, 4);
+    e.enqueue(r);
+    expect(e.step(0).firstTokens).toEqual([r]);
+    expect(e.cache.used).toBe(2);
+    const second = e.step(1);
+    expect(r.generated).toBe(2);
+    expect(e.cache.used).toBe(2);
+    expect(second.events.flatMap(stored)).toHaveLength(1); // the filled block, announced
+    e.step(2);
+    expect(e.cache.used).toBe(3);
+  });
+
   /** Two requests that cannot both fit, run to the end. */
   function preemptingPair() {
     // Each request alone needs 7 blocks (8 prompt + 20 output tokens); both together need 14.

@@ -335,8 +335,11 @@ export class Engine {
           r.generated = 1;
           firstTokens.push(r);
         } else {
-          let ok = this.ensure(r, r.context + 1);
-          while (!ok && this.preemptYoungerThan(r)) ok = this.ensure(r, r.context + 1);
+          // The pass computes the KV of the last token sampled (the context's last) and samples
+          // one more, whose KV the next pass computes: blocks cover the context, as in vLLM and
+          // Dynamo's mocker.
+          let ok = this.ensure(r, r.context);
+          while (!ok && this.preemptYoungerThan(r)) ok = this.ensure(r, r.context);
           if (!ok) {
             // The newest running request yields its own blocks.
             this.requeue(r);

@@ -353,7 +353,10 @@ impl Engine {
                     r.generated = 1;
                     out.first_tokens.push(uid);
                 } else {
-                    let target = r.context() + 1;
+                    // The pass computes the KV of the last token sampled (the context's last)
+                    // and samples one more, whose KV the next pass computes: blocks cover the
+                    // context, as in vLLM and Dynamo's mocker.
+                    let target = r.context();
                     if !self.ensure_preempting(reqs, uid, target) {
                         // The newest running request yields its own blocks.
                         self.requeue(reqs, uid);
