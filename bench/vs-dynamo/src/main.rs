@@ -103,8 +103,9 @@ async fn main() {
         "lockstep" => return println!("{}", probes::lockstep_only(&args[2])),
         "replay" => {
             let speedup: f64 = args.get(4).map_or(1.0, |r| r.parse().expect("arrival speedup"));
-            let (router, engine) = (args.get(5).map(String::as_str), args.get(6).map(String::as_str));
-            return println!("{}", replay_bench::run(&args[2], &args[3], speedup, router, engine));
+            let (router, engine) = (args.get(5).cloned(), args.get(6).cloned());
+            let (trace, policy) = (args[2].clone(), args[3].clone());
+            return println!("{}", replay_bench::run_outside_tasks(trace, policy, speedup, router, engine));
         }
         "scaling" => {
             let rounds: usize = args.get(3).map_or(3, |r| r.parse().expect("rounds"));

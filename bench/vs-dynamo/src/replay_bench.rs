@@ -26,7 +26,29 @@ fn router_config(fields: Option<&str>) -> KvRouterConfig {
     serde_json::from_value(config).expect("a valid router config")
 }
 
-pub fn run(
+/// [`run`] on a thread of its own, with a tokio runtime entered (Dynamo's indexers spawn on it)
+/// but not inside any task. Dynamo's replay waits for its lower-tier indexers' acknowledgements
+/// under a synchronous `block_on`. Called from this binary's async `main`, those waits spent the
+/// main task's cooperative budget (tokio's 128 polls of its channels) and, once it was gone,
+/// every poll returned Pending and rescheduled itself at once: with host offload the replay spun
+/// past its first 64 requests for ever. Outside a task there is no budget to run out.
+pub fn run_outside_tasks(
+    trace: String,
+    policy: String,
+    arrival_speedup: f64,
+    router_fields: Option<String>,
+    engine_fields: Option<String>,
+) -> serde_json::Value {
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime for Dynamo's replay");
+        let _entered = runtime.enter();
+        run(&trace, &policy, arrival_speedup, router_fields.as_deref(), engine_fields.as_deref())
+    })
+    .join()
+    .expect("Dynamo's replay thread")
+}
+
+fn run(
     trace: &str,
     policy: &str,
     arrival_speedup: f64,
