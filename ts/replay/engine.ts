@@ -264,9 +264,11 @@ export class Engine {
    * grow, and come back to find its own blocks cached.
    */
   private fits(r: SimRequest): boolean {
-    const hit = this.cache.prefixHit(r.promptBlocks);
-    const needed = Math.ceil(r.context / this.config.blockSize) - this.cache.activePrefix(r.promptBlocks, hit);
-    return needed + this.cache.used <= this.config.numGpuBlocks;
+    const room = this.config.numGpuBlocks - this.cache.used;
+    const blocks = Math.ceil(r.context / this.config.blockSize);
+    // Without pressure the whole context fits outright: no need to walk the prefix.
+    if (blocks <= room) return true;
+    return blocks - this.cache.activePrefix(r.promptBlocks, this.cache.prefixHit(r.promptBlocks)) <= room;
   }
 
   /**

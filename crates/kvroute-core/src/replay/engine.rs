@@ -242,9 +242,13 @@ impl Engine {
     /// nothing). A request admitted on room for one chunk would be the first preempted when the
     /// running requests grow, and come back to find its own blocks cached.
     fn fits(&self, r: &SimRequest) -> bool {
-        let hit = self.cache.prefix_hit(&r.prompt);
-        let needed = r.context().div_ceil(self.config.block_size) - self.cache.active_prefix(&r.prompt, hit) as u64;
-        needed + self.cache.used() as u64 <= self.config.num_gpu_blocks
+        let room = self.config.num_gpu_blocks.saturating_sub(self.cache.used() as u64);
+        let blocks = r.context().div_ceil(self.config.block_size);
+        // Without pressure the whole context fits outright: no need to walk the prefix.
+        if blocks <= room {
+            return true;
+        }
+        blocks - (self.cache.active_prefix(&r.prompt, self.cache.prefix_hit(&r.prompt)) as u64) <= room
     }
 
     /// `ensure`, preempting younger requests until it succeeds or none is left.
