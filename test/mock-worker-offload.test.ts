@@ -20,6 +20,7 @@ import { expectKvError } from './helpers/errors.js';
 import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
 import { mockWorkerSuite, PROMPT, textBlocks } from './helpers/mock-worker.js';
+import { scrape } from './helpers/prometheus.js';
 import { waitFor } from './helpers/wait.js';
 
 const { subscribed } = mockWorkerSuite();
@@ -60,6 +61,20 @@ describe.each(BACKENDS)('mock worker CPU offload into kvroute (%s)', (backend) =
       const again = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });
       expect(again.json.usage.prompt_tokens_details.cached_tokens).toBe(n * BS);
       expect(w.stats()).toMatchObject({ hostLoadedBlocks: n });
+      // vLLM's metrics with a KV connector: the loaded tokens are external hits, not GPU ones.
+      const m = await scrape(`${w.url}/metrics`);
+      const prompts = 2 * mockTokenize(PROMPT).length + mockTokenize(OTHER).length;
+      expect(m.sum('vllm:prefix_cache_queries_total')).toBe(prompts);
+      expect(m.sum('vllm:prefix_cache_hits_total')).toBe(0);
+      expect(m.sum('vllm:external_prefix_cache_queries_total')).toBe(prompts);
+      expect(m.sum('vllm:external_prefix_cache_hits_total')).toBe(n * BS);
+      expect(m.sum('vllm:prompt_tokens_cached_total')).toBe(n * BS);
+      const bySource = (source: string) => m.sum('vllm:prompt_tokens_by_source_total', { source });
+      expect([bySource('local_compute'), bySource('local_cache_hit'), bySource('external_kv_transfer')]).toEqual([
+        prompts - n * BS,
+        0,
+        n * BS,
+      ]);
       // Loaded back, the prompt is on the GPU again (the other one's blocks made room).
       await settled(w, index, src);
       expect(reach(index, PROMPT)).toEqual({ device: n, host: 0 });

@@ -17,6 +17,7 @@ import { BACKENDS } from './helpers/backends.js';
 import { postJson, sse } from './helpers/http.js';
 import { batchesByRank, captureNames, readCapture } from './helpers/kvcap.js';
 import { mockWorkerSuite, PROMPT, textBlocks } from './helpers/mock-worker.js';
+import { scrape } from './helpers/prometheus.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 const { worker, closeAfter, subscribed } = mockWorkerSuite();
@@ -119,6 +120,19 @@ describe('mock worker HTTP API', () => {
     expect(metrics).toMatch(/^vllm:num_requests_running\{model_name="m1",engine="0"\} 0$/m);
     expect(metrics).toMatch(/^vllm:request_success_total\{model_name="m1",engine="0"\} 1$/m);
     expect(metrics).toMatch(new RegExp(`^vllm:prefix_cache_queries_total\\{model_name="m1",engine="0"\\} ${PROMPT.length}$`, 'm'));
+    // A second time the prompt comes from the GPU prefix cache; without offload there is no connector.
+    await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 3 });
+    const m = await scrape(`${w.url}/metrics`);
+    const cached = Math.floor(PROMPT.length / 4) * 4;
+    expect(m.sum('vllm:prefix_cache_hits_total')).toBe(cached);
+    expect(m.sum('vllm:prompt_tokens_cached_total')).toBe(cached);
+    const bySource = (source: string) => m.sum('vllm:prompt_tokens_by_source_total', { source, model_name: 'm1' });
+    expect([bySource('local_compute'), bySource('local_cache_hit'), bySource('external_kv_transfer')]).toEqual([
+      2 * PROMPT.length - cached,
+      cached,
+      0,
+    ]);
+    expect(m.has('vllm:external_prefix_cache_hits_total')).toBe(false);
     for (const [body, re] of [
       [{ prompt: 5 }, /prompt must be/],
       [{ prompt: [1, 2, 3.5] }, /prompt\[2\] must be a token id/],

@@ -1,13 +1,22 @@
 /**
  * The mock worker's `/metrics`, with vLLM's metric names (`vllm:num_requests_running`, …) on a
- * `prom-client` registry of its own, read from the ranks at scrape time.
+ * `prom-client` registry of its own, read from the ranks at scrape time. With CPU offload it adds
+ * what vLLM adds with a KV connector: the connector's lookups and hits
+ * (`vllm:external_prefix_cache_*`); prompt tokens by source are always there.
  * @module
  */
 
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { MockRank } from './rank.js';
 
-export function mockMetrics(model: string, ranks: () => readonly MockRank[]): Registry {
+/** Where a prompt token's KV came from, as vLLM's `prompt_tokens_by_source` labels it. */
+const SOURCES = {
+  local_compute: (r: MockRank) => r.counters.computedPromptTokens,
+  local_cache_hit: (r: MockRank) => r.counters.prefixHits,
+  external_kv_transfer: (r: MockRank) => r.counters.hostHits,
+} as const;
+
+export function mockMetrics(model: string, ranks: () => readonly MockRank[], opts: { offload: boolean }): Registry {
   const registry = new Registry();
   const labels = ['model_name', 'engine'] as const;
   const each = (fn: (r: MockRank) => number) => (metric: Gauge<(typeof labels)[number]> | Counter<(typeof labels)[number]>) => {
@@ -38,8 +47,32 @@ export function mockMetrics(model: string, ranks: () => readonly MockRank[]): Re
   gauge('vllm:kv_cache_usage_perc', 'KV-cache usage: 1 means 100 percent.', (r) => r.kvUsage);
   gauge('vllm:gpu_cache_usage_perc', 'GPU KV-cache usage (the name before vLLM 0.10): 1 means 100 percent.', (r) => r.kvUsage);
   counter('vllm:prefix_cache_queries_total', 'Prompt tokens looked up in the prefix cache.', (r) => r.counters.prefixQueries);
-  counter('vllm:prefix_cache_hits_total', 'Prompt tokens served by the prefix cache.', (r) => r.counters.prefixHits);
+  counter('vllm:prefix_cache_hits_total', 'Prompt tokens served by the GPU prefix cache.', (r) => r.counters.prefixHits);
+  if (opts.offload) {
+    counter(
+      'vllm:external_prefix_cache_queries_total',
+      'Prompt tokens looked up in host memory (the KV connector).',
+      (r) => r.counters.hostQueries,
+    );
+    counter('vllm:external_prefix_cache_hits_total', 'Prompt tokens loaded back from host memory.', (r) => r.counters.hostHits);
+  }
   counter('vllm:prompt_tokens_total', 'Prefill tokens processed.', (r) => r.counters.promptTokens);
+  counter(
+    'vllm:prompt_tokens_cached_total',
+    'Prompt tokens whose KV was cached (GPU prefix cache or host memory).',
+    (r) => r.counters.prefixHits + r.counters.hostHits,
+  );
+  new Counter({
+    name: 'vllm:prompt_tokens_by_source_total',
+    help: 'Prompt tokens by where their KV came from.',
+    labelNames: [...labels, 'source'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const r of ranks())
+        for (const [source, count] of Object.entries(SOURCES)) this.inc({ model_name: model, engine: String(r.dpRank), source }, count(r));
+    },
+  });
   counter('vllm:generation_tokens_total', 'Generation tokens processed.', (r) => r.counters.generationTokens);
   counter('vllm:request_success_total', 'Requests finished.', (r) => r.counters.finished);
   return registry;

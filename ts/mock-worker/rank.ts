@@ -107,7 +107,22 @@ export class MockRank {
   private paused = false;
   /** Multiplies pass durations (a `slow` fault). */
   slowFactor = 1;
-  readonly counters = { prefixQueries: 0, prefixHits: 0, finished: 0, promptTokens: 0, generationTokens: 0, aborted: 0 };
+  /**
+   * Totals for `/metrics`, counted when a request's first token comes out. Prompt tokens split by
+   * where their KV came from, as vLLM's `prompt_tokens_by_source`: the GPU prefix cache
+   * (`prefixHits`), host memory (`hostHits`, vLLM's external connector hits), or computed.
+   */
+  readonly counters = {
+    prefixQueries: 0,
+    prefixHits: 0,
+    hostQueries: 0,
+    hostHits: 0,
+    computedPromptTokens: 0,
+    finished: 0,
+    promptTokens: 0,
+    generationTokens: 0,
+    aborted: 0,
+  };
 
   constructor(
     readonly dpRank: number,
@@ -244,9 +259,13 @@ export class MockRank {
       for (const r of pass.firstTokens) {
         const entry = this.live.get(r.uid);
         if (!entry) continue;
-        this.counters.prefixQueries += r.inputLength;
-        this.counters.prefixHits += r.reusedTokens;
-        this.counters.promptTokens += r.inputLength;
+        const c = this.counters;
+        c.prefixQueries += r.inputLength;
+        c.prefixHits += r.reusedTokens - r.reusedHostTokens;
+        if (this.engine.cache.host) c.hostQueries += r.inputLength;
+        c.hostHits += r.reusedHostTokens;
+        c.computedPromptTokens += r.inputLength - r.reusedTokens;
+        c.promptTokens += r.inputLength;
       }
       this.deliver(new Set(pass.finished));
     }

@@ -235,7 +235,7 @@ class Worker implements MockWorker {
         throw new BadRequest('tokens must be a list of token ids');
       return { prompt: detokenize(b.tokens as number[]) };
     });
-    const metrics = mockMetrics(o.model, () => this.ranks);
+    const metrics = mockMetrics(o.model, () => this.ranks, { offload: o.cpuOffloadBlocks > 0 });
     app.get('/metrics', async (_req, reply) => reply.header('content-type', metrics.contentType).send(await metrics.metrics()));
     app.post('/admin/fault', async (req) => {
       const fault = (() => {

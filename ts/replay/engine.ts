@@ -59,6 +59,12 @@ export class SimRequest {
   lastTokenMs = -1;
   /** Prompt tokens found in the prefix cache, the best over admissions. */
   reusedTokens = 0;
+  /**
+   * The part of `reusedTokens` that came back from host memory (CPU offload), not the GPU pool:
+   * the live mock worker reports it as vLLM's external (connector) hits. Bookkeeping only, so the
+   * Rust twin, which reports neither, does not keep it.
+   */
+  reusedHostTokens = 0;
   generated = 0;
   /** Tokens whose KV is computed or cached (prompt plus regenerated output after preemption). */
   prefilled = 0;
@@ -252,7 +258,10 @@ export class Engine {
       host.load(r.promptBlocks.slice(hit, r.promptTaken));
     }
     const cached = Math.min(r.promptTaken * bs, r.inputLength);
-    r.reusedTokens = Math.max(r.reusedTokens, cached);
+    if (cached >= r.reusedTokens) {
+      r.reusedTokens = cached;
+      r.reusedHostTokens = cached - Math.min(hit * bs, r.inputLength);
+    }
     r.prefilled = cached;
     return r.promptTaken - hit;
   }
