@@ -35,6 +35,21 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect(metrics).toMatch(/kvroute_gateway_requests_total\{worker="\d",status="200"\} 3/);
   });
 
+  test('a prompt sent again whole, ending on a block boundary: the engine recomputes its last block, as predicted', async () => {
+    const f = await startFleet(backend, 2);
+    const prompt = SYSTEM.slice(0, 10 * 16);
+    expect(mockTokenize(prompt).length).toBe(160);
+    const first = await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 2 });
+    await waitFor(() => f.gateway.router.stats().index.blocks >= 10, 'the stored blocks to be indexed');
+    const again = await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 2 });
+    expect(again.headers.get('x-kvroute-worker')).toBe(first.headers.get('x-kvroute-worker'));
+    // Every block is cached, but the engine must compute the last token to sample the first one.
+    expect(again.json.usage.prompt_tokens_details.cached_tokens).toBe(144);
+    expect(again.headers.get('x-kvroute-cached-tokens')).toBe('144');
+    const metrics = await (await fetch(`${f.url}/metrics`)).text();
+    expect(metrics).toMatch(/kvroute_gateway_cache_predictions_total\{outcome="exact"\} 2/);
+  });
+
   test("an agent's tool-calling turns (null content, tool results, tools offered) are routed by their prefix, predicted exactly", async () => {
     const f = await startFleet(backend, 3);
     const tools = [{ type: 'function', function: { name: 'lookup', description: SYSTEM, parameters: { type: 'object' } } }];

@@ -105,14 +105,14 @@ describe.each(BACKENDS)('replay fleet (%s)', (backend) => {
 
   test('rule 3 (Dynamo timing): decode occupancy sums the decoding sequences, a shared prefix once per sequence', () => {
     const { outcomes } = drive(make(), [
-      { at: 0, blocks: [1, 2], input: 8, output: 2 },
-      { at: 0, blocks: [1, 2], input: 8, output: 2 },
+      { at: 0, blocks: [1, 2], input: 9, output: 2 },
+      { at: 0, blocks: [1, 2], input: 9, output: 2 },
     ]);
-    // Pass 1: request 0 prefills 8 tokens; request 1 finds them cached (0 new tokens).
+    // Pass 1: request 0 prefills 9 tokens; request 1 finds 8 cached and computes its last one.
     expect(outcomes[1].reused).toBe(8);
-    expect(outcomes[0].firstToken).toBe(prefillMs(8));
-    // Pass 2: both decode at 9 tokens = 3 blocks each, summed: 6 of 64 (not the 4 unique ones).
-    const end = prefillMs(8) + decodeMs(6 / 64);
+    expect(outcomes[0].firstToken).toBe(prefillMs(10));
+    // Pass 2: both decode at 10 tokens = 3 blocks each, summed: 6 of 64 (not the 4 unique ones).
+    const end = prefillMs(10) + decodeMs(6 / 64);
     expect(outcomes[0].lastToken).toBe(end);
     expect(outcomes[1].lastToken).toBe(end);
   });

@@ -178,6 +178,17 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     expect(p.ttftMs.max).toBeLessThan(0.5 * p.e2eMs.max);
   });
 
+  test('a prompt cached whole that ends on a block boundary recomputes its last block, as vLLM does', async () => {
+    const line = (at: number) => `{"timestamp": ${at}, "input_length": 512, "output_length": 2, "hash_ids": [1]}`;
+    const trace = parseTrace([line(0), line(1000)].join('\n'));
+    const opts = { timing, trace, workers: 1, blockSize: 64, policies: ['round-robin' as const] };
+    const native = await replay({ ...opts, backend: 'native' });
+    const js = await replay({ ...opts, backend: 'js' });
+    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+    // The second request finds all 8 blocks, takes 7 and computes the last 64 tokens.
+    expect(native.policies[0].hitRatio).toBeCloseTo(448 / 1024, 12);
+  });
+
   test('arrivals that share a timestamp share an engine pass only under dynamo timing', async () => {
     const line = (id: number) => `{"timestamp": 0, "input_length": 512, "output_length": 4, "hash_ids": [${id}]}`;
     const trace = parseTrace([line(1), line(2), line(3)].join('\n'));

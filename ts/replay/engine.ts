@@ -241,18 +241,28 @@ export class Engine {
   }
 
   /**
+   * How many leading blocks of the request may come from a cache: vLLM computes at least the
+   * context's last token (its logits sample the next one), so a context that is all cached
+   * recomputes its last block when it ends on a block boundary (Dynamo's mocker does the same).
+   */
+  private cacheableBlocks(r: SimRequest): number {
+    return Math.min(r.promptBlocks.length, Math.floor(Math.max(0, r.context - 1) / this.config.blockSize));
+  }
+
+  /**
    * Takes the request's cached prefix: its GPU hit, then the blocks host memory holds right after
    * it, loaded back as far as the GPU pool has room. Returns how many blocks were loaded.
    */
   private admit(r: SimRequest, now: number): number {
     const bs = this.config.blockSize;
-    const hit = this.cache.prefixHit(r.promptBlocks);
+    const limit = this.cacheableBlocks(r);
+    const hit = Math.min(this.cache.prefixHit(r.promptBlocks), limit);
     if (r.firstAdmitMs < 0) r.firstAdmitMs = now;
     r.admitted = true;
     // Cached blocks are in the pool already: taking them cannot fail.
     this.ensure(r, hit * bs);
     const host = this.cache.host;
-    const offloaded = host ? host.prefixHit(r.promptBlocks, hit) : 0;
+    const offloaded = host ? Math.min(host.prefixHit(r.promptBlocks, hit), limit - hit) : 0;
     if (host && offloaded > 0) {
       this.ensure(r, (hit + offloaded) * bs);
       host.load(r.promptBlocks.slice(hit, r.promptTaken));
@@ -277,7 +287,8 @@ export class Engine {
     const blocks = Math.ceil(r.context / this.config.blockSize);
     // Without pressure the whole context fits outright: no need to walk the prefix.
     if (blocks <= room) return true;
-    return blocks - this.cache.activePrefix(r.promptBlocks, this.cache.prefixHit(r.promptBlocks)) <= room;
+    const hit = Math.min(this.cache.prefixHit(r.promptBlocks), this.cacheableBlocks(r));
+    return blocks - this.cache.activePrefix(r.promptBlocks, hit) <= room;
   }
 
   /**

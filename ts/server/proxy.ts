@@ -364,7 +364,7 @@ export async function connect(
     outcome.dpRank = decision.dpRank;
     // A follow-up's prediction covers its own turn only (the earlier ones are on its worker, which
     // the gateway did not tokenize): compared with the engine's count it would read as a miss.
-    outcome.expected = expectedCachedTokens(decision, ctx.opts.blockSize);
+    outcome.expected = expectedCachedTokens(decision, ctx.opts.blockSize, tokens.length);
     outcome.predicted = only === undefined ? outcome.expected : undefined;
     tried.add(decision.workerId);
     const pool = ctx.fleet.get(decision.workerId)?.pool;
@@ -419,12 +419,15 @@ export async function connect(
  * the blocks its lower tiers hold, unweighted, since an engine that loads a block back from host
  * memory or disk counts it as cached. `decision.cachedTokens` weighs those blocks for the cost
  * (`hostCacheHitWeight`, `diskCacheHitWeight`), as Dynamo's effective cached tokens do, so with
- * offloading engines it reads below what they report.
+ * offloading engines it reads below what they report. An engine computes at least the prompt's
+ * last token (its logits sample the first output), so a prompt it holds whole and that ends on a
+ * block boundary reports one block less.
  */
-export function expectedCachedTokens(decision: RouteDecision, blockSize: number): number {
+export function expectedCachedTokens(decision: RouteDecision, blockSize: number, promptTokens: number): number {
   const chosen = decision.candidates.find((c) => c.workerId === decision.workerId && c.dpRank === decision.dpRank);
   const lower = chosen === undefined ? 0 : chosen.hostBlocks + chosen.diskBlocks;
-  return lower === 0 ? decision.cachedTokens : (decision.overlapBlocks + lower) * blockSize;
+  const cached = lower === 0 ? decision.cachedTokens : (decision.overlapBlocks + lower) * blockSize;
+  return Math.min(cached, Math.floor(Math.max(0, promptTokens - 1) / blockSize) * blockSize);
 }
 
 export function ourHeaders(decision: RouteDecision, outcome: Outcome): Record<string, string> {

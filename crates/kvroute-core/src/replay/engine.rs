@@ -213,18 +213,26 @@ impl Engine {
         self.waiting.push_front(uid);
     }
 
+    /// How many leading blocks of the request may come from a cache: vLLM computes at least the
+    /// context's last token (its logits sample the next one), so a context that is all cached
+    /// recomputes its last block when it ends on a block boundary (Dynamo's mocker does the same).
+    fn cacheable_blocks(&self, r: &SimRequest) -> usize {
+        r.prompt.len().min((r.context().saturating_sub(1) / self.config.block_size) as usize)
+    }
+
     /// Takes the request's cached prefix: its GPU hit, then the blocks host memory holds right
     /// after it, loaded back as far as the GPU pool has room. Returns how many were loaded.
     fn admit(&mut self, r: &mut SimRequest, now: f64) -> u64 {
         let bs = self.config.block_size;
-        let hit = self.cache.prefix_hit(&r.prompt);
+        let limit = self.cacheable_blocks(r);
+        let hit = self.cache.prefix_hit(&r.prompt).min(limit);
         if r.first_admit_ms < 0.0 {
             r.first_admit_ms = now;
         }
         r.admitted = true;
         // Cached blocks are in the pool already: taking them cannot fail.
         self.ensure(r, hit as u64 * bs);
-        let offloaded = self.cache.host.as_ref().map_or(0, |h| h.prefix_hit(&r.prompt, hit));
+        let offloaded = self.cache.host.as_ref().map_or(0, |h| h.prefix_hit(&r.prompt, hit).min(limit - hit));
         if offloaded > 0 {
             self.ensure(r, (hit + offloaded) as u64 * bs);
             if let Some(host) = &mut self.cache.host {
@@ -248,7 +256,8 @@ impl Engine {
         if blocks <= room {
             return true;
         }
-        blocks - (self.cache.active_prefix(&r.prompt, self.cache.prefix_hit(&r.prompt)) as u64) <= room
+        let hit = self.cache.prefix_hit(&r.prompt).min(self.cacheable_blocks(r));
+        blocks - (self.cache.active_prefix(&r.prompt, hit) as u64) <= room
     }
 
     /// `ensure`, preempting younger requests until it succeeds or none is left.

@@ -531,7 +531,7 @@ mod tests {
                 Wake::Done => return wakes,
                 Wake::Arrival(uid) => {
                     let seqs: Vec<u64> = prompt.iter().map(|&k| 100 + k as u64).collect();
-                    fleet.add_request(uid, 8, 3, &seqs, &seqs).expect("adds");
+                    fleet.add_request(uid, 9, 3, &seqs, &seqs).expect("adds");
                     fleet.enqueue(0, uid).expect("enqueues");
                 }
                 Wake::Output(_) => {}
@@ -547,8 +547,9 @@ mod tests {
         let wakes = drive(&mut fleet, &[1, 2]);
         let outcomes = fleet.outcomes();
         // Both are admitted in the one pass that starts after the instant: the first prefills
-        // 8 tokens, the second finds them cached. One polynomial on 8 tokens, no decode step.
-        assert_eq!(outcomes[0].first_token_ms, super::super::prefill_ms(8.0));
+        // 9 tokens, the second finds 8 cached and computes its last. One polynomial on 10
+        // tokens, no decode step.
+        assert_eq!(outcomes[0].first_token_ms, super::super::prefill_ms(10.0));
         assert_eq!(outcomes[1].first_token_ms, outcomes[0].first_token_ms);
         assert_eq!(outcomes[1].reused_tokens, 8);
         assert!(matches!(wakes.last(), Some((_, Wake::Done))));
