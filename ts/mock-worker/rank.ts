@@ -174,8 +174,8 @@ export class MockRank {
     view.setBigUint64(0, parent ?? 0n, true);
     for (let i = 0; i < tokens.length; i++) view.setUint32(8 + 4 * i, tokens[i], true);
     bytes.set(extra, 8 + 4 * tokens.length);
-    // The pure-JS hash: for a block's 72 bytes (16 tokens) a Node-API call costs more than the hashing
-    // (profiled: 4.5% of the worker's CPU through the native backend, 1% in JavaScript).
+    // The pure-JS hash: for a block of 16 tokens (72 bytes) a Node-API call costs more than the
+    // hashing (profiled: 4.5% of the worker's CPU through the native backend, 1% in JavaScript).
     return xxh3_64(bytes, this.seed, JS_HASHING);
   }
 
