@@ -2,7 +2,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { generateTrace, KvRouteError, parseTrace, type ReplayReport, replay } from '../ts/index.js';
+import { generateTrace, KvRouteError, parseTrace, type ReplayOptions, type ReplayReport, replay } from '../ts/index.js';
 import { ROOT, requireDist } from './helpers/dist.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 
@@ -13,6 +13,15 @@ function simulationOnly(report: ReplayReport): ReplayReport {
       ['wallSeconds', 'simSecondsPerWallSecond', 'decisionsPerWallSecond'].includes(key) ? undefined : value,
     ),
   );
+}
+
+/** One round-robin worker replaying `lines` (Mooncake JSONL) on both backends, which must simulate alike; the native policy report. */
+async function roundRobinOnBoth(lines: string[], opts: Omit<ReplayOptions, 'trace' | 'policies' | 'backend'>) {
+  const run = (backend: 'native' | 'js') =>
+    replay({ ...opts, trace: parseTrace(lines.join('\n')), workers: 1, policies: ['round-robin'], backend });
+  const [native, js] = [await run('native'), await run('js')];
+  expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+  return native.policies[0];
 }
 
 const small = () => generateTrace({ requests: 250, rate: 6, prefixGroups: 6, sharedPrefixBlocks: 6, turns: 4, seed: 11 });
@@ -135,22 +144,19 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
       });
     }
   });
+
   test('a request that cannot fit beside the running ones waits instead of starting and being preempted', async () => {
     // One worker of 16 blocks of 64 tokens. A (2 prompt blocks) grows to 12 blocks as it decodes;
     // B arrives while A runs and needs 14 blocks for its prompt: alone it fits, beside A it does
     // not. Admitted on room for one 128-token chunk, B would be preempted each time A grows, and
     // come back to find its own blocks cached; under Dynamo's rule it waits until A is done.
-    const trace = parseTrace(
+    const p = await roundRobinOnBoth(
       [
         '{"timestamp": 0, "input_length": 128, "output_length": 600, "hash_ids": [1]}',
         '{"timestamp": 100, "input_length": 896, "output_length": 1, "hash_ids": [2, 3]}',
-      ].join('\n'),
+      ],
+      { timing, numGpuBlocks: 16, blockSize: 64, maxNumBatchedTokens: 128 },
     );
-    const opts = { timing, trace, workers: 1, numGpuBlocks: 16, blockSize: 64, maxNumBatchedTokens: 128 };
-    const native = await replay({ ...opts, policies: ['round-robin'], backend: 'native' });
-    const js = await replay({ ...opts, policies: ['round-robin'], backend: 'js' });
-    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
-    const [p] = native.policies;
     expect(p.requests).toBe(2);
     expect(p.preemptions).toBe(0);
     expect(p.hitRatio).toBe(0);
@@ -161,17 +167,13 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
   test('a waiting request needs room only for the blocks a running request does not hold already', async () => {
     // A holds 8 prompt blocks (+1 partial) and grows to 12; C shares A's 8 blocks and adds one.
     // C's 9 blocks beside A's 9 would not fit in 16, but the 8 shared ones cost nothing.
-    const trace = parseTrace(
+    const p = await roundRobinOnBoth(
       [
         '{"timestamp": 0, "input_length": 512, "output_length": 200, "hash_ids": [1]}',
         '{"timestamp": 100, "input_length": 576, "output_length": 1, "hash_ids": [1, 5]}',
-      ].join('\n'),
+      ],
+      { timing, numGpuBlocks: 16, blockSize: 64, maxNumBatchedTokens: 1024 },
     );
-    const opts = { timing, trace, workers: 1, numGpuBlocks: 16, blockSize: 64, maxNumBatchedTokens: 1024 };
-    const native = await replay({ ...opts, policies: ['round-robin'], backend: 'native' });
-    const js = await replay({ ...opts, policies: ['round-robin'], backend: 'js' });
-    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
-    const [p] = native.policies;
     expect(p.preemptions).toBe(0);
     expect(p.hitRatio).toBeCloseTo(512 / (512 + 576), 9);
     // C starts while A decodes: both first tokens come long before A's last.
@@ -180,13 +182,9 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
 
   test('a prompt cached whole that ends on a block boundary recomputes its last block, as vLLM does', async () => {
     const line = (at: number) => `{"timestamp": ${at}, "input_length": 512, "output_length": 2, "hash_ids": [1]}`;
-    const trace = parseTrace([line(0), line(1000)].join('\n'));
-    const opts = { timing, trace, workers: 1, blockSize: 64, policies: ['round-robin' as const] };
-    const native = await replay({ ...opts, backend: 'native' });
-    const js = await replay({ ...opts, backend: 'js' });
-    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+    const p = await roundRobinOnBoth([line(0), line(1000)], { timing, blockSize: 64 });
     // The second request finds all 8 blocks, takes 7 and computes the last 64 tokens.
-    expect(native.policies[0].hitRatio).toBeCloseTo(448 / 1024, 12);
+    expect(p.hitRatio).toBeCloseTo(448 / 1024, 12);
   });
 
   test('arrivals that share a timestamp share an engine pass only under dynamo timing', async () => {
