@@ -142,7 +142,7 @@ describe.each(BACKENDS)('replay fleet (%s)', (backend) => {
     const indexes: IndexBackend[] = [resolveBackend(backend).createIndex(1)];
     try {
       const { outcomes } = drive(make({ numGpuBlocks: 4, hostBlocks: 16, hostLoadMsPerBlock: 0.5, indexes, requests: 3 }), reqs);
-      // Three blocks loaded back (0.5 ms each, in the admitting pass), one token prefilled.
+      // Three blocks loaded back (0.5 ms each; the request waits for them, the engine idle), one token prefilled.
       expect(outcomes[2]).toMatchObject({ reused: 12, firstToken: 200 + (prefillMs(1) + 3 * 0.5) });
       // Host memory holds both prompts' blocks; the GPU the first prompt's again.
       expect(indexes[0].stats().lowerTiers.slice(0, 6)).toEqual([7, 7, 0, 0, 0, 0]);

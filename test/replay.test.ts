@@ -180,6 +180,28 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     expect(p.ttftMs.max).toBeLessThan(0.5 * p.e2eMs.max);
   });
 
+  test('a load from host memory runs beside the passes: the loading request waits, the others do not', async () => {
+    // D decodes throughout. A's prompt leaves the GPU for B's and stays in host memory; C repeats
+    // A's prompt and loads it back. A load a thousand times slower delays C's first token by
+    // seconds, and no pass of D's.
+    const lines = [
+      '{"timestamp": 0, "input_length": 512, "output_length": 2, "hash_ids": [1]}',
+      '{"timestamp": 50, "input_length": 64, "output_length": 600, "hash_ids": [9]}',
+      '{"timestamp": 100, "input_length": 2048, "output_length": 2, "hash_ids": [2, 3, 4, 5]}',
+      '{"timestamp": 2000, "input_length": 1000, "output_length": 2, "hash_ids": [1, 6]}',
+    ];
+    const fleet = { timing, numGpuBlocks: 40, cpuOffloadBlocks: 64, blockSize: 64 };
+    const fast = await roundRobinOnBoth(lines, { ...fleet, cpuLoadUsPerToken: 6 });
+    const slow = await roundRobinOnBoth(lines, { ...fleet, cpuLoadUsPerToken: 6000 });
+    expect(fast.hostLoadedBlocks).toBeGreaterThan(0);
+    expect(slow.hostLoadedBlocks).toBe(fast.hostLoadedBlocks);
+    // C waits for its load (and the pass under way when it ends), then prefills.
+    const loadMs = (slow.hostLoadedBlocks * 64 * 6000) / 1000;
+    expect(slow.ttftMs.max).toBeGreaterThan(loadMs);
+    expect(slow.ttftMs.max).toBeLessThan(loadMs + 200);
+    expect(slow.itlMs.max).toBeCloseTo(fast.itlMs.max, 6);
+  });
+
   test('a prompt cached whole that ends on a block boundary recomputes its last block, as vLLM does', async () => {
     const line = (at: number) => `{"timestamp": ${at}, "input_length": 512, "output_length": 2, "hash_ids": [1]}`;
     const p = await roundRobinOnBoth([line(0), line(1000)], { timing, blockSize: 64 });

@@ -1,7 +1,8 @@
 /**
  * A simulated vLLM-like engine rank: continuous batching with chunked prefill, a prefix-caching
  * KV block pool, Dynamo's admission rule (a waiting request starts only when its whole context
- * fits), preemption of the newest requests when blocks run out, and Dynamo's mocker timing model. Each
+ * fits), preemption of the newest requests when blocks run out, loads from host memory that run
+ * beside the passes (CPU offload), and Dynamo's mocker timing model. Each
  * `step` is one engine pass in virtual time. Used by the JS replay fleet (`fleet.ts`) and by
  * `kvroute mock-worker`; the native replay runs its Rust twin (`kvroute_core::replay`), which
  * must match it step for step, host memory behind the pool (`hostBlocks`, CPU offload) included.
@@ -31,7 +32,11 @@ export interface EngineConfig {
   outputBlock?: (r: SimRequest, index: number, parent: FullBlock | undefined) => FullBlock;
   /** Blocks of host memory behind the GPU pool (vLLM's CPU offload; see `host-pool.ts`). Default 0: none. */
   hostBlocks?: number;
-  /** Time to load one block from host memory back to the GPU (ms, before `speedup`). Default 0. */
+  /**
+   * Time to load one block from host memory back to the GPU (ms, before `speedup`). The request
+   * waits for its load; the rank's passes go on; one load at a time per rank. Default 0: loads
+   * are instant, and the request prefills in the pass that admits it.
+   */
   hostLoadMsPerBlock?: number;
 }
 
@@ -77,6 +82,8 @@ export class SimRequest {
   partial = false;
   justPrefilled = false;
   inDecode = false;
+  /** While its prefix loads back from host memory: when the load ends (ms); -1 otherwise. */
+  loadReadyMs = -1;
 
   constructor(
     readonly uid: number,
@@ -131,6 +138,16 @@ export class Engine {
   private readonly prefill: SimRequest[] = [];
   private readonly decode: SimRequest[] = [];
   /**
+   * Requests whose prefix is loading back from host memory, in the order their loads end. They
+   * hold their blocks and wait beside the passes, as with vLLM's offloading connector and
+   * Dynamo's mocker; the loads share one link, one after another.
+   */
+  private readonly loading: SimRequest[] = [];
+  /** Requests whose load ended, next to prefill (before any waiting request: they hold blocks). */
+  private readonly loaded: SimRequest[] = [];
+  /** When the host-to-GPU link is free again (ms). */
+  private linkFreeMs = 0;
+  /**
    * Every gap between two consecutive tokens of a request (ms), as Dynamo's replay reports its
    * ITL distribution: a decode stalled behind a long prefill, or a preemption, is one long gap.
    */
@@ -143,7 +160,13 @@ export class Engine {
   }
 
   get idle(): boolean {
-    return this.waiting.length === 0 && this.prefill.length === 0 && this.decode.length === 0;
+    return (
+      this.waiting.length === 0 &&
+      this.prefill.length === 0 &&
+      this.decode.length === 0 &&
+      this.loading.length === 0 &&
+      this.loaded.length === 0
+    );
   }
 
   get running(): number {
@@ -151,7 +174,7 @@ export class Engine {
   }
 
   get waitingCount(): number {
-    return this.waiting.length;
+    return this.waiting.length + this.loading.length + this.loaded.length;
   }
 
   enqueue(r: SimRequest): void {
@@ -160,7 +183,7 @@ export class Engine {
 
   /** Drops a request wherever it is (a client that went away); its blocks return to the pool. */
   abort(r: SimRequest): boolean {
-    for (const list of [this.waiting, this.prefill, this.decode]) {
+    for (const list of [this.waiting, this.prefill, this.decode, this.loading, this.loaded]) {
       const i = list.indexOf(r);
       if (i < 0) continue;
       list.splice(i, 1);
@@ -276,6 +299,11 @@ export class Engine {
     return r.promptTaken - hit;
   }
 
+  /** Blocks a request needs beyond those it holds to cover its context. */
+  private stillNeeded(r: SimRequest): number {
+    return Math.max(0, Math.ceil(r.context / this.config.blockSize) - r.held.length - (r.partial ? 1 : 0));
+  }
+
   /**
    * Dynamo's vLLM admission rule: a waiting request starts only when its whole known context fits
    * in the blocks no running request holds (its prefix blocks that are in use cost nothing). A
@@ -283,8 +311,14 @@ export class Engine {
    * grow, and come back to find its own blocks cached.
    */
   private fits(r: SimRequest): boolean {
-    const room = this.config.numGpuBlocks - this.cache.used;
-    const blocks = Math.ceil(r.context / this.config.blockSize);
+    const bs = this.config.blockSize;
+    // Requests loading from host memory (or loaded, about to prefill) will need the rest of their
+    // context: that room is spoken for, as Dynamo reserves it for in-flight loads.
+    let promised = 0;
+    for (const x of this.loading) promised += this.stillNeeded(x);
+    for (const x of this.loaded) promised += this.stillNeeded(x);
+    const room = Math.max(0, this.config.numGpuBlocks - this.cache.used - promised);
+    const blocks = Math.ceil(r.context / bs);
     // Without pressure the whole context fits outright: no need to walk the prefix.
     if (blocks <= room) return true;
     const hit = Math.min(this.cache.prefixHit(r.promptBlocks), this.cacheableBlocks(r));
@@ -314,14 +348,29 @@ export class Engine {
     let budget = cfg.maxNumBatchedTokens - this.decode.length;
     let prefillTime = 0;
     let prefillTokens = 0;
-    let loadedBlocks = 0;
+    // Loads that ended: those requests prefill next, their blocks in place.
+    while (this.loading.length > 0 && this.loading[0].loadReadyMs <= now) {
+      const r = this.loading.shift() as SimRequest;
+      r.loadReadyMs = -1;
+      this.loaded.push(r);
+    }
     while (budget > 0) {
       if (this.prefill.length === 0) {
-        if (this.waiting.length === 0 || this.running >= cfg.maxNumSeqs || !this.fits(this.waiting[0])) break;
-        this.prefill.push(this.waiting.shift() as SimRequest);
+        if (this.loaded.length > 0) this.prefill.push(this.loaded.shift() as SimRequest);
+        else if (this.waiting.length === 0 || this.running >= cfg.maxNumSeqs || !this.fits(this.waiting[0])) break;
+        else this.prefill.push(this.waiting.shift() as SimRequest);
       }
       const r = this.prefill[0];
-      if (!r.admitted) loadedBlocks += this.admit(r, now);
+      if (!r.admitted) {
+        const loaded = this.admit(r, now);
+        const loadMs = (loaded * (cfg.hostLoadMsPerBlock ?? 0)) / cfg.speedup;
+        if (loadMs > 0) {
+          r.loadReadyMs = Math.max(now, this.linkFreeMs) + loadMs;
+          this.linkFreeMs = r.loadReadyMs;
+          this.loading.push(this.prefill.shift() as SimRequest);
+          continue;
+        }
+      }
       const chunk = Math.min(r.context - r.prefilled, budget);
       let ok = this.ensure(r, r.prefilled + chunk);
       while (!ok && this.preemptYoungerThan(r)) ok = this.ensure(r, r.prefilled + chunk);
@@ -337,7 +386,6 @@ export class Engine {
       this.decode.push(r);
     }
     if (dynamo) prefillTime = prefillMs(prefillTokens);
-    prefillTime += loadedBlocks * (cfg.hostLoadMsPerBlock ?? 0);
     const firstTokens: SimRequest[] = [];
     const finished: SimRequest[] = [];
     /** Requests that produced a token after their first in this pass. */
@@ -378,7 +426,10 @@ export class Engine {
         }
       }
     }
-    const durationMs = (prefillTime + decodeTime) / cfg.speedup;
+    let durationMs = (prefillTime + decodeTime) / cfg.speedup;
+    // Nothing else to run: the engine waits for the first load to end.
+    if (durationMs === 0 && firstTokens.length === 0 && finished.length === 0 && this.loading.length > 0)
+      durationMs = this.loading[0].loadReadyMs - now;
     const end = now + durationMs;
     for (const r of produced) this.tokenGaps.push(end - r.lastTokenMs);
     for (const r of firstTokens) r.firstTokenMs = end;

@@ -1,7 +1,8 @@
 //! One simulated engine rank, the Rust twin of `ts/replay/engine.ts` (read there for the model):
 //! continuous batching with chunked prefill, a prefix-caching block pool, Dynamo's admission
 //! rule (a waiting request starts only when its whole context fits), recompute preemption of the
-//! newest request when blocks run out, and Dynamo's mocker timing. Every step mirrors the
+//! newest request when blocks run out, loads from host memory beside the passes, and Dynamo's
+//! mocker timing. Every step mirrors the
 //! TypeScript line for line, with the same floating-point operations in the same order, so both
 //! give bit-identical reports.
 
@@ -21,7 +22,8 @@ pub struct EngineConfig {
     pub timing: TimingModel,
     /// Blocks of host memory behind the GPU pool (CPU offload); 0: none.
     pub host_blocks: u64,
-    /// Time to load one block from host memory back to the GPU (ms, before `speedup`).
+    /// Time to load one block from host memory back to the GPU (ms, before `speedup`): the request
+    /// waits for its load beside the passes, one load at a time per rank.
     pub host_load_ms_per_block: f64,
 }
 
@@ -49,6 +51,8 @@ pub(crate) struct SimRequest {
     pub partial: bool,
     pub just_prefilled: bool,
     pub in_decode: bool,
+    /// While its prefix loads back from host memory: when the load ends (ms); -1 otherwise.
+    pub load_ready_ms: f64,
 }
 
 impl SimRequest {
@@ -62,6 +66,7 @@ impl SimRequest {
             first_admit_ms: -1.0,
             first_token_ms: -1.0,
             last_token_ms: -1.0,
+            load_ready_ms: -1.0,
             ..Self::default()
         }
     }
@@ -99,6 +104,13 @@ pub(crate) struct Engine {
     waiting: VecDeque<u32>,
     prefill: VecDeque<u32>,
     decode: Vec<u32>,
+    /// Requests whose prefix is loading back from host memory, in the order their loads end (see
+    /// the TypeScript twin).
+    loading: VecDeque<u32>,
+    /// Requests whose load ended, next to prefill (before any waiting request: they hold blocks).
+    loaded: VecDeque<u32>,
+    /// When the host-to-GPU link is free again (ms).
+    link_free_ms: f64,
     /// Every gap between two consecutive tokens of a request (ms).
     pub token_gaps: Vec<f64>,
     batch: Vec<u32>,
@@ -113,6 +125,9 @@ impl Engine {
             waiting: VecDeque::new(),
             prefill: VecDeque::new(),
             decode: Vec::new(),
+            loading: VecDeque::new(),
+            loaded: VecDeque::new(),
+            link_free_ms: 0.0,
             token_gaps: Vec::new(),
             batch: Vec::new(),
             produced: Vec::new(),
@@ -120,7 +135,11 @@ impl Engine {
     }
 
     pub fn idle(&self) -> bool {
-        self.waiting.is_empty() && self.prefill.is_empty() && self.decode.is_empty()
+        self.waiting.is_empty()
+            && self.prefill.is_empty()
+            && self.decode.is_empty()
+            && self.loading.is_empty()
+            && self.loaded.is_empty()
     }
 
     fn running(&self) -> u64 {
@@ -245,12 +264,21 @@ impl Engine {
         (r.prompt_taken - hit) as u64
     }
 
+    /// Blocks a request needs beyond those it holds to cover its context.
+    fn still_needed(&self, r: &SimRequest) -> u64 {
+        r.context().div_ceil(self.config.block_size).saturating_sub(r.held.len() as u64 + u64::from(r.partial))
+    }
+
     /// Dynamo's vLLM admission rule: a waiting request starts only when its whole known context
     /// fits in the blocks no running request holds (its prefix blocks that are in use cost
     /// nothing). A request admitted on room for one chunk would be the first preempted when the
     /// running requests grow, and come back to find its own blocks cached.
-    fn fits(&self, r: &SimRequest) -> bool {
-        let room = self.config.num_gpu_blocks.saturating_sub(self.cache.used() as u64);
+    fn fits(&self, reqs: &[SimRequest], r: &SimRequest) -> bool {
+        // Requests loading from host memory (or loaded, about to prefill) will need the rest of
+        // their context: that room is spoken for, as Dynamo reserves it for in-flight loads.
+        let promised: u64 =
+            self.loading.iter().chain(&self.loaded).map(|&x| self.still_needed(&reqs[x as usize])).sum();
+        let room = self.config.num_gpu_blocks.saturating_sub(self.cache.used() as u64).saturating_sub(promised);
         let blocks = r.context().div_ceil(self.config.block_size);
         // Without pressure the whole context fits outright: no need to walk the prefix.
         if blocks <= room {
@@ -299,22 +327,43 @@ impl Engine {
         let mut budget = cfg.max_num_batched_tokens as i64 - self.decode.len() as i64;
         let mut prefill_time = 0.0;
         let mut prefill_tokens = 0u64;
-        let mut loaded_blocks = 0u64;
+        // Loads that ended: those requests prefill next, their blocks in place.
+        while let Some(&uid) = self.loading.front() {
+            if reqs[uid as usize].load_ready_ms > now {
+                break;
+            }
+            self.loading.pop_front();
+            reqs[uid as usize].load_ready_ms = -1.0;
+            self.loaded.push_back(uid);
+        }
         while budget > 0 {
             if self.prefill.is_empty() {
-                if self.waiting.is_empty() || self.running() >= cfg.max_num_seqs {
-                    break;
+                if let Some(uid) = self.loaded.pop_front() {
+                    self.prefill.push_back(uid);
+                } else {
+                    if self.waiting.is_empty() || self.running() >= cfg.max_num_seqs {
+                        break;
+                    }
+                    let next = *self.waiting.front().expect("waiting is not empty");
+                    if !self.fits(reqs, &reqs[next as usize]) {
+                        break;
+                    }
+                    self.waiting.pop_front();
+                    self.prefill.push_back(next);
                 }
-                let next = *self.waiting.front().expect("waiting is not empty");
-                if !self.fits(&reqs[next as usize]) {
-                    break;
-                }
-                self.waiting.pop_front();
-                self.prefill.push_back(next);
             }
             let uid = self.prefill[0];
             if !reqs[uid as usize].admitted {
-                loaded_blocks += self.admit(&mut reqs[uid as usize], now);
+                let loaded = self.admit(&mut reqs[uid as usize], now);
+                let load_ms = loaded as f64 * cfg.host_load_ms_per_block / cfg.speedup;
+                if load_ms > 0.0 {
+                    let ready_ms = now.max(self.link_free_ms) + load_ms;
+                    reqs[uid as usize].load_ready_ms = ready_ms;
+                    self.link_free_ms = ready_ms;
+                    self.prefill.pop_front();
+                    self.loading.push_back(uid);
+                    continue;
+                }
             }
             let r = &reqs[uid as usize];
             let chunk = (r.context() - r.prefilled).min(budget as u64);
@@ -340,7 +389,6 @@ impl Engine {
         if dynamo {
             prefill_time = prefill_ms(prefill_tokens as f64);
         }
-        prefill_time += loaded_blocks as f64 * cfg.host_load_ms_per_block;
         out.first_tokens.clear();
         out.finished.clear();
         self.produced.clear();
@@ -390,7 +438,13 @@ impl Engine {
             }
             self.batch = batch;
         }
-        let duration = (prefill_time + decode_time) / cfg.speedup;
+        let mut duration = (prefill_time + decode_time) / cfg.speedup;
+        // Nothing else to run: the engine waits for the first load to end.
+        if duration == 0.0 && out.first_tokens.is_empty() && out.finished.is_empty() {
+            if let Some(&first) = self.loading.front() {
+                duration = reqs[first as usize].load_ready_ms - now;
+            }
+        }
         let end = now + duration;
         for &uid in &self.produced {
             self.token_gaps.push(end - reqs[uid as usize].last_token_ms);
