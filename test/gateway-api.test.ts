@@ -3,13 +3,13 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import parsePrometheus from 'parse-prometheus-text-format';
 import { describe, expect, test } from 'vitest';
 import { blockHashes, createGateway, isKvRouteError, KvRouter, type MockWorker, metrics, mockTokenize } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { stored } from './helpers/events.js';
 import { closeFleetsAfterEach, startFleet, startWorker, startWorkerOnConsecutivePorts, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 import { requireTool } from './helpers/tools.js';
 import { sleep, waitFor } from './helpers/wait.js';
@@ -226,20 +226,11 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
 
   test('metrics scrape parses as Prometheus text and moves with traffic', async () => {
     const f = await startFleet(backend, 2);
-    const scrape = async () => {
-      const families = parsePrometheus(await (await fetch(`${f.url}/metrics`)).text()) as {
-        name: string;
-        type: string;
-        metrics: { value?: string; labels?: Record<string, string>; count?: string }[];
-      }[];
-      return new Map(families.map((m) => [m.name, m]));
-    };
-    const before = await scrape();
+    const before = (await scrape(`${f.url}/metrics`)).families;
     expect(before.get('kvroute_router_workers')?.metrics[0].value).toBe('2');
     for (let i = 0; i < 3; i++) await postJson(`${f.url}/v1/completions`, { prompt: `${PROMPT}${i}`, max_tokens: 2 });
     await waitFor(() => f.gateway.router.stats().index.blocks > 0, 'blocks');
-    const after = await scrape();
-    const sum = (name: string) => (after.get(name)?.metrics ?? []).reduce((n, m) => n + Number(m.value ?? m.count ?? 0), 0);
+    const { families: after, sum } = await scrape(`${f.url}/metrics`);
     expect(sum('kvroute_gateway_requests_total')).toBe(3);
     expect(sum('kvroute_router_routed_total')).toBe(3);
     expect(sum('kvroute_index_blocks')).toBeGreaterThan(0);
