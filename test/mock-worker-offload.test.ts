@@ -155,6 +155,27 @@ describe.each(BACKENDS)('a gateway over offloading mock workers (%s)', (backend)
   });
 });
 
+describe('mock worker CPU offload: loads run beside the passes', () => {
+  const { worker } = mockWorkerSuite();
+
+  test('a request that arrives while the engine waits only for a load runs at once', async () => {
+    const n = textBlocks(PROMPT);
+    // A load of 15 blocks takes about 1.5 s (500 ms per token before the speedup of 20).
+    const w = await worker({ numGpuBlocks: n + 2, cpuOffloadBlocks: 64, cpuLoadUsPerToken: 500_000 });
+    await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });
+    await postJson(`${w.url}/v1/completions`, { prompt: OTHER, max_tokens: 2 });
+    const done: string[] = [];
+    const loading = postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 1 }).then(() => done.push('loading'));
+    await waitFor(() => w.stats().hostLoadedBlocks === n, 'the load to start');
+    // A prompt of one block fits beside the loading one (16 blocks of 17). Held back until the
+    // load ended, it would prefill in the loading request's pass and finish one pass after it
+    // (two tokens to its one).
+    await postJson(`${w.url}/v1/completions`, { prompt: 'Hi', max_tokens: 2 }).then(() => done.push('short'));
+    await loading;
+    expect(done).toEqual(['short', 'loading']);
+  });
+});
+
 describe('mock worker CPU offload options and wire', () => {
   test('bad options are typed errors', async () => {
     for (const [opts, pattern] of [

@@ -202,6 +202,34 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     expect(slow.itlMs.max).toBeCloseTo(fast.itlMs.max, 6);
   });
 
+  test('a rank waiting only for a load from host memory starts an arriving request at once', async () => {
+    // A's prompt leaves the GPU for B's and stays in host memory. C repeats A's prompt at 2 s and
+    // loads it back, slowly; nothing else runs, so the rank has only that load to wait for. E
+    // arrives 10 ms later with a prompt of its own: it fits beside C's blocks, so it prefills at
+    // once instead of waiting for C's load to end (as in Dynamo's simulator and vLLM, whose
+    // scheduler skips requests waiting for their KV and runs the rest).
+    const lines = [
+      '{"timestamp": 0, "input_length": 512, "output_length": 2, "hash_ids": [1]}',
+      '{"timestamp": 100, "input_length": 2432, "output_length": 2, "hash_ids": [2, 3, 4, 5, 6]}',
+      '{"timestamp": 2000, "input_length": 1000, "output_length": 2, "hash_ids": [1, 7]}',
+      '{"timestamp": 2010, "input_length": 64, "output_length": 2, "hash_ids": [8]}',
+    ];
+    const p = await roundRobinOnBoth(lines, {
+      timing,
+      numGpuBlocks: 40,
+      cpuOffloadBlocks: 64,
+      blockSize: 64,
+      cpuLoadUsPerToken: 6000,
+    });
+    expect(p.hostLoadedBlocks).toBeGreaterThan(0);
+    const loadMs = (p.hostLoadedBlocks * 64 * 6000) / 1000;
+    const ttfts = p.cdf.ttftMs;
+    expect(ttfts).toHaveLength(4);
+    // C waits for its load; the three others (E among them) take one short prefill each.
+    expect(ttfts[3]).toBeGreaterThan(loadMs);
+    expect(ttfts[2]).toBeLessThan(200);
+  });
+
   test('a prompt cached whole that ends on a block boundary recomputes its last block, as vLLM does', async () => {
     const line = (at: number) => `{"timestamp": ${at}, "input_length": 512, "output_length": 2, "hash_ids": [1]}`;
     const p = await roundRobinOnBoth([line(0), line(1000)], { timing, blockSize: 64 });

@@ -107,6 +107,8 @@ export class MockRank {
   private readonly liveRefs = new Map<bigint, number>();
   private uid = 0;
   private loop: Promise<void> | undefined;
+  /** Ends the engine loop's wait early while it waits only for a load from host memory. */
+  private wakeEarly: (() => void) | undefined;
   private paused = false;
   /** Multiplies pass durations (a `slow` fault). */
   slowFactor = 1;
@@ -216,6 +218,7 @@ export class MockRank {
     entry.sim = new SimRequest(uid, req.prompt.length, Math.max(1, req.output.length), blocks);
     entry.sim.arrivalMs = performance.now();
     this.engine.enqueue(entry.sim);
+    this.wakeEarly?.();
     this.kick();
     return () => this.cancel(uid);
   }
@@ -255,10 +258,24 @@ export class MockRank {
       const engine = this.engine;
       const start = Math.max(due, performance.now() - 50);
       const pass = engine.step(start);
-      due = start + pass.durationMs * this.slowFactor;
+      // A pass that ran nothing waits for the first load from host memory to end, or for a new
+      // request, which may run beside the loads (as in the replay's fleet).
+      const ranNothing = pass.durationMs === 0 && pass.firstTokens.length === 0 && pass.finished.length === 0;
+      const ready = ranNothing ? engine.nextLoadReadyMs : undefined;
+      due = start + (ready === undefined ? pass.durationMs : ready - start) * this.slowFactor;
       const wait = due - performance.now();
       // Passes shorter than a timer tick run back to back; the schedule (`due`) keeps the pace.
-      await new Promise<void>((resolve) => (wait >= 1 ? setTimeout(resolve, wait) : setImmediate(resolve)));
+      await new Promise<void>((resolve) => {
+        if (wait < 1) return void setImmediate(resolve);
+        const timer = setTimeout(resolve, wait);
+        if (ready === undefined) return;
+        this.wakeEarly = () => {
+          clearTimeout(timer);
+          due = performance.now();
+          resolve();
+        };
+      });
+      this.wakeEarly = undefined;
       if (engine !== this.engine) return; // restarted meanwhile
       this.publish(pass.events);
       for (const r of pass.firstTokens) {

@@ -173,6 +173,15 @@ export class Engine {
     return this.prefill.length + this.decode.length;
   }
 
+  /**
+   * When the first load from host memory in flight ends, if any: a pass that ran nothing while
+   * loads are in flight leaves the rank waiting until then, or until a request arrives, which may
+   * run at once beside the loads.
+   */
+  get nextLoadReadyMs(): number | undefined {
+    return this.loading[0]?.loadReadyMs;
+  }
+
   get waitingCount(): number {
     return this.waiting.length + this.loading.length + this.loaded.length;
   }
@@ -341,7 +350,10 @@ export class Engine {
     return decoding ? decodeMs(blocks / this.config.numGpuBlocks) : 0;
   }
 
-  /** One engine pass starting at `now`: a prefill step, then a decode step. */
+  /**
+   * One engine pass starting at `now`: a prefill step, then a decode step. A pass that ran
+   * nothing lasts 0 ms and produces nothing (see `nextLoadReadyMs`).
+   */
   step(now: number): PassResult {
     const cfg = this.config;
     const dynamo = (cfg.timing ?? 'dynamo') === 'dynamo';
@@ -426,10 +438,7 @@ export class Engine {
         }
       }
     }
-    let durationMs = (prefillTime + decodeTime) / cfg.speedup;
-    // Nothing else to run: the engine waits for the first load to end.
-    if (durationMs === 0 && firstTokens.length === 0 && finished.length === 0 && this.loading.length > 0)
-      durationMs = this.loading[0].loadReadyMs - now;
+    const durationMs = (prefillTime + decodeTime) / cfg.speedup;
     const end = now + durationMs;
     for (const r of produced) this.tokenGaps.push(end - r.lastTokenMs);
     for (const r of firstTokens) r.firstTokenMs = end;

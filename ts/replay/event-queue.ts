@@ -7,11 +7,16 @@
  * @module
  */
 
-/** An arrival (of request `subject`) or the end of a pass (of rank `subject`). */
+/**
+ * What happens: an arrival (of request `subject`), the end of a pass (of rank `subject`), or the
+ * end of the first load from host memory of a rank (`subject`) that had nothing else to run.
+ */
+export type SimEventKind = 'arrival' | 'pass' | 'load';
+
 export interface SimEvent {
   at: number;
   seq: number;
-  arrival: boolean;
+  kind: SimEventKind;
   subject: number;
 }
 
@@ -27,14 +32,14 @@ export class EventQueue {
 
   /** Queues the arrivals known up front; call before any `push`. */
   load(at: Float64Array, uids: Uint32Array): void {
-    const events: SimEvent[] = Array.from(uids, (uid, i) => ({ at: at[i], seq: this.seq++, arrival: true, subject: uid }));
+    const events: SimEvent[] = Array.from(uids, (uid, i) => ({ at: at[i], seq: this.seq++, kind: 'arrival', subject: uid }));
     this.backlog = events.sort((a, b) => a.at - b.at || a.seq - b.seq);
     this.head = 0;
   }
 
-  push(at: number, arrival: boolean, subject: number): void {
+  push(at: number, kind: SimEventKind, subject: number): void {
     const h = this.heap;
-    h.push({ at, seq: this.seq++, arrival, subject });
+    h.push({ at, seq: this.seq++, kind, subject });
     let i = h.length - 1;
     while (i > 0) {
       const p = (i - 1) >> 1;

@@ -65,6 +65,8 @@ interface Rank {
   busy: boolean;
   /** The pass in flight (delivered when it ends). */
   result: PassResult | undefined;
+  /** When a `load` wake of this rank is queued for (NaN for none), so it is queued once. */
+  wakeAt: number;
 }
 
 /** What the previous wake left to do before the next event (besides the deferred passes). */
@@ -104,6 +106,7 @@ export class JsFleet implements ReplayFleetBackend {
       engine: new Engine(spec),
       busy: false,
       result: undefined,
+      wakeAt: Number.NaN,
     }));
     this.reqs = new Array(spec.requests);
     this.promptIds = new Array(spec.requests);
@@ -159,14 +162,28 @@ export class JsFleet implements ReplayFleetBackend {
     if (rank.busy || rank.engine.idle) return;
     const result = rank.engine.step(this.clock);
     if (result.durationMs === 0 && result.firstTokens.length === 0 && result.finished.length === 0) {
+      this.sleepOnLoads(rank, i, result);
+      return;
+    }
+    rank.busy = true;
+    rank.result = result;
+    this.queue.push(this.clock + result.durationMs, 'pass', i);
+  }
+
+  /** A pass that ran nothing: the rank waits, idle, for its first load to end (see the Rust twin). */
+  private sleepOnLoads(rank: Rank, i: number, result: PassResult): void {
+    const ready = rank.engine.nextLoadReadyMs;
+    if (ready === undefined) {
       throw new KvRouteError(
         'ERR_INVALID_ARG',
         `a request cannot fit worker ${rank.workerId}'s KV cache of ${this.spec.numGpuBlocks} blocks (raise --num-gpu-blocks)`,
       );
     }
-    rank.busy = true;
-    rank.result = result;
-    this.queue.push(this.clock + result.durationMs, false, i);
+    this.deliver(rank, result);
+    if (rank.wakeAt !== ready) {
+      rank.wakeAt = ready;
+      this.queue.push(ready, 'load', i);
+    }
   }
 
   private requestPass(i: number): void {
@@ -192,18 +209,24 @@ export class JsFleet implements ReplayFleetBackend {
       this.clock = e.at;
       header[0] = this.clock;
       header[1] = e.subject;
-      if (e.arrival) {
+      if (e.kind === 'arrival') {
         this.syncIndexes();
         return 1;
       }
       const rank = this.ranks[e.subject];
+      if (e.kind === 'load') {
+        if (rank.wakeAt === e.at) rank.wakeAt = Number.NaN;
+        this.requestPass(e.subject);
+        this.startDeferred();
+        continue;
+      }
       rank.busy = false;
       const result = rank.result as PassResult;
       this.deliver(rank, result);
       if (result.firstTokens.length > 0 || result.finished.length > 0) {
         for (const r of result.finished) {
           const turn = this.nextTurn.get(r.uid);
-          if (turn) this.queue.push(this.clock + turn.delayMs, true, turn.next);
+          if (turn) this.queue.push(this.clock + turn.delayMs, 'arrival', turn.next);
         }
         this.resume = { kind: 'pass', rank: e.subject };
         return 2;

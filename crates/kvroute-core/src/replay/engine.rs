@@ -145,6 +145,13 @@ impl Engine {
         (self.prefill.len() + self.decode.len()) as u64
     }
 
+    /// When the first load from host memory in flight ends, if any: a pass that ran nothing
+    /// (duration 0, no output) while loads are in flight leaves the rank waiting until then, or
+    /// until a request arrives, which may run at once beside the loads.
+    pub fn next_load_ready_ms(&self, reqs: &[SimRequest]) -> Option<f64> {
+        self.loading.front().map(|&uid| reqs[uid as usize].load_ready_ms)
+    }
+
     pub fn enqueue(&mut self, uid: u32) {
         self.waiting.push_back(uid);
     }
@@ -319,7 +326,8 @@ impl Engine {
     }
 
     /// One engine pass starting at `now`: a prefill step, then a decode step. Returns its
-    /// duration; first tokens and completions go to `out`, KV events to the pool's buffer.
+    /// duration (0 when nothing could run); first tokens and completions go to `out`, KV events
+    /// to the pool's buffer.
     pub fn step(&mut self, now: f64, reqs: &mut [SimRequest], out: &mut PassOutput) -> f64 {
         let cfg = self.config;
         let dynamo = cfg.timing == TimingModel::Dynamo;
@@ -437,13 +445,7 @@ impl Engine {
             }
             self.batch = batch;
         }
-        let mut duration = (prefill_time + decode_time) / cfg.speedup;
-        // Nothing else to run: the engine waits for the first load to end.
-        if duration == 0.0 && out.first_tokens.is_empty() && out.finished.is_empty() {
-            if let Some(&first) = self.loading.front() {
-                duration = reqs[first as usize].load_ready_ms - now;
-            }
-        }
+        let duration = (prefill_time + decode_time) / cfg.speedup;
         let end = now + duration;
         for &uid in &self.produced {
             self.token_gaps.push(end - reqs[uid as usize].last_token_ms);

@@ -39,6 +39,8 @@ pub enum Wake {
 enum Kind {
     Arrival(u32),
     Pass(usize),
+    /// A rank with nothing to run but loads from host memory: the first one ends.
+    LoadReady(usize),
 }
 
 #[derive(Clone, Copy)]
@@ -139,6 +141,9 @@ struct RankState {
     output: PassOutput,
     /// The KV events of the pass in flight.
     events: PackedEvents,
+    /// When a [`Kind::LoadReady`] wake of this rank is queued for (NaN for none), so a rank
+    /// that sleeps again on the same load queues it once.
+    wake_at: f64,
 }
 
 /// What the previous wake left to do before the next event (besides starting the passes
@@ -213,6 +218,7 @@ impl Fleet {
                 busy: false,
                 output: PassOutput::default(),
                 events: PackedEvents::default(),
+                wake_at: f64::NAN,
             })
             .collect::<Vec<_>>();
         let n = ranks.len();
@@ -388,16 +394,34 @@ impl Fleet {
             return Ok(());
         }
         let duration = rank.engine.step(self.clock, &mut self.reqs, &mut rank.output);
+        std::mem::swap(&mut rank.events, &mut rank.engine.cache.events);
+        rank.engine.cache.events.clear();
         if duration == 0.0 && rank.output.first_tokens.is_empty() && rank.output.finished.is_empty() {
+            return self.sleep_on_loads(i);
+        }
+        rank.busy = true;
+        self.queue.push(self.clock + duration, Kind::Pass(i));
+        Ok(())
+    }
+
+    /// A pass that ran nothing: the rank waits for its first load from host memory to end, idle,
+    /// so that a request arriving meanwhile starts at once beside the loads (Dynamo's simulator
+    /// settles loads as deadlines of their own, apart from passes). The blocks the pass took for
+    /// the loads are published now. With no load in flight nothing can ever run: a request is
+    /// too large for the cache.
+    fn sleep_on_loads(&mut self, i: usize) -> Result<(), KvError> {
+        let Some(ready) = self.ranks[i].engine.next_load_ready_ms(&self.reqs) else {
+            let rank = &self.ranks[i];
             return Err(KvError::invalid_arg(format!(
                 "a request cannot fit worker {}'s KV cache of {} blocks (raise --num-gpu-blocks)",
                 rank.engine.cache.worker_id, self.config.num_gpu_blocks
             )));
+        };
+        self.deliver(i)?;
+        if self.ranks[i].wake_at != ready {
+            self.ranks[i].wake_at = ready;
+            self.queue.push(ready, Kind::LoadReady(i));
         }
-        std::mem::swap(&mut rank.events, &mut rank.engine.cache.events);
-        rank.engine.cache.events.clear();
-        rank.busy = true;
-        self.queue.push(self.clock + duration, Kind::Pass(i));
         Ok(())
     }
 
@@ -460,6 +484,13 @@ impl Fleet {
                         }
                         self.resume = Resume::PassOf(i);
                         return Ok(Wake::Output(i));
+                    }
+                    self.request_pass(i)?;
+                    self.start_deferred()?;
+                }
+                Kind::LoadReady(i) => {
+                    if self.ranks[i].wake_at == e.at {
+                        self.ranks[i].wake_at = f64::NAN;
                     }
                     self.request_pass(i)?;
                     self.start_deferred()?;
@@ -564,6 +595,43 @@ mod tests {
         let outcomes = fleet.outcomes();
         assert!(outcomes[1].first_token_ms > outcomes[0].first_token_ms);
         assert_eq!(outcomes[1].reused_tokens, 8, "the second request hits the first's prompt blocks");
+    }
+
+    #[test]
+    fn a_rank_waiting_only_for_a_load_starts_an_arrival_at_once() {
+        // Request 0's two blocks leave the GPU for request 1's ten and stay in host memory;
+        // request 2 loads them back (2 s); request 3 arrives 10 ms into that load.
+        let config = EngineConfig {
+            num_gpu_blocks: 10,
+            host_blocks: 16,
+            host_load_ms_per_block: 1000.0,
+            ..config(TimingModel::Dynamo)
+        };
+        let requests: [(f64, u64, &[u64]); 4] = [
+            (0.0, 9, &[1, 2]),
+            (100.0, 37, &[3, 4, 5, 6, 7, 8, 9, 10, 11]),
+            (10_000.0, 9, &[1, 2]),
+            (10_010.0, 5, &[20]),
+        ];
+        let mut fleet = Fleet::new(config, &[FleetRank { worker_id: 0, dp_rank: 0 }], 4, true).expect("fleet");
+        let at: Vec<f64> = requests.iter().map(|r| r.0).collect();
+        fleet.load(&at, &[0, 1, 2, 3]).expect("load");
+        loop {
+            match fleet.run().expect("runs") {
+                Wake::Done => break,
+                Wake::Arrival(uid) => {
+                    let (_, input, blocks) = requests[uid as usize];
+                    let seqs: Vec<u64> = blocks.iter().map(|&b| 100 + b).collect();
+                    fleet.add_request(uid, input, 2, &seqs, &seqs).expect("adds");
+                    fleet.enqueue(0, uid).expect("enqueues");
+                }
+                Wake::Output(_) => {}
+            }
+        }
+        assert_eq!(fleet.host_loaded_blocks(), 2);
+        let outcomes = fleet.outcomes();
+        assert!(outcomes[2].first_token_ms > 12_000.0, "request 2 waits for its load");
+        assert!(outcomes[3].first_token_ms < 10_010.0 + 100.0, "request 3 does not: {}", outcomes[3].first_token_ms);
     }
 
     #[test]
