@@ -174,6 +174,58 @@ describe('mock worker CPU offload: loads run beside the passes', () => {
     await loading;
     expect(done).toEqual(['short', 'loading']);
   });
+
+  test('a request sharing the blocks a load fills waits for that load, then finds them on the GPU', async () => {
+    const n = textBlocks(PROMPT);
+    const w = await worker({ numGpuBlocks: n + 2, cpuOffloadBlocks: 64, cpuLoadUsPerToken: 500_000 });
+    await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });
+    await postJson(`${w.url}/v1/completions`, { prompt: OTHER, max_tokens: 2 });
+    const done: string[] = [];
+    const loading = postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 1 }).then((r) => {
+      done.push('loading');
+      return r;
+    });
+    await waitFor(() => w.stats().hostLoadedBlocks === n, 'the load to start');
+    // The same prompt again while its blocks load: they hold nothing yet, so it cannot finish
+    // first, and it does not load them a second time.
+    const second = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 1 }).then((r) => {
+      done.push('second');
+      return r;
+    });
+    const first = await loading;
+    expect(done).toEqual(['loading', 'second']);
+    expect(first.json.usage.prompt_tokens_details.cached_tokens).toBe(n * BS);
+    expect(second.json.usage.prompt_tokens_details.cached_tokens).toBe(n * BS);
+    expect(w.stats().hostLoadedBlocks).toBe(n);
+    // The second request's blocks were GPU hits; only the first's came from host memory.
+    const m = await scrape(`${w.url}/metrics`);
+    expect(m.sum('vllm:external_prefix_cache_hits_total')).toBe(n * BS);
+    expect(m.sum('vllm:prefix_cache_hits_total')).toBe(n * BS);
+  });
+
+  test('a request that goes away while loading leaves nothing cached of its load', async () => {
+    const n = textBlocks(PROMPT);
+    const w = await worker({ numGpuBlocks: n + 2, cpuOffloadBlocks: 64, cpuLoadUsPerToken: 500_000 });
+    await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });
+    await postJson(`${w.url}/v1/completions`, { prompt: OTHER, max_tokens: 2 });
+    const ac = new AbortController();
+    const gone = fetch(`${w.url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: PROMPT, max_tokens: 1, stream: true }),
+      headers: { 'content-type': 'application/json' },
+      signal: ac.signal,
+    }).catch(() => undefined);
+    await waitFor(() => w.stats().hostLoadedBlocks === n, 'the load to start');
+    ac.abort();
+    await gone;
+    await waitFor(() => w.stats().aborted === 1 && w.stats().waiting[0] === 0, 'the cancellation');
+    // The blocks its load was filling never got their KV: the prompt loads back again.
+    const again = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 1 });
+    expect(again.json.usage.prompt_tokens_details.cached_tokens).toBe(n * BS);
+    expect(w.stats().hostLoadedBlocks).toBe(2 * n);
+    expect((await scrape(`${w.url}/metrics`)).sum('vllm:prefix_cache_hits_total')).toBe(0);
+    expect(w.stats()).toMatchObject({ running: [0], waiting: [0], kvUsage: [0] });
+  });
 });
 
 describe('mock worker CPU offload options and wire', () => {

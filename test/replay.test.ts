@@ -230,6 +230,30 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     expect(ttfts[2]).toBeLessThan(200);
   });
 
+  test('blocks still loading from host memory are no one else’s hit: a request sharing them waits for the load', async () => {
+    // As above, C loads A's prompt back slowly; F repeats C's prompt 10 ms into that load. The
+    // blocks C's load fills hold nothing yet: F waits for the load to end, then finds them on the
+    // GPU (it neither hits them early nor loads them a second time).
+    const lines = [
+      '{"timestamp": 0, "input_length": 512, "output_length": 2, "hash_ids": [1]}',
+      '{"timestamp": 100, "input_length": 2432, "output_length": 2, "hash_ids": [2, 3, 4, 5, 6]}',
+      '{"timestamp": 2000, "input_length": 1000, "output_length": 2, "hash_ids": [1, 7]}',
+      '{"timestamp": 2010, "input_length": 1000, "output_length": 2, "hash_ids": [1, 7]}',
+    ];
+    const opts = { timing, numGpuBlocks: 40, cpuOffloadBlocks: 64, blockSize: 64 };
+    const p = await roundRobinOnBoth(lines, { ...opts, cpuLoadUsPerToken: 6000 });
+    const loadMs = (p.hostLoadedBlocks * 64 * 6000) / 1000;
+    expect(p.hostLoadedBlocks).toBeGreaterThan(0);
+    const ttfts = p.cdf.ttftMs;
+    // C and F both wait for the one load (F 10 ms less); A and B take one prefill each.
+    expect(ttfts[2]).toBeGreaterThan(loadMs - 10);
+    expect(ttfts[3]).toBeGreaterThan(loadMs);
+    // The blocks come back once, as with fast loads, and F reuses all of C's prompt blocks.
+    const fast = await roundRobinOnBoth(lines, { ...opts, cpuLoadUsPerToken: 6 });
+    expect(p.hostLoadedBlocks).toBe(fast.hostLoadedBlocks);
+    expect(p.hitRatio).toBeCloseTo(fast.hitRatio, 12);
+  });
+
   test('a prompt cached whole that ends on a block boundary recomputes its last block, as vLLM does', async () => {
     const line = (at: number) => `{"timestamp": ${at}, "input_length": 512, "output_length": 2, "hash_ids": [1]}`;
     const p = await roundRobinOnBoth([line(0), line(1000)], { timing, blockSize: 64 });

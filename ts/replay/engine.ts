@@ -84,6 +84,8 @@ export class SimRequest {
   inDecode = false;
   /** While its prefix loads back from host memory: when the load ends (ms); -1 otherwise. */
   loadReadyMs = -1;
+  /** While it loads: the Stored event of the blocks its load fills, announced when it ends. */
+  loadStored: CacheEvent | undefined = undefined;
 
   constructor(
     readonly uid: number,
@@ -196,6 +198,12 @@ export class Engine {
       const i = list.indexOf(r);
       if (i < 0) continue;
       list.splice(i, 1);
+      if (list === this.loading) {
+        // The blocks its load was filling never got their KV: they leave the pool unannounced.
+        this.cache.abandonLoad(r.loadStored);
+        r.loadStored = undefined;
+        r.loadReadyMs = -1;
+      }
       r.inDecode = false;
       if (r.admitted || r.held.length > 0 || r.partial) this.releaseAll(r);
       return true;
@@ -296,7 +304,8 @@ export class Engine {
     const host = this.cache.host;
     const offloaded = host ? Math.min(host.prefixHit(r.promptBlocks, hit), limit - hit) : 0;
     if (host && offloaded > 0) {
-      this.ensure(r, (hit + offloaded) * bs);
+      if ((this.config.hostLoadMsPerBlock ?? 0) > 0) this.takeLoading(r, hit + offloaded);
+      else this.ensure(r, (hit + offloaded) * bs);
       host.load(r.promptBlocks.slice(hit, r.promptTaken));
     }
     const cached = Math.min(r.promptTaken * bs, r.inputLength);
@@ -306,6 +315,51 @@ export class Engine {
     }
     r.prefilled = cached;
     return r.promptTaken - hit;
+  }
+
+  /**
+   * Takes the prompt blocks up to `end` that a load from host memory fills: out of other
+   * requests' reach until the load ends (see `KvCache.useLoading`).
+   */
+  private takeLoading(r: SimRequest, end: number): void {
+    const parent = r.promptTaken > 0 ? r.promptBlocks[r.promptTaken - 1].seq : null;
+    const slice = r.promptBlocks.slice(r.promptTaken, end);
+    const { taken, stored } = this.cache.useLoading(slice, parent);
+    for (let i = 0; i < taken; i++) r.held.push(slice[i]);
+    r.promptTaken += taken;
+    r.loadStored = stored;
+  }
+
+  /** A load ended (or its request went away): its blocks join the cache. */
+  private endLoad(r: SimRequest): void {
+    r.loadReadyMs = -1;
+    this.cache.loaded(r.loadStored);
+    r.loadStored = undefined;
+  }
+
+  /**
+   * Whether the request's prefix continues in blocks another request is loading from host
+   * memory: it waits until that load ends and then finds them on the GPU (Dynamo defers such a
+   * request's own load; vLLM does not cache the blocks until theirs ends).
+   */
+  private waitsForALoad(r: SimRequest): boolean {
+    const limit = this.cacheableBlocks(r);
+    const hit = Math.min(this.cache.prefixHit(r.promptBlocks), limit);
+    return hit < limit && this.cache.isLoading(r.promptBlocks[hit]);
+  }
+
+  /**
+   * The waiting request to start next (its index), or -1: in order, the first that does not fit
+   * stops the walk (Dynamo's rule), and one waiting for another's load is passed over.
+   */
+  private nextToStart(): number {
+    if (this.running >= this.config.maxNumSeqs) return -1;
+    for (let i = 0; i < this.waiting.length; i++) {
+      const r = this.waiting[i];
+      if (!this.fits(r)) return -1;
+      if (this.loading.length === 0 || !this.waitsForALoad(r)) return i;
+    }
+    return -1;
   }
 
   /** Blocks a request needs beyond those it holds to cover its context. */
@@ -363,14 +417,17 @@ export class Engine {
     // Loads that ended: those requests prefill next, their blocks in place.
     while (this.loading.length > 0 && this.loading[0].loadReadyMs <= now) {
       const r = this.loading.shift() as SimRequest;
-      r.loadReadyMs = -1;
+      this.endLoad(r);
       this.loaded.push(r);
     }
     while (budget > 0) {
       if (this.prefill.length === 0) {
         if (this.loaded.length > 0) this.prefill.push(this.loaded.shift() as SimRequest);
-        else if (this.waiting.length === 0 || this.running >= cfg.maxNumSeqs || !this.fits(this.waiting[0])) break;
-        else this.prefill.push(this.waiting.shift() as SimRequest);
+        else {
+          const i = this.nextToStart();
+          if (i < 0) break;
+          this.prefill.push((i === 0 ? this.waiting.shift() : this.waiting.splice(i, 1)[0]) as SimRequest);
+        }
       }
       const r = this.prefill[0];
       if (!r.admitted) {

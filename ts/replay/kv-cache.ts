@@ -2,7 +2,9 @@
  * The simulated engine's KV block pool, modelled on vLLM's prefix cache: blocks in use are
  * reference-counted; a block nobody uses stays cached in an LRU pool until its room is needed.
  * It emits the KV events a real engine publishes: Stored when a new full block enters the cache,
- * Removed when one is evicted.
+ * Removed when one is evicted. Blocks taken for a load from host memory are in use but not yet
+ * cached: no other request finds them, and they are announced, until the load ends (vLLM delays
+ * caching the blocks of an asynchronous KV load; Dynamo's simulator activates them then).
  * @internal
  * @module
  */
@@ -35,6 +37,10 @@ export class KvCache {
   private readonly cached = new LruBlocks();
   /** Private blocks in use (partial blocks and, without reuse, anything else). */
   private privateBlocks = 0;
+  /** Blocks in use whose load from host memory has not ended (ids; see `useLoading`). */
+  private readonly loading = new Set<number>();
+  /** The Stored event of the `useLoading` call in progress. */
+  private heldBack: CacheEvent | undefined;
   readonly events: CacheEvent[] = [];
   /** Host memory behind the pool (CPU offload: the mock worker's and the replay's `hostBlocks`). */
   readonly host: HostPool | undefined;
@@ -57,11 +63,17 @@ export class KvCache {
     return this.active.has(block.id) || this.cached.has(block.id);
   }
 
-  /** Leading `blocks` that are cached (in use or not). */
+  /** Leading `blocks` that are cached (in use or not); a block still loading ends the run. */
   prefixHit(blocks: readonly FullBlock[]): number {
     let n = 0;
     while (n < blocks.length && (this.active.has(blocks[n].id) || this.cached.has(blocks[n].id))) n++;
+    if (this.loading.size > 0) for (let i = 0; i < n; i++) if (this.loading.has(blocks[i].id)) return i;
     return n;
+  }
+
+  /** Whether the block is in use for a load from host memory that has not ended. */
+  isLoading(block: FullBlock): boolean {
+    return this.loading.size > 0 && this.loading.has(block.id);
   }
 
   /**
@@ -94,6 +106,42 @@ export class KvCache {
    * asked when the pool is full of blocks in use. One Stored event covers the newly cached ones.
    */
   use(blocks: readonly FullBlock[], parent: bigint | null): number {
+    return this.take(blocks, parent, false);
+  }
+
+  /**
+   * `use` for blocks a load from host memory fills: the new ones stay out of reach (see
+   * `prefixHit`) and unannounced until `loaded` gets the returned Stored event.
+   */
+  useLoading(blocks: readonly FullBlock[], parent: bigint | null): { taken: number; stored: CacheEvent | undefined } {
+    const taken = this.take(blocks, parent, true);
+    const stored = this.heldBack;
+    this.heldBack = undefined;
+    return { taken, stored };
+  }
+
+  /** The load that `stored` (from `useLoading`) came from ended: its blocks join the cache. */
+  loaded(stored: CacheEvent | undefined): void {
+    if (!stored || !('stored' in stored)) return;
+    for (const b of stored.stored.blocks) this.loading.delete(b.id);
+    this.events.push(stored);
+  }
+
+  /**
+   * The request whose load `stored` (from `useLoading`) came from went away before it ended: the
+   * blocks it was filling leave the pool, neither cached nor announced (a later `release` of the
+   * request's blocks skips them).
+   */
+  abandonLoad(stored: CacheEvent | undefined): void {
+    if (!stored || !('stored' in stored)) return;
+    for (const b of stored.stored.blocks) {
+      this.loading.delete(b.id);
+      this.active.delete(b.id);
+    }
+  }
+
+  /** Takes blocks for `use` or `useLoading`; the latter's Stored event waits in `heldBack`. */
+  private take(blocks: readonly FullBlock[], parent: bigint | null, loading: boolean): number {
     const fresh: FullBlock[] = [];
     let freshParent = parent;
     let taken = 0;
@@ -106,12 +154,17 @@ export class KvCache {
       } else {
         if (!this.reserve()) break;
         this.active.set(b.id, 1);
+        if (loading) this.loading.add(b.id);
         if (fresh.length === 0) freshParent = taken === 0 ? parent : blocks[taken - 1].seq;
         fresh.push(b);
       }
       taken++;
     }
-    if (fresh.length > 0) this.events.push({ stored: { parent: freshParent, blocks: fresh } });
+    if (fresh.length > 0) {
+      const stored: CacheEvent = { stored: { parent: freshParent, blocks: fresh } };
+      if (loading) this.heldBack = stored;
+      else this.events.push(stored);
+    }
     this.host?.offload(taken === blocks.length ? blocks : blocks.slice(0, taken), parent);
     return taken;
   }

@@ -52,6 +52,8 @@ pub(crate) struct SimRequest {
     pub in_decode: bool,
     /// While its prefix loads back from host memory: when the load ends (ms); -1 otherwise.
     pub load_ready_ms: f64,
+    /// While it loads: the parent and blocks its load fills, announced when it ends.
+    pub load_stored: (Option<u64>, Vec<Block>),
 }
 
 impl SimRequest {
@@ -259,7 +261,11 @@ impl Engine {
         self.ensure(r, hit as u64 * bs);
         let offloaded = self.cache.host.as_ref().map_or(0, |h| h.prefix_hit(&r.prompt, hit).min(limit - hit));
         if offloaded > 0 {
-            self.ensure(r, (hit + offloaded) as u64 * bs);
+            if self.config.host_load_ms_per_block > 0.0 {
+                self.take_loading(r, hit + offloaded);
+            } else {
+                self.ensure(r, (hit + offloaded) as u64 * bs);
+            }
             if let Some(host) = &mut self.cache.host {
                 host.load(&r.prompt[hit..r.prompt_taken]);
             }
@@ -268,6 +274,43 @@ impl Engine {
         r.reused_tokens = r.reused_tokens.max(cached);
         r.prefilled = cached;
         (r.prompt_taken - hit) as u64
+    }
+
+    /// Takes the prompt blocks up to `end` that a load from host memory fills: out of other
+    /// requests' reach until the load ends (see `KvCache::use_loading`).
+    fn take_loading(&mut self, r: &mut SimRequest, end: usize) {
+        let parent = if r.prompt_taken > 0 { Some(r.prompt[r.prompt_taken - 1].seq) } else { None };
+        let taken = self.cache.use_loading(&r.prompt[r.prompt_taken..end], parent, &mut r.load_stored);
+        r.held.extend_from_slice(&r.prompt[r.prompt_taken..r.prompt_taken + taken]);
+        r.prompt_taken += taken;
+    }
+
+    /// Whether the request's prefix continues in blocks another request is loading from host
+    /// memory: it waits until that load ends and then finds them on the GPU (see the TypeScript
+    /// twin).
+    fn waits_for_a_load(&self, r: &SimRequest) -> bool {
+        let limit = self.cacheable_blocks(r);
+        let hit = self.cache.prefix_hit(&r.prompt).min(limit);
+        hit < limit && self.cache.is_loading(&r.prompt[hit])
+    }
+
+    /// The waiting request to start next (its position), or `None`: in order, the first that
+    /// does not fit stops the walk (Dynamo's rule), and one waiting for another's load is passed
+    /// over.
+    fn next_to_start(&self, reqs: &[SimRequest]) -> Option<usize> {
+        if self.running() >= self.config.max_num_seqs {
+            return None;
+        }
+        for (i, &uid) in self.waiting.iter().enumerate() {
+            let r = &reqs[uid as usize];
+            if !self.fits(reqs, r) {
+                return None;
+            }
+            if self.loading.is_empty() || !self.waits_for_a_load(r) {
+                return Some(i);
+            }
+        }
+        None
     }
 
     /// Blocks a request needs beyond those it holds to cover its context.
@@ -340,7 +383,9 @@ impl Engine {
                 break;
             }
             self.loading.pop_front();
-            reqs[uid as usize].load_ready_ms = -1.0;
+            let r = &mut reqs[uid as usize];
+            r.load_ready_ms = -1.0;
+            self.cache.loaded(&mut r.load_stored);
             self.loaded.push_back(uid);
         }
         while budget > 0 {
@@ -348,14 +393,8 @@ impl Engine {
                 if let Some(uid) = self.loaded.pop_front() {
                     self.prefill.push_back(uid);
                 } else {
-                    if self.waiting.is_empty() || self.running() >= cfg.max_num_seqs {
-                        break;
-                    }
-                    let next = *self.waiting.front().expect("waiting is not empty");
-                    if !self.fits(reqs, &reqs[next as usize]) {
-                        break;
-                    }
-                    self.waiting.pop_front();
+                    let Some(i) = self.next_to_start(reqs) else { break };
+                    let next = self.waiting.remove(i).expect("next_to_start gives a position in the queue");
                     self.prefill.push_back(next);
                 }
             }

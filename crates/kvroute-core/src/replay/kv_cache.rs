@@ -1,7 +1,9 @@
 //! One rank's KV block pool, as vLLM's prefix cache: blocks in use are reference-counted, an
 //! unused block stays cached in an LRU list until its room is needed. It writes the KV events a
 //! real engine publishes straight into the packed layout the index consumes
-//! (`index::packed`): Stored when a block enters the cache, Removed when one is evicted.
+//! (`index::packed`): Stored when a block enters the cache, Removed when one is evicted. Blocks
+//! taken for a load from host memory are in use but out of other requests' reach, and
+//! unannounced, until the load ends (see the TypeScript twin).
 
 use super::host_pool::HostPool;
 use super::lru::{LruList, NIL};
@@ -17,10 +19,12 @@ pub(crate) struct Block {
     pub local: u64,
 }
 
-/// A block in the pool: in use (`refs > 0`) or cached in the LRU list at `slot`.
+/// A block in the pool: in use (`refs > 0`) or cached in the LRU list at `slot`; `loading`
+/// while a load from host memory fills it.
 struct Entry {
     refs: u32,
     slot: u32,
+    loading: bool,
 }
 
 /// The KV events of the passes since the last take, packed (see `index::packed`).
@@ -88,6 +92,8 @@ pub(crate) struct KvCache {
     pub events: PackedEvents,
     /// Fresh blocks of the `use_blocks` call in progress.
     fresh: Vec<Block>,
+    /// Blocks in use whose load from host memory has not ended.
+    loading_blocks: usize,
     /// Host memory behind the pool (CPU offload); only with `host_blocks` > 0.
     pub host: Option<HostPool>,
 }
@@ -104,6 +110,7 @@ impl KvCache {
             dp_rank,
             events: PackedEvents::default(),
             fresh: Vec::new(),
+            loading_blocks: 0,
             host: (host_blocks > 0).then(|| HostPool::new(host_blocks)),
         }
     }
@@ -113,9 +120,18 @@ impl KvCache {
         self.active + self.private_blocks
     }
 
-    /// Leading `blocks` that are in the pool (in use or cached).
+    /// Leading `blocks` that are in the pool (in use or cached); a block still loading ends the
+    /// run.
     pub fn prefix_hit(&self, blocks: &[Block]) -> usize {
-        blocks.iter().take_while(|b| self.entries.contains_key(&b.key)).count()
+        if self.loading_blocks == 0 {
+            return blocks.iter().take_while(|b| self.entries.contains_key(&b.key)).count();
+        }
+        blocks.iter().take_while(|b| self.entries.get(&b.key).is_some_and(|e| !e.loading)).count()
+    }
+
+    /// Whether the block is in use for a load from host memory that has not ended.
+    pub fn is_loading(&self, block: &Block) -> bool {
+        self.loading_blocks > 0 && self.entries.get(&block.key).is_some_and(|e| e.loading)
     }
 
     /// How many of the first `hit` blocks (a prefix the pool holds) are in use by some request:
@@ -138,9 +154,10 @@ impl KvCache {
         true
     }
 
-    fn insert_active(&mut self, key: i64) {
-        self.entries.insert(key, Entry { refs: 1, slot: NIL });
+    fn insert_active(&mut self, key: i64, loading: bool) {
+        self.entries.insert(key, Entry { refs: 1, slot: NIL, loading });
         self.active += 1;
+        self.loading_blocks += usize::from(loading);
     }
 
     /// Makes room for one more block, evicting the least recently used cached one if needed.
@@ -169,6 +186,46 @@ impl KvCache {
     /// Takes `blocks` (consecutive, after `parent`) into use; returns how many it took (fewer
     /// when the pool is full of blocks in use). One Stored event covers the newly cached ones.
     pub fn use_blocks(&mut self, blocks: &[Block], parent: Option<u64>) -> usize {
+        self.take_blocks(blocks, parent, None)
+    }
+
+    /// `use_blocks` for blocks a load from host memory fills: the new ones stay out of reach
+    /// (see `prefix_hit`) and unannounced; `held_back` gets them and their parent for
+    /// [`KvCache::loaded`] when the load ends.
+    pub fn use_loading(
+        &mut self,
+        blocks: &[Block],
+        parent: Option<u64>,
+        held_back: &mut (Option<u64>, Vec<Block>),
+    ) -> usize {
+        held_back.1.clear();
+        self.take_blocks(blocks, parent, Some(held_back))
+    }
+
+    /// The load whose blocks `use_loading` held back ended: they join the cache, announced.
+    pub fn loaded(&mut self, held_back: &mut (Option<u64>, Vec<Block>)) {
+        if held_back.1.is_empty() {
+            return;
+        }
+        for b in &held_back.1 {
+            if let Some(e) = self.entries.get_mut(&b.key) {
+                if e.loading {
+                    e.loading = false;
+                    self.loading_blocks -= 1;
+                }
+            }
+        }
+        self.push_stored(held_back.0, &held_back.1);
+        held_back.1.clear();
+    }
+
+    fn take_blocks(
+        &mut self,
+        blocks: &[Block],
+        parent: Option<u64>,
+        held_back: Option<&mut (Option<u64>, Vec<Block>)>,
+    ) -> usize {
+        let loading = held_back.is_some();
         let mut fresh = std::mem::take(&mut self.fresh);
         fresh.clear();
         let mut fresh_parent = parent;
@@ -178,7 +235,7 @@ impl KvCache {
                 if !self.reserve() {
                     break;
                 }
-                self.insert_active(b.key);
+                self.insert_active(b.key, loading);
                 if fresh.is_empty() {
                     fresh_parent = if taken == 0 { parent } else { Some(blocks[taken - 1].seq) };
                 }
@@ -187,7 +244,13 @@ impl KvCache {
             taken += 1;
         }
         if !fresh.is_empty() {
-            self.push_stored(fresh_parent, &fresh);
+            match held_back {
+                Some(out) => {
+                    out.0 = fresh_parent;
+                    out.1.extend_from_slice(&fresh);
+                }
+                None => self.push_stored(fresh_parent, &fresh),
+            }
         }
         self.fresh = fresh;
         self.offload(&blocks[..taken], parent);
@@ -213,7 +276,7 @@ impl KvCache {
     pub fn promote(&mut self, block: Block, parent: Option<u64>) {
         self.private_blocks -= 1;
         if !self.take_existing(block.key) {
-            self.insert_active(block.key);
+            self.insert_active(block.key, false);
             self.push_stored(parent, &[block]);
         }
     }
@@ -271,6 +334,25 @@ mod tests {
         // Blocks 1 and 2 are in use; 3 is only cached (taking it leaves the LRU list).
         assert_eq!(c.active_prefix(&prompt, 3), 2);
         assert_eq!(c.active_prefix(&prompt, 1), 1);
+    }
+
+    #[test]
+    fn blocks_a_load_fills_are_out_of_reach_and_unannounced_until_it_ends() {
+        let mut c = KvCache::new(8, 0, 7, 0);
+        c.use_blocks(&blocks(&[1]), None);
+        c.events.clear();
+        let prompt = blocks(&[1, 2, 3]);
+        let mut held_back = (None, Vec::new());
+        assert_eq!(c.use_loading(&prompt[1..], Some(1001), &mut held_back), 2);
+        assert!(c.events.is_empty(), "nothing announced while loading");
+        assert_eq!(c.prefix_hit(&prompt), 1, "block 2 is loading: the hit stops before it");
+        assert!(c.is_loading(&prompt[1]) && !c.is_loading(&prompt[0]));
+        assert_eq!(c.used(), 3, "the loading blocks take their room at once");
+        c.loaded(&mut held_back);
+        assert_eq!(c.prefix_hit(&prompt), 3);
+        assert!(!c.is_loading(&prompt[1]));
+        assert_eq!(c.events.meta, vec![KIND_STORED, 0, FLAG_DEVICE_TIER | FLAG_HAS_PARENT, 2]);
+        assert_eq!(c.events.words, vec![7, 0, 1001, 1002, 2, 1003, 3]);
     }
 
     #[test]
