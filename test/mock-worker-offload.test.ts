@@ -157,13 +157,21 @@ describe.each(BACKENDS)('a gateway over offloading mock workers (%s)', (backend)
 
 describe('mock worker CPU offload: loads run beside the passes', () => {
   const { worker } = mockWorkerSuite();
+  const n = textBlocks(PROMPT);
 
-  test('a request that arrives while the engine waits only for a load runs at once', async () => {
-    const n = textBlocks(PROMPT);
-    // A load of 15 blocks takes about 1.5 s (500 ms per token before the speedup of 20).
+  /**
+   * A worker whose loads are slow (15 blocks take about 1.5 s: 500 ms a token before the speedup
+   * of 20) and whose host memory holds PROMPT, pushed off its GPU (room for one prompt) by OTHER.
+   */
+  async function promptInHostMemory(): Promise<MockWorker> {
     const w = await worker({ numGpuBlocks: n + 2, cpuOffloadBlocks: 64, cpuLoadUsPerToken: 500_000 });
     await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });
     await postJson(`${w.url}/v1/completions`, { prompt: OTHER, max_tokens: 2 });
+    return w;
+  }
+
+  test('a request that arrives while the engine waits only for a load runs at once', async () => {
+    const w = await promptInHostMemory();
     const done: string[] = [];
     const loading = postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 1 }).then(() => done.push('loading'));
     await waitFor(() => w.stats().hostLoadedBlocks === n, 'the load to start');
@@ -176,10 +184,7 @@ describe('mock worker CPU offload: loads run beside the passes', () => {
   });
 
   test('a request sharing the blocks a load fills waits for that load, then finds them on the GPU', async () => {
-    const n = textBlocks(PROMPT);
-    const w = await worker({ numGpuBlocks: n + 2, cpuOffloadBlocks: 64, cpuLoadUsPerToken: 500_000 });
-    await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });
-    await postJson(`${w.url}/v1/completions`, { prompt: OTHER, max_tokens: 2 });
+    const w = await promptInHostMemory();
     const done: string[] = [];
     const loading = postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 1 }).then((r) => {
       done.push('loading');
@@ -204,10 +209,7 @@ describe('mock worker CPU offload: loads run beside the passes', () => {
   });
 
   test('a request that goes away while loading leaves nothing cached of its load', async () => {
-    const n = textBlocks(PROMPT);
-    const w = await worker({ numGpuBlocks: n + 2, cpuOffloadBlocks: 64, cpuLoadUsPerToken: 500_000 });
-    await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });
-    await postJson(`${w.url}/v1/completions`, { prompt: OTHER, max_tokens: 2 });
+    const w = await promptInHostMemory();
     const ac = new AbortController();
     const gone = fetch(`${w.url}/v1/completions`, {
       method: 'POST',

@@ -24,6 +24,17 @@ async function roundRobinOnBoth(lines: string[], opts: Omit<ReplayOptions, 'trac
   return native.policies[0];
 }
 
+/**
+ * One worker of 40 GPU blocks of 64 tokens and 64 of host memory: A's prompt leaves the GPU for
+ * B's and stays in host memory; C repeats it at 2 s and loads it back.
+ */
+const OFFLOAD_FLEET = { numGpuBlocks: 40, cpuOffloadBlocks: 64, blockSize: 64 };
+const LOADED_BACK_AT_2S = [
+  '{"timestamp": 0, "input_length": 512, "output_length": 2, "hash_ids": [1]}',
+  '{"timestamp": 100, "input_length": 2432, "output_length": 2, "hash_ids": [2, 3, 4, 5, 6]}',
+  '{"timestamp": 2000, "input_length": 1000, "output_length": 2, "hash_ids": [1, 7]}',
+];
+
 const small = () => generateTrace({ requests: 250, rate: 6, prefixGroups: 6, sharedPrefixBlocks: 6, turns: 4, seed: 11 });
 const smallFleet = { workers: 4, numGpuBlocks: 4096 };
 
@@ -208,19 +219,8 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     // arrives 10 ms later with a prompt of its own: it fits beside C's blocks, so it prefills at
     // once instead of waiting for C's load to end (as in Dynamo's simulator and vLLM, whose
     // scheduler skips requests waiting for their KV and runs the rest).
-    const lines = [
-      '{"timestamp": 0, "input_length": 512, "output_length": 2, "hash_ids": [1]}',
-      '{"timestamp": 100, "input_length": 2432, "output_length": 2, "hash_ids": [2, 3, 4, 5, 6]}',
-      '{"timestamp": 2000, "input_length": 1000, "output_length": 2, "hash_ids": [1, 7]}',
-      '{"timestamp": 2010, "input_length": 64, "output_length": 2, "hash_ids": [8]}',
-    ];
-    const p = await roundRobinOnBoth(lines, {
-      timing,
-      numGpuBlocks: 40,
-      cpuOffloadBlocks: 64,
-      blockSize: 64,
-      cpuLoadUsPerToken: 6000,
-    });
+    const lines = [...LOADED_BACK_AT_2S, '{"timestamp": 2010, "input_length": 64, "output_length": 2, "hash_ids": [8]}'];
+    const p = await roundRobinOnBoth(lines, { timing, ...OFFLOAD_FLEET, cpuLoadUsPerToken: 6000 });
     expect(p.hostLoadedBlocks).toBeGreaterThan(0);
     const loadMs = (p.hostLoadedBlocks * 64 * 6000) / 1000;
     const ttfts = p.cdf.ttftMs;
@@ -234,13 +234,8 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     // As above, C loads A's prompt back slowly; F repeats C's prompt 10 ms into that load. The
     // blocks C's load fills hold nothing yet: F waits for the load to end, then finds them on the
     // GPU (it neither hits them early nor loads them a second time).
-    const lines = [
-      '{"timestamp": 0, "input_length": 512, "output_length": 2, "hash_ids": [1]}',
-      '{"timestamp": 100, "input_length": 2432, "output_length": 2, "hash_ids": [2, 3, 4, 5, 6]}',
-      '{"timestamp": 2000, "input_length": 1000, "output_length": 2, "hash_ids": [1, 7]}',
-      '{"timestamp": 2010, "input_length": 1000, "output_length": 2, "hash_ids": [1, 7]}',
-    ];
-    const opts = { timing, numGpuBlocks: 40, cpuOffloadBlocks: 64, blockSize: 64 };
+    const lines = [...LOADED_BACK_AT_2S, '{"timestamp": 2010, "input_length": 1000, "output_length": 2, "hash_ids": [1, 7]}'];
+    const opts = { timing, ...OFFLOAD_FLEET };
     const p = await roundRobinOnBoth(lines, { ...opts, cpuLoadUsPerToken: 6000 });
     const loadMs = (p.hostLoadedBlocks * 64 * 6000) / 1000;
     expect(p.hostLoadedBlocks).toBeGreaterThan(0);
