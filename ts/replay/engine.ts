@@ -142,7 +142,9 @@ export class Engine {
   /**
    * Requests whose prefix is loading back from host memory, in the order their loads end. They
    * hold their blocks and wait beside the passes, as with vLLM's offloading connector and
-   * Dynamo's mocker; the loads share one link, one after another.
+   * Dynamo's mocker; the loads share one link, one after another. The blocks a load fills join
+   * the prefix cache when it ends (`KvCache.useLoading`); a waiting request whose prefix
+   * continues in them is passed over until then (`nextToStart`).
    */
   private readonly loading: SimRequest[] = [];
   /** Requests whose load ended, next to prefill (before any waiting request: they hold blocks). */
