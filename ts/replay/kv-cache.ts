@@ -129,15 +129,18 @@ export class KvCache {
 
   /**
    * The request whose load `stored` (from `useLoading`) came from went away before it ended: the
-   * blocks it was filling leave the pool, neither cached nor announced (a later `release` of the
-   * request's blocks skips them).
+   * blocks it alone was filling leave the pool, neither cached nor announced (the later `release`
+   * of the request's blocks skips them). A block another request took meanwhile (one that
+   * computes it: a prompt ending there recomputes its last block) stays, and is announced.
    */
   abandonLoad(stored: CacheEvent | undefined): void {
     if (!stored || !('stored' in stored)) return;
-    for (const b of stored.stored.blocks) {
+    const { parent, blocks } = stored.stored;
+    blocks.forEach((b, i) => {
       this.loading.delete(b.id);
-      this.active.delete(b.id);
-    }
+      if (this.active.get(b.id) === 1) this.active.delete(b.id);
+      else this.events.push({ stored: { parent: i === 0 ? parent : blocks[i - 1].seq, blocks: [b] } });
+    });
   }
 
   /** Takes blocks for `use` or `useLoading`; the latter's Stored event waits in `heldBack`. */
