@@ -1,8 +1,8 @@
 /**
  * The replay's events in (at, seq) order: deterministic for simultaneous events. The events
  * known up front (the trace's arrivals) wait in a sorted array; a binary min-heap holds the rest
- * (engine passes, later turns of sessions), so it stays as small as the fleet instead of as long
- * as the trace. Mirrored by the native fleet's queue (`kvroute_core::replay`).
+ * (engine passes, loads that end, later turns of sessions), so it stays as small as the fleet
+ * instead of as long as the trace. Mirrored by `kvroute_core::replay::event_queue`.
  * @internal
  * @module
  */
