@@ -32,7 +32,9 @@ function fromFigures(error: string | null | undefined, f: Float64Array): RawBatc
     tierStored: [f[16], f[17], f[18]],
     tierRemoved: [f[19], f[20], f[21]],
     tierBlocks: [0, 0, 0],
-    filtered: Array.from(f.subarray(22, 34)),
+    // A literal: `Array.from(f.subarray(22, 34))` cost 0.7 µs a batch, a fifth of a small
+    // batch's whole `applyEngineBatch`.
+    filtered: [f[22], f[23], f[24], f[25], f[26], f[27], f[28], f[29], f[30], f[31], f[32], f[33]],
   };
   return { error, indexEvents: f[0], blockSizeMismatch: f[1] >= 0 ? [f[1], f[2]] : undefined, counters };
 }
