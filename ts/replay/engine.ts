@@ -332,7 +332,7 @@ export class Engine {
     r.loadStored = stored;
   }
 
-  /** A load ended (or its request went away): its blocks join the cache. */
+  /** A load ended: its blocks join the cache, announced (`abort` abandons a load instead). */
   private endLoad(r: SimRequest): void {
     r.loadReadyMs = -1;
     this.cache.loaded(r.loadStored);
