@@ -104,13 +104,18 @@ describe.each(BACKENDS)('gateway: a completion that batches several prompts (%s)
     const bad = [
       [{ prompt: Array.from({ length: 257 }, () => 'p') }, 'a request may batch at most 256 prompts, got 257'],
       [{ prompt: ['fine', [1, -2]] }, /^prompt\[1\]: prompt\[1\] must be a token id/],
-      [{ prompt: ['a', 'b'], model: 'nope' }, /^cannot tokenize the prompt: prompt\[[01]\]: .*does not exist/],
     ] as const;
     for (const [body, message] of bad) {
       const answer = await postJson(`${f.url}/v1/completions`, body);
       expect(answer.status).toBe(400);
       expect(answer.json.error.message).toMatch(message);
     }
+    // A model no worker serves is the request's, not one prompt's: the engine's 404, in its words.
+    const unknown = await postJson(`${f.url}/v1/completions`, { prompt: ['a', 'b'], model: 'nope' });
+    expect([unknown.status, unknown.json.error]).toEqual([
+      404,
+      { message: 'The model `nope` does not exist.', type: 'NotFoundError', param: null, code: 404 },
+    ]);
     await waitFor(() => f.gateway.router.stats().inFlight === 0, 'every booking to be freed');
     const metrics = await (await fetch(`${f.url}/metrics`)).text();
     expect(metrics).toMatch(/kvroute_gateway_requests_total\{worker="\d",status="400"\} /);

@@ -142,8 +142,8 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     // What routing would weigh for an adapter's prompt: only the workers serving it.
     const explained = await postJson(`${f.adminUrl}/admin/explain`, { prompt: `${SYSTEM}Third?`, model: 'sql-lora' });
     expect(explained.json.candidates.map((c: { workerId: number }) => String(c.workerId)).sort()).toEqual(['2', '3']);
-    // A model no worker serves is the workers' to refuse; a bad salt is refused at the gateway.
-    expect((await postJson(`${f.url}/v1/completions`, { prompt: 'x', model: 'nope' })).status).toBe(400);
+    // A model no worker serves is the workers' to refuse (vLLM's 404); a bad salt is refused at the gateway.
+    expect((await postJson(`${f.url}/v1/completions`, { prompt: 'x', model: 'nope' })).status).toBe(404);
     const badSalt = await postJson(`${f.url}/v1/completions`, { prompt: 'x', cache_salt: '' });
     expect([badSalt.status, badSalt.json.error.message]).toEqual([400, "Parameter 'cache_salt' must be a non-empty string if provided."]);
   });

@@ -209,6 +209,31 @@ describe.each(BACKENDS)('gateway tokenizers (%s)', (backend) => {
     }
   });
 
+  test("a model no worker serves is the engine's 404 NotFoundError through either tokenizer, on every route", async () => {
+    const engine = await startFleet(backend, 1, {}, { responsesStore: true });
+    const local = await startFleet(backend, 0, {
+      tokenizer: { path: writeMockTokenizer(scratchDir('kvroute-tok-')) },
+      workers: [workerEntry(engine.workers[0], 1)],
+    });
+    const bodies: [string, Record<string, unknown>][] = [
+      ['completions', { prompt: 'hello', max_tokens: 1 }],
+      ['completions', { prompt: 'hello', max_tokens: 1, stream: true }],
+      ['chat/completions', { messages: [{ role: 'user', content: 'hello' }], max_tokens: 1 }],
+      ['responses', { input: 'hello', max_output_tokens: 1 }],
+    ];
+    for (const f of [engine, local])
+      for (const [route, body] of bodies) {
+        const r = await postJson(`${f.url}/v1/${route}`, { ...body, model: 'nope' });
+        expect([r.status, r.json], `${route} ${JSON.stringify(body)}`).toEqual([
+          404,
+          { error: { message: 'The model `nope` does not exist.', type: 'NotFoundError', param: null, code: 404 } },
+        ]);
+      }
+    // Nothing ran on the worker, and nothing is left booked.
+    expect(engine.workers[0].stats().finished).toEqual([0]);
+    for (const f of [engine, local]) expect(f.gateway.router.stats()).toMatchObject({ inFlight: 0 });
+  });
+
   test("a local tokenizer gives the chat template the config's special tokens, as Hugging Face does", async () => {
     const dir = scratchDir('kvroute-tok-');
     const path = writeMockTokenizer(dir);

@@ -154,7 +154,6 @@ describe('mock worker: the Responses API', () => {
     [{ input: 'x', max_output_tokens: 0 }, 'max_output_tokens must be a positive integer'],
     [{ input: 'x', stream: 'yes' }, 'stream must be a boolean'],
     [{ input: 'x', previous_response_id: 7 }, 'previous_response_id must be a string'],
-    [{ input: 'x', model: 'other' }, /does not exist/],
   ])('bad request %j is 400 with its reason', async (body, reason) => {
     const w = await worker({ responsesStore: true });
     const r = await postJson(`${w.url}/v1/responses`, body);
@@ -162,4 +161,17 @@ describe('mock worker: the Responses API', () => {
     expect(r.json.error.message).toMatch(reason);
     expect(w.stats().finished).toEqual([0]);
   });
+
+  test.each([[{ input: 'x', model: 'other' }], [{ input: [], model: 'other' }]])(
+    "a model the worker does not serve is vLLM's 404, checked first: %j",
+    async (body) => {
+      const w = await worker({ responsesStore: true });
+      const r = await postJson(`${w.url}/v1/responses`, body);
+      expect([r.status, r.json.error]).toEqual([
+        404,
+        { message: 'The model `other` does not exist.', type: 'NotFoundError', param: null, code: 404 },
+      ]);
+      expect(w.stats().finished).toEqual([0]);
+    },
+  );
 });

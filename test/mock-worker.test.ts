@@ -142,7 +142,6 @@ describe('mock worker HTTP API', () => {
       [{ prompt: 'x', n: 65 }, /n must be an integer in \[1, 64\]/],
       [{ prompt: 'x', best_of: 3 }, /best_of is not supported: use n/],
       [{ prompt: 'x', max_tokens: 0 }, /max_tokens/],
-      [{ prompt: 'x', model: 'other' }, /does not exist/],
       [{ prompt: 'x', max_tokens: 200_000 }, /maximum context length/],
     ] as const) {
       const r = await postJson(`${w.url}/v1/completions`, body);
@@ -150,6 +149,19 @@ describe('mock worker HTTP API', () => {
       expect(r.json).toMatchObject({ error: { type: 'BadRequestError', code: 400 } });
       expect(r.json.error.message).toMatch(re);
     }
+    // A model the worker does not serve is vLLM's 404, checked before the prompt is read.
+    for (const body of [
+      { prompt: 'x', model: 'other' },
+      { prompt: 5, model: 'other' },
+      { messages: [{ role: 'user', content: 'hi' }], model: 'other' },
+    ]) {
+      const r = await postJson(`${w.url}/v1/${'messages' in body ? 'chat/completions' : 'completions'}`, body);
+      expect([r.status, r.json]).toEqual([
+        404,
+        { error: { message: 'The model `other` does not exist.', type: 'NotFoundError', param: null, code: 404 } },
+      ]);
+    }
+    expect((await postJson(`${w.url}/tokenize`, { prompt: 'x', model: 'other' })).status).toBe(404);
     // A batch of one is that prompt, as vLLM takes it.
     const single = await postJson(`${w.url}/v1/completions`, { prompt: [PROMPT], max_tokens: 1 });
     expect(single.status).toBe(200);

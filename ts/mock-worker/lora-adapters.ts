@@ -9,7 +9,7 @@
  */
 
 import type { FastifyInstance } from 'fastify';
-import { BadRequest } from './bad-request.js';
+import { BadRequest, NotFound } from './bad-request.js';
 
 /** An adapter's name, and the integer id vLLM gives it. */
 export class LoraAdapters {
@@ -46,10 +46,6 @@ export class LoraAdapters {
   unload(name: string): boolean {
     return this.ids.delete(name);
   }
-}
-
-class NotFound extends Error {
-  readonly statusCode = 404;
 }
 
 function nameOf(body: unknown): string {

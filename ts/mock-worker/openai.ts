@@ -7,7 +7,7 @@
 
 import { readChatPrompt, renderChatPrompt } from '../chat/prompt.js';
 import { isTokenId } from '../validate.js';
-import { BadRequest } from './bad-request.js';
+import { BadRequest, NotFound } from './bad-request.js';
 import type { LoraAdapters } from './lora-adapters.js';
 import type { ResolvedMockOptions } from './options.js';
 import type { LoraRef } from './rank.js';
@@ -43,14 +43,14 @@ export interface Served {
   adapters: LoraAdapters;
 }
 
-/** The adapter a request's `model` names, if any; a name the worker does not serve is refused as vLLM refuses it. */
+/**
+ * The adapter a request's `model` names, if any. A name the worker does not serve is refused as
+ * vLLM refuses it: 404 `NotFoundError`, in vLLM's words (an OpenAI client raises `NotFoundError`).
+ */
 export function requestedLora(model: unknown, served: Served): LoraRef | undefined {
   if (model === undefined || model === served.model) return undefined;
   const id = typeof model === 'string' ? served.adapters.id(model) : undefined;
-  if (id === undefined)
-    throw new BadRequest(
-      `the model \`${String(model)}\` does not exist (this worker serves ${[served.model, ...served.adapters.names()].join(', ')})`,
-    );
+  if (id === undefined) throw new NotFound(`The model \`${String(model)}\` does not exist.`);
   return { name: model as string, id };
 }
 
@@ -177,6 +177,8 @@ export function parseRequest(
 ): ParsedRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
+  // vLLM checks the model before it reads the prompt.
+  const lora = requestedLora(b.model, served);
   const truncation = readTruncation(b, served.maxModelLen);
   const batch = chat ? undefined : promptBatch(b.prompt);
   const prompts = (batch ?? [b.prompt]).map((prompt, i) => {
@@ -200,7 +202,6 @@ export function parseRequest(
   if (b.best_of !== undefined && b.best_of !== null && b.best_of !== n) throw new BadRequest('best_of is not supported: use n');
   if (prompts.length * (n as number) > MAX_SEQUENCES)
     throw new BadRequest(`a request may run at most ${MAX_SEQUENCES} sequences (prompts × n), got ${prompts.length * (n as number)}`);
-  const lora = requestedLora(b.model, served);
   const cacheSalt = readCacheSalt(b);
   const options = b.stream_options as { include_usage?: unknown } | undefined;
   return {

@@ -13,7 +13,7 @@
 
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { BadRequest } from './bad-request.js';
+import { BadRequest, NotFound } from './bad-request.js';
 import { chatTokens, checkFits, readCacheSalt, requestedLora, type Served } from './openai.js';
 import type { ResolvedMockOptions } from './options.js';
 import { mockOutput } from './output.js';
@@ -70,10 +70,6 @@ interface ParsedResponses {
   previous: string | null;
 }
 
-class NotFound extends Error {
-  readonly statusCode = 404;
-}
-
 function notFound(id: string): NotFound {
   return new NotFound(`Response with id '${id}' not found.`);
 }
@@ -109,6 +105,8 @@ function parse(body: unknown, engine: ResponsesEngine, store: Map<string, Stored
   const o = engine.options;
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
+  // vLLM checks the model first.
+  const lora = requestedLora(b.model, engine.served);
   const prompt = readResponsesPrompt(b);
   for (const key of ['stream', 'store', 'background'] as const)
     if (b[key] !== undefined && b[key] !== null && typeof b[key] !== 'boolean') throw new BadRequest(`${key} must be a boolean`);
@@ -137,7 +135,6 @@ function parse(body: unknown, engine: ResponsesEngine, store: Map<string, Stored
   const tooLong = `The engine prompt length ${tokens.length} exceeds the max_model_len ${o.maxModelLen}. Please reduce prompt.`;
   checkFits(tokens.length, maxTokens as number, o, tooLong);
   const cacheSalt = readCacheSalt(b);
-  const lora = requestedLora(b.model, engine.served);
   return {
     id,
     prompt: tokens,

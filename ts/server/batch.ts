@@ -17,6 +17,7 @@
 
 import type { FastifyReply } from 'fastify';
 import { KvRouteError } from '../errors.js';
+import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, failureKind } from './fleet.js';
 import type { ReadRequest } from './prompt.js';
 import {
@@ -114,6 +115,8 @@ export async function proxyBatch(
 
 /** A prompt's tokenizer error, naming the prompt (its kind kept: it decides the answer's status). */
 function ofPrompt(err: unknown, i: number): Error {
+  // An unknown model is the request's, not one prompt's: passed on as the engine said it.
+  if (err instanceof EngineRefusal && err.unknownModel) return err;
   const message = `prompt[${i}]: ${(err as Error).message}`;
   return err instanceof KvRouteError ? new KvRouteError(err.code, message) : new Error(message);
 }

@@ -1,10 +1,11 @@
 /**
  * The `engine` tokenizer's transport: vLLM's `/tokenize` on the fleet's workers, each routable
  * worker (serving the model asked for) tried at most once, in turn. Its answers are sorted three
- * ways: tokens; the request's own fault (an unknown model, a bad field: the client gets 400 with
- * the engine's words); and the worker's fault (5xx, no answer), which counts against its breaker
- * and moves on to the next. A worker without a `/tokenize` route (SGLang and TensorRT-LLM serve
- * none that takes chats) is a configuration error, said once in the log and answered 500.
+ * ways: tokens; the request's own fault, which the client gets in the engine's words (an unknown
+ * model with the engine's 404, as vLLM answers it on every route; a bad field with 400); and the
+ * worker's fault (5xx, no answer), which counts against its breaker and moves on to the next. A
+ * worker without a `/tokenize` route (SGLang and TensorRT-LLM serve none that takes chats) is a
+ * configuration error, said once in the log and answered 500.
  * @internal
  * @module
  */
@@ -13,6 +14,31 @@ import type { FastifyBaseLogger } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { EngineTokenize } from './tokenize.js';
+
+/**
+ * An engine's answer to `/tokenize` that is the request's fault, with the engine's status (4xx).
+ * vLLM checks the model first and answers one it does not serve 404 `NotFoundError` ("The model
+ * `x` does not exist."), which the gateway passes on, so that an OpenAI client raises
+ * `NotFoundError` as it would against vLLM itself.
+ */
+export class EngineRefusal extends KvRouteError {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super('ERR_INVALID_ARG', message);
+  }
+
+  /** An ordinary class check: KvRouteError's brand check would take every KvRouteError for one. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return Function.prototype[Symbol.hasInstance].call(EngineRefusal, value);
+  }
+
+  /** The engine does not serve the model the request names. */
+  get unknownModel(): boolean {
+    return this.status === 404;
+  }
+}
 
 /** The message of an engine's error body: vLLM's `{error: {message}}` (flat `{message}` before), FastAPI's `{detail}`. */
 function engineMessage(answer: unknown): string | undefined {
@@ -71,7 +97,7 @@ export function askWorkersToTokenize(fleet: Fleet, log: FastifyBaseLogger): Engi
         warned.add(id);
         throw new KvRouteError('ERR_DEPENDENCY_MISSING', why);
       }
-      if (status < 500) throw new KvRouteError('ERR_INVALID_ARG', engineMessage(answer) ?? `/tokenize answered ${status}`);
+      if (status < 500) throw new EngineRefusal(status, engineMessage(answer) ?? `/tokenize answered ${status}`);
       last = new Error(`/tokenize answered ${status}${engineMessage(answer) ? `: ${engineMessage(answer)}` : ''}`);
       fleet.failure(id, 'status', `/tokenize answered ${status}`);
     }

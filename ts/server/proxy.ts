@@ -17,6 +17,7 @@ import { MAX_TOKENS_PER_REQUEST } from '../limits.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { RouteDecision, RouteRequest } from '../router/types.js';
 import { proxyBatch } from './batch.js';
+import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
 import type { ResolvedGatewayOptions } from './options.js';
@@ -125,6 +126,8 @@ export function refuse(ctx: ProxyContext, reply: FastifyReply, r: Refusal): Fast
 /** What a failed tokenization tells the client. */
 export function tokenizeRefusal(err: unknown): Refusal {
   if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') return { refused: 503, reason: 'no_worker', message: err.message };
+  // The engine's 404 for a model it does not serve, in its words (vLLM's answer on every route).
+  if (err instanceof EngineRefusal && err.unknownModel) return { refused: 404, message: err.message };
   // The gateway's own configuration (a worker without /tokenize), not the request.
   if (err instanceof KvRouteError && err.code === 'ERR_DEPENDENCY_MISSING')
     return { refused: 500, message: `cannot tokenize the prompt: ${err.message}` };
