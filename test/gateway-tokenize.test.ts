@@ -229,6 +229,10 @@ describe.each(BACKENDS)('gateway tokenizers (%s)', (backend) => {
           { error: { message: 'The model `nope` does not exist.', type: 'NotFoundError', param: null, code: 404 } },
         ]);
       }
+    // Explaining it with the engine tokenizer gets the engine's refusal too (in the admin API's
+    // error shape); a local tokenizer leaves the model to the workers, as routing does.
+    const explained = await postJson(`${engine.adminUrl}/admin/explain`, { prompt: 'hello', model: 'nope' });
+    expect([explained.status, explained.json]).toEqual([404, { error: 'The model `nope` does not exist.' }]);
     // Nothing ran on the worker, and nothing is left booked.
     expect(engine.workers[0].stats().finished).toEqual([0]);
     for (const f of [engine, local]) expect(f.gateway.router.stats()).toMatchObject({ inFlight: 0 });

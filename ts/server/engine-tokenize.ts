@@ -22,11 +22,15 @@ import type { EngineTokenize } from './tokenize.js';
  * `NotFoundError` as it would against vLLM itself.
  */
 export class EngineRefusal extends KvRouteError {
+  /** 404 for an unknown model, which the gateway's error handler answers as it is (`/admin/explain`). */
+  readonly statusCode: number | undefined;
+
   constructor(
     readonly status: number,
     message: string,
   ) {
     super('ERR_INVALID_ARG', message);
+    this.statusCode = status === 404 ? 404 : undefined;
   }
 
   /** An ordinary class check: KvRouteError's brand check would take every KvRouteError for one. */

@@ -21,7 +21,7 @@ import { bearerGuard } from './auth.js';
 import { askWorkersToTokenize } from './engine-tokenize.js';
 import { Fleet } from './fleet.js';
 import { GatewayMetrics } from './gateway-metrics.js';
-import { statusOf } from './http-status.js';
+import { errorType, statusOf } from './http-status.js';
 import { indexerRoutes } from './indexer-api.js';
 import { registerLoraUpdates } from './lora-updates.js';
 import {
@@ -327,11 +327,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
     const status = err.statusCode ?? (err instanceof KvRouteError ? statusOf(err) : 500);
     if (status === 413) gm.rejected.inc({ reason: 'body_too_large' });
-    return reply
-      .code(status)
-      .send(
-        openAiError(err.message, status === 413 ? 'RequestTooLarge' : status < 500 ? 'BadRequestError' : 'InternalServerError', status),
-      );
+    return reply.code(status).send(openAiError(err.message, errorType(status), status));
   });
   // An endpoint the gateway does not serve (vLLM's audio, say) gets OpenAI's error shape, which
   // clients' SDKs read, naming the route, and is counted rather than lost in Fastify's default.

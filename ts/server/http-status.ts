@@ -26,3 +26,10 @@ export function statusOf(err: KvRouteError): number {
       return 500;
   }
 }
+
+/** OpenAI's error `type` for a status the gateway answers with (what clients' SDKs raise). */
+export function errorType(status: number): string {
+  if (status === 404) return 'NotFoundError';
+  if (status === 413) return 'RequestTooLarge';
+  return status < 500 ? 'BadRequestError' : 'InternalServerError';
+}

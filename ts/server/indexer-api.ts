@@ -234,7 +234,8 @@ export function indexerRoutes(app: FastifyInstance, ctx: IndexerContext): void {
     }
   });
   app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
-    const status = err instanceof ApiError ? err.status : err instanceof KvRouteError ? statusOf(err) : (err.statusCode ?? 500);
+    // A status the error carries first (Fastify's, an engine's 404 for an unknown model), as the proxy's handler does.
+    const status = err instanceof ApiError ? err.status : (err.statusCode ?? (err instanceof KvRouteError ? statusOf(err) : 500));
     return send(reply, status, { error: err.message });
   });
   app.post('/query', async (req, reply) => {
