@@ -162,6 +162,12 @@ describe('mock worker HTTP API', () => {
       ]);
     }
     expect((await postJson(`${w.url}/tokenize`, { prompt: 'x', model: 'other' })).status).toBe(404);
+    // No model (null or empty) is the served one, as vLLM reads it; a model that is not a string is a bad request.
+    for (const model of [null, '']) {
+      const r = await postJson(`${w.url}/v1/completions`, { prompt: 'x', max_tokens: 1, model });
+      expect([r.status, r.json.model], JSON.stringify(model)).toEqual([200, 'm1']);
+    }
+    expect((await postJson(`${w.url}/v1/completions`, { prompt: 'x', model: 5 })).status).toBe(400);
     // A batch of one is that prompt, as vLLM takes it.
     const single = await postJson(`${w.url}/v1/completions`, { prompt: [PROMPT], max_tokens: 1 });
     expect(single.status).toBe(200);

@@ -48,10 +48,12 @@ export interface Served {
  * vLLM refuses it: 404 `NotFoundError`, in vLLM's words (an OpenAI client raises `NotFoundError`).
  */
 export function requestedLora(model: unknown, served: Served): LoraRef | undefined {
-  if (model === undefined || model === served.model) return undefined;
-  const id = typeof model === 'string' ? served.adapters.id(model) : undefined;
-  if (id === undefined) throw new NotFound(`The model \`${String(model)}\` does not exist.`);
-  return { name: model as string, id };
+  // No model (absent, null or empty) is the served one, as vLLM reads it; a non-string fails its request schema.
+  if (model === undefined || model === null || model === '' || model === served.model) return undefined;
+  if (typeof model !== 'string') throw new BadRequest(`model must be a string, got ${JSON.stringify(model)}`);
+  const id = served.adapters.id(model);
+  if (id === undefined) throw new NotFound(`The model \`${model}\` does not exist.`);
+  return { name: model, id };
 }
 
 /** The most prompts one completion request may batch (the gateway routes each on its own). */
