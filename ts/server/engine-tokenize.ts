@@ -16,21 +16,18 @@ import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { EngineTokenize } from './tokenize.js';
 
 /**
- * An engine's answer to `/tokenize` that is the request's fault, with the engine's status (4xx).
+ * An engine's answer to `/tokenize` that is the request's fault (a 4xx).
  * vLLM checks the model first and answers one it does not serve 404 `NotFoundError` ("The model
  * `x` does not exist."), which the gateway passes on, so that an OpenAI client raises
  * `NotFoundError` as it would against vLLM itself.
  */
 export class EngineRefusal extends KvRouteError {
-  /** 404 for an unknown model, which the gateway's error handler answers as it is (`/admin/explain`). */
-  readonly statusCode: number | undefined;
+  /** 404 for an unknown model, which the gateway's error handlers answer as it is; else none (400). */
+  readonly statusCode: 404 | undefined;
 
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
+  constructor(engineStatus: number, message: string) {
     super('ERR_INVALID_ARG', message);
-    this.statusCode = status === 404 ? 404 : undefined;
+    this.statusCode = engineStatus === 404 ? 404 : undefined;
   }
 
   /** An ordinary class check: KvRouteError's brand check would take every KvRouteError for one. */
@@ -40,7 +37,7 @@ export class EngineRefusal extends KvRouteError {
 
   /** The engine does not serve the model the request names. */
   get unknownModel(): boolean {
-    return this.status === 404;
+    return this.statusCode === 404;
   }
 }
 
