@@ -39,8 +39,6 @@ export class KvCache {
   private privateBlocks = 0;
   /** Blocks in use whose load from host memory has not ended (ids; see `useLoading`). */
   private readonly loading = new Set<number>();
-  /** The Stored event of the `useLoading` call in progress. */
-  private heldBack: CacheEvent | undefined;
   readonly events: CacheEvent[] = [];
   /** Host memory behind the pool (CPU offload: the mock worker's and the replay's `hostBlocks`). */
   readonly host: HostPool | undefined;
@@ -106,7 +104,9 @@ export class KvCache {
    * asked when the pool is full of blocks in use. One Stored event covers the newly cached ones.
    */
   use(blocks: readonly FullBlock[], parent: bigint | null): number {
-    return this.take(blocks, parent, false);
+    const { taken, stored } = this.take(blocks, parent, false);
+    if (stored) this.events.push(stored);
+    return taken;
   }
 
   /**
@@ -114,10 +114,7 @@ export class KvCache {
    * `prefixHit`) and unannounced until `loaded` gets the returned Stored event.
    */
   useLoading(blocks: readonly FullBlock[], parent: bigint | null): { taken: number; stored: CacheEvent | undefined } {
-    const taken = this.take(blocks, parent, true);
-    const stored = this.heldBack;
-    this.heldBack = undefined;
-    return { taken, stored };
+    return this.take(blocks, parent, true);
   }
 
   /** The load that `stored` (from `useLoading`) came from ended: its blocks join the cache. */
@@ -143,8 +140,11 @@ export class KvCache {
     });
   }
 
-  /** Takes blocks for `use` or `useLoading`; the latter's Stored event waits in `heldBack`. */
-  private take(blocks: readonly FullBlock[], parent: bigint | null, loading: boolean): number {
+  /**
+   * Takes blocks for `use` or `useLoading`: how many it took, and the Stored event of the new
+   * ones (`loading`: they are marked as filled by a load), for the caller to announce or hold back.
+   */
+  private take(blocks: readonly FullBlock[], parent: bigint | null, loading: boolean): { taken: number; stored: CacheEvent | undefined } {
     const fresh: FullBlock[] = [];
     let freshParent = parent;
     let taken = 0;
@@ -163,13 +163,8 @@ export class KvCache {
       }
       taken++;
     }
-    if (fresh.length > 0) {
-      const stored: CacheEvent = { stored: { parent: freshParent, blocks: fresh } };
-      if (loading) this.heldBack = stored;
-      else this.events.push(stored);
-    }
     this.host?.offload(taken === blocks.length ? blocks : blocks.slice(0, taken), parent);
-    return taken;
+    return { taken, stored: fresh.length > 0 ? { stored: { parent: freshParent, blocks: fresh } } : undefined };
   }
 
   /** Takes a private block (a partial block being filled). */
