@@ -10,7 +10,7 @@
  */
 
 import { xxh3_64 } from '../hashing.js';
-import { Engine, SimRequest } from '../replay/engine.js';
+import { Engine, ranNothing, SimRequest } from '../replay/engine.js';
 import type { CacheEvent, FullBlock } from '../replay/kv-cache.js';
 import type { RankPublisher } from './publisher.js';
 import { encodeBatch, type WireEvent, type WireFormat } from './wire.js';
@@ -260,8 +260,7 @@ export class MockRank {
       const pass = engine.step(start);
       // A pass that ran nothing waits for the first load from host memory to end, or for a new
       // request, which may run beside the loads (as in the replay's fleet).
-      const ranNothing = pass.durationMs === 0 && pass.firstTokens.length === 0 && pass.finished.length === 0;
-      const ready = ranNothing ? engine.nextLoadReadyMs : undefined;
+      const ready = ranNothing(pass) ? engine.nextLoadReadyMs : undefined;
       due = start + (ready === undefined ? pass.durationMs : ready - start) * this.slowFactor;
       const wait = due - performance.now();
       // Passes shorter than a timer tick run back to back; the schedule (`due`) keeps the pace.

@@ -110,6 +110,14 @@ export interface PassResult {
   events: CacheEvent[];
 }
 
+/**
+ * Whether a pass ran nothing (it lasts 0 ms and produces no token): the rank then waits for its
+ * first load from host memory (`nextLoadReadyMs`), or is stuck when none is in flight.
+ */
+export function ranNothing(pass: PassResult): boolean {
+  return pass.durationMs === 0 && pass.firstTokens.length === 0 && pass.finished.length === 0;
+}
+
 /** Prefill time of one chunk of `t` new tokens (ms), Dynamo's polynomial. */
 export function prefillMs(t: number): number {
   return t > 0 ? 4.209989e-7 * t * t + 0.01518344 * t + 16.50142 : 0;

@@ -22,7 +22,7 @@ import {
 } from '../events/packed.js';
 import { BlockIds } from './block-ids.js';
 import { prefixCeiling } from './ceiling.js';
-import { Engine, type PassResult, SimRequest } from './engine.js';
+import { Engine, type PassResult, ranNothing, SimRequest } from './engine.js';
 import { EventQueue } from './event-queue.js';
 import type { CacheEvent } from './kv-cache.js';
 
@@ -161,7 +161,7 @@ export class JsFleet implements ReplayFleetBackend {
     const rank = this.ranks[i];
     if (rank.busy || rank.engine.idle) return;
     const result = rank.engine.step(this.clock);
-    if (result.durationMs === 0 && result.firstTokens.length === 0 && result.finished.length === 0) {
+    if (ranNothing(result)) {
       this.sleepOnLoads(rank, i, result);
       return;
     }
