@@ -20,6 +20,7 @@ import { proxyBatch } from './batch.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
+import { errorType } from './http-status.js';
 import type { ResolvedGatewayOptions } from './options.js';
 import { BadRequest, engineTokens, type ReadRequest, type RequestKind, readRequest } from './prompt.js';
 import { findOwner, type ResponseOwners } from './response-owners.js';
@@ -119,8 +120,7 @@ export interface Refusal {
 export function refuse(ctx: ProxyContext, reply: FastifyReply, r: Refusal): FastifyReply {
   if (r.refused === 'client_closed') return reply;
   if (r.reason) return reject(ctx, reply, r.refused, r.reason, r.message);
-  const type = r.refused >= 500 ? 'InternalServerError' : r.refused === 404 ? 'NotFoundError' : 'BadRequestError';
-  return reply.code(r.refused).send(openAiError(r.message, type, r.refused));
+  return reply.code(r.refused).send(openAiError(r.message, errorType(r.refused), r.refused));
 }
 
 /** What a failed tokenization tells the client. */
