@@ -11,6 +11,9 @@ import { BadRequest, NotFound } from './bad-request.js';
 import type { LoraAdapters } from './lora-adapters.js';
 import type { ResolvedMockOptions } from './options.js';
 import type { LoraRef } from './rank.js';
+import { checkSamplingSchema, readSampling, type Sampling } from './sampling.js';
+import type { ChoiceOut } from './sequence.js';
+import type { SequenceEnd } from './stop.js';
 import { MOCK_CHAT_TEMPLATE, tokenize } from './tokenizer.js';
 
 export { BadRequest } from './bad-request.js';
@@ -30,6 +33,12 @@ export interface ParsedRequest {
   cacheSalt: string | undefined;
   /** Sequences sampled from each prompt (`n`): one choice each. */
   n: number;
+  /** Stops, logprobs, echo and seed. */
+  sampling: Sampling;
+  /** A completion's echo of its prompt alone (`echo` with `max_tokens` 0): one token generated, none shown. */
+  echoOnly: boolean;
+  /** What a chat's `echo` puts before the answer: the last message's content when it is the assistant's (else empty). */
+  chatEcho: string;
 }
 
 /** The most sequences (`n`) one request may sample from a prompt. */
@@ -179,7 +188,10 @@ export function parseRequest(
 ): ParsedRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
-  // vLLM checks the model before it reads the prompt.
+  // vLLM's request schema comes first, then the model, then the prompt, then the sampling ranges.
+  checkSamplingSchema(b, chat);
+  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean')
+    throw new BadRequest('stream must be a boolean', 'stream');
   const lora = requestedLora(b.model, served);
   const truncation = readTruncation(b, served.maxModelLen);
   const batch = chat ? undefined : promptBatch(b.prompt);
@@ -189,34 +201,48 @@ export function parseRequest(
     try {
       tokens = truncated(chat ? chatTokens(b, served) : completionTokens({ ...b, prompt }), truncation);
     } catch (err) {
-      throw err instanceof BadRequest ? new BadRequest(`${where}${err.message}`) : err;
+      throw err instanceof BadRequest ? new BadRequest(`${where}${err.message}`, err.param) : err;
     }
     if (tokens.length === 0) throw new BadRequest(`${where}the prompt is empty`);
     return tokens;
   });
-  const maxTokens = b.max_tokens ?? b.max_completion_tokens ?? 16;
-  if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_tokens must be a positive integer');
-  if (b.stream !== undefined && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
-  const n = b.n ?? 1;
-  if (!Number.isInteger(n) || (n as number) < 1 || (n as number) > MAX_SAMPLES)
-    throw new BadRequest(`n must be an integer in [1, ${MAX_SAMPLES}], got ${JSON.stringify(n)}`);
+  // A chat's `max_completion_tokens` wins over its deprecated `max_tokens`; a completion has only the latter.
+  const asked = ((chat ? (b.max_completion_tokens ?? b.max_tokens) : b.max_tokens) ?? 16) as number;
+  const echoOnly = !chat && b.echo === true && asked === 0;
+  const n = (b.n ?? 1) as number;
+  const sampling = readSampling(b, chat, echoOnly ? 1 : asked, n, MAX_SAMPLES);
   // vLLM's engine (V1) samples `n` sequences but no longer keeps `best_of` candidates to pick from.
   if (b.best_of !== undefined && b.best_of !== null && b.best_of !== n) throw new BadRequest('best_of is not supported: use n');
-  if (prompts.length * (n as number) > MAX_SEQUENCES)
-    throw new BadRequest(`a request may run at most ${MAX_SEQUENCES} sequences (prompts × n), got ${prompts.length * (n as number)}`);
+  if (prompts.length * n > MAX_SEQUENCES)
+    throw new BadRequest(`a request may run at most ${MAX_SEQUENCES} sequences (prompts × n), got ${prompts.length * n}`);
   const cacheSalt = readCacheSalt(b);
   const options = b.stream_options as { include_usage?: unknown } | undefined;
   return {
     chat,
     prompts,
-    maxTokens: maxTokens as number,
+    maxTokens: echoOnly ? 1 : asked,
     stream: b.stream === true,
     includeUsage: options?.include_usage === true,
     model: lora?.name ?? served.model,
     lora,
     cacheSalt,
-    n: n as number,
+    n,
+    sampling,
+    echoOnly,
+    chatEcho: chat && sampling.echo ? assistantContent(b.messages) : '',
   };
+}
+
+/** The content of the last message when it is the assistant's (text parts joined by newlines), else empty: what a chat's echo repeats. */
+function assistantContent(messages: unknown): string {
+  const last = Array.isArray(messages) ? (messages.at(-1) as { role?: unknown; content?: unknown } | undefined) : undefined;
+  if (last?.role !== 'assistant') return '';
+  if (typeof last.content === 'string') return last.content;
+  if (!Array.isArray(last.content)) return '';
+  return last.content
+    .filter((p): p is { text: string } => typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string')
+    .map((p) => p.text)
+    .join('\n');
 }
 
 export interface Usage {
@@ -235,34 +261,26 @@ export function usage(prompt: number, completion: number, cached: number): Usage
   };
 }
 
-/** One streamed chunk's JSON. */
-/** A streamed chunk of sequence `index`'s text (or its end, with `finish`). */
+/**
+ * A streamed chunk of sequence `index`: a token's text and logprobs (`delta`), or the sequence's
+ * end (`end`, with vLLM's `stop_reason`); a chat's first chunk names the role.
+ */
 export function chunk(
   req: ParsedRequest,
   id: string,
   created: number,
   index: number,
-  text: string | undefined,
-  finish: string | null,
+  delta: { text: string; logprobs: unknown } | undefined,
+  end: SequenceEnd | undefined,
   first: boolean,
 ): unknown {
+  const finish = { finish_reason: end?.finishReason ?? null, stop_reason: end?.stopReason ?? null };
+  const logprobs = delta?.logprobs ?? null;
   if (req.chat) {
-    const delta = text === undefined ? {} : first ? { role: 'assistant', content: text } : { content: text };
-    return {
-      id,
-      object: 'chat.completion.chunk',
-      created,
-      model: req.model,
-      choices: [{ index, delta, logprobs: null, finish_reason: finish }],
-    };
+    const message = delta === undefined ? {} : first ? { role: 'assistant', content: delta.text } : { content: delta.text };
+    return { id, object: 'chat.completion.chunk', created, model: req.model, choices: [{ index, delta: message, logprobs, ...finish }] };
   }
-  return {
-    id,
-    object: 'text_completion',
-    created,
-    model: req.model,
-    choices: [{ index, text: text ?? '', logprobs: null, finish_reason: finish, stop_reason: null }],
-  };
+  return { id, object: 'text_completion', created, model: req.model, choices: [{ index, text: delta?.text ?? '', logprobs, ...finish }] };
 }
 
 export function usageChunk(req: ParsedRequest, id: string, created: number, u: Usage): unknown {
@@ -270,19 +288,15 @@ export function usageChunk(req: ParsedRequest, id: string, created: number, u: U
 }
 
 /** The whole (non-streamed) response: one choice per sampled sequence. */
-export function fullResponse(req: ParsedRequest, id: string, created: number, texts: readonly string[], u: Usage): unknown {
+export function fullResponse(req: ParsedRequest, id: string, created: number, choices: readonly ChoiceOut[], u: Usage): unknown {
+  const finish = (c: ChoiceOut) => ({ finish_reason: c.end.finishReason, stop_reason: c.end.stopReason });
   if (req.chat) {
     return {
       id,
       object: 'chat.completion',
       created,
       model: req.model,
-      choices: texts.map((text, index) => ({
-        index,
-        message: { role: 'assistant', content: text },
-        logprobs: null,
-        finish_reason: 'length',
-      })),
+      choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text }, logprobs: c.logprobs, ...finish(c) })),
       usage: u,
     };
   }
@@ -291,13 +305,13 @@ export function fullResponse(req: ParsedRequest, id: string, created: number, te
     object: 'text_completion',
     created,
     model: req.model,
-    choices: texts.map((text, index) => ({ index, text, logprobs: null, finish_reason: 'length', stop_reason: null })),
+    choices: choices.map((c, index) => ({ index, text: c.text, logprobs: c.logprobs, ...finish(c) })),
     usage: u,
   };
 }
 
-/** vLLM's error body (nested under `error` since vLLM 0.10; flat before). */
-export function errorBody(message: string, code: number): unknown {
+/** vLLM's error body (nested under `error` since vLLM 0.10; flat before), naming the field at fault when known. */
+export function errorBody(message: string, code: number, param: string | null = null): unknown {
   const type = code === 400 ? 'BadRequestError' : code === 404 ? 'NotFoundError' : 'ServiceUnavailableError';
-  return { error: { message, type, param: null, code } };
+  return { error: { message, type, param, code } };
 }

@@ -32,10 +32,10 @@ import {
   rankEndpoint,
   resolveMockOptions,
 } from './options.js';
-import { mockOutput } from './output.js';
 import { RankPublisher } from './publisher.js';
 import { type LiveRequest, MockRank } from './rank.js';
 import { registerResponses } from './responses.js';
+import { MockSequence } from './sequence.js';
 import { detokenize } from './tokenizer.js';
 
 /**
@@ -194,7 +194,7 @@ class Worker implements MockWorker {
     const o = this.options;
     app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
       const code = err instanceof BadRequest ? 400 : (err.statusCode ?? 500);
-      void reply.code(code).send(errorBody(err.message, code));
+      void reply.code(code).send(errorBody(err.message, code, err instanceof BadRequest ? (err.param ?? null) : null));
     });
     // vLLM's --api-key guards the /v1 routes only (not /health, /metrics or /tokenize), with its own 401 body.
     if (o.apiKey) {
@@ -292,9 +292,9 @@ class Worker implements MockWorker {
     // prompt i with the seed plus j, so samples differ and the first is the `n = 1` answer; the
     // usage counts each prompt once, with its first sequence's cached tokens.
     const n = parsed.n;
-    const sequences = parsed.prompts.flatMap((prompt) =>
-      Array.from({ length: n }, (_, j) => ({ prompt, output: mockOutput(prompt, parsed.maxTokens, this.options.seed + j) })),
-    );
+    // A request's own seed picks its text as the worker's does.
+    const seed = parsed.sampling.seed ?? this.options.seed;
+    const sequences = parsed.prompts.flatMap((prompt) => Array.from({ length: n }, (_, j) => new MockSequence(parsed, prompt, seed + j)));
     const promptTokens = parsed.prompts.reduce((sum, p) => sum + p.length, 0);
     const cachedOf: number[] = [];
     const cached = () => cachedOf.reduce((sum, c, k) => (k % n === 0 ? sum + c : sum), 0);
@@ -324,18 +324,18 @@ class Worker implements MockWorker {
       );
     if (!parsed.stream) {
       return new Promise((resolve, reject) => {
-        const parts = sequences.map((): number[] => []);
+        let generated = 0;
         let left = sequences.length;
         for (let k = 0; k < sequences.length; k++) {
           submit(
             k,
             (t) => {
-              for (const x of t) parts[k].push(x);
+              generated += t.length;
             },
             () => {
               if (--left > 0) return;
-              const generated = parts.reduce((sum, p) => sum + p.length, 0);
-              resolve(fullResponse(parsed, id, created, parts.map(detokenize), usage(promptTokens, generated, cached())));
+              const choices = sequences.map((s) => s.choice());
+              resolve(fullResponse(parsed, id, created, choices, usage(promptTokens, generated, cached())));
             },
             (reason) => {
               cancelAll();
@@ -363,15 +363,17 @@ class Worker implements MockWorker {
     let generated = 0;
     let left = sequences.length;
     for (let k = 0; k < sequences.length; k++) {
+      let streamed = 0;
       submit(
         k,
         (tokens, first) => {
           generated += tokens.length;
-          // One chunk per token, as vLLM streams them.
-          for (let i = 0; i < tokens.length; i++) send(chunk(parsed, id, created, k, detokenize([tokens[i]]), null, first && i === 0));
+          // One chunk per token, as vLLM streams them (text held back while a stop string may still match).
+          for (let i = 0; i < tokens.length; i++)
+            send(chunk(parsed, id, created, k, sequences[k].delta(streamed++), undefined, first && i === 0));
         },
         () => {
-          send(chunk(parsed, id, created, k, undefined, 'length', false));
+          send(chunk(parsed, id, created, k, undefined, sequences[k].end, false));
           if (--left > 0) return;
           done = true;
           if (parsed.includeUsage) send(usageChunk(parsed, id, created, usage(promptTokens, generated, cached())));

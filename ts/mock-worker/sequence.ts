@@ -1,0 +1,94 @@
+/**
+ * One sampled sequence of a completion or chat request: what the mock model would say, where the
+ * request's stops end it (so the engine generates only that much and its KV cache holds only
+ * that), and what the client is shown of it, whole or token by token: the echoed prompt, the text
+ * cut at a stop, vLLM's `finish_reason` and `stop_reason`, and log probabilities when asked for.
+ * @module
+ */
+
+import { chatLogprobs, completionLogprobs, type PositionLogprobs, positionLogprobs } from './logprobs.js';
+import type { ParsedRequest } from './openai.js';
+import { mockOutput } from './output.js';
+import { type SequenceEnd, StreamedText, sequenceEnd } from './stop.js';
+import { detokenize } from './tokenizer.js';
+
+/** A choice of the response: its text, logprobs and how it ended. */
+export interface ChoiceOut {
+  text: string;
+  logprobs: unknown;
+  end: SequenceEnd;
+}
+
+/** What one streamed token adds: its text (maybe empty, while a stop string may still match) and logprobs. */
+export interface StreamDelta {
+  text: string;
+  logprobs: unknown;
+}
+
+export class MockSequence {
+  /** The tokens the engine generates for this sequence. */
+  readonly output: number[];
+  readonly end: SequenceEnd;
+  private readonly text: string;
+  private readonly streamed: StreamedText;
+  /** Text offset of the next streamed token (completions' logprobs count it). */
+  private offset = 0;
+  private echoed = false;
+
+  /**
+   * @param prompt the prompt's tokens as the engine runs them
+   * @param seed the seed this sample's text is drawn with
+   */
+  constructor(
+    private readonly req: ParsedRequest,
+    readonly prompt: number[],
+    seed: number,
+  ) {
+    const whole = mockOutput(prompt, req.maxTokens, seed);
+    // vLLM runs an echo of the prompt alone (`max_tokens` 0) as one generated token it does not show.
+    this.end = req.echoOnly
+      ? { generated: whole.length, shown: 0, finishReason: 'length', stopReason: null }
+      : sequenceEnd(whole, req.sampling);
+    this.output = whole.slice(0, this.end.generated);
+    this.text = detokenize(this.output);
+    this.streamed = new StreamedText(this.text, this.end, req.sampling);
+  }
+
+  /** The text that comes before the generated text: the prompt's (completions) or the assistant message's it continues (chat). */
+  private get echo(): string {
+    if (!this.req.sampling.echo) return '';
+    return this.req.chat ? this.req.chatEcho : detokenize([...this.prompt]);
+  }
+
+  /** Log probabilities of `tokens` at output positions from `from`, with the prompt's first (`withPrompt`, completions' echo). */
+  private logprobs(tokens: readonly number[], from: number, withPrompt: boolean): unknown {
+    const k = this.req.sampling.logprobs;
+    if (k === undefined) return null;
+    const out = tokens.map((t, i) => positionLogprobs(this.prompt.length + from + i, t, k));
+    if (this.req.chat) return chatLogprobs(out, k);
+    const prompt: (PositionLogprobs | null)[] = withPrompt ? this.prompt.map((t, i) => (i === 0 ? null : positionLogprobs(i, t, k))) : [];
+    const positions = [...prompt, ...out];
+    const logprobs = completionLogprobs(positions, [...(withPrompt ? this.prompt : []), ...tokens], k, this.offset);
+    return logprobs;
+  }
+
+  /** The whole choice. */
+  choice(): ChoiceOut {
+    const echoPrompt = this.req.sampling.echo && !this.req.chat;
+    // An echo without generation shows the prompt alone, and its logprobs.
+    const shownTokens = this.req.echoOnly ? [] : this.output;
+    return { text: this.echo + this.text.slice(0, this.end.shown), logprobs: this.logprobs(shownTokens, 0, echoPrompt), end: this.end };
+  }
+
+  /** What generated token `i` (0-based, in order) adds to the stream; the echo comes with the first. */
+  delta(i: number): StreamDelta {
+    const first = !this.echoed;
+    this.echoed = true;
+    const echoPrompt = first && this.req.sampling.echo && !this.req.chat;
+    const generated = this.req.echoOnly ? [] : [this.output[i]];
+    const text = (first ? this.echo : '') + (this.req.echoOnly ? '' : this.streamed.next(i));
+    const logprobs = this.logprobs(generated, i, echoPrompt);
+    this.offset += text.length;
+    return { text, logprobs };
+  }
+}
