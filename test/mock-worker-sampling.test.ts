@@ -239,7 +239,7 @@ describe('mock worker: sampling fields as vLLM reads them', () => {
     expect(tokens.map((e) => e.choices[0].logprobs.tokens[0]).join('')).toBe(three.json.choices[0].text);
   });
 
-  test("a chat's echo puts the assistant message it continues first", async () => {
+  test("a chat's echo puts the assistant message it continues first; max_completion_tokens wins over max_tokens", async () => {
     const w = await worker();
     const messages = [
       { role: 'user', content: 'hi' },
@@ -255,6 +255,13 @@ describe('mock worker: sampling fields as vLLM reads them', () => {
       .map((e) => e.choices[0].delta.content ?? '')
       .join('');
     expect(text).toBe(echoed.json.choices[0].message.content);
+    // A chat's max_completion_tokens wins over its deprecated max_tokens, as vLLM reads them.
+    const both = await postJson(`${w.url}/v1/chat/completions`, {
+      messages: [{ role: 'user', content: 'hi' }],
+      max_completion_tokens: 5,
+      max_tokens: 3,
+    });
+    expect(both.json.usage.completion_tokens).toBe(5);
     // After a user message there is nothing to echo.
     const afterUser = await postJson(`${w.url}/v1/chat/completions`, {
       messages: [{ role: 'user', content: 'hi' }],
