@@ -36,12 +36,12 @@ export function blockCount(tokens: number, blockSize: number, eagle: boolean): n
   return Math.floor((eagle ? Math.max(0, tokens - 1) : tokens) / blockSize);
 }
 
-/** Accepts a Uint32Array as is, or copies an array of integers in [0, 2^32). */
 /** A token id: an integer in [0, 2^32). */
 export function isTokenId(t: unknown): t is number {
   return typeof t === 'number' && Number.isInteger(t) && t >= 0 && t <= 0xffffffff;
 }
 
+/** Accepts a Uint32Array as is, or copies an array of integers in [0, 2^32). */
 export function toTokens(tokens: unknown, name = 'tokens'): Uint32Array {
   if (!(tokens instanceof Uint32Array) && !Array.isArray(tokens)) {
     throw invalidArg(`${name} must be a Uint32Array or an array of integers in [0, 2^32), got ${describe(tokens)}`);
