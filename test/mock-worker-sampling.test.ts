@@ -165,12 +165,14 @@ describe('mock worker: sampling fields as vLLM reads them', () => {
         chatWant.reason,
         chatWant.tokens,
       ]);
-      // Streamed: a chunk per generated token, text held back while a stop string may still match, the same text in the end.
+      // Streamed: a chunk per generated token (the last says how it ended), text held back while a stop string may still match, the same text in the end.
       const streamed = await sse(`${w.url}/v1/completions`, { prompt, max_tokens: 40, stream: true, ...stops });
-      const chunks = streamed.events.filter((e) => e !== '[DONE]' && e.choices.length === 1);
-      const tokenChunks = chunks.filter((e) => e.choices[0].finish_reason === null);
+      const tokenChunks = streamed.events.filter((e) => e !== '[DONE]' && e.choices.length === 1);
       expect(tokenChunks.length, why).toBe(want.tokens);
-      expect(chunks.at(-1).choices[0], why).toMatchObject({ text: '', finish_reason: want.finish, stop_reason: want.reason });
+      expect(
+        tokenChunks.map((e) => [e.choices[0].finish_reason, e.choices[0].stop_reason]),
+        why,
+      ).toEqual([...Array.from({ length: want.tokens - 1 }, () => [null, null]), [want.finish, want.reason]]);
       const holdBack = stops.stop && !stops.include_stop_str_in_output ? Math.max(...stops.stop.map((s) => s.length)) - 1 : 0;
       let released = 0;
       tokenChunks.forEach((e, i) => {
@@ -233,7 +235,7 @@ describe('mock worker: sampling fields as vLLM reads them', () => {
     expect([none.json.choices[0].logprobs, none.json.choices[0].stop_reason]).toEqual([null, null]);
     // Streamed, each token's chunk carries its logprobs, offsets counted over the text sent so far.
     const streamed = await sse(`${w.url}/v1/completions`, { prompt: 'hi', max_tokens: 3, logprobs: 1, stream: true });
-    const tokens = streamed.events.filter((e) => e !== '[DONE]' && e.choices[0]?.finish_reason === null);
+    const tokens = streamed.events.filter((e) => e !== '[DONE]' && e.choices.length === 1);
     expect(tokens.map((e) => e.choices[0].logprobs.text_offset)).toEqual([[0], [1], [2]]);
     const three = await postJson(`${w.url}/v1/completions`, { prompt: 'hi', max_tokens: 3 });
     expect(tokens.map((e) => e.choices[0].logprobs.tokens[0]).join('')).toBe(three.json.choices[0].text);

@@ -12,7 +12,7 @@ import type { LoraAdapters } from './lora-adapters.js';
 import type { ResolvedMockOptions } from './options.js';
 import type { LoraRef } from './rank.js';
 import { checkSamplingSchema, readSampling, type Sampling } from './sampling.js';
-import type { ChoiceOut } from './sequence.js';
+import type { ChoiceOut, StreamDelta } from './sequence.js';
 import type { SequenceEnd } from './stop.js';
 import { MOCK_CHAT_TEMPLATE, tokenize } from './tokenizer.js';
 
@@ -262,25 +262,26 @@ export function usage(prompt: number, completion: number, cached: number): Usage
 }
 
 /**
- * A streamed chunk of sequence `index`: a token's text and logprobs (`delta`), or the sequence's
- * end (`end`, with vLLM's `stop_reason`); a chat's first chunk names the role.
+ * A streamed chunk of sequence `index`: a token's text and logprobs (`delta`), and on its last
+ * token how the sequence ended (`end`: `finish_reason` and vLLM's `stop_reason`); a chat's first
+ * chunk names the role.
  */
 export function chunk(
   req: ParsedRequest,
   id: string,
   created: number,
   index: number,
-  delta: { text: string; logprobs: unknown } | undefined,
+  delta: StreamDelta,
   end: SequenceEnd | undefined,
   first: boolean,
 ): unknown {
-  const finish = { finish_reason: end?.finishReason ?? null, stop_reason: end?.stopReason ?? null };
-  const logprobs = delta?.logprobs ?? null;
+  // vLLM's field order: the text (a chat's delta), logprobs, then how the sequence ended.
+  const rest = { logprobs: delta.logprobs, finish_reason: end?.finishReason ?? null, stop_reason: end?.stopReason ?? null };
   if (req.chat) {
-    const message = delta === undefined ? {} : first ? { role: 'assistant', content: delta.text } : { content: delta.text };
-    return { id, object: 'chat.completion.chunk', created, model: req.model, choices: [{ index, delta: message, logprobs, ...finish }] };
+    const message = first ? { role: 'assistant', content: delta.text } : { content: delta.text };
+    return { id, object: 'chat.completion.chunk', created, model: req.model, choices: [{ index, delta: message, ...rest }] };
   }
-  return { id, object: 'text_completion', created, model: req.model, choices: [{ index, text: delta?.text ?? '', logprobs, ...finish }] };
+  return { id, object: 'text_completion', created, model: req.model, choices: [{ index, text: delta.text, ...rest }] };
 }
 
 export function usageChunk(req: ParsedRequest, id: string, created: number, u: Usage): unknown {

@@ -67,17 +67,15 @@ export class MockSequence {
     const out = tokens.map((t, i) => positionLogprobs(this.prompt.length + from + i, t, k));
     if (this.req.chat) return chatLogprobs(out, k);
     const prompt: (PositionLogprobs | null)[] = withPrompt ? this.prompt.map((t, i) => (i === 0 ? null : positionLogprobs(i, t, k))) : [];
-    const positions = [...prompt, ...out];
-    const logprobs = completionLogprobs(positions, [...(withPrompt ? this.prompt : []), ...tokens], k, this.offset);
-    return logprobs;
+    return completionLogprobs([...prompt, ...out], [...(withPrompt ? this.prompt : []), ...tokens], k, this.offset);
   }
 
   /** The whole choice. */
   choice(): ChoiceOut {
     const echoPrompt = this.req.sampling.echo && !this.req.chat;
-    // An echo without generation shows the prompt alone, and its logprobs.
-    const shownTokens = this.req.echoOnly ? [] : this.output;
-    return { text: this.echo + this.text.slice(0, this.end.shown), logprobs: this.logprobs(shownTokens, 0, echoPrompt), end: this.end };
+    // An echo without generation reports the prompt alone, and its logprobs.
+    const reported = this.req.echoOnly ? [] : this.output;
+    return { text: this.echo + this.text.slice(0, this.end.shown), logprobs: this.logprobs(reported, 0, echoPrompt), end: this.end };
   }
 
   /** What generated token `i` (0-based, in order) adds to the stream; the echo comes with the first. */

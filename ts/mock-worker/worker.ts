@@ -363,17 +363,20 @@ class Worker implements MockWorker {
     let generated = 0;
     let left = sequences.length;
     for (let k = 0; k < sequences.length; k++) {
+      const seq = sequences[k];
       let streamed = 0;
       submit(
         k,
         (tokens, first) => {
           generated += tokens.length;
-          // One chunk per token, as vLLM streams them (text held back while a stop string may still match).
-          for (let i = 0; i < tokens.length; i++)
-            send(chunk(parsed, id, created, k, sequences[k].delta(streamed++), undefined, first && i === 0));
+          // One chunk per token, as vLLM streams them (text held back while a stop string may
+          // still match); the last token's chunk says how the sequence ended.
+          for (let i = 0; i < tokens.length; i++) {
+            const at = streamed++;
+            send(chunk(parsed, id, created, k, seq.delta(at), at === seq.end.generated - 1 ? seq.end : undefined, first && i === 0));
+          }
         },
         () => {
-          send(chunk(parsed, id, created, k, undefined, sequences[k].end, false));
           if (--left > 0) return;
           done = true;
           if (parsed.includeUsage) send(usageChunk(parsed, id, created, usage(promptTokens, generated, cached())));
