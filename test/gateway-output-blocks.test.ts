@@ -17,15 +17,15 @@ closeFleetsAfterEach();
 const PROMPT = 'The KV cache router sends this. ';
 
 /**
- * Streams a completion through the gateway until `tokens` token chunks have arrived, then
+ * Streams a completion (with a stop string, if given) through the gateway until `tokens` token chunks have arrived, then
  * returns the worker's active blocks as the gateway's router counts them, and stops the stream.
  */
-async function activeBlocksMidStream(f: TestFleet, maxTokens: number, tokens: number): Promise<number | undefined> {
+async function activeBlocksMidStream(f: TestFleet, maxTokens: number, tokens: number, stop?: string): Promise<number | undefined> {
   const abort = new AbortController();
   const res = await fetch(`${f.url}/v1/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ prompt: PROMPT, max_tokens: maxTokens, stream: true }),
+    body: JSON.stringify({ prompt: PROMPT, max_tokens: maxTokens, stream: true, ...(stop ? { stop } : {}) }),
     signal: abort.signal,
   });
   expect(res.status).toBe(200);
@@ -39,7 +39,8 @@ async function activeBlocksMidStream(f: TestFleet, maxTokens: number, tokens: nu
     text += decoder.decode(value, { stream: true });
     const events = text.split('\n\n');
     text = events.pop() ?? '';
-    for (const e of events) if (e.startsWith('data: {') && (JSON.parse(e.slice(6)).choices?.[0]?.text ?? '') !== '') seen++;
+    // A chunk per generated token (its text maybe held back while a stop string may still match).
+    for (const e of events) if (e.startsWith('data: {') && JSON.parse(e.slice(6)).choices?.length === 1) seen++;
   }
   const load = f.gateway.router.stats().load;
   abort.abort();
@@ -56,6 +57,12 @@ describe.each(BACKENDS)('gateway output-block tracking (%s)', (backend) => {
     // 50 of 64: the decay is set where a block boundary is crossed, last at 49 tokens (until
     // 65: ceil(81 / 16) = 6 blocks), each then weighing 1 - 49/64: 1.41 in all, rounded to 1.
     expect(await activeBlocksMidStream(tracked, 64, 50)).toBe(1);
+
+    // A stop string that never matches: vLLM (and the mock) hold back its length less one
+    // character, so the first 15 token chunks have empty text. They are tokens all the same:
+    // 49 of them, ceil((32 + 49) / 16) = 6 blocks (counting text alone, 34: 5 blocks).
+    await waitFor(() => tracked.gateway.router.stats().load.length === 0, 'the stopped stream is freed');
+    expect(await activeBlocksMidStream(tracked, 1000, 49, 'z'.repeat(16))).toBeGreaterThanOrEqual(6);
 
     const untracked = await startFleet(backend, 1, {}, { speedup: 1 });
     expect(await activeBlocksMidStream(untracked, 1000, 48), 'the prompt blocks alone').toBe(2);

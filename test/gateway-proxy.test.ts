@@ -292,6 +292,47 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     }
   });
 
+  test('a token whose text is held back (a stop string may still match) is a first token all the same', async () => {
+    let release = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    const chunk = (text: string, finish: string | null) =>
+      `data: ${JSON.stringify({ id: 'c', object: 'text_completion', choices: [{ index: 0, text, logprobs: null, finish_reason: finish, stop_reason: null }] })}\n\n`;
+    // vLLM with `stop: ["</answer>"]` streams its first 8 tokens with empty text.
+    const engine = createServer(async (req, res) => {
+      if (req.url === '/health') return res.end();
+      if (req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'fake', parent: null }] }));
+      for await (const _ of req);
+      if (req.url === '/tokenize') return res.end(JSON.stringify({ tokens: Array.from({ length: 64 }, (_, i) => i) }));
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(chunk('', null));
+      await held;
+      res.write(chunk('', null));
+      res.write(chunk('42', 'length'));
+      res.end('data: [DONE]\n\n');
+    });
+    await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
+    try {
+      const f = await startFleet(backend, 0, { workers: [{ id: 1, url: `http://127.0.0.1:${(engine.address() as AddressInfo).port}` }] });
+      const pending = sse(`${f.url}/v1/completions`, { prompt: 'Answer?', max_tokens: 3, stop: ['</answer>'], stream: true });
+      await waitFor(
+        () => f.gateway.router.stats().inFlight === 1 && f.gateway.router.stats().load[0].activePrefillTokens === 0,
+        'the prefill to end at the held-back token',
+      );
+      const metric = async (name: string) =>
+        Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(await (await fetch(`${f.url}/metrics`)).text())?.[1]);
+      expect(await metric('kvroute_gateway_time_to_first_token_seconds_count')).toBe(1);
+      release();
+      expect((await pending).events.at(-1)).toBe('[DONE]');
+      // Two gaps between three tokens; the finished chunk counts by its text.
+      expect(await metric('kvroute_gateway_inter_token_latency_seconds_count')).toBe(2);
+    } finally {
+      release();
+      engine.close();
+    }
+  });
+
   test("workers started with an API key (vLLM's --api-key) are called with upstream.apiKey, never with the client's", async () => {
     const w = await startWorker({ apiKey: 'sk-worker', loraModules: ['a1'] });
     expect((await postJson(`${w.url}/v1/completions`, { prompt: 'x', max_tokens: 1 })).status).toBe(401);

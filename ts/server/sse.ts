@@ -39,7 +39,7 @@ export class SseSplitter {
 
 /** What one event carries, for the gateway's bookkeeping. */
 export interface EventFacts {
-  /** It carries generated tokens (a completion's `text`; a chat delta's content, reasoning, refusal or tool calls). */
+  /** It carries generated tokens (a completion's `text`; a chat delta's content, reasoning, refusal or tool calls; an unfinished choice's held-back empty text). */
   token: boolean;
   /** A usage-only chunk (`choices: []` with `usage`). */
   usageOnly: boolean;
@@ -71,7 +71,7 @@ export function inspectEvent(event: string): EventFacts {
   for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) data += line.slice(line[5] === ' ' ? 6 : 5);
   if (data === '') return NONE;
   if (data === '[DONE]') return { ...NONE, done: true };
-  let chunk: { choices?: { text?: unknown; delta?: Record<string, unknown> }[]; usage?: Usage; error?: unknown; type?: unknown };
+  let chunk: { choices?: Choice[]; usage?: Usage; error?: unknown; type?: unknown };
   try {
     chunk = JSON.parse(data);
   } catch {
@@ -80,7 +80,7 @@ export function inspectEvent(event: string): EventFacts {
   if (chunk === null || typeof chunk !== 'object') return NONE;
   if (typeof chunk.type === 'string') return responsesEventFacts(chunk as ResponsesEvent);
   const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
-  const token = choices.some((c) => (typeof c?.text === 'string' && c.text !== '') || generates(c?.delta));
+  const token = choices.some(carriesToken);
   return {
     token,
     usageOnly: choices.length === 0 && chunk.usage !== undefined,
@@ -88,6 +88,28 @@ export function inspectEvent(event: string): EventFacts {
     done: false,
     error: chunk.error !== undefined,
   };
+}
+
+/** One choice of a streamed chunk, as far as the gateway reads it. */
+interface Choice {
+  text?: unknown;
+  delta?: Record<string, unknown>;
+  finish_reason?: unknown;
+}
+
+/**
+ * A choice carries generated tokens when it has text, and also when it is an unfinished choice
+ * whose text is empty: the engines send such a chunk only for tokens they generated, whose text
+ * the detokenizer holds back (vLLM keeps back a stop string's length less one character; an
+ * incomplete UTF-8 character waits for its next token). Counting it keeps the first token's time
+ * and the output count true under stop strings. A chat's first chunk, the bare role, carries none.
+ */
+function carriesToken(c: Choice | null | undefined): boolean {
+  if (c === null || typeof c !== 'object') return false;
+  if (typeof c.text === 'string') return c.text !== '' || c.finish_reason === null;
+  const d = c.delta;
+  if (generates(d)) return true;
+  return d !== null && typeof d === 'object' && !('role' in d) && d.content === '' && c.finish_reason === null;
 }
 
 /** Delta fields that carry generated tokens: the answer, a reasoning model's thinking, a refusal. */
