@@ -274,6 +274,50 @@ describe('mock worker: sampling fields as vLLM reads them', () => {
   });
 });
 
+describe("mock worker: a chat's tool_choice", () => {
+  test("is checked against its tools as vLLM's chat schema checks it, before the model", async () => {
+    const w = await worker();
+    const tools = [{ type: 'function', function: { name: 'weather', parameters: {} } }];
+    const usage = 'Correct usage: `{"type": "function", "function": {"name": "my_function"}}`';
+    const cases: [Record<string, unknown>, string][] = [
+      [{ tool_choice: 'auto' }, 'When using `tool_choice`, `tools` must be set.'],
+      [
+        { tools, tool_choice: 'sometimes' },
+        'Invalid value for `tool_choice`: sometimes! Only named tools, "none", "auto" or "required" are supported.',
+      ],
+      [{ tools, tool_choice: { type: 'function' } }, `Invalid value for \`function\`: \`null\` in \`tool_choice\`! ${usage}`],
+      [{ tools, tool_choice: { type: 'function', function: {} } }, `Expected field \`name\` in \`function\` in \`tool_choice\`! ${usage}`],
+      [
+        { tools, tool_choice: { type: 'function', function: { name: '' } } },
+        `Invalid \`name\` in \`function\`: \`\` in \`tool_choice\`! ${usage}`,
+      ],
+      [
+        { tools, tool_choice: { type: 'function', function: { name: 'stocks' } } },
+        'The tool specified in `tool_choice` does not match any of the specified `tools`',
+      ],
+    ];
+    for (const [fields, message] of cases) {
+      const r = await postJson(`${w.url}/v1/chat/completions`, {
+        messages: [{ role: 'user', content: 'hi' }],
+        model: 'other',
+        max_tokens: 2,
+        ...fields,
+      });
+      expect([r.status, r.json.error?.message], JSON.stringify(fields)).toEqual([400, message]);
+    }
+    for (const fields of [
+      { tool_choice: 'none' },
+      { tools, tool_choice: 'required' },
+      { tools },
+      { tools, tool_choice: { type: 'function', function: { name: 'weather' } } },
+    ]) {
+      const r = await postJson(`${w.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, ...fields });
+      expect(r.status, JSON.stringify(fields)).toBe(200);
+    }
+    expect(w.stats().finished).toEqual([4]);
+  });
+});
+
 describe.each(BACKENDS)('mock worker: a stopped sequence caches only what it generated (%s)', (backend) => {
   test('the index sees a stopped request as one of its stopped length, shorter than the unstopped one', async () => {
     const workers = await Promise.all(

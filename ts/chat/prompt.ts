@@ -105,7 +105,7 @@ export function readChatPrompt(b: Record<string, unknown>): ChatPrompt {
 }
 
 /** The text of a message's content: text parts joined by newlines, other parts dropped. */
-function contentText(content: unknown): string {
+export function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   const texts: string[] = [];

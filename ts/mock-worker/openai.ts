@@ -5,7 +5,7 @@
  * @module
  */
 
-import { readChatPrompt, renderChatPrompt } from '../chat/prompt.js';
+import { contentText, readChatPrompt, renderChatPrompt } from '../chat/prompt.js';
 import { isTokenId } from '../validate.js';
 import { BadRequest, NotFound } from './bad-request.js';
 import type { LoraAdapters } from './lora-adapters.js';
@@ -190,6 +190,7 @@ export function parseRequest(
   const b = body as Record<string, unknown>;
   // vLLM's request schema comes first, then the model, then the prompt, then the sampling ranges.
   checkSamplingSchema(b, chat);
+  if (chat) checkToolChoice(b);
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean')
     throw new BadRequest('stream must be a boolean', 'stream');
   const lora = requestedLora(b.model, served);
@@ -233,16 +234,40 @@ export function parseRequest(
   };
 }
 
-/** The content of the last message when it is the assistant's (text parts joined by newlines), else empty: what a chat's echo repeats. */
+/** The content of the last message when it is the assistant's (its text, as the template gets it), else empty: what a chat's echo repeats. */
 function assistantContent(messages: unknown): string {
   const last = Array.isArray(messages) ? (messages.at(-1) as { role?: unknown; content?: unknown } | undefined) : undefined;
-  if (last?.role !== 'assistant') return '';
-  if (typeof last.content === 'string') return last.content;
-  if (!Array.isArray(last.content)) return '';
-  return last.content
-    .filter((p): p is { text: string } => typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string')
-    .map((p) => p.text)
-    .join('\n');
+  return last?.role === 'assistant' ? contentText(last.content) : '';
+}
+
+/** How vLLM's chat schema tells a correct named `tool_choice`. */
+const NAMED_TOOL_CHOICE = 'Correct usage: `{"type": "function", "function": {"name": "my_function"}}`';
+
+/**
+ * A chat's `tool_choice` against its `tools`, as vLLM's request schema checks it (given tools
+ * and no choice mean "auto"; "none" needs nothing): a choice needs tools, is "auto", "required"
+ * or a named function, and a named function must be one of the tools.
+ * @throws {BadRequest} in vLLM's words.
+ */
+function checkToolChoice(b: Record<string, unknown>): void {
+  const choice = b.tool_choice;
+  if (choice === undefined || choice === null || choice === 'none') return;
+  if (b.tools === undefined || b.tools === null) throw new BadRequest('When using `tool_choice`, `tools` must be set.');
+  if (choice === 'auto' || choice === 'required') return;
+  if (typeof choice !== 'object' || Array.isArray(choice))
+    throw new BadRequest(
+      `Invalid value for \`tool_choice\`: ${String(choice)}! Only named tools, "none", "auto" or "required" are supported.`,
+    );
+  const fn = (choice as { function?: unknown }).function;
+  if (typeof fn !== 'object' || fn === null || Array.isArray(fn))
+    throw new BadRequest(`Invalid value for \`function\`: \`${JSON.stringify(fn ?? null)}\` in \`tool_choice\`! ${NAMED_TOOL_CHOICE}`);
+  if (!('name' in fn)) throw new BadRequest(`Expected field \`name\` in \`function\` in \`tool_choice\`! ${NAMED_TOOL_CHOICE}`);
+  const name = (fn as { name: unknown }).name;
+  if (typeof name !== 'string' || name === '')
+    throw new BadRequest(`Invalid \`name\` in \`function\`: \`${String(name)}\` in \`tool_choice\`! ${NAMED_TOOL_CHOICE}`);
+  const tools = Array.isArray(b.tools) ? (b.tools as { function?: { name?: unknown } }[]) : [];
+  if (!tools.some((t) => t?.function?.name === name))
+    throw new BadRequest('The tool specified in `tool_choice` does not match any of the specified `tools`');
 }
 
 export interface Usage {
