@@ -99,6 +99,10 @@ describe('mock worker: sampling fields as vLLM reads them', () => {
       expect([r.status, r.json], JSON.stringify(fields)).toEqual([400, { error: { message, type: 'BadRequestError', param, code: 400 } }]);
     }
     expect(w.stats().finished).toEqual([0]);
+    // A completion's suffix is refused once the model is known (a chat has none, and ignores it as vLLM does).
+    const suffix = await postJson(`${w.url}/v1/completions`, { prompt: 'hi', suffix: 'end' });
+    expect([suffix.status, suffix.json.error.message]).toEqual([400, 'suffix is not currently supported']);
+    expect((await postJson(`${w.url}/v1/completions`, { prompt: 'hi', suffix: 'end', model: 'x' })).status).toBe(404);
     // The schema (types, the logprob fields, stream options) comes before the model, the ranges after it.
     expect((await postJson(`${w.url}/v1/completions`, { prompt: 'hi', model: 'x', temperature: 'hot' })).status).toBe(400);
     expect((await postJson(`${w.url}/v1/completions`, { prompt: 'hi', model: 'x', temperature: -1 })).status).toBe(404);

@@ -194,6 +194,8 @@ export function parseRequest(
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean')
     throw new BadRequest('stream must be a boolean', 'stream');
   const lora = requestedLora(b.model, served);
+  // vLLM declares a completion's `suffix` (fill-in-the-middle) and refuses it once the model is known.
+  if (!chat && b.suffix !== undefined && b.suffix !== null) throw new BadRequest('suffix is not currently supported');
   const truncation = readTruncation(b, served.maxModelLen);
   const batch = chat ? undefined : promptBatch(b.prompt);
   const prompts = (batch ?? [b.prompt]).map((prompt, i) => {
