@@ -110,7 +110,19 @@ describe('mock worker HTTP API', () => {
   test('models, tokenize, detokenize, health, metrics, and errors in vLLM shapes', async () => {
     const w = await worker({ model: 'm1' });
     const models = await (await fetch(`${w.url}/v1/models`)).json();
-    expect(models).toMatchObject({ object: 'list', data: [{ id: 'm1', object: 'model' }] });
+    expect(models).toMatchObject({
+      object: 'list',
+      data: [
+        {
+          id: 'm1',
+          object: 'model',
+          owned_by: 'vllm',
+          root: 'm1',
+          parent: null,
+          permission: [{ object: 'model_permission', allow_sampling: true }],
+        },
+      ],
+    });
     const tok = await postJson(`${w.url}/tokenize`, { prompt: 'héllo' });
     expect(tok.json.tokens).toEqual([...new TextEncoder().encode('héllo')]);
     expect((await postJson(`${w.url}/detokenize`, { tokens: tok.json.tokens })).json).toEqual({ prompt: 'héllo' });

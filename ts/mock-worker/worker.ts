@@ -10,6 +10,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { KvRouteError } from '../errors.js';
 import { LoraAdapters, registerLoraUpdating } from './lora-adapters.js';
 import { mockMetrics } from './metrics.js';
+import { modelList } from './models.js';
 import {
   BadRequest,
   chatTokens,
@@ -207,19 +208,7 @@ class Worker implements MockWorker {
       if (this.hang(reply)) return reply;
       return reply.code(200).send();
     });
-    // The base model, then each adapter with the base as its parent, as vLLM lists them.
-    app.get('/v1/models', async () => ({
-      object: 'list',
-      data: [o.model, ...this.adapters.names()].map((id, i) => ({
-        id,
-        object: 'model',
-        created: Math.floor(Date.now() / 1000),
-        owned_by: 'kvroute',
-        root: id,
-        parent: i === 0 ? null : o.model,
-        max_model_len: o.maxModelLen,
-      })),
-    }));
+    app.get('/v1/models', async () => modelList(o.model, this.adapters.names(), o.maxModelLen));
     app.post('/tokenize', async (req) => {
       const b = (req.body ?? {}) as Record<string, unknown>;
       requestedLora(b.model, this.served);
