@@ -400,11 +400,22 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     const withUsage = await sse(`${f.url}/v1/chat/completions`, { ...body, stream_options: { include_usage: true } });
     const usage = withUsage.events.find((e) => e !== '[DONE]' && e.usage);
     expect(usage.usage.completion_tokens).toBe(6);
+    // vLLM's continuous usage stats (usage in every chunk) count only with include_usage: the
+    // gateway's own request for usage does not turn them on for a client without it.
+    const unasked = await sse(`${f.url}/v1/chat/completions`, { ...body, stream_options: { continuous_usage_stats: true } });
+    expect(unasked.events.filter((e) => e !== '[DONE]' && e.usage)).toEqual([]);
+    const continuous = await sse(`${f.url}/v1/chat/completions`, {
+      ...body,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+    });
+    const chunks = continuous.events.filter((e) => e !== '[DONE]' && e.choices.length === 1);
+    expect(chunks.map((e) => e.usage?.completion_tokens)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(continuous.events.at(-2)).toMatchObject({ choices: [], usage: { completion_tokens: 6 } });
     const metrics = await (await fetch(`${f.url}/metrics`)).text();
-    // Both streams reported their cached tokens although only one client asked for usage.
+    // Every stream reported its cached tokens although only some clients asked for usage.
     expect(metrics).toMatch(/kvroute_gateway_reported_cached_tokens_total \d+/);
-    expect(metrics).toMatch(/kvroute_gateway_time_to_first_token_seconds_count 2/);
-    expect(metrics).toMatch(/kvroute_gateway_inter_token_latency_seconds_count 10/);
+    expect(metrics).toMatch(/kvroute_gateway_time_to_first_token_seconds_count 4/);
+    expect(metrics).toMatch(/kvroute_gateway_inter_token_latency_seconds_count 20/);
   });
 
   test('a client that goes away aborts the upstream request and frees its booking', async () => {

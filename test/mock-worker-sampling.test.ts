@@ -245,6 +245,28 @@ describe('mock worker: sampling fields as vLLM reads them', () => {
     expect(tokens.map((e) => e.choices[0].logprobs.tokens[0]).join('')).toBe(three.json.choices[0].text);
   });
 
+  test("continuous usage stats (with include_usage) put each sequence's counts so far in every chunk", async () => {
+    const w = await worker();
+    const body = { prompt: ['hi', 'hello'], max_tokens: 3, stream: true, n: 2 };
+    const continuous = await sse(`${w.url}/v1/completions`, {
+      ...body,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+    });
+    const chunks = continuous.events.filter((e) => e !== '[DONE]' && e.choices.length === 1);
+    // Per choice: its prompt's tokens, its own output so far.
+    for (const index of [0, 1, 2, 3]) {
+      const own = chunks
+        .filter((e) => e.choices[0].index === index)
+        .map((e) => [e.usage.prompt_tokens, e.usage.completion_tokens, e.usage.total_tokens]);
+      const p = index < 2 ? 2 : 5;
+      expect(own, `choice ${index}`).toEqual([1, 2, 3].map((c) => [p, c, p + c]));
+    }
+    expect(continuous.events.at(-2)).toMatchObject({ choices: [], usage: { prompt_tokens: 7, completion_tokens: 12, total_tokens: 19 } });
+    // Without include_usage they are off, as in vLLM.
+    const alone = await sse(`${w.url}/v1/completions`, { ...body, stream_options: { continuous_usage_stats: true } });
+    expect(alone.events.filter((e) => e !== '[DONE]' && e.usage)).toEqual([]);
+  });
+
   test("a chat's echo puts the assistant message it continues first; max_completion_tokens wins over max_tokens", async () => {
     const w = await worker();
     const messages = [

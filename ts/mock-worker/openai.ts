@@ -25,6 +25,8 @@ export interface ParsedRequest {
   maxTokens: number;
   stream: boolean;
   includeUsage: boolean;
+  /** vLLM's `continuous_usage_stats` (with `include_usage`): every chunk carries its sequence's usage so far. */
+  continuousUsage: boolean;
   /** The model answered for: the served model, or the LoRA adapter the request named. */
   model: string;
   /** The LoRA adapter the request runs under. */
@@ -219,13 +221,14 @@ export function parseRequest(
   if (prompts.length * n > MAX_SEQUENCES)
     throw new BadRequest(`a request may run at most ${MAX_SEQUENCES} sequences (prompts × n), got ${prompts.length * n}`);
   const cacheSalt = readCacheSalt(b);
-  const options = b.stream_options as { include_usage?: unknown } | undefined;
+  const options = b.stream_options as { include_usage?: unknown; continuous_usage_stats?: unknown } | undefined;
   return {
     chat,
     prompts,
     maxTokens: echoOnly ? 1 : asked,
     stream: b.stream === true,
     includeUsage: options?.include_usage === true,
+    continuousUsage: options?.include_usage === true && options.continuous_usage_stats === true,
     model: lora?.name ?? served.model,
     lora,
     cacheSalt,
@@ -291,7 +294,7 @@ export function usage(prompt: number, completion: number, cached: number): Usage
 /**
  * A streamed chunk of sequence `index`: a token's text and logprobs (`delta`), and on its last
  * token how the sequence ended (`end`: `finish_reason` and vLLM's `stop_reason`); a chat's first
- * chunk names the role.
+ * chunk names the role. `soFar` counts the sequence's prompt and output up to this token.
  */
 export function chunk(
   req: ParsedRequest,
@@ -301,14 +304,19 @@ export function chunk(
   delta: StreamDelta,
   end: SequenceEnd | undefined,
   first: boolean,
+  soFar: { prompt: number; completion: number },
 ): unknown {
   // vLLM's field order: the text (a chat's delta), logprobs, then how the sequence ended.
   const rest = { logprobs: delta.logprobs, finish_reason: end?.finishReason ?? null, stop_reason: end?.stopReason ?? null };
+  // With continuous usage stats, the sequence's own counts so far (vLLM's per-choice numbers).
+  const usage = req.continuousUsage
+    ? { usage: { prompt_tokens: soFar.prompt, total_tokens: soFar.prompt + soFar.completion, completion_tokens: soFar.completion } }
+    : {};
   if (req.chat) {
     const message = first ? { role: 'assistant', content: delta.text } : { content: delta.text };
-    return { id, object: 'chat.completion.chunk', created, model: req.model, choices: [{ index, delta: message, ...rest }] };
+    return { id, object: 'chat.completion.chunk', created, model: req.model, choices: [{ index, delta: message, ...rest }], ...usage };
   }
-  return { id, object: 'text_completion', created, model: req.model, choices: [{ index, text: delta.text, ...rest }] };
+  return { id, object: 'text_completion', created, model: req.model, choices: [{ index, text: delta.text, ...rest }], ...usage };
 }
 
 export function usageChunk(req: ParsedRequest, id: string, created: number, u: Usage): unknown {

@@ -362,7 +362,8 @@ class Worker implements MockWorker {
           // still match); the last token's chunk says how the sequence ended.
           for (let i = 0; i < tokens.length; i++) {
             const at = streamed++;
-            send(chunk(parsed, id, created, k, seq.delta(at), at === seq.end.generated - 1 ? seq.end : undefined, first && i === 0));
+            const end = at === seq.end.generated - 1 ? seq.end : undefined;
+            send(chunk(parsed, id, created, k, seq.delta(at), end, first && i === 0, { prompt: seq.prompt.length, completion: at + 1 }));
           }
         },
         () => {

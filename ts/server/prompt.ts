@@ -152,7 +152,11 @@ export function readRequest(body: unknown, kind: RequestKind): ReadRequest {
     throw new BadRequest('stream_options must be an object');
   }
   const clientWantsUsage = (options as { include_usage?: unknown } | null | undefined)?.include_usage === true;
-  const forward = stream && !clientWantsUsage ? { ...b, stream_options: { ...(options as object | null), include_usage: true } } : b;
+  // The usage the gateway asks for on its own is the last chunk's, which it takes out again;
+  // vLLM's `continuous_usage_stats` (usage in every chunk) counts only with `include_usage`, so a
+  // client without it would get usage it did not ask for: it is left out.
+  const { continuous_usage_stats: _unasked, ...kept } = (options ?? {}) as Record<string, unknown>;
+  const forward = stream && !clientWantsUsage ? { ...b, stream_options: { ...kept, include_usage: true } } : b;
   const cacheSalt = readCacheSalt(b);
   return {
     input,
