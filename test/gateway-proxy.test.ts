@@ -243,94 +243,78 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     }
   });
 
-  test("a reasoning model's thinking and an agent's tool calls are first tokens: prefill ends and TTFT is taken there", async () => {
+  /**
+   * A fake engine streaming `before`, then holding its stream until released, then `after` and
+   * `[DONE]`; the request goes to it through a gateway, which is looked at while the stream is
+   * held: the prefill must have ended and the TTFT been taken. Returns the events and the
+   * gateway's inter-token gaps once the stream is over.
+   */
+  async function heldStream(path: string, body: object, before: string[], after: string[]): Promise<{ events: unknown[]; gaps: number }> {
     let release = () => {};
     const held = new Promise<void>((r) => {
       release = r;
     });
-    const chunk = (delta: object) =>
-      `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
-    // An engine whose answer starts with thinking, then calls a tool, and never writes content.
     const engine = createServer(async (req, res) => {
       if (req.url === '/health') return res.end();
       if (req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'fake', parent: null }] }));
       for await (const _ of req);
       if (req.url === '/tokenize') return res.end(JSON.stringify({ tokens: Array.from({ length: 64 }, (_, i) => i) }));
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write(chunk({ role: 'assistant', content: '' }));
-      res.write(chunk({ reasoning_content: 'The user wants the weather.' }));
+      for (const e of before) res.write(e);
       await held;
-      res.write(chunk({ tool_calls: [{ index: 0, id: 't1', type: 'function', function: { name: 'weather', arguments: '{}' } }] }));
+      for (const e of after) res.write(e);
       res.end('data: [DONE]\n\n');
     });
     await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
     try {
       const f = await startFleet(backend, 0, { workers: [{ id: 1, url: `http://127.0.0.1:${(engine.address() as AddressInfo).port}` }] });
-      const pending = sse(`${f.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'Weather?' }], stream: true });
+      const pending = sse(`${f.url}${path}`, { ...body, stream: true });
       await waitFor(
         () => f.gateway.router.stats().inFlight === 1 && f.gateway.router.stats().load[0].activePrefillTokens === 0,
-        'the prefill to end at the thinking',
-      );
-      const ttft = async () =>
-        Number(/^kvroute_gateway_time_to_first_token_seconds_count (\d+)$/m.exec(await (await fetch(`${f.url}/metrics`)).text())?.[1]);
-      expect(await ttft()).toBe(1);
-      release();
-      const done = await pending;
-      expect(done.events.at(-1)).toBe('[DONE]');
-      expect(done.events.map((e) => (e === '[DONE]' ? 'done' : Object.keys(e.choices[0].delta)[0]))).toEqual([
-        'role',
-        'reasoning_content',
-        'tool_calls',
-        'done',
-      ]);
-      expect(f.gateway.router.stats().inFlight).toBe(0);
-      const itl = /^kvroute_gateway_inter_token_latency_seconds_count (\d+)$/m.exec(await (await fetch(`${f.url}/metrics`)).text())?.[1];
-      expect(Number(itl)).toBe(1);
-    } finally {
-      release();
-      engine.close();
-    }
-  });
-
-  test('a token whose text is held back (a stop string may still match) is a first token all the same', async () => {
-    let release = () => {};
-    const held = new Promise<void>((r) => {
-      release = r;
-    });
-    const chunk = (text: string, finish: string | null) =>
-      `data: ${JSON.stringify({ id: 'c', object: 'text_completion', choices: [{ index: 0, text, logprobs: null, finish_reason: finish, stop_reason: null }] })}\n\n`;
-    // vLLM with `stop: ["</answer>"]` streams its first 8 tokens with empty text.
-    const engine = createServer(async (req, res) => {
-      if (req.url === '/health') return res.end();
-      if (req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'fake', parent: null }] }));
-      for await (const _ of req);
-      if (req.url === '/tokenize') return res.end(JSON.stringify({ tokens: Array.from({ length: 64 }, (_, i) => i) }));
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write(chunk('', null));
-      await held;
-      res.write(chunk('', null));
-      res.write(chunk('42', 'length'));
-      res.end('data: [DONE]\n\n');
-    });
-    await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
-    try {
-      const f = await startFleet(backend, 0, { workers: [{ id: 1, url: `http://127.0.0.1:${(engine.address() as AddressInfo).port}` }] });
-      const pending = sse(`${f.url}/v1/completions`, { prompt: 'Answer?', max_tokens: 3, stop: ['</answer>'], stream: true });
-      await waitFor(
-        () => f.gateway.router.stats().inFlight === 1 && f.gateway.router.stats().load[0].activePrefillTokens === 0,
-        'the prefill to end at the held-back token',
+        'the prefill to end before the stream is released',
       );
       const metric = async (name: string) =>
         Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(await (await fetch(`${f.url}/metrics`)).text())?.[1]);
       expect(await metric('kvroute_gateway_time_to_first_token_seconds_count')).toBe(1);
       release();
-      expect((await pending).events.at(-1)).toBe('[DONE]');
-      // Two gaps between three tokens; the finished chunk counts by its text.
-      expect(await metric('kvroute_gateway_inter_token_latency_seconds_count')).toBe(2);
+      const { events } = await pending;
+      expect(events.at(-1)).toBe('[DONE]');
+      expect(f.gateway.router.stats().inFlight).toBe(0);
+      return { events, gaps: await metric('kvroute_gateway_inter_token_latency_seconds_count') };
     } finally {
       release();
       engine.close();
     }
+  }
+
+  test("a reasoning model's thinking and an agent's tool calls are first tokens: prefill ends and TTFT is taken there", async () => {
+    const chunk = (delta: object) =>
+      `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+    // An engine whose answer starts with thinking, then calls a tool, and never writes content.
+    const { events, gaps } = await heldStream(
+      '/v1/chat/completions',
+      { messages: [{ role: 'user', content: 'Weather?' }] },
+      [chunk({ role: 'assistant', content: '' }), chunk({ reasoning_content: 'The user wants the weather.' })],
+      [chunk({ tool_calls: [{ index: 0, id: 't1', type: 'function', function: { name: 'weather', arguments: '{}' } }] })],
+    );
+    const kinds = events.map((e) => (e === '[DONE]' ? 'done' : Object.keys((e as { choices: { delta: object }[] }).choices[0].delta)[0]));
+    expect(kinds).toEqual(['role', 'reasoning_content', 'tool_calls', 'done']);
+    // The bare role is no token: one gap, from the thinking to the tool call.
+    expect(gaps).toBe(1);
+  });
+
+  test('a token whose text is held back (a stop string may still match) is a first token all the same', async () => {
+    const chunk = (text: string, finish: string | null) =>
+      `data: ${JSON.stringify({ id: 'c', object: 'text_completion', choices: [{ index: 0, text, logprobs: null, finish_reason: finish, stop_reason: null }] })}\n\n`;
+    // vLLM with `stop: ["</answer>"]` streams its first 8 tokens with empty text.
+    const { gaps } = await heldStream(
+      '/v1/completions',
+      { prompt: 'Answer?', max_tokens: 3, stop: ['</answer>'] },
+      [chunk('', null)],
+      [chunk('', null), chunk('42', 'length')],
+    );
+    // Two gaps between three tokens; the finished chunk counts by its text.
+    expect(gaps).toBe(2);
   });
 
   test("workers started with an API key (vLLM's --api-key) are called with upstream.apiKey, never with the client's", async () => {
