@@ -25,9 +25,17 @@ describe('mock worker: the Responses API', () => {
       { role: 'user', content: FIRST },
     ];
     const chat = await chatOf(w, conversation, 8);
+    // The mock model never ends its message itself: it reaches max_output_tokens, which vLLM reports as incomplete.
     expect(first.json).toMatchObject({
       object: 'response',
-      status: 'completed',
+      status: 'incomplete',
+      incomplete_details: { reason: 'max_output_tokens' },
+      // The sampling values resolved, as vLLM's response repeats them.
+      temperature: 1,
+      top_p: 1,
+      top_logprobs: null,
+      service_tier: 'auto',
+      truncation: 'disabled',
       model: 'mock-model',
       instructions: INSTRUCTIONS,
       previous_response_id: null,
@@ -92,7 +100,8 @@ describe('mock worker: the Responses API', () => {
     expect(deltas.join('')).toBe(text);
     expect(streamed.events[0].data.response).toMatchObject({ status: 'in_progress', output: [], usage: null });
     const done = streamed.events.at(-1)?.data.response;
-    expect(done).toMatchObject({ status: 'completed', output: [{ content: [{ text }] }], usage: { output_tokens: 7 } });
+    // vLLM's last event is response.completed whatever the status.
+    expect(done).toMatchObject({ status: 'incomplete', output: [{ content: [{ text }] }], usage: { output_tokens: 7 } });
     expect(done.usage.input_tokens_details.cached_tokens).toBeGreaterThan(0);
     // The streamed response is stored like a whole one.
     expect((await fetch(`${w.url}/v1/responses/${done.id}`)).status).toBe(200);
@@ -151,7 +160,15 @@ describe('mock worker: the Responses API', () => {
     [{ input: [{ content: 'no role' }] }, 'input[0].role must be a string'],
     [{ input: 'x', instructions: 3 }, 'instructions must be a string'],
     [{ input: 'x', tools: [{ type: 'function', name: 'f' }] }, 'Tool use is not supported in Responses API without Harmony'],
-    [{ input: 'x', max_output_tokens: 0 }, 'max_output_tokens must be a positive integer'],
+    [{ input: 'x', max_output_tokens: 0 }, 'max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)'],
+    [{ input: 'x', max_output_tokens: 1.5 }, 'max_output_tokens must be an integer, got 1.5'],
+    [{ input: 'x', temperature: 3 }, 'temperature must be in [0, 2], got 3.0. (parameter=temperature, value=3.0)'],
+    [{ input: 'x', top_p: 0 }, 'top_p must be in (0, 1], got 0.0. (parameter=top_p, value=0.0)'],
+    [{ input: 'x', prompt: { id: 'pmpt_1' } }, 'prompt template is not supported (parameter=prompt)'],
+    [
+      { input: 'x', include: ['message.output_text.logprobs'], top_logprobs: 21 },
+      'Requested sample logprobs of 21, which is greater than max allowed: 20',
+    ],
     [{ input: 'x', stream: 'yes' }, 'stream must be a boolean'],
     [{ input: 'x', previous_response_id: 7 }, 'previous_response_id must be a string'],
   ])('bad request %j is 400 with its reason', async (body, reason) => {
@@ -174,4 +191,37 @@ describe('mock worker: the Responses API', () => {
       expect(w.stats().finished).toEqual([0]);
     },
   );
+
+  test('the response repeats the sampling values; include asks for logprobs, whole and streamed, as vLLM gives them', async () => {
+    const w = await worker();
+    const body = {
+      input: 'hello',
+      max_output_tokens: 4,
+      temperature: 0.5,
+      top_p: 0.9,
+      user: 'u1',
+      include: ['message.output_text.logprobs'],
+      top_logprobs: 2,
+    };
+    const r = await postJson(`${w.url}/v1/responses`, body);
+    expect(r.json).toMatchObject({ temperature: 0.5, top_p: 0.9, user: 'u1', top_logprobs: 2 });
+    const part = r.json.output[0].content[0];
+    expect(part.logprobs.map((e: { token: string }) => e.token).join('')).toBe(part.text);
+    for (const e of part.logprobs) {
+      expect(e.bytes).toEqual([...Buffer.from(e.token)]);
+      expect(e.top_logprobs).toHaveLength(2);
+      expect(e.top_logprobs[0]).toEqual({ token: e.token, logprob: e.logprob, bytes: e.bytes });
+    }
+    const streamed = await namedEvents(`${w.url}/v1/responses`, { ...body, stream: true });
+    const deltas = streamed.events.filter((e) => e.event === 'response.output_text.delta').map((e) => e.data.logprobs);
+    // The same values per token; a delta's logprobs carry no bytes.
+    expect(deltas).toEqual(
+      part.logprobs.map((e: { token: string; logprob: number; top_logprobs: { token: string; logprob: number }[] }) => [
+        { token: e.token, logprob: e.logprob, top_logprobs: e.top_logprobs.map((t) => ({ token: t.token, logprob: t.logprob })) },
+      ]),
+    );
+    // Without include, none.
+    const plain = await postJson(`${w.url}/v1/responses`, { input: 'hello', max_output_tokens: 2 });
+    expect([plain.json.output[0].content[0].logprobs, plain.json.top_logprobs]).toEqual([null, null]);
+  });
 });

@@ -13,12 +13,14 @@
 
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { BadRequest, NotFound } from './bad-request.js';
+import { BadRequest, invalidField, NotFound } from './bad-request.js';
+import { chatLogprobs, positionLogprobs } from './logprobs.js';
 import { chatTokens, checkFits, readCacheSalt, requestedLora, type Served } from './openai.js';
 import type { ResolvedMockOptions } from './options.js';
 import { mockOutput } from './output.js';
 import type { LiveRequest, LoraRef } from './rank.js';
 import { newResponseId, type ResponsesHistory, readResponsesPrompt, responsesMessages } from './responses-input.js';
+import { MAX_LOGPROBS, readTemperatureTopPTopK } from './sampling.js';
 import { detokenize } from './tokenizer.js';
 
 /** Responses kept when the store is on; the oldest goes first (vLLM keeps every one, and warns it leaks). */
@@ -45,7 +47,7 @@ interface ResponseObject {
   id: string;
   object: 'response';
   created_at: number;
-  status: 'in_progress' | 'completed';
+  status: 'in_progress' | 'completed' | 'incomplete';
   model: string;
   instructions: string | null;
   previous_response_id: string | null;
@@ -68,7 +70,14 @@ interface ParsedResponses {
   cacheSalt: string | undefined;
   instructions: string | null;
   previous: string | null;
+  /** Log probabilities asked for (`include` names `message.output_text.logprobs`): `top_logprobs` alternatives, else undefined. */
+  logprobs: number | undefined;
+  /** What the response object repeats of the request, as vLLM's does (the sampling values resolved). */
+  echoed: Record<string, unknown>;
 }
+
+/** The `include` entry that asks for the output text's log probabilities. */
+const OUTPUT_LOGPROBS = 'message.output_text.logprobs';
 
 function notFound(id: string): NotFound {
   return new NotFound(`Response with id '${id}' not found.`);
@@ -105,7 +114,12 @@ function parse(body: unknown, engine: ResponsesEngine, store: Map<string, Stored
   const o = engine.options;
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
-  // vLLM checks the model first.
+  // vLLM's request schema refuses a stored prompt template, before the model is looked at.
+  if (b.prompt !== undefined && b.prompt !== null) throw invalidField('prompt template is not supported', 'prompt');
+  if (b.include !== undefined && b.include !== null && !(Array.isArray(b.include) && b.include.every((x) => typeof x === 'string')))
+    throw new BadRequest('include must be a list of strings');
+  if (b.top_logprobs !== undefined && b.top_logprobs !== null && !Number.isSafeInteger(b.top_logprobs))
+    throw new BadRequest(`top_logprobs must be an integer, got ${JSON.stringify(b.top_logprobs)}`);
   const lora = requestedLora(b.model, engine.served);
   const prompt = readResponsesPrompt(b);
   for (const key of ['stream', 'store', 'background'] as const)
@@ -131,7 +145,21 @@ function parse(body: unknown, engine: ResponsesEngine, store: Map<string, Stored
   const messages = responsesMessages(prompt, history);
   const tokens = chatTokens({ messages }, { trustRequestChatTemplate: false, chatTemplateContentFormat: o.chatTemplateContentFormat });
   const maxTokens = b.max_output_tokens ?? 16;
-  if (!Number.isInteger(maxTokens) || (maxTokens as number) < 1) throw new BadRequest('max_output_tokens must be a positive integer');
+  if (!Number.isSafeInteger(maxTokens)) throw new BadRequest(`max_output_tokens must be an integer, got ${JSON.stringify(maxTokens)}`);
+  // vLLM's SamplingParams checks these once the prompt is rendered (max_output_tokens is its max_tokens).
+  const { temperature, topP } = readTemperatureTopPTopK(b);
+  if ((maxTokens as number) < 1) throw invalidField(`max_tokens must be at least 1, got ${maxTokens}.`, 'max_tokens', String(maxTokens));
+  const logprobs = (b.include as string[] | undefined)?.includes(OUTPUT_LOGPROBS)
+    ? ((b.top_logprobs as number | undefined) ?? 0)
+    : undefined;
+  if (logprobs !== undefined && (logprobs < 0 || logprobs > MAX_LOGPROBS))
+    throw invalidField(
+      logprobs < 0
+        ? `logprobs must be non-negative or -1, got ${logprobs}.`
+        : `Requested sample logprobs of ${logprobs}, which is greater than max allowed: ${MAX_LOGPROBS}`,
+      'logprobs',
+      String(logprobs),
+    );
   const tooLong = `The engine prompt length ${tokens.length} exceeds the max_model_len ${o.maxModelLen}. Please reduce prompt.`;
   checkFits(tokens.length, maxTokens as number, o, tooLong);
   const cacheSalt = readCacheSalt(b);
@@ -148,6 +176,22 @@ function parse(body: unknown, engine: ResponsesEngine, store: Map<string, Stored
     cacheSalt,
     instructions: prompt.instructions ?? null,
     previous,
+    logprobs,
+    echoed: {
+      temperature,
+      top_p: topP,
+      top_logprobs: logprobs ?? null,
+      service_tier: b.service_tier ?? 'auto',
+      truncation: b.truncation ?? 'disabled',
+      text: b.text ?? null,
+      user: b.user ?? null,
+      reasoning: b.reasoning ?? null,
+      metadata: b.metadata ?? null,
+      parallel_tool_calls: b.parallel_tool_calls ?? true,
+      tool_choice: b.tool_choice ?? 'auto',
+      max_tool_calls: b.max_tool_calls ?? null,
+      prompt: null,
+    },
   };
 }
 
@@ -171,24 +215,24 @@ function responseObject(
     object: 'response',
     created_at: created,
     status,
-    incomplete_details: null,
+    // vLLM's only reason: the output reached max_output_tokens.
+    incomplete_details: status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
     error: null,
     model: p.model,
     instructions: p.instructions,
     previous_response_id: p.previous,
     max_output_tokens: p.maxTokens,
     background: false,
-    parallel_tool_calls: true,
-    tool_choice: 'auto',
     tools: [],
-    metadata: null,
+    ...p.echoed,
     output,
     usage,
   };
 }
 
-function messageItem(id: string, text: string, status: 'in_progress' | 'completed'): unknown {
-  const content = status === 'completed' ? [{ type: 'output_text', text, annotations: [], logprobs: null }] : [];
+/** The output message; a finished one carries its text, and its logprobs when they were asked for (else null). */
+function messageItem(id: string, text: string, status: 'in_progress' | 'completed', logprobs: unknown = null): unknown {
+  const content = status === 'completed' ? [{ type: 'output_text', text, annotations: [], logprobs }] : [];
   return { id, type: 'message', role: 'assistant', status, content };
 }
 
@@ -212,13 +256,20 @@ function serve(
   const created = Math.floor(Date.now() / 1000);
   const itemId = `msg_${randomUUID().replaceAll('-', '')}`;
   const generated: number[] = [];
+  // Log probabilities of output token `i`, for the whole message (with bytes) or a streamed delta (without).
+  const positions = (tokens: readonly number[], from: number) =>
+    tokens.map((t, i) => positionLogprobs(p.prompt.length + from + i, t, p.logprobs ?? 0));
+  const wholeLogprobs = () =>
+    p.logprobs === undefined ? null : (chatLogprobs(positions(generated, 0), p.logprobs) as { content: unknown }).content;
   const finished = (cached: number): ResponseObject => {
     const text = detokenize(generated);
+    // The mock model never ends a message itself: its output always reaches max_output_tokens.
+    const status = generated.length >= p.maxTokens ? 'incomplete' : 'completed';
     const r = responseObject(
       p,
       created,
-      'completed',
-      [messageItem(itemId, text, 'completed')],
+      status,
+      [messageItem(itemId, text, 'completed', wholeLogprobs())],
       responseUsage(p.prompt.length, generated.length, cached),
     );
     keep?.({ response: r, messages: p.messages });
@@ -278,8 +329,16 @@ function serve(
           });
         }
         for (const t of tokens) {
+          const logprobs =
+            p.logprobs === undefined
+              ? []
+              : positions([t], generated.length).map((e) => ({
+                  token: detokenize([e.token]),
+                  logprob: e.logprob,
+                  top_logprobs: e.top.slice(0, p.logprobs).map((x) => ({ token: detokenize([x.token]), logprob: x.logprob })),
+                }));
           generated.push(t);
-          send('response.output_text.delta', { output_index: 0, item_id: itemId, content_index: 0, delta: detokenize([t]), logprobs: [] });
+          send('response.output_text.delta', { output_index: 0, item_id: itemId, content_index: 0, delta: detokenize([t]), logprobs });
         }
       },
       (cached) => {
@@ -288,7 +347,7 @@ function serve(
         const part = { type: 'output_text', text, annotations: [] };
         send('response.output_text.done', { output_index: 0, item_id: itemId, content_index: 0, text, logprobs: [] });
         send('response.content_part.done', { output_index: 0, item_id: itemId, content_index: 0, part });
-        send('response.output_item.done', { output_index: 0, item: messageItem(itemId, text, 'completed') });
+        send('response.output_item.done', { output_index: 0, item: messageItem(itemId, text, 'completed', wholeLogprobs()) });
         send('response.completed', { response: finished(cached) });
         res.end();
       },

@@ -114,6 +114,25 @@ export function checkSamplingSchema(b: Record<string, unknown>, chat: boolean): 
 }
 
 /**
+ * `temperature`, `top_p` and `top_k` (vLLM's defaults when absent: 1, 1, 0), each type-checked and
+ * then range-checked as vLLM's `SamplingParams` checks them, in its order and words. The
+ * Responses API has these three of the sampling fields.
+ * @throws {BadRequest} in vLLM's words.
+ */
+export function readTemperatureTopPTopK(b: Record<string, unknown>): { temperature: number; topP: number; topK: number } {
+  const temperature = num(b, 'temperature') ?? 1;
+  const t = pythonFloat(temperature);
+  if (!Number.isFinite(temperature)) throw invalidField(`temperature must be a finite number, got ${t}.`, 'temperature', t);
+  if (temperature < 0) throw invalidField(`temperature must be non-negative, got ${t}.`, 'temperature', t);
+  if (temperature > 2) throw invalidField(`temperature must be in [0, 2], got ${t}.`, 'temperature', t);
+  const topP = num(b, 'top_p') ?? 1;
+  if (!(topP > 0 && topP <= 1)) throw invalidField(`top_p must be in (0, 1], got ${pythonFloat(topP)}.`, 'top_p', pythonFloat(topP));
+  const topK = int(b, 'top_k') ?? 0;
+  if (topK < -1) throw new BadRequest(`top_k must be 0 (disable), or at least 1, got ${topK}.`);
+  return { temperature, topP, topK };
+}
+
+/**
  * The sampling fields of a request whose schema passed {@link checkSamplingSchema}, checked as
  * vLLM's `SamplingParams` checks them once the prompt is read (in its order).
  * @param maxTokens the output length the request asked for (`max_tokens`, a chat's `max_completion_tokens` first), unchecked
@@ -131,15 +150,7 @@ export function readSampling(b: Record<string, unknown>, chat: boolean, maxToken
   const repetition = num(b, 'repetition_penalty') ?? 1;
   if (!Number.isFinite(repetition)) throw new BadRequest(`repetition_penalty must be a finite number, got ${pythonFloat(repetition)}.`);
   if (repetition <= 0) throw new BadRequest(`repetition_penalty must be greater than zero, got ${pythonFloat(repetition)}.`);
-  const temperature = num(b, 'temperature') ?? 1;
-  const t = pythonFloat(temperature);
-  if (!Number.isFinite(temperature)) throw invalidField(`temperature must be a finite number, got ${t}.`, 'temperature', t);
-  if (temperature < 0) throw invalidField(`temperature must be non-negative, got ${t}.`, 'temperature', t);
-  if (temperature > 2) throw invalidField(`temperature must be in [0, 2], got ${t}.`, 'temperature', t);
-  const topP = num(b, 'top_p') ?? 1;
-  if (!(topP > 0 && topP <= 1)) throw invalidField(`top_p must be in (0, 1], got ${pythonFloat(topP)}.`, 'top_p', pythonFloat(topP));
-  const topK = int(b, 'top_k') ?? 0;
-  if (topK < -1) throw new BadRequest(`top_k must be 0 (disable), or at least 1, got ${topK}.`);
+  const { temperature } = readTemperatureTopPTopK(b);
   const minP = num(b, 'min_p') ?? 0;
   if (!(minP >= 0 && minP <= 1)) throw new BadRequest(`min_p must be in [0, 1], got ${pythonFloat(minP)}.`);
   if (maxTokens < 1) throw invalidField(`max_tokens must be at least 1, got ${maxTokens}.`, 'max_tokens', String(maxTokens));
