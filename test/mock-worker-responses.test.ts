@@ -169,6 +169,11 @@ describe('mock worker: the Responses API', () => {
       { input: 'x', include: ['message.output_text.logprobs'], top_logprobs: 21 },
       'Requested sample logprobs of 21, which is greater than max allowed: 20',
     ],
+    [
+      { input: 'x', include: ['message.output_text.logprobs'], top_logprobs: -1 },
+      'Requested sample logprobs of 256, which is greater than max allowed: 20',
+    ],
+    [{ input: 'x', include: ['message.output_text.logprobs'], top_logprobs: -2 }, 'logprobs must be non-negative or -1, got -2.'],
     [{ input: 'x', stream: 'yes' }, 'stream must be a boolean'],
     [{ input: 'x', previous_response_id: 7 }, 'previous_response_id must be a string'],
   ])('bad request %j is 400 with its reason', async (body, reason) => {

@@ -20,7 +20,7 @@ import type { ResolvedMockOptions } from './options.js';
 import { mockOutput } from './output.js';
 import type { LiveRequest, LoraRef } from './rank.js';
 import { newResponseId, type ResponsesHistory, readResponsesPrompt, responsesMessages } from './responses-input.js';
-import { MAX_LOGPROBS, readTemperatureTopPTopK } from './sampling.js';
+import { MAX_LOGPROBS, readTemperatureTopPTopK, VOCAB_SIZE } from './sampling.js';
 import { detokenize } from './tokenizer.js';
 
 /** Responses kept when the store is on; the oldest goes first (vLLM keeps every one, and warns it leaks). */
@@ -149,9 +149,9 @@ function parse(body: unknown, engine: ResponsesEngine, store: Map<string, Stored
   // vLLM's SamplingParams checks these once the prompt is rendered (max_output_tokens is its max_tokens).
   const { temperature, topP } = readTemperatureTopPTopK(b);
   if ((maxTokens as number) < 1) throw invalidField(`max_tokens must be at least 1, got ${maxTokens}.`, 'max_tokens', String(maxTokens));
-  const logprobs = (b.include as string[] | undefined)?.includes(OUTPUT_LOGPROBS)
-    ? ((b.top_logprobs as number | undefined) ?? 0)
-    : undefined;
+  let logprobs = (b.include as string[] | undefined)?.includes(OUTPUT_LOGPROBS) ? ((b.top_logprobs as number | undefined) ?? 0) : undefined;
+  // -1 asks for the whole vocabulary.
+  if (logprobs === -1) logprobs = VOCAB_SIZE;
   if (logprobs !== undefined && (logprobs < 0 || logprobs > MAX_LOGPROBS))
     throw invalidField(
       logprobs < 0

@@ -34,7 +34,7 @@ export interface Sampling {
 /** vLLM's default `--max-logprobs`: the most alternatives a request may ask for per token. */
 export const MAX_LOGPROBS = 20;
 /** The mock tokenizer's vocabulary (one token per byte): what a request for all logprobs (-1) asks for. */
-const VOCAB_SIZE = 256;
+export const VOCAB_SIZE = 256;
 /** Below this temperature vLLM samples greedily, and then only one sequence a prompt. */
 const GREEDY_TEMPERATURE = 1e-5;
 
