@@ -267,6 +267,31 @@ describe('mock worker: sampling fields as vLLM reads them', () => {
     expect(alone.events.filter((e) => e !== '[DONE]' && e.usage)).toEqual([]);
   });
 
+  test('return_token_ids gives the prompt and output ids beside the text, whole and streamed, a stop token included', async () => {
+    const w = await worker();
+    const body = { prompt: PROMPT, max_tokens: 20, stop_token_ids: [32], return_token_ids: true };
+    const whole = await postJson(`${w.url}/v1/completions`, body);
+    const c = whole.json.choices[0];
+    expect(c.prompt_token_ids).toEqual(mockTokenize(PROMPT));
+    // The ids run through the stop token, whose text is left out.
+    expect([c.token_ids.length, c.token_ids.at(-1), c.stop_reason]).toEqual([whole.json.usage.completion_tokens, 32, 32]);
+    expect(String.fromCharCode(...c.token_ids)).toBe(`${c.text} `);
+    const streamed = await sse(`${w.url}/v1/completions`, { ...body, stream: true });
+    const chunks = streamed.events.filter((e) => e !== '[DONE]' && e.choices.length === 1);
+    expect(chunks.flatMap((e) => e.choices[0].token_ids)).toEqual(c.token_ids);
+    expect(chunks.map((e) => e.choices[0].prompt_token_ids !== undefined)).toEqual(chunks.map((_, i) => i === 0));
+    expect(chunks[0].choices[0].prompt_token_ids).toEqual(c.prompt_token_ids);
+    // A chat's prompt ids sit beside its choices; without the flag there are none.
+    const chat = await postJson(`${w.url}/v1/chat/completions`, {
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 3,
+      return_token_ids: true,
+    });
+    expect([chat.json.prompt_token_ids.length, chat.json.choices[0].token_ids.length]).toEqual([chat.json.usage.prompt_tokens, 3]);
+    const plain = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });
+    expect(['token_ids' in plain.json.choices[0], 'prompt_token_ids' in plain.json.choices[0]]).toEqual([false, false]);
+  });
+
   test("a chat's echo puts the assistant message it continues first; max_completion_tokens wins over max_tokens", async () => {
     const w = await worker();
     const messages = [

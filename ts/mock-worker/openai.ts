@@ -312,11 +312,18 @@ export function chunk(
   const usage = req.continuousUsage
     ? { usage: { prompt_tokens: soFar.prompt, total_tokens: soFar.prompt + soFar.completion, completion_tokens: soFar.completion } }
     : {};
+  // With return_token_ids: the token's id, and the prompt's ids on a sequence's first chunk (a
+  // completion's in its choice, a chat's beside the choices), as vLLM streams them.
+  const ids = delta.tokenIds;
+  const tokenIds = ids ? { token_ids: ids.output } : {};
+  const promptIds = ids?.prompt ? { prompt_token_ids: ids.prompt } : {};
   if (req.chat) {
     const message = first ? { role: 'assistant', content: delta.text } : { content: delta.text };
-    return { id, object: 'chat.completion.chunk', created, model: req.model, choices: [{ index, delta: message, ...rest }], ...usage };
+    const choice = { index, delta: message, ...rest, ...tokenIds };
+    return { id, object: 'chat.completion.chunk', created, model: req.model, choices: [choice], ...usage, ...promptIds };
   }
-  return { id, object: 'text_completion', created, model: req.model, choices: [{ index, text: delta.text, ...rest }], ...usage };
+  const choice = { index, text: delta.text, ...rest, ...promptIds, ...tokenIds };
+  return { id, object: 'text_completion', created, model: req.model, choices: [choice], ...usage };
 }
 
 export function usageChunk(req: ParsedRequest, id: string, created: number, u: Usage): unknown {
@@ -325,8 +332,15 @@ export function usageChunk(req: ParsedRequest, id: string, created: number, u: U
 
 /** The whole (non-streamed) response: one choice per sampled sequence. */
 export function fullResponse(req: ParsedRequest, id: string, created: number, choices: readonly ChoiceOut[], u: Usage): unknown {
-  const finish = (c: ChoiceOut) => ({ finish_reason: c.end.finishReason, stop_reason: c.end.stopReason });
+  // With return_token_ids, vLLM adds each choice's output ids, and its prompt's: a completion's in
+  // the choice, a chat's (one prompt) in the response.
+  const finish = (c: ChoiceOut) => ({
+    finish_reason: c.end.finishReason,
+    stop_reason: c.end.stopReason,
+    ...(c.tokenIds ? { token_ids: c.tokenIds.output } : {}),
+  });
   if (req.chat) {
+    const promptIds = choices[0]?.tokenIds ? { prompt_token_ids: choices[0].tokenIds.prompt } : {};
     return {
       id,
       object: 'chat.completion',
@@ -334,6 +348,7 @@ export function fullResponse(req: ParsedRequest, id: string, created: number, ch
       model: req.model,
       choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text }, logprobs: c.logprobs, ...finish(c) })),
       usage: u,
+      ...promptIds,
     };
   }
   return {
@@ -341,7 +356,13 @@ export function fullResponse(req: ParsedRequest, id: string, created: number, ch
     object: 'text_completion',
     created,
     model: req.model,
-    choices: choices.map((c, index) => ({ index, text: c.text, logprobs: c.logprobs, ...finish(c) })),
+    choices: choices.map((c, index) => ({
+      index,
+      text: c.text,
+      logprobs: c.logprobs,
+      ...finish(c),
+      ...(c.tokenIds ? { prompt_token_ids: c.tokenIds.prompt } : {}),
+    })),
     usage: u,
   };
 }

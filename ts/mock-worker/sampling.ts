@@ -7,7 +7,8 @@
  *
  * The mock model samples nothing: temperature, top-p and the penalties are checked and change no
  * text. What shapes the answer is kept: stop strings and stop tokens (see `stop.ts`), log
- * probabilities (`logprobs.ts`), `echo`, and `seed`, which picks the text as the worker's seed does.
+ * probabilities (`logprobs.ts`), `echo`, `seed`, which picks the text as the worker's seed does, and
+`return_token_ids`.
  * @module
  */
 
@@ -29,6 +30,8 @@ export interface Sampling {
   echo: boolean;
   /** The request's `seed` (undefined: the worker's), which picks the generated text. */
   seed: number | undefined;
+  /** vLLM's `return_token_ids`: the prompt's and the output's token ids beside the text. */
+  returnTokenIds: boolean;
 }
 
 /** vLLM's default `--max-logprobs`: the most alternatives a request may ask for per token. */
@@ -90,7 +93,7 @@ function readStopTokenIds(v: unknown): number[] {
 export function checkSamplingSchema(b: Record<string, unknown>, chat: boolean): void {
   for (const name of ['temperature', 'top_p', 'min_p', 'presence_penalty', 'frequency_penalty', 'repetition_penalty']) num(b, name);
   for (const name of ['n', 'top_k', 'min_tokens', 'seed', 'max_tokens', 'max_completion_tokens', 'prompt_logprobs']) int(b, name);
-  for (const name of ['echo', 'include_stop_str_in_output', 'ignore_eos']) bool(b, name);
+  for (const name of ['echo', 'include_stop_str_in_output', 'ignore_eos', 'return_token_ids']) bool(b, name);
   readStop(b.stop);
   readStopTokenIds(b.stop_token_ids);
   // Python's truthiness: an empty object is no options.
@@ -178,5 +181,6 @@ export function readSampling(b: Record<string, unknown>, chat: boolean, maxToken
     echo: bool(b, 'echo') ?? false,
     // vLLM reads a seed of -1 as none.
     seed: seed === -1 ? undefined : seed,
+    returnTokenIds: bool(b, 'return_token_ids') ?? false,
   };
 }

@@ -12,17 +12,21 @@ import { mockOutput } from './output.js';
 import { type SequenceEnd, StreamedText, sequenceEnd } from './stop.js';
 import { detokenize } from './tokenizer.js';
 
-/** A choice of the response: its text, logprobs and how it ended. */
+/** A choice of the response: its text, logprobs, how it ended, and its token ids when asked for. */
 export interface ChoiceOut {
   text: string;
   logprobs: unknown;
   end: SequenceEnd;
+  /** With `return_token_ids`: the prompt's and the generated tokens (a stop's included, as the engine made them). */
+  tokenIds?: { prompt: number[]; output: number[] };
 }
 
-/** What one streamed token adds: its text (maybe empty, while a stop string may still match) and logprobs. */
+/** What one streamed token adds: its text (maybe empty, while a stop string may still match), logprobs, and its ids when asked for. */
 export interface StreamDelta {
   text: string;
   logprobs: unknown;
+  /** With `return_token_ids`: this token's id, and on the sequence's first chunk the prompt's. */
+  tokenIds?: { prompt?: number[]; output: number[] };
 }
 
 export class MockSequence {
@@ -75,7 +79,9 @@ export class MockSequence {
     const echoPrompt = this.req.sampling.echo && !this.req.chat;
     // An echo without generation reports the prompt alone, and its logprobs.
     const reported = this.req.echoOnly ? [] : this.output;
-    return { text: this.echo + this.text.slice(0, this.end.shown), logprobs: this.logprobs(reported, 0, echoPrompt), end: this.end };
+    const text = this.echo + this.text.slice(0, this.end.shown);
+    const ids = this.req.sampling.returnTokenIds ? { tokenIds: { prompt: this.prompt, output: this.output } } : {};
+    return { text, logprobs: this.logprobs(reported, 0, echoPrompt), end: this.end, ...ids };
   }
 
   /** What generated token `i` (0-based, in order) adds to the stream; the echo comes with the first. */
@@ -87,6 +93,7 @@ export class MockSequence {
     const text = (first ? this.echo : '') + (this.req.echoOnly ? '' : this.streamed.next(i));
     const logprobs = this.logprobs(generated, i, echoPrompt);
     this.offset += text.length;
-    return { text, logprobs };
+    if (!this.req.sampling.returnTokenIds) return { text, logprobs };
+    return { text, logprobs, tokenIds: { ...(first ? { prompt: this.prompt } : {}), output: [this.output[i]] } };
   }
 }
