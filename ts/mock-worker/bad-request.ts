@@ -24,7 +24,7 @@ export class NotFound extends Error {
 /**
  * vLLM's refusal of one request field (its `VLLMValidationError`): the message ends with the
  * field's name and the value refused, as vLLM prints them, and the error body names the field.
- * @param value the value as Python prints it (see `pythonNumber`), or undefined to leave it out
+ * @param value the value as Python prints it (a float as Python prints it: `floatRepr`), or undefined to leave it out
  */
 export function invalidField(message: string, field: string, value?: string): BadRequest {
   return new BadRequest(`${message} (parameter=${field}${value === undefined ? '' : `, value=${value}`})`, field);

@@ -12,6 +12,7 @@
  * @module
  */
 
+import { floatRepr } from '../chat/python-str.js';
 import { BadRequest, invalidField } from './bad-request.js';
 
 /** What a request asks of its output, beyond its length. */
@@ -40,20 +41,6 @@ export const MAX_LOGPROBS = 20;
 export const VOCAB_SIZE = 256;
 /** Below this temperature vLLM samples greedily, and then only one sequence a prompt. */
 const GREEDY_TEMPERATURE = 1e-5;
-
-/** A number as Python prints a float (`0.0`, `-0.1`, `1e-05`, `inf`): vLLM's messages print the value that way. */
-export function pythonFloat(x: number): string {
-  if (Number.isNaN(x)) return 'nan';
-  if (!Number.isFinite(x)) return x > 0 ? 'inf' : '-inf';
-  if (Object.is(x, -0)) return '-0.0';
-  const abs = Math.abs(x);
-  if (abs !== 0 && (abs < 1e-4 || abs >= 1e16)) {
-    const [mantissa, exponent] = x.toExponential().split('e');
-    const sign = exponent.startsWith('-') ? '-' : '+';
-    return `${mantissa}e${sign}${exponent.replace(/^[-+]/, '').padStart(2, '0')}`;
-  }
-  return Number.isInteger(x) ? `${x}.0` : String(x);
-}
 
 type Kind = 'number' | 'integer' | 'boolean';
 
@@ -124,12 +111,12 @@ export function checkSamplingSchema(b: Record<string, unknown>, chat: boolean): 
  */
 export function readTemperatureTopPTopK(b: Record<string, unknown>): { temperature: number; topP: number; topK: number } {
   const temperature = num(b, 'temperature') ?? 1;
-  const t = pythonFloat(temperature);
+  const t = floatRepr(temperature);
   if (!Number.isFinite(temperature)) throw invalidField(`temperature must be a finite number, got ${t}.`, 'temperature', t);
   if (temperature < 0) throw invalidField(`temperature must be non-negative, got ${t}.`, 'temperature', t);
   if (temperature > 2) throw invalidField(`temperature must be in [0, 2], got ${t}.`, 'temperature', t);
   const topP = num(b, 'top_p') ?? 1;
-  if (!(topP > 0 && topP <= 1)) throw invalidField(`top_p must be in (0, 1], got ${pythonFloat(topP)}.`, 'top_p', pythonFloat(topP));
+  if (!(topP > 0 && topP <= 1)) throw invalidField(`top_p must be in (0, 1], got ${floatRepr(topP)}.`, 'top_p', floatRepr(topP));
   const topK = int(b, 'top_k') ?? 0;
   if (topK < -1) throw new BadRequest(`top_k must be 0 (disable), or at least 1, got ${topK}.`);
   return { temperature, topP, topK };
@@ -148,14 +135,14 @@ export function readSampling(b: Record<string, unknown>, chat: boolean, maxToken
   if (n > maxSamples) throw new BadRequest(`n must be at most ${maxSamples}, got ${n}.`);
   for (const name of ['presence_penalty', 'frequency_penalty']) {
     const v = num(b, name) ?? 0;
-    if (!(v >= -2 && v <= 2)) throw new BadRequest(`${name} must be in [-2, 2], got ${pythonFloat(v)}.`);
+    if (!(v >= -2 && v <= 2)) throw new BadRequest(`${name} must be in [-2, 2], got ${floatRepr(v)}.`);
   }
   const repetition = num(b, 'repetition_penalty') ?? 1;
-  if (!Number.isFinite(repetition)) throw new BadRequest(`repetition_penalty must be a finite number, got ${pythonFloat(repetition)}.`);
-  if (repetition <= 0) throw new BadRequest(`repetition_penalty must be greater than zero, got ${pythonFloat(repetition)}.`);
+  if (!Number.isFinite(repetition)) throw new BadRequest(`repetition_penalty must be a finite number, got ${floatRepr(repetition)}.`);
+  if (repetition <= 0) throw new BadRequest(`repetition_penalty must be greater than zero, got ${floatRepr(repetition)}.`);
   const { temperature } = readTemperatureTopPTopK(b);
   const minP = num(b, 'min_p') ?? 0;
-  if (!(minP >= 0 && minP <= 1)) throw new BadRequest(`min_p must be in [0, 1], got ${pythonFloat(minP)}.`);
+  if (!(minP >= 0 && minP <= 1)) throw new BadRequest(`min_p must be in [0, 1], got ${floatRepr(minP)}.`);
   if (maxTokens < 1) throw invalidField(`max_tokens must be at least 1, got ${maxTokens}.`, 'max_tokens', String(maxTokens));
   const minTokens = int(b, 'min_tokens') ?? 0;
   if (minTokens < 0) throw new BadRequest(`min_tokens must be greater than or equal to 0, got ${minTokens}.`);
