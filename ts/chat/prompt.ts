@@ -51,7 +51,8 @@ const TEXT_PARTS: Record<string, string> = {
   thinking: 'thinking',
 };
 
-function isRecord(v: unknown): v is Record<string, unknown> {
+/** A JSON object (not an array, not null). */
+export function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { contentText, readChatPrompt, renderChatPrompt } from '../chat/prompt.js';
+import { contentText, isRecord, readChatPrompt, renderChatPrompt } from '../chat/prompt.js';
 import { isTokenId } from '../validate.js';
 import { BadRequest, NotFound } from './bad-request.js';
 import type { LoraAdapters } from './lora-adapters.js';
@@ -259,15 +259,15 @@ function checkToolChoice(b: Record<string, unknown>): void {
   if (choice === undefined || choice === null || choice === 'none') return;
   if (b.tools === undefined || b.tools === null) throw new BadRequest('When using `tool_choice`, `tools` must be set.');
   if (choice === 'auto' || choice === 'required') return;
-  if (typeof choice !== 'object' || Array.isArray(choice))
+  if (!isRecord(choice))
     throw new BadRequest(
       `Invalid value for \`tool_choice\`: ${String(choice)}! Only named tools, "none", "auto" or "required" are supported.`,
     );
-  const fn = (choice as { function?: unknown }).function;
-  if (typeof fn !== 'object' || fn === null || Array.isArray(fn))
+  const fn = choice.function;
+  if (!isRecord(fn))
     throw new BadRequest(`Invalid value for \`function\`: \`${JSON.stringify(fn ?? null)}\` in \`tool_choice\`! ${NAMED_TOOL_CHOICE}`);
   if (!('name' in fn)) throw new BadRequest(`Expected field \`name\` in \`function\` in \`tool_choice\`! ${NAMED_TOOL_CHOICE}`);
-  const name = (fn as { name: unknown }).name;
+  const name = fn.name;
   if (typeof name !== 'string' || name === '')
     throw new BadRequest(`Invalid \`name\` in \`function\`: \`${String(name)}\` in \`tool_choice\`! ${NAMED_TOOL_CHOICE}`);
   const tools = Array.isArray(b.tools) ? (b.tools as { function?: { name?: unknown } }[]) : [];

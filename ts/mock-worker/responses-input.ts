@@ -15,6 +15,7 @@
  */
 
 import { randomUUID } from 'node:crypto';
+import { isRecord } from '../chat/prompt.js';
 import { BadRequest } from './bad-request.js';
 
 /** A new response id as vLLM makes them: `resp_` and 32 hex digits. */
@@ -34,10 +35,6 @@ export interface ResponsesPrompt {
 export interface ResponsesHistory {
   messages: readonly Record<string, unknown>[];
   answers: readonly string[];
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 /**
