@@ -49,12 +49,14 @@ export class MockSequence {
     seed: number,
   ) {
     const whole = mockOutput(prompt, req.maxTokens, seed);
+    // ASCII words: one character per token, so the text's positions are the output's.
+    const wholeText = detokenize(whole);
     // vLLM runs an echo of the prompt alone (`max_tokens` 0) as one generated token it does not show.
     this.end = req.echoOnly
       ? { generated: whole.length, shown: 0, finishReason: 'length', stopReason: null }
-      : sequenceEnd(whole, req.sampling);
+      : sequenceEnd(whole, wholeText, req.sampling);
     this.output = whole.slice(0, this.end.generated);
-    this.text = detokenize(this.output);
+    this.text = wholeText.slice(0, this.end.generated);
     this.streamed = new StreamedText(this.text, this.end, req.sampling);
   }
 
@@ -89,9 +91,10 @@ export class MockSequence {
     const first = !this.echoed;
     this.echoed = true;
     const echoPrompt = first && this.req.sampling.echo && !this.req.chat;
-    const generated = this.req.echoOnly ? [] : [this.output[i]];
     const text = (first ? this.echo : '') + (this.req.echoOnly ? '' : this.streamed.next(i));
-    const logprobs = this.logprobs(generated, i, echoPrompt);
+    // Built only when asked for: this runs once per streamed token.
+    const logprobs =
+      this.req.sampling.logprobs === undefined ? null : this.logprobs(this.req.echoOnly ? [] : [this.output[i]], i, echoPrompt);
     this.offset += text.length;
     if (!this.req.sampling.returnTokenIds) return { text, logprobs };
     return { text, logprobs, tokenIds: { ...(first ? { prompt: this.prompt } : {}), output: [this.output[i]] } };

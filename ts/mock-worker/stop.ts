@@ -24,11 +24,13 @@ export interface SequenceEnd {
   stopReason: string | number | null;
 }
 
-/** How a sequence whose whole output (`max_tokens` long) would be `output` ends under `s`. */
-export function sequenceEnd(output: readonly number[], s: Sampling): SequenceEnd {
+/**
+ * How a sequence whose whole output (`max_tokens` long) would be `output` ends under `s`.
+ * @param chars the output's text (one character per token)
+ */
+export function sequenceEnd(output: readonly number[], chars: string, s: Sampling): SequenceEnd {
   if (s.stop.length === 0 && s.stopTokenIds.length === 0)
     return { generated: output.length, shown: output.length, finishReason: 'length', stopReason: null };
-  const chars = output.map((t) => String.fromCharCode(t)).join('');
   for (let i = s.minTokens; i < output.length; i++) {
     const stopToken = s.stopTokenIds.includes(output[i]);
     if (stopToken && !s.includeStopStr) return { generated: i + 1, shown: i, finishReason: 'stop', stopReason: output[i] };
