@@ -38,6 +38,13 @@ function reference(full: string, s: Stops): { text: string; tokens: number; fini
   return { text: full, tokens: full.length, finish: 'length', reason: null };
 }
 
+/** Tokens per chunk of a sequence of `tokens` streamed at `interval`: the first alone, then `interval` each, the rest last (the plain way). */
+function intervalSizes(tokens: number, interval: number): number[] {
+  const sizes = [1];
+  for (let left = tokens - 1; left > 0; left -= interval) sizes.push(Math.min(interval, left));
+  return sizes;
+}
+
 describe('mock worker: sampling fields as vLLM reads them', () => {
   test('out-of-range sampling fields are refused in vLLM words, naming the field where vLLM does, and nothing runs', async () => {
     const w = await worker({ model: 'm' });
@@ -124,6 +131,8 @@ describe('mock worker: sampling fields as vLLM reads them', () => {
 
   test('stops end sequences where vLLM would (seeded, against a plain reference), whole and streamed alike', async () => {
     const w = await worker();
+    // The same engine streaming at an interval of 3 tokens (`--stream-interval`), as vLLM does.
+    const grouped = await worker({ streamInterval: 3 });
     const rng = new Rng(20261205);
     const prompts = ['tell me a story', PROMPT, 'one more'];
     const chatBody = (p: string) => ({ messages: [{ role: 'user', content: p }], max_tokens: 40 });
@@ -184,6 +193,21 @@ describe('mock worker: sampling fields as vLLM reads them', () => {
         if (i < tokenChunks.length - 1) expect(released, why).toBeLessThanOrEqual(Math.max(0, i + 1 - holdBack));
       });
       expect(tokenChunks.map((e) => e.choices[0].text).join(''), why).toBe(want.text);
+      // At an interval: the first token alone, then 3 a chunk, the rest last; the same text, held back the same way.
+      const byThree = (
+        await sse(`${grouped.url}/v1/completions`, { prompt, max_tokens: 40, stream: true, return_token_ids: true, ...stops })
+      ).events.filter((e) => e !== '[DONE]' && e.choices.length === 1);
+      const sizes = byThree.map((e) => e.choices[0].token_ids.length);
+      expect(sizes, why).toEqual(intervalSizes(want.tokens, 3));
+      expect(byThree.at(-1)?.choices[0].finish_reason, why).toBe(want.finish);
+      let made = 0;
+      let shown = 0;
+      byThree.forEach((e, i) => {
+        made += sizes[i];
+        shown += e.choices[0].text.length;
+        if (i < byThree.length - 1) expect(shown, why).toBeLessThanOrEqual(Math.max(0, made - holdBack));
+      });
+      expect(byThree.map((e) => e.choices[0].text).join(''), why).toBe(want.text);
     }
     // The seed gives both kinds of ending.
     expect(stopped).toBeGreaterThan(10);

@@ -2,7 +2,7 @@
 
 /** A parsed JSON body; the tests check its fields one by one. */
 // biome-ignore lint/suspicious/noExplicitAny: response bodies are untyped JSON, narrowed by the assertions
-type Json = any;
+export type Json = any;
 
 export async function postJson(
   url: string,

@@ -291,10 +291,32 @@ export function usage(prompt: number, completion: number, cached: number): Usage
   };
 }
 
+/** With continuous usage stats, a sequence's own counts so far (vLLM's per-choice numbers). */
+function runningUsage(req: ParsedRequest, soFar: { prompt: number; completion: number }): { usage?: unknown } {
+  if (!req.continuousUsage) return {};
+  return { usage: { prompt_tokens: soFar.prompt, total_tokens: soFar.prompt + soFar.completion, completion_tokens: soFar.completion } };
+}
+
 /**
- * A streamed chunk of sequence `index`: a token's text and logprobs (`delta`), and on its last
- * token how the sequence ended (`end`: `finish_reason` and vLLM's `stop_reason`); a chat's first
- * chunk names the role. `soFar` counts the sequence's prompt and output up to this token.
+ * What vLLM streams for each chat choice before its tokens, when the first output arrives: the
+ * role (with the prompt's ids, when asked for), then the assistant message an `echo` continues.
+ * Completions have none: their first chunk carries the first tokens.
+ */
+export function chatOpening(req: ParsedRequest, id: string, created: number, index: number, prompt: readonly number[]): unknown[] {
+  const head = { id, object: 'chat.completion.chunk', created, model: req.model };
+  const usage = runningUsage(req, { prompt: prompt.length, completion: 0 });
+  const promptIds = req.sampling.returnTokenIds ? { prompt_token_ids: prompt } : {};
+  const role = { index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null };
+  const out: unknown[] = [{ ...head, choices: [role], ...usage, ...promptIds }];
+  if (req.chatEcho !== '')
+    out.push({ ...head, choices: [{ index, delta: { content: req.chatEcho }, logprobs: null, finish_reason: null }], ...usage });
+  return out;
+}
+
+/**
+ * A streamed chunk of sequence `index`: its tokens' text and logprobs (`delta`), and on its last
+ * token how the sequence ended (`end`: `finish_reason` and vLLM's `stop_reason`). `soFar` counts
+ * the sequence's prompt and output up to this chunk.
  */
 export function chunk(
   req: ParsedRequest,
@@ -303,25 +325,19 @@ export function chunk(
   index: number,
   delta: StreamDelta,
   end: SequenceEnd | undefined,
-  first: boolean,
   soFar: { prompt: number; completion: number },
 ): unknown {
   // vLLM's field order: the text (a chat's delta), logprobs, then how the sequence ended.
   const rest = { logprobs: delta.logprobs, finish_reason: end?.finishReason ?? null, stop_reason: end?.stopReason ?? null };
-  // With continuous usage stats, the sequence's own counts so far (vLLM's per-choice numbers).
-  const usage = req.continuousUsage
-    ? { usage: { prompt_tokens: soFar.prompt, total_tokens: soFar.prompt + soFar.completion, completion_tokens: soFar.completion } }
-    : {};
-  // With return_token_ids: the token's id, and the prompt's ids on a sequence's first chunk (a
-  // completion's in its choice, a chat's beside the choices), as vLLM streams them.
+  const usage = runningUsage(req, soFar);
+  // With return_token_ids: the chunk's token ids, and a completion's prompt ids on its first chunk.
   const ids = delta.tokenIds;
   const tokenIds = ids ? { token_ids: ids.output } : {};
-  const promptIds = ids?.prompt ? { prompt_token_ids: ids.prompt } : {};
   if (req.chat) {
-    const message = first ? { role: 'assistant', content: delta.text } : { content: delta.text };
-    const choice = { index, delta: message, ...rest, ...tokenIds };
-    return { id, object: 'chat.completion.chunk', created, model: req.model, choices: [choice], ...usage, ...promptIds };
+    const choice = { index, delta: { content: delta.text }, ...rest, ...tokenIds };
+    return { id, object: 'chat.completion.chunk', created, model: req.model, choices: [choice], ...usage };
   }
+  const promptIds = ids?.prompt ? { prompt_token_ids: ids.prompt } : {};
   const choice = { index, text: delta.text, ...rest, ...promptIds, ...tokenIds };
   return { id, object: 'text_completion', created, model: req.model, choices: [choice], ...usage };
 }

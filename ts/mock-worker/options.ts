@@ -124,6 +124,13 @@ export interface MockWorkerOptions {
   maxNumBatchedTokens?: number;
   /** Divides every modelled duration. Default 1. */
   speedup?: number;
+  /**
+   * Generated tokens per streamed chunk (vLLM's and SGLang's `--stream-interval`): a sequence's
+   * first token goes out at once, then a chunk each time this many more are generated, and the
+   * last chunk with what is left. Such chunks carry several tokens' text, logprobs and ids, as
+   * an engine's do under speculative decoding. Default 1: a chunk per token.
+   */
+  streamInterval?: number;
   /** Model name served. Default `mock-model`. */
   model?: string;
   /**
@@ -189,6 +196,7 @@ const KEYS = [
   'maxNumSeqs',
   'maxNumBatchedTokens',
   'speedup',
+  'streamInterval',
   'model',
   'loraModules',
   'apiKey',
@@ -292,6 +300,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     maxNumSeqs: int(o.maxNumSeqs, 'opts.maxNumSeqs', 1, 1 << 20, 256),
     maxNumBatchedTokens: int(o.maxNumBatchedTokens, 'opts.maxNumBatchedTokens', 1, 1 << 30, 8192),
     speedup,
+    streamInterval: int(o.streamInterval, 'opts.streamInterval', 1, 1 << 20, 1),
     model,
     loraModules: [...loraModules],
     ...(o.apiKey === undefined ? {} : { apiKey: o.apiKey }),

@@ -255,6 +255,7 @@ function serve(
 ): Promise<unknown> {
   const created = Math.floor(Date.now() / 1000);
   const itemId = `msg_${randomUUID().replaceAll('-', '')}`;
+  const output = mockOutput(p.prompt, p.maxTokens, engine.options.seed);
   const generated: number[] = [];
   // Log probabilities of output token `i`, for the whole message (with bytes) or a streamed delta (without).
   const positions = (tokens: readonly number[], from: number) =>
@@ -279,7 +280,7 @@ function serve(
     prompt: p.prompt,
     lora: p.lora,
     cacheSalt: p.cacheSalt,
-    output: mockOutput(p.prompt, p.maxTokens, engine.options.seed),
+    output,
     onTokens,
     onDone,
     onAbort,
@@ -304,6 +305,7 @@ function serve(
   const res = reply.raw;
   let sequence = 0;
   let done = false;
+  let sent = 0;
   // vLLM's stream: named events, each numbered, and no `[DONE]`.
   const send = (type: string, fields: Record<string, unknown>) =>
     res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...fields })}\n\n`);
@@ -328,17 +330,22 @@ function serve(
             part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
           });
         }
+        // A delta for the first token, then one per `streamInterval` tokens, and the rest last.
         for (const t of tokens) {
+          generated.push(t);
+          const made = generated.length;
+          if (sent > 0 && made - sent < engine.options.streamInterval && made < output.length) continue;
+          const delta = generated.slice(sent);
           const logprobs =
             p.logprobs === undefined
               ? []
-              : positions([t], generated.length).map((e) => ({
+              : positions(delta, sent).map((e) => ({
                   token: detokenize([e.token]),
                   logprob: e.logprob,
                   top_logprobs: e.top.slice(0, p.logprobs).map((x) => ({ token: detokenize([x.token]), logprob: x.logprob })),
                 }));
-          generated.push(t);
-          send('response.output_text.delta', { output_index: 0, item_id: itemId, content_index: 0, delta: detokenize([t]), logprobs });
+          sent = made;
+          send('response.output_text.delta', { output_index: 0, item_id: itemId, content_index: 0, delta: detokenize(delta), logprobs });
         }
       },
       (cached) => {

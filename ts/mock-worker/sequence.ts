@@ -21,11 +21,11 @@ export interface ChoiceOut {
   tokenIds?: { prompt: number[]; output: number[] };
 }
 
-/** What one streamed token adds: its text (maybe empty, while a stop string may still match), logprobs, and its ids when asked for. */
+/** What one streamed chunk adds: its tokens' text (maybe empty, while a stop string may still match), logprobs, and their ids when asked for. */
 export interface StreamDelta {
   text: string;
   logprobs: unknown;
-  /** With `return_token_ids`: this token's id, and on the sequence's first chunk the prompt's. */
+  /** With `return_token_ids`: the chunk's token ids, and on a completion's first chunk the prompt's. */
   tokenIds?: { prompt?: number[]; output: number[] };
 }
 
@@ -86,17 +86,29 @@ export class MockSequence {
     return { text, logprobs: this.logprobs(reported, 0, echoPrompt), end: this.end, ...ids };
   }
 
-  /** What generated token `i` (0-based, in order) adds to the stream; the echo comes with the first. */
-  delta(i: number): StreamDelta {
+  /**
+   * What generated tokens `from` up to `to` (0-based, `to` excluded; each token once, in order)
+   * add to the stream: one token, or several when the engine streams at an interval; a
+   * completion's echo comes with the first.
+   */
+  delta(from: number, to: number): StreamDelta {
     const first = !this.echoed;
     this.echoed = true;
     const echoPrompt = first && this.req.sampling.echo && !this.req.chat;
-    const text = (first ? this.echo : '') + (this.req.echoOnly ? '' : this.streamed.next(i));
-    // Built only when asked for: this runs once per streamed token.
+    // A chat's echo and prompt ids come in its opening chunks (`chatOpening`), a completion's here.
+    let text = first && !this.req.chat ? this.echo : '';
+    if (!this.req.echoOnly) for (let i = from; i < to; i++) text += this.streamed.next(i);
+    // Built only when asked for: this runs once per streamed chunk.
     const logprobs =
-      this.req.sampling.logprobs === undefined ? null : this.logprobs(this.req.echoOnly ? [] : [this.output[i]], i, echoPrompt);
+      this.req.sampling.logprobs === undefined
+        ? null
+        : this.logprobs(this.req.echoOnly ? [] : this.output.slice(from, to), from, echoPrompt);
     this.offset += text.length;
     if (!this.req.sampling.returnTokenIds) return { text, logprobs };
-    return { text, logprobs, tokenIds: { ...(first ? { prompt: this.prompt } : {}), output: [this.output[i]] } };
+    return {
+      text,
+      logprobs,
+      tokenIds: { ...(first && !this.req.chat ? { prompt: this.prompt } : {}), output: this.output.slice(from, to) },
+    };
   }
 }

@@ -13,6 +13,7 @@ import { mockMetrics } from './metrics.js';
 import { modelList } from './models.js';
 import {
   BadRequest,
+  chatOpening,
   chatTokens,
   checkFits,
   chunk,
@@ -351,19 +352,35 @@ class Worker implements MockWorker {
     let done = false;
     let generated = 0;
     let left = sequences.length;
+    const interval = this.options.streamInterval;
+    // vLLM opens a chat stream, when the first output arrives, with every choice's role.
+    let opened = !parsed.chat;
+    const open = () => {
+      if (opened) return;
+      opened = true;
+      sequences.forEach((s, k) => {
+        for (const c of chatOpening(parsed, id, created, k, s.prompt)) send(c);
+      });
+    };
     for (let k = 0; k < sequences.length; k++) {
       const seq = sequences[k];
-      let streamed = 0;
+      let made = 0;
+      let sent = 0;
       submit(
         k,
-        (tokens, first) => {
+        (tokens) => {
+          open();
           generated += tokens.length;
-          // One chunk per token, as vLLM streams them (text held back while a stop string may
-          // still match); the last token's chunk says how the sequence ended.
+          // As vLLM streams them: the first token at once, then a chunk per `interval` tokens
+          // (one per token by default), the last with the rest and how the sequence ended; text
+          // is held back while a stop string may still match.
           for (let i = 0; i < tokens.length; i++) {
-            const at = streamed++;
-            const end = at === seq.end.generated - 1 ? seq.end : undefined;
-            send(chunk(parsed, id, created, k, seq.delta(at), end, first && i === 0, { prompt: seq.prompt.length, completion: at + 1 }));
+            made++;
+            const last = made === seq.end.generated;
+            if (sent > 0 && made - sent < interval && !last) continue;
+            const end = last ? seq.end : undefined;
+            send(chunk(parsed, id, created, k, seq.delta(sent, made), end, { prompt: seq.prompt.length, completion: made }));
+            sent = made;
           }
         },
         () => {
