@@ -317,6 +317,25 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect(gaps).toBe(2);
   });
 
+  test('usage an engine puts in every chunk because the gateway asked for usage is taken out for a client that did not', async () => {
+    // TensorRT-LLM's continuous_usage_stats defaults to true: asked for include_usage, it sends running usage in every chunk.
+    const usage = (n: number) => ({ prompt_tokens: 64, completion_tokens: n, total_tokens: 64 + n });
+    const chunk = (text: string, n: number, finish: string | null) =>
+      `data: ${JSON.stringify({ id: 'c', object: 'text_completion', choices: [{ index: 0, text, finish_reason: finish }], usage: usage(n) })}\n\n`;
+    const last = `data: ${JSON.stringify({ id: 'c', object: 'text_completion', choices: [], usage: usage(2) })}\n\n`;
+    const { events } = await heldStream(
+      '/v1/completions',
+      { prompt: 'Answer?', max_tokens: 2 },
+      [chunk('4', 1, null)],
+      [chunk('2', 2, 'length'), last],
+    );
+    expect(events).toEqual([
+      { id: 'c', object: 'text_completion', choices: [{ index: 0, text: '4', finish_reason: null }] },
+      { id: 'c', object: 'text_completion', choices: [{ index: 0, text: '2', finish_reason: 'length' }] },
+      '[DONE]',
+    ]);
+  });
+
   test("workers started with an API key (vLLM's --api-key) are called with upstream.apiKey, never with the client's", async () => {
     const w = await startWorker({ apiKey: 'sk-worker', loraModules: ['a1'] });
     expect((await postJson(`${w.url}/v1/completions`, { prompt: 'x', max_tokens: 1 })).status).toBe(401);
@@ -393,7 +412,8 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
       stream_options: { include_usage: true, continuous_usage_stats: true },
     });
     const chunks = continuous.events.filter((e) => e !== '[DONE]' && e.choices.length === 1);
-    expect(chunks.map((e) => e.usage?.completion_tokens)).toEqual([1, 2, 3, 4, 5, 6]);
+    // The role chunk first, no output counted yet.
+    expect(chunks.map((e) => e.usage?.completion_tokens)).toEqual([0, 1, 2, 3, 4, 5, 6]);
     expect(continuous.events.at(-2)).toMatchObject({ choices: [], usage: { completion_tokens: 6 } });
     const metrics = await (await fetch(`${f.url}/metrics`)).text();
     // Every stream reported its cached tokens although only some clients asked for usage.

@@ -23,9 +23,7 @@ import type { ReadRequest } from './prompt.js';
 import {
   connect,
   contentType,
-  eventWatcher,
   finish,
-  firstToken,
   newOutcome,
   type Outcome,
   openAiError,
@@ -33,13 +31,13 @@ import {
   type ProxyContext,
   type Refusal,
   refuse,
-  reported,
   tokenize,
   tokenizeRefusal,
   type Upstream,
   writerOf,
 } from './proxy.js';
-import { SseSplitter } from './sse.js';
+import { eventData, SseSplitter } from './sse.js';
+import { eventWatcher, firstToken, reported } from './stream-watch.js';
 
 interface Usage {
   prompt_tokens: number;
@@ -212,10 +210,8 @@ async function collect(
 
 /** The JSON of an event's `data:` lines, when it is an object. */
 function chunkOf(event: string): Chunk | undefined {
-  let data = '';
-  for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) data += line.slice(line[5] === ' ' ? 6 : 5);
   try {
-    const chunk = JSON.parse(data) as Chunk;
+    const chunk = JSON.parse(eventData(event)) as Chunk;
     return chunk !== null && typeof chunk === 'object' ? chunk : undefined;
   } catch {
     return undefined;
@@ -254,6 +250,8 @@ async function stream(
             addUsage(usage, chunk?.usage);
             continue;
           }
+          // Running usage the gateway asked for on the client's behalf is not the client's.
+          if (chunk && read.ownChunkUsage) delete chunk.usage;
           if (failure === undefined)
             await write(chunk ? `data: ${JSON.stringify(renumber(chunk, i * read.choicesPerPrompt, o.id))}\n\n` : event);
         }

@@ -32,7 +32,12 @@ export interface ReadRequest {
   stream: boolean;
   /** The client asked for the usage chunk of a stream. */
   clientWantsUsage: boolean;
-  /** The body to forward (with `stream_options.include_usage` set on streams, to read `cached_tokens`). */
+  /**
+   * The gateway changed the stream's `stream_options`: usage an engine puts in the chunks with
+   * choices is then the gateway's, not the client's, and is taken out of them.
+   */
+  ownChunkUsage?: boolean;
+  /** The body to forward (with `stream_options.include_usage` set on streams, to read `cached_tokens`; see {@link streamOptions}). */
   forward: string;
   /** The model named (a LoRA adapter's name selects the adapter). */
   model: string | undefined;
@@ -118,7 +123,32 @@ function positiveInteger(v: unknown): number | undefined {
   return Number.isSafeInteger(v) && (v as number) > 0 ? (v as number) : undefined;
 }
 
-export function readRequest(body: unknown, kind: RequestKind): ReadRequest {
+/**
+ * The `stream_options` a stream is forwarded with, and whether the gateway changed them. The
+ * gateway needs the last chunk's usage for `cached_tokens`, so it asks for `include_usage`; a
+ * client's `continuous_usage_stats` without it (which vLLM ignores) is left out, since it would
+ * then put usage in every chunk. When the gateway counts the output (`countOutput`: the router
+ * tracks output blocks) it also asks for `continuous_usage_stats`: each chunk's running count of
+ * its choice's tokens, exact where an engine sends several tokens in one chunk (speculative
+ * decoding, `--stream-interval`). vLLM, SGLang and TensorRT-LLM all read both fields.
+ */
+export function streamOptions(
+  options: Record<string, unknown>,
+  countOutput: boolean,
+): { forward: Record<string, unknown> | undefined; clientWantsUsage: boolean; changed: boolean } {
+  const clientWantsUsage = options.include_usage === true;
+  const clientWantsRunning = clientWantsUsage && options.continuous_usage_stats === true;
+  if (clientWantsUsage && (clientWantsRunning || !countOutput)) return { forward: undefined, clientWantsUsage, changed: false };
+  const { continuous_usage_stats: _unasked, ...kept } = options;
+  const running = countOutput ? { continuous_usage_stats: true } : {};
+  return { forward: { ...kept, include_usage: true, ...running }, clientWantsUsage, changed: true };
+}
+
+/**
+ * Reads a completion, chat or Responses API request. `countOutput`: the gateway counts a
+ * stream's output tokens (see {@link streamOptions}).
+ */
+export function readRequest(body: unknown, kind: RequestKind, countOutput = false): ReadRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
   if (kind === 'responses') return readResponsesRequest(b);
@@ -127,7 +157,7 @@ export function readRequest(body: unknown, kind: RequestKind): ReadRequest {
   if (batch) {
     const each = batch.map((prompt, i) => {
       try {
-        return readRequest({ ...b, prompt }, 'completion');
+        return readRequest({ ...b, prompt }, 'completion', countOutput);
       } catch (err) {
         if (err instanceof BadRequest) throw new BadRequest(`prompt[${i}]: ${err.message}`);
         throw err;
@@ -151,17 +181,15 @@ export function readRequest(body: unknown, kind: RequestKind): ReadRequest {
   if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) {
     throw new BadRequest('stream_options must be an object');
   }
-  const clientWantsUsage = (options as { include_usage?: unknown } | null | undefined)?.include_usage === true;
-  // The usage the gateway asks for on its own is the last chunk's, which it takes out again;
-  // vLLM's `continuous_usage_stats` (usage in every chunk) counts only with `include_usage`, so a
-  // client without it would get usage it did not ask for: it is left out.
-  const { continuous_usage_stats: _unasked, ...kept } = (options ?? {}) as Record<string, unknown>;
-  const forward = stream && !clientWantsUsage ? { ...b, stream_options: { ...kept, include_usage: true } } : b;
+  const usage = streamOptions((options ?? {}) as Record<string, unknown>, countOutput);
+  const changed = stream && usage.changed;
+  const forward = changed ? { ...b, stream_options: usage.forward } : b;
   const cacheSalt = readCacheSalt(b);
   return {
     input,
     stream,
-    clientWantsUsage,
+    clientWantsUsage: usage.clientWantsUsage,
+    ...(changed ? { ownChunkUsage: true } : {}),
     forward: JSON.stringify(forward),
     model: typeof b.model === 'string' ? b.model : undefined,
     cacheSalt,

@@ -13,7 +13,6 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
-import { MAX_TOKENS_PER_REQUEST } from '../limits.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { RouteDecision, RouteRequest } from '../router/types.js';
 import { proxyBatch } from './batch.js';
@@ -25,7 +24,8 @@ import type { ResolvedGatewayOptions } from './options.js';
 import { BadRequest, engineTokens, type ReadRequest, type RequestKind, readRequest } from './prompt.js';
 import { findOwner, type ResponseOwners } from './response-owners.js';
 import { inScope, routingScope } from './scope.js';
-import { type EventFacts, inspectEvent, SseSplitter, usageFacts } from './sse.js';
+import { SseSplitter, usageFacts, withoutUsage } from './sse.js';
+import { eventWatcher, firstToken, reported } from './stream-watch.js';
 import type { PromptTokenizer } from './tokenize.js';
 
 export interface ProxyContext {
@@ -153,7 +153,7 @@ export async function proxyCompletion(
   let clientId: string | undefined;
   try {
     clientId = clientRequestId(req);
-    read = readRequest(req.body, kind);
+    read = readRequest(req.body, kind, ctx.opts.router.routerTrackOutputBlocks === true);
   } catch (err) {
     if (err instanceof BadRequest) return reply.code(400).send(openAiError(err.message, 'BadRequestError', 400));
     throw err;
@@ -443,53 +443,11 @@ export function ourHeaders(decision: RouteDecision, outcome: Outcome): Record<st
   };
 }
 
-export function firstToken(ctx: ProxyContext, outcome: Outcome, started: number): void {
-  ctx.router.markPrefillCompleted(outcome.id);
-  outcome.ttftMs = performance.now() - started;
-  ctx.metrics.ttft.observe(outcome.ttftMs / 1000);
-}
-
-/**
- * What the gateway measures of a stream, event by event: the first token (the TTFT, and the
- * prefill's end for the router), the gaps between tokens, the engine's `cached_tokens`, and,
- * when the router tracks output blocks, the output so far (the chunk's running usage when the
- * engine sends one, else one token per event that carries any). Returns the event's facts.
- */
-export function eventWatcher(ctx: ProxyContext, outcome: Outcome, started: number): (event: string) => EventFacts {
-  let lastToken = 0;
-  const tracksOutput = ctx.opts.router.routerTrackOutputBlocks === true;
-  let generated = 0;
-  return (event) => {
-    const facts = inspectEvent(event);
-    if (facts.token) {
-      const now = performance.now();
-      if (outcome.ttftMs === undefined) firstToken(ctx, outcome, started);
-      else ctx.metrics.itl.observe((now - lastToken) / 1000);
-      lastToken = now;
-      if (tracksOutput) {
-        // An engine's running total when it is a plausible one; a count of our own otherwise.
-        const total = facts.completionTokens;
-        const valid = total !== undefined && Number.isInteger(total) && total >= generated && total <= MAX_TOKENS_PER_REQUEST;
-        generated = valid ? total : Math.min(generated + 1, MAX_TOKENS_PER_REQUEST);
-        ctx.router.markOutputTokens(outcome.id, generated);
-      }
-    }
-    if (facts.cachedTokens !== undefined) reported(ctx, outcome, facts.cachedTokens);
-    return facts;
-  };
-}
-
 /** Writes to a client's response, waiting while its buffer is full (or until it closes). */
 export function writerOf(out: ServerResponse): (text: string) => Promise<void> {
   return async (text) => {
     if (!out.write(text)) await new Promise<void>((resolve) => out.once('drain', resolve).once('close', resolve));
   };
-}
-
-export function reported(ctx: ProxyContext, outcome: Outcome, cached: number | undefined): void {
-  if (cached === undefined || outcome.predicted === undefined) return;
-  outcome.reported = cached;
-  ctx.metrics.prediction(outcome.predicted, cached);
 }
 
 async function deliver(
@@ -547,9 +505,9 @@ async function deliver(
     for await (const chunk of res.body) {
       for (const event of splitter.push(chunk as Uint8Array)) {
         const facts = watch(event);
-        // The usage chunk the gateway asked for on the client's behalf is not the client's.
+        // The usage the gateway asked for on the client's behalf is not the client's.
         if (facts.usageOnly && !read.clientWantsUsage) continue;
-        await write(event);
+        await write(facts.chunkUsage && read.ownChunkUsage ? withoutUsage(event) : event);
       }
     }
     const tail = splitter.flush();

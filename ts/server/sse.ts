@@ -47,8 +47,12 @@ export interface EventFacts {
   cachedTokens: number | undefined;
   /** `usage.prompt_tokens` when present. */
   promptTokens: number | undefined;
-  /** `usage.completion_tokens` (`output_tokens`) when present: with vLLM's `continuous_usage_stats`, every chunk's running total. */
+  /** `usage.completion_tokens` (`output_tokens`) when present: with `continuous_usage_stats`, the running total of the chunk's choice. */
   completionTokens: number | undefined;
+  /** The index of the chunk's choice, when it has exactly one (engines stream each choice's tokens in chunks of their own). */
+  choice: number | undefined;
+  /** A usage object on a chunk with choices (`continuous_usage_stats`), not the usage-only chunk. */
+  chunkUsage: boolean;
   /** The `[DONE]` sentinel. */
   done: boolean;
   /** An error object sent in the stream. */
@@ -61,14 +65,22 @@ const NONE: EventFacts = {
   cachedTokens: undefined,
   promptTokens: undefined,
   completionTokens: undefined,
+  choice: undefined,
+  chunkUsage: false,
   done: false,
   error: false,
 };
 
-/** Reads an event's `data:` lines (joined) as OpenAI's chunk JSON. */
-export function inspectEvent(event: string): EventFacts {
+/** An event's `data:` lines, joined (without their field names). */
+export function eventData(event: string): string {
   let data = '';
   for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) data += line.slice(line[5] === ' ' ? 6 : 5);
+  return data;
+}
+
+/** Reads an event's data as OpenAI's chunk JSON. */
+export function inspectEvent(event: string): EventFacts {
+  const data = eventData(event);
   if (data === '') return NONE;
   if (data === '[DONE]') return { ...NONE, done: true };
   let chunk: { choices?: Choice[]; usage?: Usage; error?: unknown; type?: unknown };
@@ -81,17 +93,39 @@ export function inspectEvent(event: string): EventFacts {
   if (typeof chunk.type === 'string') return responsesEventFacts(chunk as ResponsesEvent);
   const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
   const token = choices.some(carriesToken);
+  const index = choices.length === 1 ? choices[0]?.index : undefined;
+  const usage = chunk.usage !== undefined && chunk.usage !== null && typeof chunk.usage === 'object';
   return {
     token,
     usageOnly: choices.length === 0 && chunk.usage !== undefined,
     ...usageFacts(chunk.usage),
+    choice: Number.isSafeInteger(index) ? (index as number) : undefined,
+    chunkUsage: usage && choices.length > 0,
     done: false,
     error: chunk.error !== undefined,
   };
 }
 
+/**
+ * The event without the `usage` of its chunk: for usage the gateway asked for on a client's
+ * behalf (see `streamOptions` in prompt.ts). The chunk is written again as one `data:` line; an
+ * event that is not a JSON chunk with usage is returned as it is.
+ */
+export function withoutUsage(event: string): string {
+  let chunk: unknown;
+  try {
+    chunk = JSON.parse(eventData(event));
+  } catch {
+    return event;
+  }
+  if (chunk === null || typeof chunk !== 'object' || !('usage' in chunk)) return event;
+  const { usage: _gateways, ...rest } = chunk as Record<string, unknown>;
+  return `data: ${JSON.stringify(rest)}\n\n`;
+}
+
 /** One choice of a streamed chunk, as far as the gateway reads it. */
 interface Choice {
+  index?: unknown;
   text?: unknown;
   delta?: Record<string, unknown>;
   finish_reason?: unknown;
