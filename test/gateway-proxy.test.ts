@@ -318,7 +318,7 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
   });
 
   test('usage an engine puts in every chunk because the gateway asked for usage is taken out for a client that did not', async () => {
-    // TensorRT-LLM's continuous_usage_stats defaults to true: asked for include_usage, it sends running usage in every chunk.
+    // An engine whose continuous_usage_stats defaults to true (Aphrodite's) sends running usage in every chunk once asked for include_usage.
     const usage = (n: number) => ({ prompt_tokens: 64, completion_tokens: n, total_tokens: 64 + n });
     const chunk = (text: string, n: number, finish: string | null) =>
       `data: ${JSON.stringify({ id: 'c', object: 'text_completion', choices: [{ index: 0, text, finish_reason: finish }], usage: usage(n) })}\n\n`;
