@@ -9,6 +9,9 @@
  * spread is shown. Prints the metrics side by side with kvroute's deviation, and the wall-time ratio;
  * writes bench/results/replay-vs-dynamo.json. Not in CI (it builds Dynamo's crates: minutes).
  *
+ * Speculative decoding as Dynamo's mocker models it: `--decode-speedup R` divides both systems'
+ * decode time by R (Dynamo's `decode_speedup_ratio`, kvroute's `decodeSpeedup`).
+ *
  * CPU offload: `--gpu-blocks N --cpu-offload-blocks M [--cpu-load-us-per-token T]` gives both
  * systems N GPU blocks and M blocks of host memory per worker (kvroute: `numGpuBlocks`,
  * `cpuOffloadBlocks`, `cpuLoadUsPerToken`, default 6; Dynamo: `num_gpu_blocks` and its
@@ -45,6 +48,8 @@ const numberArg = (name: string, fallback: number): number => {
 const gpuBlocks = numberArg('--gpu-blocks', 16_384);
 const cpuOffloadBlocks = numberArg('--cpu-offload-blocks', 0);
 const cpuLoadUsPerToken = numberArg('--cpu-load-us-per-token', 6);
+/** `--decode-speedup R`: decode time divided by R on both (Dynamo's `decode_speedup_ratio`, kvroute's `decodeSpeedup`). */
+const decodeSpeedup = numberArg('--decode-speedup', 1);
 /** Each Dynamo run is stopped after this long (`--dynamo-timeout-s`, default 30 minutes). */
 const dynamoTimeoutS = numberArg('--dynamo-timeout-s', 1800);
 /** Dynamo's host offload moves bytes at this rate each way (its default), per worker. */
@@ -52,6 +57,7 @@ const HOST_GBPS = 32;
 /** The engine fields Dynamo gets for the GPU and host-memory settings. */
 const dynamoEngineFields = JSON.stringify({
   num_gpu_blocks: gpuBlocks,
+  ...(decodeSpeedup !== 1 ? { decode_speedup_ratio: decodeSpeedup } : {}),
   ...(cpuOffloadBlocks > 0
     ? {
         native_host_offload: { num_host_blocks: cpuOffloadBlocks, d2h_bandwidth_gbps: HOST_GBPS, h2d_bandwidth_gbps: HOST_GBPS },
@@ -118,6 +124,7 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
     maxNumSeqs: 256,
     maxNumBatchedTokens: 8192,
     speedup: 1,
+    decodeSpeedup,
     arrivalSpeedup: speed,
     timing,
     backend: 'native',

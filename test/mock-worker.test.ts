@@ -276,6 +276,16 @@ describe('mock worker HTTP API', () => {
     await expect(startMockWorker({ faults: [{ fault: { kind: 'explode' } as never, afterMs: 0 }] })).rejects.toMatchObject({
       code: 'ERR_INVALID_ARG',
     });
+    for (const [key, value] of [
+      ['speedup', 0],
+      ['decodeSpeedup', -1],
+      ['decodeSpeedup', Number.POSITIVE_INFINITY],
+      ['decodeSpeedup', '2'],
+    ] as const)
+      await expect(startMockWorker({ [key]: value } as never)).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+        message: new RegExp(`opts\\.${key} must be a positive number`),
+      });
   });
 });
 

@@ -18,6 +18,7 @@ const spec = (over: Partial<ReplayFleetSpec> = {}): ReplayFleetSpec => ({
   maxNumSeqs: 8,
   maxNumBatchedTokens: 32,
   speedup: 1,
+  decodeSpeedup: 1,
   timing: 'dynamo',
   hostBlocks: 0,
   hostLoadMsPerBlock: 0,
@@ -117,6 +118,22 @@ describe.each(BACKENDS)('replay fleet (%s)', (backend) => {
     expect(outcomes[1].lastToken).toBe(end);
   });
 
+  test("decodeSpeedup divides a pass's decode time on top of the speedup, its prefill time not (Dynamo's decode_speedup_ratio)", () => {
+    // Classic timing: every pass has both parts. Request 0's only pass, then request 1's.
+    const classic = drive(make({ timing: 'classic', speedup: 2, decodeSpeedup: 4 }), [
+      { at: 0, blocks: [1, 2], input: 8, output: 1 },
+      { at: 0, blocks: [3, 4], input: 8, output: 1 },
+    ]).outcomes;
+    const pass = prefillMs(8) / 2 + decodeMs(2 / 64) / (2 * 4);
+    expect(classic[0].firstToken).toBe(pass);
+    expect(classic[1].firstToken).toBe(pass + pass);
+    // Dynamo timing: the first token's pass is prefill alone; the three decode passes after it run 4 times faster.
+    const { wakes } = drive(make({ decodeSpeedup: 4 }), [{ at: 5, blocks: [1, 2], input: 8, output: 4 }]);
+    const first = 5 + prefillMs(8);
+    expect(wakes[1][1]).toBe(first);
+    expect(wakes[2][1]).toBeCloseTo(first + (3 * decodeMs(3 / 64)) / 4, 9);
+  });
+
   test('wakes its caller only for arrivals and passes with first tokens or completions', () => {
     const { wakes } = drive(make(), [{ at: 5, blocks: [1, 2], input: 8, output: 4 }]);
     // The arrival, the first-token pass, the completing pass: the two quiet decode passes in
@@ -213,6 +230,8 @@ describe.each(BACKENDS)('replay fleet (%s)', (backend) => {
       }
     }
     expect(() => make({ blockSize: 0 })).toThrow(KvRouteError);
+    for (const decodeSpeedup of [0, -1, Number.NaN, Number.POSITIVE_INFINITY])
+      expect(() => make({ decodeSpeedup }), String(decodeSpeedup)).toThrow(/decodeSpeedup must be a positive number/);
     // A request is added once, and enqueued once, after it is added.
     expect(() => fleet.enqueue(0, 1)).toThrow(/not added/);
     fleet.addRequest(1, 8, 1, BigUint64Array.of(1n, 2n), BigUint64Array.of(1n, 2n));

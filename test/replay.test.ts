@@ -69,6 +69,19 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
   });
 
+  test("decodeSpeedup (Dynamo's decode_speedup_ratio): the backends still simulate identically, and decode passes are shorter", async () => {
+    const opts = { trace: small(), policies: ['round-robin' as const], ...smallFleet };
+    const native = await replay({ timing, ...opts, decodeSpeedup: 4, backend: 'native' });
+    const js = await replay({ timing, ...opts, decodeSpeedup: 4, backend: 'js' });
+    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+    // Round robin places the requests alike at any speed; only the passes' lengths differ.
+    const plain = (await replay({ timing, ...opts })).policies[0];
+    const fast = native.policies[0];
+    expect(fast.itlMs.mean).toBeLessThan(plain.itlMs.mean / 2);
+    expect(fast.e2eMs.mean).toBeLessThan(plain.e2eMs.mean);
+    expect(native.config.decodeSpeedup).toBe(4);
+  });
+
   test('with CPU offload the backends still simulate identically, and loads from host memory are counted', async () => {
     // The conversations outgrow 4 GPUs of 256 blocks; host memory holds 512 more per rank.
     const opts = { trace: small(), ...smallFleet, numGpuBlocks: 256, cpuOffloadBlocks: 512 };
@@ -134,6 +147,11 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     await expect(replay({ timing, trace: small(), numGpuBlocks: 8 })).rejects.toMatchObject({
       message: expect.stringMatching(/trace line \d+ needs \d+ KV blocks/),
     });
+    for (const decodeSpeedup of [0, -2, Number.NaN])
+      await expect(replay({ timing, trace: small(), decodeSpeedup })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+        message: expect.stringMatching(/decodeSpeedup must be a finite number > 0/),
+      });
     await expect(replay({ timing, trace: small(), cpuOffloadBlocks: -1 })).rejects.toMatchObject({
       message: expect.stringMatching(/cpuOffloadBlocks must be a non-negative integer/),
     });

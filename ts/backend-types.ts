@@ -354,6 +354,8 @@ export interface ReplayFleetSpec {
   maxNumSeqs: number;
   maxNumBatchedTokens: number;
   speedup: number;
+  /** Divides decode time on top of `speedup` (Dynamo's `decode_speedup_ratio`); 1: none. */
+  decodeSpeedup: number;
   timing: 'dynamo' | 'classic';
   /** Host-memory blocks behind each rank's GPU pool (CPU offload); 0: none. */
   hostBlocks: number;

@@ -42,6 +42,11 @@ const REPLAY_FLAGS: Flags = {
   'max-num-batched-tokens': { kind: 'number', help: 'tokens per engine pass', default: '8192' },
   'dp-size': { kind: 'number', help: 'data-parallel ranks per worker', default: '1' },
   speedup: { kind: 'number', help: 'divides every modelled engine duration', default: '1' },
+  'decode-speedup': {
+    kind: 'number',
+    help: "divides decode time on top of --speedup (Dynamo's decode_speedup_ratio: speculative decoding)",
+    default: '1',
+  },
   timing: {
     kind: 'string',
     value: 'dynamo|classic',
@@ -259,6 +264,7 @@ async function runReplay(argv: string[]): Promise<void> {
     maxNumBatchedTokens: num('max-num-batched-tokens'),
     dpSize: num('dp-size'),
     speedup: num('speedup'),
+    decodeSpeedup: num('decode-speedup'),
     ...(v.timing !== undefined ? { timing: v.timing as TimingModel } : {}),
     arrivalSpeedup: num('arrival-speedup'),
     limit: num('limit'),

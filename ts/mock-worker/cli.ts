@@ -49,6 +49,11 @@ const FLAGS: Flags = {
   'max-num-seqs': { kind: 'number', help: 'running requests per rank', default: '256' },
   'max-num-batched-tokens': { kind: 'number', help: 'tokens per engine pass', default: '8192' },
   speedup: { kind: 'number', help: 'divides every modelled duration', default: '1' },
+  'decode-speedup': {
+    kind: 'number',
+    help: "divides decode time on top of --speedup (Dynamo's decode_speedup_ratio: speculative decoding)",
+    default: '1',
+  },
   'stream-interval': {
     kind: 'number',
     help: "generated tokens per streamed chunk after a sequence's first (vLLM's flag)",
@@ -117,6 +122,7 @@ function optionsFrom(
     maxNumSeqs: n('max-num-seqs'),
     maxNumBatchedTokens: n('max-num-batched-tokens'),
     speedup: n('speedup'),
+    decodeSpeedup: n('decode-speedup'),
     streamInterval: n('stream-interval'),
     model: s('model'),
     loraModules: s('lora-modules')

@@ -125,6 +125,12 @@ export interface MockWorkerOptions {
   /** Divides every modelled duration. Default 1. */
   speedup?: number;
   /**
+   * Divides the decode part of each engine pass on top of `speedup`, as Dynamo's mocker
+   * `decode_speedup_ratio` does: an engine that emits several tokens a step (speculative
+   * decoding) modelled as faster decode steps. Default 1.
+   */
+  decodeSpeedup?: number;
+  /**
    * Generated tokens per streamed chunk (vLLM's and SGLang's `--stream-interval`): a sequence's
    * first token goes out at once, then a chunk each time this many more are generated, and the
    * last chunk with what is left. Such chunks carry several tokens' text, logprobs and ids, as
@@ -196,6 +202,7 @@ const KEYS = [
   'maxNumSeqs',
   'maxNumBatchedTokens',
   'speedup',
+  'decodeSpeedup',
   'streamInterval',
   'model',
   'loraModules',
@@ -228,6 +235,14 @@ function int(v: unknown, name: string, min: number, max: number, dflt: number): 
   return v;
 }
 
+/** A finite positive number, default 1. */
+function positive(v: unknown, name: string): number {
+  if (v === undefined) return 1;
+  if (typeof v !== 'number' || !(v > 0) || !Number.isFinite(v))
+    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be a positive number, got ${describe(v)}`);
+  return v;
+}
+
 /** Validates a fault. */
 export function checkFault(v: unknown, name: string): MockFault {
   const f = checkOptions(v, name, ['kind', 'factor', 'count']);
@@ -257,10 +272,8 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     checkEndpoint(o.replay, 'opts.replay');
     if (o.kvEvents === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'opts.replay needs opts.kvEvents');
   }
-  const speedup = o.speedup ?? 1;
-  if (typeof speedup !== 'number' || !(speedup > 0) || !Number.isFinite(speedup)) {
-    throw new KvRouteError('ERR_INVALID_ARG', `opts.speedup must be a positive number, got ${describe(o.speedup)}`);
-  }
+  const speedup = positive(o.speedup, 'opts.speedup');
+  const decodeSpeedup = positive(o.decodeSpeedup, 'opts.decodeSpeedup');
   for (const [k, v] of [
     ['model', o.model],
     ['host', o.host],
@@ -300,6 +313,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     maxNumSeqs: int(o.maxNumSeqs, 'opts.maxNumSeqs', 1, 1 << 20, 256),
     maxNumBatchedTokens: int(o.maxNumBatchedTokens, 'opts.maxNumBatchedTokens', 1, 1 << 30, 8192),
     speedup,
+    decodeSpeedup,
     streamInterval: int(o.streamInterval, 'opts.streamInterval', 1, 1 << 20, 1),
     model,
     loraModules: [...loraModules],

@@ -28,6 +28,8 @@ export interface RankConfig {
   maxNumSeqs: number;
   maxNumBatchedTokens: number;
   speedup: number;
+  /** Divides decode time on top of `speedup` (Dynamo's `decode_speedup_ratio`). */
+  decodeSpeedup: number;
   wire: WireFormat;
 }
 

@@ -18,6 +18,7 @@ export function nativeReplayFleet(binding: NativeBinding, spec: ReplayFleetSpec)
     spec.speedup,
     spec.hostBlocks,
     spec.hostLoadMsPerBlock,
+    spec.decodeSpeedup,
   );
   const fleet = callNative(
     () =>

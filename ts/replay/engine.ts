@@ -21,6 +21,12 @@ export interface EngineConfig {
   maxNumBatchedTokens: number;
   /** Divides every simulated duration. */
   speedup: number;
+  /**
+   * Divides the decode part of a pass on top of `speedup` (Dynamo's mocker
+   * `decode_speedup_ratio`: an engine that emits several tokens a step, as with speculative
+   * decoding, modelled as a faster step). Default 1: none.
+   */
+  decodeSpeedup?: number;
   /** How a pass's duration is computed (see {@link TimingModel}). Default `'dynamo'`. */
   timing?: TimingModel;
   /**
@@ -505,7 +511,8 @@ export class Engine {
         }
       }
     }
-    const durationMs = (prefillTime + decodeTime) / cfg.speedup;
+    // As Dynamo's mocker scales them: prefill by the speedup, decode by both ratios.
+    const durationMs = prefillTime / cfg.speedup + decodeTime / (cfg.speedup * (cfg.decodeSpeedup ?? 1));
     const end = now + durationMs;
     for (const r of produced) this.tokenGaps.push(end - r.lastTokenMs);
     for (const r of firstTokens) r.firstTokenMs = end;

@@ -95,6 +95,8 @@ export class JsFleet implements ReplayFleetBackend {
       throw new KvRouteError('ERR_INVALID_ARG', 'engine sizes must be positive integers');
     if (!(Number.isFinite(spec.speedup) && spec.speedup > 0))
       throw new KvRouteError('ERR_INVALID_ARG', 'speedup must be a positive number');
+    if (!(Number.isFinite(spec.decodeSpeedup) && spec.decodeSpeedup > 0))
+      throw new KvRouteError('ERR_INVALID_ARG', 'decodeSpeedup must be a positive number');
     if (!(Number.isSafeInteger(spec.hostBlocks) && spec.hostBlocks >= 0))
       throw new KvRouteError('ERR_INVALID_ARG', 'cpuOffloadBlocks must be a non-negative safe integer');
     if (!(Number.isFinite(spec.hostLoadMsPerBlock) && spec.hostLoadMsPerBlock >= 0))

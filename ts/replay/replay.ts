@@ -76,6 +76,12 @@ export interface ReplayOptions {
   /** Divides simulated compute time. Default 1. */
   speedup?: number;
   /**
+   * Divides the decode part of each engine pass on top of `speedup`, as Dynamo's mocker
+   * `decode_speedup_ratio` does: engines that emit several tokens a step (speculative decoding,
+   * MTP) modelled as faster decode steps. Default 1.
+   */
+  decodeSpeedup?: number;
+  /**
    * Host-memory blocks behind each engine rank's GPU pool (CPU offload, as the mock worker's
    * `cpuOffloadBlocks`): the router hears the host tier's events and credits them
    * (`hostCacheHitWeight`). Default 0: none, as in Dynamo's replay.
@@ -261,6 +267,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       maxNumSeqs: positiveInteger(opts.maxNumSeqs, 'maxNumSeqs', 256),
       maxNumBatchedTokens: positiveInteger(opts.maxNumBatchedTokens, 'maxNumBatchedTokens', 8192),
       speedup: positiveNumber(opts.speedup, 'speedup', 1),
+      decodeSpeedup: positiveNumber(opts.decodeSpeedup, 'decodeSpeedup', 1),
       timing: timingModel(opts.timing),
       hostBlocks: nonNegativeInteger(opts.cpuOffloadBlocks, 'cpuOffloadBlocks', 0),
       hostLoadMsPerBlock: (nonNegativeNumber(opts.cpuLoadUsPerToken, 'cpuLoadUsPerToken', 6) * blockSize) / 1000,

@@ -128,6 +128,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     maxNumSeqs: cfg.engine.maxNumSeqs,
     maxNumBatchedTokens: cfg.engine.maxNumBatchedTokens,
     speedup: cfg.engine.speedup,
+    decodeSpeedup: cfg.engine.decodeSpeedup ?? 1,
     timing: cfg.engine.timing ?? 'dynamo',
     hostBlocks: cfg.engine.hostBlocks ?? 0,
     hostLoadMsPerBlock: cfg.engine.hostLoadMsPerBlock ?? 0,

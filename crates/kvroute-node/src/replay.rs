@@ -29,8 +29,8 @@ pub struct NativeReplayFleet {
 #[napi]
 impl NativeReplayFleet {
     /// `engine`: block size, GPU blocks, max sequences, max batched tokens (integers), the
-    /// speedup, host-memory blocks (an integer; 0: no CPU offload) and the ms to load one block
-    /// back from host memory; `timing`: "dynamo" or "classic"; one rank per (`workers[i]`, `dpRanks[i]`).
+    /// speedup, host-memory blocks (an integer; 0: no CPU offload), the ms to load one block
+    /// back from host memory and the decode speedup; `timing`: "dynamo" or "classic"; one rank per (`workers[i]`, `dpRanks[i]`).
     #[napi(constructor)]
     pub fn new(
         engine: &[f64],
@@ -41,8 +41,10 @@ impl NativeReplayFleet {
         publish_events: bool,
     ) -> Result<Self, &'static str> {
         guard(|| {
-            let &[block_size, gpu, seqs, batched, speedup, host_blocks, host_load_ms_per_block] = engine else {
-                return Err(invalid_arg("engine config must have 7 numbers"));
+            let &[block_size, gpu, seqs, batched, speedup, host_blocks, host_load_ms_per_block, decode_speedup] =
+                engine
+            else {
+                return Err(invalid_arg("engine config must have 8 numbers"));
             };
             let timing = match timing.as_str() {
                 "dynamo" => TimingModel::Dynamo,
@@ -63,6 +65,7 @@ impl NativeReplayFleet {
                 max_num_seqs: count_arg(seqs, "maxNumSeqs")?,
                 max_num_batched_tokens: count_arg(batched, "maxNumBatchedTokens")?,
                 speedup,
+                decode_speedup,
                 timing,
                 host_blocks: count_arg(host_blocks, "cpuOffloadBlocks")?,
                 host_load_ms_per_block,

@@ -18,6 +18,10 @@ pub struct EngineConfig {
     pub max_num_batched_tokens: u64,
     /// Divides every simulated duration.
     pub speedup: f64,
+    /// Divides the decode part of a pass on top of `speedup` (Dynamo's mocker
+    /// `decode_speedup_ratio`: an engine that emits several tokens a step, as with speculative
+    /// decoding, modelled as a faster step). 1: none.
+    pub decode_speedup: f64,
     pub timing: TimingModel,
     /// Blocks of host memory behind the GPU pool (CPU offload); 0: none.
     pub host_blocks: u64,
@@ -484,7 +488,8 @@ impl Engine {
             }
             self.batch = batch;
         }
-        let duration = (prefill_time + decode_time) / cfg.speedup;
+        // As Dynamo's mocker scales them: prefill by the speedup, decode by both ratios.
+        let duration = prefill_time / cfg.speedup + decode_time / (cfg.speedup * cfg.decode_speedup);
         let end = now + duration;
         for &uid in &self.produced {
             self.token_gaps.push(end - reqs[uid as usize].last_token_ms);

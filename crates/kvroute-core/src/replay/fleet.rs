@@ -117,6 +117,9 @@ impl Fleet {
         if !(config.speedup.is_finite() && config.speedup > 0.0) {
             return Err(KvError::invalid_arg("speedup must be a positive number"));
         }
+        if !(config.decode_speedup.is_finite() && config.decode_speedup > 0.0) {
+            return Err(KvError::invalid_arg("decodeSpeedup must be a positive number"));
+        }
         if !(config.host_load_ms_per_block.is_finite() && config.host_load_ms_per_block >= 0.0) {
             return Err(KvError::invalid_arg("the host load time must be a number >= 0"));
         }
@@ -456,6 +459,7 @@ mod tests {
             max_num_seqs: 8,
             max_num_batched_tokens: 32,
             speedup: 1.0,
+            decode_speedup: 1.0,
             timing,
             host_blocks: 0,
             host_load_ms_per_block: 0.0,
@@ -551,5 +555,8 @@ mod tests {
         assert!(fleet.load(&[0.0], &[5]).is_err());
         assert!(fleet.set_next_turn(0, 0, f64::NAN).is_err());
         assert!(Fleet::new(EngineConfig { block_size: 0, ..config(TimingModel::Dynamo) }, &[], 0, true).is_err());
+        for decode_speedup in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(Fleet::new(EngineConfig { decode_speedup, ..config(TimingModel::Dynamo) }, &[], 0, true).is_err());
+        }
     }
 }
