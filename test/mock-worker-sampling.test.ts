@@ -314,6 +314,18 @@ describe('mock worker: sampling fields as vLLM reads them', () => {
     expect([chat.json.prompt_token_ids.length, chat.json.choices[0].token_ids.length]).toEqual([chat.json.usage.prompt_tokens, 3]);
     const plain = await postJson(`${w.url}/v1/completions`, { prompt: PROMPT, max_tokens: 2 });
     expect(['token_ids' in plain.json.choices[0], 'prompt_token_ids' in plain.json.choices[0]]).toEqual([false, false]);
+    // With echo, vLLM returns the prompt as ids instead of text; its logprobs still cover it.
+    const echo = { prompt: 'hi', max_tokens: 2, echo: true, return_token_ids: true, logprobs: 0 };
+    const echoed = (await postJson(`${w.url}/v1/completions`, echo)).json.choices[0];
+    expect([echoed.text, echoed.prompt_token_ids, echoed.token_ids.length, echoed.logprobs.tokens.length]).toEqual([
+      (await postJson(`${w.url}/v1/completions`, { prompt: 'hi', max_tokens: 2 })).json.choices[0].text,
+      mockTokenize('hi'),
+      2,
+      4,
+    ]);
+    const echoStream = (await sse(`${w.url}/v1/completions`, { ...echo, stream: true })).events.filter((e) => e !== '[DONE]');
+    expect(echoStream.map((e) => e.choices[0].text).join('')).toBe(echoed.text);
+    expect(echoStream[0].choices[0].prompt_token_ids).toEqual(mockTokenize('hi'));
   });
 
   test("a chat's echo puts the assistant message it continues first; max_completion_tokens wins over max_tokens", async () => {

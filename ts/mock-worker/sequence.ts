@@ -63,7 +63,10 @@ export class MockSequence {
   /** The text that comes before the generated text: the prompt's (completions) or the assistant message's it continues (chat). */
   private get echo(): string {
     if (!this.req.sampling.echo) return '';
-    return this.req.chat ? this.req.chatEcho : detokenize([...this.prompt]);
+    if (this.req.chat) return this.req.chatEcho;
+    // With `return_token_ids` vLLM gives a completion's prompt as its ids alone: the echoed
+    // text is empty (its logprobs still cover the prompt).
+    return this.req.sampling.returnTokenIds ? '' : detokenize([...this.prompt]);
   }
 
   /** Log probabilities of `tokens` at output positions from `from`, with the prompt's first (`withPrompt`, completions' echo). */
