@@ -284,7 +284,7 @@ describe('mock worker HTTP API', () => {
     ] as const)
       await expect(startMockWorker({ [key]: value } as never)).rejects.toMatchObject({
         code: 'ERR_INVALID_ARG',
-        message: new RegExp(`opts\\.${key} must be a positive number`),
+        message: new RegExp(`opts\\.${key} must be a finite number > 0`),
       });
   });
 });

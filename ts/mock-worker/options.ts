@@ -6,7 +6,7 @@
 import type { ContentFormatOption } from '../chat/content-format.js';
 import { KvRouteError } from '../errors.js';
 import { checkEndpoint } from '../ingest/options.js';
-import { checkOptions, describe, nonNegativeNumber, optionalBoolean } from '../validate.js';
+import { checkOptions, describe, nonNegativeNumber, optionalBoolean, positiveNumber } from '../validate.js';
 import type { WireFormat } from './wire.js';
 
 /**
@@ -235,14 +235,6 @@ function int(v: unknown, name: string, min: number, max: number, dflt: number): 
   return v;
 }
 
-/** A finite positive number, default 1. */
-function positive(v: unknown, name: string): number {
-  if (v === undefined) return 1;
-  if (typeof v !== 'number' || !(v > 0) || !Number.isFinite(v))
-    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be a positive number, got ${describe(v)}`);
-  return v;
-}
-
 /** Validates a fault. */
 export function checkFault(v: unknown, name: string): MockFault {
   const f = checkOptions(v, name, ['kind', 'factor', 'count']);
@@ -272,8 +264,8 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     checkEndpoint(o.replay, 'opts.replay');
     if (o.kvEvents === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'opts.replay needs opts.kvEvents');
   }
-  const speedup = positive(o.speedup, 'opts.speedup');
-  const decodeSpeedup = positive(o.decodeSpeedup, 'opts.decodeSpeedup');
+  const speedup = positiveNumber(o.speedup, 'opts.speedup', 1);
+  const decodeSpeedup = positiveNumber(o.decodeSpeedup, 'opts.decodeSpeedup', 1);
   for (const [k, v] of [
     ['model', o.model],
     ['host', o.host],
