@@ -10,7 +10,8 @@
  * writes bench/results/replay-vs-dynamo.json. Not in CI (it builds Dynamo's crates: minutes).
  *
  * Speculative decoding as Dynamo's mocker models it: `--decode-speedup R` divides both systems'
- * decode time by R (Dynamo's `decode_speedup_ratio`, kvroute's `decodeSpeedup`).
+ * decode time by R (Dynamo's `decode_speedup_ratio`, kvroute's `decodeSpeedup`). Engines without
+ * prefix caching: `--no-enable-prefix-caching`.
  *
  * CPU offload: `--gpu-blocks N --cpu-offload-blocks M [--cpu-load-us-per-token T]` gives both
  * systems N GPU blocks and M blocks of host memory per worker (kvroute: `numGpuBlocks`,
@@ -50,6 +51,8 @@ const cpuOffloadBlocks = numberArg('--cpu-offload-blocks', 0);
 const cpuLoadUsPerToken = numberArg('--cpu-load-us-per-token', 6);
 /** `--decode-speedup R`: decode time divided by R on both (Dynamo's `decode_speedup_ratio`, kvroute's `decodeSpeedup`). */
 const decodeSpeedup = numberArg('--decode-speedup', 1);
+/** `--no-enable-prefix-caching`: engines that reuse nothing (Dynamo's `enable_prefix_caching: false`, kvroute's `prefixCaching: false`). */
+const prefixCaching = !process.argv.includes('--no-enable-prefix-caching');
 /** Each Dynamo run is stopped after this long (`--dynamo-timeout-s`, default 30 minutes). */
 const dynamoTimeoutS = numberArg('--dynamo-timeout-s', 1800);
 /** Dynamo's host offload moves bytes at this rate each way (its default), per worker. */
@@ -58,6 +61,7 @@ const HOST_GBPS = 32;
 const dynamoEngineFields = JSON.stringify({
   num_gpu_blocks: gpuBlocks,
   ...(decodeSpeedup !== 1 ? { decode_speedup_ratio: decodeSpeedup } : {}),
+  ...(prefixCaching ? {} : { enable_prefix_caching: false }),
   ...(cpuOffloadBlocks > 0
     ? {
         native_host_offload: { num_host_blocks: cpuOffloadBlocks, d2h_bandwidth_gbps: HOST_GBPS, h2d_bandwidth_gbps: HOST_GBPS },
@@ -125,6 +129,7 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
     maxNumBatchedTokens: 8192,
     speedup: 1,
     decodeSpeedup,
+    prefixCaching,
     arrivalSpeedup: speed,
     timing,
     backend: 'native',
@@ -176,7 +181,8 @@ for (const speed of speeds) {
     const runs = kvRuns.map((r) => r.metrics[m]);
     const [lo, hi] = [Math.min(...runs), Math.max(...runs)];
     const mid = runs.reduce((a, b) => a + b, 0) / runs.length;
-    const dev = (x: number, ref: number) => `${fmt((100 * (x - ref)) / ref, 1)}%`;
+    // A deviation from 0 (the hit ratio without prefix caching) is no percentage: equal or not.
+    const dev = (x: number, ref: number) => (ref === 0 ? (x === 0 ? 'equal' : 'differs') : `${fmt((100 * (x - ref)) / ref, 1)}%`);
     rows.push({
       metric: m,
       'dynamo RR': fmt(rr.metrics[m], 2),

@@ -82,6 +82,21 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     expect(native.config.decodeSpeedup).toBe(4);
   });
 
+  test("without prefix caching (vLLM's --no-enable-prefix-caching) nothing is reused, on both backends alike", async () => {
+    const opts = { trace: small(), policies: ['kv' as const, 'round-robin' as const], ...smallFleet, prefixCaching: false };
+    const native = await replay({ timing, ...opts, backend: 'native' });
+    const js = await replay({ timing, ...opts, backend: 'js' });
+    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+    expect(native.config.prefixCaching).toBe(false);
+    const cached = await replay({ timing, ...opts, prefixCaching: true, backend: 'native' });
+    for (const [i, p] of native.policies.entries()) {
+      expect(p.hitRatio, p.name).toBe(0);
+      // The same trace with caching reuses prefixes and answers sooner.
+      expect(cached.policies[i].hitRatio, p.name).toBeGreaterThan(0.2);
+      expect(p.ttftMs.mean, p.name).toBeGreaterThan(cached.policies[i].ttftMs.mean);
+    }
+  });
+
   test('with CPU offload the backends still simulate identically, and loads from host memory are counted', async () => {
     // The conversations outgrow 4 GPUs of 256 blocks; host memory holds 512 more per rank.
     const opts = { trace: small(), ...smallFleet, numGpuBlocks: 256, cpuOffloadBlocks: 512 };
@@ -146,6 +161,10 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     await expect(replay({ timing, trace: small(), policies: ['best' as never] })).rejects.toBeInstanceOf(KvRouteError);
     await expect(replay({ timing, trace: small(), numGpuBlocks: 8 })).rejects.toMatchObject({
       message: expect.stringMatching(/trace line \d+ needs \d+ KV blocks/),
+    });
+    await expect(replay({ timing, trace: small(), prefixCaching: 'no' as never })).rejects.toMatchObject({
+      code: 'ERR_INVALID_ARG',
+      message: expect.stringMatching(/prefixCaching must be a boolean, got/),
     });
     for (const decodeSpeedup of [0, -2, Number.NaN])
       await expect(replay({ timing, trace: small(), decodeSpeedup })).rejects.toMatchObject({
@@ -342,6 +361,13 @@ describe('kvroute command', () => {
     const loads = (JSON.parse(readFileSync(join(dir, 'o.json'), 'utf8')) as ReplayReport).policies[0].hostLoadedBlocks;
     expect(loads).toBeGreaterThan(0);
     expect(report.policies[0].hostLoadedBlocks).toBe(0);
+    // Engines without prefix caching, and faster decode steps, from the command line.
+    const flags = ['replay', 't.jsonl', '--workers', '3', '--no-enable-prefix-caching', '--decode-speedup', '2', '--report', 'n.json'];
+    const plain = cli(flags);
+    expect(plain.status).toBe(0);
+    expect(plain.stdout).toMatch(/hit ratio +0\.0%/);
+    const noCache = JSON.parse(readFileSync(join(dir, 'n.json'), 'utf8')) as ReplayReport;
+    expect([noCache.config.prefixCaching, noCache.config.decodeSpeedup, noCache.policies[0].hitRatio]).toEqual([false, 2, 0]);
   });
 
   test('a custom selector module is loaded by path', () => {

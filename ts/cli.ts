@@ -47,6 +47,10 @@ const REPLAY_FLAGS: Flags = {
     help: "divides decode time on top of --speedup (Dynamo's decode_speedup_ratio: speculative decoding)",
     default: '1',
   },
+  'no-enable-prefix-caching': {
+    kind: 'boolean',
+    help: "engines without prefix caching (vLLM's flag): nothing reused, no KV events; the baseline",
+  },
   timing: {
     kind: 'string',
     value: 'dynamo|classic',
@@ -265,6 +269,7 @@ async function runReplay(argv: string[]): Promise<void> {
     dpSize: num('dp-size'),
     speedup: num('speedup'),
     decodeSpeedup: num('decode-speedup'),
+    ...(v['no-enable-prefix-caching'] === true ? { prefixCaching: false } : {}),
     ...(v.timing !== undefined ? { timing: v.timing as TimingModel } : {}),
     arrivalSpeedup: num('arrival-speedup'),
     limit: num('limit'),

@@ -12,7 +12,7 @@ import { SeededRandom } from '../random.js';
 import { KvRouter } from '../router/kv-router.js';
 import type { KvRouterOptions } from '../router/options.js';
 import type { Selector } from '../router/select.js';
-import { describe, nonNegativeInteger, nonNegativeNumber, positiveInteger, positiveNumber } from '../validate.js';
+import { describe, nonNegativeInteger, nonNegativeNumber, optionalBoolean, positiveInteger, positiveNumber } from '../validate.js';
 import { BlockIds } from './block-ids.js';
 import { prefixCeiling } from './ceiling.js';
 import type { TimingModel } from './engine.js';
@@ -89,6 +89,12 @@ export interface ReplayOptions {
   cpuOffloadBlocks?: number;
   /** µs to load one token's KV back from host memory. Default 6. */
   cpuLoadUsPerToken?: number;
+  /**
+   * Engines cache prefixes, as vLLM does by default. `false` models `--no-enable-prefix-caching`
+   * (Dynamo's `enable_prefix_caching: false`): no block is ever reused and no KV events are
+   * published, the baseline that shows what prefix caching buys at all. Default true.
+   */
+  prefixCaching?: boolean;
   /** How engine passes are timed: Dynamo 1.6's mocker (`'dynamo'`, the default) or kvroute's earlier model (`'classic'`). See {@link TimingModel}. */
   timing?: TimingModel;
   /** Divides inter-arrival times. Default 1. */
@@ -276,6 +282,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
     seed,
     backend: resolveBackend(opts.backend, 'opts.backend').name,
     routerConfig: checkRouterConfig(opts.routerConfig, 'routerConfig'),
+    prefixCaching: optionalBoolean(opts.prefixCaching, 'prefixCaching') ?? true,
     replicas: replicaSettings(opts),
   };
   for (const r of trace.requests) {
@@ -312,6 +319,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       dpSize: cfg.dpSize,
       ...cfg.engine,
       arrivalSpeedup: cfg.arrivalSpeedup,
+      prefixCaching: cfg.prefixCaching,
       traceBlockSize,
       seed,
       backend: cfg.backend,

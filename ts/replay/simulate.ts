@@ -59,6 +59,12 @@ export interface SimConfig {
   seed: number;
   backend: 'native' | 'js' | undefined;
   routerConfig: Partial<KvRouterOptions>;
+  /**
+   * Engines cache prefixes (vLLM's default). Off (`--no-enable-prefix-caching`, Dynamo's
+   * `enable_prefix_caching: false`): every request's blocks are its own, nothing is reused, and
+   * no KV events are published.
+   */
+  prefixCaching: boolean;
   /** Router replicas behind a load balancer (1: a single router). */
   replicas: ReplaySimReplicas;
   onProgress?: (done: number, total: number) => void;
@@ -104,7 +110,8 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
   const pick = () => (cfg.replicas.balancer === 'round-robin' ? nextReplica++ % routers.length : balancer.int(0, routers.length - 1));
   const total = trace.requests.length;
   const owner: KvRouter[] = new Array(total);
-  const publishEvents = cfg.routerConfig.useKvEvents !== false;
+  // Engines without prefix caching publish nothing (vLLM's KV events come from its prefix cache).
+  const publishEvents = cfg.prefixCaching && cfg.routerConfig.useKvEvents !== false;
   const ranks: Array<{ workerId: number; dpRank: number }> = [];
   const rankOf = new Map<string, number>();
   for (let w = 0; w < cfg.workers; w++) {
@@ -181,7 +188,9 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
         const uid = header[1];
         const req = trace.requests[uid];
         const tokens = promptTokens(req, trace.traceBlockSize);
-        const locals = blockHashes(tokens, cfg.engine.blockSize, hashOptions);
+        // Without prefix caching each request's blocks are named apart (a namespace of its own), so none is ever reused.
+        const own = cfg.prefixCaching ? hashOptions : { ...hashOptions, cacheNamespace: `request-${uid}` };
+        const locals = blockHashes(tokens, cfg.engine.blockSize, own);
         const seqs = sequenceHashes(locals, hashOptions);
         fleet.addRequest(uid, req.inputLength, req.outputLength, seqs, locals);
         const router = routers.length === 1 ? routers[0] : routers[pick()];
