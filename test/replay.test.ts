@@ -362,10 +362,26 @@ describe('kvroute command', () => {
     expect(loads).toBeGreaterThan(0);
     expect(report.policies[0].hostLoadedBlocks).toBe(0);
     // Engines without prefix caching, and faster decode steps, from the command line.
-    const flags = ['replay', 't.jsonl', '--workers', '3', '--no-enable-prefix-caching', '--decode-speedup', '2', '--report', 'n.json'];
+    const flags = [
+      'replay',
+      't.jsonl',
+      '--workers',
+      '3',
+      '--no-enable-prefix-caching',
+      '--decode-speedup',
+      '2',
+      '--report',
+      'n.json',
+      '--html',
+      'n.html',
+    ];
     const plain = cli(flags);
     expect(plain.status).toBe(0);
     expect(plain.stdout).toMatch(/hit ratio +0\.0%/);
+    expect(plain.stdout).toMatch(/3 workers; engines without prefix caching\n/);
+    expect(run.stdout).toMatch(/3 workers; hit ratio ceiling \d+\.\d%\n/);
+    expect(readFileSync(join(dir, 'n.html'), 'utf8')).toMatch(/Engines without prefix caching: nothing is reused\./);
+    expect(html).toMatch(/Ceiling of the prefix-cache hit ratio/);
     const noCache = JSON.parse(readFileSync(join(dir, 'n.json'), 'utf8')) as ReplayReport;
     expect([noCache.config.prefixCaching, noCache.config.decodeSpeedup, noCache.policies[0].hitRatio]).toEqual([false, 2, 0]);
   });

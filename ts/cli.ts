@@ -210,12 +210,20 @@ function table(report: ReplayReport): string {
   const widths = head.map((_, c) => Math.max(...[head, ...body].map((r) => r[c].length)));
   const line = (r: string[]) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  ');
   const upper = `${f(100 * report.trace.upperBoundHitRatio)}%`;
-  const c = report.config as { workers: number; replicas?: number; replicaSync?: boolean; replicaBalancer?: string };
+  const c = report.config as {
+    workers: number;
+    replicas?: number;
+    replicaSync?: boolean;
+    replicaBalancer?: string;
+    prefixCaching?: boolean;
+  };
   const routers =
     (c.replicas ?? 1) > 1
       ? `, ${c.replicas} router replicas (${c.replicaSync ? 'sharing load' : 'not sharing load'}, ${c.replicaBalancer} balancer)`
       : '';
-  return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${c.workers} workers${routers}; hit ratio ceiling ${upper}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
+  // Without prefix caching nothing can hit: the trace's ceiling would mislead.
+  const caching = c.prefixCaching === false ? 'engines without prefix caching' : `hit ratio ceiling ${upper}`;
+  return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${c.workers} workers${routers}; ${caching}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
 }
 
 /** Fails before a long simulation if its outputs cannot be written. */

@@ -148,7 +148,7 @@ ${p.some((x) => x.hostLoadedBlocks > 0) ? row('blocks loaded back from host memo
 </head><body>
 <h1>kvroute replay</h1>
 <p>${report.trace.requests} requests from ${esc(report.trace.path ?? 'the built-in generated workload')}; ${esc(String(report.config.workers))} workers.
-Ceiling of the prefix-cache hit ratio (one infinite cache): ${(100 * report.trace.upperBoundHitRatio).toFixed(1)}%.</p>
+${report.config.prefixCaching === false ? 'Engines without prefix caching: nothing is reused.' : `Ceiling of the prefix-cache hit ratio (one infinite cache): ${(100 * report.trace.upperBoundHitRatio).toFixed(1)}%.`}</p>
 ${table}
 ${configTable(report.config)}
 <div class="charts">
