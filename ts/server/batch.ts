@@ -36,7 +36,7 @@ import {
   type Upstream,
   writerOf,
 } from './proxy.js';
-import { eventData, SseSplitter } from './sse.js';
+import { SseSplitter } from './sse.js';
 import { eventWatcher, firstToken, reported } from './stream-watch.js';
 
 interface Usage {
@@ -208,16 +208,6 @@ async function collect(
   void reply.code(200).headers(o.headers).type('application/json').send(JSON.stringify(merged));
 }
 
-/** The JSON of an event's `data:` lines, when it is an object. */
-function chunkOf(event: string): Chunk | undefined {
-  try {
-    const chunk = JSON.parse(eventData(event)) as Chunk;
-    return chunk !== null && typeof chunk === 'object' ? chunk : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 async function stream(
   ctx: ProxyContext,
   reply: FastifyReply,
@@ -243,7 +233,7 @@ async function stream(
         for (const event of splitter.push(bytes as Uint8Array)) {
           const facts = watch(event);
           if (facts.done) continue;
-          const chunk = chunkOf(event);
+          const chunk = facts.chunk as Chunk | undefined;
           meta ??= chunk && { created: chunk.created, model: chunk.model };
           // Each prompt's usage chunk is summed into the batch's one.
           if (facts.usageOnly) {

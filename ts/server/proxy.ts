@@ -507,7 +507,7 @@ async function deliver(
         const facts = watch(event);
         // The usage the gateway asked for on the client's behalf is not the client's.
         if (facts.usageOnly && !read.clientWantsUsage) continue;
-        await write(facts.chunkUsage && read.ownChunkUsage ? withoutUsage(event) : event);
+        await write(facts.chunkUsage && read.ownChunkUsage && facts.chunk ? withoutUsage(facts.chunk) : event);
       }
     }
     const tail = splitter.flush();

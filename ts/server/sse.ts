@@ -53,6 +53,8 @@ export interface EventFacts {
   choice: number | undefined;
   /** A usage object on a chunk with choices (`continuous_usage_stats`), not the usage-only chunk. */
   chunkUsage: boolean;
+  /** The event's data, parsed, when it is a JSON object: for those that rewrite the event, so it is parsed once. */
+  chunk: Record<string, unknown> | undefined;
   /** The `[DONE]` sentinel. */
   done: boolean;
   /** An error object sent in the stream. */
@@ -67,6 +69,7 @@ const NONE: EventFacts = {
   completionTokens: undefined,
   choice: undefined,
   chunkUsage: false,
+  chunk: undefined,
   done: false,
   error: false,
 };
@@ -90,7 +93,7 @@ export function inspectEvent(event: string): EventFacts {
     return NONE;
   }
   if (chunk === null || typeof chunk !== 'object') return NONE;
-  if (typeof chunk.type === 'string') return responsesEventFacts(chunk as ResponsesEvent);
+  if (typeof chunk.type === 'string') return { ...responsesEventFacts(chunk as ResponsesEvent), chunk };
   const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
   const token = choices.some(carriesToken);
   const index = choices.length === 1 ? choices[0]?.index : undefined;
@@ -101,25 +104,19 @@ export function inspectEvent(event: string): EventFacts {
     ...usageFacts(chunk.usage),
     choice: Number.isSafeInteger(index) ? (index as number) : undefined,
     chunkUsage: usage && choices.length > 0,
+    chunk,
     done: false,
     error: chunk.error !== undefined,
   };
 }
 
 /**
- * The event without the `usage` of its chunk: for usage the gateway asked for on a client's
- * behalf (see `streamOptions` in prompt.ts). The chunk is written again as one `data:` line; an
- * event that is not a JSON chunk with usage is returned as it is.
+ * An event for a chunk without its `usage`: for usage the gateway asked for on a client's behalf
+ * (see `streamOptions` in prompt.ts). The chunk (as {@link inspectEvent} parsed it) is written
+ * again as one `data:` line.
  */
-export function withoutUsage(event: string): string {
-  let chunk: unknown;
-  try {
-    chunk = JSON.parse(eventData(event));
-  } catch {
-    return event;
-  }
-  if (chunk === null || typeof chunk !== 'object' || !('usage' in chunk)) return event;
-  const { usage: _gateways, ...rest } = chunk as Record<string, unknown>;
+export function withoutUsage(chunk: Record<string, unknown>): string {
+  const { usage: _gateways, ...rest } = chunk;
   return `data: ${JSON.stringify(rest)}\n\n`;
 }
 
