@@ -21,6 +21,7 @@ import { mockOutput } from './output.js';
 import type { LiveRequest, LoraRef } from './rank.js';
 import { newResponseId, type ResponsesHistory, readResponsesPrompt, responsesMessages } from './responses-input.js';
 import { MAX_LOGPROBS, readTemperatureTopPTopK, VOCAB_SIZE } from './sampling.js';
+import { chunkDue } from './stream-interval.js';
 import { detokenize } from './tokenizer.js';
 
 /** Responses kept when the store is on; the oldest goes first (vLLM keeps every one, and warns it leaks). */
@@ -262,7 +263,7 @@ function serve(
     tokens.map((t, i) => positionLogprobs(p.prompt.length + from + i, t, p.logprobs ?? 0));
   const wholeLogprobs = () =>
     p.logprobs === undefined ? null : (chatLogprobs(positions(generated, 0), p.logprobs) as { content: unknown }).content;
-  const finished = (cached: number): ResponseObject => {
+  const finished = (cached: number, logprobs = wholeLogprobs()): ResponseObject => {
     const text = detokenize(generated);
     // The mock model never ends a message itself: its output always reaches max_output_tokens.
     const status = generated.length >= p.maxTokens ? 'incomplete' : 'completed';
@@ -270,7 +271,7 @@ function serve(
       p,
       created,
       status,
-      [messageItem(itemId, text, 'completed', wholeLogprobs())],
+      [messageItem(itemId, text, 'completed', logprobs)],
       responseUsage(p.prompt.length, generated.length, cached),
     );
     keep?.({ response: r, messages: p.messages });
@@ -334,7 +335,7 @@ function serve(
         for (const t of tokens) {
           generated.push(t);
           const made = generated.length;
-          if (sent > 0 && made - sent < engine.options.streamInterval && made < output.length) continue;
+          if (!chunkDue(made, sent, output.length, engine.options.streamInterval)) continue;
           const delta = generated.slice(sent);
           const logprobs =
             p.logprobs === undefined
@@ -354,8 +355,9 @@ function serve(
         const part = { type: 'output_text', text, annotations: [] };
         send('response.output_text.done', { output_index: 0, item_id: itemId, content_index: 0, text, logprobs: [] });
         send('response.content_part.done', { output_index: 0, item_id: itemId, content_index: 0, part });
-        send('response.output_item.done', { output_index: 0, item: messageItem(itemId, text, 'completed', wholeLogprobs()) });
-        send('response.completed', { response: finished(cached) });
+        const logprobs = wholeLogprobs();
+        send('response.output_item.done', { output_index: 0, item: messageItem(itemId, text, 'completed', logprobs) });
+        send('response.completed', { response: finished(cached, logprobs) });
         res.end();
       },
       (reason) => {

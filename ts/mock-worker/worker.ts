@@ -38,6 +38,7 @@ import { RankPublisher } from './publisher.js';
 import { type LiveRequest, MockRank } from './rank.js';
 import { registerResponses } from './responses.js';
 import { MockSequence } from './sequence.js';
+import { chunkDue } from './stream-interval.js';
 import { detokenize } from './tokenizer.js';
 
 /**
@@ -376,9 +377,8 @@ class Worker implements MockWorker {
           // is held back while a stop string may still match.
           for (let i = 0; i < tokens.length; i++) {
             made++;
-            const last = made === seq.end.generated;
-            if (sent > 0 && made - sent < interval && !last) continue;
-            const end = last ? seq.end : undefined;
+            if (!chunkDue(made, sent, seq.end.generated, interval)) continue;
+            const end = made === seq.end.generated ? seq.end : undefined;
             send(chunk(parsed, id, created, k, seq.delta(sent, made), end, { prompt: seq.prompt.length, completion: made }));
             sent = made;
           }
