@@ -75,7 +75,7 @@ const NONE: EventFacts = {
 };
 
 /** An event's `data:` lines, joined (without their field names). */
-export function eventData(event: string): string {
+function eventData(event: string): string {
   let data = '';
   for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) data += line.slice(line[5] === ' ' ? 6 : 5);
   return data;
