@@ -10,8 +10,11 @@
  * writes bench/results/replay-vs-dynamo.json. Not in CI (it builds Dynamo's crates: minutes).
  *
  * Speculative decoding as Dynamo's mocker models it: `--decode-speedup R` divides both systems'
- * decode time by R (Dynamo's `decode_speedup_ratio`, kvroute's `decodeSpeedup`). Engines without
- * prefix caching: `--no-enable-prefix-caching`.
+ * decode time by R (Dynamo's `decode_speedup_ratio`, kvroute's `decodeSpeedup`), and
+ * `--num-speculative-tokens N [--spec-accept-rates r1,r2]` samples multi-token decode steps (Dynamo's
+ * `aic_nextn` and `aic_nextn_accept_rates`, kvroute's `speculative`; each draws from its own
+ * generator, so the bursts agree in distribution, not one by one). Engines without prefix
+ * caching: `--no-enable-prefix-caching`.
  *
  * CPU offload: `--gpu-blocks N --cpu-offload-blocks M [--cpu-load-us-per-token T]` gives both
  * systems N GPU blocks and M blocks of host memory per worker (kvroute: `numGpuBlocks`,
@@ -51,6 +54,11 @@ const cpuOffloadBlocks = numberArg('--cpu-offload-blocks', 0);
 const cpuLoadUsPerToken = numberArg('--cpu-load-us-per-token', 6);
 /** `--decode-speedup R`: decode time divided by R on both (Dynamo's `decode_speedup_ratio`, kvroute's `decodeSpeedup`). */
 const decodeSpeedup = numberArg('--decode-speedup', 1);
+/** `--num-speculative-tokens N`: multi-token decode steps on both (0: none). */
+const draftTokens = numberArg('--num-speculative-tokens', 0);
+const ratesArg = process.argv.indexOf('--spec-accept-rates');
+/** `--spec-accept-rates r1,r2`: the drafts' conditional acceptance rates (default both systems' 0.85,0.3). */
+const acceptRates = ratesArg > 0 ? process.argv[ratesArg + 1] : undefined;
 /** `--no-enable-prefix-caching`: engines that reuse nothing (Dynamo's `enable_prefix_caching: false`, kvroute's `prefixCaching: false`). */
 const prefixCaching = !process.argv.includes('--no-enable-prefix-caching');
 /** Each Dynamo run is stopped after this long (`--dynamo-timeout-s`, default 30 minutes). */
@@ -62,6 +70,7 @@ const dynamoEngineFields = JSON.stringify({
   num_gpu_blocks: gpuBlocks,
   ...(decodeSpeedup !== 1 ? { decode_speedup_ratio: decodeSpeedup } : {}),
   ...(prefixCaching ? {} : { enable_prefix_caching: false }),
+  ...(draftTokens > 0 ? { aic_nextn: draftTokens, ...(acceptRates ? { aic_nextn_accept_rates: acceptRates } : {}) } : {}),
   ...(cpuOffloadBlocks > 0
     ? {
         native_host_offload: { num_host_blocks: cpuOffloadBlocks, d2h_bandwidth_gbps: HOST_GBPS, h2d_bandwidth_gbps: HOST_GBPS },
@@ -129,6 +138,9 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
     maxNumBatchedTokens: 8192,
     speedup: 1,
     decodeSpeedup,
+    ...(draftTokens > 0
+      ? { speculative: { draftTokens, ...(acceptRates ? { acceptRates: acceptRates.split(',').map(Number) } : {}) } }
+      : {}),
     prefixCaching,
     arrivalSpeedup: speed,
     timing,

@@ -9,7 +9,7 @@ import { resolveBackend } from '../ts/backend.js';
 import type { IndexBackend, ReplayFleetBackend, ReplayFleetSpec } from '../ts/backend-types.js';
 import { KvRouteError } from '../ts/errors.js';
 import { generateTrace, replay } from '../ts/index.js';
-import { decodeMs, prefillMs } from '../ts/replay/engine.js';
+import { decodeMs, prefillMs } from '../ts/replay/timing.js';
 import { BACKENDS } from './helpers/backends.js';
 
 const spec = (over: Partial<ReplayFleetSpec> = {}): ReplayFleetSpec => ({

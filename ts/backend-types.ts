@@ -6,6 +6,8 @@
  * @module
  */
 
+import type { ResolvedSpeculative } from './replay/speculative.js';
+
 /**
  * Which implementation runs kvroute's hot paths.
  * @group Backends
@@ -356,6 +358,8 @@ export interface ReplayFleetSpec {
   speedup: number;
   /** Divides decode time on top of `speedup` (Dynamo's `decode_speedup_ratio`); 1: none. */
   decodeSpeedup: number;
+  /** Multi-token decode steps (MTP, EAGLE): one acceptance rate per draft; undefined: none. */
+  speculative?: ResolvedSpeculative;
   timing: 'dynamo' | 'classic';
   /** Host-memory blocks behind each rank's GPU pool (CPU offload); 0: none. */
   hostBlocks: number;

@@ -11,11 +11,13 @@ import type { BackendName } from './backend-types.js';
 import { type Flags, helpText, parseCommand, UsageError } from './cli-args.js';
 import { KvRouteError } from './errors.js';
 import { runMockWorker } from './mock-worker/cli.js';
-import type { TimingModel } from './replay/engine.js';
 import { generateTrace, traceToJsonl } from './replay/generate.js';
 import { renderHtml } from './replay/html.js';
 import { type ReplayOptions, type ReplayPolicy, replay } from './replay/replay.js';
 import type { PolicyReport, ReplayReport } from './replay/report.js';
+import { meanBurst, type ResolvedSpeculative } from './replay/speculative.js';
+import { SPECULATIVE_FLAGS, speculativeFromFlags } from './replay/speculative-flags.js';
+import type { TimingModel } from './replay/timing.js';
 import type { Selector } from './router/select.js';
 import { runServe } from './server/cli.js';
 import { runDemo } from './server/demo.js';
@@ -47,6 +49,7 @@ const REPLAY_FLAGS: Flags = {
     help: "divides decode time on top of --speedup (Dynamo's decode_speedup_ratio: speculative decoding)",
     default: '1',
   },
+  ...SPECULATIVE_FLAGS,
   'no-enable-prefix-caching': {
     kind: 'boolean',
     help: "engines without prefix caching (vLLM's flag): nothing reused, no KV events; the baseline",
@@ -216,6 +219,7 @@ function table(report: ReplayReport): string {
     replicaSync?: boolean;
     replicaBalancer?: string;
     prefixCaching?: boolean;
+    speculative?: ResolvedSpeculative;
   };
   const routers =
     (c.replicas ?? 1) > 1
@@ -223,7 +227,10 @@ function table(report: ReplayReport): string {
       : '';
   // Without prefix caching nothing can hit: the trace's ceiling would mislead.
   const caching = c.prefixCaching === false ? 'engines without prefix caching' : `hit ratio ceiling ${upper}`;
-  return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${c.workers} workers${routers}; ${caching}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
+  const spec = c.speculative
+    ? `; speculative decoding: ${c.speculative.draftTokens} drafts, acceptance ${c.speculative.acceptRates.join(',')} (${meanBurst(c.speculative).toFixed(2)} tokens a step)`
+    : '';
+  return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${c.workers} workers${routers}; ${caching}${spec}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
 }
 
 /** Fails before a long simulation if its outputs cannot be written. */
@@ -277,6 +284,7 @@ async function runReplay(argv: string[]): Promise<void> {
     dpSize: num('dp-size'),
     speedup: num('speedup'),
     decodeSpeedup: num('decode-speedup'),
+    ...speculativeFromFlags(v, REPLAY_USAGE),
     ...(v['no-enable-prefix-caching'] === true ? { prefixCaching: false } : {}),
     ...(v.timing !== undefined ? { timing: v.timing as TimingModel } : {}),
     arrivalSpeedup: num('arrival-speedup'),

@@ -102,12 +102,13 @@ export type { WireAllBlocksCleared, WireBlockRemoved, WireBlockStored, WireEvent
 export { encodeBatch as encodeEngineBatch } from './mock-worker/wire.js';
 export type { MockWorker, MockWorkerStats } from './mock-worker/worker.js';
 export { startMockWorker } from './mock-worker/worker.js';
-export type { TimingModel } from './replay/engine.js';
 export type { GenerateTraceOptions } from './replay/generate.js';
 export { generateTrace, traceToJsonl } from './replay/generate.js';
 export type { CustomPolicy, ReplayOptions, ReplayPolicy } from './replay/replay.js';
 export { replay, upperBoundHitRatio } from './replay/replay.js';
 export type { Distribution, LatencyCdf, PolicyReport, ReplayReport, Throughput, TraceSummary, WorkerShare } from './replay/report.js';
+export type { ResolvedSpeculative, SpeculativeDecoding } from './replay/speculative.js';
+export type { TimingModel } from './replay/timing.js';
 export type { LoadTraceOptions, Trace, TraceRequest } from './replay/trace.js';
 export { loadTrace, parseTrace, synthesizeTokens } from './replay/trace.js';
 export type { NatsReplicaOptions, ReplicaOptions } from './replicas/options.js';

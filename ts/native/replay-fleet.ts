@@ -20,10 +20,14 @@ export function nativeReplayFleet(binding: NativeBinding, spec: ReplayFleetSpec)
     spec.hostLoadMsPerBlock,
     spec.decodeSpeedup,
   );
+  const s = spec.speculative;
+  // Draft tokens (0: none), the seed, one rate per draft.
+  const speculative = s ? Float64Array.of(s.draftTokens, s.seed, ...s.acceptRates) : Float64Array.of(0, 0);
   const fleet = callNative(
     () =>
       new binding.NativeReplayFleet(
         engine,
+        speculative,
         spec.timing,
         Float64Array.from(spec.workers),
         Uint32Array.from(spec.dpRanks),

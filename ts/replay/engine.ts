@@ -2,7 +2,8 @@
  * A simulated vLLM-like engine rank: continuous batching with chunked prefill, a prefix-caching
  * KV block pool, Dynamo's admission rule (a waiting request starts only when its whole context
  * fits), preemption of the newest requests when blocks run out, loads from host memory that run
- * beside the passes (CPU offload), and Dynamo's mocker timing model. Each `step` is one engine
+ * beside the passes (CPU offload), speculative decoding's multi-token steps (`speculative.ts`),
+ * and Dynamo's mocker timing model. Each `step` is one engine
  * pass in virtual time. Used by the JS replay fleet (`fleet.ts`) and by `kvroute mock-worker`;
  * the native replay runs its Rust twin (`kvroute_core::replay`), which must match it step for
  * step, host memory behind the pool (`hostBlocks`, CPU offload) included.
@@ -12,6 +13,8 @@
  */
 
 import { type CacheEvent, type FullBlock, KvCache } from './kv-cache.js';
+import { BurstSampler, type ResolvedSpeculative, type SpeculativeStats } from './speculative.js';
+import { decodeMs, prefillMs, type TimingModel } from './timing.js';
 
 /** Engine knobs (vLLM's names). */
 export interface EngineConfig {
@@ -27,6 +30,13 @@ export interface EngineConfig {
    * decoding, modelled as a faster step). Default 1: none.
    */
   decodeSpeedup?: number;
+  /**
+   * Multi-token decode steps (MTP, EAGLE) as Dynamo's mocker samples them (see
+   * `speculative.ts`): a decode step makes room for its longest burst, then emits the sampled
+   * token and the drafts accepted; with it the first token after prefill takes a decode step
+   * too, and the last block of a cached prefix is recomputed. Default: none.
+   */
+  speculative?: ResolvedSpeculative;
   /** How a pass's duration is computed (see {@link TimingModel}). Default `'dynamo'`. */
   timing?: TimingModel;
   /**
@@ -45,21 +55,6 @@ export interface EngineConfig {
    */
   hostLoadMsPerBlock?: number;
 }
-
-/**
- * How an engine pass is timed. Both use Dynamo's mocker polynomials, `prefillMs(t)` and
- * `decodeMs(p)`; they differ in what is fed to them:
- * - `'dynamo'` (Dynamo 1.6's mocker): the prefill polynomial once, on the pass's total new
- *   tokens; a decode step only when some sequence on the rank is decoding (has produced a token
- *   before this pass), with `p` = the decoding sequences' lengths in blocks, summed (a shared
- *   prefix counts once per sequence, as attention cost does), over the rank's GPU blocks. The
- *   simulation also releases all arrivals of one timestamp before the next pass starts.
- * - `'classic'` (kvroute before 0.2): one prefill polynomial per request chunk, summed; a decode
- *   step in every pass with sequences in decode, `p` = unique blocks in use over GPU blocks;
- *   a pass may start at the first of several same-timestamp arrivals.
- * @group Replay
- */
-export type TimingModel = 'dynamo' | 'classic';
 
 /** A request as an engine sees it. */
 export class SimRequest {
@@ -124,17 +119,6 @@ export function ranNothing(pass: PassResult): boolean {
   return pass.durationMs === 0 && pass.firstTokens.length === 0 && pass.finished.length === 0;
 }
 
-/** Prefill time of one chunk of `t` new tokens (ms), Dynamo's polynomial. */
-export function prefillMs(t: number): number {
-  return t > 0 ? 4.209989e-7 * t * t + 0.01518344 * t + 16.50142 : 0;
-}
-
-/** One decode step (ms) with fraction `p` of the KV blocks in use, Dynamo's polynomial. */
-export function decodeMs(p: number): number {
-  const x = Math.min(1, p);
-  return Math.max(1, -25.74 * x * x + 54.01 * x + 5.74);
-}
-
 const OUTPUT_TAG = 0x6f75747075745f62n;
 
 function uniqueOutputBlock(r: SimRequest, index: number): FullBlock {
@@ -172,9 +156,19 @@ export class Engine {
   readonly tokenGaps: number[] = [];
   /** Reused for each pass's decode batch (one array per pass was garbage). */
   private readonly scratch: SimRequest[] = [];
+  private readonly bursts: BurstSampler | undefined;
 
-  constructor(readonly config: EngineConfig) {
+  /**
+   * `rank`: the rank's position in its fleet, which seeds its speculative draws; `stats` counts
+   * them (bookkeeping for the mock worker's metrics, so the Rust twin keeps none).
+   */
+  constructor(
+    readonly config: EngineConfig,
+    rank = 0,
+    stats?: SpeculativeStats,
+  ) {
     this.cache = new KvCache(config.numGpuBlocks, config.hostBlocks ?? 0);
+    this.bursts = config.speculative ? new BurstSampler(config.speculative, rank, stats) : undefined;
   }
 
   get idle(): boolean {
@@ -274,14 +268,15 @@ export class Engine {
   }
 
   /**
-   * Frees the blocks of the newest running request that arrived after `r` (vLLM's recompute
-   * preemption) and puts it back at the front of the queue. A request never preempts an older
-   * one, so the oldest always makes progress. Returns false when none is younger.
+   * Frees the blocks of the newest running request, one that arrived after `than` when given
+   * (vLLM's recompute preemption), and puts it back at the front of the queue. A request never
+   * preempts an older one, so the oldest always makes progress. Returns false when there is none.
    */
-  private preemptYoungerThan(r: SimRequest): boolean {
+  private preemptNewest(than?: SimRequest): boolean {
     let victim: SimRequest | undefined;
-    for (const x of this.decode) if (x !== r && later(x, r) && (!victim || later(x, victim))) victim = x;
-    for (const x of this.prefill) if (x !== r && later(x, r) && (!victim || later(x, victim))) victim = x;
+    const younger = (x: SimRequest) => !than || (x !== than && later(x, than));
+    for (const x of this.decode) if (younger(x) && (!victim || later(x, victim))) victim = x;
+    for (const x of this.prefill) if (younger(x) && (!victim || later(x, victim))) victim = x;
     if (!victim) return false;
     this.requeue(victim);
     return true;
@@ -306,19 +301,32 @@ export class Engine {
   }
 
   /**
+   * Blocks of a cached prefix of `found` blocks the request reuses: with speculative decoding
+   * vLLM recomputes the last one (the drafter needs its hidden states), as Dynamo's mocker models it.
+   */
+  private reusedBlocks(found: number): number {
+    return this.bursts ? Math.max(0, found - 1) : found;
+  }
+
+  /**
    * Takes the request's cached prefix: its GPU hit, then the blocks host memory holds right after
    * it, loaded back as far as the GPU pool has room. Returns how many blocks were loaded.
    */
   private admit(r: SimRequest, now: number): number {
     const bs = this.config.blockSize;
     const limit = this.cacheableBlocks(r);
-    const hit = Math.min(this.cache.prefixHit(r.promptBlocks), limit);
+    const found = Math.min(this.cache.prefixHit(r.promptBlocks), limit);
+    const host = this.cache.host;
+    const foundHost = host ? Math.min(host.prefixHit(r.promptBlocks, found), limit - found) : 0;
+    // The block recomputed under speculative decoding is the prefix's last: host memory's when
+    // the prefix continues there.
+    const reused = this.reusedBlocks(found + foundHost);
+    const hit = Math.min(found, reused);
+    const offloaded = reused - hit;
     if (r.firstAdmitMs < 0) r.firstAdmitMs = now;
     r.admitted = true;
     // Cached blocks are in the pool already: taking them cannot fail.
     this.ensure(r, hit * bs);
-    const host = this.cache.host;
-    const offloaded = host ? Math.min(host.prefixHit(r.promptBlocks, hit), limit - hit) : 0;
     if (host && offloaded > 0) {
       if ((this.config.hostLoadMsPerBlock ?? 0) > 0) this.takeLoading(r, hit + offloaded);
       else this.ensure(r, (hit + offloaded) * bs);
@@ -400,7 +408,7 @@ export class Engine {
     const blocks = Math.ceil(r.context / bs);
     // Without pressure the whole context fits outright: no need to walk the prefix.
     if (blocks <= room) return true;
-    const hit = Math.min(this.cache.prefixHit(r.promptBlocks), this.cacheableBlocks(r));
+    const hit = this.reusedBlocks(Math.min(this.cache.prefixHit(r.promptBlocks), this.cacheableBlocks(r)));
     return blocks - this.cache.activePrefix(r.promptBlocks, hit) <= room;
   }
 
@@ -410,14 +418,47 @@ export class Engine {
    */
   private dynamoDecodeMs(): number {
     const bs = this.config.blockSize;
+    // Without speculation the first token comes from the prefill's forward; with it, the first
+    // step after prefill is a decode forward too (Dynamo's mocker).
+    const firstFromPrefill = !this.bursts;
     let blocks = 0;
     let decoding = false;
     for (const r of this.decode) {
-      if (r.justPrefilled || !r.inDecode) continue;
+      if ((r.justPrefilled && firstFromPrefill) || !r.inDecode) continue;
       decoding = true;
       blocks += Math.ceil(r.context / bs);
     }
     return decoding ? decodeMs(blocks / this.config.numGpuBlocks) : 0;
+  }
+
+  /** Blocks the decoding requests need beyond those they hold for their longest bursts. */
+  private burstBlocksNeeded(maxBurst: number): number {
+    const bs = this.config.blockSize;
+    let need = 0;
+    for (const r of this.decode) need += Math.max(0, Math.ceil((r.context + maxBurst) / bs) - r.held.length - (r.partial ? 1 : 0));
+    return need;
+  }
+
+  /**
+   * Before a speculative decode step, room for every decoding request's longest burst, as Dynamo
+   * reserves it: the newest running requests are preempted until it fits. The step's decode time
+   * then counts only the requests left.
+   */
+  private reserveBursts(sampler: BurstSampler): void {
+    const free = () => Math.max(0, this.config.numGpuBlocks - this.cache.used);
+    while (this.decode.length > 0 && this.burstBlocksNeeded(sampler.maxBurst) > free()) if (!this.preemptNewest()) break;
+  }
+
+  /**
+   * A speculative decode step of `r` (its first after prefill, or a later one; room was
+   * reserved): the burst is drawn and its tokens' KV kept. Returns the burst's length.
+   */
+  private speculativeStep(r: SimRequest, sampler: BurstSampler): number {
+    const burst = Math.max(1, Math.min(sampler.burst(), r.outputLength - r.generated));
+    // The step computed the KV of the last token and of the drafts accepted; the token it sampled
+    // last is computed by the next step, as without speculation.
+    this.ensure(r, r.context + burst - 1);
+    return burst;
   }
 
   /**
@@ -458,7 +499,7 @@ export class Engine {
       }
       const chunk = Math.min(r.context - r.prefilled, budget);
       let ok = this.ensure(r, r.prefilled + chunk);
-      while (!ok && this.preemptYoungerThan(r)) ok = this.ensure(r, r.prefilled + chunk);
+      while (!ok && this.preemptNewest(r)) ok = this.ensure(r, r.prefilled + chunk);
       if (!ok) break;
       if (!dynamo) prefillTime += prefillMs(chunk);
       prefillTokens += chunk;
@@ -475,7 +516,10 @@ export class Engine {
     const finished: SimRequest[] = [];
     /** Requests that produced a token after their first in this pass. */
     const produced: SimRequest[] = [];
+    /** Tokens emitted after another of the same request in this pass (speculative bursts): gaps of 0. */
+    let burstFollowers = 0;
     let decodeTime = 0;
+    if (this.bursts) this.reserveBursts(this.bursts);
     if (this.decode.length > 0) {
       decodeTime = dynamo ? this.dynamoDecodeMs() : decodeMs(this.cache.used / cfg.numGpuBlocks);
       // A snapshot: finishing and preemption remove requests from `decode` during the loop.
@@ -484,7 +528,14 @@ export class Engine {
       for (const r of this.decode) batch.push(r);
       for (const r of batch) {
         if (!r.inDecode) continue;
-        if (r.justPrefilled) {
+        if (this.bursts) {
+          const first = r.justPrefilled;
+          r.justPrefilled = false;
+          const burst = this.speculativeStep(r, this.bursts);
+          r.generated += burst;
+          burstFollowers += burst - 1;
+          (first ? firstTokens : produced).push(r);
+        } else if (r.justPrefilled) {
           // The pass that completes a prefill produces the first token.
           r.justPrefilled = false;
           r.generated = 1;
@@ -494,7 +545,7 @@ export class Engine {
           // one more, whose KV the next pass computes: blocks cover the context, as in vLLM and
           // Dynamo's mocker.
           let ok = this.ensure(r, r.context);
-          while (!ok && this.preemptYoungerThan(r)) ok = this.ensure(r, r.context);
+          while (!ok && this.preemptNewest(r)) ok = this.ensure(r, r.context);
           if (!ok) {
             // The newest running request yields its own blocks.
             this.requeue(r);
@@ -515,6 +566,7 @@ export class Engine {
     const durationMs = prefillTime / cfg.speedup + decodeTime / (cfg.speedup * (cfg.decodeSpeedup ?? 1));
     const end = now + durationMs;
     for (const r of produced) this.tokenGaps.push(end - r.lastTokenMs);
+    for (let i = 0; i < burstFollowers; i++) this.tokenGaps.push(0);
     for (const r of firstTokens) r.firstTokenMs = end;
     for (const r of this.decode) if (r.generated > 0) r.lastTokenMs = end;
     for (const r of finished) r.lastTokenMs = end;

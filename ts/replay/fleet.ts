@@ -25,6 +25,7 @@ import { prefixCeiling } from './ceiling.js';
 import { Engine, type PassResult, ranNothing, SimRequest } from './engine.js';
 import { EventQueue } from './event-queue.js';
 import type { CacheEvent } from './kv-cache.js';
+import { checkEngineSpeculative } from './speculative.js';
 
 /** The host tier's index among the lower tiers (the engine's host pool publishes there). */
 const HOST_TIER = LOWER_TIER_NAMES.indexOf('host_pinned');
@@ -101,11 +102,12 @@ export class JsFleet implements ReplayFleetBackend {
       throw new KvRouteError('ERR_INVALID_ARG', 'cpuOffloadBlocks must be a non-negative safe integer');
     if (!(Number.isFinite(spec.hostLoadMsPerBlock) && spec.hostLoadMsPerBlock >= 0))
       throw new KvRouteError('ERR_INVALID_ARG', 'the host load time must be a number >= 0');
+    checkEngineSpeculative(spec.speculative);
     if (spec.workers.length !== spec.dpRanks.length) throw new KvRouteError('ERR_INVALID_ARG', 'workers and dp ranks differ in length');
     this.ranks = spec.workers.map((workerId, i) => ({
       workerId,
       dpRank: spec.dpRanks[i],
-      engine: new Engine(spec),
+      engine: new Engine(spec, i),
       busy: false,
       result: undefined,
       wakeAt: Number.NaN,

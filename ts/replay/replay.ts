@@ -15,10 +15,11 @@ import type { Selector } from '../router/select.js';
 import { describe, nonNegativeInteger, nonNegativeNumber, optionalBoolean, positiveInteger, positiveNumber } from '../validate.js';
 import { BlockIds } from './block-ids.js';
 import { prefixCeiling } from './ceiling.js';
-import type { TimingModel } from './engine.js';
 import { generateTrace } from './generate.js';
 import { type PolicyReport, type ReplayReport, summarise } from './report.js';
 import { type SimConfig, simulatePolicy } from './simulate.js';
+import { checkSpeculative, SPECULATIVE_WITH_DECODE_SPEEDUP, type SpeculativeDecoding } from './speculative.js';
+import type { TimingModel } from './timing.js';
 import { loadTrace, promptTokens, type Trace } from './trace.js';
 import { checkTrace } from './trace-check.js';
 
@@ -81,6 +82,14 @@ export interface ReplayOptions {
    * MTP) modelled as faster decode steps. Default 1.
    */
   decodeSpeedup?: number;
+  /**
+   * Speculative decoding (MTP, EAGLE) as Dynamo's mocker samples it (`aic_nextn`,
+   * `aic_nextn_accept_rates`, `aic_mtp_seed`): each decode step emits the sampled token plus the
+   * drafts accepted, a step first makes room for its longest burst, the first token after
+   * prefill takes a decode step, and the last block of a cached prefix is recomputed. Default:
+   * none.
+   */
+  speculative?: SpeculativeDecoding;
   /**
    * Host-memory blocks behind each engine rank's GPU pool (CPU offload, as the mock worker's
    * `cpuOffloadBlocks`): the router hears the host tier's events and credits them
@@ -264,6 +273,9 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
   const seed = opts.seed ?? 42;
   if (!Number.isSafeInteger(seed)) throw new KvRouteError('ERR_INVALID_ARG', `seed must be an integer, got ${describe(seed)}`);
   const blockSize = positiveInteger(opts.blockSize, 'blockSize', 64);
+  const decodeSpeedup = positiveNumber(opts.decodeSpeedup, 'decodeSpeedup', 1);
+  const speculative = checkSpeculative(opts.speculative, 'speculative');
+  if (speculative && decodeSpeedup !== 1) throw new KvRouteError('ERR_INVALID_ARG', SPECULATIVE_WITH_DECODE_SPEEDUP(''));
   const cfg: SimConfig = {
     workers: positiveInteger(opts.workers, 'workers', 16),
     dpSize: positiveInteger(opts.dpSize, 'dpSize', 1),
@@ -273,7 +285,8 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       maxNumSeqs: positiveInteger(opts.maxNumSeqs, 'maxNumSeqs', 256),
       maxNumBatchedTokens: positiveInteger(opts.maxNumBatchedTokens, 'maxNumBatchedTokens', 8192),
       speedup: positiveNumber(opts.speedup, 'speedup', 1),
-      decodeSpeedup: positiveNumber(opts.decodeSpeedup, 'decodeSpeedup', 1),
+      decodeSpeedup,
+      speculative,
       timing: timingModel(opts.timing),
       hostBlocks: nonNegativeInteger(opts.cpuOffloadBlocks, 'cpuOffloadBlocks', 0),
       hostLoadMsPerBlock: (nonNegativeNumber(opts.cpuLoadUsPerToken, 'cpuLoadUsPerToken', 6) * blockSize) / 1000,

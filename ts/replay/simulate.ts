@@ -136,6 +136,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     maxNumBatchedTokens: cfg.engine.maxNumBatchedTokens,
     speedup: cfg.engine.speedup,
     decodeSpeedup: cfg.engine.decodeSpeedup ?? 1,
+    speculative: cfg.engine.speculative,
     timing: cfg.engine.timing ?? 'dynamo',
     hostBlocks: cfg.engine.hostBlocks ?? 0,
     hostLoadMsPerBlock: cfg.engine.hostLoadMsPerBlock ?? 0,

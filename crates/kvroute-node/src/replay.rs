@@ -4,7 +4,7 @@
 
 use crate::convert::{guard, invalid_arg, to_node_error};
 use crate::index::NativeKvIndex;
-use kvroute_core::replay::{EngineConfig, Fleet, FleetRank, TimingModel, Wake};
+use kvroute_core::replay::{EngineConfig, Fleet, FleetRank, Speculative, TimingModel, Wake, MAX_DRAFT_TOKENS};
 use napi::bindgen_prelude::{Float64Array, Float64ArraySlice, Uint32Array};
 use napi::Result;
 use napi_derive::napi;
@@ -21,6 +21,26 @@ fn count_arg(value: f64, name: &str) -> Result<u64, &'static str> {
     Ok(value as u64)
 }
 
+/// Draft tokens, seed, then the drafts' acceptance rates (range checks are the core's).
+fn speculative_arg(numbers: &[f64]) -> Result<Speculative, &'static str> {
+    let [draft_tokens, seed, rates @ ..] = numbers else {
+        return Err(invalid_arg("speculative config must start with the draft tokens and the seed"));
+    };
+    let draft_tokens = count_arg(*draft_tokens, "speculative draftTokens")?;
+    if draft_tokens as usize > MAX_DRAFT_TOKENS || rates.len() != draft_tokens as usize {
+        return Err(invalid_arg(format!(
+            "speculative config must have at most {MAX_DRAFT_TOKENS} draft tokens (0: none), each with its acceptance rate"
+        )));
+    }
+    let seed = count_arg(*seed, "speculative seed")?;
+    let Ok(seed) = u32::try_from(seed) else {
+        return Err(invalid_arg("speculative seed must be below 2^32"));
+    };
+    let mut accept_rates = [0.0; MAX_DRAFT_TOKENS];
+    accept_rates[..rates.len()].copy_from_slice(rates);
+    Ok(Speculative { draft_tokens: draft_tokens as u32, accept_rates, seed })
+}
+
 #[napi]
 pub struct NativeReplayFleet {
     inner: Fleet,
@@ -30,10 +50,13 @@ pub struct NativeReplayFleet {
 impl NativeReplayFleet {
     /// `engine`: block size, GPU blocks, max sequences, max batched tokens (integers), the
     /// speedup, host-memory blocks (an integer; 0: no CPU offload), the ms to load one block
-    /// back from host memory and the decode speedup; `timing`: "dynamo" or "classic"; one rank per (`workers[i]`, `dpRanks[i]`).
+    /// back from host memory and the decode speedup; `speculative`: draft tokens (0: none), the
+    /// seed, then one acceptance rate per draft; `timing`: "dynamo" or "classic"; one rank per
+    /// (`workers[i]`, `dpRanks[i]`).
     #[napi(constructor)]
     pub fn new(
         engine: &[f64],
+        speculative: &[f64],
         timing: String,
         workers: &[f64],
         dp_ranks: &[u32],
@@ -59,6 +82,7 @@ impl NativeReplayFleet {
                 .zip(dp_ranks)
                 .map(|(&w, &dp_rank)| Ok(FleetRank { worker_id: count_arg(w, "worker id")?, dp_rank }))
                 .collect::<Result<Vec<_>, _>>()?;
+            let speculative = speculative_arg(speculative)?;
             let config = EngineConfig {
                 block_size: count_arg(block_size, "blockSize")?,
                 num_gpu_blocks: count_arg(gpu, "numGpuBlocks")?,
@@ -66,6 +90,7 @@ impl NativeReplayFleet {
                 max_num_batched_tokens: count_arg(batched, "maxNumBatchedTokens")?,
                 speedup,
                 decode_speedup,
+                speculative,
                 timing,
                 host_blocks: count_arg(host_blocks, "cpuOffloadBlocks")?,
                 host_load_ms_per_block,

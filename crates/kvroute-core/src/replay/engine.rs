@@ -1,11 +1,12 @@
 //! One simulated engine rank, the Rust twin of `ts/replay/engine.ts` (read there for the model):
 //! continuous batching with chunked prefill, a prefix-caching block pool, Dynamo's admission
 //! rule (a waiting request starts only when its whole context fits), recompute preemption of the
-//! newest request when blocks run out, loads from host memory beside the passes, and Dynamo's
-//! mocker timing. Every step mirrors the TypeScript line for line, with the same floating-point
+//! newest request when blocks run out, loads from host memory beside the passes, speculative
+//! decoding's multi-token steps, and Dynamo's mocker timing. Every step mirrors the TypeScript line for line, with the same floating-point
 //! operations in the same order, so both give bit-identical reports.
 
 use super::kv_cache::{Block, KvCache};
+use super::speculative::{BurstSampler, Speculative};
 use super::timing::{decode_ms, prefill_ms, TimingModel};
 use std::collections::VecDeque;
 
@@ -22,6 +23,8 @@ pub struct EngineConfig {
     /// `decode_speedup_ratio`: an engine that emits several tokens a step, as with speculative
     /// decoding, modelled as a faster step). 1: none.
     pub decode_speedup: f64,
+    /// Multi-token decode steps (MTP, EAGLE), as Dynamo's mocker samples them; off by default.
+    pub speculative: Speculative,
     pub timing: TimingModel,
     /// Blocks of host memory behind the GPU pool (CPU offload); 0: none.
     pub host_blocks: u64,
@@ -120,10 +123,15 @@ pub(crate) struct Engine {
     pub token_gaps: Vec<f64>,
     batch: Vec<u32>,
     produced: Vec<u32>,
+    /// Tokens this pass emitted after another of the same request (speculative bursts): each is
+    /// an inter-token gap of 0.
+    burst_followers: usize,
+    bursts: Option<BurstSampler>,
 }
 
 impl Engine {
-    pub fn new(config: EngineConfig, worker_id: u64, dp_rank: u32) -> Self {
+    /// `rank`: the rank's position in its fleet, which seeds its speculative draws.
+    pub fn new(config: EngineConfig, worker_id: u64, dp_rank: u32, rank: u32) -> Self {
         Self {
             cache: KvCache::new(config.num_gpu_blocks as usize, config.host_blocks as usize, worker_id, dp_rank),
             config,
@@ -136,6 +144,8 @@ impl Engine {
             token_gaps: Vec::new(),
             batch: Vec::new(),
             produced: Vec::new(),
+            burst_followers: 0,
+            bursts: config.speculative.enabled().then(|| BurstSampler::new(config.speculative, rank)),
         }
     }
 
@@ -214,13 +224,14 @@ impl Engine {
         r.admitted = false;
     }
 
-    /// Preempts the newest running request that arrived after `uid` (vLLM's recompute
-    /// preemption); false when none is younger.
-    fn preempt_younger_than(&mut self, reqs: &mut [SimRequest], uid: u32) -> bool {
+    /// Preempts the newest running request, one that arrived after `than` when given (vLLM's
+    /// recompute preemption); false when there is none.
+    fn preempt_newest(&mut self, reqs: &mut [SimRequest], than: Option<u32>) -> bool {
         let mut victim: Option<u32> = None;
         for &x in self.decode.iter().chain(self.prefill.iter()) {
-            let (rx, rr) = (&reqs[x as usize], &reqs[uid as usize]);
-            if x != uid && later(rx, rr) && victim.is_none_or(|v| later(rx, &reqs[v as usize])) {
+            let rx = &reqs[x as usize];
+            let younger = than.is_none_or(|uid| x != uid && later(rx, &reqs[uid as usize]));
+            if younger && victim.is_none_or(|v| later(rx, &reqs[v as usize])) {
                 victim = Some(x);
             }
         }
@@ -251,19 +262,35 @@ impl Engine {
         r.prompt.len().min((r.context().saturating_sub(1) / self.config.block_size) as usize)
     }
 
+    /// Blocks of a cached prefix of `found` blocks the request reuses: with speculative decoding
+    /// vLLM recomputes the last one (the drafter needs its hidden states), as Dynamo's mocker
+    /// models it.
+    fn reused_blocks(&self, found: usize) -> usize {
+        if self.config.speculative.enabled() {
+            found.saturating_sub(1)
+        } else {
+            found
+        }
+    }
+
     /// Takes the request's cached prefix: its GPU hit, then the blocks host memory holds right
     /// after it, loaded back as far as the GPU pool has room. Returns how many were loaded.
     fn admit(&mut self, r: &mut SimRequest, now: f64) -> u64 {
         let bs = self.config.block_size;
         let limit = self.cacheable_blocks(r);
-        let hit = self.cache.prefix_hit(&r.prompt).min(limit);
+        let found = self.cache.prefix_hit(&r.prompt).min(limit);
+        let found_host = self.cache.host.as_ref().map_or(0, |h| h.prefix_hit(&r.prompt, found).min(limit - found));
+        // The block recomputed under speculative decoding is the prefix's last: host memory's
+        // when the prefix continues there.
+        let reused = self.reused_blocks(found + found_host);
+        let hit = found.min(reused);
+        let offloaded = reused - hit;
         if r.first_admit_ms < 0.0 {
             r.first_admit_ms = now;
         }
         r.admitted = true;
         // Cached blocks are in the pool already: taking them cannot fail.
         self.ensure(r, hit as u64 * bs);
-        let offloaded = self.cache.host.as_ref().map_or(0, |h| h.prefix_hit(&r.prompt, hit).min(limit - hit));
         if offloaded > 0 {
             if self.config.host_load_ms_per_block > 0.0 {
                 self.take_loading(r, hit + offloaded);
@@ -337,7 +364,7 @@ impl Engine {
         if blocks <= room {
             return true;
         }
-        let hit = self.cache.prefix_hit(&r.prompt).min(self.cacheable_blocks(r));
+        let hit = self.reused_blocks(self.cache.prefix_hit(&r.prompt).min(self.cacheable_blocks(r)));
         blocks - (self.cache.active_prefix(&r.prompt, hit) as u64) <= room
     }
 
@@ -347,19 +374,58 @@ impl Engine {
             if self.ensure(&mut reqs[uid as usize], tokens) {
                 return true;
             }
-            if !self.preempt_younger_than(reqs, uid) {
+            if !self.preempt_newest(reqs, Some(uid)) {
                 return false;
             }
         }
     }
 
+    /// Blocks the decoding requests need beyond those they hold for their longest bursts.
+    fn burst_blocks_needed(&self, reqs: &[SimRequest]) -> u64 {
+        let (bs, max_burst) = (self.config.block_size, self.config.speculative.max_burst());
+        self.decode
+            .iter()
+            .map(|&uid| &reqs[uid as usize])
+            .map(|r| (r.context() + max_burst).div_ceil(bs).saturating_sub(r.held.len() as u64 + u64::from(r.partial)))
+            .sum()
+    }
+
+    /// Before a speculative decode step, room for every decoding request's longest burst, as
+    /// Dynamo reserves it: the newest running requests are preempted until it fits. The step's
+    /// decode time then counts only the requests left.
+    fn reserve_bursts(&mut self, reqs: &mut [SimRequest]) {
+        let free = |e: &Self| e.config.num_gpu_blocks.saturating_sub(e.cache.used() as u64);
+        while !self.decode.is_empty() && self.burst_blocks_needed(reqs) > free(self) {
+            if !self.preempt_newest(reqs, None) {
+                break;
+            }
+        }
+    }
+
+    /// A speculative decode step of `uid` (its first after prefill, or a later one; room was
+    /// reserved): the burst is drawn and its tokens' KV kept. Returns the burst's length.
+    fn speculative_step(&mut self, reqs: &mut [SimRequest], uid: u32) -> u64 {
+        let r = &mut reqs[uid as usize];
+        let sampler = self.bursts.as_mut().expect("a speculative engine has a sampler");
+        let burst = sampler.burst().min(r.output_length.saturating_sub(r.generated)).max(1);
+        // The step computed the KV of the last token and of the drafts accepted; the token it
+        // sampled last is computed by the next step, as without speculation.
+        let context = r.context();
+        let covered = self.ensure(r, context + burst - 1);
+        debug_assert!(covered, "room for the longest burst was reserved");
+        burst
+    }
+
     fn dynamo_decode_ms(&self, reqs: &[SimRequest]) -> f64 {
         let bs = self.config.block_size;
+        // Without speculation the first token comes from the prefill's forward; with it, the
+        // first step after prefill is a decode forward too (Dynamo's mocker).
+        let first_from_prefill = !self.config.speculative.enabled();
         let mut blocks = 0u64;
         let mut decoding = false;
         for &uid in &self.decode {
             let r = &reqs[uid as usize];
-            if r.just_prefilled || !r.in_decode {
+            if (r.just_prefilled && first_from_prefill) || !r.in_decode {
                 continue;
             }
             decoding = true;
@@ -442,7 +508,11 @@ impl Engine {
         out.first_tokens.clear();
         out.finished.clear();
         self.produced.clear();
+        self.burst_followers = 0;
         let mut decode_time = 0.0;
+        if self.bursts.is_some() {
+            self.reserve_bursts(reqs);
+        }
         if !self.decode.is_empty() {
             decode_time = if dynamo {
                 self.dynamo_decode_ms(reqs)
@@ -458,7 +528,18 @@ impl Engine {
                 if !r.in_decode {
                     continue;
                 }
-                if r.just_prefilled {
+                if self.bursts.is_some() {
+                    let first = r.just_prefilled;
+                    r.just_prefilled = false;
+                    let burst = self.speculative_step(reqs, uid);
+                    reqs[uid as usize].generated += burst;
+                    self.burst_followers += (burst - 1) as usize;
+                    if first {
+                        out.first_tokens.push(uid);
+                    } else {
+                        self.produced.push(uid);
+                    }
+                } else if r.just_prefilled {
                     // The pass that completes a prefill produces the first token.
                     r.just_prefilled = false;
                     r.generated = 1;
@@ -494,6 +575,7 @@ impl Engine {
         for &uid in &self.produced {
             self.token_gaps.push(end - reqs[uid as usize].last_token_ms);
         }
+        self.token_gaps.extend(std::iter::repeat_n(0.0, self.burst_followers));
         for &uid in &out.first_tokens {
             reqs[uid as usize].first_token_ms = end;
         }

@@ -7,6 +7,8 @@
 use super::engine::{Engine, EngineConfig, PassOutput, SimRequest};
 use super::event_queue::{EventQueue, Kind};
 use super::kv_cache::{Block, PackedEvents};
+#[cfg(test)]
+use super::speculative::Speculative;
 use super::timing::TimingModel;
 use crate::index::{packed, KvIndex};
 use crate::KvError;
@@ -123,10 +125,12 @@ impl Fleet {
         if !(config.host_load_ms_per_block.is_finite() && config.host_load_ms_per_block >= 0.0) {
             return Err(KvError::invalid_arg("the host load time must be a number >= 0"));
         }
+        config.speculative.validate()?;
         let ranks = ranks
             .iter()
-            .map(|r| RankState {
-                engine: Engine::new(config, r.worker_id, r.dp_rank),
+            .enumerate()
+            .map(|(i, r)| RankState {
+                engine: Engine::new(config, r.worker_id, r.dp_rank, i as u32),
                 busy: false,
                 output: PassOutput::default(),
                 events: PackedEvents::default(),
@@ -460,6 +464,7 @@ mod tests {
             max_num_batched_tokens: 32,
             speedup: 1.0,
             decode_speedup: 1.0,
+            speculative: Speculative::default(),
             timing,
             host_blocks: 0,
             host_load_ms_per_block: 0.0,

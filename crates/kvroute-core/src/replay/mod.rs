@@ -17,8 +17,10 @@ mod fleet;
 mod host_pool;
 mod kv_cache;
 mod lru;
+mod speculative;
 mod timing;
 
 pub use engine::EngineConfig;
 pub use fleet::{Fleet, FleetRank, RequestOutcome, Wake};
+pub use speculative::{Speculative, MAX_DRAFT_TOKENS};
 pub use timing::{decode_ms, prefill_ms, TimingModel};

@@ -1,5 +1,5 @@
 //! Dynamo's mocker polynomials and the two ways kvroute feeds them (see `TimingModel` in
-//! `ts/replay/engine.ts` for the formulas as documented to users).
+//! `ts/replay/timing.ts` for the formulas as documented to users).
 
 /// How an engine pass is timed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
