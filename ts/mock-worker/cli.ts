@@ -7,6 +7,7 @@
 
 import { type Flags, helpText, parseCommand, UsageError } from '../cli-args.js';
 import { KvRouteError } from '../errors.js';
+import { SPECULATIVE_FLAGS, speculativeFromFlags } from '../replay/speculative-flags.js';
 import type { MockFault, MockWorkerOptions } from './options.js';
 import { FAULT_KINDS } from './options.js';
 import { writeMockTokenizer } from './tokenizer-json.js';
@@ -54,6 +55,7 @@ const FLAGS: Flags = {
     help: "divides decode time on top of --speedup (Dynamo's decode_speedup_ratio: speculative decoding)",
     default: '1',
   },
+  ...SPECULATIVE_FLAGS,
   'stream-interval': {
     kind: 'number',
     help: "generated tokens per streamed chunk after a sequence's first (vLLM's flag)",
@@ -108,6 +110,7 @@ function optionsFrom(
   s: (k: string) => string | undefined,
   faults: unknown,
   flag: (k: string) => boolean,
+  speculative: Pick<MockWorkerOptions, 'speculative'>,
 ): MockWorkerOptions {
   return {
     port: n('port'),
@@ -123,6 +126,7 @@ function optionsFrom(
     maxNumBatchedTokens: n('max-num-batched-tokens'),
     speedup: n('speedup'),
     decodeSpeedup: n('decode-speedup'),
+    ...speculative,
     streamInterval: n('stream-interval'),
     model: s('model'),
     loraModules: s('lora-modules')
@@ -163,9 +167,11 @@ export async function runMockWorker(argv: string[]): Promise<number> {
   }
   const n = (k: string) => v[k] as number | undefined;
   const s = (k: string) => v[k] as string | undefined;
-  const worker = await startMockWorker(optionsFrom(n, s, v.faults, (k) => v[k] === true)).catch((err: unknown) => {
-    throw flagNamed(err);
-  });
+  const worker = await startMockWorker(optionsFrom(n, s, v.faults, (k) => v[k] === true, speculativeFromFlags(v, USAGE))).catch(
+    (err: unknown) => {
+      throw flagNamed(err);
+    },
+  );
   const events = worker.kvEventsEndpoints.length > 0 ? `, KV events ${worker.kvEventsEndpoints.join(' ')}` : ', no KV events';
   const replay = worker.replayEndpoints.length > 0 ? `, replay ${worker.replayEndpoints.join(' ')}` : '';
   const loras = worker.options.loraModules.length > 0 ? ` (LoRA ${worker.options.loraModules.join(', ')})` : '';

@@ -2,7 +2,8 @@
  * The mock worker's `/metrics`, with vLLM's metric names (`vllm:num_requests_running`, …) on a
  * `prom-client` registry of its own, read from the ranks at scrape time. With CPU offload it adds
  * what vLLM adds with a KV connector: the connector's lookups and hits
- * (`vllm:external_prefix_cache_*`); prompt tokens by source are always there.
+ * (`vllm:external_prefix_cache_*`); with speculative decoding, vLLM's drafts and acceptances
+ * (`vllm:spec_decode_*`); prompt tokens by source are always there.
  * @module
  */
 
@@ -16,7 +17,7 @@ const SOURCES = {
   external_kv_transfer: (r: MockRank) => r.counters.hostHits,
 } as const;
 
-export function mockMetrics(model: string, ranks: () => readonly MockRank[], opts: { offload: boolean }): Registry {
+export function mockMetrics(model: string, ranks: () => readonly MockRank[], opts: { offload: boolean; speculative: boolean }): Registry {
   const registry = new Registry();
   const labels = ['model_name', 'engine'] as const;
   const each = (fn: (r: MockRank) => number) => (metric: Gauge<(typeof labels)[number]> | Counter<(typeof labels)[number]>) => {
@@ -75,5 +76,35 @@ export function mockMetrics(model: string, ranks: () => readonly MockRank[], opt
   });
   counter('vllm:generation_tokens_total', 'Generation tokens processed.', (r) => r.counters.generationTokens);
   counter('vllm:request_success_total', 'Requests finished.', (r) => r.counters.finished);
+  if (opts.speculative) speculativeMetrics(model, ranks, counter, registry);
   return registry;
+}
+
+/**
+ * vLLM's speculative decoding counters: its acceptance rate is accepted over draft tokens, its
+ * mean acceptance length 1 + accepted over drafts.
+ */
+function speculativeMetrics(
+  model: string,
+  ranks: () => readonly MockRank[],
+  counter: (name: string, help: string, fn: (r: MockRank) => number) => void,
+  registry: Registry,
+): void {
+  const accepted = (r: MockRank) => r.speculative?.acceptedPerPosition.reduce((a, b) => a + b, 0) ?? 0;
+  counter('vllm:spec_decode_num_drafts_total', 'Number of spec decoding drafts.', (r) => r.speculative?.drafts ?? 0);
+  counter('vllm:spec_decode_num_draft_tokens_total', 'Number of draft tokens.', (r) => r.speculative?.draftTokens ?? 0);
+  counter('vllm:spec_decode_num_accepted_tokens_total', 'Number of accepted tokens.', accepted);
+  new Counter({
+    name: 'vllm:spec_decode_num_accepted_tokens_per_pos_total',
+    help: 'Accepted tokens per draft position.',
+    labelNames: ['model_name', 'engine', 'position'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const r of ranks())
+        r.speculative?.acceptedPerPosition.forEach((count, position) => {
+          this.inc({ model_name: model, engine: String(r.dpRank), position: String(position) }, count);
+        });
+    },
+  });
 }

@@ -4,8 +4,14 @@
  */
 
 import type { ContentFormatOption } from '../chat/content-format.js';
-import { KvRouteError } from '../errors.js';
+import { invalidArg, KvRouteError } from '../errors.js';
 import { checkEndpoint } from '../ingest/options.js';
+import {
+  checkSpeculative,
+  type ResolvedSpeculative,
+  SPECULATIVE_WITH_DECODE_SPEEDUP,
+  type SpeculativeDecoding,
+} from '../replay/speculative.js';
 import { checkOptions, describe, nonNegativeNumber, optionalBoolean, positiveNumber } from '../validate.js';
 import type { WireFormat } from './wire.js';
 
@@ -131,6 +137,13 @@ export interface MockWorkerOptions {
    */
   decodeSpeedup?: number;
   /**
+   * Speculative decoding (MTP, EAGLE) as Dynamo's mocker samples it: each decode step emits the
+   * sampled token plus the drafts accepted (`draftTokens`, `acceptRates`), in one streamed
+   * chunk, as vLLM streams a step's tokens; `/metrics` adds vLLM's `vllm:spec_decode_*`
+   * counters. Not with `decodeSpeedup` (both model the same speed-up). Default: none.
+   */
+  speculative?: SpeculativeDecoding;
+  /**
    * Generated tokens per streamed chunk (vLLM's and SGLang's `--stream-interval`): a sequence's
    * first token goes out at once, then a chunk each time this many more are generated, and the
    * last chunk with what is left. Such chunks carry several tokens' text, logprobs and ids, as
@@ -186,8 +199,11 @@ export interface MockWorkerOptions {
  * {@link MockWorkerOptions} with every default filled in.
  * @group Mock worker
  */
-export type ResolvedMockOptions = Required<Omit<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey'>> &
-  Pick<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey'>;
+export type ResolvedMockOptions = Required<Omit<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey' | 'speculative'>> &
+  Pick<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey'> & {
+    /** Speculative decoding as checked: one acceptance rate per draft, and the seed; undefined: none. */
+    speculative: ResolvedSpeculative | undefined;
+  };
 
 const KEYS = [
   'port',
@@ -203,6 +219,7 @@ const KEYS = [
   'maxNumBatchedTokens',
   'speedup',
   'decodeSpeedup',
+  'speculative',
   'streamInterval',
   'model',
   'loraModules',
@@ -266,6 +283,8 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
   }
   const speedup = positiveNumber(o.speedup, 'opts.speedup', 1);
   const decodeSpeedup = positiveNumber(o.decodeSpeedup, 'opts.decodeSpeedup', 1);
+  const speculative = checkSpeculative(o.speculative, 'opts.speculative');
+  if (speculative && decodeSpeedup !== 1) throw invalidArg(SPECULATIVE_WITH_DECODE_SPEEDUP('opts.'));
   for (const [k, v] of [
     ['model', o.model],
     ['host', o.host],
@@ -306,6 +325,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     maxNumBatchedTokens: int(o.maxNumBatchedTokens, 'opts.maxNumBatchedTokens', 1, 1 << 30, 8192),
     speedup,
     decodeSpeedup,
+    speculative,
     streamInterval: int(o.streamInterval, 'opts.streamInterval', 1, 1 << 20, 1),
     model,
     loraModules: [...loraModules],

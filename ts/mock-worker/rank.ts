@@ -12,6 +12,7 @@
 import { xxh3_64 } from '../hashing.js';
 import { Engine, ranNothing, SimRequest } from '../replay/engine.js';
 import type { CacheEvent, FullBlock } from '../replay/kv-cache.js';
+import { emptySpeculativeStats, type ResolvedSpeculative, type SpeculativeStats } from '../replay/speculative.js';
 import type { RankPublisher } from './publisher.js';
 import { encodeBatch, type WireEvent, type WireFormat } from './wire.js';
 
@@ -30,6 +31,8 @@ export interface RankConfig {
   speedup: number;
   /** Divides decode time on top of `speedup` (Dynamo's `decode_speedup_ratio`). */
   decodeSpeedup: number;
+  /** Multi-token decode steps (MTP, EAGLE); undefined: none. */
+  speculative: ResolvedSpeculative | undefined;
   wire: WireFormat;
 }
 
@@ -119,6 +122,11 @@ export class MockRank {
    * where their KV came from, as vLLM's `prompt_tokens_by_source`: the GPU prefix cache
    * (`prefixHits`), host memory (`hostHits`, vLLM's external connector hits), or computed.
    */
+  /**
+   * Speculative decoding's drafts and acceptances for `/metrics` (vLLM's `spec_decode_*`),
+   * across restarts as the other counters; undefined without speculative decoding.
+   */
+  readonly speculative: SpeculativeStats | undefined;
   readonly counters = {
     prefixQueries: 0,
     prefixHits: 0,
@@ -136,17 +144,23 @@ export class MockRank {
     private readonly config: RankConfig,
     private readonly publisher: RankPublisher | undefined,
   ) {
+    this.speculative = config.speculative && emptySpeculativeStats(config.speculative);
     this.engine = this.newEngine();
   }
 
   private newEngine(): Engine {
     const c = this.config;
-    return new Engine({
-      ...c,
-      hostBlocks: c.cpuOffloadBlocks,
-      hostLoadMsPerBlock: (c.cpuLoadUsPerToken * c.blockSize) / 1000,
-      outputBlock: (r, index, parent) => this.outputBlock(r, index, parent),
-    });
+    // The rank's draws are seeded by its dp rank, as a replay fleet seeds them by its ranks' order.
+    return new Engine(
+      {
+        ...c,
+        hostBlocks: c.cpuOffloadBlocks,
+        hostLoadMsPerBlock: (c.cpuLoadUsPerToken * c.blockSize) / 1000,
+        outputBlock: (r, index, parent) => this.outputBlock(r, index, parent),
+      },
+      this.dpRank,
+      this.speculative,
+    );
   }
 
   get running(): number {

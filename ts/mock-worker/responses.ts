@@ -331,11 +331,11 @@ function serve(
             part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
           });
         }
-        // A delta for the first token, then one per `streamInterval` tokens, and the rest last.
-        for (const t of tokens) {
-          generated.push(t);
-          const made = generated.length;
-          if (!chunkDue(made, sent, output.length, engine.options.streamInterval)) continue;
+        // A delta for the first engine step's tokens, then one each time `streamInterval` more
+        // are out (every step by default), and the rest last.
+        generated.push(...tokens);
+        const made = generated.length;
+        if (chunkDue(made, sent, output.length, engine.options.streamInterval)) {
           const delta = generated.slice(sent);
           const logprobs =
             p.logprobs === undefined

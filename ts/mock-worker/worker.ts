@@ -226,7 +226,7 @@ class Worker implements MockWorker {
         throw new BadRequest('tokens must be a list of token ids');
       return { prompt: detokenize(b.tokens as number[]) };
     });
-    const metrics = mockMetrics(o.model, () => this.ranks, { offload: o.cpuOffloadBlocks > 0 });
+    const metrics = mockMetrics(o.model, () => this.ranks, { offload: o.cpuOffloadBlocks > 0, speculative: o.speculative !== undefined });
     app.get('/metrics', async (_req, reply) => reply.header('content-type', metrics.contentType).send(await metrics.metrics()));
     app.post('/admin/fault', async (req) => {
       const fault = (() => {
@@ -372,16 +372,15 @@ class Worker implements MockWorker {
         (tokens) => {
           open();
           generated += tokens.length;
-          // As vLLM streams them: the first token at once, then a chunk per `interval` tokens
-          // (one per token by default), the last with the rest and how the sequence ended; text
-          // is held back while a stop string may still match.
-          for (let i = 0; i < tokens.length; i++) {
-            made++;
-            if (!chunkDue(made, sent, seq.end.generated, interval)) continue;
-            const end = made === seq.end.generated ? seq.end : undefined;
-            send(chunk(parsed, id, created, k, seq.delta(sent, made), end, { prompt: seq.prompt.length, completion: made }));
-            sent = made;
-          }
+          made += tokens.length;
+          // As vLLM streams them, one check per engine step (whose tokens are several under
+          // speculative decoding): the first step's at once, then a chunk each time `interval`
+          // more are out (every step by default), the last with the rest and how the sequence
+          // ended; text is held back while a stop string may still match.
+          if (!chunkDue(made, sent, seq.end.generated, interval)) return;
+          const end = made === seq.end.generated ? seq.end : undefined;
+          send(chunk(parsed, id, created, k, seq.delta(sent, made), end, { prompt: seq.prompt.length, completion: made }));
+          sent = made;
         },
         () => {
           if (--left > 0) return;
