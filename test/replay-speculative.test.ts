@@ -167,23 +167,26 @@ describe.each(['dynamo', 'classic'] as const)('replay with speculative decoding 
     }
   });
 
-  test('bursts show as gaps of 0 between tokens; the more drafts accepted, the sooner requests end', async () => {
-    // Round robin: the same routing in every run, so the hit ratios compare.
-    const fleet = { timing, trace: trace(), workers: 4, numGpuBlocks: 4096, policies: ['round-robin' as const] };
-    const run = (acceptRates: number[]) => replay({ ...fleet, speculative: { draftTokens: 3, acceptRates } });
-    const [all, none, plain] = [await run([1, 1, 1]), await run([0]), await replay(fleet)];
-    // Four tokens a step: three gaps in four are 0.
-    expect(all.policies[0].itlMs.p50).toBe(0);
-    expect(none.policies[0].itlMs.p50).toBeGreaterThan(0);
-    expect(all.policies[0].e2eMs.mean).toBeLessThan(0.5 * none.policies[0].e2eMs.mean);
-    // No draft accepted: as slow as without speculation, give or take the decode step each first token takes.
-    expect(none.policies[0].e2eMs.mean).toBeGreaterThan(0.9 * plain.policies[0].e2eMs.mean);
-    // Every cached prefix gives up a block.
-    expect(none.policies[0].hitRatio).toBeLessThan(plain.policies[0].hitRatio);
-  });
+  test.each(BACKENDS)(
+    'bursts show as gaps of 0 between tokens; the more drafts accepted, the sooner requests end (%s)',
+    async (backend) => {
+      // Round robin: the same routing in every run, so the hit ratios compare.
+      const fleet = { timing, trace: trace(), workers: 4, numGpuBlocks: 4096, policies: ['round-robin' as const], backend };
+      const run = (acceptRates: number[]) => replay({ ...fleet, speculative: { draftTokens: 3, acceptRates } });
+      const [all, none, plain] = [await run([1, 1, 1]), await run([0]), await replay(fleet)];
+      // Four tokens a step: three gaps in four are 0.
+      expect(all.policies[0].itlMs.p50).toBe(0);
+      expect(none.policies[0].itlMs.p50).toBeGreaterThan(0);
+      expect(all.policies[0].e2eMs.mean).toBeLessThan(0.5 * none.policies[0].e2eMs.mean);
+      // No draft accepted: as slow as without speculation, give or take the decode step each first token takes.
+      expect(none.policies[0].e2eMs.mean).toBeGreaterThan(0.9 * plain.policies[0].e2eMs.mean);
+      // Every cached prefix gives up a block.
+      expect(none.policies[0].hitRatio).toBeLessThan(plain.policies[0].hitRatio);
+    },
+  );
 
-  test('a different seed draws different bursts; the same seed the same', async () => {
-    const run = (seed: number) => replay({ timing, trace: trace(), workers: 4, speculative: { draftTokens: 2, seed } });
+  test.each(BACKENDS)('a different seed draws different bursts; the same seed the same (%s)', async (backend) => {
+    const run = (seed: number) => replay({ timing, trace: trace(), workers: 4, speculative: { draftTokens: 2, seed }, backend });
     const [a, b, c] = [await run(1), await run(1), await run(2)];
     expect(simulationOnly(b)).toEqual(simulationOnly(a));
     expect(c.policies[0].e2eMs.mean).not.toBe(a.policies[0].e2eMs.mean);
