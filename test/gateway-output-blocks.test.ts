@@ -124,6 +124,19 @@ describe.each(BACKENDS)('gateway output-block tracking (%s)', (backend) => {
     expect(batchChunks.filter((c) => c.usage !== undefined)).toEqual([]);
   });
 
+  test('speculative decoding: bursts of a step are counted whole', async () => {
+    // Three drafts always accepted: 4 tokens a step, each step one chunk.
+    const speculative = { draftTokens: 3, acceptRates: [1, 1, 1] };
+    const f = await startFleet(backend, 1, { router: { routerTrackOutputBlocks: true } }, { speedup: 1, speculative });
+    // 48 tokens in 12 chunks: ceil((32 + 48) / 16) = 5 blocks (a token a chunk: 12, 3 blocks).
+    const { blocks, chunks } = await activeBlocksAfterText(f, {}, 48);
+    expect(blocks).toBeGreaterThanOrEqual(5);
+    const sizes = chunks.filter((c) => c.choices.length === 1).map((c) => c.choices[0].text.length);
+    expect(sizes.length).toBeGreaterThanOrEqual(12);
+    expect(new Set(sizes)).toEqual(new Set([4]));
+    expect(chunks.filter((c) => c.usage !== undefined)).toEqual([]);
+  });
+
   test('a stream adds its output blocks to its worker decode load; max_tokens decays them near the end', async () => {
     const tracked = await startFleet(backend, 1, { router: { routerTrackOutputBlocks: true } }, { speedup: 1 });
     // 48 tokens or a few more: ceil((32 + 48) / 16) = 5 blocks, barely decayed toward 1,000.
