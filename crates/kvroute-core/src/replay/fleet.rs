@@ -563,5 +563,16 @@ mod tests {
         for decode_speedup in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             assert!(Fleet::new(EngineConfig { decode_speedup, ..config(TimingModel::Dynamo) }, &[], 0, true).is_err());
         }
+        let speculative = |draft_tokens, rate| Speculative { draft_tokens, accept_rates: [rate; 5], seed: 1 };
+        for bad in [speculative(6, 0.5), speculative(2, 1.5), speculative(2, f64::NAN)] {
+            assert!(Fleet::new(EngineConfig { speculative: bad, ..config(TimingModel::Dynamo) }, &[], 0, true).is_err());
+        }
+        assert!(Fleet::new(
+            EngineConfig { speculative: speculative(2, 0.5), ..config(TimingModel::Dynamo) },
+            &[],
+            0,
+            true
+        )
+        .is_ok());
     }
 }
