@@ -1,8 +1,9 @@
 /**
  * One dp rank of the mock worker: the replay engine (continuous batching, chunked prefill,
  * prefix-caching block pool, preemption, Dynamo's timing polynomials) running in wall-clock time
- * scaled by `speedup`. Each engine pass takes its modelled duration, then delivers one token to
- * every decoding request and publishes the pass's KV events as one batch.
+ * scaled by `speedup`. Each engine pass takes its modelled duration, then delivers its tokens to
+ * every decoding request (one, or a speculative decoding burst) and publishes the pass's KV
+ * events as one batch.
  *
  * Block names are chained hashes of the block's tokens under a random per-incarnation seed, as
  * vLLM's are without `PYTHONHASHSEED`: a restart changes every name.
@@ -118,15 +119,15 @@ export class MockRank {
   /** Multiplies pass durations (a `slow` fault). */
   slowFactor = 1;
   /**
-   * Totals for `/metrics`, counted when a request's first token comes out. Prompt tokens split by
-   * where their KV came from, as vLLM's `prompt_tokens_by_source`: the GPU prefix cache
-   * (`prefixHits`), host memory (`hostHits`, vLLM's external connector hits), or computed.
-   */
-  /**
    * Speculative decoding's drafts and acceptances for `/metrics` (vLLM's `spec_decode_*`),
    * across restarts as the other counters; undefined without speculative decoding.
    */
   readonly speculative: SpeculativeStats | undefined;
+  /**
+   * Totals for `/metrics`, counted when a request's first token comes out. Prompt tokens split by
+   * where their KV came from, as vLLM's `prompt_tokens_by_source`: the GPU prefix cache
+   * (`prefixHits`), host memory (`hostHits`, vLLM's external connector hits), or computed.
+   */
   readonly counters = {
     prefixQueries: 0,
     prefixHits: 0,

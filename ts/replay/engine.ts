@@ -3,8 +3,8 @@
  * KV block pool, Dynamo's admission rule (a waiting request starts only when its whole context
  * fits), preemption of the newest requests when blocks run out, loads from host memory that run
  * beside the passes (CPU offload), speculative decoding's multi-token steps (`speculative.ts`),
- * and Dynamo's mocker timing model. Each `step` is one engine
- * pass in virtual time. Used by the JS replay fleet (`fleet.ts`) and by `kvroute mock-worker`;
+ * and Dynamo's mocker timing model. Each `step` is one engine pass in virtual time. Used by the
+ * JS replay fleet (`fleet.ts`) and by `kvroute mock-worker`;
  * the native replay runs its Rust twin (`kvroute_core::replay`), which must match it step for
  * step, host memory behind the pool (`hostBlocks`, CPU offload) included.
  * Without host memory (the default) every step is the same as before it existed.

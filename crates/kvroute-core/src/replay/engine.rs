@@ -2,8 +2,9 @@
 //! continuous batching with chunked prefill, a prefix-caching block pool, Dynamo's admission
 //! rule (a waiting request starts only when its whole context fits), recompute preemption of the
 //! newest request when blocks run out, loads from host memory beside the passes, speculative
-//! decoding's multi-token steps, and Dynamo's mocker timing. Every step mirrors the TypeScript line for line, with the same floating-point
-//! operations in the same order, so both give bit-identical reports.
+//! decoding's multi-token steps, and Dynamo's mocker timing. Every step mirrors the TypeScript
+//! line for line, with the same floating-point operations in the same order, so both give
+//! bit-identical reports.
 
 use super::kv_cache::{Block, KvCache};
 use super::speculative::{BurstSampler, Speculative};
