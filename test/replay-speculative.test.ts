@@ -74,7 +74,10 @@ describe.each(BACKENDS)('speculative decoding in the replay fleet (%s)', (backen
   const make = (over: Partial<ReplayFleetSpec> = {}) => resolveBackend(backend).createReplayFleet(spec(over));
 
   test('each decode step emits the sampled token and the drafts accepted; the first token takes a decode step too', () => {
-    const [r] = drive(make({ speculative: ALL_ACCEPTED, requests: 1 }), [{ at: 5, blocks: [1, 2], input: 8, output: 7 }]);
+    const fleet = make({ speculative: ALL_ACCEPTED, requests: 1 });
+    const [r] = drive(fleet, [{ at: 5, blocks: [1, 2], input: 8, output: 7 }]);
+    // Past the first token: two steps, each drawing 3 tokens (the second cut to 1 by the request's end).
+    expect(fleet.speculativeSteps()).toEqual([2, 6]);
     // Pass 1: the prefill, then a decode forward over the 8-token context (2 blocks of 64): tokens 1-3.
     const first = 5 + prefillMs(8) + decodeMs(2 / 64);
     expect(r.firstToken).toBe(first);
@@ -176,6 +179,8 @@ describe.each(['dynamo', 'classic'] as const)('replay with speculative decoding 
       const [all, none, plain] = [await run([1, 1, 1]), await run([0]), await replay(fleet)];
       // Four tokens a step: three gaps in four are 0.
       expect(all.policies[0].itlMs.p50).toBe(0);
+      // Dynamo's accept length: 4 when every draft is accepted (drawn before the end cuts a burst), 1 when none is.
+      expect([all.policies[0].acceptLength, none.policies[0].acceptLength, plain.policies[0].acceptLength]).toEqual([4, 1, undefined]);
       expect(none.policies[0].itlMs.p50).toBeGreaterThan(0);
       expect(all.policies[0].e2eMs.mean).toBeLessThan(0.5 * none.policies[0].e2eMs.mean);
       // No draft accepted: as slow as without speculation, give or take the decode step each first token takes.
@@ -190,6 +195,8 @@ describe.each(['dynamo', 'classic'] as const)('replay with speculative decoding 
     const [a, b, c] = [await run(1), await run(1), await run(2)];
     expect(simulationOnly(b)).toEqual(simulationOnly(a));
     expect(c.policies[0].e2eMs.mean).not.toBe(a.policies[0].e2eMs.mean);
+    // Dynamo's default rates, 0.85 then 0.3: 1 + 0.85 + 0.85 × 0.3 = 2.105 tokens a step, whatever the seed.
+    for (const r of [a, c]) expect(r.policies[0].acceptLength).toBeCloseTo(2.105, 1);
   });
 });
 
@@ -243,10 +250,11 @@ describe('kvroute replay --num-speculative-tokens', () => {
     expect(run.stderr).not.toMatch(/error/i);
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/speculative decoding: 2 drafts, acceptance 0\.9,0\.5 \(2\.35 tokens a step\)/);
+    expect(run.stdout).toMatch(/accept length +2\.[23]\d\n/);
     const report = JSON.parse(readFileSync(join(dir, 's.json'), 'utf8')) as ReplayReport;
     expect(report.config.speculative).toEqual({ draftTokens: 2, acceptRates: [0.9, 0.5], seed: 7 });
     const plain = cli(['replay', 't.jsonl', '--workers', '2']);
-    expect(plain.stdout).not.toMatch(/speculative/);
+    expect(plain.stdout).not.toMatch(/speculative|accept length/);
   });
 
   test('bad flags are usage errors named as flags', () => {
@@ -257,6 +265,9 @@ describe('kvroute replay --num-speculative-tokens', () => {
     const bad = cli(['replay', '--num-speculative-tokens', '2', '--spec-accept-rates', '0.5,x']);
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/--spec-accept-rates\[1\] must be a number in \[0, 1\], got NaN/);
+    const both = cli(['replay', '--num-speculative-tokens', '2', '--decode-speedup', '2']);
+    expect(both.status).toBe(2);
+    expect(both.stderr).toMatch(/--num-speculative-tokens and --decode-speedup both model/);
     const many = cli(['replay', '--num-speculative-tokens', '9']);
     expect(many.status).toBe(2);
     expect(many.stderr).toMatch(/--num-speculative-tokens must be an integer in \[1, 5\], got 9/);

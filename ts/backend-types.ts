@@ -406,4 +406,6 @@ export interface ReplayFleetBackend {
   hostLoadedBlocks(): number;
   /** Every inter-token gap (ms), rank by rank. */
   tokenGaps(): Float64Array;
+  /** Speculative decode steps past first tokens, and the tokens they drew (before a request's end cut a burst), all ranks. */
+  speculativeSteps(): [steps: number, tokens: number];
 }

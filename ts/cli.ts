@@ -203,6 +203,15 @@ function table(report: ReplayReport): string {
     ...(p.some((x) => x.hostLoadedBlocks > 0)
       ? [['host loads (blocks)', (x: PolicyReport) => String(x.hostLoadedBlocks)] as [string, (x: PolicyReport) => string]]
       : []),
+    // Only with speculative decoding (`--num-speculative-tokens`).
+    ...(p.some((x) => x.acceptLength !== undefined)
+      ? [
+          ['accept length', (x: PolicyReport) => (x.acceptLength === undefined ? '-' : f(x.acceptLength, 2))] as [
+            string,
+            (x: PolicyReport) => string,
+          ],
+        ]
+      : []),
     ['simulated s', (x) => f(x.simulatedSeconds)],
     ['wall s', (x) => f(x.wallSeconds, 2)],
     ['sim s / wall s', (x) => f(x.simSecondsPerWallSecond, 0)],

@@ -54,5 +54,9 @@ export function nativeReplayFleet(binding: NativeBinding, spec: ReplayFleetSpec)
     outcomes: () => fleet.outcomes(),
     tokenGaps: () => fleet.tokenGaps(),
     hostLoadedBlocks: () => fleet.hostLoadedBlocks(),
+    speculativeSteps: () => {
+      const [steps, tokens] = fleet.speculativeSteps();
+      return [steps, tokens];
+    },
   };
 }

@@ -157,6 +157,12 @@ export class Engine {
   /** Reused for each pass's decode batch (one array per pass was garbage). */
   private readonly scratch: SimRequest[] = [];
   private readonly bursts: BurstSampler | undefined;
+  /**
+   * Speculative decode steps of requests past their first token, and the tokens they drew before
+   * a request's end cut a burst: their ratio is the mean accept length Dynamo reports.
+   */
+  decodeSteps = 0;
+  drawnTokens = 0;
 
   /**
    * `rank`: the rank's position in its fleet, which seeds its speculative draws; `stats` counts
@@ -453,8 +459,14 @@ export class Engine {
    * A speculative decode step of `r` (its first after prefill, or a later one; room was
    * reserved): the burst is drawn and its tokens' KV kept. Returns the burst's length.
    */
-  private speculativeStep(r: SimRequest, sampler: BurstSampler): number {
-    const burst = Math.max(1, Math.min(sampler.burst(), r.outputLength - r.generated));
+  private speculativeStep(r: SimRequest, sampler: BurstSampler, first: boolean): number {
+    const drawn = sampler.burst();
+    // As Dynamo's accept length: decode-only steps (not the one finishing a prefill).
+    if (!first) {
+      this.decodeSteps++;
+      this.drawnTokens += drawn;
+    }
+    const burst = Math.max(1, Math.min(drawn, r.outputLength - r.generated));
     // The step computed the KV of the last token and of the drafts accepted; the token it sampled
     // last is computed by the next step, as without speculation.
     this.ensure(r, r.context + burst - 1);
@@ -531,7 +543,7 @@ export class Engine {
         if (this.bursts) {
           const first = r.justPrefilled;
           r.justPrefilled = false;
-          const burst = this.speculativeStep(r, this.bursts);
+          const burst = this.speculativeStep(r, this.bursts, first);
           r.generated += burst;
           burstFollowers += burst - 1;
           (first ? firstTokens : produced).push(r);

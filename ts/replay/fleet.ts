@@ -285,4 +285,8 @@ export class JsFleet implements ReplayFleetBackend {
   tokenGaps(): Float64Array {
     return Float64Array.from(this.ranks.flatMap((r) => r.engine.tokenGaps));
   }
+
+  speculativeSteps(): [steps: number, tokens: number] {
+    return this.ranks.reduce<[number, number]>((n, r) => [n[0] + r.engine.decodeSteps, n[1] + r.engine.drawnTokens], [0, 0]);
+  }
 }

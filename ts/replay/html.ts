@@ -137,7 +137,8 @@ ${row('prefix-cache hit ratio', (x) => `${(100 * x.hitRatio).toFixed(1)}%`)}
 ${row('throughput req/s, output tok/s', (x) => `${fmt(x.throughput.requestsPerSec)}, ${fmt(x.throughput.outputTokensPerSec)}`)}
 ${row('simulated s', (x) => fmt(x.simulatedSeconds))}
 ${row('preemptions', (x) => String(x.preemptions))}
-${p.some((x) => x.hostLoadedBlocks > 0) ? row('blocks loaded back from host memory', (x) => String(x.hostLoadedBlocks)) : ''}</table>`;
+${p.some((x) => x.hostLoadedBlocks > 0) ? row('blocks loaded back from host memory', (x) => String(x.hostLoadedBlocks)) : ''}
+${p.some((x) => x.acceptLength !== undefined) ? row('accept length (tokens a decode step)', (x) => (x.acceptLength === undefined ? '-' : fmt(x.acceptLength))) : ''}</table>`;
   const hit = (x: PolicyReport, k: number) => {
     const s = x.workers[k];
     return s && s.promptTokens > 0 ? (100 * s.cachedTokens) / s.promptTokens : 0;

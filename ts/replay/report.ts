@@ -109,6 +109,13 @@ export interface PolicyReport {
   preemptions: number;
   /** Blocks the engines loaded back from host memory instead of recomputing them (`cpuOffloadBlocks`; 0 without). */
   hostLoadedBlocks: number;
+  /**
+   * With speculative decoding: the mean tokens a decode step drew per request (the sampled one
+   * plus the drafts accepted, before a request's end cut its last burst; steps that finish a
+   * prefill left out), Dynamo's accept length, to set beside vLLM's `1 +
+   * spec_decode_num_accepted_tokens / spec_decode_num_drafts`. Absent without.
+   */
+  acceptLength?: number;
   /** Traffic per worker. */
   workers: WorkerShare[];
   /** Evenly spaced quantiles of TTFT and E2E, for CDF plots. */
@@ -180,6 +187,7 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
     hitRatio: prompt > 0 ? reused / prompt : 0,
     preemptions: reqs.reduce((n, r) => n + r.preemptions, 0),
     hostLoadedBlocks: run.hostLoadedBlocks,
+    ...(run.speculativeSteps[0] > 0 ? { acceptLength: run.speculativeSteps[1] / run.speculativeSteps[0] } : {}),
     workers: shares,
     cdf: { ttftMs: quantiles(ttft), e2eMs: quantiles(e2e) },
   };

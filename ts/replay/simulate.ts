@@ -48,6 +48,8 @@ export interface PolicyRun {
   tokenGaps: Float64Array;
   /** Blocks the engines loaded back from host memory (CPU offload). */
   hostLoadedBlocks: number;
+  /** Speculative decode steps past first tokens and the tokens they drew (0, 0 without speculative decoding). */
+  speculativeSteps: [steps: number, tokens: number];
 }
 
 /** Simulation settings shared by every policy of a replay. @internal */
@@ -260,5 +262,6 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     upperBoundHitRatio: fleet.upperBoundHitRatio(),
     tokenGaps: fleet.tokenGaps(),
     hostLoadedBlocks: fleet.hostLoadedBlocks(),
+    speculativeSteps: fleet.speculativeSteps(),
   };
 }

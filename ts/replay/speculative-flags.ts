@@ -41,6 +41,9 @@ export function speculativeFromFlags(v: Record<string, unknown>, usage: string):
       throw new UsageError('--spec-accept-rates and --spec-seed need --num-speculative-tokens', usage);
     return {};
   }
+  const decodeSpeedup = v['decode-speedup'] as number | undefined;
+  if (decodeSpeedup !== undefined && decodeSpeedup !== 1)
+    throw new UsageError("--num-speculative-tokens and --decode-speedup both model speculative decoding's speed-up: give one", usage);
   const speculative: SpeculativeDecoding = {
     draftTokens,
     ...(rates !== undefined ? { acceptRates: rates.split(',').map((r) => (r.trim() === '' ? Number.NaN : Number(r))) } : {}),

@@ -202,6 +202,13 @@ impl NativeReplayFleet {
         self.inner.host_loaded_blocks() as f64
     }
 
+    /// Speculative decode steps past first tokens, and the tokens they drew.
+    #[napi(js_name = "speculativeSteps")]
+    pub fn speculative_steps(&self) -> Float64Array {
+        let (steps, tokens) = self.inner.speculative_steps();
+        Float64Array::new(vec![steps as f64, tokens as f64])
+    }
+
     #[napi(js_name = "tokenGaps")]
     pub fn token_gaps(&self) -> Float64Array {
         Float64Array::new(self.inner.token_gaps())

@@ -6,7 +6,8 @@
 //! line for line, with the same floating-point operations in the same order, so both give
 //! bit-identical reports.
 
-use super::kv_cache::{Block, KvCache};
+use super::kv_cache::KvCache;
+use super::request::{later, SimRequest};
 use super::speculative::{BurstSampler, Speculative};
 use super::timing::{decode_ms, prefill_ms, TimingModel};
 use std::collections::VecDeque;
@@ -32,72 +33,6 @@ pub struct EngineConfig {
     /// Time to load one block from host memory back to the GPU (ms, before `speedup`): the request
     /// waits for its load beside the passes, one load at a time per rank.
     pub host_load_ms_per_block: f64,
-}
-
-const OUTPUT_TAG: u64 = 0x6f75_7470_7574_5f62;
-
-/// A request as an engine sees it.
-#[derive(Default)]
-pub(crate) struct SimRequest {
-    pub uid: u32,
-    pub input_length: u64,
-    pub output_length: u64,
-    pub prompt: Vec<Block>,
-    pub arrival_ms: f64,
-    pub first_admit_ms: f64,
-    pub first_token_ms: f64,
-    pub last_token_ms: f64,
-    pub reused_tokens: u64,
-    pub generated: u64,
-    pub prefilled: u64,
-    pub admitted: bool,
-    pub preemptions: u32,
-    pub held: Vec<Block>,
-    pub prompt_taken: usize,
-    pub output_full: u64,
-    pub partial: bool,
-    pub just_prefilled: bool,
-    pub in_decode: bool,
-    /// While its prefix loads back from host memory: when the load ends (ms); -1 otherwise.
-    pub load_ready_ms: f64,
-    /// While it loads: the parent and blocks its load fills, announced when it ends.
-    pub load_stored: (Option<u64>, Vec<Block>),
-}
-
-impl SimRequest {
-    pub fn new(uid: u32, input_length: u64, output_length: u64, prompt: Vec<Block>, arrival_ms: f64) -> Self {
-        Self {
-            uid,
-            input_length,
-            output_length,
-            prompt,
-            arrival_ms,
-            first_admit_ms: -1.0,
-            first_token_ms: -1.0,
-            last_token_ms: -1.0,
-            load_ready_ms: -1.0,
-            ..Self::default()
-        }
-    }
-
-    fn context(&self) -> u64 {
-        self.input_length + self.generated
-    }
-
-    /// The `index`-th output block: unique to the request (generated tokens are unique).
-    fn output_block(&self, index: u64) -> Block {
-        let base = u64::from(self.uid) << 24;
-        Block {
-            key: -(i64::from(self.uid) * (1 << 24) + index as i64 + 1),
-            seq: base ^ index ^ OUTPUT_TAG,
-            local: base ^ index,
-        }
-    }
-}
-
-/// Whether `a` arrived after `b` (ties by uid, i.e. trace order).
-fn later(a: &SimRequest, b: &SimRequest) -> bool {
-    a.arrival_ms > b.arrival_ms || (a.arrival_ms == b.arrival_ms && a.uid > b.uid)
 }
 
 /// What a pass produced, besides the KV events left in the pool's buffer.
@@ -128,6 +63,10 @@ pub(crate) struct Engine {
     /// an inter-token gap of 0.
     burst_followers: usize,
     bursts: Option<BurstSampler>,
+    /// Speculative decode steps of requests past their first token, and the tokens they drew
+    /// before a request's end cut a burst: their ratio is the mean accept length Dynamo reports.
+    pub decode_steps: u64,
+    pub drawn_tokens: u64,
 }
 
 impl Engine {
@@ -147,6 +86,8 @@ impl Engine {
             produced: Vec::new(),
             burst_followers: 0,
             bursts: config.speculative.enabled().then(|| BurstSampler::new(config.speculative, rank)),
+            decode_steps: 0,
+            drawn_tokens: 0,
         }
     }
 
@@ -403,12 +344,18 @@ impl Engine {
         }
     }
 
-    /// A speculative decode step of `uid` (its first after prefill, or a later one; room was
+    /// A speculative decode step of `uid` (its `first` after prefill, or a later one; room was
     /// reserved): the burst is drawn and its tokens' KV kept. Returns the burst's length.
-    fn speculative_step(&mut self, reqs: &mut [SimRequest], uid: u32) -> u64 {
+    fn speculative_step(&mut self, reqs: &mut [SimRequest], uid: u32, first: bool) -> u64 {
         let r = &mut reqs[uid as usize];
         let sampler = self.bursts.as_mut().expect("a speculative engine has a sampler");
-        let burst = sampler.burst().min(r.output_length.saturating_sub(r.generated)).max(1);
+        let drawn = sampler.burst();
+        // As Dynamo's accept length: decode-only steps (not the one finishing a prefill).
+        if !first {
+            self.decode_steps += 1;
+            self.drawn_tokens += drawn;
+        }
+        let burst = drawn.min(r.output_length.saturating_sub(r.generated)).max(1);
         // The step computed the KV of the last token and of the drafts accepted; the token it
         // sampled last is computed by the next step, as without speculation.
         let context = r.context();
@@ -532,7 +479,7 @@ impl Engine {
                 if self.bursts.is_some() {
                     let first = r.just_prefilled;
                     r.just_prefilled = false;
-                    let burst = self.speculative_step(reqs, uid);
+                    let burst = self.speculative_step(reqs, uid, first);
                     reqs[uid as usize].generated += burst;
                     self.burst_followers += (burst - 1) as usize;
                     if first {

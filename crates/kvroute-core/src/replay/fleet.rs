@@ -4,9 +4,10 @@
 //! routers) only when a request arrives or a pass produced something a router must hear.
 //! The order of events, including ties, is exactly that of `ts/replay/fleet.ts`.
 
-use super::engine::{Engine, EngineConfig, PassOutput, SimRequest};
+use super::engine::{Engine, EngineConfig, PassOutput};
 use super::event_queue::{EventQueue, Kind};
 use super::kv_cache::{Block, PackedEvents};
+use super::request::SimRequest;
 #[cfg(test)]
 use super::speculative::Speculative;
 use super::timing::TimingModel;
@@ -445,6 +446,11 @@ impl Fleet {
     /// Blocks loaded back from host memory instead of recomputed, all ranks (CPU offload).
     pub fn host_loaded_blocks(&self) -> u64 {
         self.ranks.iter().filter_map(|r| r.engine.cache.host.as_ref()).map(|h| h.loaded).sum()
+    }
+
+    /// Speculative decode steps past first tokens and the tokens they drew, all ranks.
+    pub fn speculative_steps(&self) -> (u64, u64) {
+        self.ranks.iter().fold((0, 0), |(s, t), r| (s + r.engine.decode_steps, t + r.engine.drawn_tokens))
     }
 
     pub fn token_gaps(&self) -> Vec<f64> {

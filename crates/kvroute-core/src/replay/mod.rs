@@ -17,6 +17,7 @@ mod fleet;
 mod host_pool;
 mod kv_cache;
 mod lru;
+mod request;
 mod speculative;
 mod timing;
 

@@ -1,0 +1,70 @@
+//! A request as a simulated engine rank sees it (see `engine.rs`): its prompt's blocks, its
+//! progress through prefill and decode, the blocks it holds, and what the report reads back.
+
+use super::kv_cache::Block;
+
+const OUTPUT_TAG: u64 = 0x6f75_7470_7574_5f62;
+
+/// A request as an engine sees it.
+#[derive(Default)]
+pub(crate) struct SimRequest {
+    pub uid: u32,
+    pub input_length: u64,
+    pub output_length: u64,
+    pub prompt: Vec<Block>,
+    pub arrival_ms: f64,
+    pub first_admit_ms: f64,
+    pub first_token_ms: f64,
+    pub last_token_ms: f64,
+    pub reused_tokens: u64,
+    pub generated: u64,
+    pub prefilled: u64,
+    pub admitted: bool,
+    pub preemptions: u32,
+    pub held: Vec<Block>,
+    pub prompt_taken: usize,
+    pub output_full: u64,
+    pub partial: bool,
+    pub just_prefilled: bool,
+    pub in_decode: bool,
+    /// While its prefix loads back from host memory: when the load ends (ms); -1 otherwise.
+    pub load_ready_ms: f64,
+    /// While it loads: the parent and blocks its load fills, announced when it ends.
+    pub load_stored: (Option<u64>, Vec<Block>),
+}
+
+impl SimRequest {
+    pub fn new(uid: u32, input_length: u64, output_length: u64, prompt: Vec<Block>, arrival_ms: f64) -> Self {
+        Self {
+            uid,
+            input_length,
+            output_length,
+            prompt,
+            arrival_ms,
+            first_admit_ms: -1.0,
+            first_token_ms: -1.0,
+            last_token_ms: -1.0,
+            load_ready_ms: -1.0,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn context(&self) -> u64 {
+        self.input_length + self.generated
+    }
+
+    /// The `index`-th output block: unique to the request (generated tokens are unique).
+    pub(crate) fn output_block(&self, index: u64) -> Block {
+        let base = u64::from(self.uid) << 24;
+        Block {
+            key: -(i64::from(self.uid) * (1 << 24) + index as i64 + 1),
+            seq: base ^ index ^ OUTPUT_TAG,
+            local: base ^ index,
+        }
+    }
+}
+
+/// Whether `a` arrived after `b` (ties by uid, i.e. trace order).
+pub(crate) fn later(a: &SimRequest, b: &SimRequest) -> bool {
+    a.arrival_ms > b.arrival_ms || (a.arrival_ms == b.arrival_ms && a.uid > b.uid)
+}
