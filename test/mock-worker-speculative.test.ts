@@ -60,8 +60,10 @@ describe('mock worker with speculative decoding', () => {
     expect(m.sum('vllm:spec_decode_num_draft_tokens_total')).toBe(9);
     expect(m.sum('vllm:spec_decode_num_accepted_tokens_total')).toBe(9);
     expect([0, 1, 2].map((p) => m.sum('vllm:spec_decode_num_accepted_tokens_per_pos_total', { position: String(p) }))).toEqual([3, 3, 3]);
+    expect(w.stats().speculative).toEqual({ drafts: 3, draftTokens: 9, acceptedTokens: 9 });
     const plain = await worker();
     expect((await scrape(`${plain.url}/metrics`)).has('vllm:spec_decode_num_drafts_total')).toBe(false);
+    expect(plain.stats().speculative).toBeUndefined();
   });
 
   test("seeded: random acceptance gives chunks of 1 to 3 tokens, and the counters' mean acceptance length near the rates'", async () => {

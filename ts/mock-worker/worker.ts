@@ -70,6 +70,11 @@ export interface MockWorkerStats {
   batchesDropped: number;
   /** Replay requests answered. */
   replayRequests: number;
+  /**
+   * With `speculative`: decode steps that verified drafts, drafts verified and drafts accepted,
+   * all ranks (what `/metrics` reports as vLLM's `spec_decode_*`); absent without.
+   */
+  speculative?: { drafts: number; draftTokens: number; acceptedTokens: number };
   /** Faults applied, in order. */
   faults: MockFault['kind'][];
   /** True after a `crash` fault or `close()`. */
@@ -456,6 +461,15 @@ class Worker implements MockWorker {
       batchesPublished: this.publishers.reduce((n, p) => n + p.stats.batches, 0),
       batchesDropped: this.publishers.reduce((n, p) => n + p.stats.dropped, 0),
       replayRequests: this.publishers.reduce((n, p) => n + p.stats.replayRequests, 0),
+      ...(this.options.speculative
+        ? {
+            speculative: {
+              drafts: sum((r) => r.speculative?.drafts ?? 0),
+              draftTokens: sum((r) => r.speculative?.draftTokens ?? 0),
+              acceptedTokens: sum((r) => r.speculative?.acceptedPerPosition.reduce((a, b) => a + b, 0) ?? 0),
+            },
+          }
+        : {}),
       faults: [...this.faults],
       closed: this.closed,
     };
