@@ -70,11 +70,15 @@ export interface MockWorkerStats {
   batchesDropped: number;
   /** Replay requests answered. */
   replayRequests: number;
-  /**
-   * With `speculative`: decode steps that verified drafts, drafts verified and drafts accepted,
-   * all ranks (what `/metrics` reports as vLLM's `spec_decode_*`); absent without.
-   */
-  speculative?: { drafts: number; draftTokens: number; acceptedTokens: number };
+  /** With `speculative`: vLLM's `spec_decode_*` totals, all ranks (as `/metrics` gives them); absent without. */
+  speculative?: {
+    /** Decode steps that verified drafts. */
+    drafts: number;
+    /** Drafts verified. */
+    draftTokens: number;
+    /** Drafts accepted (counted as drawn, before a request's end cut its last burst). */
+    acceptedTokens: number;
+  };
   /** Faults applied, in order. */
   faults: MockFault['kind'][];
   /** True after a `crash` fault or `close()`. */
