@@ -6,78 +6,15 @@
  */
 import { describe, expect, test } from 'vitest';
 import { resolveBackend } from '../ts/backend.js';
-import type { IndexBackend, ReplayFleetBackend, ReplayFleetSpec } from '../ts/backend-types.js';
+import type { IndexBackend, ReplayFleetSpec } from '../ts/backend-types.js';
 import { KvRouteError } from '../ts/errors.js';
 import { generateTrace, replay } from '../ts/index.js';
 import { decodeMs, prefillMs } from '../ts/replay/timing.js';
 import { BACKENDS } from './helpers/backends.js';
-
-const spec = (over: Partial<ReplayFleetSpec> = {}): ReplayFleetSpec => ({
-  blockSize: 4,
-  numGpuBlocks: 64,
-  maxNumSeqs: 8,
-  maxNumBatchedTokens: 32,
-  speedup: 1,
-  decodeSpeedup: 1,
-  timing: 'dynamo',
-  hostBlocks: 0,
-  hostLoadMsPerBlock: 0,
-  workers: [0],
-  dpRanks: [0],
-  requests: 2,
-  publishEvents: true,
-  indexes: [],
-  ...over,
-});
-
-/** A request: its prompt's full blocks, named by small numbers (equal names, equal blocks). */
-interface Req {
-  at: number;
-  blocks: number[];
-  input: number;
-  output: number;
-}
-
-interface Outcome {
-  arrival: number;
-  firstToken: number;
-  lastToken: number;
-  reused: number;
-  preemptions: number;
-}
-
-/** Runs requests through a one-rank fleet; every arrival is enqueued on rank 0. */
-function drive(fleet: ReplayFleetBackend, reqs: Req[]): { outcomes: Outcome[]; wakes: Array<[number, number, number]> } {
-  fleet.load(
-    Float64Array.from(reqs, (r) => r.at),
-    Uint32Array.from(reqs, (_, i) => i),
-  );
-  const header = new Float64Array(2);
-  const wakes: Array<[number, number, number]> = [];
-  for (let kind = fleet.run(header); kind !== 0; kind = fleet.run(header)) {
-    wakes.push([kind, header[0], header[1]]);
-    if (kind === 1) {
-      const uid = header[1];
-      const r = reqs[uid];
-      const seqs = BigUint64Array.from(r.blocks, (b) => BigInt(1000 + b));
-      const locals = BigUint64Array.from(r.blocks, (b) => BigInt(b));
-      fleet.addRequest(uid, r.input, r.output, seqs, locals);
-      fleet.enqueue(0, uid);
-    }
-  }
-  const f = fleet.outcomes();
-  const outcomes = reqs.map((_, i) => ({
-    arrival: f[5 * i],
-    firstToken: f[5 * i + 1],
-    lastToken: f[5 * i + 2],
-    reused: f[5 * i + 3],
-    preemptions: f[5 * i + 4],
-  }));
-  return { outcomes, wakes };
-}
+import { drive, fleetSpec, type Req } from './helpers/replay-fleet.js';
 
 describe.each(BACKENDS)('replay fleet (%s)', (backend) => {
-  const make = (over: Partial<ReplayFleetSpec> = {}) => resolveBackend(backend).createReplayFleet(spec(over));
+  const make = (over: Partial<ReplayFleetSpec> = {}) => resolveBackend(backend).createReplayFleet(fleetSpec(over));
 
   test('rules 1, 2 and 4 (Dynamo timing): same-instant arrivals share one pass, one prefill polynomial on its total, no decode step', () => {
     const { outcomes } = drive(make(), [

@@ -9,73 +9,25 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { resolveBackend } from '../ts/backend.js';
-import type { ReplayFleetBackend, ReplayFleetSpec } from '../ts/backend-types.js';
+import type { ReplayFleetSpec } from '../ts/backend-types.js';
 import { generateTrace, type ReplayReport, replay, traceToJsonl } from '../ts/index.js';
 import { decodeMs, prefillMs } from '../ts/replay/timing.js';
 import { BACKENDS } from './helpers/backends.js';
 import { ROOT, requireDist } from './helpers/dist.js';
+import { drive as driveFleet, fleetSpec } from './helpers/replay-fleet.js';
 import { scratchDir } from './helpers/scratch-dir.js';
-
-const spec = (over: Partial<ReplayFleetSpec> = {}): ReplayFleetSpec => ({
-  blockSize: 4,
-  numGpuBlocks: 64,
-  maxNumSeqs: 8,
-  maxNumBatchedTokens: 32,
-  speedup: 1,
-  decodeSpeedup: 1,
-  timing: 'dynamo',
-  hostBlocks: 0,
-  hostLoadMsPerBlock: 0,
-  workers: [0],
-  dpRanks: [0],
-  requests: 2,
-  publishEvents: true,
-  indexes: [],
-  ...over,
-});
 
 /** Two drafts, both always accepted: every step emits 3 tokens (fewer only at the end). */
 const ALL_ACCEPTED = { draftTokens: 2, acceptRates: [1, 1], seed: 42 };
 /** One draft, never accepted: a token a step, but the engine runs speculatively. */
 const NONE_ACCEPTED = { draftTokens: 1, acceptRates: [0], seed: 42 };
 
-interface Req {
-  at: number;
-  blocks: number[];
-  input: number;
-  output: number;
-}
-
-/** Runs requests through a one-rank fleet; per request its first and last token times, reused tokens and preemptions. */
-function drive(fleet: ReplayFleetBackend, reqs: Req[]) {
-  fleet.load(
-    Float64Array.from(reqs, (r) => r.at),
-    Uint32Array.from(reqs, (_, i) => i),
-  );
-  const header = new Float64Array(2);
-  for (let kind = fleet.run(header); kind !== 0; kind = fleet.run(header)) {
-    if (kind !== 1) continue;
-    const uid = header[1];
-    const r = reqs[uid];
-    fleet.addRequest(
-      uid,
-      r.input,
-      r.output,
-      BigUint64Array.from(r.blocks, (b) => BigInt(1000 + b)),
-      BigUint64Array.from(r.blocks, (b) => BigInt(b)),
-    );
-    fleet.enqueue(0, uid);
-  }
-  const f = fleet.outcomes();
-  return reqs.map((_, i) => ({ firstToken: f[5 * i + 1], lastToken: f[5 * i + 2], reused: f[5 * i + 3], preemptions: f[5 * i + 4] }));
-}
-
 describe.each(BACKENDS)('speculative decoding in the replay fleet (%s)', (backend) => {
-  const make = (over: Partial<ReplayFleetSpec> = {}) => resolveBackend(backend).createReplayFleet(spec(over));
+  const make = (over: Partial<ReplayFleetSpec> = {}) => resolveBackend(backend).createReplayFleet(fleetSpec(over));
 
   test('each decode step emits the sampled token and the drafts accepted; the first token takes a decode step too', () => {
     const fleet = make({ speculative: ALL_ACCEPTED, requests: 1 });
-    const [r] = drive(fleet, [{ at: 5, blocks: [1, 2], input: 8, output: 7 }]);
+    const [r] = driveFleet(fleet, [{ at: 5, blocks: [1, 2], input: 8, output: 7 }]).outcomes;
     // Past the first token: two steps, each drawing 3 tokens (the second cut to 1 by the request's end).
     expect(fleet.speculativeSteps()).toEqual([2, 6]);
     // Pass 1: the prefill, then a decode forward over the 8-token context (2 blocks of 64): tokens 1-3.
@@ -84,7 +36,7 @@ describe.each(BACKENDS)('speculative decoding in the replay fleet (%s)', (backen
     // Pass 2 at 11 tokens (3 blocks): tokens 4-6. Pass 3 at 14 (4 blocks): the last token alone.
     expect(r.lastToken).toBeCloseTo(first + decodeMs(3 / 64) + decodeMs(4 / 64), 9);
     // Without speculation: the first token from the prefill, then six one-token passes at 9 to 14 tokens.
-    const [plain] = drive(make({ requests: 1 }), [{ at: 5, blocks: [1, 2], input: 8, output: 7 }]);
+    const [plain] = driveFleet(make({ requests: 1 }), [{ at: 5, blocks: [1, 2], input: 8, output: 7 }]).outcomes;
     expect(plain.firstToken).toBe(5 + prefillMs(8));
     expect(plain.lastToken).toBeCloseTo(5 + prefillMs(8) + 4 * decodeMs(3 / 64) + 2 * decodeMs(4 / 64), 9);
   });
@@ -94,8 +46,8 @@ describe.each(BACKENDS)('speculative decoding in the replay fleet (%s)', (backen
       { at: 0, blocks: [1, 2], input: 8, output: 1 },
       { at: 100, blocks: [1, 2], input: 9, output: 1 },
     ];
-    expect(drive(make(), reqs)[1].reused).toBe(8);
-    const [a, b] = drive(make({ speculative: NONE_ACCEPTED }), reqs);
+    expect(driveFleet(make(), reqs).outcomes[1].reused).toBe(8);
+    const [a, b] = driveFleet(make({ speculative: NONE_ACCEPTED }), reqs).outcomes;
     expect(a.firstToken).toBe(prefillMs(8) + decodeMs(2 / 64));
     // One cached block of two: 5 tokens computed, then the decode step over 9 tokens (3 blocks).
     expect(b.reused).toBe(4);
@@ -109,7 +61,7 @@ describe.each(BACKENDS)('speculative decoding in the replay fleet (%s)', (backen
       { at: 0, blocks: [1, 2], input: 8, output: 4 },
       { at: 0, blocks: [3, 4], input: 8, output: 4 },
     ];
-    const [a, b] = drive(make({ numGpuBlocks: 5, speculative: ALL_ACCEPTED }), reqs);
+    const [a, b] = driveFleet(make({ numGpuBlocks: 5, speculative: ALL_ACCEPTED }), reqs).outcomes;
     // Pass 1: both prefill (16 tokens); B yields, A decodes alone (2 of 5 blocks): tokens 1-3.
     const p1 = prefillMs(16) + decodeMs(2 / 5);
     expect(a.firstToken).toBe(p1);
@@ -122,7 +74,7 @@ describe.each(BACKENDS)('speculative decoding in the replay fleet (%s)', (backen
     expect(b.firstToken).toBeCloseTo(p1 + p2 + prefillMs(8) + decodeMs(2 / 5), 9);
     expect(b.lastToken).toBeCloseTo(p1 + p2 + prefillMs(8) + decodeMs(2 / 5) + decodeMs(3 / 5), 9);
     // Without speculation both first tokens come from the shared prefill (B yields later, once).
-    const plain = drive(make({ numGpuBlocks: 5 }), reqs);
+    const plain = driveFleet(make({ numGpuBlocks: 5 }), reqs).outcomes;
     expect(plain.map((r) => [r.firstToken, r.preemptions])).toEqual([
       [prefillMs(16), 0],
       [prefillMs(16), 1],
