@@ -13,7 +13,7 @@
 
 import { invalidArg } from '../errors.js';
 import { SeededRandom } from '../random.js';
-import { describe, nonNegativeInteger } from '../validate.js';
+import { checkOptions, describe, nonNegativeInteger } from '../validate.js';
 
 /**
  * Speculative decoding of the simulated engines (vLLM's `--speculative-config`, MTP or EAGLE).
@@ -61,11 +61,7 @@ export const SPECULATIVE_WITH_DECODE_SPEEDUP = (prefix: string) =>
 /** Checks `value` (undefined: no speculative decoding) and gives one rate per draft. */
 export function checkSpeculative(value: unknown, name: string): ResolvedSpeculative | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw invalidArg(`${name} must be an object { draftTokens, acceptRates?, seed? }, got ${describe(value)}`);
-  const { draftTokens, acceptRates, seed, ...rest } = value as Record<string, unknown>;
-  const unknown = Object.keys(rest);
-  if (unknown.length > 0) throw invalidArg(`${name} has an unknown option ${JSON.stringify(unknown[0])}`);
+  const { draftTokens, acceptRates, seed } = checkOptions(value, name, ['draftTokens', 'acceptRates', 'seed']);
   if (typeof draftTokens !== 'number' || !Number.isInteger(draftTokens) || draftTokens < 1 || draftTokens > MAX_DRAFT_TOKENS)
     throw invalidArg(`${name}.draftTokens must be an integer in [1, ${MAX_DRAFT_TOKENS}], got ${describe(draftTokens)}`);
   const rates = acceptRates ?? DEFAULT_ACCEPT_RATES.slice(0, draftTokens);
