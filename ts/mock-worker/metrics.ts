@@ -8,6 +8,7 @@
  */
 
 import { Counter, Gauge, Registry } from 'prom-client';
+import { acceptedTokens } from '../replay/speculative.js';
 import type { MockRank } from './rank.js';
 
 /** Where a prompt token's KV came from, as vLLM's `prompt_tokens_by_source` labels it. */
@@ -90,7 +91,7 @@ function speculativeMetrics(
   counter: (name: string, help: string, fn: (r: MockRank) => number) => void,
   registry: Registry,
 ): void {
-  const accepted = (r: MockRank) => r.speculative?.acceptedPerPosition.reduce((a, b) => a + b, 0) ?? 0;
+  const accepted = (r: MockRank) => (r.speculative ? acceptedTokens(r.speculative) : 0);
   counter('vllm:spec_decode_num_drafts_total', 'Number of spec decoding drafts.', (r) => r.speculative?.drafts ?? 0);
   counter('vllm:spec_decode_num_draft_tokens_total', 'Number of draft tokens.', (r) => r.speculative?.draftTokens ?? 0);
   counter('vllm:spec_decode_num_accepted_tokens_total', 'Number of accepted tokens.', accepted);

@@ -8,6 +8,7 @@
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { KvRouteError } from '../errors.js';
+import { acceptedTokens } from '../replay/speculative.js';
 import { LoraAdapters, registerLoraUpdating } from './lora-adapters.js';
 import { mockMetrics } from './metrics.js';
 import { modelList } from './models.js';
@@ -470,7 +471,7 @@ class Worker implements MockWorker {
             speculative: {
               drafts: sum((r) => r.speculative?.drafts ?? 0),
               draftTokens: sum((r) => r.speculative?.draftTokens ?? 0),
-              acceptedTokens: sum((r) => r.speculative?.acceptedPerPosition.reduce((a, b) => a + b, 0) ?? 0),
+              acceptedTokens: sum((r) => (r.speculative ? acceptedTokens(r.speculative) : 0)),
             },
           }
         : {}),

@@ -118,6 +118,11 @@ export function emptySpeculativeStats(spec: ResolvedSpeculative): SpeculativeSta
   return { drafts: 0, draftTokens: 0, acceptedPerPosition: spec.acceptRates.map(() => 0) };
 }
 
+/** Drafts accepted at every position. */
+export function acceptedTokens(stats: SpeculativeStats): number {
+  return stats.acceptedPerPosition.reduce((a, b) => a + b, 0);
+}
+
 /** One engine rank's draws. */
 export class BurstSampler {
   private readonly random: SeededRandom;
