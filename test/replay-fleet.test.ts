@@ -8,10 +8,11 @@ import { describe, expect, test } from 'vitest';
 import { resolveBackend } from '../ts/backend.js';
 import type { IndexBackend, ReplayFleetSpec } from '../ts/backend-types.js';
 import { KvRouteError } from '../ts/errors.js';
-import { generateTrace, replay } from '../ts/index.js';
+import { generateTrace, type ReplayReport, replay } from '../ts/index.js';
 import { decodeMs, prefillMs } from '../ts/replay/timing.js';
 import { BACKENDS } from './helpers/backends.js';
 import { drive, fleetSpec, type Req } from './helpers/replay-fleet.js';
+import { withoutWallClock } from './helpers/replay-report.js';
 
 describe.each(BACKENDS)('replay fleet (%s)', (backend) => {
   const make = (over: Partial<ReplayFleetSpec> = {}) => resolveBackend(backend).createReplayFleet(fleetSpec(over));
@@ -207,12 +208,7 @@ describe('native and JS fleets agree on random workloads', () => {
     });
     const timing = seed % 2 === 0 ? ('classic' as const) : ('dynamo' as const);
     const opts = { trace, policies: ['kv' as const, 'round-robin' as const], timing, ...shape, seed };
-    const strip = (r: unknown) =>
-      JSON.parse(
-        JSON.stringify(r, (k, v) =>
-          ['wallSeconds', 'simSecondsPerWallSecond', 'decisionsPerWallSecond', 'backend'].includes(k) ? undefined : v,
-        ),
-      );
+    const strip = (r: ReplayReport) => withoutWallClock({ ...r, config: { ...r.config, backend: undefined } });
     const native = strip(await replay({ ...opts, backend: 'native' }));
     const js = strip(await replay({ ...opts, backend: 'js' }));
     expect(js).toEqual(native);

@@ -1,15 +1,7 @@
 import { describe, expect, test } from 'vitest';
-import { generateTrace, KvRouteError, parseTrace, type ReplayReport, replay } from '../ts/index.js';
+import { generateTrace, KvRouteError, parseTrace, replay } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-
-/** The report without the fields that measure the machine rather than the simulation. */
-function simulationOnly(report: ReplayReport): unknown {
-  return JSON.parse(
-    JSON.stringify(report, (key, value) =>
-      ['wallSeconds', 'simSecondsPerWallSecond', 'decisionsPerWallSecond'].includes(key) ? undefined : value,
-    ),
-  ).policies;
-}
+import { simulatedPolicies } from './helpers/replay-report.js';
 
 /** `n` cold requests with distinct prompts, all arriving at once: the herd case. */
 const burst = (n: number) =>
@@ -36,10 +28,10 @@ describe.each(BACKENDS)('replay with router replicas (%s)', (backend) => {
   test('one replica is the single router; replicas are deterministic and reported', async () => {
     const single = await replay({ trace: small(), ...fleet, backend });
     const one = await replay({ trace: small(), ...fleet, backend, replicas: 1, replicaSync: false });
-    expect(simulationOnly(one)).toEqual(simulationOnly(single));
+    expect(simulatedPolicies(one)).toEqual(simulatedPolicies(single));
     const a = await replay({ trace: small(), ...fleet, backend, replicas: 4 });
     const b = await replay({ trace: small(), ...fleet, backend, replicas: 4 });
-    expect(simulationOnly(b)).toEqual(simulationOnly(a));
+    expect(simulatedPolicies(b)).toEqual(simulatedPolicies(a));
     expect(a.config).toMatchObject({ replicas: 4, replicaSync: true, replicaBalancer: 'random' });
     expect(a.policies[0].requests).toBe(200);
   });
@@ -49,7 +41,7 @@ test('native and pure-JS replicas simulate identically', async () => {
   const opts = { trace: small(), ...fleet, replicas: 3, replicaBalancer: 'round-robin' as const };
   const native = await replay({ ...opts, backend: 'native' });
   const js = await replay({ ...opts, backend: 'js' });
-  expect(simulationOnly(js)).toEqual(simulationOnly(native));
+  expect(simulatedPolicies(js)).toEqual(simulatedPolicies(native));
 });
 
 test('bad replica options are rejected before simulating', async () => {

@@ -15,6 +15,7 @@ import { decodeMs, prefillMs } from '../ts/replay/timing.js';
 import { BACKENDS } from './helpers/backends.js';
 import { ROOT, requireDist } from './helpers/dist.js';
 import { drive as driveFleet, fleetSpec } from './helpers/replay-fleet.js';
+import { simulatedPolicies } from './helpers/replay-report.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 
 /** Two drafts, both always accepted: every step emits 3 tokens (fewer only at the end). */
@@ -93,15 +94,6 @@ describe.each(BACKENDS)('speculative decoding in the replay fleet (%s)', (backen
   });
 });
 
-/** The report without the fields that measure the machine rather than the simulation. */
-function simulationOnly(report: ReplayReport): unknown {
-  return JSON.parse(
-    JSON.stringify(report.policies, (key, value) =>
-      ['wallSeconds', 'simSecondsPerWallSecond', 'decisionsPerWallSecond'].includes(key) ? undefined : value,
-    ),
-  );
-}
-
 const trace = () => generateTrace({ requests: 300, rate: 8, prefixGroups: 6, sharedPrefixBlocks: 6, turns: 4, seed: 7 });
 
 describe.each(['dynamo', 'classic'] as const)('replay with speculative decoding (%s timing)', (timing) => {
@@ -115,7 +107,7 @@ describe.each(['dynamo', 'classic'] as const)('replay with speculative decoding 
       const opts = { timing, trace: trace(), policies: ['kv', 'round-robin'] as const, ...fleet, speculative: { draftTokens: 3 } };
       const native = await replay({ ...opts, policies: [...opts.policies], backend: 'native' });
       const js = await replay({ ...opts, policies: [...opts.policies], backend: 'js' });
-      expect(simulationOnly(js), JSON.stringify(fleet)).toEqual(simulationOnly(native));
+      expect(simulatedPolicies(js), JSON.stringify(fleet)).toEqual(simulatedPolicies(native));
       if (fleet.numGpuBlocks === 300 && !('cpuOffloadBlocks' in fleet)) expect(native.policies[0].preemptions).toBeGreaterThan(0);
       if ('cpuOffloadBlocks' in fleet) expect(native.policies[0].hostLoadedBlocks).toBeGreaterThan(0);
       expect(native.config.speculative).toEqual({ draftTokens: 3, acceptRates: [0.85, 0.3, 0], seed: 42 });
@@ -145,7 +137,7 @@ describe.each(['dynamo', 'classic'] as const)('replay with speculative decoding 
   test.each(BACKENDS)('a different seed draws different bursts; the same seed the same (%s)', async (backend) => {
     const run = (seed: number) => replay({ timing, trace: trace(), workers: 4, speculative: { draftTokens: 2, seed }, backend });
     const [a, b, c] = [await run(1), await run(1), await run(2)];
-    expect(simulationOnly(b)).toEqual(simulationOnly(a));
+    expect(simulatedPolicies(b)).toEqual(simulatedPolicies(a));
     expect(c.policies[0].e2eMs.mean).not.toBe(a.policies[0].e2eMs.mean);
     // Dynamo's default rates, 0.85 then 0.3: 1 + 0.85 + 0.85 × 0.3 = 2.105 tokens a step, whatever the seed.
     for (const r of [a, c]) expect(r.policies[0].acceptLength).toBeCloseTo(2.105, 1);

@@ -9,17 +9,13 @@ import { describe, expect, test } from 'vitest';
 import { generateTrace, type ReplayReport, replay, traceToJsonl } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { ROOT, requireDist } from './helpers/dist.js';
+import { withoutWallClock } from './helpers/replay-report.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 
 const trace = () => generateTrace({ requests: 200, rate: 10, prefixGroups: 4, sharedPrefixBlocks: 6, turns: 3, seed: 5 });
 const fleet = { workers: 4, numGpuBlocks: 4096, maxNumBatchedTokens: 2048 };
 /** A policy's figures without its name and the wall-clock fields. */
-const figures = (r: ReplayReport, i: number) =>
-  JSON.parse(
-    JSON.stringify({ ...r.policies[i], name: undefined }, (key, value) =>
-      ['wallSeconds', 'simSecondsPerWallSecond', 'decisionsPerWallSecond'].includes(key) ? undefined : value,
-    ),
-  );
+const figures = (r: ReplayReport, i: number) => withoutWallClock({ ...r.policies[i], name: undefined });
 
 describe.each(BACKENDS)('replay variants on the %s backend', (backend) => {
   test("a variant is the KV run with its options: the same as a whole replay with them, and not the default's", async () => {

@@ -4,23 +4,15 @@ import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { generateTrace, KvRouteError, parseTrace, type ReplayOptions, type ReplayReport, replay } from '../ts/index.js';
 import { ROOT, requireDist } from './helpers/dist.js';
+import { withoutWallClock } from './helpers/replay-report.js';
 import { scratchDir } from './helpers/scratch-dir.js';
-
-/** The report without the fields that measure the machine rather than the simulation. */
-function simulationOnly(report: ReplayReport): ReplayReport {
-  return JSON.parse(
-    JSON.stringify(report, (key, value) =>
-      ['wallSeconds', 'simSecondsPerWallSecond', 'decisionsPerWallSecond'].includes(key) ? undefined : value,
-    ),
-  );
-}
 
 /** One round-robin worker replaying `lines` (Mooncake JSONL) on both backends, which must simulate alike; the native policy report. */
 async function roundRobinOnBoth(lines: string[], opts: Omit<ReplayOptions, 'trace' | 'policies' | 'backend'>) {
   const run = (backend: 'native' | 'js') =>
     replay({ ...opts, trace: parseTrace(lines.join('\n')), workers: 1, policies: ['round-robin'], backend });
   const [native, js] = [await run('native'), await run('js')];
-  expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+  expect(withoutWallClock(js).policies).toEqual(withoutWallClock(native).policies);
   return native.policies[0];
 }
 
@@ -59,21 +51,21 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
   test('is deterministic: the same options give the same report', async () => {
     const a = await replay({ timing, trace: small(), policies: ['kv', 'random'], ...smallFleet, seed: 5 });
     const b = await replay({ timing, trace: small(), policies: ['kv', 'random'], ...smallFleet, seed: 5 });
-    expect(JSON.stringify(simulationOnly(b))).toBe(JSON.stringify(simulationOnly(a)));
+    expect(JSON.stringify(withoutWallClock(b))).toBe(JSON.stringify(withoutWallClock(a)));
   });
 
   test('the native and pure-JS backends simulate identically', async () => {
     const opts = { trace: small(), policies: ['kv' as const], ...smallFleet, dpSize: 2 };
     const native = await replay({ timing, ...opts, backend: 'native' });
     const js = await replay({ timing, ...opts, backend: 'js' });
-    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+    expect(withoutWallClock(js).policies).toEqual(withoutWallClock(native).policies);
   });
 
   test("decodeSpeedup (Dynamo's decode_speedup_ratio): the backends still simulate identically, and decode passes are shorter", async () => {
     const opts = { trace: small(), policies: ['round-robin' as const], ...smallFleet };
     const native = await replay({ timing, ...opts, decodeSpeedup: 4, backend: 'native' });
     const js = await replay({ timing, ...opts, decodeSpeedup: 4, backend: 'js' });
-    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+    expect(withoutWallClock(js).policies).toEqual(withoutWallClock(native).policies);
     // Round robin places the requests alike at any speed; only the passes' lengths differ.
     const plain = (await replay({ timing, ...opts })).policies[0];
     const fast = native.policies[0];
@@ -86,7 +78,7 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     const opts = { trace: small(), policies: ['kv' as const, 'round-robin' as const], ...smallFleet, prefixCaching: false };
     const native = await replay({ timing, ...opts, backend: 'native' });
     const js = await replay({ timing, ...opts, backend: 'js' });
-    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+    expect(withoutWallClock(js).policies).toEqual(withoutWallClock(native).policies);
     expect(native.config.prefixCaching).toBe(false);
     const cached = await replay({ timing, ...opts, prefixCaching: true, backend: 'native' });
     for (const [i, p] of native.policies.entries()) {
@@ -103,7 +95,7 @@ describe.each(['dynamo', 'classic'] as const)('replay with %s timing', (timing) 
     const policies = ['kv' as const, { name: 'host ignored', routerConfig: { hostCacheHitWeight: 0 } }, 'round-robin' as const];
     const native = await replay({ timing, ...opts, policies, backend: 'native' });
     const js = await replay({ timing, ...opts, policies, backend: 'js' });
-    expect(simulationOnly(js).policies).toEqual(simulationOnly(native).policies);
+    expect(withoutWallClock(js).policies).toEqual(withoutWallClock(native).policies);
     for (const p of native.policies) expect(p.hostLoadedBlocks).toBeGreaterThan(0);
     // Without host memory nothing loads, and the same fleet serves less from cache under a
     // policy that ignores caches altogether (its placement does not depend on them).
