@@ -14,7 +14,8 @@
  * `--num-speculative-tokens N [--spec-accept-rates r1,r2]` samples multi-token decode steps (Dynamo's
  * `aic_nextn` and `aic_nextn_accept_rates`, kvroute's `speculative`; each draws from its own
  * generator, so the bursts agree in distribution, not one by one). Engines without prefix
- * caching: `--no-enable-prefix-caching`.
+ * caching: `--no-enable-prefix-caching`. `--preemption-mode fifo`: both preempt the oldest running
+ * request instead of the newest (Dynamo's `preemption_mode`, kvroute's `preemptionMode`).
  *
  * CPU offload: `--gpu-blocks N --cpu-offload-blocks M [--cpu-load-us-per-token T]` gives both
  * systems N GPU blocks and M blocks of host memory per worker (kvroute: `numGpuBlocks`,
@@ -61,6 +62,9 @@ const ratesArg = process.argv.indexOf('--spec-accept-rates');
 const acceptRates = ratesArg > 0 ? process.argv[ratesArg + 1] : undefined;
 /** `--no-enable-prefix-caching`: engines that reuse nothing (Dynamo's `enable_prefix_caching: false`, kvroute's `prefixCaching: false`). */
 const prefixCaching = !process.argv.includes('--no-enable-prefix-caching');
+const modeArg = process.argv.indexOf('--preemption-mode');
+/** `--preemption-mode lifo|fifo`: which running request both preempt (default lifo, both systems' default). */
+const preemptionMode = modeArg > 0 ? (process.argv[modeArg + 1] as 'lifo' | 'fifo') : 'lifo';
 /** Each Dynamo run is stopped after this long (`--dynamo-timeout-s`, default 30 minutes). */
 const dynamoTimeoutS = numberArg('--dynamo-timeout-s', 1800);
 /** Dynamo's host offload moves bytes at this rate each way (its default), per worker. */
@@ -70,6 +74,7 @@ const dynamoEngineFields = JSON.stringify({
   num_gpu_blocks: gpuBlocks,
   ...(decodeSpeedup !== 1 ? { decode_speedup_ratio: decodeSpeedup } : {}),
   ...(prefixCaching ? {} : { enable_prefix_caching: false }),
+  ...(preemptionMode !== 'lifo' ? { preemption_mode: preemptionMode } : {}),
   ...(draftTokens > 0 ? { aic_nextn: draftTokens, ...(acceptRates ? { aic_nextn_accept_rates: acceptRates } : {}) } : {}),
   ...(cpuOffloadBlocks > 0
     ? {
@@ -142,6 +147,7 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
       ? { speculative: { draftTokens, ...(acceptRates ? { acceptRates: acceptRates.split(',').map(Number) } : {}) } }
       : {}),
     prefixCaching,
+    preemptionMode,
     arrivalSpeedup: speed,
     timing,
     backend: 'native',
@@ -152,6 +158,8 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
       p.name,
       {
         wall: p.wallSeconds,
+        // kvroute's own count (Dynamo's report has none): how hard the GPU pool was pressed.
+        preemptions: p.preemptions,
         metrics: {
           'TTFT mean': p.ttftMs.mean,
           'TTFT p50': p.ttftMs.p50,
@@ -163,7 +171,7 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
         } as Metrics,
       },
     ]),
-  ) as Record<'kv' | 'round-robin', { wall: number; metrics: Metrics }>;
+  ) as Record<'kv' | 'round-robin', { wall: number; preemptions: number; metrics: Metrics }>;
 }
 
 mkdirSync(RESULTS, { recursive: true });

@@ -5,8 +5,9 @@
  */
 import { describe, expect, test } from 'vitest';
 import { BlockIds } from '../ts/replay/block-ids.js';
-import { Engine, type EngineConfig, SimRequest } from '../ts/replay/engine.js';
+import { Engine, type EngineConfig } from '../ts/replay/engine.js';
 import { type CacheEvent, type FullBlock, KvCache } from '../ts/replay/kv-cache.js';
+import { SimRequest } from '../ts/replay/sim-request.js';
 import { decodeMs, prefillMs } from '../ts/replay/timing.js';
 
 const blocks = (ids: number[]): FullBlock[] => ids.map((i) => ({ seq: BigInt(1000 + i), local: BigInt(i), id: i }));

@@ -361,6 +361,8 @@ export interface ReplayFleetSpec {
   /** Multi-token decode steps (MTP, EAGLE): one acceptance rate per draft; undefined: none. */
   speculative?: ResolvedSpeculative;
   timing: 'dynamo' | 'classic';
+  /** Which running request is preempted when blocks run out: the newest (`'lifo'`) or the oldest. */
+  preemptionMode: 'lifo' | 'fifo';
   /** Host-memory blocks behind each rank's GPU pool (CPU offload); 0: none. */
   hostBlocks: number;
   /** ms to load one block back from host memory (before `speedup`). */

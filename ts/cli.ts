@@ -13,6 +13,7 @@ import { KvRouteError } from './errors.js';
 import { runMockWorker } from './mock-worker/cli.js';
 import { generateTrace, traceToJsonl } from './replay/generate.js';
 import { renderHtml } from './replay/html.js';
+import { PREEMPTION_MODES, type PreemptionMode } from './replay/preemption.js';
 import { type ReplayOptions, type ReplayPolicy, replay } from './replay/replay.js';
 import type { PolicyReport, ReplayReport } from './replay/report.js';
 import { meanBurst, type ResolvedSpeculative } from './replay/speculative.js';
@@ -53,6 +54,12 @@ const REPLAY_FLAGS: Flags = {
   'no-enable-prefix-caching': {
     kind: 'boolean',
     help: "engines without prefix caching (vLLM's flag): nothing reused, no KV events; the baseline",
+  },
+  'preemption-mode': {
+    kind: 'string',
+    value: 'lifo|fifo',
+    help: "which running request a rank preempts when its KV blocks run out: the newest (vLLM's rule) or the oldest (Dynamo's preemption_mode)",
+    default: 'lifo',
   },
   timing: {
     kind: 'string',
@@ -229,6 +236,7 @@ function table(report: ReplayReport): string {
     replicaBalancer?: string;
     prefixCaching?: boolean;
     speculative?: ResolvedSpeculative;
+    preemptionMode?: PreemptionMode;
   };
   const routers =
     (c.replicas ?? 1) > 1
@@ -239,7 +247,14 @@ function table(report: ReplayReport): string {
   const spec = c.speculative
     ? `; speculative decoding: ${c.speculative.draftTokens} drafts, acceptance ${c.speculative.acceptRates.join(',')} (${meanBurst(c.speculative).toFixed(2)} tokens a step)`
     : '';
-  return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${c.workers} workers${routers}; ${caching}${spec}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
+  const fifo = c.preemptionMode === 'fifo' ? '; FIFO preemption (the oldest running request goes first)' : '';
+  return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${c.workers} workers${routers}; ${caching}${spec}${fifo}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
+}
+
+/** `--preemption-mode`'s value, checked before the trace is read. */
+function preemptionModeFlag(value: unknown): PreemptionMode {
+  if (PREEMPTION_MODES.includes(value as PreemptionMode)) return value as PreemptionMode;
+  throw new UsageError(`--preemption-mode must be lifo or fifo, got ${String(value)}`, REPLAY_USAGE);
 }
 
 /** Fails before a long simulation if its outputs cannot be written. */
@@ -296,6 +311,7 @@ async function runReplay(argv: string[]): Promise<void> {
     ...speculativeFromFlags(v, REPLAY_USAGE),
     ...(v['no-enable-prefix-caching'] === true ? { prefixCaching: false } : {}),
     ...(v.timing !== undefined ? { timing: v.timing as TimingModel } : {}),
+    ...(v['preemption-mode'] !== undefined ? { preemptionMode: preemptionModeFlag(v['preemption-mode']) } : {}),
     arrivalSpeedup: num('arrival-speedup'),
     limit: num('limit'),
     seed: num('seed'),

@@ -104,6 +104,7 @@ export type { MockWorker, MockWorkerStats } from './mock-worker/worker.js';
 export { startMockWorker } from './mock-worker/worker.js';
 export type { GenerateTraceOptions } from './replay/generate.js';
 export { generateTrace, traceToJsonl } from './replay/generate.js';
+export type { PreemptionMode } from './replay/preemption.js';
 export type { CustomPolicy, ReplayOptions, ReplayPolicy } from './replay/replay.js';
 export { replay, upperBoundHitRatio } from './replay/replay.js';
 export type { Distribution, LatencyCdf, PolicyReport, ReplayReport, Throughput, TraceSummary, WorkerShare } from './replay/report.js';

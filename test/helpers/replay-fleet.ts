@@ -14,6 +14,7 @@ export const fleetSpec = (over: Partial<ReplayFleetSpec> = {}): ReplayFleetSpec 
   speedup: 1,
   decodeSpeedup: 1,
   timing: 'dynamo',
+  preemptionMode: 'lifo',
   hostBlocks: 0,
   hostLoadMsPerBlock: 0,
   workers: [0],

@@ -29,6 +29,7 @@ export function nativeReplayFleet(binding: NativeBinding, spec: ReplayFleetSpec)
         engine,
         speculative,
         spec.timing,
+        spec.preemptionMode,
         Float64Array.from(spec.workers),
         Uint32Array.from(spec.dpRanks),
         spec.requests,

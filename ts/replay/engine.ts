@@ -13,6 +13,8 @@
  */
 
 import { type CacheEvent, type FullBlock, KvCache } from './kv-cache.js';
+import { type PreemptionMode, preemptionVictim } from './preemption.js';
+import { type SimRequest, uniqueOutputBlock } from './sim-request.js';
 import { BurstSampler, type ResolvedSpeculative, type SpeculativeStats } from './speculative.js';
 import { decodeMs, prefillMs, type TimingModel } from './timing.js';
 
@@ -54,51 +56,8 @@ export interface EngineConfig {
    * are instant, and the request prefills in the pass that admits it.
    */
   hostLoadMsPerBlock?: number;
-}
-
-/** A request as an engine sees it. */
-export class SimRequest {
-  /** Arrival in virtual ms. */
-  arrivalMs = 0;
-  firstAdmitMs = -1;
-  firstTokenMs = -1;
-  lastTokenMs = -1;
-  /** Prompt tokens found in the prefix cache, the best over admissions. */
-  reusedTokens = 0;
-  /**
-   * The part of `reusedTokens` that came back from host memory (CPU offload), not the GPU pool:
-   * the live mock worker reports it as vLLM's external (connector) hits. Bookkeeping only, so the
-   * Rust twin, which reports neither, does not keep it.
-   */
-  reusedHostTokens = 0;
-  generated = 0;
-  /** Tokens whose KV is computed or cached (prompt plus regenerated output after preemption). */
-  prefilled = 0;
-  admitted = false;
-  preemptions = 0;
-  /** Full blocks in use, in order. */
-  held: FullBlock[] = [];
-  promptTaken = 0;
-  outputFull = 0;
-  partial = false;
-  justPrefilled = false;
-  inDecode = false;
-  /** While its prefix loads back from host memory: when the load ends (ms); -1 otherwise. */
-  loadReadyMs = -1;
-  /** While it loads: the Stored event of the blocks its load fills, announced when it ends. */
-  loadStored: CacheEvent | undefined = undefined;
-
-  constructor(
-    readonly uid: number,
-    readonly inputLength: number,
-    readonly outputLength: number,
-    /** Full prompt blocks at the engine block size. */
-    readonly promptBlocks: FullBlock[],
-  ) {}
-
-  get context(): number {
-    return this.inputLength + this.generated;
-  }
+  /** Which running request is preempted when blocks run out (`preemption.ts`). Default `'lifo'`. */
+  preemptionMode?: PreemptionMode;
 }
 
 /** What a pass produced. */
@@ -108,6 +67,8 @@ export interface PassResult {
   firstTokens: SimRequest[];
   /** Requests that finished at the end of the pass. */
   finished: SimRequest[];
+  /** Preemptions in the pass (for vLLM's `num_preemptions` counter; the replay counts per request). */
+  preempted: number;
   events: CacheEvent[];
 }
 
@@ -117,19 +78,6 @@ export interface PassResult {
  */
 export function ranNothing(pass: PassResult): boolean {
   return pass.durationMs === 0 && pass.firstTokens.length === 0 && pass.finished.length === 0;
-}
-
-const OUTPUT_TAG = 0x6f75747075745f62n;
-
-function uniqueOutputBlock(r: SimRequest, index: number): FullBlock {
-  const i = BigInt(index);
-  // Negative ids never meet the prompt blocks' (interned from 0 up): output blocks are never shared.
-  return { seq: (BigInt(r.uid) << 24n) ^ i ^ OUTPUT_TAG, local: (BigInt(r.uid) << 24n) ^ i, id: -(r.uid * 2 ** 24 + index + 1) };
-}
-
-/** Whether `a` arrived after `b` (ties by uid, i.e. trace order). */
-function later(a: SimRequest, b: SimRequest): boolean {
-  return a.arrivalMs > b.arrivalMs || (a.arrivalMs === b.arrivalMs && a.uid > b.uid);
 }
 
 export class Engine {
@@ -149,6 +97,16 @@ export class Engine {
   private readonly loaded: SimRequest[] = [];
   /** When the host-to-GPU link is free again (ms). */
   private linkFreeMs = 0;
+  /** Requests that left the queue so far: the next one's `admittedSeq`. */
+  private admissions = 0;
+  /**
+   * This pass's first tokens and later tokens, so far. A request preempted after the decode
+   * loop served it (FIFO preemption takes the oldest, which the loop serves first) has its token
+   * taken back: vLLM preempts while it schedules, before the forward runs.
+   */
+  private passFirstTokens: SimRequest[] = [];
+  private readonly passProduced: SimRequest[] = [];
+  private passPreempted = 0;
   /**
    * Every gap between two consecutive tokens of a request (ms), as Dynamo's replay reports its
    * ITL distribution: a decode stalled behind a long prefill, or a preemption, is one long gap.
@@ -274,18 +232,26 @@ export class Engine {
   }
 
   /**
-   * Frees the blocks of the newest running request, one that arrived after `than` when given
-   * (vLLM's recompute preemption), and puts it back at the front of the queue. A request never
-   * preempts an older one, so the oldest always makes progress. Returns false when there is none.
+   * Preempts the running request the rank's mode picks so that `current` can go on (see
+   * `preemption.ts`) and returns it; undefined when there is none. The victim may be `current`.
    */
-  private preemptNewest(than?: SimRequest): boolean {
-    let victim: SimRequest | undefined;
-    const younger = (x: SimRequest) => !than || (x !== than && later(x, than));
-    for (const x of this.decode) if (younger(x) && (!victim || later(x, victim))) victim = x;
-    for (const x of this.prefill) if (younger(x) && (!victim || later(x, victim))) victim = x;
-    if (!victim) return false;
-    this.requeue(victim);
-    return true;
+  private preempt(current?: SimRequest): SimRequest | undefined {
+    const victim = preemptionVictim(this.config.preemptionMode ?? 'lifo', [this.decode, this.prefill], current);
+    if (victim) this.requeue(victim);
+    return victim;
+  }
+
+  /**
+   * `ensure`, preempting as the mode says until it succeeds: `'ok'`; `'full'` when none is left
+   * to preempt (`r` still runs); `'preempted'` when `r` was the victim.
+   */
+  private ensurePreempting(r: SimRequest, tokens: number): 'ok' | 'full' | 'preempted' {
+    while (!this.ensure(r, tokens)) {
+      const victim = this.preempt(r);
+      if (!victim) return 'full';
+      if (victim === r) return 'preempted';
+    }
+    return 'ok';
   }
 
   private requeue(victim: SimRequest): void {
@@ -294,7 +260,18 @@ export class Engine {
     victim.inDecode = false;
     this.releaseAll(victim);
     victim.preemptions++;
+    this.passPreempted++;
     this.waiting.unshift(victim);
+    const produced = this.passProduced.indexOf(victim);
+    if (produced >= 0) {
+      this.passProduced.splice(produced, 1);
+      victim.generated--;
+    }
+    const first = this.passFirstTokens.indexOf(victim);
+    if (first >= 0) {
+      this.passFirstTokens.splice(first, 1);
+      victim.generated = 0;
+    }
   }
 
   /**
@@ -452,7 +429,7 @@ export class Engine {
    */
   private reserveBursts(sampler: BurstSampler): void {
     const free = () => Math.max(0, this.config.numGpuBlocks - this.cache.used);
-    while (this.decode.length > 0 && this.burstBlocksNeeded(sampler.maxBurst) > free()) if (!this.preemptNewest()) break;
+    while (this.decode.length > 0 && this.burstBlocksNeeded(sampler.maxBurst) > free()) if (!this.preempt()) break;
   }
 
   /**
@@ -495,7 +472,9 @@ export class Engine {
         else {
           const i = this.nextToStart();
           if (i < 0) break;
-          this.prefill.push((i === 0 ? this.waiting.shift() : this.waiting.splice(i, 1)[0]) as SimRequest);
+          const next = (i === 0 ? this.waiting.shift() : this.waiting.splice(i, 1)[0]) as SimRequest;
+          next.admittedSeq = ++this.admissions;
+          this.prefill.push(next);
         }
       }
       const r = this.prefill[0];
@@ -510,9 +489,7 @@ export class Engine {
         }
       }
       const chunk = Math.min(r.context - r.prefilled, budget);
-      let ok = this.ensure(r, r.prefilled + chunk);
-      while (!ok && this.preemptNewest(r)) ok = this.ensure(r, r.prefilled + chunk);
-      if (!ok) break;
+      if (this.ensurePreempting(r, r.prefilled + chunk) !== 'ok') break;
       if (!dynamo) prefillTime += prefillMs(chunk);
       prefillTokens += chunk;
       r.prefilled += chunk;
@@ -525,9 +502,11 @@ export class Engine {
     }
     if (dynamo) prefillTime = prefillMs(prefillTokens);
     const firstTokens: SimRequest[] = [];
+    this.passFirstTokens = firstTokens;
     const finished: SimRequest[] = [];
     /** Requests that produced a token after their first in this pass. */
-    const produced: SimRequest[] = [];
+    const produced = this.passProduced;
+    produced.length = 0;
     /** Tokens emitted after another of the same request in this pass (speculative bursts): gaps of 0. */
     let burstFollowers = 0;
     let decodeTime = 0;
@@ -556,11 +535,10 @@ export class Engine {
           // The pass computes the KV of the last token sampled (the context's last) and samples
           // one more, whose KV the next pass computes: blocks cover the context, as in vLLM and
           // Dynamo's mocker.
-          let ok = this.ensure(r, r.context);
-          while (!ok && this.preemptNewest(r)) ok = this.ensure(r, r.context);
-          if (!ok) {
-            // The newest running request yields its own blocks.
-            this.requeue(r);
+          const room = this.ensurePreempting(r, r.context);
+          if (room !== 'ok') {
+            // With none to preempt (LIFO: it is the newest), the request yields its own blocks.
+            if (room === 'full') this.requeue(r);
             continue;
           }
           r.generated++;
@@ -582,6 +560,8 @@ export class Engine {
     for (const r of firstTokens) r.firstTokenMs = end;
     for (const r of this.decode) if (r.generated > 0) r.lastTokenMs = end;
     for (const r of finished) r.lastTokenMs = end;
-    return { durationMs, firstTokens, finished, events: this.cache.takeEvents() };
+    const preempted = this.passPreempted;
+    this.passPreempted = 0;
+    return { durationMs, firstTokens, finished, preempted, events: this.cache.takeEvents() };
   }
 }

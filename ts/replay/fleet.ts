@@ -22,9 +22,11 @@ import {
 } from '../events/packed.js';
 import { BlockIds } from './block-ids.js';
 import { prefixCeiling } from './ceiling.js';
-import { Engine, type PassResult, ranNothing, SimRequest } from './engine.js';
+import { Engine, type PassResult, ranNothing } from './engine.js';
 import { EventQueue } from './event-queue.js';
 import type { CacheEvent } from './kv-cache.js';
+import { preemptionMode } from './preemption.js';
+import { SimRequest } from './sim-request.js';
 import { checkEngineSpeculative } from './speculative.js';
 
 /** The host tier's index among the lower tiers (the engine's host pool publishes there). */
@@ -103,6 +105,7 @@ export class JsFleet implements ReplayFleetBackend {
     if (!(Number.isFinite(spec.hostLoadMsPerBlock) && spec.hostLoadMsPerBlock >= 0))
       throw new KvRouteError('ERR_INVALID_ARG', 'the host load time must be a number >= 0');
     checkEngineSpeculative(spec.speculative);
+    preemptionMode(spec.preemptionMode);
     if (spec.workers.length !== spec.dpRanks.length) throw new KvRouteError('ERR_INVALID_ARG', 'workers and dp ranks differ in length');
     this.ranks = spec.workers.map((workerId, i) => ({
       workerId,

@@ -16,6 +16,7 @@ import { describe, nonNegativeInteger, nonNegativeNumber, optionalBoolean, posit
 import { BlockIds } from './block-ids.js';
 import { prefixCeiling } from './ceiling.js';
 import { generateTrace } from './generate.js';
+import { type PreemptionMode, preemptionMode } from './preemption.js';
 import { type PolicyReport, type ReplayReport, summarise } from './report.js';
 import { type SimConfig, simulatePolicy } from './simulate.js';
 import { checkSpeculative, SPECULATIVE_WITH_DECODE_SPEEDUP, type SpeculativeDecoding } from './speculative.js';
@@ -104,6 +105,13 @@ export interface ReplayOptions {
    * published, the baseline that shows what prefix caching buys at all. Default true.
    */
   prefixCaching?: boolean;
+  /**
+   * Which running request an engine rank preempts when its KV blocks run out (Dynamo's mocker
+   * `preemption_mode`): `'lifo'`, the newest (vLLM's rule), or `'fifo'`, the oldest. Either way
+   * the victim's blocks go back to the pool and it waits at the front of the queue. Default
+   * `'lifo'`.
+   */
+  preemptionMode?: PreemptionMode;
   /** How engine passes are timed: Dynamo 1.6's mocker (`'dynamo'`, the default) or kvroute's earlier model (`'classic'`). See {@link TimingModel}. */
   timing?: TimingModel;
   /** Divides inter-arrival times. Default 1. */
@@ -288,6 +296,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       decodeSpeedup,
       speculative,
       timing: timingModel(opts.timing),
+      preemptionMode: preemptionMode(opts.preemptionMode),
       hostBlocks: nonNegativeInteger(opts.cpuOffloadBlocks, 'cpuOffloadBlocks', 0),
       hostLoadMsPerBlock: (nonNegativeNumber(opts.cpuLoadUsPerToken, 'cpuLoadUsPerToken', 6) * blockSize) / 1000,
     },

@@ -140,6 +140,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     decodeSpeedup: cfg.engine.decodeSpeedup ?? 1,
     speculative: cfg.engine.speculative,
     timing: cfg.engine.timing ?? 'dynamo',
+    preemptionMode: cfg.engine.preemptionMode ?? 'lifo',
     hostBlocks: cfg.engine.hostBlocks ?? 0,
     hostLoadMsPerBlock: cfg.engine.hostLoadMsPerBlock ?? 0,
     workers: ranks.map((r) => r.workerId),

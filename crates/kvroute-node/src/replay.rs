@@ -4,7 +4,9 @@
 
 use crate::convert::{guard, invalid_arg, to_node_error};
 use crate::index::NativeKvIndex;
-use kvroute_core::replay::{EngineConfig, Fleet, FleetRank, Speculative, TimingModel, Wake, MAX_DRAFT_TOKENS};
+use kvroute_core::replay::{
+    EngineConfig, Fleet, FleetRank, PreemptionMode, Speculative, TimingModel, Wake, MAX_DRAFT_TOKENS,
+};
 use napi::bindgen_prelude::{Float64Array, Float64ArraySlice, Uint32Array};
 use napi::Result;
 use napi_derive::napi;
@@ -51,13 +53,15 @@ impl NativeReplayFleet {
     /// `engine`: block size, GPU blocks, max sequences, max batched tokens (integers), the
     /// speedup, host-memory blocks (an integer; 0: no CPU offload), the ms to load one block
     /// back from host memory and the decode speedup; `speculative`: draft tokens (0: none), the
-    /// seed, then one acceptance rate per draft; `timing`: "dynamo" or "classic"; one rank per
-    /// (`workers[i]`, `dpRanks[i]`).
+    /// seed, then one acceptance rate per draft; `timing`: "dynamo" or "classic"; `preemption`:
+    /// "lifo" or "fifo"; one rank per (`workers[i]`, `dpRanks[i]`).
     #[napi(constructor)]
+    #[allow(clippy::too_many_arguments)] // flat arguments: a JS constructor call, converted once
     pub fn new(
         engine: &[f64],
         speculative: &[f64],
         timing: String,
+        preemption: String,
         workers: &[f64],
         dp_ranks: &[u32],
         requests: u32,
@@ -73,6 +77,11 @@ impl NativeReplayFleet {
                 "dynamo" => TimingModel::Dynamo,
                 "classic" => TimingModel::Classic,
                 other => return Err(invalid_arg(format!("timing must be 'dynamo' or 'classic', got {other:?}"))),
+            };
+            let preemption_mode = match preemption.as_str() {
+                "lifo" => PreemptionMode::Lifo,
+                "fifo" => PreemptionMode::Fifo,
+                other => return Err(invalid_arg(format!("preemptionMode must be 'lifo' or 'fifo', got {other:?}"))),
             };
             if workers.len() != dp_ranks.len() {
                 return Err(invalid_arg("workers and dp ranks differ in length"));
@@ -94,6 +103,7 @@ impl NativeReplayFleet {
                 timing,
                 host_blocks: count_arg(host_blocks, "cpuOffloadBlocks")?,
                 host_load_ms_per_block,
+                preemption_mode,
             };
             let inner = Fleet::new(config, &ranks, requests as usize, publish_events).map_err(to_node_error)?;
             Ok(Self { inner })

@@ -7,7 +7,8 @@
 //! bit-identical reports.
 
 use super::kv_cache::KvCache;
-use super::request::{later, SimRequest};
+use super::preemption::{preemption_victim, PreemptionMode};
+use super::request::SimRequest;
 use super::speculative::{BurstSampler, Speculative};
 use super::timing::{decode_ms, prefill_ms, TimingModel};
 use std::collections::VecDeque;
@@ -33,6 +34,19 @@ pub struct EngineConfig {
     /// Time to load one block from host memory back to the GPU (ms, before `speedup`): the request
     /// waits for its load beside the passes, one load at a time per rank.
     pub host_load_ms_per_block: f64,
+    /// Which running request is preempted when blocks run out (`preemption.rs`).
+    pub preemption_mode: PreemptionMode,
+}
+
+/// What `Engine::ensure_preempting` achieved.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// The request has its blocks.
+    Made,
+    /// None is left to preempt; the request still runs.
+    Full,
+    /// The request itself was preempted.
+    Preempted,
 }
 
 /// What a pass produced, besides the KV events left in the pool's buffer.
@@ -55,10 +69,15 @@ pub(crate) struct Engine {
     loaded: VecDeque<u32>,
     /// When the host-to-GPU link is free again (ms).
     link_free_ms: f64,
+    /// Requests that left the queue so far: the next one's `admitted_seq`.
+    admissions: u64,
     /// Every gap between two consecutive tokens of a request (ms).
     pub token_gaps: Vec<f64>,
     batch: Vec<u32>,
     produced: Vec<u32>,
+    /// This pass's first tokens so far (copied to its output at the end): like `produced`, a
+    /// request preempted after the decode loop served it has its token taken back.
+    pass_first_tokens: Vec<u32>,
     /// Tokens this pass emitted after another of the same request (speculative bursts): each is
     /// an inter-token gap of 0.
     burst_followers: usize,
@@ -81,9 +100,11 @@ impl Engine {
             loading: VecDeque::new(),
             loaded: VecDeque::new(),
             link_free_ms: 0.0,
+            admissions: 0,
             token_gaps: Vec::new(),
             batch: Vec::new(),
             produced: Vec::new(),
+            pass_first_tokens: Vec::new(),
             burst_followers: 0,
             bursts: config.speculative.enabled().then(|| BurstSampler::new(config.speculative, rank)),
             decode_steps: 0,
@@ -166,20 +187,13 @@ impl Engine {
         r.admitted = false;
     }
 
-    /// Preempts the newest running request, one that arrived after `than` when given (vLLM's
-    /// recompute preemption); false when there is none.
-    fn preempt_newest(&mut self, reqs: &mut [SimRequest], than: Option<u32>) -> bool {
-        let mut victim: Option<u32> = None;
-        for &x in self.decode.iter().chain(self.prefill.iter()) {
-            let rx = &reqs[x as usize];
-            let younger = than.is_none_or(|uid| x != uid && later(rx, &reqs[uid as usize]));
-            if younger && victim.is_none_or(|v| later(rx, &reqs[v as usize])) {
-                victim = Some(x);
-            }
-        }
-        let Some(v) = victim else { return false };
-        self.requeue(reqs, v);
-        true
+    /// Preempts the running request the rank's mode picks so that `current` can go on (see
+    /// `preemption.rs`) and returns it; `None` when there is none. The victim may be `current`.
+    fn preempt(&mut self, reqs: &mut [SimRequest], current: Option<u32>) -> Option<u32> {
+        let running = self.decode.iter().chain(self.prefill.iter()).copied();
+        let victim = preemption_victim(self.config.preemption_mode, running, reqs, current)?;
+        self.requeue(reqs, victim);
+        Some(victim)
     }
 
     fn requeue(&mut self, reqs: &mut [SimRequest], uid: u32) {
@@ -195,6 +209,16 @@ impl Engine {
         self.release_all(r);
         r.preemptions += 1;
         self.waiting.push_front(uid);
+        // Served earlier in this pass (FIFO takes the oldest, which the decode loop serves
+        // first): its token is taken back, as vLLM preempts while it schedules.
+        if let Some(i) = self.produced.iter().position(|&x| x == uid) {
+            self.produced.remove(i);
+            r.generated -= 1;
+        }
+        if let Some(i) = self.pass_first_tokens.iter().position(|&x| x == uid) {
+            self.pass_first_tokens.remove(i);
+            r.generated = 0;
+        }
     }
 
     /// How many leading blocks of the request may come from a cache: vLLM computes at least the
@@ -310,16 +334,16 @@ impl Engine {
         blocks - (self.cache.active_prefix(&r.prompt, hit) as u64) <= room
     }
 
-    /// `ensure`, preempting younger requests until it succeeds or none is left.
-    fn ensure_preempting(&mut self, reqs: &mut [SimRequest], uid: u32, tokens: u64) -> bool {
-        loop {
-            if self.ensure(&mut reqs[uid as usize], tokens) {
-                return true;
-            }
-            if !self.preempt_newest(reqs, Some(uid)) {
-                return false;
+    /// `ensure`, preempting as the mode says until it succeeds.
+    fn ensure_preempting(&mut self, reqs: &mut [SimRequest], uid: u32, tokens: u64) -> Room {
+        while !self.ensure(&mut reqs[uid as usize], tokens) {
+            match self.preempt(reqs, Some(uid)) {
+                None => return Room::Full,
+                Some(victim) if victim == uid => return Room::Preempted,
+                Some(_) => {}
             }
         }
+        Room::Made
     }
 
     /// Blocks the decoding requests need beyond those they hold for their longest bursts.
@@ -338,7 +362,7 @@ impl Engine {
     fn reserve_bursts(&mut self, reqs: &mut [SimRequest]) {
         let free = |e: &Self| e.config.num_gpu_blocks.saturating_sub(e.cache.used() as u64);
         while !self.decode.is_empty() && self.burst_blocks_needed(reqs) > free(self) {
-            if !self.preempt_newest(reqs, None) {
+            if self.preempt(reqs, None).is_none() {
                 break;
             }
         }
@@ -413,6 +437,8 @@ impl Engine {
                 } else {
                     let Some(i) = self.next_to_start(reqs) else { break };
                     let next = self.waiting.remove(i).expect("next_to_start gives a position in the queue");
+                    self.admissions += 1;
+                    reqs[next as usize].admitted_seq = self.admissions;
                     self.prefill.push_back(next);
                 }
             }
@@ -432,7 +458,7 @@ impl Engine {
             let r = &reqs[uid as usize];
             let chunk = (r.context() - r.prefilled).min(budget as u64);
             let target = r.prefilled + chunk;
-            if !self.ensure_preempting(reqs, uid, target) {
+            if self.ensure_preempting(reqs, uid, target) != Room::Made {
                 break;
             }
             if !dynamo {
@@ -456,6 +482,7 @@ impl Engine {
         out.first_tokens.clear();
         out.finished.clear();
         self.produced.clear();
+        self.pass_first_tokens.clear();
         self.burst_followers = 0;
         let mut decode_time = 0.0;
         if self.bursts.is_some() {
@@ -483,7 +510,7 @@ impl Engine {
                     reqs[uid as usize].generated += burst;
                     self.burst_followers += (burst - 1) as usize;
                     if first {
-                        out.first_tokens.push(uid);
+                        self.pass_first_tokens.push(uid);
                     } else {
                         self.produced.push(uid);
                     }
@@ -491,16 +518,20 @@ impl Engine {
                     // The pass that completes a prefill produces the first token.
                     r.just_prefilled = false;
                     r.generated = 1;
-                    out.first_tokens.push(uid);
+                    self.pass_first_tokens.push(uid);
                 } else {
                     // The pass computes the KV of the last token sampled (the context's last)
                     // and samples one more, whose KV the next pass computes: blocks cover the
                     // context, as in vLLM and Dynamo's mocker.
                     let target = r.context();
-                    if !self.ensure_preempting(reqs, uid, target) {
-                        // The newest running request yields its own blocks.
-                        self.requeue(reqs, uid);
-                        continue;
+                    match self.ensure_preempting(reqs, uid, target) {
+                        Room::Made => {}
+                        // With none to preempt (LIFO: it is the newest), it yields its own blocks.
+                        Room::Full => {
+                            self.requeue(reqs, uid);
+                            continue;
+                        }
+                        Room::Preempted => continue,
                     }
                     reqs[uid as usize].generated += 1;
                     self.produced.push(uid);
@@ -524,6 +555,7 @@ impl Engine {
             self.token_gaps.push(end - reqs[uid as usize].last_token_ms);
         }
         self.token_gaps.extend(std::iter::repeat_n(0.0, self.burst_followers));
+        out.first_tokens.extend_from_slice(&self.pass_first_tokens);
         for &uid in &out.first_tokens {
             reqs[uid as usize].first_token_ms = end;
         }

@@ -461,6 +461,7 @@ impl Fleet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::PreemptionMode;
 
     fn config(timing: TimingModel) -> EngineConfig {
         EngineConfig {
@@ -474,6 +475,7 @@ mod tests {
             timing,
             host_blocks: 0,
             host_load_ms_per_block: 0.0,
+            preemption_mode: PreemptionMode::Lifo,
         }
     }
 
@@ -529,6 +531,7 @@ mod tests {
             num_gpu_blocks: 10,
             host_blocks: 16,
             host_load_ms_per_block: 1000.0,
+            preemption_mode: PreemptionMode::Lifo,
             ..config(TimingModel::Dynamo)
         };
         let requests: [(f64, u64, &[u64]); 4] = [

@@ -17,11 +17,13 @@ mod fleet;
 mod host_pool;
 mod kv_cache;
 mod lru;
+mod preemption;
 mod request;
 mod speculative;
 mod timing;
 
 pub use engine::EngineConfig;
 pub use fleet::{Fleet, FleetRank, RequestOutcome, Wake};
+pub use preemption::PreemptionMode;
 pub use speculative::{Speculative, MAX_DRAFT_TOKENS};
 pub use timing::{decode_ms, prefill_ms, TimingModel};

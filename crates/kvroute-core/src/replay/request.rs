@@ -20,6 +20,9 @@ pub(crate) struct SimRequest {
     pub generated: u64,
     pub prefilled: u64,
     pub admitted: bool,
+    /// The request's place in its rank's running order: set each time it leaves the queue (see
+    /// `preemption.rs`).
+    pub admitted_seq: u64,
     pub preemptions: u32,
     pub held: Vec<Block>,
     pub prompt_taken: usize,
@@ -62,9 +65,4 @@ impl SimRequest {
             local: base ^ index,
         }
     }
-}
-
-/// Whether `a` arrived after `b` (ties by uid, i.e. trace order).
-pub(crate) fn later(a: &SimRequest, b: &SimRequest) -> bool {
-    a.arrival_ms > b.arrival_ms || (a.arrival_ms == b.arrival_ms && a.uid > b.uid)
 }
