@@ -56,6 +56,12 @@ const FLAGS: Flags = {
     default: '1',
   },
   ...SPECULATIVE_FLAGS,
+  'preemption-mode': {
+    kind: 'string',
+    value: 'lifo|fifo',
+    help: "which running request a rank preempts when its KV blocks run out: the newest (vLLM's rule) or the oldest (Dynamo's preemption_mode)",
+    default: 'lifo',
+  },
   'stream-interval': {
     kind: 'number',
     help: "generated tokens per streamed chunk after a sequence's first (vLLM's flag)",
@@ -127,6 +133,7 @@ function optionsFrom(
     speedup: n('speedup'),
     decodeSpeedup: n('decode-speedup'),
     ...speculative,
+    preemptionMode: s('preemption-mode') as MockWorkerOptions['preemptionMode'],
     streamInterval: n('stream-interval'),
     model: s('model'),
     loraModules: s('lora-modules')

@@ -77,6 +77,7 @@ export function mockMetrics(model: string, ranks: () => readonly MockRank[], opt
   });
   counter('vllm:generation_tokens_total', 'Generation tokens processed.', (r) => r.counters.generationTokens);
   counter('vllm:request_success_total', 'Requests finished.', (r) => r.counters.finished);
+  counter('vllm:num_preemptions_total', 'Cumulative number of preemption from the engine.', (r) => r.counters.preemptions);
   if (opts.speculative) speculativeMetrics(model, ranks, counter, registry);
   return registry;
 }

@@ -6,6 +6,7 @@
 import type { ContentFormatOption } from '../chat/content-format.js';
 import { invalidArg, KvRouteError } from '../errors.js';
 import { checkEndpoint } from '../ingest/options.js';
+import { type PreemptionMode, preemptionMode } from '../replay/preemption.js';
 import {
   checkSpeculative,
   type ResolvedSpeculative,
@@ -144,6 +145,13 @@ export interface MockWorkerOptions {
    */
   speculative?: SpeculativeDecoding;
   /**
+   * Which running request a rank preempts when its KV blocks run out (Dynamo's mocker
+   * `preemption_mode`): `'lifo'`, the newest (vLLM's rule), or `'fifo'`, the oldest. The
+   * victim's blocks go back to the pool and it waits at the front of the queue; its tokens so
+   * far stay with the client, and it resumes after recomputing them. Default `'lifo'`.
+   */
+  preemptionMode?: PreemptionMode;
+  /**
    * Generated tokens per streamed chunk (vLLM's and SGLang's `--stream-interval`): a sequence's
    * first token goes out at once, then a chunk each time this many more are generated, and the
    * last chunk with what is left. Such chunks carry several tokens' text, logprobs and ids, as
@@ -220,6 +228,7 @@ const KEYS = [
   'speedup',
   'decodeSpeedup',
   'speculative',
+  'preemptionMode',
   'streamInterval',
   'model',
   'loraModules',
@@ -326,6 +335,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     speedup,
     decodeSpeedup,
     speculative,
+    preemptionMode: preemptionMode(o.preemptionMode, 'opts.preemptionMode'),
     streamInterval: int(o.streamInterval, 'opts.streamInterval', 1, 1 << 20, 1),
     model,
     loraModules: [...loraModules],

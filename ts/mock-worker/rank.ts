@@ -11,8 +11,9 @@
  */
 
 import { xxh3_64 } from '../hashing.js';
-import { Engine, ranNothing, SimRequest } from '../replay/engine.js';
+import { Engine, ranNothing } from '../replay/engine.js';
 import type { CacheEvent, FullBlock } from '../replay/kv-cache.js';
+import { SimRequest } from '../replay/sim-request.js';
 import { emptySpeculativeStats, type ResolvedSpeculative, type SpeculativeStats } from '../replay/speculative.js';
 import type { RankPublisher } from './publisher.js';
 import { encodeBatch, type WireEvent, type WireFormat } from './wire.js';
@@ -138,6 +139,8 @@ export class MockRank {
     promptTokens: 0,
     generationTokens: 0,
     aborted: 0,
+    /** Running requests preempted for lack of KV blocks (vLLM's `num_preemptions`). */
+    preemptions: 0,
   };
 
   constructor(
@@ -294,6 +297,7 @@ export class MockRank {
       this.wakeEarly = undefined;
       if (engine !== this.engine) return; // restarted meanwhile
       this.publish(pass.events);
+      this.counters.preemptions += pass.preempted;
       for (const r of pass.firstTokens) {
         const entry = this.live.get(r.uid);
         if (!entry) continue;

@@ -51,6 +51,11 @@ export interface MockWorkerStats {
   finished: number[];
   /** Requests cut by a client disconnect or a fault. */
   aborted: number;
+  /**
+   * Running requests preempted for lack of KV blocks, all ranks (`/metrics`:
+   * `vllm:num_preemptions_total`); which one goes is `preemptionMode`'s choice.
+   */
+  preemptions: number;
   /** Running requests, per rank. */
   running: number[];
   /** Waiting requests, per rank. */
@@ -456,6 +461,7 @@ class Worker implements MockWorker {
     return {
       finished: this.ranks.map((r) => r.counters.finished),
       aborted: sum((r) => r.counters.aborted),
+      preemptions: sum((r) => r.counters.preemptions),
       running: this.ranks.map((r) => r.running),
       waiting: this.ranks.map((r) => r.waiting),
       kvUsage: this.ranks.map((r) => r.kvUsage),
