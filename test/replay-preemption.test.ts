@@ -13,6 +13,7 @@ import { generateTrace, replay } from '../ts/index.js';
 import { decodeMs, prefillMs } from '../ts/replay/timing.js';
 import { BACKENDS } from './helpers/backends.js';
 import { ROOT, requireDist } from './helpers/dist.js';
+import { Rng } from './helpers/random.js';
 import { drive, fleetSpec } from './helpers/replay-fleet.js';
 import { simulatedPolicies } from './helpers/replay-report.js';
 
@@ -70,6 +71,32 @@ describe.each(BACKENDS)('preemption order in the replay fleet (%s)', (backend) =
     expect([la.preemptions, lb.preemptions]).toEqual([0, 1]);
     expect(la.lastToken).toBeCloseTo(shared + decodeMs(5 / 4) + decodeMs(3 / 4), 9);
   });
+
+  test.each(['lifo', 'fifo'] as const)(
+    'seeded crowded fleets (%s): every token after a first is one inter-token gap, however often requests are preempted',
+    (preemptionMode) => {
+      // The reference: a request of N tokens emits N - 1 after its first, each one gap (a token
+      // taken back from a preempted request is made again later, and counted then).
+      const rng = new Rng(preemptionMode === 'fifo' ? 11 : 12);
+      let preempted = 0;
+      for (let round = 0; round < 40; round++) {
+        const reqs = Array.from({ length: 2 + rng.int(5) }, (_, i) => {
+          const input = 3 + rng.int(14);
+          const shared = rng.int(2) === 0; // half share their first block with the others
+          const blocks = Array.from({ length: Math.floor(input / 4) }, (_, b) => (b === 0 && shared ? 1 : 100 * (i + 1) + b));
+          return { at: rng.int(3) * 5 * i, blocks, input, output: 1 + rng.int(24) };
+        });
+        const spec = { numGpuBlocks: 11 + rng.int(5), maxNumBatchedTokens: 4 + rng.int(12), requests: reqs.length, preemptionMode };
+        const fleet = make(spec);
+        const { outcomes } = drive(fleet, reqs);
+        const what = JSON.stringify({ spec, reqs });
+        expect(fleet.tokenGaps().length, what).toBe(reqs.reduce((n, r) => n + r.output - 1, 0));
+        for (const o of outcomes) expect(o.lastToken, what).toBeGreaterThanOrEqual(o.firstToken);
+        preempted += outcomes.reduce((n, o) => n + o.preemptions, 0);
+      }
+      expect(preempted).toBeGreaterThan(20);
+    },
+  );
 
   test('the fleet refuses an unknown mode', () => {
     expect(() => make({ preemptionMode: 'newest' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG' }));

@@ -1,12 +1,12 @@
 /**
  * A simulated vLLM-like engine rank: continuous batching with chunked prefill, a prefix-caching
  * KV block pool, Dynamo's admission rule (a waiting request starts only when its whole context
- * fits), preemption of the newest requests when blocks run out, loads from host memory that run
- * beside the passes (CPU offload), speculative decoding's multi-token steps (`speculative.ts`),
- * and Dynamo's mocker timing model. Each `step` is one engine pass in virtual time. Used by the
- * JS replay fleet (`fleet.ts`) and by `kvroute mock-worker`;
- * the native replay runs its Rust twin (`kvroute_core::replay`), which must match it step for
- * step, host memory behind the pool (`hostBlocks`, CPU offload) included.
+ * fits), preemption of the newest (or the oldest) running request when blocks run out
+ * (`preemption.ts`), loads from host memory that run beside the passes (CPU offload),
+ * speculative decoding's multi-token steps (`speculative.ts`), and Dynamo's mocker timing model.
+ * Each `step` is one engine pass in virtual time. Used by the JS replay fleet (`fleet.ts`) and by
+ * `kvroute mock-worker`; the native replay runs its Rust twin (`kvroute_core::replay`), which
+ * must match it step for step, host memory behind the pool (`hostBlocks`, CPU offload) included.
  * Without host memory (the default) every step is the same as before it existed.
  * @internal
  * @module
@@ -101,8 +101,9 @@ export class Engine {
   private admissions = 0;
   /**
    * This pass's first tokens and later tokens, so far. A request preempted after the decode
-   * loop served it (FIFO preemption takes the oldest, which the loop serves first) has its token
-   * taken back: vLLM preempts while it schedules, before the forward runs.
+   * loop served it (FIFO takes the oldest, which the loop serves first; and a request whose load
+   * from host memory ended late decodes after newer ones) has its token taken back: vLLM
+   * preempts while it schedules, before the forward runs.
    */
   private passFirstTokens: SimRequest[] = [];
   private readonly passProduced: SimRequest[] = [];
@@ -460,6 +461,9 @@ export class Engine {
     let budget = cfg.maxNumBatchedTokens - this.decode.length;
     let prefillTime = 0;
     let prefillTokens = 0;
+    // Before anything can be preempted: the lists a preemption takes a token back from.
+    this.passFirstTokens = [];
+    this.passProduced.length = 0;
     // Loads that ended: those requests prefill next, their blocks in place.
     while (this.loading.length > 0 && this.loading[0].loadReadyMs <= now) {
       const r = this.loading.shift() as SimRequest;
@@ -501,12 +505,10 @@ export class Engine {
       this.decode.push(r);
     }
     if (dynamo) prefillTime = prefillMs(prefillTokens);
-    const firstTokens: SimRequest[] = [];
-    this.passFirstTokens = firstTokens;
+    const firstTokens = this.passFirstTokens;
     const finished: SimRequest[] = [];
     /** Requests that produced a token after their first in this pass. */
     const produced = this.passProduced;
-    produced.length = 0;
     /** Tokens emitted after another of the same request in this pass (speculative bursts): gaps of 0. */
     let burstFollowers = 0;
     let decodeTime = 0;

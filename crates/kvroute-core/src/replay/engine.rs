@@ -1,8 +1,9 @@
 //! One simulated engine rank, the Rust twin of `ts/replay/engine.ts` (read there for the model):
 //! continuous batching with chunked prefill, a prefix-caching block pool, Dynamo's admission
 //! rule (a waiting request starts only when its whole context fits), recompute preemption of the
-//! newest request when blocks run out, loads from host memory beside the passes, speculative
-//! decoding's multi-token steps, and Dynamo's mocker timing. Every step mirrors the TypeScript
+//! newest (or the oldest) running request when blocks run out (`preemption.rs`), loads from host
+//! memory beside the passes, speculative decoding's multi-token steps, and Dynamo's mocker
+//! timing. Every step mirrors the TypeScript
 //! line for line, with the same floating-point operations in the same order, so both give
 //! bit-identical reports.
 
@@ -419,6 +420,9 @@ impl Engine {
         let mut budget = cfg.max_num_batched_tokens as i64 - self.decode.len() as i64;
         let mut prefill_time = 0.0;
         let mut prefill_tokens = 0u64;
+        // Before anything can be preempted: the lists a preemption takes a token back from.
+        self.produced.clear();
+        self.pass_first_tokens.clear();
         // Loads that ended: those requests prefill next, their blocks in place.
         while let Some(&uid) = self.loading.front() {
             if reqs[uid as usize].load_ready_ms > now {
@@ -481,8 +485,6 @@ impl Engine {
         }
         out.first_tokens.clear();
         out.finished.clear();
-        self.produced.clear();
-        self.pass_first_tokens.clear();
         self.burst_followers = 0;
         let mut decode_time = 0.0;
         if self.bursts.is_some() {
