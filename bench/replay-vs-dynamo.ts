@@ -36,7 +36,7 @@ import { fmt, printTable, RESULTS, ROOT, writeResult } from './common.js';
 import { TRACE_PATH as CONVERSATION_TRACE } from './index-workload.js';
 
 type Metrics = Record<string, number>;
-const METRICS = ['TTFT mean', 'TTFT p50', 'TTFT p99', 'ITL mean', 'ITL p99', 'E2E mean', 'hit ratio %'] as const;
+const METRICS = ['TTFT mean', 'TTFT p50', 'TTFT p99', 'ITL mean', 'ITL p99', 'E2E mean', 'hit ratio %', 'first-admission hit %'] as const;
 
 const traceArg = process.argv.indexOf('--trace');
 /** `--trace <file>`: another Mooncake JSONL trace (e.g. from `kvroute gen-trace`); default the conversation trace. */
@@ -125,6 +125,7 @@ function dynamo(policy: 'kv' | 'round-robin', speed: number): { metrics: Metrics
       'ITL p99': r.p99_itl_ms,
       'E2E mean': r.mean_e2e_latency_ms,
       'hit ratio %': 100 * r.prefix_cache_reused_ratio,
+      'first-admission hit %': 100 * r.first_admission_prefix_cache_reused_ratio,
     },
   };
 }
@@ -168,6 +169,7 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
           'ITL p99': p.itlMs.p99,
           'E2E mean': p.e2eMs.mean,
           'hit ratio %': 100 * p.hitRatio,
+          'first-admission hit %': 100 * p.firstAdmissionHitRatio,
         } as Metrics,
       },
     ]),

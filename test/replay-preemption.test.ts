@@ -41,6 +41,8 @@ describe.each(BACKENDS)('preemption order in the replay fleet (%s)', (backend) =
     // Then A comes back to its 2 cached blocks: it computes its ninth token only, and makes its
     // second, third and fourth tokens in 3 passes at 9-11 tokens (3 blocks each).
     expect(a.reused).toBe(8);
+    // Its first admission found nothing cached (Dynamo's first-admission reuse counts that).
+    expect([a.firstReused, b.firstReused]).toEqual([0, 0]);
     expect(a.lastToken).toBeCloseTo(bEnd + prefillMs(1) + 3 * decodeMs(3 / 5), 9);
 
     // LIFO (the default): B, the newest, finds nothing newer to preempt and yields itself.
@@ -119,11 +121,20 @@ describe.each(['dynamo', 'classic'] as const)('replay with FIFO preemption (%s t
     }
   });
 
-  test('FIFO and LIFO choose other victims', async () => {
+  test('FIFO and LIFO choose other victims; preempted requests come back to their blocks, which the first-admission hit ratio leaves out', async () => {
     const fifo = await replay({ trace: trace(), timing, ...CROWDED, preemptionMode: 'fifo' });
     const lifo = await replay({ trace: trace(), timing, ...CROWDED });
     expect(lifo.config.preemptionMode).toBe('lifo');
     expect(simulatedPolicies(fifo)).not.toEqual(simulatedPolicies(lifo));
+    for (const p of fifo.policies) {
+      expect(p.preemptions, p.name).toBeGreaterThan(0);
+      expect(p.firstAdmissionHitRatio, p.name).toBeGreaterThan(0);
+      expect(p.firstAdmissionHitRatio, p.name).toBeLessThan(p.hitRatio);
+    }
+    // Nothing preempted: the two ratios are one.
+    const roomy = await replay({ trace: trace(), timing, policies: ['kv'], preemptionMode: 'fifo' });
+    expect(roomy.policies[0].preemptions).toBe(0);
+    expect(roomy.policies[0].firstAdmissionHitRatio).toBe(roomy.policies[0].hitRatio);
   });
 });
 
@@ -140,10 +151,15 @@ describe('the preemptionMode option', () => {
     requireDist();
     const cli = (args: string[]) =>
       spawnSync(process.execPath, [join(ROOT, 'dist', 'cli.js'), 'replay', ...args], { cwd: ROOT, encoding: 'utf8' });
-    const ok = cli(['--limit', '40', '--num-gpu-blocks', '300', '--preemption-mode', 'fifo']);
+    const ok = cli(['--limit', '200', '--workers', '2', '--num-gpu-blocks', '300', '--preemption-mode', 'fifo']);
     expect(ok.status, ok.stderr).toBe(0);
     expect(ok.stdout).toContain('FIFO preemption');
-    expect(cli(['--limit', '40']).stdout).not.toContain('FIFO preemption');
+    // Requests were preempted: the first-admission hit ratio has a row, below the hit ratio's.
+    const percent = (label: string) => Number(new RegExp(`^${label}\\s+([\\d.]+)%$`, 'm').exec(ok.stdout)?.[1]);
+    expect(percent('hit ratio, first admission')).toBeLessThan(percent('hit ratio'));
+    const plain = cli(['--limit', '40']).stdout;
+    expect(plain).not.toContain('FIFO preemption');
+    expect(plain).not.toContain('first admission');
     const bad = cli(['--preemption-mode', 'oldest']);
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('--preemption-mode must be lifo or fifo, got oldest');

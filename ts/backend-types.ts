@@ -349,6 +349,15 @@ export interface TextTokenizerBackend {
   tokenToId(token: string): number | undefined;
 }
 
+/**
+ * Where each figure of a request sits in `ReplayFleetBackend.outcomes()`: arrival, first token,
+ * last token (ms), reused prompt tokens (the best over admissions, then at the first admission,
+ * before any preemption), preemptions.
+ */
+export const OUTCOME = { arrivalMs: 0, firstTokenMs: 1, lastTokenMs: 2, reusedTokens: 3, firstReusedTokens: 4, preemptions: 5 } as const;
+/** Numbers per request in `ReplayFleetBackend.outcomes()`. */
+export const OUTCOME_FIGURES = 6;
+
 /** What a replay fleet simulates. */
 export interface ReplayFleetSpec {
   blockSize: number;
@@ -402,7 +411,7 @@ export interface ReplayFleetBackend {
   finished(rank: number): Uint32Array;
   /** What a single infinite prefix cache would have served of the requests added, in uid order. */
   upperBoundHitRatio(): number;
-  /** 5 numbers per uid: arrival, first token, last token (ms), reused tokens, preemptions. */
+  /** {@link OUTCOME_FIGURES} numbers per uid, in {@link OUTCOME} order. */
   outcomes(): Float64Array;
   /** Blocks loaded back from host memory instead of recomputed, all ranks (CPU offload). */
   hostLoadedBlocks(): number;

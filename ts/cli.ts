@@ -203,6 +203,15 @@ function table(report: ReplayReport): string {
     ['E2E mean ms', (x) => f(x.e2eMs.mean)],
     ['E2E p99 ms', (x) => f(x.e2eMs.p99)],
     ['hit ratio', (x) => `${f(100 * x.hitRatio)}%`],
+    // Only when requests were preempted (a preempted request often comes back to its own blocks).
+    ...(p.some((x) => x.preemptions > 0)
+      ? [
+          ['hit ratio, first admission', (x: PolicyReport) => `${f(100 * x.firstAdmissionHitRatio)}%`] as [
+            string,
+            (x: PolicyReport) => string,
+          ],
+        ]
+      : []),
     ['requests/s', (x) => f(x.throughput.requestsPerSec, 2)],
     ['output tokens/s', (x) => f(x.throughput.outputTokensPerSec, 0)],
     ['preemptions', (x) => String(x.preemptions)],

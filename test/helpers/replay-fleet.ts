@@ -3,7 +3,7 @@
  * internal): a small engine's spec, and a loop that enqueues each arrival on rank 0 and reads
  * every request's outcome. Shared by the fleet suites.
  */
-import type { ReplayFleetBackend, ReplayFleetSpec } from '../../ts/backend-types.js';
+import { OUTCOME, OUTCOME_FIGURES, type ReplayFleetBackend, type ReplayFleetSpec } from '../../ts/backend-types.js';
 
 /** A small engine (block size 4, 64 GPU blocks), Dynamo timing, one rank, two requests. */
 export const fleetSpec = (over: Partial<ReplayFleetSpec> = {}): ReplayFleetSpec => ({
@@ -38,6 +38,8 @@ export interface Outcome {
   firstToken: number;
   lastToken: number;
   reused: number;
+  /** Reused at the first admission, before any preemption. */
+  firstReused: number;
   preemptions: number;
 }
 
@@ -61,12 +63,14 @@ export function drive(fleet: ReplayFleetBackend, reqs: Req[]): { outcomes: Outco
     }
   }
   const f = fleet.outcomes();
+  const at = (i: number, figure: keyof typeof OUTCOME) => f[OUTCOME_FIGURES * i + OUTCOME[figure]];
   const outcomes = reqs.map((_, i) => ({
-    arrival: f[5 * i],
-    firstToken: f[5 * i + 1],
-    lastToken: f[5 * i + 2],
-    reused: f[5 * i + 3],
-    preemptions: f[5 * i + 4],
+    arrival: at(i, 'arrivalMs'),
+    firstToken: at(i, 'firstTokenMs'),
+    lastToken: at(i, 'lastTokenMs'),
+    reused: at(i, 'reusedTokens'),
+    firstReused: at(i, 'firstReusedTokens'),
+    preemptions: at(i, 'preemptions'),
   }));
   return { outcomes, wakes };
 }

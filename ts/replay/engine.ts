@@ -307,7 +307,8 @@ export class Engine {
     const reused = this.reusedBlocks(found + foundHost);
     const hit = Math.min(found, reused);
     const offloaded = reused - hit;
-    if (r.firstAdmitMs < 0) r.firstAdmitMs = now;
+    const first = r.firstAdmitMs < 0;
+    if (first) r.firstAdmitMs = now;
     r.admitted = true;
     // Cached blocks are in the pool already: taking them cannot fail.
     this.ensure(r, hit * bs);
@@ -321,6 +322,7 @@ export class Engine {
       r.reusedTokens = cached;
       r.reusedHostTokens = cached - Math.min(hit * bs, r.inputLength);
     }
+    if (first) r.firstReusedTokens = cached;
     r.prefilled = cached;
     return r.promptTaken - hit;
   }

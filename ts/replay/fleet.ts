@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { ReplayFleetBackend, ReplayFleetSpec } from '../backend-types.js';
+import { OUTCOME_FIGURES, type ReplayFleetBackend, type ReplayFleetSpec } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import {
   FLAG_DEVICE_TIER,
@@ -274,9 +274,9 @@ export class JsFleet implements ReplayFleetBackend {
   }
 
   outcomes(): Float64Array {
-    const out = new Float64Array(5 * this.reqs.length);
+    const out = new Float64Array(OUTCOME_FIGURES * this.reqs.length);
     this.reqs.forEach((r, uid) => {
-      out.set([r.arrivalMs, r.firstTokenMs, r.lastTokenMs, r.reusedTokens, r.preemptions], 5 * uid);
+      out.set([r.arrivalMs, r.firstTokenMs, r.lastTokenMs, r.reusedTokens, r.firstReusedTokens, r.preemptions], OUTCOME_FIGURES * uid);
     });
     return out;
   }

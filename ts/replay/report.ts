@@ -103,8 +103,18 @@ export interface PolicyReport {
   e2eMs: Distribution;
   /** Completed requests and generated tokens per simulated second. */
   throughput: Throughput;
-  /** Prompt tokens served from cache / prompt tokens. */
+  /**
+   * Prompt tokens served from cache / prompt tokens, each request counted at its best admission
+   * (a preempted request often comes back to its own blocks), as Dynamo's
+   * `prefix_cache_reused_ratio`.
+   */
   hitRatio: number;
+  /**
+   * The same at each request's first admission, before any preemption (Dynamo's
+   * `first_admission_prefix_cache_reused_ratio`): what routing found, without the reuse that
+   * preemption makes. Equal to `hitRatio` when nothing is preempted.
+   */
+  firstAdmissionHitRatio: number;
   /** Requests preempted for lack of KV blocks, counted per preemption. */
   preemptions: number;
   /** Blocks the engines loaded back from host memory instead of recomputing them (`cpuOffloadBlocks`; 0 without). */
@@ -158,6 +168,7 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
   const tpot = reqs.filter((r) => r.outputLength > 1).map((r) => (r.lastTokenMs - r.firstTokenMs) / (r.outputLength - 1));
   const prompt = reqs.reduce((n, r) => n + r.inputLength, 0);
   const reused = reqs.reduce((n, r) => n + r.reusedTokens, 0);
+  const firstReused = reqs.reduce((n, r) => n + r.firstReusedTokens, 0);
   const output = reqs.reduce((n, r) => n + r.outputLength, 0);
   const seconds = run.simulatedMs / 1000;
   const shares: WorkerShare[] = Array.from({ length: workers }, (_, workerId) => ({
@@ -185,6 +196,7 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
     e2eMs: distribution(e2e),
     throughput: { requestsPerSec: reqs.length / seconds, outputTokensPerSec: output / seconds },
     hitRatio: prompt > 0 ? reused / prompt : 0,
+    firstAdmissionHitRatio: prompt > 0 ? firstReused / prompt : 0,
     preemptions: reqs.reduce((n, r) => n + r.preemptions, 0),
     hostLoadedBlocks: run.hostLoadedBlocks,
     ...(run.speculativeSteps[0] > 0 ? { acceptLength: run.speculativeSteps[1] / run.speculativeSteps[0] } : {}),

@@ -18,6 +18,11 @@ export class SimRequest {
   /** Prompt tokens found in the prefix cache, the best over admissions. */
   reusedTokens = 0;
   /**
+   * Prompt tokens found in a cache at the first admission, before any preemption (Dynamo's
+   * `first_admission_prefix_cache_reused_ratio` counts these).
+   */
+  firstReusedTokens = 0;
+  /**
    * The part of `reusedTokens` that came back from host memory (CPU offload), not the GPU pool:
    * the live mock worker reports it as vLLM's external (connector) hits. Bookkeeping only, so the
    * Rust twin, which reports neither, does not keep it.

@@ -10,6 +10,7 @@
  */
 
 import { resolveBackend } from '../backend.js';
+import { OUTCOME, OUTCOME_FIGURES } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { blockHashes, sequenceHashes } from '../hashing.js';
 import { indexInternals } from '../kv-index.js';
@@ -31,6 +32,8 @@ export interface RequestOutcome {
   lastTokenMs: number;
   /** Prompt tokens found in the prefix cache, the best over admissions. */
   reusedTokens: number;
+  /** Prompt tokens found in a cache at the first admission, before any preemption. */
+  firstReusedTokens: number;
   preemptions: number;
 }
 
@@ -248,11 +251,12 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     uid,
     inputLength: req.inputLength,
     outputLength: req.outputLength,
-    arrivalMs: figures[5 * uid],
-    firstTokenMs: figures[5 * uid + 1],
-    lastTokenMs: figures[5 * uid + 2],
-    reusedTokens: figures[5 * uid + 3],
-    preemptions: figures[5 * uid + 4],
+    arrivalMs: figures[OUTCOME_FIGURES * uid + OUTCOME.arrivalMs],
+    firstTokenMs: figures[OUTCOME_FIGURES * uid + OUTCOME.firstTokenMs],
+    lastTokenMs: figures[OUTCOME_FIGURES * uid + OUTCOME.lastTokenMs],
+    reusedTokens: figures[OUTCOME_FIGURES * uid + OUTCOME.reusedTokens],
+    firstReusedTokens: figures[OUTCOME_FIGURES * uid + OUTCOME.firstReusedTokens],
+    preemptions: figures[OUTCOME_FIGURES * uid + OUTCOME.preemptions],
   }));
   return {
     requests,

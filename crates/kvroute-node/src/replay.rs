@@ -13,8 +13,8 @@ use napi_derive::napi;
 use std::sync::Arc;
 
 /// Numbers per request in `outcomes`: arrival, first token, last token (ms), reused prompt
-/// tokens, preemptions.
-const OUTCOME_FIGURES: usize = 5;
+/// tokens (the best over admissions, then at the first), preemptions.
+const OUTCOME_FIGURES: usize = 6;
 
 fn count_arg(value: f64, name: &str) -> Result<u64, &'static str> {
     if !(value >= 0.0 && value.fract() == 0.0 && value < 9_007_199_254_740_992.0) {
@@ -201,6 +201,7 @@ impl NativeReplayFleet {
                 o.first_token_ms,
                 o.last_token_ms,
                 o.reused_tokens as f64,
+                o.first_reused_tokens as f64,
                 f64::from(o.preemptions),
             ]);
         }

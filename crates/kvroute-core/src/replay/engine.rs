@@ -252,7 +252,8 @@ impl Engine {
         let reused = self.reused_blocks(found + found_host);
         let hit = found.min(reused);
         let offloaded = reused - hit;
-        if r.first_admit_ms < 0.0 {
+        let first = r.first_admit_ms < 0.0;
+        if first {
             r.first_admit_ms = now;
         }
         r.admitted = true;
@@ -270,6 +271,9 @@ impl Engine {
         }
         let cached = (r.prompt_taken as u64 * bs).min(r.input_length);
         r.reused_tokens = r.reused_tokens.max(cached);
+        if first {
+            r.first_reused_tokens = cached;
+        }
         r.prefilled = cached;
         (r.prompt_taken - hit) as u64
     }

@@ -44,6 +44,9 @@ pub struct RequestOutcome {
     pub first_token_ms: f64,
     pub last_token_ms: f64,
     pub reused_tokens: u64,
+    /// Prompt tokens found in a cache at the first admission (`reused_tokens` is the best over
+    /// all admissions: a preempted request often comes back to its own blocks).
+    pub first_reused_tokens: u64,
     pub preemptions: u32,
 }
 
@@ -437,6 +440,7 @@ impl Fleet {
                 first_token_ms: r.first_token_ms,
                 last_token_ms: r.last_token_ms,
                 reused_tokens: r.reused_tokens,
+                first_reused_tokens: r.first_reused_tokens,
                 preemptions: r.preemptions,
             })
             .collect()

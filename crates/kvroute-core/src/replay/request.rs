@@ -17,6 +17,9 @@ pub(crate) struct SimRequest {
     pub first_token_ms: f64,
     pub last_token_ms: f64,
     pub reused_tokens: u64,
+    /// Prompt tokens found in a cache at the first admission, before any preemption (Dynamo's
+    /// `first_admission_prefix_cache_reused_ratio` counts these).
+    pub first_reused_tokens: u64,
     pub generated: u64,
     pub prefilled: u64,
     pub admitted: bool,
