@@ -14,6 +14,7 @@ import { expectKvError } from './helpers/errors.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
 import { scratchDir } from './helpers/scratch-dir.js';
+import { chatmlBytes } from './helpers/tokenizer-files.js';
 
 closeFleetsAfterEach();
 
@@ -291,4 +292,50 @@ describe.each(BACKENDS)('gateway tokenizers (%s)', (backend) => {
       expect((await scrape())[3]).toBeLessThanOrEqual(64 * 1024);
     },
   );
+
+  test("a local tokenizer's prefix cache: each turn of a conversation encodes only what it adds, with the same tokens", async () => {
+    const dir = scratchDir('kvroute-tok-');
+    writeFileSync(join(dir, 'tokenizer.json'), chatmlBytes().json);
+    const chatml =
+      "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+    writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ chat_template: chatml }));
+    const cached = await startFleet(backend, 1, { tokenizer: dir });
+    const plain = await startFleet(backend, 0, {
+      tokenizer: dir,
+      tokenizeCache: { prefixMaxBytes: 0 },
+      workers: [workerEntry(cached.workers[0], 1)],
+    });
+    const scrape = async (f: { adminUrl: string }) => {
+      const text = await (await fetch(`${f.adminUrl}/metrics`)).text();
+      const read = (k: string) => Number(new RegExp(`^kvroute_gateway_tokenize_prefix_cache_${k} (\\d+)$`, 'm').exec(text)?.[1]);
+      return { hits: read('hits_total'), misses: read('misses_total'), reused: read('reused_tokens_total'), bytes: read('bytes') };
+    };
+    const messages = [{ role: 'system', content: 'You answer in one line.' }];
+    for (let turn = 0; turn < 4; turn++) {
+      messages.push({ role: 'user', content: `question ${turn}: ${'why '.repeat(20 * turn)}` });
+      const tokens = [];
+      for (const f of [cached, plain]) {
+        const r = await postJson(`${f.adminUrl}/admin/explain`, { messages });
+        expect(r.status).toBe(200);
+        tokens.push(r.json.tokens);
+      }
+      expect(tokens[0]).toEqual(tokens[1]);
+      messages.push({ role: 'assistant', content: `answer ${turn}` });
+    }
+    const stats = await scrape(cached);
+    expect(stats).toMatchObject({ hits: 3, misses: 1 });
+    expect(stats.reused).toBeGreaterThan(100);
+    expect(stats.bytes).toBeGreaterThan(0);
+    // Off: no prefix-cache series at all.
+    expect(Number.isNaN((await scrape(plain)).hits)).toBe(true);
+  });
+
+  test('tokenizeCache.prefixMaxBytes must be a non-negative integer', () => {
+    for (const prefixMaxBytes of [-1, 1.5, '8'])
+      expectKvError(
+        () => createGateway({ blockSize: 16, backend, tokenizeCache: { prefixMaxBytes } as never }),
+        'ERR_INVALID_ARG',
+        /prefixMaxBytes/,
+      );
+  });
 });

@@ -152,4 +152,11 @@ export type {
   UpstreamOptions,
 } from './server/options.js';
 export { metrics } from './server/router-metrics.js';
-export { type ChatRequest, type EncodeOptions, TextTokenizer, type TextTokenizerOptions } from './tokenizer/text-tokenizer.js';
+export type { TokenizerPrefixCacheStats } from './tokenizer/prefix-cache.js';
+export {
+  type ChatRequest,
+  type EncodeOptions,
+  TextTokenizer,
+  type TextTokenizerOptions,
+  type TokenizerPrefixCacheOptions,
+} from './tokenizer/text-tokenizer.js';

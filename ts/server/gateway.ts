@@ -257,7 +257,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   };
   try {
     tokenizer = makeTokenizer(o, fleet, app.log);
-    tokenizeCacheMetrics(tokenizer.cache, registry);
+    tokenizeCacheMetrics(tokenizer, registry);
     if (o.snapshots) snapshots = startSnapshots(router, o.snapshots, registry, app.log);
     // Without a warm start the workers are added now, so a bad worker option throws here.
     if (!o.warmStart) addWorkers();

@@ -138,6 +138,12 @@ export interface TokenizeCacheOptions {
   maxPrompts?: number;
   /** Bytes kept (a prompt as UTF-16 text plus 8 per token); a prompt over a quarter of it is not cached. Default 64 MiB. */
   maxBytes?: number;
+  /**
+   * The local tokenizer's prefix cache (`TextTokenizer`'s `prefixCache`): bytes of token ids kept
+   * for prompt beginnings that end at a special token, so a conversation's next turn encodes only
+   * what it adds. Default 64 MiB; 0 turns it off. The `engine` tokenizer has none.
+   */
+  prefixMaxBytes?: number;
 }
 
 /**
@@ -447,7 +453,11 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     router,
     backend: o.backend as BackendName | undefined,
     tokenizer: tokenizer(o.tokenizer),
-    tokenizeCache: section<TokenizeCacheOptions>(o.tokenizeCache, 'tokenizeCache', { maxPrompts: 4096, maxBytes: 64 << 20 }),
+    tokenizeCache: section<TokenizeCacheOptions>(o.tokenizeCache, 'tokenizeCache', {
+      maxPrompts: 4096,
+      maxBytes: 64 << 20,
+      prefixMaxBytes: 64 << 20,
+    }),
     model: o.model === undefined ? undefined : str(o.model, 'model'),
     health: section<HealthOptions>(o.health, 'health', { intervalMs: 2000, timeoutMs: 1000, failureThreshold: 3, recoveryThreshold: 1 }),
     upstream: upstream(o.upstream),

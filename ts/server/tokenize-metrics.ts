@@ -8,9 +8,10 @@
 
 import type { Registry } from 'prom-client';
 import { scrapedCounter, scrapedGauge } from './scraped-metrics.js';
-import type { TokenCache } from './token-cache.js';
+import type { PromptTokenizer } from './tokenize.js';
 
-export function tokenizeCacheMetrics(cache: TokenCache, registry: Registry): void {
+export function tokenizeCacheMetrics(tokenizer: PromptTokenizer, registry: Registry): void {
+  const cache = tokenizer.cache;
   scrapedCounter(registry, 'kvroute_gateway_tokenize_cache_hits_total', 'Prompts tokenized from the cache.', () => cache.stats().hits);
   scrapedCounter(
     registry,
@@ -25,4 +26,50 @@ export function tokenizeCacheMetrics(cache: TokenCache, registry: Registry): voi
     'Bytes the cache holds (prompts as UTF-16, 8 per token).',
     () => cache.stats().bytes,
   );
+  prefixCacheMetrics(tokenizer, registry);
+}
+
+/** The local tokenizer's prefix cache, when it has one: what its hits save and what it holds. */
+function prefixCacheMetrics(tokenizer: PromptTokenizer, registry: Registry): void {
+  const stats = () => tokenizer.prefixCacheStats?.();
+  if (stats() === undefined) return;
+  const read = (key: 'hits' | 'misses' | 'skipped' | 'rejected' | 'reusedTokens' | 'bytes' | 'pieces') => () => stats()?.[key] ?? 0;
+  const name = 'kvroute_gateway_tokenize_prefix_cache';
+  scrapedCounter(
+    registry,
+    `${name}_hits_total`,
+    'Local encodes that reused a cached prompt beginning and encoded only the rest.',
+    read('hits'),
+  );
+  scrapedCounter(
+    registry,
+    `${name}_misses_total`,
+    'Local encodes of a prompt with special tokens whose beginning was not cached.',
+    read('misses'),
+  );
+  scrapedCounter(
+    registry,
+    `${name}_skipped_total`,
+    'Local encodes the prefix cache could not help (no special token to cut after).',
+    read('skipped'),
+  );
+  scrapedCounter(
+    registry,
+    `${name}_rejected_total`,
+    "Prompts whose token ids did not hold their special tokens where the text does (not cached; expected 0: the model's tokenizer does not fit the cache's rule).",
+    read('rejected'),
+  );
+  scrapedCounter(
+    registry,
+    `${name}_reused_tokens_total`,
+    'Token ids taken from the prefix cache instead of encoded.',
+    read('reusedTokens'),
+  );
+  scrapedGauge(
+    registry,
+    `${name}_bytes`,
+    'Bytes the prefix cache holds (text as UTF-16, 4 per token id, about 100 per piece).',
+    read('bytes'),
+  );
+  scrapedGauge(registry, `${name}_pieces`, 'Pieces of prompts (between special tokens) the prefix cache holds.', read('pieces'));
 }

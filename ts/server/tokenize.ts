@@ -10,7 +10,10 @@
  *   special tokens added for completion prompts, not for a rendered chat, whose template places
  *   them, unless the request's `add_special_tokens` says otherwise).
  * Both see the same prompt fields the engine will (see {@link tokenizeBody}), and both keep their
- * results per identical prompt fields within `tokenizeCache`. Token-id prompts skip both.
+ * results per identical prompt fields within `tokenizeCache`. Token-id prompts skip both. The
+ * local one also keeps the ids of prompt beginnings that end at a special token (`TextTokenizer`'s
+ * prefix cache, `tokenizeCache.prefixMaxBytes`), so a conversation's next turn, a prompt the
+ * first cache misses, encodes only what it adds.
  * @internal
  * @module
  */
@@ -18,6 +21,7 @@
 import type { BackendName } from '../backend-types.js';
 import type { ContentFormatOption } from '../chat/content-format.js';
 import type { ChatPrompt } from '../chat/prompt.js';
+import type { TokenizerPrefixCacheStats } from '../tokenizer/prefix-cache.js';
 import { TextTokenizer } from '../tokenizer/text-tokenizer.js';
 import { TokenCache, type TokenCacheLimits } from './token-cache.js';
 
@@ -41,6 +45,8 @@ export interface PromptTokenizer {
   tokenize(input: PromptInput): Promise<number[]>;
   /** The cache of prompts already tokenized. */
   readonly cache: TokenCache;
+  /** The local tokenizer's prefix cache, when it has one. */
+  prefixCacheStats?(): TokenizerPrefixCacheStats | undefined;
 }
 
 /**
@@ -101,12 +107,14 @@ export interface LocalTokenizerOptions {
 export function localTokenizer(
   backend: BackendName | undefined,
   options: LocalTokenizerOptions,
-  limits: TokenCacheLimits,
+  limits: TokenCacheLimits & { prefixMaxBytes: number },
 ): PromptTokenizer {
   const { path, ...chat } = options;
-  const tokenizer = TextTokenizer.fromFile(path, backend === undefined ? chat : { ...chat, backend });
-  return cachedTokenizer('local', limits, async (input) => {
+  const prefixCache = { maxBytes: limits.prefixMaxBytes };
+  const tokenizer = TextTokenizer.fromFile(path, backend === undefined ? { ...chat, prefixCache } : { ...chat, prefixCache, backend });
+  const cached = cachedTokenizer('local', limits, async (input) => {
     if (input.kind === 'text') return tokenizer.encode(input.text, { addSpecialTokens: input.addSpecialTokens ?? true });
     return tokenizer.encodeChat(input.chat);
   });
+  return { ...cached, prefixCacheStats: () => tokenizer.prefixCacheStats() };
 }

@@ -24,6 +24,8 @@ import {
   templateVariables,
 } from './chat-templates.js';
 import { type ConfigSpecials, configSpecials, withSpecials } from './config-specials.js';
+import type { TokenizerPrefixCacheStats } from './prefix-cache.js';
+import { PrefixEncoder } from './prefix-encoder.js';
 
 /**
  * Options of {@link TextTokenizer}.
@@ -56,6 +58,21 @@ export interface TextTokenizerOptions {
    * is a program, run on the calling thread). Default false: such requests are refused.
    */
   trustRequestChatTemplate?: boolean;
+  /**
+   * Keep the token ids of text prefixes that end at a special token (`<|im_end|>`, say), so that
+   * encoding a conversation's next turn encodes only what it adds (see {@link TextTokenizer}).
+   * Default `{ maxBytes: 0 }`: off.
+   */
+  prefixCache?: TokenizerPrefixCacheOptions;
+}
+
+/**
+ * Options of {@link TextTokenizerOptions.prefixCache}.
+ * @group Tokenizer
+ */
+export interface TokenizerPrefixCacheOptions {
+  /** Bytes the cache may hold (text as UTF-16, 4 per token id, about 100 per piece), least recently used out first; 0: off. */
+  maxBytes: number;
 }
 
 /**
@@ -129,6 +146,16 @@ function readJsonBeside(path: string, name: string): Record<string, unknown> | u
   return value as Record<string, unknown>;
 }
 
+/** The prefix cache's byte bound from the options, checked (0: off). */
+function prefixCacheBytes(option: unknown): number {
+  if (option === undefined) return 0;
+  const o = checkOptions(option as TokenizerPrefixCacheOptions, 'options.prefixCache', ['maxBytes']);
+  const max = o.maxBytes;
+  if (typeof max !== 'number' || !Number.isSafeInteger(max) || max < 0)
+    throw new KvRouteError('ERR_INVALID_ARG', `options.prefixCache.maxBytes must be a non-negative integer, got ${describe(max)}`);
+  return max;
+}
+
 /** The chat options of {@link TextTokenizerOptions}, checked. */
 function chatOptions(o: TextTokenizerOptions) {
   const override = o.chatTemplate;
@@ -156,6 +183,14 @@ function chatOptions(o: TextTokenizerOptions) {
  * sets `add_bos_token` or `add_eos_token`, the file's post-processor gives way to the config's
  * BOS token (if `add_bos_token`, which defaults to true for that family and false otherwise) and
  * EOS token (if `add_eos_token`, default false).
+ *
+ * With `prefixCache`, the ids of text prefixes that end at a special token are kept, and a text
+ * that starts with a kept prefix encodes only the rest: a chat template puts special tokens
+ * around every message, so a conversation's next turn encodes the messages it adds. The ids are
+ * the same as without the cache. A special token qualifies when the tokenizer splits texts at
+ * it before anything else reads them: an added token matched on the raw text (`normalized`
+ * false), with no `lstrip`, `rstrip` or `single_word`, whose text no other added token
+ * contains; a text's pieces are cached only when its ids hold those tokens where its text does.
  * @group Tokenizer
  */
 export class TextTokenizer {
@@ -164,6 +199,8 @@ export class TextTokenizer {
   /** The `tokenizer_config.json` it was given (`{}` when none; from `fromFile`, with the special tokens of `special_tokens_map.json` it lacks). */
   readonly config: Readonly<Record<string, unknown>>;
   readonly #inner: TextTokenizerBackend;
+  /** The prefix cache, when on. */
+  readonly #prefix: PrefixEncoder | undefined;
   /** The special tokens the config adds in place of the file's post-processor, if it does. */
   readonly #specials: ConfigSpecials | undefined;
   /** The model's chat templates; `fromFile` adds those of the files beside it. */
@@ -187,7 +224,7 @@ export class TextTokenizer {
   static fromFile(file: string, options: Omit<TextTokenizerOptions, 'config'> = {}): TextTokenizer {
     if (typeof file !== 'string' || file.length === 0)
       throw new KvRouteError('ERR_INVALID_ARG', `path must be a non-empty string, got ${describe(file)}`);
-    checkOptions(options, 'options', ['backend', 'chatTemplate', 'chatTemplateContentFormat', 'trustRequestChatTemplate']);
+    checkOptions(options, 'options', ['backend', 'chatTemplate', 'chatTemplateContentFormat', 'trustRequestChatTemplate', 'prefixCache']);
     const path = tokenizerFile(file);
     const config = readJsonBeside(path, 'tokenizer_config.json') ?? {};
     for (const [key, value] of Object.entries(readJsonBeside(path, 'special_tokens_map.json') ?? {}))
@@ -218,6 +255,7 @@ export class TextTokenizer {
       'chatTemplate',
       'chatTemplateContentFormat',
       'trustRequestChatTemplate',
+      'prefixCache',
     ]);
     if (typeof json !== 'string')
       throw new KvRouteError('ERR_INVALID_ARG', `json must be the text of a tokenizer.json, got ${describe(json)}`);
@@ -228,6 +266,9 @@ export class TextTokenizer {
     this.backend = backend.name;
     this.config = config as Record<string, unknown>;
     this.#inner = backend.createTextTokenizer(json, this.config);
+    const cacheBytes = prefixCacheBytes(o.prefixCache);
+    // Only the cache reads the file itself (its added tokens): parsing megabytes is skipped without it.
+    if (cacheBytes > 0) this.#prefix = new PrefixEncoder(this.#inner, JSON.parse(json), cacheBytes);
     this.#specials = configSpecials(this.config, (token) => this.#inner.tokenToId(token));
     this.#chat = { ...chatOptions(o), variables: templateVariables(this.config) };
     if (this.#chat.override !== undefined) compileTemplates(this.#chat.override, 'options.chatTemplate');
@@ -251,9 +292,18 @@ export class TextTokenizer {
   }
 
   async #encode(text: string, add: boolean): Promise<number[]> {
-    if (this.#specials === undefined) return this.#inner.encode(text, add);
-    const ids = await this.#inner.encode(text, false);
+    const prefix = this.#prefix;
+    if (this.#specials === undefined) {
+      if (prefix === undefined) return this.#inner.encode(text, add);
+      return add ? prefix.encodeWithSpecials(text) : prefix.encode(text);
+    }
+    const ids = await (prefix === undefined ? this.#inner.encode(text, false) : prefix.encode(text));
     return add ? withSpecials(ids, this.#specials) : ids;
+  }
+
+  /** What the prefix cache did and holds (the `prefixCache` option); `undefined` when it is off. */
+  prefixCacheStats(): TokenizerPrefixCacheStats | undefined {
+    return this.#prefix?.stats();
   }
 
   /**
