@@ -75,6 +75,36 @@ export function boundaryTokens(tokenizer: unknown): BoundaryToken[] {
 
 const SPECIAL_CHARS = /[.*+?^${}()|[\]\\]/g;
 
+/** A trie of texts by UTF-16 unit. */
+type Trie = Map<string, Trie>;
+
+/**
+ * One regular expression matching any of `texts`, shaped as their trie
+ * (`<\|(?:im_(?:start|end)|eot)\|>`): a plain alternation tries every text in turn wherever the
+ * first character matches, about a millisecond per long prompt for a model with thousands of
+ * added tokens. No text is a prefix of another (none contains another: `boundaryTokens`), so a
+ * node with children ends no text.
+ */
+function triePattern(texts: readonly string[]): string {
+  const root: Trie = new Map();
+  for (const text of texts) {
+    let node = root;
+    for (let i = 0; i < text.length; i++) {
+      let next = node.get(text[i]);
+      if (next === undefined) {
+        next = new Map();
+        node.set(text[i], next);
+      }
+      node = next;
+    }
+  }
+  const emit = (node: Trie): string => {
+    const alternatives = [...node].map(([unit, next]) => unit.replace(SPECIAL_CHARS, '\\$&') + emit(next));
+    return alternatives.length <= 1 ? (alternatives[0] ?? '') : `(?:${alternatives.join('|')})`;
+  };
+  return emit(root);
+}
+
 /** Finds the boundary tokens' texts in a text, left to right. */
 export class BoundaryScanner {
   private readonly pattern: RegExp | undefined;
@@ -85,8 +115,7 @@ export class BoundaryScanner {
   constructor(readonly tokens: readonly BoundaryToken[]) {
     this.byText = new Map(tokens.map((t) => [t.text, t]));
     this.ids = new Set(tokens.map((t) => t.id));
-    // No token holds another's text (boundaryTokens), so the order of the alternatives does not matter.
-    this.pattern = tokens.length === 0 ? undefined : new RegExp(tokens.map((t) => t.text.replace(SPECIAL_CHARS, '\\$&')).join('|'), 'g');
+    this.pattern = tokens.length === 0 ? undefined : new RegExp(triePattern(tokens.map((t) => t.text)), 'g');
   }
 
   /** Where the boundary tokens stand in `text`, in order. */

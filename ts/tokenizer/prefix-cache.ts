@@ -116,11 +116,24 @@ export class PrefixCache {
   /**
    * Caches the pieces of a text whose whole ids are `ids`, when those ids hold the boundary
    * tokens (`boundaryIds`) exactly where `boundaries` put them; returns false (and caches
-   * nothing) when they do not.
+   * nothing) when they do not. `known`: the text's cached prefix, whose ids were checked when
+   * they were cached.
    */
-  store(pieces: readonly string[], boundaries: readonly Boundary[], ids: readonly number[], boundaryIds: ReadonlySet<number>): boolean {
+  store(
+    pieces: readonly string[],
+    boundaries: readonly Boundary[],
+    ids: readonly number[],
+    boundaryIds: ReadonlySet<number>,
+    known: CachedPrefix | undefined,
+  ): boolean {
     const ends: number[] = [];
-    for (let i = 0; i < ids.length; i++)
+    let at = 0;
+    if (known !== undefined)
+      for (const part of known.parts) {
+        at += part.length;
+        ends.push(at);
+      }
+    for (let i = at; i < ids.length; i++)
       if (boundaryIds.has(ids[i])) {
         if (ends.length === boundaries.length || boundaries[ends.length].token.id !== ids[i]) return false;
         ends.push(i + 1);

@@ -10,7 +10,7 @@
 
 import type { TextTokenizerBackend } from '../backend-types.js';
 import { type Boundary, BoundaryScanner, boundaryTokens } from './boundary-tokens.js';
-import { PrefixCache, type TokenizerPrefixCacheStats } from './prefix-cache.js';
+import { type CachedPrefix, PrefixCache, type TokenizerPrefixCacheStats } from './prefix-cache.js';
 
 /** The ids a post-processor puts around every text, when it only does that. */
 interface Wrapper {
@@ -80,6 +80,7 @@ export class PrefixEncoder {
     const pieces = PrefixCache.pieces(text, boundaries);
     const prefix = cache.lookup(pieces, boundaries);
     let ids: number[];
+    let known: CachedPrefix | undefined;
     if (prefix.boundary === undefined) {
       cache.counts.misses++;
       ids = await this.inner.encode(text, false);
@@ -96,8 +97,9 @@ export class PrefixEncoder {
       let at = 0;
       for (const part of prefix.parts) for (const id of part) ids[at++] = id;
       for (let i = 1; i < rest.length; i++) ids[at++] = rest[i];
+      known = prefix;
     }
-    if (!cache.store(pieces, boundaries, ids, this.scanner.ids)) cache.counts.rejected++;
+    if (!cache.store(pieces, boundaries, ids, this.scanner.ids, known)) cache.counts.rejected++;
     return ids;
   }
 

