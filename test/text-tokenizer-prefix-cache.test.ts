@@ -8,7 +8,7 @@ import { mockTokenizerJson, TextTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { expectKvError } from './helpers/errors.js';
 import { Rng } from './helpers/random.js';
-import { type ChatTokenizerFixture, chatmlBytes, llama3Chat, metaspaceFirst } from './helpers/tokenizer-files.js';
+import { type ChatTokenizerFixture, chatmlBytes, llama3Chat, metaspaceFirst, wordModel } from './helpers/tokenizer-files.js';
 
 const FIXTURES: [string, () => ChatTokenizerFixture][] = [
   ['ChatML over bytes', chatmlBytes],
@@ -171,6 +171,21 @@ describe.each(BACKENDS)('TextTokenizer prefix cache (%s)', (backend) => {
       messages.push({ role: 'assistant', content: `answer ${i}` });
     }
     expect(tokenizer.prefixCacheStats()).toMatchObject({ hits: 4, misses: 1, rejected: 0 });
+  });
+
+  test('a model that cannot encode every text still encodes with its special tokens through the cache', async () => {
+    // A word model without an unknown token: words outside its vocabulary cannot be encoded, the cache's probes among them.
+    const json = wordModel();
+    const plain = new TextTokenizer(json, { backend });
+    const tokenizer = cached(json);
+    for (const text of ['ab <t> ba', 'ab <t> ba <t> a', 'ab <t> ba <t> a <t> b']) {
+      expect(await tokenizer.encode(text)).toEqual(await plain.encode(text));
+      expect(await tokenizer.encode(text, { addSpecialTokens: false })).toEqual(await plain.encode(text, { addSpecialTokens: false }));
+    }
+    expect(await plain.encode('ab <t> ba')).toEqual([3, 4, 2, 5]);
+    // The texts with special tokens added are encoded whole (the probes failed); the others reuse their beginnings.
+    expect(tokenizer.prefixCacheStats()).toMatchObject({ hits: 2, skipped: 3, rejected: 0 });
+    await expect(tokenizer.encode('ab <t> hello')).rejects.toMatchObject({ code: 'ERR_INVALID_ARG' });
   });
 
   test('off unless asked for; bad options refused', () => {

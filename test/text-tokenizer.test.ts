@@ -13,7 +13,7 @@ import { KvRouteError, mockTokenizerJson, TextTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { expectKvError } from './helpers/errors.js';
 import { Rng } from './helpers/random.js';
-import { withSpecials } from './helpers/tokenizer-files.js';
+import { withSpecials, wordModel } from './helpers/tokenizer-files.js';
 
 const PIECES = ['a', 'Z', ' ', '  ', '\n', '\t', '.', ',', "'s", 'é', 'ß', '中文', '日本', '🙂', '👩‍💻', '42', '<|x|>', '\u00a0'];
 
@@ -217,6 +217,16 @@ describe.each(BACKENDS)('TextTokenizer (%s)', (backend) => {
     expect(await t.encode('hi', { addSpecialTokens: false })).toEqual(bytes('hi'));
     expect(await t.encode('<|bos|>hi<|eot|>x', { addSpecialTokens: false })).toEqual([256, ...bytes('hi'), 257, ...bytes('x')]);
     expect(await t.encode('a<|eot')).toEqual([256, ...bytes('a<|eot')]);
+  });
+
+  test('a word outside the vocabulary of a model without an unknown token is a typed error on both backends', async () => {
+    const tokenizer = new TextTokenizer(wordModel(), { backend });
+    expect(await tokenizer.encode('ab <t> ba')).toEqual([3, 4, 2, 5]);
+    for (const text of ['ab hello', 'x'])
+      await expect(tokenizer.encode(text)).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+        message: expect.stringMatching(/cannot encode/),
+      });
   });
 
   test("the file's truncation and padding are ignored: the engine sees the whole prompt", async () => {

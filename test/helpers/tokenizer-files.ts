@@ -215,3 +215,32 @@ export function llama3Chat(): ChatTokenizerFixture {
     ],
   };
 }
+
+/** Words `a`, `b`, `ab`, `ba` split on whitespace, a `<t>` token and a BOS the post-processor adds; no unknown token. */
+export function wordModel(): string {
+  const added = (id: number, content: string) => ({
+    id,
+    content,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
+  });
+  return JSON.stringify({
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: [added(2, '<t>'), added(3, '<bos>')],
+    normalizer: null,
+    pre_tokenizer: { type: 'WhitespaceSplit' },
+    post_processor: {
+      type: 'TemplateProcessing',
+      single: [{ SpecialToken: { id: '<bos>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+      pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
+      special_tokens: { '<bos>': { id: '<bos>', ids: [3], tokens: ['<bos>'] } },
+    },
+    decoder: null,
+    model: { type: 'WordLevel', vocab: { a: 0, b: 1, '<t>': 2, '<bos>': 3, ab: 4, ba: 5 }, unk_token: '<none>' },
+  });
+}

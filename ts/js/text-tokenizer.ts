@@ -19,11 +19,20 @@ export function jsTextTokenizer(json: string, config: Record<string, unknown>): 
   }
   return {
     async encode(text, addSpecialTokens) {
+      let ids: number[];
       try {
-        return tokenizer.encode(text, { add_special_tokens: addSpecialTokens }).ids;
+        ids = tokenizer.encode(text, { add_special_tokens: addSpecialTokens }).ids;
       } catch (err) {
         throw new KvRouteError('ERR_INVALID_ARG', `the tokenizer cannot encode this text: ${(err as Error).message}`, { cause: err });
       }
+      // tokenizers.js gives `undefined` for a word a model without an unknown token lacks, where Rust's `tokenizers` fails.
+      for (const id of ids)
+        if (id === undefined)
+          throw new KvRouteError(
+            'ERR_INVALID_ARG',
+            'the tokenizer cannot encode this text: a word outside the vocabulary, and the model has no unknown token',
+          );
+      return ids;
     },
     tokenToId: (token) => tokenizer.token_to_id(token),
   };

@@ -108,7 +108,12 @@ export class PrefixEncoder {
     let found: Wrapper | undefined;
     const probes = this.scanner.tokens.length === 0 ? PROBES : [...PROBES, `x${this.scanner.tokens[0].text} y`];
     for (const probe of probes) {
-      const wrapper = wrapperOf(await this.inner.encode(probe, false), await this.inner.encode(probe, true));
+      let wrapper: Wrapper | undefined;
+      try {
+        wrapper = wrapperOf(await this.inner.encode(probe, false), await this.inner.encode(probe, true));
+      } catch {
+        return null; // a model that cannot encode a probe (no unknown token) is encoded whole
+      }
       if (wrapper === undefined) return null;
       if (found !== undefined && !(sameIds(found.lead, wrapper.lead) && sameIds(found.trail, wrapper.trail))) return null;
       found = wrapper;
