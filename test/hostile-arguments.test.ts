@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import * as kvroute from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { chatmlBytes } from './helpers/tokenizer-files.js';
 
 /** Values a careless or hostile caller may pass anywhere. */
 const HOSTILE: unknown[] = [
@@ -216,6 +217,7 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
     const tokenizerJson = JSON.stringify(kvroute.mockTokenizerJson());
     const tokenizer = new kvroute.TextTokenizer(tokenizerJson, { backend });
     const chatTokenizer = new kvroute.TextTokenizer(tokenizerJson, { backend, config: kvroute.mockTokenizerConfig() });
+    const cachedTokenizer = new kvroute.TextTokenizer(chatmlBytes().json, { backend, prefixCache: { maxBytes: 1 << 16 } });
     for (const v of HOSTILE) {
       await onlyKvRouteErrors(`new TextTokenizer(${label(v)})`, () => new kvroute.TextTokenizer(v as never, { backend }));
       await onlyKvRouteErrors(`new TextTokenizer(json, ${label(v)})`, () => new kvroute.TextTokenizer(tokenizerJson, v as never));
@@ -229,7 +231,12 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
       await onlyKvRouteErrors(`TextTokenizer.encode('x', {addSpecialTokens: ${label(v)}})`, () =>
         tokenizer.encode('x', { addSpecialTokens: v as never }),
       );
-      for (const key of ['chatTemplate', 'chatTemplateContentFormat', 'trustRequestChatTemplate'])
+      await onlyKvRouteErrors(`TextTokenizer(prefix cache).encode(${label(v)})`, () => cachedTokenizer.encode(v as never));
+      await onlyKvRouteErrors(
+        `new TextTokenizer(json, {prefixCache: {maxBytes: ${label(v)}}})`,
+        () => new kvroute.TextTokenizer(tokenizerJson, { backend, prefixCache: { maxBytes: v as never } }),
+      );
+      for (const key of ['chatTemplate', 'chatTemplateContentFormat', 'trustRequestChatTemplate', 'prefixCache'])
         await onlyKvRouteErrors(
           `new TextTokenizer(json, {${key}: ${label(v)}})`,
           () => new kvroute.TextTokenizer(tokenizerJson, { backend, [key]: v as never }),
