@@ -230,10 +230,19 @@ describe.each(BACKENDS)('gateway tokenizers (%s)', (backend) => {
           { error: { message: 'The model `nope` does not exist.', type: 'NotFoundError', param: null, code: 404 } },
         ]);
       }
-    // Explaining it with the engine tokenizer gets the engine's refusal too (in the admin API's
-    // error shape); a local tokenizer leaves the model to the workers, as routing does.
-    const explained = await postJson(`${engine.adminUrl}/admin/explain`, { prompt: 'hello', model: 'nope' });
-    expect([explained.status, explained.json]).toEqual([404, { error: 'The model `nope` does not exist.' }]);
+    // Explaining it gets the same refusal (in the admin API's error shape): the engine's own
+    // through the engine tokenizer, and from the workers' model lists with a local one.
+    for (const f of [engine, local])
+      for (const body of [
+        { prompt: 'hello', model: 'nope' },
+        { messages: [{ role: 'user', content: 'hello' }], model: 'nope' },
+      ]) {
+        const explained = await postJson(`${f.adminUrl}/admin/explain`, body);
+        expect([explained.status, explained.json]).toEqual([404, { error: 'The model `nope` does not exist.' }]);
+      }
+    // The model the workers serve is explained through either.
+    for (const f of [engine, local])
+      expect((await postJson(`${f.adminUrl}/admin/explain`, { prompt: 'hello', model: 'mock-model' })).status).toBe(200);
     // Nothing ran on the worker, and nothing is left booked.
     expect(engine.workers[0].stats().finished).toEqual([0]);
     for (const f of [engine, local]) expect(f.gateway.router.stats()).toMatchObject({ inFlight: 0 });

@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { stringifyLossless } from '../events/json.js';
 import type { KvRouter } from '../router/kv-router.js';
+import { EngineRefusal } from './engine-tokenize.js';
 import type { Fleet, FleetWorker } from './fleet.js';
 import { parseWorkerIdValue, resolveWorker } from './options.js';
 import { BadRequest, engineTokens, readRequest } from './prompt.js';
@@ -70,6 +71,9 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
     }
     // The proxy routes each prompt of a batch on its own; explaining one of them silently would mislead.
     if (read.batch) throw new KvRouteError('ERR_INVALID_ARG', 'explain takes one prompt; send each prompt of a batch on its own');
+    // The engine tokenizer gets the workers' own refusal; a local one asks their model lists, as the proxy's answer would come from a worker.
+    if (ctx.tokenizer.kind === 'local' && read.model !== undefined && ctx.fleet.servedByNone(read.model))
+      throw new EngineRefusal(404, `The model \`${read.model}\` does not exist.`);
     const tokens = await engineTokens(ctx.tokenizer, read);
     const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
     const allowed = ctx.fleet.routable().filter((id) => inScope(scope, id));

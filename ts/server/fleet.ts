@@ -349,6 +349,16 @@ export class Fleet {
   }
 
   /**
+   * Whether every worker's `/v1/models` list has been read and none names `model`, as a base
+   * model or an adapter: each worker would refuse the request (vLLM's 404).
+   */
+  servedByNone(model: string): boolean {
+    if (this.members.size === 0) return false;
+    for (const m of this.members.values()) if (m.model === undefined || m.modelNames.has(model) || m.adapters.has(model)) return false;
+    return true;
+  }
+
+  /**
    * The routable workers that may take a request naming `model` (any value a body holds): those
    * serving it when only some do, else every routable worker.
    */
