@@ -229,6 +229,36 @@ describe.each(BACKENDS)('TextTokenizer (%s)', (backend) => {
       });
   });
 
+  test('a lone surrogate is U+FFFD on both backends (a byte-fallback model has a token for it)', async () => {
+    const vocab: Record<string, number> = { '<unk>': 0 };
+    for (let b = 0; b < 256; b++) vocab[`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`] = b + 1;
+    Object.assign(vocab, { '\ufffd': 257, a: 258 });
+    const json = JSON.stringify({
+      version: '1.0',
+      truncation: null,
+      padding: null,
+      added_tokens: [],
+      normalizer: null,
+      pre_tokenizer: null,
+      post_processor: null,
+      decoder: null,
+      model: {
+        type: 'BPE',
+        dropout: null,
+        unk_token: '<unk>',
+        fuse_unk: false,
+        byte_fallback: true,
+        ignore_merges: false,
+        vocab,
+        merges: [],
+      },
+    });
+    const tokenizer = new TextTokenizer(json, { backend });
+    expect(await tokenizer.encode('a\ud83d')).toEqual([258, 257]);
+    expect(await tokenizer.encode('\ude42a\ufffd')).toEqual([257, 258, 257]);
+    expect(await tokenizer.encode('\u00e9')).toEqual([0xc3 + 1, 0xa9 + 1]); // bytes where the vocabulary lacks the character
+  });
+
   test("the file's truncation and padding are ignored: the engine sees the whole prompt", async () => {
     const json = JSON.stringify({
       ...mockTokenizerJson(),

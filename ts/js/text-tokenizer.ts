@@ -10,6 +10,22 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import type { TextTokenizerBackend } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 
+/** ES2024's string methods, which Node 20 has and the ES2023 library types lack. */
+interface WellFormedString {
+  isWellFormed(): boolean;
+  toWellFormed(): string;
+}
+
+/**
+ * `text` with each lone surrogate as U+FFFD, as the native backend receives it (Node-API passes
+ * strings as UTF-8): tokenizers.js would give a byte-fallback model the bytes of U+FFFD instead
+ * of its own `�` token.
+ */
+function wellFormed(text: string): string {
+  const t = text as unknown as WellFormedString;
+  return t.isWellFormed() ? text : t.toWellFormed();
+}
+
 export function jsTextTokenizer(json: string, config: Record<string, unknown>): TextTokenizerBackend {
   let tokenizer: Tokenizer;
   try {
@@ -21,7 +37,7 @@ export function jsTextTokenizer(json: string, config: Record<string, unknown>): 
     async encode(text, addSpecialTokens) {
       let ids: number[];
       try {
-        ids = tokenizer.encode(text, { add_special_tokens: addSpecialTokens }).ids;
+        ids = tokenizer.encode(wellFormed(text), { add_special_tokens: addSpecialTokens }).ids;
       } catch (err) {
         throw new KvRouteError('ERR_INVALID_ARG', `the tokenizer cannot encode this text: ${(err as Error).message}`, { cause: err });
       }
