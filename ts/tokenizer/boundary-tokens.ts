@@ -4,8 +4,9 @@
  *
  * Hugging Face's `tokenizers` (and tokenizers.js) first split a text at its added tokens, then
  * normalize, pre-tokenize and encode each piece between them on its own. So the ids of
- * `A + <tok> + B` are the ids of `A + <tok>` followed by those of `B`, as long as `<tok>` splits
- * the text there in both cases. That holds for an added token that is matched on the raw text
+ * `A + <tok> + B` are the ids of `A + <tok>` followed by those of `<tok> + B` less the first
+ * (`B` is encoded behind the token, not at the start of a text, which some pre-tokenizers treat
+ * apart), as long as `<tok>` splits the text there in both cases. That holds for an added token that is matched on the raw text
  * (`normalized: false`), takes no whitespace beside it (`lstrip`, `rstrip` false) and need not
  * stand alone (`single_word` false), when no other added token contains its text: the matcher
  * picks the longest token at the leftmost position, and only a token that covers `<tok>` could
