@@ -117,6 +117,15 @@ function weightedSelector(o: ResolvedGatewayOptions, weight: (id: bigint) => num
     );
 }
 
+/** Says whether the local tokenizer's prefix cache can help this model (it needs special tokens to cut prompts after). */
+function logPrefixCache(tokenizer: PromptTokenizer, log: FastifyBaseLogger): void {
+  const stats = tokenizer.prefixCacheStats?.();
+  if (stats === undefined) return;
+  if (stats.boundaryTokens === 0)
+    log.info({ prefixCache: stats }, 'the local tokenizer has no special token to cut prompts after: its prefix cache will not help');
+  else log.info({ prefixCache: stats }, `local tokenizer: prompts cut after ${stats.boundaryTokens} special tokens (prefix cache)`);
+}
+
 function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet, log: FastifyBaseLogger): PromptTokenizer {
   if (o.tokenizer !== 'engine') return localTokenizer(o.backend, o.tokenizer, o.tokenizeCache);
   return engineTokenizer(askWorkersToTokenize(fleet, log), o.tokenizeCache);
@@ -258,6 +267,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   try {
     tokenizer = makeTokenizer(o, fleet, app.log);
     tokenizeCacheMetrics(tokenizer, registry);
+    logPrefixCache(tokenizer, app.log);
     if (o.snapshots) snapshots = startSnapshots(router, o.snapshots, registry, app.log);
     // Without a warm start the workers are added now, so a bad worker option throws here.
     if (!o.warmStart) addWorkers();
