@@ -4,7 +4,7 @@
  * from figures measured side by side in one run.
  */
 
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -101,4 +101,25 @@ export async function closedLoop(clients: number, seconds: number, step: (client
     }),
   );
   return (performance.now() - t0) / 1000;
+}
+
+/**
+ * Starts `node --import tsx <args>` in the repository and resolves once its standard output
+ * matches `pattern` (a server printing its address, say); rejects if it exits first.
+ */
+export function spawnLine(
+  args: string[],
+  pattern: RegExp,
+  nodeArgs: string[] = [],
+): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', ...args], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout?.on('data', (d) => {
+      out += d;
+      const m = pattern.exec(out);
+      if (m) resolve({ child, match: m });
+    });
+    child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}: ${out}`)));
+  });
 }

@@ -1,11 +1,13 @@
 /**
- * Child process of bench/gateway.ts: N mock workers in one process (so that the gateway being
+ * Child process of bench/gateway.ts and bench/gateway-chat.ts: N mock workers in one process (so that the gateway being
  * measured has a process of its own), printed as one JSON line of their URLs and endpoints.
  */
 
 import { startMockWorker } from '../ts/index.js';
 
 const n = Number(process.argv[2] ?? 16);
+// Divides every modelled engine duration: 1000 by default; the chat bench takes more, so that engine time does not hide the gateway's.
+const speedup = Number(process.argv[3] ?? 1000);
 const workers = await Promise.all(
   Array.from({ length: n }, () =>
     startMockWorker({
@@ -13,7 +15,7 @@ const workers = await Promise.all(
       kvEvents: 'tcp://127.0.0.1:0',
       replay: 'tcp://127.0.0.1:0',
       blockSize: 16,
-      speedup: 1000,
+      speedup,
       // The Responses phase continues stored responses.
       responsesStore: true,
     }),

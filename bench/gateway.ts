@@ -18,32 +18,18 @@
  * Goals (issue 13): ≥ 3,000 short requests/s; < 1 ms p99 added for the 4,096-token prompt.
  */
 
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import { mockTokenize, writeMockTokenizer } from '../ts/index.js';
-import { closedLoop, fmt, percentile, printTable, QUICK, ROOT, sortedCopy, writeResult } from './common.js';
+import { closedLoop, fmt, percentile, printTable, QUICK, ROOT, sortedCopy, spawnLine, writeResult } from './common.js';
 
 const WORKERS = 16;
 const SECONDS = QUICK ? 1.5 : 8;
 const CLIENTS = 64;
 const LATENCY_REQUESTS = QUICK ? 50 : 400;
 const TURNS = 4;
-
-function spawnLine(args: string[], pattern: RegExp, nodeArgs: string[] = []): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', ...args], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout?.on('data', (d) => {
-      out += d;
-      const m = pattern.exec(out);
-      if (m) resolve({ child, match: m });
-    });
-    child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}: ${out}`)));
-  });
-}
 
 const fleet = await spawnLine([join(ROOT, 'bench', 'gateway-fleet.ts'), String(WORKERS)], /^(\[.*\])\n/);
 const workers = JSON.parse(fleet.match[1]) as { url: string; kvEvents: string; replay: string }[];

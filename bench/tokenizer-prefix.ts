@@ -11,14 +11,12 @@
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { type BackendName, TextTokenizer } from '../ts/index.js';
+import { chatRequests } from './chat-workload.js';
 import { fmt, machine, percentile, printTable, QUICK, sortedCopy, writeResult } from './common.js';
 
 const CONVERSATIONS = 8;
 const TURNS = QUICK ? 4 : 20;
 const BACKENDS: BackendName[] = ['native', 'js'];
-const WORDS = 'the a router cache of prefix worker token prompt fleet engine block model answer question why how when 42 2026 é 中文'.split(
-  ' ',
-);
 
 function flag(name: string): string | undefined {
   const at = process.argv.indexOf(name);
@@ -32,31 +30,6 @@ function tokenizer(backend: BackendName, maxBytes: number): TextTokenizer {
   return TextTokenizer.fromFile(MODEL_DIR, { backend, prefixCache: { maxBytes } });
 }
 
-/** Seeded text of about `chars` characters. */
-function words(seed: { s: number }, chars: number): string {
-  let out = '';
-  while (out.length < chars) {
-    seed.s = (Math.imul(seed.s, 1103515245) + 12345) >>> 0;
-    out += `${WORDS[seed.s % WORDS.length]} `;
-  }
-  return out.trim();
-}
-
-/** Every request's messages, in the order a gateway sees them: each conversation's next turn in turn. */
-function requests(): { role: string; content: string }[][] {
-  const seed = { s: 12345 };
-  const system = { role: 'system', content: words(seed, 2000) };
-  const conversations = Array.from({ length: CONVERSATIONS }, () => [system]);
-  const out: { role: string; content: string }[][] = [];
-  for (let turn = 0; turn < TURNS; turn++)
-    for (const messages of conversations) {
-      messages.push({ role: 'user', content: words(seed, 800) });
-      out.push(messages.slice());
-      messages.push({ role: 'assistant', content: words(seed, 800) });
-    }
-  return out;
-}
-
 async function timed(fn: () => Promise<number[]>): Promise<[number[], number]> {
   const start = performance.now();
   const ids = await fn();
@@ -66,7 +39,7 @@ async function timed(fn: () => Promise<number[]>): Promise<[number[], number]> {
 async function main(): Promise<void> {
   const rows: Record<string, string | number>[] = [];
   const results: Record<string, unknown>[] = [];
-  const all = requests();
+  const all = chatRequests(CONVERSATIONS, TURNS);
   for (const backend of BACKENDS) {
     const plain = tokenizer(backend, 0);
     const cached = tokenizer(backend, 64 << 20);
