@@ -302,6 +302,21 @@ describe.each(BACKENDS)('gateway tokenizers (%s)', (backend) => {
     },
   );
 
+  test('prompts longer than V8 hashes by content, of one length, are cached apart', async () => {
+    const f = await startFleet(backend, 1, { tokenizeCache: { maxPrompts: 16, maxBytes: 16 << 20 } });
+    const scrape = async () => {
+      const text = await (await fetch(`${f.adminUrl}/metrics`)).text();
+      return ['hits', 'misses'].map((k) => Number(new RegExp(`^kvroute_gateway_tokenize_cache_${k}_total (\\d+)$`, 'm').exec(text)?.[1]));
+    };
+    const prompt = (c: string) => `${c}${'long prompt '.repeat(1_700)}${c}`; // 20,402 characters
+    for (const c of ['a', 'b', 'a', 'c', 'b']) {
+      const r = await postJson(`${f.adminUrl}/admin/explain`, { prompt: prompt(c) });
+      expect(r.status).toBe(200);
+      expect(r.json.tokens).toEqual(mockTokenize(prompt(c)));
+    }
+    expect(await scrape()).toEqual([2, 3]);
+  });
+
   test("a local tokenizer's prefix cache: each turn of a conversation encodes only what it adds, with the same tokens", async () => {
     const dir = scratchDir('kvroute-tok-');
     writeFileSync(join(dir, 'tokenizer.json'), chatmlBytes().json);

@@ -116,6 +116,22 @@ describe.each(BACKENDS)('TextTokenizer prefix cache (%s)', (backend) => {
     expect(stats?.reusedTokens).toBeGreaterThan(5_000);
   });
 
+  test('long pieces of one length (past what V8 hashes by content) are told apart by their text', async () => {
+    const { json } = chatmlBytes();
+    const plain = new TextTokenizer(json, { backend });
+    const tokenizer = cached(json, 1 << 22);
+    const long = (c: string) => `${'a'.repeat(10_000)}${c}${'a'.repeat(10_000)}`; // 20,001 characters
+    const text = (c: string, tail: string) => `<|im_start|>${long(c)}<|im_end|>\n${tail}`;
+    const encode = async (t: string) =>
+      expect(await tokenizer.encode(t, { addSpecialTokens: false })).toEqual(await plain.encode(t, { addSpecialTokens: false }));
+    await encode(text('x', 'one'));
+    await encode(text('y', 'two')); // same length, another piece: only <|im_start|> is reused
+    expect(tokenizer.prefixCacheStats()).toMatchObject({ hits: 1, misses: 1, reusedTokens: 1 });
+    await encode(text('x', 'three')); // the first long piece again: 1 + 20,002 ids reused
+    await encode(text('y', 'four'));
+    expect(tokenizer.prefixCacheStats()).toMatchObject({ hits: 3, reusedTokens: 1 + 2 * 20_003, rejected: 0 });
+  });
+
   test('bounded in bytes: the least recently used pieces go, the ids stay right', async () => {
     const fixture = chatmlBytes();
     const plain = new TextTokenizer(fixture.json, { backend });

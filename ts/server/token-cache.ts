@@ -6,6 +6,8 @@
  * @module
  */
 
+import { mapKey } from '../long-keys.js';
+
 /** Bounds of a {@link TokenCache}. */
 export interface TokenCacheLimits {
   /** Prompts kept; 0 turns the cache off. */
@@ -22,9 +24,12 @@ export interface TokenCacheStats {
   bytes: number;
 }
 
-/** An LRU; a Map keeps insertion order, so its first key is the oldest. */
+/**
+ * An LRU; a Map keeps insertion order, so its first key is the oldest. Prompts are keyed by
+ * {@link mapKey} (a long prompt by a digest, checked against the prompt on a hit).
+ */
 export class TokenCache {
-  private readonly entries = new Map<string, number[]>();
+  private readonly entries = new Map<string, { key: string; ids: number[] }>();
   private hits = 0;
   private misses = 0;
   private bytes = 0;
@@ -36,27 +41,37 @@ export class TokenCache {
   }
 
   get(key: string): number[] | undefined {
-    const ids = this.entries.get(key);
-    if (ids === undefined) {
+    const k = mapKey(key);
+    const entry = this.entries.get(k);
+    if (entry === undefined || entry.key !== key) {
       this.misses++;
       return undefined;
     }
     this.hits++;
-    this.entries.delete(key);
-    this.entries.set(key, ids);
-    return ids;
+    this.entries.delete(k);
+    this.entries.set(k, entry);
+    return entry.ids;
   }
 
   set(key: string, ids: number[]): void {
     const size = TokenCache.size(key, ids);
-    if (this.limits.maxPrompts === 0 || size > this.limits.maxBytes / 4 || this.entries.has(key)) return;
-    this.entries.set(key, ids);
+    if (this.limits.maxPrompts === 0 || size > this.limits.maxBytes / 4) return;
+    const k = mapKey(key);
+    const held = this.entries.get(k);
+    if (held?.key === key) return;
+    // Another prompt with the same digest gives way to this one.
+    if (held !== undefined) this.remove(k, held);
+    this.entries.set(k, { key, ids });
     this.bytes += size;
     while (this.entries.size > this.limits.maxPrompts || this.bytes > this.limits.maxBytes) {
-      const [oldest, old] = this.entries.entries().next().value as [string, number[]];
-      this.entries.delete(oldest);
-      this.bytes -= TokenCache.size(oldest, old);
+      const [oldest, old] = this.entries.entries().next().value as [string, { key: string; ids: number[] }];
+      this.remove(oldest, old);
     }
+  }
+
+  private remove(k: string, entry: { key: string; ids: number[] }): void {
+    this.entries.delete(k);
+    this.bytes -= TokenCache.size(entry.key, entry.ids);
   }
 
   stats(): TokenCacheStats {

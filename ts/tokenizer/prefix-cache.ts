@@ -14,6 +14,7 @@
  * @module
  */
 
+import { mapKey } from '../long-keys.js';
 import type { Boundary } from './boundary-tokens.js';
 
 /**
@@ -51,6 +52,8 @@ export interface TokenizerPrefixCacheStats {
 /** One piece of text between boundaries (ending with its boundary token) and its ids. */
 interface Piece {
   readonly text: string;
+  /** Its key in its parent's map ({@link mapKey}: a long piece by a digest, so the text is checked too). */
+  readonly key: string;
   readonly ids: Uint32Array;
   readonly parent: Piece | undefined;
   readonly children: Map<string, Piece>;
@@ -101,8 +104,8 @@ export class PrefixCache {
     let level = this.roots;
     let tokens = 0;
     for (const text of pieces) {
-      const piece = level.get(text);
-      if (piece === undefined) break;
+      const piece = level.get(mapKey(text));
+      if (piece === undefined || piece.text !== text) break;
       parts.push(piece.ids);
       path.push(piece);
       tokens += piece.ids.length;
@@ -144,12 +147,15 @@ export class PrefixCache {
     let level = this.roots;
     let start = 0;
     for (let i = 0; i < pieces.length; i++) {
-      let piece = level.get(pieces[i]);
+      const key = mapKey(pieces[i]);
+      let piece = level.get(key);
+      // Another long piece with the same digest holds the place: the rest of this text is not cached.
+      if (piece !== undefined && piece.text !== pieces[i]) break;
       if (piece === undefined) {
         const text = ownCopy(pieces[i]);
         const own = Uint32Array.from(ids.slice(start, ends[i]));
-        piece = { text, ids: own, parent, children: new Map(), bytes: 2 * text.length + 4 * own.length + PIECE_OVERHEAD };
-        level.set(text, piece);
+        piece = { text, key, ids: own, parent, children: new Map(), bytes: 2 * text.length + 4 * own.length + PIECE_OVERHEAD };
+        level.set(key, piece);
         this.bytes += piece.bytes;
       }
       path.push(piece);
@@ -178,7 +184,7 @@ export class PrefixCache {
     while (this.bytes > this.maxBytes) {
       const oldest = this.lru.keys().next().value as Piece;
       this.lru.delete(oldest);
-      (oldest.parent?.children ?? this.roots).delete(oldest.text);
+      (oldest.parent?.children ?? this.roots).delete(oldest.key);
       this.bytes -= oldest.bytes;
     }
   }
