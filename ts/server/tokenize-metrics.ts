@@ -68,7 +68,7 @@ function prefixCacheMetrics(tokenizer: PromptTokenizer, registry: Registry): voi
   scrapedGauge(
     registry,
     `${name}_bytes`,
-    'Bytes the prefix cache holds (text as UTF-16, 4 per token id, about 100 per piece).',
+    'Bytes the prefix cache holds, as V8 counts them (within a few percent of its heap statistics).',
     read('bytes'),
   );
   scrapedGauge(registry, `${name}_pieces`, 'Pieces of prompts (between special tokens) the prefix cache holds.', read('pieces'));

@@ -71,7 +71,7 @@ export interface TextTokenizerOptions {
  * @group Tokenizer
  */
 export interface TokenizerPrefixCacheOptions {
-  /** Bytes the cache may hold (text as UTF-16, 4 per token id, about 100 per piece), least recently used out first; 0: off. */
+  /** Bytes the cache may hold, least recently used out first (counted as V8 holds them: about 500 for a piece of 15 characters); 0: off. */
   maxBytes: number;
 }
 
