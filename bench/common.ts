@@ -9,6 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const RESULTS = join(ROOT, 'bench', 'results');
@@ -122,4 +123,30 @@ export function spawnLine(
     });
     child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}: ${out}`)));
   });
+}
+
+/** Keep-alive undici pools, one per origin with `connections` each, and a way to close them all. */
+export function poolsOf(connections: number): { pool: (url: string) => Pool; close: () => Promise<void> } {
+  const pools = new Map<string, Pool>();
+  return {
+    pool(url) {
+      const existing = pools.get(url);
+      if (existing) return existing;
+      const created = new Pool(url, { connections });
+      pools.set(url, created);
+      return created;
+    },
+    async close() {
+      for (const p of pools.values()) await p.close();
+    },
+  };
+}
+
+/** POSTs `body` as JSON; resolves with the milliseconds until the whole answer and its text, rejects on a status other than 200. */
+export async function timedPost(pool: Pool, url: string, path: string, body: unknown): Promise<{ ms: number; text: string }> {
+  const t0 = performance.now();
+  const res = await pool.request({ method: 'POST', path, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`${url}${path} answered ${res.statusCode}: ${text}`);
+  return { ms: performance.now() - t0, text };
 }

@@ -15,9 +15,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { Pool } from 'undici';
 import { chatRequests } from './chat-workload.js';
-import { fmt, machine, percentile, printTable, QUICK, ROOT, sortedCopy, spawnLine, writeResult } from './common.js';
+import { fmt, machine, percentile, poolsOf, printTable, QUICK, ROOT, sortedCopy, spawnLine, timedPost, writeResult } from './common.js';
 
 const WORKERS = 4;
 const CONVERSATIONS = 8;
@@ -40,26 +39,10 @@ const withCache = await gateway([]);
 const withoutCache = await gateway(['--config', offConfig]);
 await new Promise((r) => setTimeout(r, 500));
 
-const pools = new Map<string, Pool>();
-const pool = (url: string) => {
-  const existing = pools.get(url);
-  if (existing) return existing;
-  const created = new Pool(url, { connections: 4 });
-  pools.set(url, created);
-  return created;
-};
+const { pool, close: closePools } = poolsOf(4);
 
 async function chat(url: string, messages: Record<string, unknown>[]): Promise<number> {
-  const t0 = performance.now();
-  const res = await pool(url).request({
-    method: 'POST',
-    path: '/v1/chat/completions',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ messages, max_tokens: 1 }),
-  });
-  const text = await res.body.text();
-  if (res.statusCode !== 200) throw new Error(`${url} answered ${res.statusCode}: ${text}`);
-  return performance.now() - t0;
+  return (await timedPost(pool(url), url, '/v1/chat/completions', { messages, max_tokens: 1 })).ms;
 }
 
 /** A gateway's mean tokenizing time per request, ms, from its own histogram. */
@@ -105,6 +88,6 @@ printTable(
   })),
 );
 console.log(writeResult('gateway-chat', { machine: machine(), conversations: CONVERSATIONS, turns: TURNS, figures }));
-for (const p of pools.values()) await p.close();
+await closePools();
 for (const child of [withCache.child, withoutCache.child, fleet.child]) child.kill('SIGTERM');
 rmSync(scratch, { recursive: true, force: true });

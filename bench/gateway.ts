@@ -21,9 +21,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Pool } from 'undici';
 import { mockTokenize, writeMockTokenizer } from '../ts/index.js';
-import { closedLoop, fmt, percentile, printTable, QUICK, ROOT, sortedCopy, spawnLine, writeResult } from './common.js';
+import { closedLoop, fmt, percentile, poolsOf, printTable, QUICK, ROOT, sortedCopy, spawnLine, timedPost, writeResult } from './common.js';
 
 const WORKERS = 16;
 const SECONDS = QUICK ? 1.5 : 8;
@@ -56,39 +55,16 @@ const serve = await spawnLine(
 const gatewayUrl = serve.match[1];
 await new Promise((r) => setTimeout(r, 500));
 
-const pools = new Map<string, Pool>();
-const pool = (url: string) => {
-  const existing = pools.get(url);
-  if (existing) return existing;
-  const created = new Pool(url, { connections: CLIENTS });
-  pools.set(url, created);
-  return created;
-};
+const { pool, close: closePools } = poolsOf(CLIENTS);
 
 async function completion(url: string, prompt: string | number[]): Promise<number> {
-  const t0 = performance.now();
-  const res = await pool(url).request({
-    method: 'POST',
-    path: '/v1/completions',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ prompt, max_tokens: 1 }),
-  });
-  await res.body.dump();
-  if (res.statusCode !== 200) throw new Error(`${url} answered ${res.statusCode}`);
-  return performance.now() - t0;
+  return (await timedPost(pool(url), url, '/v1/completions', { prompt, max_tokens: 1 })).ms;
 }
 
 /** One Responses API turn; returns the response's id. */
 async function respond(url: string, input: string, previous: string | undefined): Promise<string> {
-  const res = await pool(url).request({
-    method: 'POST',
-    path: '/v1/responses',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ input, max_output_tokens: 1, ...(previous === undefined ? {} : { previous_response_id: previous }) }),
-  });
-  const text = await res.body.text();
-  if (res.statusCode !== 200) throw new Error(`${url} answered ${res.statusCode}: ${text}`);
-  return (JSON.parse(text) as { id: string }).id;
+  const body = { input, max_output_tokens: 1, ...(previous === undefined ? {} : { previous_response_id: previous }) };
+  return (JSON.parse((await timedPost(pool(url), url, '/v1/responses', body)).text) as { id: string }).id;
 }
 
 let conversations = 0;
@@ -203,7 +179,7 @@ writeResult('gateway', {
   parameters: { workers: WORKERS, clients: CLIENTS, seconds: SECONDS, latencyRequests: LATENCY_REQUESTS, promptTokens: ids.length },
   figures,
 });
-for (const p of pools.values()) await p.close();
+await closePools();
 serve.child.kill('SIGTERM');
 fleet.child.kill('SIGTERM');
 rmSync(tokenizerDir, { recursive: true, force: true });

@@ -13,7 +13,7 @@ import { KvRouteError, mockTokenizerJson, TextTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { expectKvError } from './helpers/errors.js';
 import { Rng } from './helpers/random.js';
-import { withSpecials, wordModel } from './helpers/tokenizer-files.js';
+import { added, bpeTokenizer, withSpecials, wordModel } from './helpers/tokenizer-files.js';
 
 const PIECES = ['a', 'Z', ' ', '  ', '\n', '\t', '.', ',', "'s", 'é', 'ß', '中文', '日本', '🙂', '👩‍💻', '42', '<|x|>', '\u00a0'];
 
@@ -41,27 +41,12 @@ function charBpe(): { json: string; merges: string[][]; vocab: Record<string, nu
   const vocab: Record<string, number> = { '<unk>': 0 };
   for (const ch of 'abcde') vocab[ch] = Object.keys(vocab).length;
   for (const [l, r] of merges) vocab[l + r] ??= Object.keys(vocab).length;
-  const json = JSON.stringify({
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: [{ id: 0, content: '<unk>', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
-    normalizer: null,
-    pre_tokenizer: { type: 'WhitespaceSplit' },
-    post_processor: null,
-    decoder: null,
-    model: {
-      type: 'BPE',
-      dropout: null,
-      unk_token: '<unk>',
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: false,
-      vocab,
-      merges: merges.map(([l, r]) => `${l} ${r}`),
-    },
+  const json = bpeTokenizer({
+    vocab,
+    merges,
+    unkToken: '<unk>',
+    addedTokens: [added(0, '<unk>')],
+    preTokenizer: { type: 'WhitespaceSplit' },
   });
   return { json, merges, vocab };
 }
@@ -233,26 +218,7 @@ describe.each(BACKENDS)('TextTokenizer (%s)', (backend) => {
     const vocab: Record<string, number> = { '<unk>': 0 };
     for (let b = 0; b < 256; b++) vocab[`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`] = b + 1;
     Object.assign(vocab, { '\ufffd': 257, a: 258 });
-    const json = JSON.stringify({
-      version: '1.0',
-      truncation: null,
-      padding: null,
-      added_tokens: [],
-      normalizer: null,
-      pre_tokenizer: null,
-      post_processor: null,
-      decoder: null,
-      model: {
-        type: 'BPE',
-        dropout: null,
-        unk_token: '<unk>',
-        fuse_unk: false,
-        byte_fallback: true,
-        ignore_merges: false,
-        vocab,
-        merges: [],
-      },
-    });
+    const json = bpeTokenizer({ vocab, unkToken: '<unk>', byteFallback: true });
     const tokenizer = new TextTokenizer(json, { backend });
     expect(await tokenizer.encode('a\ud83d')).toEqual([258, 257]);
     expect(await tokenizer.encode('\ude42a\ufffd')).toEqual([257, 258, 257]);

@@ -3,37 +3,8 @@
  */
 import { mockTokenizerJson } from '../../ts/index.js';
 
-/**
- * The mock model (one id per UTF-8 byte) with two added special tokens, `<|bos|>` (256) and
- * `<|eot|>` (257), and (unless `template` is false) a template that puts `<|bos|>` before a text.
- */
-export function withSpecials(template = true): string {
-  const base = mockTokenizerJson() as Record<string, unknown>;
-  const special = (id: number, content: string) => ({
-    id,
-    content,
-    single_word: false,
-    lstrip: false,
-    rstrip: false,
-    normalized: false,
-    special: true,
-  });
-  return JSON.stringify({
-    ...base,
-    added_tokens: [special(256, '<|bos|>'), special(257, '<|eot|>')],
-    post_processor: !template
-      ? null
-      : {
-          type: 'TemplateProcessing',
-          single: [{ SpecialToken: { id: '<|bos|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
-          pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
-          special_tokens: { '<|bos|>': { id: '<|bos|>', ids: [256], tokens: ['<|bos|>'] } },
-        },
-  });
-}
-
 /** An `added_tokens` entry: matched on the raw text and standing anywhere unless `flags` say otherwise. */
-function added(id: number, content: string, flags: Record<string, boolean> = {}) {
+export function added(id: number, content: string, flags: Record<string, boolean> = {}) {
   return { id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true, ...flags };
 }
 
@@ -45,6 +16,52 @@ function bosTemplate(token: string, id: number) {
     pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
     special_tokens: { [token]: { id: token, ids: [id], tokens: [token] } },
   };
+}
+
+/** A `tokenizer.json` of a BPE model: what a fixture sets, the rest null or off. */
+export function bpeTokenizer(o: {
+  vocab: Record<string, number>;
+  merges?: string[][];
+  unkToken?: string | null;
+  byteFallback?: boolean;
+  addedTokens?: object[];
+  preTokenizer?: object | null;
+  postProcessor?: object | null;
+}): string {
+  return JSON.stringify({
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: o.addedTokens ?? [],
+    normalizer: null,
+    pre_tokenizer: o.preTokenizer ?? null,
+    post_processor: o.postProcessor ?? null,
+    decoder: null,
+    model: {
+      type: 'BPE',
+      dropout: null,
+      unk_token: o.unkToken ?? null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: o.byteFallback ?? false,
+      ignore_merges: false,
+      vocab: o.vocab,
+      merges: (o.merges ?? []).map(([l, r]) => `${l} ${r}`),
+    },
+  });
+}
+
+/**
+ * The mock model (one id per UTF-8 byte) with two added special tokens, `<|bos|>` (256) and
+ * `<|eot|>` (257), and (unless `template` is false) a template that puts `<|bos|>` before a text.
+ */
+export function withSpecials(template = true): string {
+  return JSON.stringify({
+    ...(mockTokenizerJson() as Record<string, unknown>),
+    added_tokens: [added(256, '<|bos|>'), added(257, '<|eot|>')],
+    post_processor: template ? bosTemplate('<|bos|>', 256) : null,
+  });
 }
 
 /**
@@ -124,27 +141,13 @@ export function metaspaceFirst(): ChatTokenizerFixture {
     ['e', 'r'],
   ];
   for (const [l, r] of merges) vocab[l + r] ??= Object.keys(vocab).length;
-  const json = JSON.stringify({
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: [added(0, '<unk>'), added(1, '<bos>'), added(2, '<start_of_turn>'), added(3, '<end_of_turn>')],
-    normalizer: null,
-    pre_tokenizer: { type: 'Metaspace', replacement: '▁', prepend_scheme: 'first', split: false },
-    post_processor: bosTemplate('<bos>', 1),
-    decoder: null,
-    model: {
-      type: 'BPE',
-      dropout: null,
-      unk_token: '<unk>',
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: false,
-      vocab,
-      merges: merges.map(([l, r]) => `${l} ${r}`),
-    },
+  const json = bpeTokenizer({
+    vocab,
+    merges,
+    unkToken: '<unk>',
+    addedTokens: [added(0, '<unk>'), added(1, '<bos>'), added(2, '<start_of_turn>'), added(3, '<end_of_turn>')],
+    preTokenizer: { type: 'Metaspace', replacement: '▁', prepend_scheme: 'first', split: false },
+    postProcessor: bosTemplate('<bos>', 1),
   });
   return {
     json,
@@ -218,15 +221,6 @@ export function llama3Chat(): ChatTokenizerFixture {
 
 /** Words `a`, `b`, `ab`, `ba` split on whitespace, a `<t>` token and a BOS the post-processor adds; no unknown token. */
 export function wordModel(): string {
-  const added = (id: number, content: string) => ({
-    id,
-    content,
-    single_word: false,
-    lstrip: false,
-    rstrip: false,
-    normalized: false,
-    special: true,
-  });
   return JSON.stringify({
     version: '1.0',
     truncation: null,
@@ -234,12 +228,7 @@ export function wordModel(): string {
     added_tokens: [added(2, '<t>'), added(3, '<bos>')],
     normalizer: null,
     pre_tokenizer: { type: 'WhitespaceSplit' },
-    post_processor: {
-      type: 'TemplateProcessing',
-      single: [{ SpecialToken: { id: '<bos>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
-      pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
-      special_tokens: { '<bos>': { id: '<bos>', ids: [3], tokens: ['<bos>'] } },
-    },
+    post_processor: bosTemplate('<bos>', 3),
     decoder: null,
     model: { type: 'WordLevel', vocab: { a: 0, b: 1, '<t>': 2, '<bos>': 3, ab: 4, ba: 5 }, unk_token: '<none>' },
   });

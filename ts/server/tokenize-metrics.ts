@@ -7,6 +7,7 @@
  */
 
 import type { Registry } from 'prom-client';
+import type { TokenizerPrefixCacheStats } from '../tokenizer/prefix-cache.js';
 import { scrapedCounter, scrapedGauge } from './scraped-metrics.js';
 import type { PromptTokenizer } from './tokenize.js';
 
@@ -29,47 +30,27 @@ export function tokenizeCacheMetrics(tokenizer: PromptTokenizer, registry: Regis
   prefixCacheMetrics(tokenizer, registry);
 }
 
+/** The prefix cache's figures: its stats key, metric name (after the prefix), help, and whether it only grows. */
+const PREFIX_CACHE_FIGURES: [keyof TokenizerPrefixCacheStats, string, string, 'counter' | 'gauge'][] = [
+  ['hits', 'hits_total', 'Local encodes that reused a cached prompt beginning and encoded only the rest.', 'counter'],
+  ['misses', 'misses_total', 'Local encodes of a prompt with special tokens whose beginning was not cached.', 'counter'],
+  ['skipped', 'skipped_total', 'Local encodes the prefix cache could not help (no special token to cut after).', 'counter'],
+  [
+    'rejected',
+    'rejected_total',
+    "Prompts whose token ids did not hold their special tokens where the text does (not cached; expected 0: the model's tokenizer does not fit the cache's rule).",
+    'counter',
+  ],
+  ['reusedTokens', 'reused_tokens_total', 'Token ids taken from the prefix cache instead of encoded.', 'counter'],
+  ['bytes', 'bytes', 'Bytes the prefix cache holds, as V8 counts them (within a few percent of its heap statistics).', 'gauge'],
+  ['pieces', 'pieces', 'Pieces of prompts (between special tokens) the prefix cache holds.', 'gauge'],
+];
+
 /** The local tokenizer's prefix cache, when it has one: what its hits save and what it holds. */
 function prefixCacheMetrics(tokenizer: PromptTokenizer, registry: Registry): void {
-  const stats = () => tokenizer.prefixCacheStats?.();
-  if (stats() === undefined) return;
-  const read = (key: 'hits' | 'misses' | 'skipped' | 'rejected' | 'reusedTokens' | 'bytes' | 'pieces') => () => stats()?.[key] ?? 0;
-  const name = 'kvroute_gateway_tokenize_prefix_cache';
-  scrapedCounter(
-    registry,
-    `${name}_hits_total`,
-    'Local encodes that reused a cached prompt beginning and encoded only the rest.',
-    read('hits'),
-  );
-  scrapedCounter(
-    registry,
-    `${name}_misses_total`,
-    'Local encodes of a prompt with special tokens whose beginning was not cached.',
-    read('misses'),
-  );
-  scrapedCounter(
-    registry,
-    `${name}_skipped_total`,
-    'Local encodes the prefix cache could not help (no special token to cut after).',
-    read('skipped'),
-  );
-  scrapedCounter(
-    registry,
-    `${name}_rejected_total`,
-    "Prompts whose token ids did not hold their special tokens where the text does (not cached; expected 0: the model's tokenizer does not fit the cache's rule).",
-    read('rejected'),
-  );
-  scrapedCounter(
-    registry,
-    `${name}_reused_tokens_total`,
-    'Token ids taken from the prefix cache instead of encoded.',
-    read('reusedTokens'),
-  );
-  scrapedGauge(
-    registry,
-    `${name}_bytes`,
-    'Bytes the prefix cache holds, as V8 counts them (within a few percent of its heap statistics).',
-    read('bytes'),
-  );
-  scrapedGauge(registry, `${name}_pieces`, 'Pieces of prompts (between special tokens) the prefix cache holds.', read('pieces'));
+  if (tokenizer.prefixCacheStats?.() === undefined) return;
+  for (const [key, name, help, kind] of PREFIX_CACHE_FIGURES) {
+    const read = () => tokenizer.prefixCacheStats?.()?.[key] ?? 0;
+    (kind === 'counter' ? scrapedCounter : scrapedGauge)(registry, `kvroute_gateway_tokenize_prefix_cache_${name}`, help, read);
+  }
 }
