@@ -16,6 +16,12 @@ export interface TokenCacheLimits {
   maxBytes: number;
 }
 
+/** A prompt and its map key ({@link mapKey}). */
+export interface CacheKey {
+  prompt: string;
+  k: string;
+}
+
 /** What a {@link TokenCache} did and holds. */
 export interface TokenCacheStats {
   hits: number;
@@ -40,8 +46,12 @@ export class TokenCache {
     return 2 * key.length + 8 * ids.length;
   }
 
-  get(key: string): number[] | undefined {
-    const k = mapKey(key);
+  /** A prompt's key in the cache, for a `get` and the `set` after it (a long prompt's digest taken once). */
+  static key(prompt: string): CacheKey {
+    return { prompt, k: mapKey(prompt) };
+  }
+
+  get({ prompt: key, k }: CacheKey): number[] | undefined {
     const entry = this.entries.get(k);
     if (entry === undefined || entry.key !== key) {
       this.misses++;
@@ -53,10 +63,9 @@ export class TokenCache {
     return entry.ids;
   }
 
-  set(key: string, ids: number[]): void {
+  set({ prompt: key, k }: CacheKey, ids: number[]): void {
     const size = TokenCache.size(key, ids);
     if (this.limits.maxPrompts === 0 || size > this.limits.maxBytes / 4) return;
-    const k = mapKey(key);
     const held = this.entries.get(k);
     if (held?.key === key) return;
     // Another prompt with the same digest gives way to this one.

@@ -77,7 +77,7 @@ function cachedTokenizer(
     async tokenize(input) {
       if (input.kind === 'ids') return input.ids;
       const body = tokenizeBody(input);
-      const key = JSON.stringify(body);
+      const key = TokenCache.key(JSON.stringify(body));
       const hit = cache.get(key);
       if (hit) return hit;
       const ids = await tokenize(input, body);

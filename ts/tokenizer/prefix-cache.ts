@@ -62,11 +62,15 @@ interface Piece {
   readonly bytes: number;
 }
 
-/** A text's cached prefix: its ids (pieces in order) and where it ends. */
+/** A piece of a text being encoded, and its map key ({@link mapKey}, computed once for lookup and store). */
+export interface TextPiece {
+  text: string;
+  key: string;
+}
+
+/** A text's cached prefix: its ids (pieces in order) and the boundary it ends at. */
 export interface CachedPrefix {
   parts: PieceIds[];
-  /** UTF-16 offset where the cached prefix ends (0: none). */
-  end: number;
   /** The boundary the cached prefix ends at (undefined when none). */
   boundary: Boundary | undefined;
   tokens: number;
@@ -109,23 +113,23 @@ export class PrefixCache {
   constructor(readonly maxBytes: number) {}
 
   /** The pieces of `text` cut at `boundaries`, in order. */
-  static pieces(text: string, boundaries: readonly Boundary[]): string[] {
+  static pieces(text: string, boundaries: readonly Boundary[]): TextPiece[] {
     let start = 0;
     return boundaries.map((b) => {
       const piece = text.slice(start, b.end);
       start = b.end;
-      return piece;
+      return { text: piece, key: mapKey(piece) };
     });
   }
 
   /** The longest cached prefix of a text whose pieces are `pieces` (cut at `boundaries`). */
-  lookup(pieces: readonly string[], boundaries: readonly Boundary[]): CachedPrefix {
+  lookup(pieces: readonly TextPiece[], boundaries: readonly Boundary[]): CachedPrefix {
     const parts: PieceIds[] = [];
     const path: Piece[] = [];
     let level: Map<string, Piece> | undefined = this.roots;
     let tokens = 0;
-    for (const text of pieces) {
-      const piece: Piece | undefined = level?.get(mapKey(text));
+    for (const { text, key } of pieces) {
+      const piece: Piece | undefined = level?.get(key);
       if (piece === undefined || piece.text !== text) break;
       parts.push(piece.ids);
       path.push(piece);
@@ -134,7 +138,7 @@ export class PrefixCache {
     }
     this.touch(path);
     const boundary = path.length === 0 ? undefined : boundaries[path.length - 1];
-    return { parts, end: boundary?.end ?? 0, boundary, tokens };
+    return { parts, boundary, tokens };
   }
 
   /**
@@ -144,7 +148,7 @@ export class PrefixCache {
    * they were cached.
    */
   store(
-    pieces: readonly string[],
+    pieces: readonly TextPiece[],
     boundaries: readonly Boundary[],
     ids: readonly number[],
     boundaryIds: ReadonlySet<number>,
@@ -167,18 +171,18 @@ export class PrefixCache {
     let parent: Piece | undefined;
     let start = 0;
     for (let i = 0; i < pieces.length; i++) {
-      const key = mapKey(pieces[i]);
+      const { key, text: given } = pieces[i];
       if (parent !== undefined && parent.children === undefined) parent.children = new Map();
       const level = parent === undefined ? this.roots : (parent.children as Map<string, Piece>);
       let piece = level.get(key);
       // Another long piece with the same digest holds the place: the rest of this text is not cached.
-      if (piece !== undefined && piece.text !== pieces[i]) break;
+      if (piece !== undefined && piece.text !== given) break;
       if (piece === undefined) {
-        const text = ownCopy(pieces[i]);
+        const text = ownCopy(given);
         // A short piece is its own key: the copy, not the slice, which would keep the whole prompt alive.
         const slice = ids.slice(start, ends[i]);
         const own = slice.length < TYPED_IDS_FROM ? slice : Uint32Array.from(slice);
-        const stored = key === pieces[i] ? text : key;
+        const stored = key === given ? text : key;
         piece = { text, key: stored, ids: own, parent, children: undefined, bytes: pieceBytes(text, own) };
         level.set(stored, piece);
         this.bytes += piece.bytes;

@@ -86,7 +86,7 @@ export class PrefixEncoder {
       ids = await this.inner.encode(text, false);
     } else {
       const token = prefix.boundary.token;
-      const rest = await this.inner.encode(token.text + text.slice(prefix.end), false);
+      const rest = await this.inner.encode(token.text + text.slice(prefix.boundary.end), false);
       if (rest[0] !== token.id) {
         cache.counts.rejected++;
         return this.inner.encode(text, false);
