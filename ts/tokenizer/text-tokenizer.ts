@@ -14,7 +14,7 @@ import type { BackendName, TextTokenizerBackend } from '../backend-types.js';
 import { readChatPrompt, renderChatPrompt } from '../chat/prompt.js';
 import { KvRouteError } from '../errors.js';
 import { BadRequest } from '../mock-worker/bad-request.js';
-import { checkOptions, describe } from '../validate.js';
+import { checkOptions, describe, nonNegativeInteger } from '../validate.js';
 import {
   type ChatTemplates,
   chooseChatTemplate,
@@ -149,11 +149,11 @@ function readJsonBeside(path: string, name: string): Record<string, unknown> | u
 /** The prefix cache's byte bound from the options, checked (0: off). */
 function prefixCacheBytes(option: unknown): number {
   if (option === undefined) return 0;
-  const o = checkOptions(option as TokenizerPrefixCacheOptions, 'options.prefixCache', ['maxBytes']);
-  const max = o.maxBytes;
-  if (typeof max !== 'number' || !Number.isSafeInteger(max) || max < 0)
-    throw new KvRouteError('ERR_INVALID_ARG', `options.prefixCache.maxBytes must be a non-negative integer, got ${describe(max)}`);
-  return max;
+  const { maxBytes } = checkOptions(option, 'options.prefixCache', ['maxBytes']);
+  // Required: an empty object turning the cache on at some size would be a guess.
+  if (maxBytes === undefined)
+    throw new KvRouteError('ERR_INVALID_ARG', 'options.prefixCache.maxBytes must be a non-negative integer, got undefined');
+  return nonNegativeInteger(maxBytes, 'options.prefixCache.maxBytes', 0);
 }
 
 /** The chat options of {@link TextTokenizerOptions}, checked. */
@@ -190,7 +190,7 @@ function chatOptions(o: TextTokenizerOptions) {
  * the same as without the cache. A special token qualifies when the tokenizer splits texts at
  * it before anything else reads them: an added token matched on the raw text (`normalized`
  * false), with no `lstrip`, `rstrip` or `single_word`, whose text no other added token
- * contains; a text's pieces are cached only when its ids hold those tokens where its text does.
+ * contains, and not the model's unknown token; a text's pieces are cached only when its ids hold those tokens where its text does.
  * @group Tokenizer
  */
 export class TextTokenizer {
