@@ -132,6 +132,22 @@ describe('snapshot documents read the same on both backends', () => {
     expect(refused).toBeLessThan(140);
   });
 
+  test('the nesting limit counts from each event, not from the document around it', async () => {
+    const deep = (levels: number) =>
+      `[{"worker_id": 1, "state_source": ${'['.repeat(levels)}${']'.repeat(levels)}, "event": {"event_id": 0, "data": "cleared"}}]`;
+    for (const [events, ok] of [
+      [deep(126), true],
+      [deep(127), false],
+    ] as const) {
+      for (const text of [render({ ...VALID, events }), events]) {
+        const [native, js] = [await outcome('native', text), await outcome('js', text)];
+        expect(same(native, js), `${text.slice(0, 60)}: ${JSON.stringify([native, js])}`).toBe(true);
+        expect(native.ok, text.slice(0, 60)).toBe(ok);
+        if (!native.ok) expect(js).toMatchObject({ code: 'ERR_INVALID_EVENT', message: expect.stringMatching(/^events\[0\]/) });
+      }
+    }
+  });
+
   test('closing the index while a warm start is in flight rejects it with ERR_CLOSED and applies nothing', async () => {
     served = render(VALID);
     for (const backend of ['native', 'js'] as const) {

@@ -8,7 +8,7 @@ export type { BackendName } from './backend.js';
 export { backend, nativeAvailable, nativeLoadError } from './backend.js';
 export type { KvRouteErrorCode } from './errors.js';
 export { isKvRouteError, KvRouteError } from './errors.js';
-export { JsonFloat } from './events/json.js';
+export { JsonFloat } from './events/json-float.js';
 export { parseEvents, stringifyEvents } from './events/text.js';
 export type {
   BlockExtraInfo,

@@ -7,7 +7,7 @@
  */
 
 import { invalidArg } from './errors.js';
-import { JsonFloat } from './events/json.js';
+import { JsonFloat } from './events/json-float.js';
 import { MAX_TOKENS_PER_REQUEST } from './limits.js';
 
 /** Largest block size accepted, in tokens (matches `MAX_BLOCK_SIZE` in kvroute-core). */

@@ -8,70 +8,59 @@
  *   whose value is an integer (`45.0`, `1e3`, `45.000000000000001`) becomes a {@link JsonFloat}, so that
  *   an integer field rejects it instead of reading a rounded value. The native backend parses in
  *   Rust with serde_json, which never reads a float as an integer either: both answer the same.
- * - a key repeated with a different value is an error (a document that means two things is not
- *   accepted). An identical repeat passes here, while serde_json rejects every repeated key: the
- *   one known difference between the backends (README, Limitations).
- * - numbers beyond a double's range (`1e400`) are accepted here but rejected by serde_json:
- *   JSON leaves that to implementations, and no event field can hold one.
+ * - a number beyond a double's range (`1e400`) is an error, as in serde_json;
+ * - so are a repeated key, a `\u` escape of half a surrogate pair and an event nested deeper than
+ *   serde_json's limit (`json-rules.ts`): JSON leaves all four to implementations, and kvroute's
+ *   two backends answer alike.
  * @module
  */
 
 import { parse } from 'lossless-json';
 import { KvRouteError } from '../errors.js';
-
-/**
- * A float literal whose value happens to be an integer (`45.0`, `1e3`), as {@link parseEvents}
- * returns it: every integer field rejects it, as serde_json does, instead of reading a rounded
- * value. `toJSON()` and `Number(x)` give its value.
- * @group Events
- */
-export class JsonFloat {
-  /** @param text the literal as written in the JSON text */
-  constructor(readonly text: string) {}
-
-  /** The literal as written. */
-  toString(): string {
-    return this.text;
-  }
-
-  /** Its value as a number. */
-  valueOf(): number {
-    return Number(this.text);
-  }
-
-  /** Written back as a plain JSON number. */
-  toJSON(): number {
-    return Number(this.text);
-  }
-}
+import { JsonFloat } from './json-float.js';
+import { brokenRule, nestsTooDeep } from './json-rules.js';
 
 const INTEGER = /^-?[0-9]+$/;
 
 function parseNumber(text: string): unknown {
-  if (INTEGER.test(text) && text !== '-0') {
-    const n = Number(text);
-    return Number.isSafeInteger(n) ? n : text;
-  }
   const n = Number(text);
+  if (!Number.isFinite(n)) throw new SyntaxError(`number out of range: ${text.length > 40 ? `${text.slice(0, 40)}…` : text}`);
+  if (INTEGER.test(text) && text !== '-0') return Number.isSafeInteger(n) ? n : text;
   return Number.isInteger(n) ? new JsonFloat(text) : n;
 }
 
-/** A key repeated with a different value (lossless-json lets an identical repeat through). */
+/** A key repeated with a different value (`json-rules.ts` finds identical repeats). */
 function rejectDuplicateKey({ key, position }: { key: string; position: number }): never {
   throw new SyntaxError(`duplicate key "${key}" at position ${position}`);
 }
 
-function parseOne(text: string, where: string): unknown {
+/**
+ * Parses one value whose events sit at level `eventsAt` (1: it is an event; 2: a batch array of
+ * them), the level from which the nesting limit counts (`Infinity`: no limit here).
+ */
+function parseOne(text: string, where: string, eventsAt = 1): unknown {
+  let value: unknown;
   try {
-    return parse(text, null, { parseNumber, onDuplicateKey: rejectDuplicateKey });
+    value = parse(text, null, { parseNumber, onDuplicateKey: rejectDuplicateKey });
   } catch (err) {
     throw new KvRouteError('ERR_INVALID_EVENT', `${where}invalid JSON: ${(err as Error).message}`);
   }
+  const broken = brokenRule(text, value, eventsAt);
+  if (broken !== undefined) {
+    const deep = broken.tooDeep && eventsAt === 2 && Array.isArray(value) ? value.findIndex(nestsTooDeep) : -1;
+    const event = deep >= 0 ? `events[${deep}]: ` : '';
+    throw new KvRouteError('ERR_INVALID_EVENT', `${where}${event}invalid JSON: ${broken.message}`);
+  }
+  return value;
 }
 
-/** Parses one JSON value. */
-export function parseJsonLossless(text: string): unknown {
-  return parseOne(text, '');
+/**
+ * Parses one JSON value.
+ * @param limitNesting whether the value is held to an event's nesting limit; a document that
+ *   holds events (a snapshot) passes `false` and checks each of them with `nestsTooDeep`
+ */
+export function parseJsonLossless(text: string, limitNesting = true): unknown {
+  return parseOne(text, '', limitNesting ? 1 : Number.POSITIVE_INFINITY);
 }
 
 /**
@@ -81,7 +70,7 @@ export function parseJsonLossless(text: string): unknown {
 export function parseJsonBatch(text: string): { values: unknown[]; lines?: number[] } {
   const trimmed = text.trimStart();
   if (trimmed.startsWith('[')) {
-    const values = parseOne(text, '');
+    const values = parseOne(text, '', 2);
     if (!Array.isArray(values)) throw new KvRouteError('ERR_INVALID_EVENT', 'invalid JSON: expected an array of events');
     return { values };
   }

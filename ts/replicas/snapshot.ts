@@ -12,6 +12,7 @@
 
 import { KvRouteError } from '../errors.js';
 import { parseJsonLossless, stringifyLossless } from '../events/json.js';
+import { nestsTooDeep, TOO_DEEP } from '../events/json-rules.js';
 import type { RouterEvent } from '../events/types.js';
 import type { KvIndex } from '../kv-index.js';
 
@@ -82,11 +83,14 @@ function u64(v: unknown, what: string): bigint {
 export function parseSnapshot(text: string, blockSize: number, model?: string): ParsedSnapshot {
   let doc: unknown;
   try {
-    doc = parseJsonLossless(text);
+    // The nesting limit counts from each event (`eventsWithinLimit`), as in the native reader,
+    // which parses each event alone. The other rules of `events/json-rules.ts` hold for the
+    // whole document here, and only for the parts it reads there (README, Limitations).
+    doc = parseJsonLossless(text, false);
   } catch (err) {
     bad(`the snapshot is not JSON (${(err as Error).message})`);
   }
-  if (Array.isArray(doc)) return { blockSize, events: doc, engineSeqs: [] };
+  if (Array.isArray(doc)) return { blockSize, events: eventsWithinLimit(doc), engineSeqs: [] };
   if (doc === null || typeof doc !== 'object') bad('the snapshot must be a JSON object or an event array');
   const entries = Object.entries(doc as Record<string, unknown>);
   const chosen = model === undefined ? entries : entries.filter(([k]) => k === `${model}:default` || k === model);
@@ -109,5 +113,12 @@ export function parseSnapshot(text: string, blockSize: number, model?: string): 
     const dpRank = Number(u64(o.dp_rank, `engine_seqs[${i}].dp_rank`));
     return { workerId: u64(o.worker_id, `engine_seqs[${i}].worker_id`), dpRank, seq: u64(o.seq, `engine_seqs[${i}].seq`) };
   });
-  return { blockSize: size, events: entry.events as RouterEvent[], engineSeqs };
+  return { blockSize: size, events: eventsWithinLimit(entry.events), engineSeqs };
+}
+
+/** A snapshot's events, refused as `applyEvents` refuses one nested too deep. */
+function eventsWithinLimit(events: unknown[]): RouterEvent[] {
+  const deep = events.findIndex(nestsTooDeep);
+  if (deep >= 0) throw new KvRouteError('ERR_INVALID_EVENT', `events[${deep}]: invalid JSON: ${TOO_DEEP}`);
+  return events as RouterEvent[];
 }

@@ -1,0 +1,186 @@
+import { afterEach, describe, expect, test } from 'vitest';
+import { KvIndex } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { Rng } from './helpers/random.js';
+
+/**
+ * The four things JSON leaves to implementations, which kvroute refuses on both backends as
+ * serde_json does: a repeated key (even with an identical value), a `\u` escape of half a
+ * surrogate pair, a number beyond a double's range, and an event nested deeper than 127 levels.
+ * A seeded generator writes documents that break them or come close, and knows as it writes
+ * whether each should be refused: the deliberately simple reference both backends must match.
+ */
+
+const event = (fields: string) => `{"worker_id": 1, ${fields} "event": {"event_id": 0, "data": "cleared"}}`;
+/** A document embedded where any JSON value is allowed; the event's object is level 1, it level 2. */
+const embedding = (doc: string) => event(`"state_source": ${doc},`);
+const nested = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
+
+function outcome(index: KvIndex, apply: (i: KvIndex) => unknown): string {
+  try {
+    apply(index);
+    return 'accepted';
+  } catch (err) {
+    return (err as { code?: string }).code ?? 'threw';
+  }
+}
+
+describe.each(BACKENDS)('JSON rules left to implementations, on the %s backend', (backend) => {
+  const open: KvIndex[] = [];
+  afterEach(() => {
+    for (const i of open.splice(0)) i.close();
+  });
+  const make = () => {
+    const i = new KvIndex({ blockSize: 4, backend });
+    open.push(i);
+    return i;
+  };
+  const single = (i: KvIndex, text: string) => outcome(i, (x) => x.applyEvent(text));
+
+  test('a key repeated in one object is refused, whatever its value and however it is spelled', async () => {
+    const i = make();
+    for (const text of [
+      '{"worker_id": 1, "worker_id": 1, "event": {"event_id": 0, "data": "cleared"}}',
+      '{"worker_id": 1, "event": {"event_id": 0, "event_id": 0, "data": "cleared"}}',
+      embedding('{"a": [1, {"b": null}], "a": [1, {"b": null}]}'),
+      embedding('{"a": 1, "\\u0061": 1}'),
+      embedding('{"__proto__": 1, "__proto__": 1}'),
+      embedding('[{"k": "x:y", "k": "x:y"}]'),
+      // Escaped quotes, and backslashes before a closing quote, amid colons in strings: the
+      // keys' colons are still told from the strings' (a count misled by one would match here).
+      embedding('{"s": "\\":", "a": 1, "a": 1, "t": ":\\""}'),
+      embedding('{"s": "\\\\", "a": 1, "a": 1, "t": ":::", "u": "\\\\"}'),
+    ])
+      expect(single(i, text), text).toBe('ERR_INVALID_EVENT');
+    expect(() => i.applyEvents(`${event('')}\n${embedding('{"a": true, "a": true}')}`)).toThrow(/line 2/);
+    // The same key in different objects, and colons inside strings, are not repeats.
+    for (const text of [
+      embedding('{"a": 1, "b": {"a": 1}, "c": [{"a": 1}, {"a": 1}]}'),
+      embedding('{"url": "http://h:80/a:b", "a\\":": ":", "__proto__": {}}'),
+      event('"session_id": "s:1:2",'),
+    ])
+      expect(single(i, text), text).toBe('accepted');
+    await i.flush();
+    expect(i.stats().ranks, 'only the accepted events made a rank').toBe(1);
+  });
+
+  test('a \\u escape of half a surrogate pair is refused; a whole pair and an escaped backslash are not', () => {
+    const i = make();
+    for (const s of ['\\uD834', '\\uDD1E', '\\uDD1E\\uD834', '\\uD834x\\uDD1E', '\\uD834\\n', 'ok\\uDBFF']) {
+      expect(single(i, embedding(`"${s}"`)), s).toBe('ERR_INVALID_EVENT');
+      expect(single(i, embedding(`{"${s}": 1}`)), `key ${s}`).toBe('ERR_INVALID_EVENT');
+    }
+    for (const s of ['\\uD834\\uDD1E', '\\\\uD834', '\\\\\\uD834\\uDD1E', '\\u00e9\\u20AC', '\u{1D11E}'])
+      expect(single(i, embedding(`"${s}"`)), s).toBe('accepted');
+    expect(outcome(i, (x) => x.applyEvents(`[${event('')}, ${event('"session_id": "\\uDFFF",')}]`))).toBe('ERR_INVALID_EVENT');
+  });
+
+  test('a number beyond a double is refused; one that rounds to zero or to the largest double is not', () => {
+    const i = make();
+    for (const n of ['1e400', '-1e400', '1E+309', '-1.8e308', `1${'0'.repeat(309)}`, `-${'9'.repeat(400)}.5`])
+      expect(single(i, embedding(n)), n).toBe('ERR_INVALID_EVENT');
+    for (const n of ['1e-400', '-1e-400', '1.7976931348623157e308', '-1.7976931348623157e308', `1${'0'.repeat(300)}`, '4.9e-324'])
+      expect(single(i, embedding(n)), n).toBe('accepted');
+  });
+
+  test('an event may nest 127 levels; the array around a batch does not count', async () => {
+    const i = make();
+    expect(single(i, embedding(nested(126)))).toBe('accepted');
+    expect(single(i, embedding(nested(127)))).toBe('ERR_INVALID_EVENT');
+    expect(single(i, embedding(`{"a": ${nested(125)}}`))).toBe('accepted');
+    expect(single(i, embedding(`{"a": ${nested(126)}}`))).toBe('ERR_INVALID_EVENT');
+    expect(outcome(i, (x) => x.applyEvents(`[${embedding(nested(126))}]`))).toBe('accepted');
+    expect(() => i.applyEvents(`[${event('')}, ${embedding(nested(127))}]`)).toThrow(/events\[1\]/);
+    expect(() => i.applyEvents(`${event('')}\n\n${embedding(nested(200))}`)).toThrow(/line 3/);
+    expect(() => KvIndex.fromDump(`[${embedding(nested(127))}]`, { blockSize: 4, backend })).toThrow(/events\[0\]/);
+    await i.flush();
+    expect(i.stats().ranks).toBe(1);
+  });
+});
+
+type Rule = 'repeated key' | 'lone surrogate' | 'out of range' | 'too deep';
+/** A generated document and the rules it breaks. */
+interface Doc {
+  text: string;
+  broken: Rule[];
+}
+
+const NUMBERS: [string, Rule[]][] = [
+  ['0', []],
+  ['-12.5e-3', []],
+  ['18446744073709551616', []],
+  ['1e-999', []],
+  ['1.5e308', []],
+  ['2e308', ['out of range']],
+  ['-1e999', ['out of range']],
+];
+/** String pieces; a leading half is lone unless a trailing half comes right after it. */
+const PIECES = ['a', ':', '\\"', '\\\\', '\\u0041', '\\\\uD834', 'LEAD', 'TRAIL'] as const;
+/** Keys as written, and as both parsers compare them (decoded). */
+const KEYS: [string, string][] = [
+  ['a', 'a'],
+  ['\\u0061', 'a'],
+  ['b:', 'b:'],
+  ['__proto__', '__proto__'],
+];
+
+function stringOf(rng: Rng): Doc {
+  const pieces = Array.from({ length: rng.int(5) }, () => rng.pick(PIECES));
+  let lone = false;
+  for (let k = 0; k < pieces.length; k++) {
+    if (pieces[k] === 'LEAD' && pieces[k + 1] === 'TRAIL') k++;
+    else if (pieces[k] === 'LEAD' || pieces[k] === 'TRAIL') lone = true;
+  }
+  const text = pieces.map((p) => (p === 'LEAD' ? '\\uD83D' : p === 'TRAIL' ? '\\uDE00' : p)).join('');
+  return { text: `"${text}"`, broken: lone ? ['lone surrogate'] : [] };
+}
+
+/** A value at nesting level `level` (the event's own object is level 1). */
+function generated(rng: Rng, level: number): Doc {
+  const kind = rng.int(level > 6 ? 3 : 6);
+  if (kind === 0) {
+    const [text, broken] = rng.pick(NUMBERS);
+    return { text, broken };
+  }
+  if (kind === 1) return stringOf(rng);
+  if (kind === 2) {
+    // A chain of arrays ending near the limit on either side of it.
+    const levels = 120 - level + rng.int(12);
+    return { text: nested(levels), broken: level + levels - 1 > 127 ? ['too deep'] : [] };
+  }
+  const items = Array.from({ length: rng.int(4) }, () => generated(rng, level + 1));
+  const inner = items.flatMap((d) => d.broken);
+  if (kind === 3) return { text: `[${items.map((d) => d.text).join(', ')}]`, broken: inner };
+  const seen = new Set<string>();
+  let repeated = false;
+  const fields = items.map((d) => {
+    const [written, decoded] = rng.pick(KEYS);
+    repeated ||= seen.has(decoded);
+    seen.add(decoded);
+    return `"${written}": ${d.text}`;
+  });
+  return { text: `{${fields.join(', ')}}`, broken: repeated ? ['repeated key', ...inner] : inner };
+}
+
+test('seeded documents near each rule: both backends refuse exactly what the rules refuse', () => {
+  const rng = new Rng(20261206);
+  const indexes = BACKENDS.map((backend) => new KvIndex({ blockSize: 4, backend }));
+  const counts = new Map<string, number>();
+  const wrong: string[] = [];
+  for (let n = 0; n < 400; n++) {
+    const doc = generated(rng, 2);
+    const expected = doc.broken.length > 0 ? 'ERR_INVALID_EVENT' : 'accepted';
+    // What decides: nothing broken, or the one rule broken alone.
+    const alone = doc.broken.length === 0 ? 'accepted' : new Set(doc.broken).size === 1 ? doc.broken[0] : 'several';
+    counts.set(alone, (counts.get(alone) ?? 0) + 1);
+    for (const [k, index] of indexes.entries()) {
+      const got = outcome(index, (i) => i.applyEvents(`[${embedding(doc.text)}]`));
+      if (got !== expected) wrong.push(`${BACKENDS[k]}: ${doc.text.slice(0, 200)} → ${got}`);
+    }
+  }
+  for (const i of indexes) i.close();
+  expect(wrong).toEqual([]);
+  // Each rule decides some documents alone, and many pass.
+  for (const key of ['accepted', 'repeated key', 'lone surrogate', 'out of range', 'too deep'])
+    expect(counts.get(key) ?? 0, `${key}: ${JSON.stringify([...counts])}`).toBeGreaterThan(key === 'accepted' ? 100 : 10);
+});
