@@ -15,9 +15,10 @@ const embedding = (doc: string) => event(`"state_source": ${doc},`);
 /** RFC 8259 allows repeated keys; kvroute rejects them, as serde_json does (`index-json-rules.test.ts`). */
 const DUPLICATE_KEYS = new Set(['y_object_duplicated_key.json', 'y_object_duplicated_key_and_value.json']);
 
-function outcome(index: KvIndex, text: string): string {
+function outcome(index: KvIndex, apply: string | ((i: KvIndex) => unknown)): string {
   try {
-    index.applyEvent(text);
+    if (typeof apply === 'string') index.applyEvent(apply);
+    else apply(index);
     return 'accepted';
   } catch (err) {
     return (err as { code?: string }).code ?? 'threw';
@@ -41,6 +42,32 @@ describe.each(BACKENDS)('event JSON text on the %s backend', (backend) => {
     expect(outcome(i, embedding('[-0.0, 123456789012345678901234567890, 1.5e300]'))).toBe('accepted');
     expect(outcome(i, event('"session_id": "a", "x": 0000000000000001,'))).toBe('ERR_INVALID_EVENT');
     expect(outcome(i, '{"worker_id": 0000000000000001, "event": {"event_id": 0, "data": "cleared"}}')).toBe('ERR_INVALID_EVENT');
+  });
+
+  test("only JSON's whitespace makes an NDJSON line blank or comes before a batch array", async () => {
+    const i = make();
+    const one = event('');
+    expect(outcome(i, (x) => x.applyEvents(` \t\r\n[${one}]`))).toBe('accepted');
+    expect(outcome(i, (x) => x.applyEvents(`${one}\r\n \t\r\n${one}\r\n`))).toBe('accepted');
+    // The byte-order mark and Unicode spaces: skipped by JavaScript's or Rust's trim, never by JSON.
+    for (const space of ['\uFEFF', '\u0085', '\u00A0', '\u2028', '\u3000']) {
+      const code = space.codePointAt(0)?.toString(16);
+      expect(() => i.applyEvents(`${one}\n${space}\n${one}`), code).toThrow(/^line 2: invalid JSON/);
+      // Not an array then, but a line of NDJSON that is not JSON.
+      expect(() => i.applyEvents(`${space}[${one}]`), code).toThrow(/^line 1: invalid JSON/);
+      expect(
+        outcome(i, (x) => x.applyEvent(`${space}${one}`)),
+        code,
+      ).toBe('ERR_INVALID_EVENT');
+    }
+    await i.flush();
+    expect(i.stats().ranks).toBe(1);
+  });
+
+  test("a single event's syntax error is named as the event", () => {
+    const i = make();
+    for (const text of ['{', '{"worker_id": 1,}', '', `${event('')} x`])
+      expect(() => i.applyEvent(text), text).toThrow(/^event: invalid JSON: /);
   });
 
   test('a float is never read as an integer, even when its value is one', () => {

@@ -101,6 +101,8 @@ describe('snapshot documents read the same on both backends', () => {
     for (const [text, model] of [
       [render(VALID), undefined],
       [VALID.events, undefined],
+      // A byte-order mark, which the fetch's UTF-8 decoding takes off the body.
+      [`\uFEFF${render(VALID)}`, undefined],
       [render({ ...VALID, extra: ', "n:default": {"block_size": 4, "events": []}' }), 'm'],
       [render({ ...VALID, extra: ', "n": {"block_size": 4, "events": []}' }), 'n'],
     ] as const) {
@@ -173,6 +175,9 @@ describe('snapshot documents read the same on both backends', () => {
       '{"m": 5}',
       '{"m": []}',
       '{"m": {"events": [], "events": [1]}}',
+      // Not JSON's whitespace before the document (Unicode spaces).
+      `\u00A0${VALID.events}`,
+      `\u0085${render(VALID)}`,
     ]) {
       const [native, js] = [await outcome('native', text), await outcome('js', text)];
       expect(native.ok, text).toBe(false);

@@ -8,7 +8,7 @@ import { resolveBackend } from './backend.js';
 import type { Backend, BackendName, IndexBackend, RawSnapshotInfo } from './backend-types.js';
 import { KvRouteError } from './errors.js';
 import { unpackDump } from './events/dump.js';
-import { parseJsonBatch, parseJsonLossless } from './events/json.js';
+import { parseJsonBatch, parseJsonEvent } from './events/json.js';
 import type { DumpedEvent, RouterEvent } from './events/types.js';
 import { packEvents } from './events/validate.js';
 import { type BlockHashOptions, parseBlockHashOptions } from './hashing.js';
@@ -251,7 +251,7 @@ export class KvIndex {
       this.cacheOwnerEvents += this.inner.applyJson(event, false, this.clock());
       return this.inner.pending() < this.highWaterMark;
     }
-    const value = typeof event === 'string' ? parseJsonLossless(event) : event;
+    const value = typeof event === 'string' ? parseJsonEvent(event) : event;
     const packed = packEvents([value], () => 'event');
     this.cacheOwnerEvents += packed.cacheOwnerEvents;
     if (packed.meta.length > 0) this.inner.applyPacked(packed.meta, packed.words, this.clock());
@@ -271,8 +271,8 @@ export class KvIndex {
   }
 
   /**
-   * Validates a batch (objects, or JSON text: an array or NDJSON) now; applies it in the
-   * background. All or nothing: one invalid event rejects the whole batch. Returns false when the
+   * Validates a batch (objects, or JSON text: an array, or NDJSON with lines of JSON whitespace
+   * skipped) now; applies it in the background. All or nothing: one invalid event rejects the whole batch. Returns false when the
    * queue has reached `highWaterMark`.
    * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed event anywhere in the batch (none of it applied); `ERR_CLOSED` after `close()`.
    */

@@ -63,13 +63,25 @@ export function parseJsonLossless(text: string, limitNesting = true): unknown {
   return parseOne(text, '', limitNesting ? 1 : Number.POSITIVE_INFINITY);
 }
 
+/** One event's text, named `event` in messages as the native backend names it. */
+export function parseJsonEvent(text: string): unknown {
+  return parseOne(text, 'event: ');
+}
+
 /**
- * Parses a batch: a JSON array, or NDJSON (one event per line; blank lines are skipped).
- * Returns the values with, for NDJSON, their 1-based line numbers for error messages.
+ * JSON's whitespace (RFC 8259), which alone precedes a batch array or makes an NDJSON line blank,
+ * as in the native parser: `trim()` would also skip the byte-order mark and Unicode spaces, which
+ * no JSON parser skips (and Rust's `trim` a different set of them).
+ */
+const BEFORE_ARRAY = /^[ \t\n\r]*\[/;
+const BLANK_LINE = /^[ \t\r]*$/;
+
+/**
+ * Parses a batch: a JSON array, or NDJSON (one event per line; lines of JSON whitespace are
+ * skipped). Returns the values with, for NDJSON, their 1-based line numbers for error messages.
  */
 export function parseJsonBatch(text: string): { values: unknown[]; lines?: number[] } {
-  const trimmed = text.trimStart();
-  if (trimmed.startsWith('[')) {
+  if (BEFORE_ARRAY.test(text)) {
     const values = parseOne(text, '', 2);
     if (!Array.isArray(values)) throw new KvRouteError('ERR_INVALID_EVENT', 'invalid JSON: expected an array of events');
     return { values };
@@ -78,7 +90,7 @@ export function parseJsonBatch(text: string): { values: unknown[]; lines?: numbe
   const lines: number[] = [];
   const rows = text.split('\n');
   for (let i = 0; i < rows.length; i++) {
-    if (rows[i].trim() === '') continue;
+    if (BLANK_LINE.test(rows[i])) continue;
     values.push(parseOne(rows[i], `line ${i + 1}: `));
     lines.push(i + 1);
   }

@@ -26,9 +26,12 @@ export function stringifyEvents(events: Iterable<RouterEvent>, format: 'json' | 
 /**
  * Parses a JSON array or NDJSON of events without precision loss: integers that do not fit a
  * double come back as decimal strings, which every kvroute API accepts as u64, and floats whose
- * value is an integer as {@link JsonFloat}, which integer fields reject. A key repeated with a
- * different value is an error. The events are not validated here; `KvIndex.applyEvents` does
- * that (and on the native backend parses text itself, in Rust).
+ * value is an integer as {@link JsonFloat}, which integer fields reject. A repeated key, a `\u`
+ * escape of half a surrogate pair, a number beyond a double and an event nested deeper than 127
+ * levels are errors, as on the native backend. Text is an array when `[` comes first after JSON
+ * whitespace; NDJSON lines of JSON whitespace (space, tab, CR) are skipped. The events are not
+ * validated here; `KvIndex.applyEvents` does that (and on the native backend parses text itself,
+ * in Rust).
  * @group Events
  * @throws {KvRouteError} `ERR_INVALID_EVENT` for text that is not JSON or NDJSON (the message names the line).
  */

@@ -2,9 +2,10 @@
 //! `applyEvents(string)` and `fromDump(string)` hand the text straight to Rust. serde_json reads
 //! every integer exactly (no 2^53 limit), is a strict JSON parser, and never reads a float
 //! literal as an integer. The accepted shapes and the batch layout (a JSON array, or NDJSON with
-//! blank lines skipped) are those of the TypeScript parser and validator (`ts/events/json.ts`,
-//! `ts/events/validate.ts`), so both backends accept and reject the same texts; messages name the
-//! event as they do (`events[3]`, `line 7`).
+//! lines of JSON whitespace skipped) are those of the TypeScript parser and validator
+//! (`ts/events/json.ts`, `ts/events/validate.ts`), which also holds lossless-json to serde_json's
+//! answers where JSON leaves them open (`ts/events/json-rules.ts`), so both backends accept and
+//! reject the same texts; messages name the event as they do (`events[3]`, `line 7`).
 
 mod object;
 mod shapes;
@@ -37,17 +38,24 @@ pub fn parse_event(text: &str) -> Result<ParsedEvents, KvError> {
     Ok(out)
 }
 
-/// A batch: a JSON array of events, or NDJSON (one event per line; blank lines skipped).
-/// All or nothing: the first invalid event fails the whole batch.
+/// JSON's whitespace (RFC 8259). A batch's layout and a blank NDJSON line are judged by it, as
+/// the TypeScript parser judges them: `str::trim` would also strip Unicode spaces (U+0085,
+/// U+00A0) that no JSON parser skips, and JavaScript's `trim` the byte-order mark besides.
+fn is_json_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
+/// A batch: a JSON array of events, or NDJSON (one event per line; lines of JSON whitespace
+/// skipped). All or nothing: the first invalid event fails the whole batch.
 pub fn parse_events(text: &str) -> Result<ParsedEvents, KvError> {
     let mut out = ParsedEvents::default();
-    if text.trim_start().starts_with('[') {
+    if text.trim_start_matches(is_json_space).starts_with('[') {
         let items: Vec<&RawValue> =
             serde_json::from_str(text).map_err(|e| KvError::invalid_event(format!("invalid JSON: {e}")))?;
         return parse_items(&items);
     }
     for (i, line) in text.split('\n').enumerate() {
-        if !line.trim().is_empty() {
+        if !line.trim_matches(is_json_space).is_empty() {
             push(&mut out, line, || format!("line {}", i + 1))?;
         }
     }
@@ -145,6 +153,19 @@ mod tests {
         let ndjson = format!("\n{flat}\n  \n{flat}\n");
         assert_eq!(parse_events(&ndjson).expect("ndjson").events.len(), 2);
         assert_eq!(parse_events(&format!("[{flat}, {flat}]")).expect("array").events.len(), 2);
+    }
+
+    #[test]
+    fn only_json_whitespace_makes_a_line_blank_or_precedes_an_array() {
+        let flat = STORED.replace('\n', " ");
+        assert_eq!(parse_events(&format!(" \t\r\n[{flat}]")).expect("array").events.len(), 1);
+        assert_eq!(parse_events(&format!("{flat}\r\n \t\r\n{flat}\r\n")).expect("ndjson").events.len(), 2);
+        for space in ['\u{85}', '\u{a0}', '\u{2028}', '\u{3000}', '\u{feff}'] {
+            let err = parse_events(&format!("{flat}\n{space}\n{flat}")).expect_err("not blank");
+            assert!(err.to_string().contains("line 2: invalid JSON"), "{space:?}: {err}");
+            let err = parse_events(&format!("{space}[{flat}]")).expect_err("not JSON");
+            assert!(err.to_string().contains("line 1: invalid JSON"), "{space:?}: {err}");
+        }
     }
 
     #[test]

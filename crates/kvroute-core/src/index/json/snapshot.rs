@@ -9,7 +9,7 @@
 //! reader (`ts/replicas/snapshot.ts`), which the pure-JS backend runs, so both backends accept
 //! and reject the same documents.
 
-use super::{parse_items, ParsedEvents};
+use super::{is_json_space, parse_items, ParsedEvents};
 use crate::KvError;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -51,7 +51,7 @@ pub fn parse_snapshot(text: &str, model: Option<&str>, block_size: u32) -> Resul
     // The document is read once per level: its entries, the chosen entry's fields, the events'
     // items, each event. Only a document that is neither an object nor an array is read whole
     // first, to tell JSON that is not a snapshot from text that is not JSON.
-    let doc = text.trim_start();
+    let doc = text.trim_start_matches(is_json_space);
     if doc.starts_with('[') {
         return events_of(doc, Vec::new());
     }
