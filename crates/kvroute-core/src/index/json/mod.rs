@@ -156,6 +156,23 @@ mod tests {
     }
 
     #[test]
+    fn a_float_is_out_of_range_only_when_it_rounds_to_infinity() {
+        let with = |n: &str| {
+            parse_event(&format!(
+                r#"{{"worker_id": 1, "state_source": {n}, "event": {{"event_id": 0, "data": "cleared"}}}}"#
+            ))
+        };
+        // Above f64::MAX but rounding to it, as JavaScript's Number() reads them.
+        for n in ["1.7976931348623158e308", "-1.797693134862315807e308", "1e-400"] {
+            assert!(with(n).is_ok(), "{n}");
+        }
+        for n in ["1.7976931348623159e308", "1e400", "-1e309"] {
+            let err = with(n).expect_err(n).to_string();
+            assert!(err.contains("number out of range"), "{n}: {err}");
+        }
+    }
+
+    #[test]
     fn only_json_whitespace_makes_a_line_blank_or_precedes_an_array() {
         let flat = STORED.replace('\n', " ");
         assert_eq!(parse_events(&format!(" \t\r\n[{flat}]")).expect("array").events.len(), 1);
