@@ -4,6 +4,7 @@ import { KvIndex, stringifyEvents } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { q, range, stored } from './helpers/events.js';
 import { clearedEvent, embedding, indexesClosedAfterEach, outcome } from './helpers/json-text.js';
+import { Rng } from './helpers/random.js';
 
 /**
  * Events as JSON text: the native backend parses it in Rust (serde_json), the pure-JS one with
@@ -155,4 +156,63 @@ test('both backends build the same index from the same text', async () => {
   expect(a.stats()).toMatchObject({ blocks: b.stats().blocks, ranks: b.stats().ranks });
   a.close();
   b.close();
+});
+
+test('seeded damage to event texts: both backends accept and refuse the same ones, always with ERR_INVALID_EVENT', () => {
+  const bases = [
+    '{"worker_id": 18446744073709551615, "storage_tier": "host_pinned", "event": {"event_id": "7", "dp_rank": 2, "data": {"stored": {"parent_hash": null, "blocks": [{"block_hash": 9007199254740993, "tokens_hash": 5}, {"block_hash": "12", "tokens_hash": 6}]}}}}',
+    '{"worker_id": 3, "event": {"event_id": 1, "data": {"removed": {"block_hashes": [1, "2", 3]}}}, "session_id": "s", "state_source": {"a": [1.5, -0, "x"]}}',
+    '{"worker_id": 3, "residency_domain": "cache_owner", "event": {"event_id": 1, "data": "cleared"}}',
+    '[{"worker_id": 1, "event": {"event_id": 1, "data": "cleared"}}, {"worker_id": 2, "event": {"event_id": 2, "dp_rank": 0, "data": {"stored": {"parent_hash": 5, "blocks": []}}}}]',
+    '{"worker_id": 1, "event": {"event_id": 1, "data": "cleared"}}\n\n{"worker_id": 2, "event": {"event_id": 2, "data": "cleared"}}',
+  ];
+  const inserts = [
+    '"',
+    ',',
+    ':',
+    '{',
+    '}',
+    '[',
+    ']',
+    '0',
+    '1',
+    '-',
+    '.',
+    'e',
+    ' ',
+    '\n',
+    '\\',
+    'u',
+    'null',
+    '"x"',
+    '1e400',
+    '-0',
+    '18446744073709551616',
+    '"worker_id": 1, ',
+  ];
+  const rng = new Rng(20261206);
+  const [native, js] = BACKENDS.map((backend) => new KvIndex({ blockSize: 4, backend }));
+  const differ: string[] = [];
+  const answers = new Map<string, number>();
+  for (let n = 0; n < 3000; n++) {
+    let text = rng.pick(bases);
+    for (let m = 1 + rng.int(3); m > 0; m--) {
+      const at = rng.int(text.length + 1);
+      const op = rng.int(3);
+      if (op === 0) text = text.slice(0, at) + text.slice(at + 1 + rng.int(3));
+      else if (op === 1) text = text.slice(0, at) + rng.pick(inserts) + text.slice(at);
+      else {
+        const from = rng.int(text.length);
+        text = text.slice(0, at) + text.slice(from, from + rng.int(12)) + text.slice(at);
+      }
+    }
+    const [a, b] = [outcome(native, (i) => i.applyEvents(text)), outcome(js, (i) => i.applyEvents(text))];
+    if (a !== b) differ.push(`native ${a}, js ${b}: ${JSON.stringify(text)}`);
+    answers.set(a, (answers.get(a) ?? 0) + 1);
+  }
+  native.close();
+  js.close();
+  expect(differ).toEqual([]);
+  expect([...answers.keys()].sort()).toEqual(['ERR_INVALID_EVENT', 'accepted']);
+  expect(answers.get('accepted')).toBeGreaterThan(30);
 });
