@@ -152,9 +152,11 @@ pub fn mix(path: &str) -> String {
     )
 }
 
-/// Probe: the comparison's concurrent phase alone (2 writers applying every event while one
-/// reader queries in a loop), kvroute and Dynamo alternating for `REPEAT` rounds (default 3);
-/// one JSON line per run. `ONLY=kvroute` or `ONLY=dynamo` runs one system (for profiling).
+/// Probe: the comparison's concurrent phase alone (`WRITERS` writers, default 2, applying every
+/// event while one reader queries in a loop), kvroute and Dynamo alternating for `REPEAT` rounds
+/// (default 3); one JSON line per run. `ONLY=kvroute` or `ONLY=dynamo` runs one system (for
+/// profiling). `WRITERS=1` leaves a core to each of the two busy threads on a 2-core machine:
+/// the phase as it would run with a core per thread.
 pub async fn concurrent(path: &str) {
     let only = std::env::var("ONLY").ok();
     let runs = |system: &str| only.as_deref().is_none_or(|o| o == system);
@@ -164,10 +166,10 @@ pub async fn concurrent(path: &str) {
         ops.iter().filter_map(|o| if let Op::Query(q) = o { Some(q.clone()) } else { None }).collect();
     for _ in 0..repeat().max(3) {
         if runs("kvroute") {
-            println!("kvroute {}", crate::scaling::kvroute_concurrent(&ops, &queries, block_events));
+            println!("kvroute {}", crate::scaling::kvroute_concurrent(&ops, &queries, block_events, writers()));
         }
         if runs("dynamo") {
-            println!("dynamo  {}", crate::scaling::dynamo_concurrent(&ops, &queries, block_events).await);
+            println!("dynamo  {}", crate::scaling::dynamo_concurrent(&ops, &queries, block_events, writers()).await);
         }
     }
 }

@@ -17,7 +17,7 @@
 //! is what each index's writers do with the time they get.
 
 use crate::alloc;
-use crate::index_bench::{dynamo_apply, dynamo_events, kvroute_apply, kvroute_batches, pct, read, Op};
+use crate::index_bench::{dynamo_apply, dynamo_events, kvroute_apply, kvroute_batches, pct, read, Op, WRITERS};
 use dynamo_kv_router::indexer::KvIndexerInterface;
 use dynamo_kv_router::protocols::LocalBlockHash;
 use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
@@ -126,9 +126,9 @@ fn medians(runs: &[serde_json::Value]) -> serde_json::Value {
     })
 }
 
-pub fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
+pub fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64, writers: usize) -> serde_json::Value {
     let batches = kvroute_batches(ops);
-    let index = Arc::new(KvIndex::new(2).expect("index"));
+    let index = Arc::new(KvIndex::new(writers).expect("index"));
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
         let (index, stop, queries) = (Arc::clone(&index), Arc::clone(&stop), queries.to_vec());
@@ -148,9 +148,14 @@ pub fn kvroute_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -
     summary(block_events, write_s, reader.join().expect("reader"), cpu)
 }
 
-pub async fn dynamo_concurrent(ops: &[Op], queries: &[Vec<u64>], block_events: u64) -> serde_json::Value {
+pub async fn dynamo_concurrent(
+    ops: &[Op],
+    queries: &[Vec<u64>],
+    block_events: u64,
+    writers: usize,
+) -> serde_json::Value {
     let events = dynamo_events(ops);
-    let indexer = Arc::new(Dynamo::new(ConcurrentRadixTreeCompressed::new(), 2, 64));
+    let indexer = Arc::new(Dynamo::new(ConcurrentRadixTreeCompressed::new(), writers, 64));
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
         let (indexer, stop, queries) = (Arc::clone(&indexer), Arc::clone(&stop), queries.to_vec());
@@ -223,8 +228,8 @@ pub async fn run(path: &str, rounds: usize) -> serde_json::Value {
     }
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        ours.push(kvroute_concurrent(&ops, &queries, block_events));
-        theirs.push(dynamo_concurrent(&ops, &queries, block_events).await);
+        ours.push(kvroute_concurrent(&ops, &queries, block_events, WRITERS));
+        theirs.push(dynamo_concurrent(&ops, &queries, block_events, WRITERS).await);
     }
     let concurrent = serde_json::json!({ "kvroute": medians(&ours), "dynamo": medians(&theirs) });
     serde_json::json!({
