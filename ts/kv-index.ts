@@ -272,8 +272,8 @@ export class KvIndex {
 
   /**
    * Validates a batch (objects, or JSON text: an array, or NDJSON with lines of JSON whitespace
-   * skipped) now; applies it in the background. All or nothing: one invalid event rejects the whole batch. Returns false when the
-   * queue has reached `highWaterMark`.
+   * skipped) now; applies it in the background. All or nothing: one invalid event rejects the
+   * whole batch. Returns false when the queue has reached `highWaterMark`.
    * @throws {KvRouteError} `ERR_INVALID_EVENT` for a malformed event anywhere in the batch (none of it applied); `ERR_CLOSED` after `close()`.
    */
   applyEvents(events: Iterable<RouterEvent> | string): boolean {
