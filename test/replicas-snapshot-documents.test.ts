@@ -5,27 +5,16 @@
  * real HTTP peer (`/dump`), as a replica's is; seeded mutations of a valid document cover the
  * shapes a damaged or foreign snapshot takes.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { KvIndex, KvRouteError, warmStart } from '../ts/index.js';
+import { KvIndex, warmStart } from '../ts/index.js';
 import type { BACKENDS } from './helpers/backends.js';
 import { Rng } from './helpers/random.js';
+import { type Outcome, SnapshotPeer, sameOutcome as same } from './helpers/snapshot-peer.js';
 
 const BS = 4;
-let served = '';
-let server: Server;
-let peer = '';
-
-beforeAll(async () => {
-  server = createServer((req, res) => {
-    res.writeHead(req.url === '/dump' ? 200 : 404, { 'content-type': 'application/json' });
-    res.end(served);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  peer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
-afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+const peer = new SnapshotPeer();
+beforeAll(() => peer.start());
+afterAll(() => peer.close());
 
 const stored = (worker: string, parent: string, hashes: number[]) =>
   `{"worker_id": ${worker}, "event": {"event_id": 1, "dp_rank": 0, "data": {"stored": {"parent_hash": ${parent}, "blocks": [${hashes
@@ -61,40 +50,8 @@ const MUTATIONS: Record<keyof Parts, string[]> = {
   extra: [', "n:default": {"block_size": 4, "events": []}', ', "m:default": {"block_size": 4, "events": []}', ', "x": 1'],
 };
 
-type Outcome = { ok: true; events: number; blocks: number; resumable: number } | { ok: false; code: string; message: string };
-
-async function outcome(backend: (typeof BACKENDS)[number], text: string, model?: string): Promise<Outcome> {
-  served = text;
-  const index = new KvIndex({ blockSize: BS, backend });
-  try {
-    const r = await warmStart(index, { peer, ...(model === undefined ? {} : { model }) });
-    return { ok: true, events: r.events, blocks: r.blocks, resumable: r.resumableRanks };
-  } catch (err) {
-    expect(err).toBeInstanceOf(KvRouteError);
-    const e = err as KvRouteError;
-    // Nothing of a refused document is applied.
-    expect(index.stats().blocks).toBe(0);
-    return { ok: false, code: e.code, message: e.message };
-  } finally {
-    index.close();
-  }
-}
-
-/**
- * Equal outcomes. Two refusals as "not JSON" may word the syntax error differently (serde and
- * the JavaScript parser), and so may two refusals of one event, whose reasons `applyEvents`
- * words (a missing field is serde's "missing field" natively: README, Limitations); the
- * snapshot's own messages ("warm start: …") must match exactly.
- */
-function same(a: Outcome, b: Outcome): boolean {
-  if (a.ok || b.ok) return JSON.stringify(a) === JSON.stringify(b);
-  if (a.code !== b.code) return false;
-  const NOT_JSON = 'warm start: the snapshot is not JSON';
-  if (a.message.startsWith(NOT_JSON) && b.message.startsWith(NOT_JSON)) return true;
-  const event = /^events\[\d+\]/;
-  if (event.test(a.message) && event.test(b.message)) return a.message.match(event)?.[0] === b.message.match(event)?.[0];
-  return a.message === b.message;
-}
+const outcome = (backend: (typeof BACKENDS)[number], text: string, model?: string): Promise<Outcome> =>
+  peer.outcome(backend, text, BS, model);
 
 describe('snapshot documents read the same on both backends', () => {
   test('a valid document, a bare event array, and the choice of entry by model', async () => {
@@ -151,10 +108,10 @@ describe('snapshot documents read the same on both backends', () => {
   });
 
   test('closing the index while a warm start is in flight rejects it with ERR_CLOSED and applies nothing', async () => {
-    served = render(VALID);
+    peer.serve(render(VALID));
     for (const backend of ['native', 'js'] as const) {
       const index = new KvIndex({ blockSize: BS, backend });
-      const started = warmStart(index, { peer });
+      const started = warmStart(index, { peer: peer.url });
       index.close();
       await expect(started, backend).rejects.toMatchObject({ code: 'ERR_CLOSED' });
       expect(() => index.stats()).toThrow(/closed/);
