@@ -2,12 +2,16 @@
  * The rules serde_json enforces and lossless-json does not, checked after lossless-json has
  * parsed a text, so that the pure-JS backend accepts and rejects exactly the texts the native
  * backend does. JSON (RFC 8259) leaves each of them to the implementation:
- * - a key may not repeat in one object, even with an identical value (lossless-json reports a
- *   repeat only when the values differ);
+ * - a key may not repeat in one object, even with an identical value (lossless-json is told to
+ *   keep the first value, and a repeat is found here, so that every repeat is refused alike);
  * - a `\u` escape may not leave half of a surrogate pair (serde_json refuses to build such a
  *   string; lossless-json builds it);
- * - an event may nest at most {@link MAX_EVENT_DEPTH} levels (serde_json's recursion limit).
- * The fourth, a number beyond a double's range, is checked where numbers are read (`json.ts`).
+ * - an event may nest at most {@link MAX_EVENT_DEPTH} levels (serde_json's recursion limit), a
+ *   warm-start snapshot around its events {@link MAX_DOCUMENT_DEPTH} (the native reader's own
+ *   scan, `json/rules.rs`, holds the whole snapshot to these rules as this module does).
+ * The fifth, a number beyond a double's range, is checked where numbers are read (`json.ts`).
+ * A text breaking several is refused for the first in this order: a number (the parser stops
+ * there), a lone surrogate, the nesting, a repeated key.
  * Together they cost about a tenth of lossless-json's parse (a walk of the parsed value and
  * `indexOf` scans of the text); the exact, slower scans run only when a cheap one says a rule may
  * be broken (a `\uD8..` escape; more colons than parsed keys).
@@ -23,8 +27,31 @@ import { JsonFloat } from './json-float.js';
  */
 export const MAX_EVENT_DEPTH = 127;
 
+/**
+ * How deep a warm-start snapshot may nest, its outermost value being level 1. Its events sit at
+ * level 4 and may nest {@link MAX_EVENT_DEPTH} levels each, so a valid snapshot reaches 130; the
+ * bound is there so that no answer depends on stack size (lossless-json recurses, and overflows
+ * the stack at about 5,000 levels).
+ */
+export const MAX_DOCUMENT_DEPTH = 512;
+
+/** Why a value breaks a nesting limit of `levels`. */
+export const tooDeep = (levels: number) => `nested deeper than ${levels} levels`;
+
 /** Why an event breaks the nesting limit. */
-export const TOO_DEEP = `nested deeper than ${MAX_EVENT_DEPTH} levels`;
+export const TOO_DEEP = tooDeep(MAX_EVENT_DEPTH);
+
+/** Where the nesting limit counts from and what it is. */
+export interface Nesting {
+  /** The level the parsed value itself is at (1: it is the outermost value counted). */
+  level: number;
+  /** The deepest level allowed. */
+  max: number;
+}
+
+/** The nesting limit of a value whose events sit at level `eventsAt` (1: it is an event; 2: a batch of them). */
+export const eventNesting = (eventsAt: number): Nesting => ({ level: 2 - eventsAt, max: MAX_EVENT_DEPTH });
+const surrogateMessage = (position: number) => `lone surrogate in \\u escape at position ${position}`;
 
 /** Why a parsed text breaks a rule. */
 export interface BrokenRule {
@@ -37,14 +64,13 @@ export interface BrokenRule {
  * The first broken rule in a parsed text, or `undefined`.
  * @param text the JSON text, already parsed by lossless-json (so known to be valid JSON)
  * @param value what it parsed to
- * @param eventsAt the level its events sit at (1: the value is an event; 2: a batch array), from
- *   which the nesting limit counts (`Infinity`: the caller checks each event)
+ * @param nesting the nesting limit ({@link eventNesting} for events)
  */
-export function brokenRule(text: string, value: unknown, eventsAt: number): BrokenRule | undefined {
+export function brokenRule(text: string, value: unknown, nesting: Nesting): BrokenRule | undefined {
   const surrogate = loneSurrogateEscape(text);
-  if (surrogate !== undefined) return { message: `lone surrogate in \\u escape at position ${surrogate}` };
-  const keys = countKeys(value, 2 - eventsAt);
-  if (keys < 0) return { message: TOO_DEEP, tooDeep: true };
+  if (surrogate !== undefined) return { message: surrogateMessage(surrogate) };
+  const keys = countKeys(value, nesting.level, nesting.max);
+  if (keys < 0) return { message: tooDeep(nesting.max), tooDeep: true };
   // Every key is followed by a colon; colons inside strings only add. So as many colons as
   // parsed keys means no key was folded into an earlier one; else count those outside strings.
   if (countColons(text) === keys || countKeyColons(text) === keys) return undefined;
@@ -52,26 +78,54 @@ export function brokenRule(text: string, value: unknown, eventsAt: number): Brok
   return repeated && { message: `duplicate key ${JSON.stringify(repeated.key)} at position ${repeated.position}` };
 }
 
-/** Whether an event nests deeper than the limit. */
-export function nestsTooDeep(event: unknown): boolean {
-  return countKeys(event, 1) < 0;
+/**
+ * Why a text that overflowed the parser's stack is refused: a number out of range, else a lone
+ * surrogate, else its nesting (past any limit: the stack holds thousands of levels), as the rules
+ * rank them for a text parsed whole.
+ */
+export function overflowRule(text: string, max: number): string {
+  const number = numberOutOfRange(text);
+  if (number !== undefined) return number;
+  const surrogate = loneSurrogateEscape(text);
+  return surrogate === undefined ? tooDeep(max) : surrogateMessage(surrogate);
 }
 
-/** The keys of every object in a value, or -1 when it nests deeper than the limit. */
-function countKeys(value: unknown, depth: number): number {
+/** Why a number literal is refused, as the parser words it (`json.ts`). */
+export function outOfRange(literal: string): string {
+  return `number out of range: ${literal.length > 40 ? `${literal.slice(0, 40)}…` : literal}`;
+}
+
+/** A string literal, or a number literal (the text is JSON up to where its parser stopped). */
+const STRING_OR_NUMBER = /"[^"\\]*(?:\\.[^"\\]*)*"|-?[0-9][0-9.eE+-]*/gs;
+
+/** Why the first number out of a double's range is refused, or `undefined`. */
+function numberOutOfRange(text: string): string | undefined {
+  for (const m of text.matchAll(STRING_OR_NUMBER)) {
+    if (m[0][0] !== '"' && !Number.isFinite(Number(m[0]))) return outOfRange(m[0]);
+  }
+  return undefined;
+}
+
+/** Whether an event nests deeper than the limit. */
+export function nestsTooDeep(event: unknown): boolean {
+  return countKeys(event, 1, MAX_EVENT_DEPTH) < 0;
+}
+
+/** The keys of every object in a value, or -1 when it nests deeper than `max`. */
+function countKeys(value: unknown, depth: number, max: number): number {
   if (typeof value !== 'object' || value === null || value instanceof JsonFloat) return 0;
-  if (depth > MAX_EVENT_DEPTH) return -1;
+  if (depth > max) return -1;
   let keys = 0;
   if (Array.isArray(value)) {
     for (const item of value) {
-      const inner = countKeys(item, depth + 1);
+      const inner = countKeys(item, depth + 1, max);
       if (inner < 0) return -1;
       keys += inner;
     }
     return keys;
   }
   for (const key in value) {
-    const inner = countKeys((value as Record<string, unknown>)[key], depth + 1);
+    const inner = countKeys((value as Record<string, unknown>)[key], depth + 1, max);
     if (inner < 0) return -1;
     keys += 1 + inner;
   }

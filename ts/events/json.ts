@@ -11,41 +11,44 @@
  * - a number beyond a double's range (`1e400`) is an error, as in serde_json;
  * - so are a repeated key, a `\u` escape of half a surrogate pair and an event nested deeper than
  *   serde_json's limit (`json-rules.ts`): JSON leaves all four to implementations, and kvroute's
- *   two backends answer alike.
+ *   two backends answer alike. A text deep enough to overflow lossless-json's stack is refused as
+ *   those rules would refuse it, not with the engine's "Maximum call stack size exceeded".
  * @module
  */
 
 import { parse } from 'lossless-json';
 import { KvRouteError } from '../errors.js';
 import { JsonFloat } from './json-float.js';
-import { brokenRule, nestsTooDeep } from './json-rules.js';
+import { brokenRule, eventNesting, MAX_DOCUMENT_DEPTH, type Nesting, nestsTooDeep, outOfRange, overflowRule } from './json-rules.js';
 
 const INTEGER = /^-?[0-9]+$/;
 
 function parseNumber(text: string): unknown {
   const n = Number(text);
-  if (!Number.isFinite(n)) throw new SyntaxError(`number out of range: ${text.length > 40 ? `${text.slice(0, 40)}…` : text}`);
+  if (!Number.isFinite(n)) throw new SyntaxError(outOfRange(text));
   if (INTEGER.test(text) && text !== '-0') return Number.isSafeInteger(n) ? n : text;
   return Number.isInteger(n) ? new JsonFloat(text) : n;
 }
 
-/** A key repeated with a different value (`json-rules.ts` finds identical repeats). */
-function rejectDuplicateKey({ key, position }: { key: string; position: number }): never {
-  throw new SyntaxError(`duplicate key "${key}" at position ${position}`);
-}
+/** A repeated key keeps its first value: `json-rules.ts` refuses every repeat, with its position. */
+const keepFirst = () => undefined;
+
+/** Whether an error is the stack overflowing (lossless-json recurses once per level). */
+const isStackOverflow = (err: unknown) => err instanceof RangeError && /call stack/i.test(err.message);
 
 /**
- * Parses one value whose events sit at level `eventsAt` (1: it is an event; 2: a batch array of
- * them), the level from which the nesting limit counts (`Infinity`: no limit here).
+ * Parses one value held to `nesting`; `eventsAt` is the level its events sit at (2: a batch array
+ * of them), to name the one nested too deep.
  */
-function parseOne(text: string, where: string, eventsAt = 1): unknown {
+function parseOne(text: string, where: string, nesting: Nesting, eventsAt = 1): unknown {
   let value: unknown;
   try {
-    value = parse(text, null, { parseNumber, onDuplicateKey: rejectDuplicateKey });
+    value = parse(text, null, { parseNumber, onDuplicateKey: keepFirst });
   } catch (err) {
-    throw new KvRouteError('ERR_INVALID_EVENT', `${where}invalid JSON: ${(err as Error).message}`);
+    const why = isStackOverflow(err) ? overflowRule(text, nesting.max) : (err as Error).message;
+    throw new KvRouteError('ERR_INVALID_EVENT', `${where}invalid JSON: ${why}`);
   }
-  const broken = brokenRule(text, value, eventsAt);
+  const broken = brokenRule(text, value, nesting);
   if (broken !== undefined) {
     const deep = broken.tooDeep && eventsAt === 2 && Array.isArray(value) ? value.findIndex(nestsTooDeep) : -1;
     const event = deep >= 0 ? `events[${deep}]: ` : '';
@@ -54,18 +57,22 @@ function parseOne(text: string, where: string, eventsAt = 1): unknown {
   return value;
 }
 
+/** Parses one JSON value, held to an event's nesting limit. */
+export function parseJsonLossless(text: string): unknown {
+  return parseOne(text, '', eventNesting(1));
+}
+
 /**
- * Parses one JSON value.
- * @param limitNesting whether the value is held to an event's nesting limit; a document that
- *   holds events (a snapshot) passes `false` and checks each of them with `nestsTooDeep`
+ * Parses a warm-start snapshot: held to {@link MAX_DOCUMENT_DEPTH} as a whole (the caller holds
+ * each event to an event's limit with `nestsTooDeep`).
  */
-export function parseJsonLossless(text: string, limitNesting = true): unknown {
-  return parseOne(text, '', limitNesting ? 1 : Number.POSITIVE_INFINITY);
+export function parseJsonDocument(text: string): unknown {
+  return parseOne(text, '', { level: 1, max: MAX_DOCUMENT_DEPTH });
 }
 
 /** One event's text, named `event` in messages as the native backend names it. */
 export function parseJsonEvent(text: string): unknown {
-  return parseOne(text, 'event: ');
+  return parseOne(text, 'event: ', eventNesting(1));
 }
 
 /**
@@ -82,7 +89,7 @@ const BLANK_LINE = /^[ \t\r]*$/;
  */
 export function parseJsonBatch(text: string): { values: unknown[]; lines?: number[] } {
   if (BEFORE_ARRAY.test(text)) {
-    const values = parseOne(text, '', 2);
+    const values = parseOne(text, '', eventNesting(2), 2);
     if (!Array.isArray(values)) throw new KvRouteError('ERR_INVALID_EVENT', 'invalid JSON: expected an array of events');
     return { values };
   }
@@ -91,7 +98,7 @@ export function parseJsonBatch(text: string): { values: unknown[]; lines?: numbe
   const rows = text.split('\n');
   for (let i = 0; i < rows.length; i++) {
     if (BLANK_LINE.test(rows[i])) continue;
-    values.push(parseOne(rows[i], `line ${i + 1}: `));
+    values.push(parseOne(rows[i], `line ${i + 1}: `, eventNesting(1)));
     lines.push(i + 1);
   }
   return { values, lines };

@@ -11,7 +11,7 @@
  */
 
 import { KvRouteError } from '../errors.js';
-import { parseJsonLossless, stringifyLossless } from '../events/json.js';
+import { parseJsonDocument, stringifyLossless } from '../events/json.js';
 import { nestsTooDeep, TOO_DEEP } from '../events/json-rules.js';
 import type { RouterEvent } from '../events/types.js';
 import type { KvIndex } from '../kv-index.js';
@@ -83,10 +83,9 @@ function u64(v: unknown, what: string): bigint {
 export function parseSnapshot(text: string, blockSize: number, model?: string): ParsedSnapshot {
   let doc: unknown;
   try {
-    // The nesting limit counts from each event (`eventsWithinLimit`), as in the native reader,
-    // which parses each event alone. The other rules of `events/json-rules.ts` hold for the
-    // whole document here, and only for the parts it reads there (README, Limitations).
-    doc = parseJsonLossless(text, false);
+    // The rules of `events/json-rules.ts` hold for the whole document, as in the native reader
+    // (`json/rules.rs`); an event's nesting limit counts from the event (`eventsWithinLimit`).
+    doc = parseJsonDocument(text);
   } catch (err) {
     bad(`the snapshot is not JSON (${(err as Error).message})`);
   }

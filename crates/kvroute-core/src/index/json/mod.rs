@@ -8,6 +8,7 @@
 //! reject the same texts; messages name the event as they do (`events[3]`, `line 7`).
 
 mod object;
+mod rules;
 mod shapes;
 mod snapshot;
 mod values;

@@ -7,8 +7,11 @@
 //! event array. `engine_seqs` is kvroute's extension: where each rank's engine stream stood.
 //! The accepted shapes, the choice of entry and the error messages are those of the TypeScript
 //! reader (`ts/replicas/snapshot.ts`), which the pure-JS backend runs, so both backends accept
-//! and reject the same documents.
+//! and reject the same documents: JSON's open questions (repeated keys, lone surrogates, numbers
+//! out of range, nesting) are settled for the whole document first, by [`rules`], as that reader
+//! settles them, and not only in the parts read here.
 
+use super::rules::{self, MAX_DOCUMENT_DEPTH};
 use super::{is_json_space, parse_items, ParsedEvents};
 use crate::KvError;
 use serde::de::{Deserializer, MapAccess, Visitor};
@@ -48,6 +51,9 @@ fn not_json(e: serde_json::Error) -> KvError {
 /// `InvalidEvent` for a malformed document or event (as the TypeScript reader words it);
 /// `InvalidArg` when the entry's block size is not `block_size`.
 pub fn parse_snapshot(text: &str, model: Option<&str>, block_size: u32) -> Result<Snapshot, KvError> {
+    if let Some(rule) = rules::broken_rule(text, MAX_DOCUMENT_DEPTH) {
+        return Err(bad(format_args!("the snapshot is not JSON (invalid JSON: {rule})")));
+    }
     // The document is read once per level: its entries, the chosen entry's fields, the events'
     // items, each event. Only a document that is neither an object nor an array is read whole
     // first, to tell JSON that is not a snapshot from text that is not JSON.
@@ -80,7 +86,7 @@ pub fn parse_snapshot(text: &str, model: Option<&str>, block_size: u32) -> Resul
     let raw = chosen[0].1.get().trim_start();
     let entry: Entry<'_> = match serde_json::from_str(raw) {
         Ok(entry) => entry,
-        // An object that does not read as one: a repeated field (a JSON text that means two things).
+        // An object that does not read as one (not reached: `rules` refused repeated fields).
         Err(e) if raw.starts_with('{') => return Err(not_json(e)),
         Err(_) => Entry::default(),
     };
@@ -182,22 +188,9 @@ fn js_string(v: Option<&RawValue>) -> String {
     }
 }
 
-/// The top-level entries in document order. A repeated key is refused, as the TypeScript reader
-/// refuses one repeated with another value (a document that means two things).
+/// The top-level entries in document order (`rules` refused a repeated key already).
 fn ordered_entries(doc: &str) -> Result<Vec<(String, &RawValue)>, KvError> {
-    let RawFields(entries) = serde_json::from_str(doc).map_err(not_json)?;
-    for (i, (key, value)) in entries.iter().enumerate() {
-        if entries[..i].iter().any(|(k, v)| k == key && v.get() != value.get()) {
-            return Err(bad(format_args!("the snapshot is not JSON (duplicate key {})", Value::from(key.as_str()))));
-        }
-    }
-    let mut unique: Vec<(String, &RawValue)> = Vec::new();
-    for (key, value) in entries {
-        if !unique.iter().any(|(k, _)| *k == key) {
-            unique.push((key, value));
-        }
-    }
-    Ok(unique)
+    serde_json::from_str(doc).map(|RawFields(entries)| entries).map_err(not_json)
 }
 
 struct FieldsVisitor;
