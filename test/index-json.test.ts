@@ -105,6 +105,48 @@ describe.each(BACKENDS)('event JSON text on the %s backend', (backend) => {
     expect(i.stats().ranks).toBe(0);
   });
 
+  test("a missing or an unknown field is refused in the validator's words, at any depth", async () => {
+    const i = make();
+    const U64 = 'must be a u64 (a non-negative safe integer, a bigint or a decimal string), got undefined';
+    const block = '{"block_hash": 1, "tokens_hash": 2, "mm_extra_info": {"mm_objects": [{"mm_hash": 3, "offsets": [[0, 1]]}]}}';
+    const event = `{"worker_id": 1, "event": {"event_id": 1, "dp_rank": 0, "data": {"stored": {"parent_hash": null, "blocks": [${block}]}}}}`;
+    const at = '.event.data.stored.blocks[0]';
+    for (const [field, path, message] of [
+      ['"worker_id": 1, ', '.worker_id', 'is missing'],
+      ['"event_id": 1, ', '.event.event_id', 'is missing'],
+      ['"parent_hash": null, ', '.event.data.stored.parent_hash', 'is missing (use null for none)'],
+      ['"block_hash": 1, ', `${at}.block_hash`, U64],
+      ['"tokens_hash": 2, ', `${at}.tokens_hash`, U64],
+      ['"mm_hash": 3, ', `${at}.mm_extra_info.mm_objects[0].mm_hash`, U64],
+      [', "offsets": [[0, 1]]', `${at}.mm_extra_info.mm_objects[0].offsets`, 'must be an array, got undefined'],
+      ['"mm_objects": [{"mm_hash": 3, "offsets": [[0, 1]]}]', `${at}.mm_extra_info.mm_objects`, 'must be an array, got undefined'],
+      [
+        ', "blocks": [{"block_hash": 1, "tokens_hash": 2, "mm_extra_info": {"mm_objects": [{"mm_hash": 3, "offsets": [[0, 1]]}]}}]',
+        '.event.data.stored.blocks',
+        'must be an array, got undefined',
+      ],
+    ] as const) {
+      expect(event.includes(field), field).toBe(true);
+      expect(() => i.applyEvents(`[${event}, ${event.replace(field, '')}]`), field).toThrow(`events[1]${path} ${message}`);
+    }
+    const cleared = '{"event_id": 1, "data": "cleared"}';
+    for (const [text, message] of [
+      ['{"worker_id": 1}', 'line 1.event must be an object, got undefined'],
+      ['{"worker_id": 1, "event": {"event_id": 1}}', 'line 1.event.data must be {stored}, {removed} or "cleared", got undefined'],
+      [
+        '{"worker_id": 1, "event": {"event_id": 1, "data": {"removed": {}}}}',
+        'line 1.event.data.removed.block_hashes must be an array, got undefined',
+      ],
+      [`{"worker_id": 1, "event": ${cleared}, "zz": 1}`, 'line 1 has an unknown field "zz"'],
+      [`{"worker_id": 1, "event": {"event_id": 1, "data": "cleared", "a\`, b": 1}}`, 'line 1.event has an unknown field "a`, b"'],
+      [event.replace('"tokens_hash": 2', '"tokens_hash": 2, "blok_hash": 1'), `line 1${at} has an unknown field "blok_hash"`],
+      [event.replace('"mm_hash": 3', '"mm_hash": 3, "x": 1'), `line 1${at}.mm_extra_info.mm_objects[0] has an unknown field "x"`],
+    ] as const)
+      expect(() => i.applyEvents(text), text).toThrow(message);
+    await i.flush();
+    expect(i.stats().ranks).toBe(0);
+  });
+
   test('a dump as JSON text restores the same index', async () => {
     const i = make();
     i.applyEvents([stored(1, range(1, 6)), stored(2, range(1, 3)), stored(1, range(10, 12), { prefix: range(1, 2) })]);

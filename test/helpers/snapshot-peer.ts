@@ -53,9 +53,9 @@ export class SnapshotPeer {
 }
 
 /**
- * Equal outcomes. Two refusals as "not JSON" may word the syntax error differently (serde and
- * the JavaScript parser), and so may two refusals of one event, whose reasons `applyEvents`
- * words (a missing field is serde's "missing field" natively: README, Limitations); the
+ * Equal outcomes, for documents that may break several rules at once: two refusals as "not JSON"
+ * may then word different syntax errors (serde and the JavaScript parser each stop at the first
+ * they meet), and two refusals of one event different faults of it (README, Limitations); the
  * snapshot's own messages ("warm start: …") must match exactly.
  */
 export function sameOutcome(a: Outcome, b: Outcome): boolean {

@@ -12,6 +12,7 @@ mod rules;
 mod shapes;
 mod snapshot;
 mod values;
+mod words;
 
 pub use snapshot::{parse_snapshot, EngineSeq, Snapshot};
 
@@ -87,6 +88,9 @@ fn push(out: &mut ParsedEvents, text: &str, label: impl Fn() -> String) -> Resul
         let inner = inner.to_string();
         // serde_json appends the position; the path says where already.
         let inner = inner.split(" at line ").next().unwrap_or(&inner);
+        if let Some(words) = words::reworded(&field, inner) {
+            return KvError::invalid_event(format!("{}{words}", label()));
+        }
         let sep = if inner.starts_with("must be") { " " } else { ": " };
         KvError::invalid_event(format!("{}{field}{sep}{inner}", label()))
     })?;

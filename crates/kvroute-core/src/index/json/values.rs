@@ -26,7 +26,7 @@ fn decimal(s: &str) -> Option<u64> {
 }
 
 /// What the TypeScript validator says about a bad u64, so both backends word it alike.
-const MUST_BE_U64: &str = "must be a u64 (a non-negative safe integer, a bigint or a decimal string)";
+pub(super) const MUST_BE_U64: &str = "must be a u64 (a non-negative safe integer, a bigint or a decimal string)";
 
 /// "must be …, got …": errors in the validator's words (`mod.rs` puts the field path first).
 pub fn must_be<E: de::Error>(what: &str, got: impl fmt::Display) -> E {

@@ -1,0 +1,61 @@
+//! serde's errors for a missing or an unknown field, reworded as the TypeScript validator
+//! (`ts/events/validate.ts`) words them, so that both backends refuse such an event in the same
+//! words (serde's are "missing field `event`" and "unknown field `x`, expected one of …").
+
+use super::values::MUST_BE_U64;
+
+/// What the validator says after a missing field's path.
+fn missing(name: &str) -> Option<String> {
+    Some(match name {
+        "worker_id" | "event_id" => " is missing".to_owned(),
+        "parent_hash" => " is missing (use null for none)".to_owned(),
+        "event" => " must be an object, got undefined".to_owned(),
+        "data" => r#" must be {stored}, {removed} or "cleared", got undefined"#.to_owned(),
+        "blocks" | "block_hashes" | "mm_objects" | "offsets" => " must be an array, got undefined".to_owned(),
+        "block_hash" | "tokens_hash" | "mm_hash" => format!(" {MUST_BE_U64}, got undefined"),
+        _ => return None,
+    })
+}
+
+/// The validator's message for serde's `inner`, after the event's label, or `None` when it words
+/// this error as serde does. `field` is serde's path in the validator's notation (`.event.zz`):
+/// the object missing a field, or the unknown field itself.
+pub fn reworded(field: &str, inner: &str) -> Option<String> {
+    if let Some(rest) = inner.strip_prefix("missing field `") {
+        let name = rest.strip_suffix('`')?;
+        return Some(format!("{field}.{name}{}", missing(name)?));
+    }
+    // The name ends where the path does: a name may hold "`, " itself.
+    let rest = inner.strip_prefix("unknown field `")?;
+    rest.match_indices("`, ").find_map(|(end, _)| {
+        let name = &rest[..end];
+        let object = field.strip_suffix(name)?.strip_suffix('.')?;
+        Some(format!("{object} has an unknown field \"{name}\""))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reworded;
+
+    #[test]
+    fn missing_and_unknown_fields_in_the_validators_words() {
+        assert_eq!(reworded("", "missing field `worker_id`").as_deref(), Some(".worker_id is missing"));
+        assert_eq!(
+            reworded(".event.data.stored", "missing field `parent_hash`").as_deref(),
+            Some(".event.data.stored.parent_hash is missing (use null for none)")
+        );
+        assert_eq!(
+            reworded(".event.zz", "unknown field `zz`, expected one of `event_id`, `dp_rank`, `data`").as_deref(),
+            Some(".event has an unknown field \"zz\"")
+        );
+        assert_eq!(
+            reworded(".a`, b", "unknown field `a`, b`, there are no fields").as_deref(),
+            Some(" has an unknown field \"a`, b\"")
+        );
+        // Anything else keeps serde's words.
+        assert_eq!(reworded("", "missing field `other`"), None);
+        assert_eq!(reworded(".x", "unknown field `y`, expected `z`"), None);
+        assert_eq!(reworded(".x", "invalid type: map, expected a string"), None);
+    }
+}
