@@ -102,6 +102,24 @@ describe.each(BACKENDS)('JSON rules left to implementations, on the %s backend',
     await i.flush();
     expect(i.stats().ranks).toBe(1);
   });
+
+  test("nesting deep enough to overflow a recursive parser's stack is refused as too deep", async () => {
+    const i = make();
+    // lossless-json recurses once per level and overflows at about 5,000; serde_json stops at 128.
+    const deep = embedding(nested(20_000));
+    const one = clearedEvent('');
+    for (const [text, message] of [
+      [`${deep}\n`, 'line 1: invalid JSON: nested deeper than 127 levels'],
+      [`[${one}, ${one}, ${deep}]`, 'events[2]: invalid JSON: nested deeper than 127 levels'],
+      [`[${one}, ${embedding(`"${'['.repeat(30_000)}"`)}, ${deep}]`, 'events[2]: invalid JSON: nested deeper than 127 levels'],
+    ] as const)
+      expect(() => i.applyEvents(text)).toThrow(new RegExp(`^${message.replace(/[[\]]/g, '\\$&')}$`));
+    expect(outcome(i, deep)).toBe('ERR_INVALID_EVENT');
+    // A number out of range is reported first, wherever it stands, as a parse that got that far would.
+    expect(() => i.applyEvent(`{"worker_id": 1e400, "state_source": ${nested(20_000)}}`)).toThrow(/number out of range/);
+    await i.flush();
+    expect(i.stats().ranks).toBe(0);
+  });
 });
 
 type Rule = 'repeated key' | 'lone surrogate' | 'out of range' | 'too deep';

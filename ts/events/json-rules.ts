@@ -90,6 +90,27 @@ export function overflowRule(text: string, max: number): string {
   return surrogate === undefined ? tooDeep(max) : surrogateMessage(surrogate);
 }
 
+/** A string literal, or a character that opens, closes or separates (the text is JSON). */
+const STRUCTURE = /"[^"\\]*(?:\\.[^"\\]*)*"|[{}[\],]/gs;
+
+/**
+ * The first item of a top-level array that nests deeper than `max` levels (its own being level
+ * 1), found in the text: for a batch too deep to parse, to name the event as the native backend,
+ * which parses each event alone, names it. -1 if none does.
+ */
+export function deepItem(text: string, max: number): number {
+  let depth = 0;
+  let item = 0;
+  for (const m of text.matchAll(STRUCTURE)) {
+    const c = m[0];
+    if (c === '[' || c === '{') {
+      if (++depth > max + 1) return item;
+    } else if (c === ']' || c === '}') depth--;
+    else if (c === ',' && depth === 1) item++;
+  }
+  return -1;
+}
+
 /** Why a number literal is refused, as the parser words it (`json.ts`). */
 export function outOfRange(literal: string): string {
   return `number out of range: ${literal.length > 40 ? `${literal.slice(0, 40)}…` : literal}`;

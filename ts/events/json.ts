@@ -19,7 +19,17 @@
 import { parse } from 'lossless-json';
 import { KvRouteError } from '../errors.js';
 import { JsonFloat } from './json-float.js';
-import { brokenRule, eventNesting, MAX_DOCUMENT_DEPTH, type Nesting, nestsTooDeep, outOfRange, overflowRule } from './json-rules.js';
+import {
+  brokenRule,
+  deepItem,
+  eventNesting,
+  MAX_DOCUMENT_DEPTH,
+  type Nesting,
+  nestsTooDeep,
+  outOfRange,
+  overflowRule,
+  tooDeep,
+} from './json-rules.js';
 
 const INTEGER = /^-?[0-9]+$/;
 
@@ -45,16 +55,22 @@ function parseOne(text: string, where: string, nesting: Nesting, eventsAt = 1): 
   try {
     value = parse(text, null, { parseNumber, onDuplicateKey: keepFirst });
   } catch (err) {
-    const why = isStackOverflow(err) ? overflowRule(text, nesting.max) : (err as Error).message;
-    throw new KvRouteError('ERR_INVALID_EVENT', `${where}invalid JSON: ${why}`);
+    if (!isStackOverflow(err)) throw new KvRouteError('ERR_INVALID_EVENT', `${where}invalid JSON: ${(err as Error).message}`);
+    const why = overflowRule(text, nesting.max);
+    const deep = eventsAt === 2 && why === tooDeep(nesting.max) ? deepItem(text, nesting.max) : -1;
+    throw invalid(where, deep, why);
   }
   const broken = brokenRule(text, value, nesting);
   if (broken !== undefined) {
     const deep = broken.tooDeep && eventsAt === 2 && Array.isArray(value) ? value.findIndex(nestsTooDeep) : -1;
-    const event = deep >= 0 ? `events[${deep}]: ` : '';
-    throw new KvRouteError('ERR_INVALID_EVENT', `${where}${event}invalid JSON: ${broken.message}`);
+    throw invalid(where, deep, broken.message);
   }
   return value;
+}
+
+/** A refusal of invalid JSON, naming the batch's event `deep` when it is one (>= 0). */
+function invalid(where: string, deep: number, why: string): KvRouteError {
+  return new KvRouteError('ERR_INVALID_EVENT', `${where}${deep >= 0 ? `events[${deep}]: ` : ''}invalid JSON: ${why}`);
 }
 
 /** Parses one JSON value, held to an event's nesting limit. */

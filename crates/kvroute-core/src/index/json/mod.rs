@@ -74,7 +74,9 @@ fn parse_items(items: &[&RawValue]) -> Result<ParsedEvents, KvError> {
 }
 
 fn push(out: &mut ParsedEvents, text: &str, label: impl Fn() -> String) -> Result<(), KvError> {
-    let syntax = |inner: &serde_json::Error| KvError::invalid_event(format!("{}: invalid JSON: {inner}", label()));
+    let syntax = |inner: &serde_json::Error| {
+        KvError::invalid_event(format!("{}: invalid JSON: {}", label(), words::syntax(inner)))
+    };
     let mut de = serde_json::Deserializer::from_str(text);
     let event: Obj<JsonEvent> = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let inner = e.inner();

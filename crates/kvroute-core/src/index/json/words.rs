@@ -1,8 +1,21 @@
 //! serde's errors for a missing or an unknown field, reworded as the TypeScript validator
 //! (`ts/events/validate.ts`) words them, so that both backends refuse such an event in the same
-//! words (serde's are "missing field `event`" and "unknown field `x`, expected one of …").
+//! words (serde's are "missing field `event`" and "unknown field `x`, expected one of …"); and
+//! its recursion limit as the TypeScript parser's nesting rule (`ts/events/json-rules.ts`).
 
 use super::values::MUST_BE_U64;
+
+/// serde_json's recursion limit refuses the 128th level of an event.
+const TOO_DEEP: &str = "nested deeper than 127 levels";
+
+/// A syntax error's words: serde's, but its recursion limit as the TypeScript parser words it.
+pub fn syntax(inner: &serde_json::Error) -> String {
+    let words = inner.to_string();
+    if words.starts_with("recursion limit exceeded") {
+        return TOO_DEEP.to_owned();
+    }
+    words
+}
 
 /// What the validator says after a missing field's path.
 fn missing(name: &str) -> Option<String> {
@@ -37,6 +50,16 @@ pub fn reworded(field: &str, inner: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::reworded;
+
+    #[test]
+    fn the_recursion_limit_in_the_parsers_words() {
+        let deep = format!("{}{}", "[".repeat(128), "]".repeat(128));
+        let err = serde_json::from_str::<serde_json::Value>(&deep).unwrap_err();
+        assert_eq!(super::syntax(&err), "nested deeper than 127 levels");
+        let err = serde_json::from_str::<serde_json::Value>("[1,]").unwrap_err();
+        assert_eq!(super::syntax(&err), err.to_string());
+        assert!(serde_json::from_str::<serde_json::Value>(&deep[1..deep.len() - 1]).is_ok());
+    }
 
     #[test]
     fn missing_and_unknown_fields_in_the_validators_words() {
