@@ -210,3 +210,47 @@ test('seeded documents near each rule: both backends refuse exactly what the rul
   for (const key of ['accepted', 'repeated key', 'lone surrogate', 'out of range', 'too deep'])
     expect(counts.get(key) ?? 0, `${key}: ${JSON.stringify([...counts])}`).toBeGreaterThan(key === 'accepted' ? 100 : 10);
 });
+
+/** The rule a refusal names when several are broken: the first a parse meets, then the rules' order. */
+const PRECEDENCE: [Rule, RegExp][] = [
+  ['out of range', /invalid JSON: number out of range: /],
+  ['lone surrogate', /invalid JSON: lone surrogate in \\u escape at position \d+$/],
+  ['too deep', /invalid JSON: nested deeper than 127 levels$/],
+  ['repeated key', /invalid JSON: duplicate key "[^"]*" at position \d+$/],
+];
+
+test("seeded documents: both backends word a refusal alike, naming the rule a whole-text parse meets first, before another event's fault", () => {
+  const rng = new Rng(20261207);
+  const indexes = BACKENDS.map((backend) => new KvIndex({ blockSize: 4, backend }));
+  // An event refused for its own fault (an unknown field), before the generated one.
+  const faulty = clearedEvent('"zz": 1,');
+  const wrong: string[] = [];
+  let named = 0;
+  for (let n = 0; n < 300; n++) {
+    const doc = generated(rng, 2);
+    const event = embedding(doc.text);
+    const rule = PRECEDENCE.find(([r]) => doc.broken.includes(r));
+    for (const [form, apply] of [
+      ['batch', (i: KvIndex) => i.applyEvents(`[${faulty}, ${event}]`)],
+      ['ndjson', (i: KvIndex) => i.applyEvents(`${faulty}\n\n${event}\n`)],
+      ['event', (i: KvIndex) => i.applyEvent(event)],
+    ] as const) {
+      const messages = indexes.map((index) => {
+        try {
+          apply(index);
+          return 'accepted';
+        } catch (err) {
+          return (err as Error).message;
+        }
+      });
+      const shown = `${form} ${doc.text.slice(0, 120)}: ${JSON.stringify(messages).slice(0, 300)}`;
+      if (messages[0] !== messages[1]) wrong.push(`differ: ${shown}`);
+      else if (rule !== undefined && !rule[1].test(messages[0])) wrong.push(`not ${rule[0]}: ${shown}`);
+      else if (rule === undefined && form !== 'event' && !messages[0].includes('unknown field "zz"')) wrong.push(shown);
+      else if (rule !== undefined) named++;
+    }
+  }
+  for (const i of indexes) i.close();
+  expect(wrong).toEqual([]);
+  expect(named).toBeGreaterThan(300);
+});

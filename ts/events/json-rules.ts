@@ -74,6 +74,9 @@ export function brokenRule(text: string, value: unknown, nesting: Nesting): Brok
   // Every key is followed by a colon; colons inside strings only add. So as many colons as
   // parsed keys means no key was folded into an earlier one; else count those outside strings.
   if (countColons(text) === keys || countKeyColons(text) === keys) return undefined;
+  // A key was repeated, and the value parsed for its repeat was dropped unwalked: the text says
+  // whether that value nests too deep, which outranks the repeat.
+  if (deepItem(text, nesting) >= 0) return { message: tooDeep(nesting.max), tooDeep: true };
   const repeated = repeatedKey(text);
   return repeated && { message: `duplicate key ${JSON.stringify(repeated.key)} at position ${repeated.position}` };
 }
@@ -94,17 +97,20 @@ export function overflowRule(text: string, max: number): string {
 const STRUCTURE = /"[^"\\]*(?:\\.[^"\\]*)*"|[{}[\],]/gs;
 
 /**
- * The first item of a top-level array that nests deeper than `max` levels (its own being level
- * 1), found in the text: for a batch too deep to parse, to name the event as the native backend,
- * which parses each event alone, names it. -1 if none does.
+ * Where a text nests past `nesting`, found in the text rather than in what it parsed to (a
+ * repeated key's dropped value counts; a text too deep to parse has no value): the item of the
+ * top-level array that does first (0 when the text is not an array), or -1 if none does. For a
+ * batch it names the event, as the native backend, which parses each event alone, names it.
  */
-export function deepItem(text: string, max: number): number {
+export function deepItem(text: string, nesting: Nesting): number {
+  // A container at depth d (the outermost at 1) is at level nesting.level + d - 1.
+  const deepest = nesting.max - nesting.level + 1;
   let depth = 0;
   let item = 0;
   for (const m of text.matchAll(STRUCTURE)) {
     const c = m[0];
     if (c === '[' || c === '{') {
-      if (++depth > max + 1) return item;
+      if (++depth > deepest) return item;
     } else if (c === ']' || c === '}') depth--;
     else if (c === ',' && depth === 1) item++;
   }

@@ -11,7 +11,8 @@
  * - a number beyond a double's range (`1e400`) is an error, as in serde_json;
  * - so are a repeated key, a `\u` escape of half a surrogate pair and an event nested deeper than
  *   serde_json's limit (`json-rules.ts`): JSON leaves all four to implementations, and kvroute's
- *   two backends answer alike. A text deep enough to overflow lossless-json's stack is refused as
+ *   two backends answer alike, in the same words (the native backend, which reads event by
+ *   event, looks over a refused text for what this parser meets first: `json/refusal.rs`). A text deep enough to overflow lossless-json's stack is refused as
  *   those rules would refuse it, not with the engine's "Maximum call stack size exceeded".
  * @module
  */
@@ -19,17 +20,7 @@
 import { parse } from 'lossless-json';
 import { KvRouteError } from '../errors.js';
 import { JsonFloat } from './json-float.js';
-import {
-  brokenRule,
-  deepItem,
-  eventNesting,
-  MAX_DOCUMENT_DEPTH,
-  type Nesting,
-  nestsTooDeep,
-  outOfRange,
-  overflowRule,
-  tooDeep,
-} from './json-rules.js';
+import { brokenRule, deepItem, eventNesting, MAX_DOCUMENT_DEPTH, type Nesting, outOfRange, overflowRule, tooDeep } from './json-rules.js';
 
 const INTEGER = /^-?[0-9]+$/;
 
@@ -57,12 +48,12 @@ function parseOne(text: string, where: string, nesting: Nesting, eventsAt = 1): 
   } catch (err) {
     if (!isStackOverflow(err)) throw new KvRouteError('ERR_INVALID_EVENT', `${where}invalid JSON: ${(err as Error).message}`);
     const why = overflowRule(text, nesting.max);
-    const deep = eventsAt === 2 && why === tooDeep(nesting.max) ? deepItem(text, nesting.max) : -1;
+    const deep = eventsAt === 2 && why === tooDeep(nesting.max) ? deepItem(text, nesting) : -1;
     throw invalid(where, deep, why);
   }
   const broken = brokenRule(text, value, nesting);
   if (broken !== undefined) {
-    const deep = broken.tooDeep && eventsAt === 2 && Array.isArray(value) ? value.findIndex(nestsTooDeep) : -1;
+    const deep = broken.tooDeep && eventsAt === 2 ? deepItem(text, nesting) : -1;
     throw invalid(where, deep, broken.message);
   }
   return value;

@@ -8,6 +8,7 @@
 //! reject the same texts; messages name the event as they do (`events[3]`, `line 7`).
 
 mod object;
+mod refusal;
 mod rules;
 mod shapes;
 mod snapshot;
@@ -36,7 +37,7 @@ pub struct ParsedEvents {
 /// One event's JSON text.
 pub fn parse_event(text: &str) -> Result<ParsedEvents, KvError> {
     let mut out = ParsedEvents::default();
-    push(&mut out, text, || "event".to_owned())?;
+    push(&mut out, text, || "event".to_owned()).map_err(|fault| refusal::lines([("event".to_owned(), text)], fault))?;
     Ok(out)
 }
 
@@ -50,16 +51,17 @@ fn is_json_space(c: char) -> bool {
 /// A batch: a JSON array of events, or NDJSON (one event per line; lines of JSON whitespace
 /// skipped). All or nothing: the first invalid event fails the whole batch.
 pub fn parse_events(text: &str) -> Result<ParsedEvents, KvError> {
-    let mut out = ParsedEvents::default();
     if text.trim_start_matches(is_json_space).starts_with('[') {
-        let items: Vec<&RawValue> =
-            serde_json::from_str(text).map_err(|e| KvError::invalid_event(format!("invalid JSON: {e}")))?;
-        return parse_items(&items);
+        let items = serde_json::from_str::<Vec<&RawValue>>(text)
+            .map_err(|e| KvError::invalid_event(format!("invalid JSON: {e}")));
+        return items.and_then(|items| parse_items(&items)).map_err(|fault| refusal::batch(text, fault));
     }
-    for (i, line) in text.split('\n').enumerate() {
-        if !line.trim_matches(is_json_space).is_empty() {
-            push(&mut out, line, || format!("line {}", i + 1))?;
-        }
+    let lines = || text.split('\n').enumerate().filter(|(_, line)| !line.trim_matches(is_json_space).is_empty());
+    let label = |i: usize| format!("line {}", i + 1);
+    let mut out = ParsedEvents::default();
+    for (i, line) in lines() {
+        push(&mut out, line, || label(i))
+            .map_err(|fault| refusal::lines(lines().map(|(i, line)| (label(i), line)), fault))?;
     }
     Ok(out)
 }

@@ -1,20 +1,20 @@
-//! The rules JSON leaves to implementations, held over a whole warm-start snapshot, as the
-//! TypeScript reader holds it (`ts/events/json-rules.ts`): a number beyond a double's range, a
-//! `\u` escape of half a surrogate pair, nesting deeper than [`MAX_DOCUMENT_DEPTH`] and a key
-//! repeated in one object are each an error wherever they are, not only in the parts kvroute
-//! reads. serde_json, which reads the parts kvroute uses, checks the first three only where it
-//! decodes a value, and skips the rest unread; without this pass the native backend took
-//! documents the JS backend refused.
+//! The rules JSON leaves to implementations, held as the TypeScript parser holds them
+//! (`ts/events/json-rules.ts`): a number beyond a double's range, a `\u` escape of half a
+//! surrogate pair, nesting too deep and a key repeated in one object are each an error wherever
+//! they are in a text, not only in the parts kvroute reads. serde_json, which reads the parts
+//! kvroute uses, checks the first three only where it decodes a value, and skips the rest unread;
+//! without this scan the native backend took warm-start snapshots the JS backend refused, and
+//! worded differently the events both refused.
 //!
-//! One iterative scan (no recursion, so no depth can overflow the stack), which reports what the
-//! TypeScript reader reports, in its words and character positions: its parser stops at the
-//! first number out of range, and its later checks find the first lone surrogate, then a
-//! nesting too deep, then the first repeated key. Text that is not JSON is left to serde_json,
-//! which words the syntax error.
+//! One iterative scan (no recursion, so no depth can overflow the stack), which finds what the
+//! TypeScript parser reports, at its character positions: it stops at the first number out of
+//! range, and its later checks find the first lone surrogate, then a nesting too deep, then the
+//! first repeated key. Text that is not JSON is left to serde_json, which words the syntax error.
 
 use memchr::memchr2;
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::fmt;
 
 /// How deep a snapshot may nest, its outermost value being level 1. Its events sit at level 4 and
 /// may nest 127 levels each, so a valid snapshot reaches 130; the bound is here so that neither
@@ -25,27 +25,57 @@ pub const MAX_DOCUMENT_DEPTH: usize = 512;
 /// An object with more keys than this checks repeats with a hash set, not a scan of its keys.
 const KEYS_SCANNED: usize = 16;
 
-/// The first rule `text` breaks, worded as the TypeScript reader words it, or `None` when it
-/// breaks none or is not JSON at all (serde_json then says why).
-pub fn broken_rule(text: &str, max_depth: usize) -> Option<String> {
+/// The first rule a text breaks. Displayed in the TypeScript parser's words, a nesting too deep
+/// as "nested deeper than `max_depth` levels" (callers that count levels from an inner value
+/// word it themselves).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Broken {
+    /// A number literal beyond a double's range, as shown (at most 40 characters and "…").
+    OutOfRange(String),
+    /// A `\u` escape of half a surrogate pair, at this JavaScript string index.
+    LoneSurrogate(usize),
+    /// Nesting deeper than the limit, first in the top-level array's item `item` (0 when the
+    /// text is not an array).
+    TooDeep { max_depth: usize, item: usize },
+    /// A key repeated in one object, at this JavaScript string index of its second occurrence.
+    RepeatedKey { key: String, position: usize },
+}
+
+impl fmt::Display for Broken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Broken::OutOfRange(shown) => write!(f, "number out of range: {shown}"),
+            Broken::LoneSurrogate(at) => write!(f, "lone surrogate in \\u escape at position {at}"),
+            Broken::TooDeep { max_depth, .. } => write!(f, "nested deeper than {max_depth} levels"),
+            Broken::RepeatedKey { key, position } => {
+                let key = serde_json::to_string(key).unwrap_or_default();
+                write!(f, "duplicate key {key} at position {position}")
+            }
+        }
+    }
+}
+
+/// The first rule `text` breaks, its outermost value being level 1 of at most `max_depth`; `None`
+/// when it breaks none, or when it is not JSON and no number out of range comes before the
+/// place where it stops being JSON (serde_json then says why).
+pub fn broken_rule(text: &str, max_depth: usize) -> Option<Broken> {
     let mut scan = Scan::new(text, max_depth);
     let complete = scan.run().is_some();
     if let Some(literal) = scan.out_of_range {
         let shown = if literal.len() > 40 { format!("{}…", &literal[..40]) } else { literal.to_owned() };
-        return Some(format!("number out of range: {shown}"));
+        return Some(Broken::OutOfRange(shown));
     }
     if !complete {
         return None;
     }
     if let Some(at) = scan.lone_surrogate {
-        return Some(format!("lone surrogate in \\u escape at position {}", utf16_position(text, at)));
+        return Some(Broken::LoneSurrogate(utf16_position(text, at)));
     }
-    if scan.too_deep {
-        return Some(format!("nested deeper than {max_depth} levels"));
+    if let Some(item) = scan.deep_item {
+        return Some(Broken::TooDeep { max_depth, item });
     }
     let (at, key) = scan.repeated_key?;
-    let key = serde_json::to_string(&key).unwrap_or_default();
-    Some(format!("duplicate key {key} at position {}", utf16_position(text, at)))
+    Some(Broken::RepeatedKey { key: key.into_owned(), position: utf16_position(text, at) })
 }
 
 /// JavaScript's string index of a byte offset (UTF-16 code units before it).
@@ -113,7 +143,10 @@ struct Scan<'a> {
     high: Option<usize>,
     out_of_range: Option<&'a str>,
     lone_surrogate: Option<usize>,
-    too_deep: bool,
+    /// The top-level array's item being read (commas seen at level 1).
+    item: usize,
+    /// The item in which the nesting first went past the limit.
+    deep_item: Option<usize>,
     repeated_key: Option<(usize, Cow<'a, str>)>,
 }
 
@@ -130,7 +163,8 @@ impl<'a> Scan<'a> {
             high: None,
             out_of_range: None,
             lone_surrogate: None,
-            too_deep: false,
+            item: 0,
+            deep_item: None,
             repeated_key: None,
         }
     }
@@ -153,7 +187,12 @@ impl<'a> Scan<'a> {
                         self.key()?;
                         break;
                     }
-                    (b',', false) => break,
+                    (b',', false) => {
+                        if self.frames.len() == 1 && self.deep.len == 0 {
+                            self.item += 1;
+                        }
+                        break;
+                    }
                     (b'}', true) | (b']', false) => self.close(),
                     _ => return None,
                 }
@@ -204,7 +243,7 @@ impl<'a> Scan<'a> {
         } else {
             // Past the limit only whether each container is an object is kept, a bit each, so a
             // document of brackets cannot hold memory in proportion.
-            self.too_deep = true;
+            self.deep_item.get_or_insert(self.item);
             self.deep.push(object);
         }
     }
@@ -230,7 +269,7 @@ impl<'a> Scan<'a> {
         if self.next()? != b':' {
             return None;
         }
-        if self.repeated_key.is_some() || self.lone_surrogate.is_some() || self.too_deep {
+        if self.repeated_key.is_some() || self.lone_surrogate.is_some() || self.deep_item.is_some() {
             return Some(()); // a rule reported before repeats is broken already
         }
         let frame = self.frames.last_mut()?;

@@ -52,6 +52,7 @@ fn not_json(e: serde_json::Error) -> KvError {
 /// `InvalidArg` when the entry's block size is not `block_size`.
 pub fn parse_snapshot(text: &str, model: Option<&str>, block_size: u32) -> Result<Snapshot, KvError> {
     if let Some(rule) = rules::broken_rule(text, MAX_DOCUMENT_DEPTH) {
+        // As the TypeScript reader words it: a nesting limit counted from the document.
         return Err(bad(format_args!("the snapshot is not JSON (invalid JSON: {rule})")));
     }
     // The document is read once per level: its entries, the chosen entry's fields, the events'

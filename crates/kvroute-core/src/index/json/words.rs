@@ -6,7 +6,7 @@
 use super::values::MUST_BE_U64;
 
 /// serde_json's recursion limit refuses the 128th level of an event.
-const TOO_DEEP: &str = "nested deeper than 127 levels";
+pub const TOO_DEEP: &str = "nested deeper than 127 levels";
 
 /// A syntax error's words: serde's, but its recursion limit as the TypeScript parser words it.
 pub fn syntax(inner: &serde_json::Error) -> String {

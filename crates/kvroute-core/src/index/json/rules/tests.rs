@@ -1,7 +1,7 @@
-use super::{broken_rule, MAX_DOCUMENT_DEPTH};
+use super::{broken_rule, Broken, MAX_DOCUMENT_DEPTH};
 
 fn rule(text: &str) -> Option<String> {
-    broken_rule(text, MAX_DOCUMENT_DEPTH)
+    broken_rule(text, MAX_DOCUMENT_DEPTH).map(|b| b.to_string())
 }
 
 fn nested(levels: usize) -> String {
@@ -57,6 +57,11 @@ fn nesting_past_the_limit_is_refused_without_a_frame_per_level() {
     assert_eq!(rule(&deep), Some(message.clone()));
     let very = format!("{}{}", "[".repeat(10_000_000), "]".repeat(10_000_000));
     assert_eq!(rule(&very), Some(message.clone()));
+    // Which item of a top-level array went past the limit first.
+    let items = format!(r#"[1, [[[]]], {{"a": [[]]}}, {}]"#, nested(9));
+    assert_eq!(broken_rule(&items, 3), Some(Broken::TooDeep { max_depth: 3, item: 1 }));
+    assert_eq!(broken_rule(&items, 4), Some(Broken::TooDeep { max_depth: 4, item: 3 }));
+    assert_eq!(broken_rule(&items, 11), None);
     // Mismatched brackets past the limit are not JSON: serde says why.
     let bad = format!("{}{}", "[".repeat(600), "}".repeat(600));
     assert_eq!(rule(&bad), None);
