@@ -51,6 +51,7 @@ export interface Nesting {
 
 /** The nesting limit of a value whose events sit at level `eventsAt` (1: it is an event; 2: a batch of them). */
 export const eventNesting = (eventsAt: number): Nesting => ({ level: 2 - eventsAt, max: MAX_EVENT_DEPTH });
+
 const surrogateMessage = (position: number) => `lone surrogate in \\u escape at position ${position}`;
 
 /** Why a parsed text breaks a rule. */
@@ -107,12 +108,14 @@ export function deepItem(text: string, nesting: Nesting): number {
   const deepest = nesting.max - nesting.level + 1;
   let depth = 0;
   let item = 0;
+  let array = false; // whether the outermost container is an array, whose items are counted
   for (const m of text.matchAll(STRUCTURE)) {
     const c = m[0];
     if (c === '[' || c === '{') {
+      if (depth === 0) array = c === '[';
       if (++depth > deepest) return item;
     } else if (c === ']' || c === '}') depth--;
-    else if (c === ',' && depth === 1) item++;
+    else if (c === ',' && depth === 1 && array) item++;
   }
   return -1;
 }

@@ -12,8 +12,9 @@
  * - so are a repeated key, a `\u` escape of half a surrogate pair and an event nested deeper than
  *   serde_json's limit (`json-rules.ts`): JSON leaves all four to implementations, and kvroute's
  *   two backends answer alike, in the same words (the native backend, which reads event by
- *   event, looks over a refused text for what this parser meets first: `json/refusal.rs`). A text deep enough to overflow lossless-json's stack is refused as
- *   those rules would refuse it, not with the engine's "Maximum call stack size exceeded".
+ *   event, looks over a refused text for what this parser meets first: `json/refusal.rs`). A
+ *   text deep enough to overflow lossless-json's stack is refused as those rules would refuse
+ *   it, not with the engine's "Maximum call stack size exceeded".
  * @module
  */
 
