@@ -32,6 +32,11 @@ function parseNumber(text: string): unknown {
   return Number.isInteger(n) ? new JsonFloat(text) : n;
 }
 
+/** The nesting limits of a value that is an event, and of a batch array of them. */
+const AN_EVENT = eventNesting(1);
+const A_BATCH = eventNesting(2);
+const A_DOCUMENT: Nesting = { level: 1, max: MAX_DOCUMENT_DEPTH };
+
 /** A repeated key keeps its first value: `json-rules.ts` refuses every repeat, with its position. */
 const keepFirst = () => undefined;
 
@@ -67,7 +72,7 @@ function invalid(where: string, deep: number, why: string): KvRouteError {
 
 /** Parses one JSON value, held to an event's nesting limit. */
 export function parseJsonLossless(text: string): unknown {
-  return parseOne(text, '', eventNesting(1));
+  return parseOne(text, '', AN_EVENT);
 }
 
 /**
@@ -75,12 +80,12 @@ export function parseJsonLossless(text: string): unknown {
  * each event to an event's limit with `nestsTooDeep`).
  */
 export function parseJsonDocument(text: string): unknown {
-  return parseOne(text, '', { level: 1, max: MAX_DOCUMENT_DEPTH });
+  return parseOne(text, '', A_DOCUMENT);
 }
 
 /** One event's text, named `event` in messages as the native backend names it. */
 export function parseJsonEvent(text: string): unknown {
-  return parseOne(text, 'event: ', eventNesting(1));
+  return parseOne(text, 'event: ', AN_EVENT);
 }
 
 /**
@@ -97,7 +102,7 @@ const BLANK_LINE = /^[ \t\r]*$/;
  */
 export function parseJsonBatch(text: string): { values: unknown[]; lines?: number[] } {
   if (BEFORE_ARRAY.test(text)) {
-    const values = parseOne(text, '', eventNesting(2), 2);
+    const values = parseOne(text, '', A_BATCH, 2);
     if (!Array.isArray(values)) throw new KvRouteError('ERR_INVALID_EVENT', 'invalid JSON: expected an array of events');
     return { values };
   }
@@ -106,7 +111,7 @@ export function parseJsonBatch(text: string): { values: unknown[]; lines?: numbe
   const rows = text.split('\n');
   for (let i = 0; i < rows.length; i++) {
     if (BLANK_LINE.test(rows[i])) continue;
-    values.push(parseOne(rows[i], `line ${i + 1}: `, eventNesting(1)));
+    values.push(parseOne(rows[i], `line ${i + 1}: `, AN_EVENT));
     lines.push(i + 1);
   }
   return { values, lines };
