@@ -81,6 +81,9 @@ fn the_rules_rank_as_the_typescript_reader_ranks_them() {
     let long = format!("1{}", "0".repeat(400));
     assert_eq!(rule(&format!("[{long}]")), Some(format!("number out of range: {}…", &long[..40])));
     assert_eq!(rule("[1e308, -1.7976931348623157e308]"), None);
+    // Exponents past any integer type, as JavaScript's Number reads them.
+    assert_eq!(rule("[1e99999999999999999999999]").as_deref(), Some("number out of range: 1e99999999999999999999999"));
+    assert_eq!(rule("[0e99999999999999999999999, 1e-99999999999999999999999, 0.0e400]"), None);
 }
 
 #[test]
