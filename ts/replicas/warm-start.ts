@@ -112,7 +112,7 @@ async function readSnapshot(value: unknown, timeoutMs: number): Promise<string> 
  * await warmStart(router, { peer: 'http://replica-0:8000' });
  * router.subscribe(workers); // each stream resumes after the peer's snapshot
  * ```
- * @throws {KvRouteError} (as a rejection) `ERR_INVALID_ARG` for bad options, an unreachable peer or store, a missing snapshot or another block size; `ERR_INVALID_EVENT` for a malformed document (nothing applied).
+ * @throws {KvRouteError} (as a rejection) `ERR_INVALID_ARG` for bad options, an unreachable peer or store, a missing snapshot or another block size; `ERR_INVALID_EVENT` for a malformed document (nothing applied), which includes one that, anywhere, repeats a key in an object, escapes half a surrogate pair, writes a number beyond a double's range or nests deeper than 512 levels.
  * @group Replicas
  */
 export async function warmStart(target: KvIndex | KvRouter, opts: WarmStartOptions): Promise<WarmStartResult> {
