@@ -94,8 +94,11 @@ export function overflowRule(text: string, max: number): string {
   return surrogate === undefined ? tooDeep(max) : surrogateMessage(surrogate);
 }
 
-/** A string literal, or a character that opens, closes or separates (the text is JSON). */
-const STRUCTURE = /"[^"\\]*(?:\\.[^"\\]*)*"|[{}[\],]/gs;
+/** A JSON string literal, as a pattern the tokenizers below share. */
+const STRING = String.raw`"[^"\\]*(?:\\.[^"\\]*)*"`;
+
+/** A string literal, or one structural character (in JSON text this tokenizes it). */
+const TOKEN = new RegExp(`${STRING}|[{}[\\]:,]`, 'gs');
 
 /**
  * Where a text nests past `nesting`, found in the text rather than in what it parsed to (a
@@ -109,7 +112,7 @@ export function deepItem(text: string, nesting: Nesting): number {
   let depth = 0;
   let item = 0;
   let array = false; // whether the outermost container is an array, whose items are counted
-  for (const m of text.matchAll(STRUCTURE)) {
+  for (const m of text.matchAll(TOKEN)) {
     const c = m[0];
     if (c === '[' || c === '{') {
       if (depth === 0) array = c === '[';
@@ -126,7 +129,7 @@ export function outOfRange(literal: string): string {
 }
 
 /** A string literal, or a number literal (the text is JSON up to where its parser stopped). */
-const STRING_OR_NUMBER = /"[^"\\]*(?:\\.[^"\\]*)*"|-?[0-9][0-9.eE+-]*/gs;
+const STRING_OR_NUMBER = new RegExp(`${STRING}|-?[0-9][0-9.eE+-]*`, 'gs');
 
 /** Why the first number out of a double's range is refused, or `undefined`. */
 function numberOutOfRange(text: string): string | undefined {
@@ -189,9 +192,6 @@ function isEscaped(text: string, at: number): boolean {
   return (at - start) % 2 === 1;
 }
 
-/** A string literal, or one structural character (the text is valid JSON, so this tokenizes it). */
-const TOKEN = /"[^"\\]*(?:\\.[^"\\]*)*"|[{}[\]:]/gs;
-
 /** The first key repeated in its object (compared decoded, as both parsers do), or `undefined`. */
 function repeatedKey(text: string): { key: string; position: number } | undefined {
   const open: (Set<string> | undefined)[] = [];
@@ -201,6 +201,7 @@ function repeatedKey(text: string): { key: string; position: number } | undefine
     if (token === '{') open.push(new Set());
     else if (token === '[') open.push(undefined);
     else if (token === '}' || token === ']') open.pop();
+    else if (token === ',') continue;
     else if (token !== ':') last = { literal: token, position: m.index };
     else {
       const key = JSON.parse(last.literal) as string;
