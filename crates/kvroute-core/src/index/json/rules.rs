@@ -11,6 +11,7 @@
 //! range, and its later checks find the first lone surrogate, then a nesting too deep, then the
 //! first repeated key. Text that is not JSON is left to serde_json, which words the syntax error.
 
+use super::is_json_space;
 use memchr::memchr2;
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -388,7 +389,7 @@ impl<'a> Scan<'a> {
     }
 
     fn skip_space(&mut self) {
-        while matches!(self.bytes.get(self.at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        while self.bytes.get(self.at).is_some_and(|&b| is_json_space(char::from(b))) {
             self.at += 1;
         }
     }
