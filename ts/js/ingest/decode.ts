@@ -6,8 +6,11 @@
  *
  * Two differences the library imposes: msgpackr returns an integral float (`5.0`) as the number
  * 5, so where the native decoder rejects a float hash or token id, this one accepts an integral
- * one (non-integral floats are rejected by both); and msgpackr throws on an extension type it
- * does not know, so a batch holding one fails here even in a field the native decoder skips.
+ * one (non-integral floats are rejected by both); and msgpackr cannot read an extension type it
+ * does not know and reads its own ones (an `Error`, a `Date`, a `Set`...) into objects, some with
+ * other framings than msgpack's, so a batch holding any extension value fails here, even in a
+ * field the native decoder skips. The reserved byte 0xc1, which msgpackr returns as a sentinel,
+ * fails the batch on both.
  * Strings msgpackr reads leniently (invalid UTF-8 becomes U+FFFD) are checked as the native
  * reader checks them ({@link text}). In a map, a repeated key's last value wins on both.
  * `test/ingest-differential.test.ts` holds both decoders to this on damaged payloads.
@@ -357,18 +360,35 @@ function arrayEvent(fields: unknown[], path: string, notes: Notes): RawEngineEve
 /** Deepest container nesting accepted (the batch is level 1), as on the native decoder. */
 const MAX_DEPTH = 32;
 
-/** True when no container in `v` (at nesting `level`) is deeper than {@link MAX_DEPTH}. */
-function withinDepth(v: unknown, level: number): boolean {
+/**
+ * Why `v` (at nesting `level`) is not a payload the native reader takes, or `undefined`: a
+ * container deeper than {@link MAX_DEPTH}; the reserved byte 0xc1, which msgpackr returns as its
+ * `C1` sentinel where msgpack forbids it; or an extension value. msgpackr turns its own extension
+ * types into objects (an `Error`, a `Date`, a `Set`...), some read with other framings than
+ * msgpack's, so the rest of the payload may be read differently from the native reader's:
+ * whatever field holds one, the batch fails.
+ */
+function unreadable(v: unknown, level: number, c1: unknown): string | undefined {
+  if (v === c1) return 'is not msgpack: reserved byte 0xc1';
+  if (typeof v !== 'object' || v === null || v instanceof Uint8Array) return undefined;
   if (Array.isArray(v)) {
-    if (level > MAX_DEPTH) return false;
-    for (const item of v) if ((Array.isArray(item) || item instanceof Map) && !withinDepth(item, level + 1)) return false;
-    return true;
+    if (level > MAX_DEPTH) return 'is not msgpack: depth limit exceeded';
+    for (const item of v) {
+      if (typeof item !== 'object' || item === null) continue;
+      const why = unreadable(item, level + 1, c1);
+      if (why) return why;
+    }
+    return undefined;
   }
   if (v instanceof Map) {
-    if (level > MAX_DEPTH) return false;
-    for (const [k, item] of v) if (!withinDepth(k, level + 1) || !withinDepth(item, level + 1)) return false;
+    if (level > MAX_DEPTH) return 'is not msgpack: depth limit exceeded';
+    for (const [k, item] of v) {
+      const why = unreadable(k, level + 1, c1) ?? unreadable(item, level + 1, c1);
+      if (why) return why;
+    }
+    return undefined;
   }
-  return true;
+  return `holds a msgpack extension value (read as ${v.constructor?.name ?? 'an object'}), which engines never send`;
 }
 
 function decodeOrThrow(payload: Uint8Array): RawDecodedBatch {
@@ -387,7 +407,8 @@ function decodeValue(payload: Uint8Array): RawDecodedBatch {
   } catch (err) {
     fail('payload', `is not msgpack: ${err instanceof Error ? err.message : String(err)}`);
   }
-  if (!withinDepth(value, 1)) fail('payload', 'is not msgpack: depth limit exceeded');
+  const why = unreadable(value, 1, loadMsgpackr().C1);
+  if (why) fail('payload', why);
   if (!Array.isArray(value)) fail('batch', `expected an array [ts, events, dp_rank], got ${typeName(value)}`);
   if (value.length < 2) fail('batch', `expected [ts, events, dp_rank], got ${value.length} elements`);
   const notes: Notes = { unknownEvents: 0, extraFields: Math.max(0, value.length - 3), foldedHashes: 0, oddLengthHashes: 0 };
