@@ -90,10 +90,12 @@ fn g12_cursor_contiguous_gap_restart() {
     assert_eq!(c.state(), RankState::Active);
     out.clear();
     c.on_live(5, vec![5], now, &mut out);
-    assert_eq!(out, vec![Step::RequestReplay { start: 2 }]);
+    // From the last applied seq, to check the engine did not restart meanwhile.
+    assert_eq!(out, vec![Step::RequestReplay { start: 1 }]);
     assert_eq!(c.state(), RankState::Recovering);
     out.clear();
     c.on_live(6, vec![6], now, &mut out);
+    c.on_replay(Some((1, vec![])), now, &mut out);
     for s in 2..=6 {
         c.on_replay(Some((s, vec![s as u8])), now, &mut out);
     }
@@ -105,6 +107,54 @@ fn g12_cursor_contiguous_gap_restart() {
     assert_eq!(out[0], Step::Reset);
     assert_eq!(applied(&out), vec![0]);
     assert_eq!(c.counters.restarts, 1);
+}
+
+#[test]
+fn a_restart_during_a_gap_is_found_by_the_replayed_batch_at_the_applied_seq() {
+    let now = Instant::now();
+    let mut c = cursor(true);
+    let mut out = Vec::new();
+    for s in 0..=3 {
+        c.on_live(s, vec![s as u8], now, &mut out);
+    }
+    out.clear();
+    // The engine restarted unseen and its new seqs passed 3: seq 3 there is another batch.
+    c.on_live(7, vec![107], now, &mut out);
+    assert_eq!(out, vec![Step::RequestReplay { start: 3 }]);
+    out.clear();
+    c.on_replay(Some((3, vec![103])), now, &mut out);
+    assert_eq!(out, vec![Step::Reset, Step::RequestReplay { start: 0 }]);
+    assert_eq!((c.counters.restarts, c.incarnation, c.last_seq()), (1, 1, None));
+    out.clear();
+    for s in 0..=6 {
+        c.on_replay(Some((s, vec![100 + s as u8])), now, &mut out);
+    }
+    c.on_replay(None, now, &mut out);
+    assert_eq!(applied(&out), vec![0, 1, 2, 3, 4, 5, 6, 7], "the new incarnation whole, the held frame last");
+    assert_eq!(c.state(), RankState::Active);
+
+    // The same batch at the applied seq: no restart, the gap is repaired as usual.
+    let mut c = cursor(true);
+    out.clear();
+    c.on_live(0, vec![0], now, &mut out);
+    c.on_live(3, vec![3], now, &mut out);
+    c.on_replay(Some((0, vec![0])), now, &mut out);
+    c.on_replay(Some((1, vec![1])), now, &mut out);
+    c.on_replay(Some((2, vec![2])), now, &mut out);
+    c.on_replay(None, now, &mut out);
+    assert_eq!(applied(&out), vec![0, 1, 2, 3]);
+    assert_eq!((c.counters.restarts, c.state()), (0, RankState::Active));
+
+    // A ring that no longer holds the applied seq but starts right after it: repaired unchecked.
+    let mut c = cursor(true);
+    out.clear();
+    c.on_live(0, vec![0], now, &mut out);
+    c.on_live(3, vec![3], now, &mut out);
+    c.on_replay(Some((1, vec![1])), now, &mut out);
+    c.on_replay(Some((2, vec![2])), now, &mut out);
+    c.on_replay(None, now, &mut out);
+    assert_eq!(applied(&out), vec![0, 1, 2, 3]);
+    assert_eq!((c.counters.restarts, c.state()), (0, RankState::Active));
 }
 
 #[test]

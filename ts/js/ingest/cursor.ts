@@ -45,7 +45,17 @@ export function emptyStreamCounters(): StreamCounters {
 interface Replay {
   start: bigint;
   next: bigint;
+  /**
+   * The batch the reply should open with: the last one applied, asked for again to check that
+   * the engine did not restart during the gap (rule 4 of kvroute-core's cursor).
+   */
+  check?: [bigint, Uint8Array];
   deadline: number;
+}
+
+/** Rule 4's check: a replayed batch is byte-identical to the live one. */
+function samePayload(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && Buffer.compare(a, b) === 0;
 }
 
 /** What applying a batch revealed (see `ConvertOutcome`). */
@@ -58,6 +68,8 @@ export interface AppliedOutcome {
 export class Cursor {
   private lastLive: bigint | undefined;
   private applied: bigint | undefined;
+  /** The payload applied at `applied` (none for a cursor resumed from a snapshot). */
+  private appliedPayload: Uint8Array | undefined;
   private current: RankStateName = 'connecting';
   private partial = false;
   private replay: Replay | undefined;
@@ -119,6 +131,7 @@ export class Cursor {
   private apply(seq: bigint, payload: Uint8Array, out: Step[]): void {
     out.push({ kind: 'apply', seq, payload });
     this.applied = seq;
+    this.appliedPayload = payload;
   }
 
   private healthyState(): RankStateName {
@@ -142,6 +155,7 @@ export class Cursor {
       out.push({ kind: 'reset' });
       this.lastLive = undefined;
       this.applied = undefined;
+      this.appliedPayload = undefined;
       this.partial = false;
       this.incarnation++;
       this.transitions.push([this.current, `engine restarted: seq ${seq} after ${previous}; rank cleared`]);
@@ -163,7 +177,7 @@ export class Cursor {
       if (seq === 0n) {
         this.apply(seq, payload, out);
         this.setState(this.healthyState(), 'stream started at seq 0');
-      } else if (this.config.hasReplay) this.startReplay(0n, seq, payload, nowMs, out);
+      } else if (this.config.hasReplay) this.startReplay(0n, undefined, seq, payload, nowMs, out);
       else {
         this.partial = true;
         this.counters.resyncs++;
@@ -176,8 +190,10 @@ export class Cursor {
       if (this.current === 'connecting') this.setState(this.healthyState(), 'stream resumed');
     } else {
       this.counters.gaps++;
-      if (this.config.hasReplay) this.startReplay(a + 1n, seq, payload, nowMs, out);
-      else {
+      if (this.config.hasReplay) {
+        const check: [bigint, Uint8Array] | undefined = this.appliedPayload && [a, this.appliedPayload];
+        this.startReplay(a + 1n, check, seq, payload, nowMs, out);
+      } else {
         out.push({ kind: 'reset' });
         this.partial = true;
         this.counters.resyncs++;
@@ -187,12 +203,39 @@ export class Cursor {
     }
   }
 
-  private startReplay(start: bigint, seq: bigint, payload: Uint8Array, nowMs: number, out: Step[]): void {
-    this.counters.replayRequests++;
+  /** Asks for `start…` (from `check`'s seq when given), holding the live frame `seq`. */
+  private startReplay(
+    start: bigint,
+    check: [bigint, Uint8Array] | undefined,
+    seq: bigint,
+    payload: Uint8Array,
+    nowMs: number,
+    out: Step[],
+  ): void {
     this.held.unshift([seq, payload]);
-    this.replay = { start, next: start, deadline: nowMs + this.config.replayTimeoutMs };
-    out.push({ kind: 'request-replay', start });
+    this.openReplay(start, check, nowMs, out);
     this.setState('recovering', `replaying from seq ${start} (live stream at ${seq})`);
+  }
+
+  private openReplay(start: bigint, check: [bigint, Uint8Array] | undefined, nowMs: number, out: Step[]): void {
+    this.counters.replayRequests++;
+    this.replay = { start, next: start, check, deadline: nowMs + this.config.replayTimeoutMs };
+    out.push({ kind: 'request-replay', start: check ? check[0] : start });
+  }
+
+  /**
+   * The replay's first batch is not the one applied at its seq: the engine restarted during the
+   * gap. Clears the rank and replays the new incarnation from 0 (the held live frames are its own).
+   */
+  private restartedDuringGap(seq: bigint, nowMs: number, out: Step[]): void {
+    this.counters.restarts++;
+    this.incarnation++;
+    out.push({ kind: 'reset' });
+    this.applied = undefined;
+    this.appliedPayload = undefined;
+    this.partial = false;
+    this.transitions.push([this.current, `engine restarted during the gap: its seq ${seq} is not the batch applied; rank cleared`]);
+    this.openReplay(0n, undefined, nowMs, out);
   }
 
   /** One replay reply, or `undefined` for the end marker. */
@@ -207,6 +250,17 @@ export class Cursor {
       return;
     }
     const [seq, payload] = reply;
+    if (replay.check) {
+      const [checked, applied] = replay.check;
+      if (seq === checked) {
+        replay.check = undefined;
+        this.counters.replayed++;
+        if (!samePayload(payload, applied)) this.restartedDuringGap(seq, nowMs, out);
+        return;
+      }
+      // The ring no longer holds it: the gap is repaired unchecked.
+      if (seq > checked) replay.check = undefined;
+    }
     if (seq < replay.next) {
       this.counters.duplicates++;
       return;

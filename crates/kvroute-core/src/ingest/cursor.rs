@@ -17,10 +17,16 @@
 //!    A reply that starts late, has a hole, ends early or times out, a missing replay socket, or
 //!    too many held frames make the gap **unrecoverable**: reset the rank, mark it resyncing,
 //!    and go on from the frames held (never apply over a hole while reporting active).
+//!    The request starts one batch early, at `applied`, whose payload digest the cursor kept: a
+//!    replayed batch is byte-identical to the live one, so a different payload there means the
+//!    engine **restarted during the gap** and its new seqs already passed the old ones (which
+//!    seqs alone cannot show): reset the rank and replay the new incarnation from 0. A ring that
+//!    no longer holds `applied` but starts at `applied + 1` repairs the gap unchecked.
 //! 5. resyncing ends at the first fresh chain-root store or AllBlocksCleared.
 //! 6. a block-size mismatch fails the rank for good: its frames are then ignored (counted).
 
 use super::convert::ConvertOutcome;
+use crate::hashing::xxh3_64;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -84,6 +90,9 @@ pub struct StreamCounters {
 struct Replay {
     start: u64,
     next: u64,
+    /// The batch the reply should open with, `(seq, payload digest)`: the last one applied,
+    /// asked for again to check that the engine did not restart during the gap (rule 4).
+    check: Option<(u64, u64)>,
     deadline: Instant,
 }
 
@@ -100,6 +109,8 @@ pub struct Cursor {
     config: CursorConfig,
     last_live: Option<u64>,
     applied: Option<u64>,
+    /// Digest of the payload applied at `applied` (none for a cursor resumed from a snapshot).
+    applied_digest: Option<u64>,
     state: RankState,
     /// The index may miss blocks the engine holds (cleared after a loss, or joined late).
     partial: bool,
@@ -117,6 +128,7 @@ impl Cursor {
             config,
             last_live: None,
             applied: None,
+            applied_digest: None,
             state: RankState::Connecting,
             partial: false,
             replay: None,
@@ -173,6 +185,7 @@ impl Cursor {
     }
 
     fn apply(&mut self, seq: u64, payload: Vec<u8>, out: &mut Vec<Step>) {
+        self.applied_digest = Some(digest(&payload));
         out.push(Step::Apply { seq, payload });
         self.applied = Some(seq);
     }
@@ -201,6 +214,7 @@ impl Cursor {
             out.push(Step::Reset);
             self.last_live = None;
             self.applied = None;
+            self.applied_digest = None;
             self.partial = false;
             self.incarnation += 1;
             self.transitions.push((self.state, format!("engine restarted: seq {seq} after {previous}; rank cleared")));
@@ -228,7 +242,7 @@ impl Cursor {
             }
             None => {
                 if self.config.has_replay {
-                    self.start_replay(0, seq, payload, now, out);
+                    self.start_replay(0, None, seq, payload, now, out);
                 } else {
                     self.partial = true;
                     self.counters.resyncs += 1;
@@ -250,7 +264,8 @@ impl Cursor {
             Some(a) => {
                 self.counters.gaps += 1;
                 if self.config.has_replay {
-                    self.start_replay(a + 1, seq, payload, now, out);
+                    let check = self.applied_digest.map(|d| (a, d));
+                    self.start_replay(a + 1, check, seq, payload, now, out);
                 } else {
                     out.push(Step::Reset);
                     self.partial = true;
@@ -265,12 +280,42 @@ impl Cursor {
         }
     }
 
-    fn start_replay(&mut self, start: u64, seq: u64, payload: Vec<u8>, now: Instant, out: &mut Vec<Step>) {
-        self.counters.replay_requests += 1;
+    /// Asks for `start…` (from `check`'s seq when given), holding the live frame `seq`.
+    fn start_replay(
+        &mut self,
+        start: u64,
+        check: Option<(u64, u64)>,
+        seq: u64,
+        payload: Vec<u8>,
+        now: Instant,
+        out: &mut Vec<Step>,
+    ) {
         self.held.push_front((seq, payload));
-        self.replay = Some(Replay { start, next: start, deadline: now + self.config.replay_timeout });
-        out.push(Step::RequestReplay { start });
+        self.open_replay(start, check, now, out);
         self.set_state(RankState::Recovering, format!("replaying from seq {start} (live stream at {seq})"));
+    }
+
+    fn open_replay(&mut self, start: u64, check: Option<(u64, u64)>, now: Instant, out: &mut Vec<Step>) {
+        self.counters.replay_requests += 1;
+        self.replay = Some(Replay { start, next: start, check, deadline: now + self.config.replay_timeout });
+        out.push(Step::RequestReplay { start: check.map_or(start, |(seq, _)| seq) });
+    }
+
+    /// The replay's first batch is not the one applied at its seq: the engine restarted during
+    /// the gap. Clears the rank and replays the new incarnation from 0 (the held live frames are
+    /// its own); a ring that no longer starts at 0 then gives up as any late reply does.
+    fn restarted_during_gap(&mut self, seq: u64, now: Instant, out: &mut Vec<Step>) {
+        self.counters.restarts += 1;
+        self.incarnation += 1;
+        out.push(Step::Reset);
+        self.applied = None;
+        self.applied_digest = None;
+        self.partial = false;
+        self.transitions.push((
+            self.state,
+            format!("engine restarted during the gap: its seq {seq} is not the batch applied; rank cleared"),
+        ));
+        self.open_replay(0, None, now, out);
     }
 
     /// One replay reply: `Some((seq, payload))`, or `None` for the end marker.
@@ -281,6 +326,18 @@ impl Cursor {
         };
         match reply {
             Some((seq, payload)) => {
+                if let Some((checked, applied)) = replay.check {
+                    if seq == checked {
+                        replay.check = None;
+                        self.counters.replayed += 1;
+                        if digest(&payload) != applied {
+                            self.restarted_during_gap(seq, now, out);
+                        }
+                        return;
+                    }
+                    // The ring no longer holds it: the gap is repaired unchecked.
+                    replay.check = replay.check.filter(|_| seq < checked);
+                }
                 if seq < replay.next {
                     self.counters.duplicates += 1;
                     return;
@@ -377,4 +434,10 @@ impl Cursor {
             self.set_state(RankState::Active, why);
         }
     }
+}
+
+/// What identifies a payload for rule 4's check: a replayed batch is byte-identical to the
+/// live one, and a restarted engine's batch differs (its timestamp, and its hashes' random root).
+fn digest(payload: &[u8]) -> u64 {
+    xxh3_64(payload, 0)
 }
