@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from 'vitest';
-import { type EngineSource, KvIndex, KvRouter, type SourceStateChange } from '../ts/index.js';
+import { type EngineSource, KvIndex, KvRouter, type SourceStateChange, xxh3_64 } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { TestEnginePublisher } from './helpers/engine-publisher.js';
 import { packBatch, vllmRemoved, vllmStored } from './helpers/engine-wire.js';
@@ -177,6 +177,8 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     await first.waitForSubscribers();
     await publishAll(first, chain(0n, 3));
     await waitFor(() => src.stats().ranks[0].lastSeq === 2n, 'the first incarnation');
+    // What a snapshot records to resume from: xxh3-64 of the last batch applied, alike on both backends.
+    expect(src.stats().ranks[0].lastBatchDigest).toBe(xxh3_64(chain(0n, 3)[2]));
     first.close();
     await sleep(300); // libzmq releases the ports asynchronously
     // A new process on the same ports: new hashes, and seqs 0..4 published before the

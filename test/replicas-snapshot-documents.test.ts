@@ -46,7 +46,20 @@ const MUTATIONS: Record<keyof Parts, string[]> = {
   key: ['"m"', '"other:default"', '"m:default:x"'],
   blockSize: ['"4"', '8', '-4', '4.0', 'null', '"x"', '[4]', '{}', '18446744073709551620', '"00000000000000000004"'],
   events: ['[]', '{}', 'null', '5', `[${stored('-1', 'null', [1])}]`, `[${stored('1', 'null', [1])}, 7]`, '[{"worker_id": 1}]'],
-  seqs: ['', 'null', '[]', '3', '[null]', '[{"dp_rank": 0, "seq": 1}]', '[{"worker_id": 1, "dp_rank": "0", "seq": -1}]', '[7]'],
+  seqs: [
+    '',
+    'null',
+    '[]',
+    '3',
+    '[null]',
+    '[{"dp_rank": 0, "seq": 1}]',
+    '[{"worker_id": 1, "dp_rank": "0", "seq": -1}]',
+    '[7]',
+    // The digest of the batch at that seq: optional, a u64 when given.
+    '[{"worker_id": 1, "dp_rank": 0, "seq": 1, "digest": "18446744073709551615"}, {"worker_id": 2, "dp_rank": 0, "seq": 1, "digest": null}]',
+    '[{"worker_id": 1, "dp_rank": 0, "seq": 1, "digest": -1}]',
+    '[{"worker_id": 1, "dp_rank": 0, "seq": 1, "digest": 1.5}]',
+  ],
   extra: [', "n:default": {"block_size": 4, "events": []}', ', "m:default": {"block_size": 4, "events": []}', ', "x": 1'],
 };
 

@@ -63,7 +63,7 @@ export interface RawIndexStats {
 export interface RawSnapshotInfo {
   events: number;
   cacheOwnerEvents: number;
-  engineSeqs: { workerId: bigint; dpRank: number; seq: bigint }[];
+  engineSeqs: { workerId: bigint; dpRank: number; seq: bigint; digest?: bigint | null }[];
 }
 
 /**
@@ -142,6 +142,8 @@ export interface RawSourceConfig {
   blockSize: number;
   /** Per rank, the engine seq the index already holds (a warm start); -1n for none. */
   resumeAfter?: bigint[];
+  /** Per rank, the digest of the batch applied at that seq (from the snapshot); -1n for none. */
+  resumeDigests?: bigint[];
 }
 
 export interface RawStreamCounters {
@@ -165,6 +167,8 @@ export interface RawRankStatus {
   state: string;
   reason: string;
   lastSeq?: bigint | null;
+  /** Digest of the batch applied at `lastSeq` (see `Cursor::applied_digest`). */
+  lastDigest?: bigint | null;
   incarnation: number;
   stream: RawStreamCounters;
   held: number;

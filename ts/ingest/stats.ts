@@ -64,6 +64,7 @@ export function toRankSourceStats(s: RawRankStatus, c: RawIngestCounters): RankS
     state: s.state as SourceState,
     reason: s.reason,
     lastSeq: s.lastSeq ?? null,
+    lastBatchDigest: s.lastDigest ?? null,
     incarnation: s.incarnation,
     ...s.stream,
     malformedFrames: s.malformedFrames,

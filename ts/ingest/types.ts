@@ -63,7 +63,10 @@ export interface SubscribeOptions {
    * for none), as a warm start from a peer's dump or a snapshot reports it: the stream continues
    * from the next seq, a gap is repaired through `replayEndpoint` (or the rank resyncs), and a
    * lower seq means the engine restarted since, so the rank is cleared. Default: none (the stream
-   * starts from scratch). {@link KvIndex.subscribe} fills it from the last {@link warmStart}.
+   * starts from scratch). {@link KvIndex.subscribe} fills it from the last {@link warmStart},
+   * together with the digest of each rank's batch at that seq, by which a gap's replay tells an
+   * engine that restarted since even once its new seqs have passed this one; a seq given here
+   * has no digest, so that restart goes unseen.
    */
   resumeAfterSeq?: number | bigint | null | readonly (number | bigint | null)[];
 }
@@ -199,6 +202,12 @@ export interface RankSourceStats extends IngestStats {
   reason: string;
   /** The last seq applied, or null. */
   lastSeq: bigint | null;
+  /**
+   * xxh3-64 (seed 0) of the payload applied at `lastSeq`, or null. Snapshots record it, so that
+   * a replica warm-started from one can tell, by the batch a gap's replay returns at that seq,
+   * whether the engine restarted since.
+   */
+  lastBatchDigest: bigint | null;
   /** Publisher incarnations seen after the first (restarts). */
   incarnation: number;
   /** Frames received on the SUB socket. */

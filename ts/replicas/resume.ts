@@ -7,26 +7,33 @@
 
 import type { EngineSeq } from './snapshot.js';
 
-const pending = new WeakMap<object, Map<bigint, Map<number, bigint>>>();
+/** Per worker, per rank: the seq to resume after and the digest of its batch (-1n: unknown). */
+const pending = new WeakMap<object, Map<bigint, Map<number, [bigint, bigint]>>>();
 
 /** Remembers the seqs of a snapshot just loaded into `index` (replacing an earlier one's). */
 export function recordResumeSeqs(index: object, seqs: readonly EngineSeq[]): void {
-  const byWorker = new Map<bigint, Map<number, bigint>>();
+  const byWorker = new Map<bigint, Map<number, [bigint, bigint]>>();
   for (const s of seqs) {
-    const ranks = byWorker.get(s.workerId) ?? new Map<number, bigint>();
+    const ranks = byWorker.get(s.workerId) ?? new Map<number, [bigint, bigint]>();
     byWorker.set(s.workerId, ranks);
-    ranks.set(s.dpRank, s.seq);
+    ranks.set(s.dpRank, [s.seq, s.digest ?? -1n]);
   }
   pending.set(index, byWorker);
 }
 
 /**
- * The seqs to resume a worker's ranks after (-1n: none), taken once: a later subscription of the
- * same worker starts afresh, as the index has moved on since the snapshot.
+ * The seqs to resume a worker's ranks after and the digests of their batches (-1n: none), taken
+ * once: a later subscription of the same worker starts afresh, as the index has moved on since
+ * the snapshot.
  */
-export function takeResumeSeqs(index: object, workerId: bigint, ranks: readonly number[]): bigint[] | undefined {
+export function takeResumeSeqs(
+  index: object,
+  workerId: bigint,
+  ranks: readonly number[],
+): { resumeAfter: bigint[]; resumeDigests: bigint[] } | undefined {
   const seqs = pending.get(index)?.get(workerId);
   if (!seqs) return undefined;
   pending.get(index)?.delete(workerId);
-  return ranks.map((r) => seqs.get(r) ?? -1n);
+  const at = (r: number) => seqs.get(r) ?? ([-1n, -1n] as const);
+  return { resumeAfter: ranks.map((r) => at(r)[0]), resumeDigests: ranks.map((r) => at(r)[1]) };
 }

@@ -21,6 +21,8 @@ export interface EngineSeq {
   workerId: bigint;
   dpRank: number;
   seq: bigint;
+  /** Digest of the batch applied at `seq`, when known (older snapshots lack it). */
+  digest?: bigint | null;
 }
 
 /** A parsed snapshot. @internal */
@@ -36,7 +38,8 @@ function activeSeqs(index: KvIndex): EngineSeq[] {
   for (const source of index.engineSources()) {
     const s = source.stats();
     for (const r of s.ranks)
-      if (r.state === 'active' && r.lastSeq !== null) out.push({ workerId: s.workerId, dpRank: r.dpRank, seq: r.lastSeq });
+      if (r.state === 'active' && r.lastSeq !== null)
+        out.push({ workerId: s.workerId, dpRank: r.dpRank, seq: r.lastSeq, digest: r.lastBatchDigest });
   }
   return out;
 }
@@ -52,7 +55,12 @@ export async function snapshotDocument(index: KvIndex, model: string): Promise<{
     [`${model}:default`]: {
       block_size: index.blockSize,
       events: index.dump(),
-      engine_seqs: seqs.map((s) => ({ worker_id: s.workerId, dp_rank: s.dpRank, seq: s.seq })),
+      engine_seqs: seqs.map((s) => ({
+        worker_id: s.workerId,
+        dp_rank: s.dpRank,
+        seq: s.seq,
+        ...(s.digest == null ? {} : { digest: s.digest }),
+      })),
     },
   };
 }
@@ -110,7 +118,8 @@ export function parseSnapshot(text: string, blockSize: number, model?: string): 
   const engineSeqs = seqs.map((s: unknown, i) => {
     const o = (s ?? {}) as Record<string, unknown>;
     const dpRank = Number(u64(o.dp_rank, `engine_seqs[${i}].dp_rank`));
-    return { workerId: u64(o.worker_id, `engine_seqs[${i}].worker_id`), dpRank, seq: u64(o.seq, `engine_seqs[${i}].seq`) };
+    const digest = o.digest == null ? null : u64(o.digest, `engine_seqs[${i}].digest`);
+    return { workerId: u64(o.worker_id, `engine_seqs[${i}].worker_id`), dpRank, seq: u64(o.seq, `engine_seqs[${i}].seq`), digest };
   });
   return { blockSize: size, events: eventsWithinLimit(entry.events), engineSeqs };
 }

@@ -182,20 +182,30 @@ fn a_resumed_cursor_continues_after_the_snapshot_seq() {
     let now = Instant::now();
     let config = CursorConfig { has_replay: true, replay_timeout: Duration::from_millis(100), max_held: 4 };
     // Next in line: applied at once, no replay.
-    let mut c = Cursor::resuming_after(config, 9);
+    let mut c = Cursor::resuming_after(config, 9, None);
     let mut out = Vec::new();
     c.on_live(10, vec![], now, &mut out);
     assert_eq!(applied(&out), vec![10]);
     assert_eq!(c.state(), RankState::Active);
     // A gap since the snapshot: replayed from the seq after it, not from 0.
-    let mut c = Cursor::resuming_after(config, 9);
+    let mut c = Cursor::resuming_after(config, 9, None);
     out.clear();
     c.on_live(12, vec![], now, &mut out);
     assert_eq!(out, vec![Step::RequestReplay { start: 10 }]);
     // A lower seq: the engine restarted since the snapshot, so the rank is cleared.
-    let mut c = Cursor::resuming_after(config, 9);
+    let mut c = Cursor::resuming_after(config, 9, None);
     out.clear();
     c.on_live(0, vec![], now, &mut out);
     assert_eq!(out[0], Step::Reset);
+    assert_eq!(c.counters.restarts, 1);
+    // With the digest of the snapshot's batch, a gap's replay checks it: another batch at seq 9
+    // is an engine restarted since the snapshot, its new seqs past 9.
+    let mut c = Cursor::resuming_after(config, 9, Some(kvroute_core::ingest::cursor::digest(&[9])));
+    out.clear();
+    c.on_live(12, vec![12], now, &mut out);
+    assert_eq!(out, vec![Step::RequestReplay { start: 9 }]);
+    out.clear();
+    c.on_replay(Some((9, vec![109])), now, &mut out);
+    assert_eq!(out, vec![Step::Reset, Step::RequestReplay { start: 0 }]);
     assert_eq!(c.counters.restarts, 1);
 }

@@ -179,6 +179,8 @@ pub struct NativeSourceConfig {
     pub block_size: u32,
     /// Per rank, the engine seq already applied (a warm start); `-1` for none.
     pub resume_after: Option<Vec<BigInt>>,
+    /// Per rank, the digest of the batch applied at that seq; `-1` for none.
+    pub resume_digests: Option<Vec<BigInt>>,
 }
 
 #[napi(object)]
@@ -204,6 +206,7 @@ pub struct NativeRankStatus {
     pub state: String,
     pub reason: String,
     pub last_seq: Option<BigInt>,
+    pub last_digest: Option<BigInt>,
     pub incarnation: f64,
     pub stream: NativeStreamCounters,
     pub held: f64,
@@ -221,6 +224,7 @@ fn status_out(s: RankStatus) -> NativeRankStatus {
         state: s.state.as_str().to_owned(),
         reason: s.reason,
         last_seq: s.last_seq.map(BigInt::from),
+        last_digest: s.last_digest.map(BigInt::from),
         incarnation: s.incarnation as f64,
         stream: NativeStreamCounters {
             frames: c.frames as f64,
@@ -273,7 +277,8 @@ impl NativeEngineSource {
                     replay_timeout: Duration::from_secs_f64(config.replay_timeout_ms.max(0.0) / 1000.0),
                     max_held: config.max_held as usize,
                     receive_hwm: config.receive_hwm,
-                    resume_after: resume_after(config.resume_after.as_deref())?,
+                    resume_after: resume_after(config.resume_after.as_deref(), "resumeAfterSeq")?,
+                    resume_digests: resume_after(config.resume_digests.as_deref(), "resumeDigests")?,
                 },
             )
             .map_err(to_node_error)?;
@@ -480,10 +485,7 @@ pub fn decode_engine_batch(payload: &[u8]) -> Result<NativeDecodedBatch, &'stati
     })
 }
 
-/// Per-rank resume seqs from JavaScript: a negative BigInt means none for that rank.
-fn resume_after(seqs: Option<&[BigInt]>) -> Result<Vec<Option<u64>>, &'static str> {
-    seqs.unwrap_or_default()
-        .iter()
-        .map(|b| if b.sign_bit { Ok(None) } else { u64_arg(b, "resumeAfterSeq").map(Some) })
-        .collect()
+/// Per-rank resume seqs or digests from JavaScript: a negative BigInt means none for that rank.
+fn resume_after(values: Option<&[BigInt]>, what: &str) -> Result<Vec<Option<u64>>, &'static str> {
+    values.unwrap_or_default().iter().map(|b| if b.sign_bit { Ok(None) } else { u64_arg(b, what).map(Some) }).collect()
 }

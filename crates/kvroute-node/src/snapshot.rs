@@ -18,6 +18,8 @@ pub struct NativeEngineSeq {
     /// A u64 in the document; as a number, as the TypeScript reader takes it.
     pub dp_rank: f64,
     pub seq: BigInt,
+    /// Digest of the batch applied at `seq`, when the snapshot kept it.
+    pub digest: Option<BigInt>,
 }
 
 #[napi(object)]
@@ -105,6 +107,7 @@ impl Task for SnapshotTask {
                         worker_id: BigInt::from(s.worker_id),
                         dp_rank: s.dp_rank as f64,
                         seq: BigInt::from(s.seq),
+                        digest: s.digest.map(BigInt::from),
                     })
                     .collect(),
             }),

@@ -7,6 +7,7 @@
  */
 
 import type { RawStreamCounters } from '../../backend-types.js';
+import { jsHashing } from '../hashing.js';
 
 export type RankStateName = 'connecting' | 'active' | 'recovering' | 'resyncing' | 'failed';
 
@@ -49,13 +50,25 @@ interface Replay {
    * The batch the reply should open with: the last one applied, asked for again to check that
    * the engine did not restart during the gap (rule 4 of kvroute-core's cursor).
    */
-  check?: [bigint, Uint8Array];
+  check?: [bigint, Applied];
   deadline: number;
 }
 
+/** The batch applied last: its payload, or only its digest (a cursor resumed from a snapshot). */
+type Applied = Uint8Array | bigint;
+
+/**
+ * The digest snapshots carry for rule 4's check: xxh3-64 with seed 0 of the payload, as
+ * kvroute-core's `ingest::cursor::digest` computes it.
+ */
+export function payloadDigest(payload: Uint8Array): bigint {
+  return jsHashing.xxh3(payload, 0, 0);
+}
+
 /** Rule 4's check: a replayed batch is byte-identical to the live one. */
-function samePayload(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && Buffer.compare(a, b) === 0;
+function samePayload(payload: Uint8Array, applied: Applied): boolean {
+  if (typeof applied === 'bigint') return payloadDigest(payload) === applied;
+  return payload.length === applied.length && Buffer.compare(payload, applied) === 0;
 }
 
 /** What applying a batch revealed (see `ConvertOutcome`). */
@@ -68,8 +81,10 @@ export interface AppliedOutcome {
 export class Cursor {
   private lastLive: bigint | undefined;
   private applied: bigint | undefined;
-  /** The payload applied at `applied` (none for a cursor resumed from a snapshot). */
-  private appliedPayload: Uint8Array | undefined;
+  /** The payload applied at `applied`, or its digest (a cursor resumed from a snapshot that kept one). */
+  private appliedPayload: Applied | undefined;
+  /** `appliedPayload`'s digest, computed when first asked for. */
+  private digestOfApplied: bigint | undefined;
   private current: RankStateName = 'connecting';
   private partial = false;
   private replay: Replay | undefined;
@@ -85,13 +100,22 @@ export class Cursor {
    * an index warm-started from a peer's dump or a snapshot (see kvroute-core's
    * `Cursor::resuming_after`).
    */
-  static create(config: CursorConfig, resumeAfter: bigint | undefined): Cursor {
+  static create(config: CursorConfig, resumeAfter: bigint | undefined, resumeDigest?: bigint): Cursor {
     const c = new Cursor(config);
     if (resumeAfter !== undefined && resumeAfter >= 0n) {
       c.lastLive = resumeAfter;
       c.applied = resumeAfter;
+      if (resumeDigest !== undefined && resumeDigest >= 0n) c.appliedPayload = resumeDigest;
     }
     return c;
+  }
+
+  /** The digest of the batch applied at {@link Cursor.lastSeq}, for a snapshot to carry. */
+  get appliedDigest(): bigint | undefined {
+    const applied = this.appliedPayload;
+    if (applied === undefined || typeof applied === 'bigint') return applied;
+    this.digestOfApplied ??= payloadDigest(applied);
+    return this.digestOfApplied;
   }
 
   get state(): RankStateName {
@@ -132,6 +156,7 @@ export class Cursor {
     out.push({ kind: 'apply', seq, payload });
     this.applied = seq;
     this.appliedPayload = payload;
+    this.digestOfApplied = undefined;
   }
 
   private healthyState(): RankStateName {
@@ -191,7 +216,7 @@ export class Cursor {
     } else {
       this.counters.gaps++;
       if (this.config.hasReplay) {
-        const check: [bigint, Uint8Array] | undefined = this.appliedPayload && [a, this.appliedPayload];
+        const check: [bigint, Applied] | undefined = this.appliedPayload === undefined ? undefined : [a, this.appliedPayload];
         this.startReplay(a + 1n, check, seq, payload, nowMs, out);
       } else {
         out.push({ kind: 'reset' });
@@ -206,7 +231,7 @@ export class Cursor {
   /** Asks for `start…` (from `check`'s seq when given), holding the live frame `seq`. */
   private startReplay(
     start: bigint,
-    check: [bigint, Uint8Array] | undefined,
+    check: [bigint, Applied] | undefined,
     seq: bigint,
     payload: Uint8Array,
     nowMs: number,
@@ -217,7 +242,7 @@ export class Cursor {
     this.setState('recovering', `replaying from seq ${start} (live stream at ${seq})`);
   }
 
-  private openReplay(start: bigint, check: [bigint, Uint8Array] | undefined, nowMs: number, out: Step[]): void {
+  private openReplay(start: bigint, check: [bigint, Applied] | undefined, nowMs: number, out: Step[]): void {
     this.counters.replayRequests++;
     this.replay = { start, next: start, check, deadline: nowMs + this.config.replayTimeoutMs };
     out.push({ kind: 'request-replay', start: check ? check[0] : start });

@@ -64,6 +64,7 @@ export class JsEngineSource implements SourceBackend {
           cursor: Cursor.create(
             { hasReplay: replayEndpoint !== undefined, replayTimeoutMs: config.replayTimeoutMs, maxHeld: config.maxHeld },
             config.resumeAfter?.[i],
+            config.resumeDigests?.[i],
           ),
           status: {
             dpRank,
@@ -197,7 +198,7 @@ export class JsEngineSource implements SourceBackend {
   }
 
   status(): RawRankStatus[] {
-    return this.io.map((r) => ({ ...r.status, stream: { ...r.status.stream } }));
+    return this.io.map((r) => ({ ...r.status, lastDigest: r.cursor.appliedDigest ?? null, stream: { ...r.status.stream } }));
   }
 
   takeChanges(): RawStateChange[] {

@@ -142,9 +142,17 @@ impl Cursor {
     /// A cursor that continues a stream already applied up to `seq` (an index warm-started from
     /// a peer's dump or a snapshot taken at that seq): the next frame should be `seq + 1`; a gap
     /// is repaired through the replay socket, or the rank resyncs; a lower seq is an engine
-    /// restart since the snapshot, so the rank is cleared.
-    pub fn resuming_after(config: CursorConfig, seq: u64) -> Self {
-        Self { last_live: Some(seq), applied: Some(seq), ..Self::new(config) }
+    /// restart since the snapshot, so the rank is cleared. With the digest of the batch applied
+    /// at `seq` (the snapshot's [`Cursor::applied_digest`]), a gap's replay also checks that the
+    /// engine did not restart since (rule 4).
+    pub fn resuming_after(config: CursorConfig, seq: u64, digest: Option<u64>) -> Self {
+        Self { last_live: Some(seq), applied: Some(seq), applied_digest: digest, ..Self::new(config) }
+    }
+
+    /// Digest of the payload applied at [`Cursor::last_seq`], for a snapshot to carry (see
+    /// [`Cursor::resuming_after`]); `None` before any or on a cursor resumed without one.
+    pub fn applied_digest(&self) -> Option<u64> {
+        self.applied_digest
     }
 
     pub fn state(&self) -> RankState {
@@ -438,6 +446,7 @@ impl Cursor {
 
 /// What identifies a payload for rule 4's check: a replayed batch is byte-identical to the
 /// live one, and a restarted engine's batch differs (its timestamp, and its hashes' random root).
-fn digest(payload: &[u8]) -> u64 {
+/// xxh3-64 with seed 0, which the pure-JS backend computes alike (snapshots carry it).
+pub fn digest(payload: &[u8]) -> u64 {
     xxh3_64(payload, 0)
 }

@@ -61,6 +61,9 @@ pub struct SourceConfig {
     pub receive_hwm: i32,
     /// Per rank, the engine seq the index already holds (a warm start); empty or `None`: none.
     pub resume_after: Vec<Option<u64>>,
+    /// Per rank, the digest of the batch applied at that seq, if the snapshot kept it
+    /// ([`Cursor::resuming_after`]); empty or `None`: none.
+    pub resume_digests: Vec<Option<u64>>,
 }
 
 /// A rank's view for stats.
@@ -72,6 +75,8 @@ pub struct RankStatus {
     pub state: RankState,
     pub reason: String,
     pub last_seq: Option<u64>,
+    /// Digest of the batch applied at `last_seq` (what a snapshot records to resume from).
+    pub last_digest: Option<u64>,
     pub incarnation: u64,
     pub stream: StreamCounters,
     pub held: usize,
@@ -156,6 +161,7 @@ impl EngineSource {
                 state: RankState::Connecting,
                 reason: String::from("waiting for the first batch"),
                 last_seq: None,
+                last_digest: None,
                 incarnation: 0,
                 stream: StreamCounters::default(),
                 held: 0,
@@ -169,7 +175,9 @@ impl EngineSource {
                 replay_endpoint,
                 dealer: None,
                 cursor: match config.resume_after.get(i).copied().flatten() {
-                    Some(seq) => Cursor::resuming_after(cursor_config, seq),
+                    Some(seq) => {
+                        Cursor::resuming_after(cursor_config, seq, config.resume_digests.get(i).copied().flatten())
+                    }
                     None => Cursor::new(cursor_config),
                 },
             });
@@ -391,6 +399,7 @@ impl Runner {
             let s = &mut status[i];
             s.state = cursor.state();
             s.last_seq = cursor.last_seq();
+            s.last_digest = cursor.applied_digest();
             s.incarnation = cursor.incarnation;
             s.stream = cursor.counters;
             s.held = cursor.held();

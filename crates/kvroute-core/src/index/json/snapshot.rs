@@ -25,6 +25,9 @@ pub struct EngineSeq {
     pub worker_id: u64,
     pub dp_rank: u64,
     pub seq: u64,
+    /// The digest of the batch applied at `seq` ([`crate::ingest::cursor::digest`]), which a
+    /// resumed cursor checks a gap's replay against; absent in older snapshots.
+    pub digest: Option<u64>,
 }
 
 /// A snapshot's events, parsed, and the streams' positions.
@@ -117,7 +120,11 @@ pub fn parse_snapshot(text: &str, model: Option<&str>, block_size: u32) -> Resul
                     let dp_rank = u64_of(field("dp_rank"), &format!("engine_seqs[{i}].dp_rank"))?;
                     let worker_id = u64_of(field("worker_id"), &format!("engine_seqs[{i}].worker_id"))?;
                     let seq = u64_of(field("seq"), &format!("engine_seqs[{i}].seq"))?;
-                    Ok(EngineSeq { worker_id, dp_rank, seq })
+                    let digest = match field("digest").filter(|v| v.get() != "null") {
+                        Some(v) => Some(u64_of(Some(v), &format!("engine_seqs[{i}].digest"))?),
+                        None => None,
+                    };
+                    Ok(EngineSeq { worker_id, dp_rank, seq, digest })
                 })
                 .collect::<Result<_, KvError>>()?
         }

@@ -20,7 +20,19 @@ fn reads_an_entry_its_events_and_engine_seqs() {
     let s = parse_snapshot(&doc(&entry("m:default", "16", seqs)), None, 16).unwrap();
     assert_eq!(s.event_count, 2);
     assert_eq!(s.events.events.len(), 2);
-    assert_eq!(s.engine_seqs, vec![EngineSeq { worker_id: u64::MAX, dp_rank: 1, seq: 12_345_678_901_234_567_890 }]);
+    let seq = EngineSeq { worker_id: u64::MAX, dp_rank: 1, seq: 12_345_678_901_234_567_890, digest: None };
+    assert_eq!(s.engine_seqs, vec![seq]);
+    // The digest of the batch at that seq, when the writer kept it (a number or a decimal string).
+    for digest in ["18446744073709551615", "\"18446744073709551615\""] {
+        let seqs = format!(
+            r#"[{{"worker_id": 1, "dp_rank": 0, "seq": 3, "digest": {digest}}}, {{"worker_id": 2, "dp_rank": 0, "seq": 4, "digest": null}}]"#
+        );
+        let s = parse_snapshot(&doc(&entry("m:default", "16", &seqs)), None, 16).unwrap();
+        assert_eq!(s.engine_seqs.iter().map(|e| e.digest).collect::<Vec<_>>(), vec![Some(u64::MAX), None]);
+    }
+    let bad = r#"[{"worker_id": 1, "dp_rank": 0, "seq": 3, "digest": -1}]"#;
+    let err = parse_snapshot(&doc(&entry("m:default", "16", bad)), None, 16).unwrap_err();
+    assert_eq!(err.message, r#"warm start: engine_seqs[0].digest must be a u64, got "-1""#);
     let bare = parse_snapshot(&format!("[{EVENT}]"), None, 64).unwrap();
     assert_eq!((bare.event_count, bare.engine_seqs.len()), (1, 0));
     let none = parse_snapshot(&doc(&entry("m:default", "\"16\"", "null")), None, 16).unwrap();
