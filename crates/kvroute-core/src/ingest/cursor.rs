@@ -21,7 +21,8 @@
 //!    replayed batch is byte-identical to the live one, so a different payload there means the
 //!    engine **restarted during the gap** and its new seqs already passed the old ones (which
 //!    seqs alone cannot show): reset the rank and replay the new incarnation from 0. A ring that
-//!    no longer holds `applied` but starts at `applied + 1` repairs the gap unchecked.
+//!    no longer holds `applied` but starts at `applied + 1` repairs the gap unchecked. A cursor
+//!    resumed from a warm-start snapshot checks the digest the snapshot kept for its seq.
 //! 5. resyncing ends at the first fresh chain-root store or AllBlocksCleared.
 //! 6. a block-size mismatch fails the rank for good: its frames are then ignored (counted).
 
@@ -109,7 +110,8 @@ pub struct Cursor {
     config: CursorConfig,
     last_live: Option<u64>,
     applied: Option<u64>,
-    /// Digest of the payload applied at `applied` (none for a cursor resumed from a snapshot).
+    /// Digest of the payload applied at `applied` ([`digest`]); for a cursor resumed from a
+    /// snapshot, the one the snapshot kept, if any.
     applied_digest: Option<u64>,
     state: RankState,
     /// The index may miss blocks the engine holds (cleared after a loss, or joined late).
