@@ -195,6 +195,35 @@ describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
     expect(second.replayRequests).toEqual([2n, 0n]);
   });
 
+  test('a replay that ran ahead of the live stream, then a restart: the live batch it already applied differs, so the rank is cleared', async () => {
+    const pub = track(await TestEnginePublisher.start());
+    const index = setup();
+    const src = index.subscribe({ workerId: 6, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
+    await pub.waitForSubscribers();
+    const old = chain(0n, 7);
+    await publishAll(pub, old.slice(0, 2));
+    await waitFor(() => src.stats().ranks[0].lastSeq === 1n, 'seq 1');
+    // Seqs 2..4 are lost; seq 5 shows the gap; seq 6 reaches the ring before the replay is
+    // answered, so the replay applies it ahead of the live stream.
+    const release = pub.holdReplays();
+    for (const p of old.slice(2, 5)) await pub.publish(0, p, { drop: true });
+    await pub.publish(0, old[5]);
+    await waitFor(() => pub.replayRequests.length === 1, 'the replay request');
+    await pub.publish(0, old[6], { drop: true });
+    release();
+    await waitFor(() => src.stats().ranks[0].lastSeq === 6n && src.stats().ranks[0].state === 'active', 'the replay');
+    // The engine restarts unheard; the first batch heard from it is its seq 6, which the old
+    // incarnation's replay applied already.
+    pub.restart();
+    const renamed = chain(70n, 7);
+    for (const p of renamed.slice(0, 6)) await pub.publish(0, p, { drop: true });
+    await pub.publish(0, renamed[6]);
+    await waitFor(() => src.stats().ranks[0].restarts === 1 && src.stats().ranks[0].state === 'active', 'the restart');
+    await index.flush();
+    expect(heldNames(index)).toEqual(range(70n, 7));
+    expect(src.stats().ranks[0]).toMatchObject({ lastSeq: 6n, incarnation: 1, resyncs: 0 });
+  });
+
   test('two dp ranks on port + rank, one restarting while the other runs', async () => {
     const pub = track(await TestEnginePublisher.start({ dpRanks: 2 }));
     const index = setup();

@@ -70,6 +70,8 @@ export class TestEnginePublisher {
   /** Replays skip these seqs (holes). */
   replayHoles = new Set<bigint>();
   replayRequests: bigint[] = [];
+  /** While set, replay requests wait for it before they are answered (see {@link holdReplays}). */
+  private replayGate: Promise<void> | undefined;
   private closed = false;
 
   private constructor(opts: PublisherOptions) {
@@ -139,6 +141,7 @@ export class TestEnginePublisher {
       const start = new DataView(frames[2].buffer, frames[2].byteOffset, 8).getBigUint64(0, false);
       this.replayRequests.push(start);
       if (!this.answerReplays) continue;
+      if (this.replayGate) await this.replayGate;
       const id = frames[0];
       const topic = new TextEncoder().encode(this.topic);
       try {
@@ -161,6 +164,21 @@ export class TestEnginePublisher {
     this.rings[rank].push({ seq, payload });
     if (!opts.drop) await this.pubs[rank].send([this.topic, seqFrame(seq), payload]);
     return seq;
+  }
+
+  /**
+   * Holds replay answers until the returned function is called: they then walk the ring as it is
+   * by then (batches published meanwhile included), as a busy engine's replay does.
+   */
+  holdReplays(): () => void {
+    let release = () => {};
+    this.replayGate = new Promise<void>((resolve) => {
+      release = () => {
+        this.replayGate = undefined;
+        resolve();
+      };
+    });
+    return release;
   }
 
   /** A new incarnation: seq back to 0 and an empty ring, as a restarted engine has. */

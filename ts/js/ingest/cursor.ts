@@ -85,6 +85,11 @@ export class Cursor {
   private appliedPayload: Applied | undefined;
   /** `appliedPayload`'s digest, computed when first asked for. */
   private digestOfApplied: bigint | undefined;
+  /**
+   * The batches a replay applied past `lastLive`, oldest first: a live frame with one of these
+   * seqs must repeat its payload, or the engine restarted (rule 1).
+   */
+  private ahead: [bigint, Uint8Array][] = [];
   private current: RankStateName = 'connecting';
   private partial = false;
   private replay: Replay | undefined;
@@ -153,6 +158,7 @@ export class Cursor {
   }
 
   private apply(seq: bigint, payload: Uint8Array, out: Step[]): void {
+    if (this.lastLive === undefined || seq > this.lastLive) this.ahead.push([seq, payload]);
     out.push({ kind: 'apply', seq, payload });
     this.applied = seq;
     this.appliedPayload = payload;
@@ -169,7 +175,9 @@ export class Cursor {
       this.counters.ignored++;
       return;
     }
-    if (this.lastLive !== undefined && seq <= this.lastLive) {
+    const replayed = this.ahead.find(([s]) => s === seq);
+    const replayedDiffers = replayed !== undefined && !samePayload(payload, replayed[1]);
+    if ((this.lastLive !== undefined && seq <= this.lastLive) || replayedDiffers) {
       this.counters.restarts++;
       const previous = this.lastLive;
       if (this.replay) {
@@ -181,11 +189,14 @@ export class Cursor {
       this.lastLive = undefined;
       this.applied = undefined;
       this.appliedPayload = undefined;
+      this.ahead = [];
       this.partial = false;
       this.incarnation++;
-      this.transitions.push([this.current, `engine restarted: seq ${seq} after ${previous}; rank cleared`]);
+      const why = replayedDiffers ? `seq ${seq} is not the batch replayed` : `seq ${seq} after ${previous}`;
+      this.transitions.push([this.current, `engine restarted: ${why}; rank cleared`]);
     }
     this.lastLive = seq;
+    while (this.ahead.length > 0 && this.ahead[0][0] <= seq) this.ahead.shift();
     if (this.replay) {
       this.held.push([seq, payload]);
       if (this.held.length > this.config.maxHeld) {
@@ -258,6 +269,7 @@ export class Cursor {
     out.push({ kind: 'reset' });
     this.applied = undefined;
     this.appliedPayload = undefined;
+    this.ahead = [];
     this.partial = false;
     this.transitions.push([this.current, `engine restarted during the gap: its seq ${seq} is not the batch applied; rank cleared`]);
     this.openReplay(0n, undefined, nowMs, out);
@@ -283,8 +295,12 @@ export class Cursor {
         if (!samePayload(payload, applied)) this.restartedDuringGap(seq, nowMs, out);
         return;
       }
-      // The ring no longer holds it: the gap is repaired unchecked.
-      if (seq > checked) replay.check = undefined;
+      if (seq > checked) {
+        // The ring no longer holds the batch to check: a restarted engine's ring may start right
+        // after it too, so the gap cannot be trusted.
+        this.giveUp(`replay started at seq ${seq}, expected ${checked} (the batch applied last)`, out);
+        return;
+      }
     }
     if (seq < replay.next) {
       this.counters.duplicates++;
@@ -331,6 +347,7 @@ export class Cursor {
     this.counters.replayFailures++;
     this.counters.resyncs++;
     out.push({ kind: 'reset' });
+    this.ahead = [];
     this.partial = true;
     this.setState('resyncing', `${reason}: rank cleared`);
     const held = this.held;

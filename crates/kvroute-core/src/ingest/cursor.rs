@@ -7,7 +7,8 @@
 //! rise strictly, so one at or below it means the publisher restarted); `applied` is the highest
 //! seq applied, replay included.
 //! 1. live `s ≤ last_live` → **restart**: reset the rank, forget both cursors, treat `s` as a
-//!    first frame. (Dynamo drops every batch as stale until `s` passes the old watermark, and
+//!    first frame. So is a live `s` that a replay applied already (it ran ahead of the live
+//!    stream) when its payload differs from the replayed one's: a new incarnation's. (Dynamo drops every batch as stale until `s` passes the old watermark, and
 //!    keeps the old incarnation's blocks.)
 //! 2. first frame: `s = 0` → apply; otherwise replay from 0 (complete only if the reply starts
 //!    at 0 without holes), or without a replay socket mark the rank resyncing and apply.
@@ -20,9 +21,10 @@
 //!    The request starts one batch early, at `applied`, whose payload digest the cursor kept: a
 //!    replayed batch is byte-identical to the live one, so a different payload there means the
 //!    engine **restarted during the gap** and its new seqs already passed the old ones (which
-//!    seqs alone cannot show): reset the rank and replay the new incarnation from 0. A ring that
-//!    no longer holds `applied` but starts at `applied + 1` repairs the gap unchecked. A cursor
-//!    resumed from a warm-start snapshot checks the digest the snapshot kept for its seq.
+//!    seqs alone cannot show): reset the rank and replay the new incarnation from 0. A reply
+//!    that starts past `applied` cannot be checked, so it is a late start like any other (a ring
+//!    that starts at `applied + 1` may be a restarted engine's). A cursor resumed from a
+//!    warm-start snapshot checks the digest the snapshot kept for its seq.
 //! 5. resyncing ends at the first fresh chain-root store or AllBlocksCleared.
 //! 6. a block-size mismatch fails the rank for good: its frames are then ignored (counted).
 
@@ -110,6 +112,9 @@ pub struct Cursor {
     config: CursorConfig,
     last_live: Option<u64>,
     applied: Option<u64>,
+    /// `(seq, digest)` of the batches a replay applied past `last_live`, oldest first: a live
+    /// frame with one of these seqs must repeat its payload, or the engine restarted (rule 1).
+    ahead: VecDeque<(u64, u64)>,
     /// Digest of the payload applied at `applied` ([`digest`]); for a cursor resumed from a
     /// snapshot, the one the snapshot kept, if any.
     applied_digest: Option<u64>,
@@ -131,6 +136,7 @@ impl Cursor {
             last_live: None,
             applied: None,
             applied_digest: None,
+            ahead: VecDeque::new(),
             state: RankState::Connecting,
             partial: false,
             replay: None,
@@ -195,7 +201,11 @@ impl Cursor {
     }
 
     fn apply(&mut self, seq: u64, payload: Vec<u8>, out: &mut Vec<Step>) {
-        self.applied_digest = Some(digest(&payload));
+        let d = digest(&payload);
+        self.applied_digest = Some(d);
+        if self.last_live.is_none_or(|l| seq > l) {
+            self.ahead.push_back((seq, d));
+        }
         out.push(Step::Apply { seq, payload });
         self.applied = Some(seq);
     }
@@ -214,7 +224,8 @@ impl Cursor {
             self.counters.ignored += 1;
             return;
         }
-        if self.last_live.is_some_and(|l| seq <= l) {
+        let replayed_differs = self.ahead.iter().find(|(s, _)| *s == seq).is_some_and(|(_, d)| *d != digest(&payload));
+        if self.last_live.is_some_and(|l| seq <= l) || replayed_differs {
             self.counters.restarts += 1;
             let previous = self.last_live.unwrap_or(seq);
             if self.replay.take().is_some() {
@@ -225,11 +236,20 @@ impl Cursor {
             self.last_live = None;
             self.applied = None;
             self.applied_digest = None;
+            self.ahead.clear();
             self.partial = false;
             self.incarnation += 1;
-            self.transitions.push((self.state, format!("engine restarted: seq {seq} after {previous}; rank cleared")));
+            let why = if replayed_differs {
+                format!("seq {seq} is not the batch replayed")
+            } else {
+                format!("seq {seq} after {previous}")
+            };
+            self.transitions.push((self.state, format!("engine restarted: {why}; rank cleared")));
         }
         self.last_live = Some(seq);
+        while self.ahead.front().is_some_and(|(s, _)| *s <= seq) {
+            self.ahead.pop_front();
+        }
         if self.replay.is_some() {
             if self.held.len() >= self.config.max_held {
                 self.held.push_back((seq, payload));
@@ -320,6 +340,7 @@ impl Cursor {
         out.push(Step::Reset);
         self.applied = None;
         self.applied_digest = None;
+        self.ahead.clear();
         self.partial = false;
         self.transitions.push((
             self.state,
@@ -345,8 +366,14 @@ impl Cursor {
                         }
                         return;
                     }
-                    // The ring no longer holds it: the gap is repaired unchecked.
-                    replay.check = replay.check.filter(|_| seq < checked);
+                    if seq > checked {
+                        // The ring no longer holds the batch to check: a restarted engine's
+                        // ring may start right after it too, so the gap cannot be trusted.
+                        let reason =
+                            format!("replay started at seq {seq}, expected {checked} (the batch applied last)");
+                        self.give_up(reason, out);
+                        return;
+                    }
                 }
                 if seq < replay.next {
                     self.counters.duplicates += 1;
@@ -406,6 +433,7 @@ impl Cursor {
         self.counters.replay_failures += 1;
         self.counters.resyncs += 1;
         out.push(Step::Reset);
+        self.ahead.clear();
         self.partial = true;
         self.set_state(RankState::Resyncing, format!("{reason}: rank cleared"));
         for (seq, payload) in std::mem::take(&mut self.held) {
