@@ -7,9 +7,9 @@
 //! rise strictly, so one at or below it means the publisher restarted); `applied` is the highest
 //! seq applied, replay included.
 //! 1. live `s ≤ last_live` → **restart**: reset the rank, forget both cursors, treat `s` as a
-//!    first frame. So is a live `s` that a replay applied already (it ran ahead of the live
-//!    stream) when its payload differs from the replayed one's: a new incarnation's. (Dynamo drops every batch as stale until `s` passes the old watermark, and
-//!    keeps the old incarnation's blocks.)
+//!    first frame. (Dynamo drops every batch as stale until `s` passes the old watermark, and
+//!    keeps the old incarnation's blocks.) So is a live `s` that a replay applied already (the
+//!    replay ran ahead of the live stream) when its payload differs from the replayed one's.
 //! 2. first frame: `s = 0` → apply; otherwise replay from 0 (complete only if the reply starts
 //!    at 0 without holes), or without a replay socket mark the rank resyncing and apply.
 //! 3. `s ≤ applied` → duplicate; `s = applied + 1` → apply.
