@@ -9,25 +9,12 @@
 //! The one case the wire cannot show is left out: a restart whose first heard batch is exactly
 //! the next seq after the last one applied.
 
+mod common;
+
+use common::rng::Rng;
 use kvroute_core::ingest::cursor::{Cursor, CursorConfig, Step};
 use kvroute_core::ingest::RankState;
 use std::time::{Duration, Instant};
-
-/// xorshift64*: a tiny seeded generator, so failures replay.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 /// A batch's payload: which incarnation sent it, and its seq.
 fn payload(incarnation: u64, seq: u64) -> Vec<u8> {
@@ -88,7 +75,7 @@ fn applied_batches_are_always_the_current_incarnation_and_whole_when_active() {
     let mut blind_spots = 0;
     let mut restarts_seen = 0;
     for seed in 1..=400u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut rng = Rng::seeded(seed);
         let mut engine = Engine { incarnation: 0, next_seq: 0, ring: Vec::new(), ring_size: 3 + (seed % 6) as usize };
         let mut cursor = Cursor::new(config);
         let mut applied = Applied::default();

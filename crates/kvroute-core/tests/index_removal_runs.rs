@@ -4,29 +4,14 @@
 
 mod common;
 
+use common::rng::Rng;
 use common::{event, names, rank, store};
 use kvroute_core::index::{EventData, Tree};
-
-/// xorshift64*: a tiny seeded generator, so failures replay.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 #[test]
 fn multi_name_removals_equal_one_name_at_a_time() {
     for seed in 1..=200u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut rng = Rng::seeded(seed);
         let (mut batched, mut single) = (Tree::new(), Tree::new());
         // A few ranks storing branching paths over a small alphabet, so edges split and share.
         let mut paths: Vec<(u32, Vec<u64>)> = Vec::new();

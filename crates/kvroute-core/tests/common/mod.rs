@@ -1,7 +1,9 @@
-//! Helpers shared by the index tests: event builders and a deliberately simple reference model.
+//! Helpers shared by the core's tests: event builders, a deliberately simple reference model of
+//! the index, and a seeded generator.
 #![allow(dead_code)]
 
 pub mod model;
+pub mod rng;
 
 use kvroute_core::hashing::sequence_hashes;
 use kvroute_core::index::{EventData, Rank, RouterEvent, StoredBlock};
