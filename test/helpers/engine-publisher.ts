@@ -69,6 +69,8 @@ export class TestEnginePublisher {
   answerReplays = true;
   /** Replays skip these seqs (holes). */
   replayHoles = new Set<bigint>();
+  /** Batches the ring keeps per rank, oldest dropped first (vLLM's `buffer_steps`). */
+  ringSize = Number.POSITIVE_INFINITY;
   replayRequests: bigint[] = [];
   /** While set, replay requests wait for it before they are answered (see {@link holdReplays}). */
   private replayGate: Promise<void> | undefined;
@@ -162,6 +164,7 @@ export class TestEnginePublisher {
     const seq = opts.seq ?? this.nextSeq[rank];
     this.nextSeq[rank] = seq + 1n;
     this.rings[rank].push({ seq, payload });
+    if (this.rings[rank].length > this.ringSize) this.rings[rank].shift();
     if (!opts.drop) await this.pubs[rank].send([this.topic, seqFrame(seq), payload]);
     return seq;
   }
