@@ -13,8 +13,9 @@
  */
 
 import { describe, expect, test } from 'vitest';
-import { decodeEngineBatch, isKvRouteError, KvIndex } from '../ts/index.js';
+import { decodeEngineBatch, KvIndex } from '../ts/index.js';
 import { SeededRandom } from '../ts/random.js';
+import { json, callOutcome as outcome } from './helpers/call-outcome.js';
 import { batchesByRank, CAPTURE_DIR, captureNames, readCapture } from './helpers/kvcap.js';
 
 const NAMES = captureNames();
@@ -37,18 +38,6 @@ function damage(payload: Uint8Array, rng: SeededRandom): Uint8Array {
     default:
       out[at()] = rng.int(0, 255);
       return out;
-  }
-}
-
-const json = (v: unknown) => JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? x.toString() : x));
-
-/** What a call did: its result as JSON, or the code of the KvRouteError it threw (anything else fails the test). */
-function outcome(f: () => unknown): { ok: boolean; text: string } {
-  try {
-    return { ok: true, text: json(f()) };
-  } catch (err) {
-    if (!isKvRouteError(err)) throw err;
-    return { ok: false, text: `${err.code}: ${err.message}` };
   }
 }
 
