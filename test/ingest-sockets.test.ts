@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { type EngineSource, KvIndex, KvRouter, type SourceStateChange, xxh3_64 } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { chain, heldNames, chainNames as range } from './helpers/engine-chain.js';
 import { TestEnginePublisher } from './helpers/engine-publisher.js';
-import { packBatch, vllmRemoved, vllmStored } from './helpers/engine-wire.js';
+import { packBatch, vllmRemoved } from './helpers/engine-wire.js';
 import { expectKvError } from './helpers/errors.js';
 import { batchesByRank, captureNames, readCapture } from './helpers/kvcap.js';
 import { sleep, waitFor } from './helpers/wait.js';
@@ -17,28 +18,6 @@ function track<T extends { close(): void }>(x: T): T {
   cleanup.push(() => x.close());
   return x;
 }
-
-/** A chain of `n` blocks under a root: hashes base+1..base+n, tokens derived from them. */
-function chain(base: bigint, n: number, parent: bigint | null = null): Uint8Array[] {
-  const out: Uint8Array[] = [];
-  let p = parent;
-  for (let i = 1n; i <= BigInt(n); i++) {
-    const h = base + i;
-    out.push(packBatch([vllmStored([h], p, [Number(h % 1000n), 1, 2, 3])]));
-    p = h;
-  }
-  return out;
-}
-
-function heldNames(index: KvIndex, dpRank = 0): bigint[] {
-  return index
-    .dump()
-    .filter((e) => e.event.dp_rank === dpRank)
-    .flatMap((e) => e.event.data.stored.blocks.map((b) => BigInt(b.block_hash)))
-    .sort((a, b) => (a < b ? -1 : 1));
-}
-
-const range = (base: bigint, n: number) => Array.from({ length: n }, (_, i) => base + BigInt(i) + 1n);
 
 describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
   function setup(blockSize = BS) {
