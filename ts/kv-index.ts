@@ -448,7 +448,9 @@ export class KvIndex {
     try {
       for (const p of parsed) {
         // Seqs given by the caller, or the ones a warm start loaded (with their batches' digests).
-        const resume = p.config.resumeAfter ? { resumeAfter: p.config.resumeAfter } : takeResumeSeqs(this, p.workerId, p.config.ranks);
+        const resume = p.config.resumeAfter
+          ? { resumeAfter: p.config.resumeAfter, resumeDigests: p.config.resumeDigests }
+          : takeResumeSeqs(this, p.workerId, p.config.ranks);
         const inner = ingest.startSource({ ...p.config, workerId: p.workerId, blockSize: this.blockSize, ...resume });
         const source = new EngineSource(p.workerId, p.engine, inner, ingest, (s) => {
           if (this.sources.get(s.workerId) === s) this.sources.delete(s.workerId);

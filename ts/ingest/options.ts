@@ -22,6 +22,7 @@ const OPTIONS = [
   'replayTimeoutMs',
   'maxHeldBatches',
   'resumeAfterSeq',
+  'resumeAfterDigest',
   'receiveHighWaterMark',
 ] as const;
 const ENGINES: readonly EngineName[] = ['auto', 'vllm', 'sglang', 'trtllm'];
@@ -97,6 +98,26 @@ function resumeSeqs(value: unknown, size: number, name: string): bigint[] {
   return value.map((v, i) => one(v, `${name}[${i}]`));
 }
 
+/**
+ * Per rank, the digest of the batch at the resumed seq (-1n: none). A digest needs a seq to
+ * belong to, so one given without `resumeAfterSeq`, or for a rank resumed after no seq, is an
+ * error rather than a check that silently never runs.
+ */
+function resumeDigests(value: unknown, seqs: bigint[] | undefined, size: number, name: string): bigint[] {
+  if (seqs === undefined) throw invalid(`${name} needs resumeAfterSeq: a digest names the batch at that seq`);
+  const one = (v: unknown, what: string, seq: bigint): bigint => {
+    if (v === null) return -1n;
+    if (typeof v !== 'bigint' || v < 0n || v >= 2n ** 64n) {
+      throw invalid(`${what} must be a batch digest as lastBatchDigest reports it (a bigint of 64 bits) or null, got ${describe(v)}`);
+    }
+    if (seq < 0n) throw invalid(`${what} is given for a dp rank resumed after no seq (its resumeAfterSeq is null)`);
+    return v;
+  };
+  if (!Array.isArray(value)) return seqs.map((seq) => one(value, name, seq));
+  if (value.length !== size) throw invalid(`${name} must have one entry per dp rank (${size}), got ${value.length}`);
+  return value.map((v, i) => one(v, `${name}[${i}]`, seqs[i]));
+}
+
 export interface ParsedSubscribe {
   config: Omit<RawSourceConfig, 'workerId' | 'blockSize'>;
   engine: EngineName;
@@ -125,6 +146,7 @@ export function parseSubscribeOptions(opts: SubscribeOptions, indexBlockSize: nu
   if (typeof topic !== 'string') throw invalid(`${name}.topic must be a string, got ${describe(topic)}`);
   const bind = o.bind ?? false;
   if (typeof bind !== 'boolean') throw invalid(`${name}.bind must be a boolean, got ${describe(bind)}`);
+  const resumeAfter = o.resumeAfterSeq === undefined ? undefined : resumeSeqs(o.resumeAfterSeq, size, `${name}.resumeAfterSeq`);
   return {
     engine,
     config: {
@@ -137,7 +159,10 @@ export function parseSubscribeOptions(opts: SubscribeOptions, indexBlockSize: nu
       maxHeld: o.maxHeldBatches === undefined ? 10_000 : positiveInt(o.maxHeldBatches, `${name}.maxHeldBatches`, 10_000_000),
       receiveHwm:
         o.receiveHighWaterMark === undefined ? 100_000 : positiveInt(o.receiveHighWaterMark, `${name}.receiveHighWaterMark`, 2 ** 31 - 1),
-      ...(o.resumeAfterSeq === undefined ? {} : { resumeAfter: resumeSeqs(o.resumeAfterSeq, size, `${name}.resumeAfterSeq`) }),
+      ...(resumeAfter === undefined ? {} : { resumeAfter }),
+      ...(o.resumeAfterDigest === undefined
+        ? {}
+        : { resumeDigests: resumeDigests(o.resumeAfterDigest, resumeAfter, size, `${name}.resumeAfterDigest`) }),
     },
   };
 }

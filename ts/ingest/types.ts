@@ -65,10 +65,20 @@ export interface SubscribeOptions {
    * lower seq means the engine restarted since, so the rank is cleared. Default: none (the stream
    * starts from scratch). {@link KvIndex.subscribe} fills it from the last {@link warmStart},
    * together with the digest of each rank's batch at that seq, by which a gap's replay tells an
-   * engine that restarted since even once its new seqs have passed this one; a seq given here
-   * has no digest, so that restart goes unseen.
+   * engine that restarted since even once its new seqs have passed this one. A seq given here
+   * has that check only with its digest in `resumeAfterDigest`.
    */
   resumeAfterSeq?: number | bigint | null | readonly (number | bigint | null)[];
+  /**
+   * The digest of the batch at each `resumeAfterSeq` (one value, or one per rank; `null` for
+   * none): the {@link RankSourceStats.lastBatchDigest} the source reported with that
+   * {@link RankSourceStats.lastSeq}, saved together with the index's dump. A gap's replay then
+   * starts at that seq, and a different batch there shows that the engine restarted since
+   * (the rank is cleared and replayed from the new process's start), even once its new seqs
+   * have passed the saved one. Without it that restart goes unseen, and the old process's blocks
+   * stay until evicted. Requires `resumeAfterSeq`. Default: none.
+   */
+  resumeAfterDigest?: bigint | null | readonly (bigint | null)[];
 }
 
 /**
