@@ -37,13 +37,14 @@ const HOSTILE: unknown[] = [
 ];
 
 /** Calls `fn` and requires that it either returns or throws/rejects a KvRouteError. */
-/** KvRouter options of the cost and of predict-on-route, each given every hostile value. */
+/** KvRouter options of the cost, its selection policy and predict-on-route, each given every hostile value. */
 const COST_OPTIONS = [
   'prefillLoadScale',
   'overlapScoreWeight',
   'overlapScoreCredit',
   'overlapScoreCreditDecay',
   'decodeActiveRequestWeight',
+  'selectionPolicy',
   'routerPredictedTtlSecs',
 ] as const;
 

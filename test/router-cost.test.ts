@@ -1,6 +1,6 @@
 /**
- * Dynamo's current cost: overlap credit, prefill scale, credit decay and active-request weight,
- * on both backends, against hand-computed figures and, seeded, against a deliberately simple
+ * Dynamo's current cost: overlap credit, prefill scale, credit decay, active-request weight and the
+ * `lmetric` selection policy, on both backends, against hand-computed figures and, seeded, against a deliberately simple
  * model of Dynamo's formula (in blocks, as Dynamo computes it).
  */
 import { describe, expect, test } from 'vitest';
@@ -33,6 +33,7 @@ interface ModelOptions {
   requestWeight: number;
   trackPrefill: boolean;
   trackActive: boolean;
+  lmetric: boolean;
 }
 
 /** Dynamo's `worker_logit` for every candidate, from the model's state. */
@@ -62,7 +63,7 @@ function modelCosts(
     const raw = o.trackPrefill ? (r.active + isl) / BS : 0;
     const adjusted = Math.max(0, raw - o.credit * decay * r.overlap);
     const decode = r.activeBlocks + (o.trackActive ? r.fresh : 0);
-    return { ...r, decode, cost: o.scale * adjusted + decode + o.requestWeight * r.requests };
+    return { ...r, decode, cost: o.lmetric ? adjusted * (decode + 1) : o.scale * adjusted + decode + o.requestWeight * r.requests };
   });
 }
 
@@ -195,6 +196,44 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
     expect(r.potentialLoads({ requestId: 'q', tokens: t })[0].activeRequests).toBe(1);
   });
 
+  test("selectionPolicy 'lmetric': the credited prefill blocks times decode blocks + 1, so a small prefill weighs a busy rank's decode load less", async () => {
+    const t = tokens(1, 16); // 4 blocks
+    const build = async (selectionPolicy: 'linear' | 'lmetric') => {
+      const r = make({ selectionPolicy });
+      r.addWorker(1);
+      r.addWorker(2);
+      cache(r, 1, t, 3);
+      await r.flush();
+      // Worker 1 also decodes a 6-block request (its prefill done).
+      await r.route({ requestId: 'busy', tokens: tokens(500, 24), pinnedWorker: { workerId: 1 } });
+      r.markPrefillCompleted('busy');
+      return r.route({ requestId: 'a', tokens: t });
+    };
+    // Worker 1: 1 uncached block of prefill, 6 + 4 decode blocks; worker 2: 4 and 4.
+    const linear = await build('linear');
+    expect(costs(linear)).toEqual([
+      [1, 1 + 10],
+      [2, 4 + 4],
+    ]);
+    expect(linear.workerId).toBe(2n);
+    const lmetric = await build('lmetric');
+    expect(costs(lmetric)).toEqual([
+      [1, 1 * (10 + 1)],
+      [2, 4 * (4 + 1)],
+    ]);
+    expect(lmetric).toMatchObject({ workerId: 1n, cost: 11, cachedTokens: 12 });
+    // A rank that holds the whole prompt costs nothing, whatever its decode load.
+    const r = make({ selectionPolicy: 'lmetric', routerTrackPrefillTokens: true });
+    r.addWorker(1);
+    r.addWorker(2);
+    cache(r, 1, t, 4);
+    await r.flush();
+    expect(costs(await r.route({ requestId: 'b', tokens: t }))).toEqual([
+      [1, 0],
+      [2, 20],
+    ]);
+  });
+
   test("a request's overrides replace the credit and the scale", async () => {
     const t = tokens(1, 12);
     const r = await twoWorkers({}, t, 2);
@@ -233,6 +272,10 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
       [{ overlapScoreCreditDecay: -1 }, /opts\.overlapScoreCreditDecay/],
       [{ overlapScoreCreditDecay: null }, /opts\.overlapScoreCreditDecay/],
       [{ decodeActiveRequestWeight: Number.NaN }, /opts\.decodeActiveRequestWeight/],
+      [{ selectionPolicy: 'blitz' }, /opts\.selectionPolicy must be 'linear' or 'lmetric', got "blitz"/],
+      [{ selectionPolicy: 'lmetric', prefillLoadScale: 2 }, /opts\.prefillLoadScale is a term of the linear cost .* 'lmetric'/],
+      [{ selectionPolicy: 'lmetric', overlapScoreWeight: 1 }, /opts\.overlapScoreWeight is a term of the linear cost/],
+      [{ selectionPolicy: 'lmetric', decodeActiveRequestWeight: 0 }, /opts\.decodeActiveRequestWeight is a term of the linear cost/],
       // Dynamo's snake_case names get a hint.
       [{ overlap_score_credit_decay: 1 }, /unknown option "overlap_score_credit_decay": did you mean "overlapScoreCreditDecay"\?/],
       [{ router_track_active_blocks: false }, /did you mean "routerTrackActiveBlocks"\?/],
@@ -257,6 +300,15 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
       });
     }
     expect(r.stats()).toMatchObject({ load: [], inFlight: 0 });
+    const lmetric = make({ selectionPolicy: 'lmetric' });
+    lmetric.addWorker(1);
+    for (const ov of [{ prefillLoadScale: 2 }, { overlapScoreWeight: 1 }]) {
+      await expect(lmetric.route({ requestId: 'bad', tokens: tokens(1, 8), overrides: ov })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+        message: expect.stringMatching(/req\.overrides\.(prefillLoadScale|overlapScoreWeight) is a term of the linear cost/),
+      });
+    }
+    expect(lmetric.stats()).toMatchObject({ load: [], inFlight: 0 });
   });
 
   test('seeded: every figure and cost matches a simple model of the formula; the defaults are the classic cost to the bit', async () => {
@@ -269,13 +321,14 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
         requestWeight: rng.pick([0, 0, 0.5, 2]),
         trackPrefill: rng.chance(0.8),
         trackActive: rng.chance(0.8),
+        lmetric: rng.chance(0.35),
       };
       const scaleOption = rng.chance(0.5) ? { prefillLoadScale: o.scale } : { overlapScoreWeight: o.scale };
       const r = make({
-        ...scaleOption,
+        ...(o.lmetric ? { selectionPolicy: 'lmetric' as const } : scaleOption),
         ...(o.credit === 1 && rng.chance(0.5) ? {} : { overlapScoreCredit: o.credit }),
         ...(o.decay === 0 && rng.chance(0.5) ? {} : { overlapScoreCreditDecay: o.decay }),
-        ...(o.requestWeight === 0 && rng.chance(0.5) ? {} : { decodeActiveRequestWeight: o.requestWeight }),
+        ...(o.requestWeight === 0 && rng.chance(0.5) ? {} : o.lmetric ? {} : { decodeActiveRequestWeight: o.requestWeight }),
         routerTrackPrefillTokens: o.trackPrefill,
         routerTrackActiveBlocks: o.trackActive,
         seed,
@@ -305,7 +358,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
           const overrides: RouteOverrides = {};
           const req = { ...o };
           if (rng.chance(0.2)) req.credit = overrides.overlapScoreCredit = rng.pick([0, 0.5, 1, 2]);
-          if (rng.chance(0.2)) req.scale = overrides.prefillLoadScale = rng.pick([0, 1, 3]);
+          if (!o.lmetric && rng.chance(0.2)) req.scale = overrides.prefillLoadScale = rng.pick([0, 1, 3]);
           const id = `r${next++}`;
           const d = await r.route({ requestId: id, tokens: t, overrides });
           const model = modelCosts(req, t, rankNames, ranks, inFlight);
@@ -328,7 +381,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
           );
           d.candidates.forEach((c, i) => {
             expect(c.cost, `seed ${seed} step ${step} ${seen[i].rank}`).toBeCloseTo(model[i].cost, 9);
-            if (req.credit === 1 && o.decay === 0 && o.requestWeight === 0)
+            if (req.credit === 1 && o.decay === 0 && o.requestWeight === 0 && !o.lmetric)
               expect(c.cost).toBe((req.scale * c.prefillTokens) / BS + c.decodeBlocks);
           });
           expect(d.cost).toBe(Math.min(...d.candidates.map((c) => c.cost)));

@@ -251,7 +251,7 @@ export class KvRouter {
   // ---- routing -------------------------------------------------------------------------------
 
   private prepare(req: RouteRequest): Prepared {
-    return prepareRequest(req, this.opts.prefillWeights, this.opts.routerTemperature);
+    return prepareRequest(req, this.opts.prefillWeights, this.opts.routerTemperature, this.opts.selectionPolicy);
   }
 
   /** The candidates of a request: every rank of its allowed workers, or its pinned rank(s). */

@@ -17,6 +17,12 @@ import type { CandidateScore, PrefillWeights, Selector } from './select.js';
 export type QueuePolicy = 'fcfs' | 'lcfs' | 'wspt';
 
 /**
+ * How a candidate's cost combines its prefill and decode load.
+ * @group Router
+ */
+export type SelectionPolicy = 'linear' | 'lmetric';
+
+/**
  * Options of {@link KvRouter}. Only `blockSize` is required.
  * @group Router
  */
@@ -57,6 +63,16 @@ export interface KvRouterOptions {
   diskCacheHitWeight?: number;
   /** Softmax temperature of the choice; 0 picks the cheapest. Default 0. */
   routerTemperature?: number;
+  /**
+   * How the cost combines a rank's prefill and decode load (Dynamo's `router_selection_policy`).
+   * `'linear'` (the default): `prefillLoadScale · prefillBlocks + decodeBlocks +
+   * decodeActiveRequestWeight · activeRequests`. `'lmetric'`: the product
+   * `prefillBlocks · (decodeBlocks + 1)`, so a rank's cache credit weighs more the less decode load
+   * it carries (the Blitz router's metric). `prefillBlocks` is the credited prefill either way;
+   * `prefillLoadScale` and `decodeActiveRequestWeight` are terms of the sum only, and are refused
+   * beside `'lmetric'` (also as a request's override) rather than silently ignored.
+   */
+  selectionPolicy?: SelectionPolicy;
   /** Learn cache contents from workers' KV events. `false`: approximate mode, predicting them from routing decisions. Default true. */
   useKvEvents?: boolean;
   /** Approximate mode: how long a prediction counts, in seconds. Default 120. */
@@ -122,6 +138,7 @@ export interface ResolvedRouterOptions {
   hostCacheHitWeight: number;
   diskCacheHitWeight: number;
   routerTemperature: number;
+  selectionPolicy: SelectionPolicy;
   useKvEvents: boolean;
   routerTtlSecs: number;
   /** Seconds a decision's blocks count as predicted on its rank; null when decisions are not recorded. */
@@ -151,6 +168,7 @@ const KNOWN = [
   'hostCacheHitWeight',
   'diskCacheHitWeight',
   'routerTemperature',
+  'selectionPolicy',
   'useKvEvents',
   'routerTtlSecs',
   'routerPredictedTtlSecs',
@@ -189,6 +207,17 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
   }
   const policy = o.routerQueuePolicy ?? 'fcfs';
   if (policy !== 'fcfs' && policy !== 'lcfs' && policy !== 'wspt') bad('routerQueuePolicy', "'fcfs', 'lcfs' or 'wspt'", policy);
+  const selectionPolicy = o.selectionPolicy ?? 'linear';
+  if (selectionPolicy !== 'linear' && selectionPolicy !== 'lmetric') bad('selectionPolicy', "'linear' or 'lmetric'", selectionPolicy);
+  if (selectionPolicy === 'lmetric') {
+    for (const name of ['prefillLoadScale', 'overlapScoreWeight', 'decodeActiveRequestWeight'] as const) {
+      if (o[name] !== undefined)
+        throw new KvRouteError(
+          'ERR_INVALID_ARG',
+          `opts.${name} is a term of the linear cost and has no effect with selectionPolicy 'lmetric' (prefill blocks × (decode blocks + 1)): leave it out`,
+        );
+    }
+  }
   const useKvEvents = flag(o.useKvEvents, 'useKvEvents', true);
   const routerTtlSecs = positiveNumber(o.routerTtlSecs, 'opts.routerTtlSecs', 120);
   const predicted = o.routerPredictedTtlSecs ?? null;
@@ -219,6 +248,7 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
     hostCacheHitWeight: unitWeight(o.hostCacheHitWeight, 'hostCacheHitWeight', 0.75),
     diskCacheHitWeight: unitWeight(o.diskCacheHitWeight, 'diskCacheHitWeight', 0.25),
     routerTemperature: nonNegativeNumber(o.routerTemperature, 'opts.routerTemperature', 0),
+    selectionPolicy,
     useKvEvents,
     routerTtlSecs,
     predictedTtlSecs: useKvEvents ? (predicted as number | null) : routerTtlSecs,

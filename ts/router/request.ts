@@ -9,6 +9,7 @@ import { parseBlockHashOptions } from '../hashing.js';
 import { checkDpRank, checkWorkerId } from '../kv-index.js';
 import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
 import { prefillWeights } from './cost-weights.js';
+import type { SelectionPolicy } from './options.js';
 import type { OutputProgress } from './output-blocks.js';
 import type { PrefillWeights } from './select.js';
 import type { RouteDecision, RouteRequest } from './types.js';
@@ -44,7 +45,12 @@ export interface Prepared {
 }
 
 /** Validates a request; `overrides` fall back to the router's weights and temperature. */
-export function prepareRequest(req: RouteRequest, defaultWeights: PrefillWeights, defaultTemperature: number): Prepared {
+export function prepareRequest(
+  req: RouteRequest,
+  defaultWeights: PrefillWeights,
+  defaultTemperature: number,
+  selectionPolicy: SelectionPolicy,
+): Prepared {
   const r = checkOptions(req, 'req', REQUEST_KEYS);
   if (req === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'route needs a request');
   if (typeof r.requestId !== 'string' || r.requestId === '')
@@ -67,6 +73,15 @@ export function prepareRequest(req: RouteRequest, defaultWeights: PrefillWeights
     'overlapScoreCredit',
     'routerTemperature',
   ]);
+  if (selectionPolicy === 'lmetric') {
+    const scale =
+      ov.prefillLoadScale !== undefined ? 'prefillLoadScale' : ov.overlapScoreWeight !== undefined ? 'overlapScoreWeight' : null;
+    if (scale)
+      throw new KvRouteError(
+        'ERR_INVALID_ARG',
+        `req.overrides.${scale} is a term of the linear cost and has no effect with the router's selectionPolicy 'lmetric'`,
+      );
+  }
   if (r.signal !== undefined && !(r.signal instanceof AbortSignal))
     throw new KvRouteError('ERR_INVALID_ARG', 'req.signal must be an AbortSignal');
   const allowed = r.allowedWorkers === undefined ? undefined : workerIdSet(r.allowedWorkers, 'req.allowedWorkers');

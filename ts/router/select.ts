@@ -7,7 +7,9 @@
  * `excess` being the rank's active prefill blocks above the least loaded candidate's (no decay at
  * the default 0), and `decodeBlocks` the rank's active blocks plus this request's blocks not
  * already active there. With credit 1, no decay and no request weight this is the classic
- * `overlapScoreWeight · prefillTokens / blockSize + decodeBlocks`, to the last bit.
+ * `overlapScoreWeight · prefillTokens / blockSize + decodeBlocks`, to the last bit. With
+ * `selectionPolicy: 'lmetric'` the same credited prefill blocks multiply `decodeBlocks + 1`
+ * instead (Dynamo's `lmetric`), without the scale and the request weight.
  */
 
 import { CANDIDATE_FIGURES } from '../backend-types.js';
@@ -99,6 +101,8 @@ export interface CostOptions {
   trackActiveBlocks: boolean;
   overlapScoreCreditDecay: number;
   decodeActiveRequestWeight: number;
+  /** `'lmetric'`: the cost is `prefillBlocks · (decodeBlocks + 1)` instead of the linear sum. */
+  selectionPolicy: 'linear' | 'lmetric';
   /** Credit per host-tier block past the device prefix (Dynamo's `host_cache_hit_weight`). */
   hostCacheHitWeight: number;
   /** Credit per disk or external block past the host run (`disk_cache_hit_weight`). */
@@ -159,7 +163,10 @@ export function costsFromFigures(
       decodeBlocks,
       activeRequests,
       treeSize: f[k + 1],
-      cost: (scale * prefill) / bs + decodeBlocks + o.decodeActiveRequestWeight * activeRequests,
+      cost:
+        o.selectionPolicy === 'lmetric'
+          ? (prefill / bs) * (decodeBlocks + 1)
+          : (scale * prefill) / bs + decodeBlocks + o.decodeActiveRequestWeight * activeRequests,
     };
   }
   return scores;
