@@ -45,6 +45,7 @@ const COST_OPTIONS = [
   'overlapScoreCreditDecay',
   'decodeActiveRequestWeight',
   'selectionPolicy',
+  'workerType',
   'routerPredictedTtlSecs',
 ] as const;
 

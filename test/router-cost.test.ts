@@ -1,6 +1,6 @@
 /**
  * Dynamo's current cost: overlap credit, prefill scale, credit decay, active-request weight and the
- * `lmetric` selection policy, on both backends, against hand-computed figures and, seeded, against a deliberately simple
+ * `lmetric` selection policy and the decode-only branch, on both backends, against hand-computed figures and, seeded, against a deliberately simple
  * model of Dynamo's formula (in blocks, as Dynamo computes it).
  */
 import { describe, expect, test } from 'vitest';
@@ -34,6 +34,7 @@ interface ModelOptions {
   trackPrefill: boolean;
   trackActive: boolean;
   lmetric: boolean;
+  decodeWorker: boolean;
 }
 
 /** Dynamo's `worker_logit` for every candidate, from the model's state. */
@@ -63,7 +64,13 @@ function modelCosts(
     const raw = o.trackPrefill ? (r.active + isl) / BS : 0;
     const adjusted = Math.max(0, raw - o.credit * decay * r.overlap);
     const decode = r.activeBlocks + (o.trackActive ? r.fresh : 0);
-    return { ...r, decode, cost: o.lmetric ? adjusted * (decode + 1) : o.scale * adjusted + decode + o.requestWeight * r.requests };
+    const cost =
+      o.decodeWorker && !o.trackPrefill && o.credit > 0
+        ? Math.max(0, decode - o.credit * r.overlap) + o.requestWeight * r.requests
+        : o.lmetric
+          ? adjusted * (decode + 1)
+          : o.scale * adjusted + decode + o.requestWeight * r.requests;
+    return { ...r, decode, cost };
   });
 }
 
@@ -234,6 +241,56 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
     ]);
   });
 
+  test("workerType 'decode' without prefill tracking: cached blocks offset decode load (Dynamo's decode-only branch)", async () => {
+    const t = tokens(1, 16); // 4 blocks
+    const build = async (opts: Partial<KvRouterOptions>, cached: number, busy: boolean) => {
+      const r = make({ routerTrackPrefillTokens: false, ...opts });
+      r.addWorker(1);
+      r.addWorker(2);
+      cache(r, 1, t, cached);
+      await r.flush();
+      if (busy) await r.route({ requestId: 'busy', tokens: tokens(500, 24), pinnedWorker: { workerId: 1 } });
+      return r;
+    };
+    // Aggregated without prefill tracking: decode load alone, so the cache is not seen (a tie).
+    const aggregated = await build({}, 3, false);
+    expect(costs(await aggregated.route({ requestId: 'a', tokens: t }))).toEqual([
+      [1, 4],
+      [2, 4],
+    ]);
+    // Decode: worker 1's 3 cached blocks offset its 4 decode blocks.
+    const decode = await build({ workerType: 'decode' }, 3, false);
+    const d = await decode.route({ requestId: 'a', tokens: t });
+    expect(costs(d)).toEqual([
+      [1, 1],
+      [2, 4],
+    ]);
+    expect(d.workerId).toBe(1n);
+    // A credit of 0 (Dynamo's usual decode router) is the usual cost again: decode load alone.
+    decode.free('a');
+    expect(costs(await decode.route({ requestId: 'b', tokens: t, overrides: { overlapScoreCredit: 0 } }))).toEqual([
+      [1, 4],
+      [2, 4],
+    ]);
+    // Its decode backlog still counts: 6 + 4 − 3 against 4; and the cost stops at 0.
+    const busy = await build({ workerType: 'decode', decodeActiveRequestWeight: 0.5 }, 3, true);
+    expect(costs(await busy.route({ requestId: 'a', tokens: t }))).toEqual([
+      [1, 7 + 0.5],
+      [2, 4],
+    ]);
+    const whole = await build({ workerType: 'decode', overlapScoreCredit: 2 }, 4, false);
+    expect(costs(await whole.route({ requestId: 'a', tokens: t }))).toEqual([
+      [1, 0],
+      [2, 4],
+    ]);
+    // With prefill tracked, 'decode' costs as 'aggregated' does (and 'prefill' always does).
+    const tracked = await build({ workerType: 'decode', routerTrackPrefillTokens: true }, 3, false);
+    expect(costs(await tracked.route({ requestId: 'a', tokens: t }))).toEqual([
+      [1, 1 + 4],
+      [2, 4 + 4],
+    ]);
+  });
+
   test("a request's overrides replace the credit and the scale", async () => {
     const t = tokens(1, 12);
     const r = await twoWorkers({}, t, 2);
@@ -276,6 +333,8 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
       [{ selectionPolicy: 'lmetric', prefillLoadScale: 2 }, /opts\.prefillLoadScale is a term of the linear cost .* 'lmetric'/],
       [{ selectionPolicy: 'lmetric', overlapScoreWeight: 1 }, /opts\.overlapScoreWeight is a term of the linear cost/],
       [{ selectionPolicy: 'lmetric', decodeActiveRequestWeight: 0 }, /opts\.decodeActiveRequestWeight is a term of the linear cost/],
+      [{ workerType: 'encode' }, /opts\.workerType must be 'aggregated', 'prefill' or 'decode', got "encode"/],
+      [{ workerType: 'decode', selectionPolicy: 'lmetric' }, /opts\.workerType must be other than 'decode' with selectionPolicy 'lmetric'/],
       // Dynamo's snake_case names get a hint.
       [{ overlap_score_credit_decay: 1 }, /unknown option "overlap_score_credit_decay": did you mean "overlapScoreCreditDecay"\?/],
       [{ router_track_active_blocks: false }, /did you mean "routerTrackActiveBlocks"\?/],
@@ -322,10 +381,19 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
         trackPrefill: rng.chance(0.8),
         trackActive: rng.chance(0.8),
         lmetric: rng.chance(0.35),
+        decodeWorker: false,
       };
+      o.decodeWorker = !o.lmetric && rng.chance(0.4);
+      // Its own branch needs prefill untracked: make that common among decode routers.
+      if (o.decodeWorker) o.trackPrefill = rng.chance(0.3);
       const scaleOption = rng.chance(0.5) ? { prefillLoadScale: o.scale } : { overlapScoreWeight: o.scale };
       const r = make({
         ...(o.lmetric ? { selectionPolicy: 'lmetric' as const } : scaleOption),
+        ...(o.decodeWorker
+          ? { workerType: 'decode' as const }
+          : rng.chance(0.2)
+            ? { workerType: rng.pick(['aggregated', 'prefill'] as const) }
+            : {}),
         ...(o.credit === 1 && rng.chance(0.5) ? {} : { overlapScoreCredit: o.credit }),
         ...(o.decay === 0 && rng.chance(0.5) ? {} : { overlapScoreCreditDecay: o.decay }),
         ...(o.requestWeight === 0 && rng.chance(0.5) ? {} : o.lmetric ? {} : { decodeActiveRequestWeight: o.requestWeight }),
@@ -381,7 +449,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
           );
           d.candidates.forEach((c, i) => {
             expect(c.cost, `seed ${seed} step ${step} ${seen[i].rank}`).toBeCloseTo(model[i].cost, 9);
-            if (req.credit === 1 && o.decay === 0 && o.requestWeight === 0 && !o.lmetric)
+            if (req.credit === 1 && o.decay === 0 && o.requestWeight === 0 && !o.lmetric && !(o.decodeWorker && !o.trackPrefill))
               expect(c.cost).toBe((req.scale * c.prefillTokens) / BS + c.decodeBlocks);
           });
           expect(d.cost).toBe(Math.min(...d.candidates.map((c) => c.cost)));

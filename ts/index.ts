@@ -123,7 +123,7 @@ export type { ReplicaStats } from './replicas/sync.js';
 export { ReplicaBus, type ReplicaTransport, type ReplicaTransportHandlers } from './replicas/transport.js';
 export { type WarmStartOptions, type WarmStartResult, warmStart } from './replicas/warm-start.js';
 export { KvRouter } from './router/kv-router.js';
-export type { KvRouterOptions, QueuePolicy, SelectionPolicy } from './router/options.js';
+export type { KvRouterOptions, QueuePolicy, SelectionPolicy, WorkerType } from './router/options.js';
 export type { CandidateScore, Selector } from './router/select.js';
 export type {
   PinnedWorker,

@@ -23,6 +23,12 @@ export type QueuePolicy = 'fcfs' | 'lcfs' | 'wspt';
 export type SelectionPolicy = 'linear' | 'lmetric';
 
 /**
+ * The role of the workers a router routes to, in disaggregated serving (Dynamo's `worker_type`).
+ * @group Router
+ */
+export type WorkerType = 'aggregated' | 'prefill' | 'decode';
+
+/**
  * Options of {@link KvRouter}. Only `blockSize` is required.
  * @group Router
  */
@@ -73,6 +79,17 @@ export interface KvRouterOptions {
    * beside `'lmetric'` (also as a request's override) rather than silently ignored.
    */
   selectionPolicy?: SelectionPolicy;
+  /**
+   * What the workers of this router do (Dynamo's `worker_type`). `'decode'`, for the router of a
+   * disaggregated deployment's decode pool, costs a rank without prefill tracking
+   * (`routerTrackPrefillTokens: false`) and with a positive credit as
+   * `max(0, decodeBlocks − credited cached blocks) + decodeActiveRequestWeight · activeRequests`,
+   * so a decode worker that already holds the prompt's KV (no transfer needed) is preferred while
+   * its decode backlog still counts: Dynamo's decode-only branch. With prefill tracking on, or a
+   * credit of 0 (Dynamo's usual decode router, load only), the cost is the usual one.
+   * `'prefill'` costs as `'aggregated'` does, as in Dynamo. Default `'aggregated'`.
+   */
+  workerType?: WorkerType;
   /** Learn cache contents from workers' KV events. `false`: approximate mode, predicting them from routing decisions. Default true. */
   useKvEvents?: boolean;
   /** Approximate mode: how long a prediction counts, in seconds. Default 120. */
@@ -139,6 +156,7 @@ export interface ResolvedRouterOptions {
   diskCacheHitWeight: number;
   routerTemperature: number;
   selectionPolicy: SelectionPolicy;
+  workerType: WorkerType;
   useKvEvents: boolean;
   routerTtlSecs: number;
   /** Seconds a decision's blocks count as predicted on its rank; null when decisions are not recorded. */
@@ -169,6 +187,7 @@ const KNOWN = [
   'diskCacheHitWeight',
   'routerTemperature',
   'selectionPolicy',
+  'workerType',
   'useKvEvents',
   'routerTtlSecs',
   'routerPredictedTtlSecs',
@@ -218,6 +237,15 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
         );
     }
   }
+  const workerType = o.workerType ?? 'aggregated';
+  if (workerType !== 'aggregated' && workerType !== 'prefill' && workerType !== 'decode')
+    bad('workerType', "'aggregated', 'prefill' or 'decode'", workerType);
+  if (workerType === 'decode' && selectionPolicy === 'lmetric')
+    bad(
+      'workerType',
+      "other than 'decode' with selectionPolicy 'lmetric' (its product weighs prefill work, which a decode pool has none of)",
+      workerType,
+    );
   const useKvEvents = flag(o.useKvEvents, 'useKvEvents', true);
   const routerTtlSecs = positiveNumber(o.routerTtlSecs, 'opts.routerTtlSecs', 120);
   const predicted = o.routerPredictedTtlSecs ?? null;
@@ -249,6 +277,7 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
     diskCacheHitWeight: unitWeight(o.diskCacheHitWeight, 'diskCacheHitWeight', 0.25),
     routerTemperature: nonNegativeNumber(o.routerTemperature, 'opts.routerTemperature', 0),
     selectionPolicy,
+    workerType,
     useKvEvents,
     routerTtlSecs,
     predictedTtlSecs: useKvEvents ? (predicted as number | null) : routerTtlSecs,

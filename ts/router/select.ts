@@ -9,7 +9,10 @@
  * already active there. With credit 1, no decay and no request weight this is the classic
  * `overlapScoreWeight · prefillTokens / blockSize + decodeBlocks`, to the last bit. With
  * `selectionPolicy: 'lmetric'` the same credited prefill blocks multiply `decodeBlocks + 1`
- * instead (Dynamo's `lmetric`), without the scale and the request weight.
+ * instead (Dynamo's `lmetric`), without the scale and the request weight. A decode pool's router
+ * (`workerType: 'decode'`, prefill not tracked, credit above 0) costs
+ * `max(0, decodeBlocks − credit · overlap − tierBlocks) + decodeActiveRequestWeight · activeRequests`
+ * (Dynamo's decode-only branch).
  */
 
 import { CANDIDATE_FIGURES } from '../backend-types.js';
@@ -103,6 +106,8 @@ export interface CostOptions {
   decodeActiveRequestWeight: number;
   /** `'lmetric'`: the cost is `prefillBlocks · (decodeBlocks + 1)` instead of the linear sum. */
   selectionPolicy: 'linear' | 'lmetric';
+  /** `'decode'`: Dynamo's decode-only branch, when prefill is not tracked and the credit is positive. */
+  workerType: 'aggregated' | 'prefill' | 'decode';
   /** Credit per host-tier block past the device prefix (Dynamo's `host_cache_hit_weight`). */
   hostCacheHitWeight: number;
   /** Credit per disk or external block past the host run (`disk_cache_hit_weight`). */
@@ -133,6 +138,8 @@ export function costsFromFigures(
   let leastActive = Number.POSITIVE_INFINITY;
   if (decays) for (let i = 0; i < n; i++) leastActive = Math.min(leastActive, f[CANDIDATE_FIGURES * i + 2]);
   const requestBlocks = Math.ceil(isl / bs);
+  // A decode pool's router: cached blocks offset decode load (no KV transfer), not prefill work.
+  const decodeOnly = o.workerType === 'decode' && !o.trackPrefillTokens && credit > 0;
   const scores: CandidateScore[] = new Array(n);
   for (let i = 0; i < n; i++) {
     const k = CANDIDATE_FIGURES * i;
@@ -163,8 +170,9 @@ export function costsFromFigures(
       decodeBlocks,
       activeRequests,
       treeSize: f[k + 1],
-      cost:
-        o.selectionPolicy === 'lmetric'
+      cost: decodeOnly
+        ? Math.max(0, decodeBlocks - (credit * overlap + tierTokens / bs)) + o.decodeActiveRequestWeight * activeRequests
+        : o.selectionPolicy === 'lmetric'
           ? (prefill / bs) * (decodeBlocks + 1)
           : (scale * prefill) / bs + decodeBlocks + o.decodeActiveRequestWeight * activeRequests,
     };
