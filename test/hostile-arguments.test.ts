@@ -44,6 +44,7 @@ const COST_OPTIONS = [
   'overlapScoreCredit',
   'overlapScoreCreditDecay',
   'decodeActiveRequestWeight',
+  'sharedCacheMultiplier',
   'selectionPolicy',
   'workerType',
   'routerPredictedTtlSecs',

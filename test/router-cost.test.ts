@@ -4,7 +4,7 @@
  * model of Dynamo's formula (in blocks, as Dynamo computes it).
  */
 import { describe, expect, test } from 'vitest';
-import { blockHashes, KvRouter, type KvRouterOptions, type RouteDecision, type RouteOverrides } from '../ts/index.js';
+import { blockHashes, KvRouter, type KvRouterOptions, type RouteDecision, type RouteOverrides, type RouteRequest } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { stored } from './helpers/events.js';
 import { Rng } from './helpers/random.js';
@@ -35,6 +35,22 @@ interface ModelOptions {
   trackActive: boolean;
   lmetric: boolean;
   decodeWorker: boolean;
+  /** Credit per shared-cache hit past a rank's device prefix. */
+  sharedMultiplier: number;
+  /** The request's shared-cache hits: a flag per full block. */
+  sharedHits: boolean[];
+}
+
+/** Flags per block as sorted `[start, end)` runs, the form `sharedCacheHits` takes. */
+function runs(flags: readonly boolean[]): [number, number][] {
+  const out: [number, number][] = [];
+  flags.forEach((hit, i) => {
+    if (!hit) return;
+    const last = out.at(-1);
+    if (last && last[1] === i) last[1] = i + 1;
+    else out.push([i, i + 1]);
+  });
+  return out;
 }
 
 /** Dynamo's `worker_logit` for every candidate, from the model's state. */
@@ -62,11 +78,12 @@ function modelCosts(
   return rows.map((r) => {
     const decay = o.trackPrefill && o.decay > 0 ? 1 / (1 + (o.decay * ((r.active - least) / BS)) / requestBlocks) : 1;
     const raw = o.trackPrefill ? (r.active + isl) / BS : 0;
-    const adjusted = Math.max(0, raw - o.credit * decay * r.overlap);
+    const shared = o.sharedMultiplier * o.sharedHits.filter((hit, i) => hit && i >= r.overlap).length;
+    const adjusted = Math.max(0, raw - o.credit * decay * r.overlap - (o.trackPrefill ? shared : 0));
     const decode = r.activeBlocks + (o.trackActive ? r.fresh : 0);
     const cost =
       o.decodeWorker && !o.trackPrefill && o.credit > 0
-        ? Math.max(0, decode - o.credit * r.overlap) + o.requestWeight * r.requests
+        ? Math.max(0, decode - o.credit * r.overlap - shared) + o.requestWeight * r.requests
         : o.lmetric
           ? adjusted * (decode + 1)
           : o.scale * adjusted + decode + o.requestWeight * r.requests;
@@ -291,6 +308,47 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
     ]);
   });
 
+  test('sharedCacheHits: each rank is credited sharedCacheMultiplier per shared block at or past its device prefix', async () => {
+    const t = tokens(1, 18); // 4 full blocks and 2 tokens
+    const r = await twoWorkers({ sharedCacheMultiplier: 0.5 }, t, 1);
+    const route = (id: string, extra: Partial<RouteRequest>) => r.route({ requestId: id, tokens: t, ...extra });
+    // The shared store holds all 4 blocks: worker 1 loads 3 past its device block, worker 2 all 4.
+    // w1: 18/4 − 1 − 0.5·3 = 2 prefill blocks + 4 decode; w2: 18/4 − 0.5·4 = 2.5 + 4.
+    const d = await route('a', { sharedCacheHits: [[0, 4]] });
+    expect(costs(d)).toEqual([
+      [1, 2 + 4],
+      [2, 2.5 + 4],
+    ]);
+    expect(d.candidates.map((c) => [c.sharedBlocks, c.cachedTokens, c.prefillTokens])).toEqual([
+      [3, 4, 14],
+      [4, 0, 18],
+    ]);
+    r.free('a');
+    // Hits with a hole count only at or past the device prefix: [0, 1) is worker 1's already.
+    const gap = await route('b', {
+      sharedCacheHits: [
+        [0, 1],
+        [2, 4],
+      ],
+    });
+    expect(gap.candidates.map((c) => [c.sharedBlocks, c.cost])).toEqual([
+      [2, 18 / 4 - 1 - 1 + 4],
+      [3, 18 / 4 - 1.5 + 4],
+    ]);
+    r.free('b');
+    // The multiplier is a request override too; 0 (or no hits) is the cost without the store.
+    const off = await route('c', { sharedCacheHits: [[0, 4]], overrides: { sharedCacheMultiplier: 0 } });
+    expect(costs(off)).toEqual([
+      [1, 18 / 4 - 1 + 4],
+      [2, 18 / 4 + 4],
+    ]);
+    expect(off.candidates.map((c) => c.sharedBlocks)).toEqual([3, 4]);
+    r.free('c');
+    const none = await route('d', {});
+    expect(costs(none)).toEqual(costs(off));
+    expect(none.candidates.map((c) => c.sharedBlocks)).toEqual([0, 0]);
+  });
+
   test("a request's overrides replace the credit and the scale", async () => {
     const t = tokens(1, 12);
     const r = await twoWorkers({}, t, 2);
@@ -334,6 +392,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
       [{ selectionPolicy: 'lmetric', overlapScoreWeight: 1 }, /opts\.overlapScoreWeight is a term of the linear cost/],
       [{ selectionPolicy: 'lmetric', decodeActiveRequestWeight: 0 }, /opts\.decodeActiveRequestWeight is a term of the linear cost/],
       [{ workerType: 'encode' }, /opts\.workerType must be 'aggregated', 'prefill' or 'decode', got "encode"/],
+      [{ sharedCacheMultiplier: -0.5 }, /opts\.sharedCacheMultiplier must be a finite number >= 0/],
       [{ workerType: 'decode', selectionPolicy: 'lmetric' }, /opts\.workerType must be other than 'decode' with selectionPolicy 'lmetric'/],
       // Dynamo's snake_case names get a hint.
       [{ overlap_score_credit_decay: 1 }, /unknown option "overlap_score_credit_decay": did you mean "overlapScoreCreditDecay"\?/],
@@ -351,9 +410,35 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
       [{ prefillLoadScale: -2 }, /req\.overrides\.prefillLoadScale/],
       [{ overlapScoreWeight: 1, prefillLoadScale: 2 }, /req\.overrides\.overlapScoreWeight is the older name/],
       [{ overlapScoreCreditDecay: 1 }, /unknown option "overlapScoreCreditDecay"/],
+      [{ sharedCacheMultiplier: Number.NaN }, /req\.overrides\.sharedCacheMultiplier must be a finite number >= 0/],
     ];
     for (const [ov, message] of overrides) {
       await expect(r.route({ requestId: 'bad', tokens: tokens(1, 8), overrides: ov as RouteOverrides })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARG',
+        message: expect.stringMatching(message),
+      });
+    }
+    const hits: Array<[unknown, RegExp]> = [
+      [
+        [0, 2],
+        /req\.sharedCacheHits must be sorted, non-overlapping \[start, end\) pairs of block positions: req\.sharedCacheHits\[0\] is not a pair but 0/,
+      ],
+      ['0-2', /got "0-2"/],
+      [[[0, 1, 2]], /\[0\] is not a pair but an array of 3/],
+      [[[-1, 1]], /\[0\] is \[-1, 1\]/],
+      [[[0.5, 1]], /\[0\] is \[0\.5, 1\]/],
+      [[[1, 1]], /\[1, 1\) is empty/],
+      [
+        [
+          [0, 2],
+          [1, 2],
+        ],
+        /\[1\] starts at 1, before the previous pair's end 2/,
+      ],
+      [[[0, 3]], /\[0\] ends at 3, past the prompt's 2 full blocks/],
+    ];
+    for (const [sharedCacheHits, message] of hits) {
+      await expect(r.route({ requestId: 'bad', tokens: tokens(1, 8), sharedCacheHits: sharedCacheHits as never })).rejects.toMatchObject({
         code: 'ERR_INVALID_ARG',
         message: expect.stringMatching(message),
       });
@@ -382,6 +467,8 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
         trackActive: rng.chance(0.8),
         lmetric: rng.chance(0.35),
         decodeWorker: false,
+        sharedMultiplier: rng.pick([0, 0.5, 1, 1.5]),
+        sharedHits: [],
       };
       o.decodeWorker = !o.lmetric && rng.chance(0.4);
       // Its own branch needs prefill untracked: make that common among decode routers.
@@ -389,6 +476,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
       const scaleOption = rng.chance(0.5) ? { prefillLoadScale: o.scale } : { overlapScoreWeight: o.scale };
       const r = make({
         ...(o.lmetric ? { selectionPolicy: 'lmetric' as const } : scaleOption),
+        ...(o.sharedMultiplier === 0 && rng.chance(0.5) ? {} : { sharedCacheMultiplier: o.sharedMultiplier }),
         ...(o.decodeWorker
           ? { workerType: 'decode' as const }
           : rng.chance(0.2)
@@ -424,11 +512,17 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
         } else if (action < 7) {
           const t = prompt();
           const overrides: RouteOverrides = {};
-          const req = { ...o };
+          const req = { ...o, sharedHits: rng.chance(0.5) ? blockKeys(t).map(() => rng.chance(0.6)) : [] };
+          if (rng.chance(0.2)) req.sharedMultiplier = overrides.sharedCacheMultiplier = rng.pick([0, 0.5, 2]);
           if (rng.chance(0.2)) req.credit = overrides.overlapScoreCredit = rng.pick([0, 0.5, 1, 2]);
           if (!o.lmetric && rng.chance(0.2)) req.scale = overrides.prefillLoadScale = rng.pick([0, 1, 3]);
           const id = `r${next++}`;
-          const d = await r.route({ requestId: id, tokens: t, overrides });
+          const d = await r.route({
+            requestId: id,
+            tokens: t,
+            overrides,
+            ...(req.sharedHits.length > 0 ? { sharedCacheHits: runs(req.sharedHits) } : {}),
+          });
           const model = modelCosts(req, t, rankNames, ranks, inFlight);
           const seen = d.candidates.map((c) => ({
             rank: `${c.workerId}:${c.dpRank}`,
@@ -449,7 +543,8 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
           );
           d.candidates.forEach((c, i) => {
             expect(c.cost, `seed ${seed} step ${step} ${seen[i].rank}`).toBeCloseTo(model[i].cost, 9);
-            if (req.credit === 1 && o.decay === 0 && o.requestWeight === 0 && !o.lmetric && !(o.decodeWorker && !o.trackPrefill))
+            const classic = !o.lmetric && !(o.decodeWorker && !o.trackPrefill) && req.sharedMultiplier * c.sharedBlocks === 0;
+            if (classic && req.credit === 1 && o.decay === 0 && o.requestWeight === 0)
               expect(c.cost).toBe((req.scale * c.prefillTokens) / BS + c.decodeBlocks);
           });
           expect(d.cost).toBe(Math.min(...d.candidates.map((c) => c.cost)));

@@ -1,6 +1,7 @@
 /**
  * The prefill term's weights, from router options or a request's overrides: Dynamo's current
- * `overlap_score_credit` and `prefill_load_scale`, and its classic `overlap_score_weight`, which
+ * `overlap_score_credit`, `prefill_load_scale` and `shared_cache_multiplier`, and its classic
+ * `overlap_score_weight`, which
  * is the older name of the scale. Both names together are refused: Dynamo lets the old one win
  * silently, which hides a mistake in a migrated config.
  * @internal
@@ -16,10 +17,11 @@ export interface WeightFields {
   overlapScoreWeight?: unknown;
   overlapScoreCredit?: unknown;
   prefillLoadScale?: unknown;
+  sharedCacheMultiplier?: unknown;
 }
 
-/** Dynamo's defaults: full credit per cached block, prefill counted once. */
-export const DEFAULT_PREFILL_WEIGHTS: PrefillWeights = { credit: 1, scale: 1 };
+/** Dynamo's defaults: full credit per cached block, prefill counted once, no shared-cache credit. */
+export const DEFAULT_PREFILL_WEIGHTS: PrefillWeights = { credit: 1, scale: 1, shared: 0 };
 
 /**
  * The weights `fields` give, each missing one taken from `fallback`.
@@ -36,5 +38,6 @@ export function prefillWeights(fields: WeightFields, prefix: string, fallback: P
   return {
     credit: nonNegativeNumber(fields.overlapScoreCredit, `${prefix}.overlapScoreCredit`, fallback.credit),
     scale: nonNegativeNumber(fields.overlapScoreWeight ?? fields.prefillLoadScale, `${prefix}.${scaleName}`, fallback.scale),
+    shared: nonNegativeNumber(fields.sharedCacheMultiplier, `${prefix}.sharedCacheMultiplier`, fallback.shared),
   };
 }

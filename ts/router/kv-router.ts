@@ -251,7 +251,13 @@ export class KvRouter {
   // ---- routing -------------------------------------------------------------------------------
 
   private prepare(req: RouteRequest): Prepared {
-    return prepareRequest(req, this.opts.prefillWeights, this.opts.routerTemperature, this.opts.selectionPolicy);
+    const o = this.opts;
+    return prepareRequest(req, {
+      weights: o.prefillWeights,
+      temperature: o.routerTemperature,
+      selectionPolicy: o.selectionPolicy,
+      blockSize: o.blockSize,
+    });
   }
 
   /** The candidates of a request: every rank of its allowed workers, or its pinned rank(s). */

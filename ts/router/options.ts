@@ -67,6 +67,12 @@ export interface KvRouterOptions {
   hostCacheHitWeight?: number;
   /** The same for disk and external storage, past the host run, in [0, 1]. Default 0.25. Dynamo's `disk_cache_hit_weight`. */
   diskCacheHitWeight?: number;
+  /**
+   * Credit per block of a request's `sharedCacheHits` at or past a rank's device prefix: blocks
+   * any worker can load from a cache they all share. Default 0, Dynamo's (which uses 0.5 when its
+   * shared cache type is `hicache`). Dynamo's `shared_cache_multiplier`.
+   */
+  sharedCacheMultiplier?: number;
   /** Softmax temperature of the choice; 0 picks the cheapest. Default 0. */
   routerTemperature?: number;
   /**
@@ -183,6 +189,7 @@ const KNOWN = [
   'overlapScoreCredit',
   'overlapScoreCreditDecay',
   'decodeActiveRequestWeight',
+  'sharedCacheMultiplier',
   'hostCacheHitWeight',
   'diskCacheHitWeight',
   'routerTemperature',

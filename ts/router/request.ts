@@ -12,6 +12,7 @@ import { prefillWeights } from './cost-weights.js';
 import type { SelectionPolicy } from './options.js';
 import type { OutputProgress } from './output-blocks.js';
 import type { PrefillWeights } from './select.js';
+import { parseSharedCacheHits } from './shared-cache.js';
 import type { RouteDecision, RouteRequest } from './types.js';
 import { workerIdSet } from './workers.js';
 
@@ -26,6 +27,7 @@ const REQUEST_KEYS = [
   'allowedWorkers',
   'pinnedWorker',
   'overrides',
+  'sharedCacheHits',
   'signal',
 ] as const;
 
@@ -40,17 +42,22 @@ export interface Prepared {
   allowed: Set<bigint> | undefined;
   pinned: { workerId: bigint; dpRank: number | undefined } | undefined;
   weights: PrefillWeights;
+  /** Shared-cache hits as flattened `[start, end)` pairs of block positions, if given. */
+  sharedHits: Uint32Array | undefined;
   temperature: number;
   priority: number;
 }
 
+/** What a request falls back to where it does not override, and what its checks need. */
+export interface RequestDefaults {
+  weights: PrefillWeights;
+  temperature: number;
+  selectionPolicy: SelectionPolicy;
+  blockSize: number;
+}
+
 /** Validates a request; `overrides` fall back to the router's weights and temperature. */
-export function prepareRequest(
-  req: RouteRequest,
-  defaultWeights: PrefillWeights,
-  defaultTemperature: number,
-  selectionPolicy: SelectionPolicy,
-): Prepared {
+export function prepareRequest(req: RouteRequest, defaults: RequestDefaults): Prepared {
   const r = checkOptions(req, 'req', REQUEST_KEYS);
   if (req === undefined) throw new KvRouteError('ERR_INVALID_ARG', 'route needs a request');
   if (typeof r.requestId !== 'string' || r.requestId === '')
@@ -72,8 +79,9 @@ export function prepareRequest(
     'prefillLoadScale',
     'overlapScoreCredit',
     'routerTemperature',
+    'sharedCacheMultiplier',
   ]);
-  if (selectionPolicy === 'lmetric') {
+  if (defaults.selectionPolicy === 'lmetric') {
     const scale =
       ov.prefillLoadScale !== undefined ? 'prefillLoadScale' : ov.overlapScoreWeight !== undefined ? 'overlapScoreWeight' : null;
     if (scale)
@@ -102,10 +110,11 @@ export function prepareRequest(
     mmHashes: hash.mmHashes,
     allowed,
     pinned,
-    weights: prefillWeights(ov, 'req.overrides', defaultWeights),
+    weights: prefillWeights(ov, 'req.overrides', defaults.weights),
+    sharedHits: parseSharedCacheHits(r.sharedCacheHits, Math.floor(tokens.length / defaults.blockSize), 'req.sharedCacheHits'),
     temperature:
       ov.routerTemperature === undefined
-        ? defaultTemperature
+        ? defaults.temperature
         : nonNegativeNumber(ov.routerTemperature, 'req.overrides.routerTemperature', 0),
     priority,
   };

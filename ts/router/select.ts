@@ -35,6 +35,11 @@ export interface CandidateScore {
   /** Blocks past the host run the rank holds on disk or external storage. */
   diskBlocks: number;
   /**
+   * Blocks of the request's `sharedCacheHits` at or past `overlap`: what the rank could load from
+   * the cache all workers share rather than compute (0 without shared-cache hits).
+   */
+  sharedBlocks: number;
+  /**
    * The request's tokens the rank would not compute: `round((overlap + hostCacheHitWeight ·
    * hostBlocks + diskCacheHitWeight · diskBlocks) · blockSize)` (Dynamo's effective cached tokens).
    */
@@ -95,6 +100,8 @@ export interface PrefillWeights {
   credit: number;
   /** Multiplier of the credited prefill blocks (Dynamo's `prefill_load_scale`). */
   scale: number;
+  /** Credit per shared-cache block past a rank's device prefix (Dynamo's `shared_cache_multiplier`). */
+  shared: number;
 }
 
 /** The router-wide terms of the cost. */
@@ -125,13 +132,14 @@ export interface CostOptions {
 export function costsFromFigures(
   f: Float64Array,
   c: { workers: BigUint64Array; ranks: Uint32Array },
-  p: { tokens: Uint32Array; weights: PrefillWeights },
+  p: { tokens: Uint32Array; weights: PrefillWeights; sharedHits: Uint32Array | undefined },
   o: CostOptions,
 ): CandidateScore[] {
   const n = c.ranks.length;
   const isl = p.tokens.length;
   const bs = o.blockSize;
   const { credit, scale } = p.weights;
+  const shared = p.sharedHits && p.weights.shared > 0 ? p.sharedHits : undefined;
   // Decay trades a cache-rich rank's credit for balance once its prefill backlog exceeds the
   // least loaded candidate's, measured in requests of this one's size (Dynamo's rule).
   const decays = o.overlapScoreCreditDecay > 0 && o.trackPrefillTokens;
@@ -151,12 +159,16 @@ export function costsFromFigures(
     const tierTokens = (o.hostCacheHitWeight * hostBlocks + o.diskCacheHitWeight * diskBlocks) * bs;
     const cachedTokens = tierTokens === 0 ? overlap * bs : Math.round(overlap * bs + tierTokens);
     const uncached = o.trackPrefillTokens ? Math.max(0, isl - cachedTokens) : 0;
+    const sharedBlocks = p.sharedHits ? hitsFrom(p.sharedHits, overlap) : 0;
+    // Like the tiers, credited in the cost only: the engine still loads these blocks.
+    const sharedTokens = shared ? p.weights.shared * sharedBlocks * bs : 0;
     const rankCredit = decays ? credit / (1 + (o.overlapScoreCreditDecay * ((active - leastActive) / bs)) / requestBlocks) : credit;
     // In tokens, so that credit 1 gives the classic cost's exact figures (and ties). A credit
     // above 1 may cancel the rank's backlog too, down to nothing (Dynamo clamps at 0).
     let prefill = active + uncached;
     if (o.trackPrefillTokens && tierTokens !== 0) prefill = active + Math.max(0, isl - overlap * bs - tierTokens);
-    if (o.trackPrefillTokens && rankCredit !== 1) prefill = Math.max(0, active + isl - rankCredit * overlap * bs - tierTokens);
+    if (o.trackPrefillTokens && (rankCredit !== 1 || sharedTokens !== 0))
+      prefill = Math.max(0, active + isl - rankCredit * overlap * bs - tierTokens - sharedTokens);
     const decodeBlocks = f[k + 3] + (o.trackActiveBlocks ? f[k + 4] : 0);
     const activeRequests = f[k + 5];
     scores[i] = {
@@ -165,17 +177,25 @@ export function costsFromFigures(
       overlap,
       hostBlocks,
       diskBlocks,
+      sharedBlocks,
       cachedTokens,
       prefillTokens: active + uncached,
       decodeBlocks,
       activeRequests,
       treeSize: f[k + 1],
       cost: decodeOnly
-        ? Math.max(0, decodeBlocks - (credit * overlap + tierTokens / bs)) + o.decodeActiveRequestWeight * activeRequests
+        ? Math.max(0, decodeBlocks - (credit * overlap + (tierTokens + sharedTokens) / bs)) + o.decodeActiveRequestWeight * activeRequests
         : o.selectionPolicy === 'lmetric'
           ? (prefill / bs) * (decodeBlocks + 1)
           : (scale * prefill) / bs + decodeBlocks + o.decodeActiveRequestWeight * activeRequests,
     };
   }
   return scores;
+}
+
+/** Hits at block positions `from` and past, in sorted half-open `[start, end)` pairs (Dynamo's `hits_beyond`). */
+function hitsFrom(pairs: Uint32Array, from: number): number {
+  let n = 0;
+  for (let i = 0; i < pairs.length; i += 2) n += Math.max(0, pairs[i + 1] - Math.max(pairs[i], from));
+  return n;
 }

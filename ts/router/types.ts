@@ -48,6 +48,8 @@ export interface RouteOverrides {
   overlapScoreCredit?: number;
   /** Replaces `routerTemperature` for this request. */
   routerTemperature?: number;
+  /** Replaces `sharedCacheMultiplier` for this request. */
+  sharedCacheMultiplier?: number;
 }
 
 /**
@@ -82,6 +84,15 @@ export interface RouteRequest {
   pinnedWorker?: PinnedWorker;
   /** Per-request overrides of the router options. */
   overrides?: RouteOverrides;
+  /**
+   * Which of the prompt's full blocks a cache shared by all workers holds (SGLang HiCache's
+   * storage tier, LMCache, Mooncake's store): half-open `[start, end)` ranges of block positions,
+   * sorted and not overlapping, as that store answered for the request's block hashes. Every
+   * candidate is credited `sharedCacheMultiplier` per such block at or past its own device
+   * prefix, since it could load them rather than compute them (Dynamo's `shared_cache_hits`).
+   * Default: none.
+   */
+  sharedCacheHits?: readonly (readonly [number, number])[];
   /** Aborts the request while it waits in the queue. */
   signal?: AbortSignal;
 }
@@ -129,6 +140,8 @@ export interface PotentialLoad {
   hostBlocks: number;
   /** Blocks past the host run its disk and external tiers hold. */
   diskBlocks: number;
+  /** The request's shared-cache hits at or past `overlapBlocks` (see `CandidateScore.sharedBlocks`). */
+  sharedBlocks: number;
   /** The request's tokens it would not compute, lower-tier blocks at their weights (`CandidateScore.cachedTokens`). */
   cachedTokens: number;
   /** Prefill tokens the rank would have. */
