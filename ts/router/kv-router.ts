@@ -251,13 +251,7 @@ export class KvRouter {
   // ---- routing -------------------------------------------------------------------------------
 
   private prepare(req: RouteRequest): Prepared {
-    const o = this.opts;
-    return prepareRequest(req, {
-      weights: o.prefillWeights,
-      temperature: o.routerTemperature,
-      selectionPolicy: o.selectionPolicy,
-      blockSize: o.blockSize,
-    });
+    return prepareRequest(req, this.opts);
   }
 
   /** The candidates of a request: every rank of its allowed workers, or its pinned rank(s). */

@@ -9,7 +9,7 @@ import { parseBlockHashOptions } from '../hashing.js';
 import { checkDpRank, checkWorkerId } from '../kv-index.js';
 import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
 import { prefillWeights } from './cost-weights.js';
-import type { SelectionPolicy } from './options.js';
+import type { ResolvedRouterOptions } from './options.js';
 import type { OutputProgress } from './output-blocks.js';
 import type { PrefillWeights } from './select.js';
 import { parseSharedCacheHits } from './shared-cache.js';
@@ -48,13 +48,8 @@ export interface Prepared {
   priority: number;
 }
 
-/** What a request falls back to where it does not override, and what its checks need. */
-export interface RequestDefaults {
-  weights: PrefillWeights;
-  temperature: number;
-  selectionPolicy: SelectionPolicy;
-  blockSize: number;
-}
+/** The router options a request falls back to where it does not override, and that its checks need. */
+type RequestDefaults = Pick<ResolvedRouterOptions, 'prefillWeights' | 'routerTemperature' | 'selectionPolicy' | 'blockSize'>;
 
 /** Validates a request; `overrides` fall back to the router's weights and temperature. */
 export function prepareRequest(req: RouteRequest, defaults: RequestDefaults): Prepared {
@@ -110,11 +105,11 @@ export function prepareRequest(req: RouteRequest, defaults: RequestDefaults): Pr
     mmHashes: hash.mmHashes,
     allowed,
     pinned,
-    weights: prefillWeights(ov, 'req.overrides', defaults.weights),
+    weights: prefillWeights(ov, 'req.overrides', defaults.prefillWeights),
     sharedHits: parseSharedCacheHits(r.sharedCacheHits, Math.floor(tokens.length / defaults.blockSize), 'req.sharedCacheHits'),
     temperature:
       ov.routerTemperature === undefined
-        ? defaults.temperature
+        ? defaults.routerTemperature
         : nonNegativeNumber(ov.routerTemperature, 'req.overrides.routerTemperature', 0),
     priority,
   };
