@@ -1,10 +1,12 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, test } from 'vitest';
-import { mockTokenize } from '../ts/index.js';
+import { blockHashes, mockTokenize } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { stored } from './helpers/events.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
@@ -22,6 +24,7 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect(first.json.usage.prompt_tokens_details.cached_tokens).toBe(0);
     // The worker's KV events reach the index.
     await waitFor(() => f.gateway.router.stats().index.blocks >= Math.floor(SYSTEM.length / 16), 'the stored blocks to be indexed');
+    let cachedSum = 0;
     for (const q of ['Question two?', 'Question three, a longer one?']) {
       const r = await postJson(`${f.url}/v1/completions`, { prompt: `${SYSTEM}${q}`, max_tokens: 4 });
       expect(r.status).toBe(200);
@@ -29,10 +32,39 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
       const predicted = Number(r.headers.get('x-kvroute-cached-tokens'));
       expect(predicted).toBeGreaterThanOrEqual(Math.floor(SYSTEM.length / 16) * 16);
       expect(r.json.usage.prompt_tokens_details.cached_tokens).toBe(predicted);
+      cachedSum += predicted;
     }
     const metrics = await (await fetch(`${f.url}/metrics`)).text();
-    expect(metrics).toMatch(/kvroute_gateway_cache_predictions_total\{outcome="exact"\} 3/);
+    expect(metrics).toMatch(new RegExp(`kvroute_gateway_cache_predictions_total\\{worker="${worker}",outcome="exact"\\} 3`));
     expect(metrics).toMatch(/kvroute_gateway_requests_total\{worker="\d",status="200"\} 3/);
+    // The same tally per worker in the admin API: how well the index knows each worker's cache.
+    const listed = (await (await fetch(`${f.url}/admin/workers`)).json()) as { id: string; cachePredictions: Record<string, number> }[];
+    const tally = listed.find((w) => String(w.id) === worker)?.cachePredictions;
+    expect(tally).toMatchObject({ exact: 3, over: 0, under: 0, predictedTokens: cachedSum });
+    expect(tally?.reportedTokens).toBe(cachedSum);
+  });
+
+  test("an index that drifted from a worker's cache shows in that worker's tally: the engine reports less than predicted", async () => {
+    const f = await startFleet(backend, 2);
+    const prompt = `${SYSTEM}Which source?`;
+    const blocks = Math.floor(mockTokenize(prompt).length / 16);
+    // The index is told worker 2 holds the prompt's blocks; its engine never stored them (as
+    // after events lost unseen).
+    f.gateway.router.applyEvent(stored(2, [...blockHashes(mockTokenize(prompt), 16, { backend })]));
+    await f.gateway.router.flush();
+    const r = await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 2 });
+    expect(r.headers.get('x-kvroute-worker')).toBe('2');
+    expect(Number(r.headers.get('x-kvroute-cached-tokens'))).toBe(blocks * 16);
+    expect(r.json.usage.prompt_tokens_details.cached_tokens).toBe(0);
+    const listed = (await (await fetch(`${f.url}/admin/workers`)).json()) as { id: string; cachePredictions: unknown }[];
+    expect(listed.map((w) => [String(w.id), w.cachePredictions])).toEqual([
+      ['1', { exact: 0, over: 0, under: 0, predictedTokens: 0, reportedTokens: 0 }],
+      ['2', { exact: 0, over: 1, under: 0, predictedTokens: blocks * 16, reportedTokens: 0 }],
+    ]);
+    const page = await scrape(`${f.url}/metrics`);
+    expect(page.sum('kvroute_gateway_cache_predictions_total', { worker: '2', outcome: 'over' })).toBe(1);
+    expect(page.sum('kvroute_gateway_predicted_cached_tokens_total', { worker: '2' })).toBe(blocks * 16);
+    expect(page.sum('kvroute_gateway_reported_cached_tokens_total', { worker: '2' })).toBe(0);
   });
 
   test('a prompt sent again whole, ending on a block boundary: the engine recomputes its last block, as predicted', async () => {
@@ -47,7 +79,7 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect(again.json.usage.prompt_tokens_details.cached_tokens).toBe(144);
     expect(again.headers.get('x-kvroute-cached-tokens')).toBe('144');
     const metrics = await (await fetch(`${f.url}/metrics`)).text();
-    expect(metrics).toMatch(/kvroute_gateway_cache_predictions_total\{outcome="exact"\} 2/);
+    expect(metrics).toMatch(/kvroute_gateway_cache_predictions_total\{worker="\d",outcome="exact"\} 2/);
   });
 
   test("an agent's tool-calling turns (null content, tool results, tools offered) are routed by their prefix, predicted exactly", async () => {
@@ -417,7 +449,7 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     expect(continuous.events.at(-2)).toMatchObject({ choices: [], usage: { completion_tokens: 6 } });
     const metrics = await (await fetch(`${f.url}/metrics`)).text();
     // Every stream reported its cached tokens although only some clients asked for usage.
-    expect(metrics).toMatch(/kvroute_gateway_reported_cached_tokens_total \d+/);
+    expect(metrics).toMatch(/kvroute_gateway_reported_cached_tokens_total\{worker="\d"\} \d+/);
     expect(metrics).toMatch(/kvroute_gateway_time_to_first_token_seconds_count 4/);
     expect(metrics).toMatch(/kvroute_gateway_inter_token_latency_seconds_count 20/);
   });

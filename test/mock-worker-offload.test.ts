@@ -150,8 +150,7 @@ describe.each(BACKENDS)('a gateway over offloading mock workers (%s)', (backend)
     expect(again.json.usage.prompt_tokens_details.cached_tokens).toBe(15 * 16);
     expect(Number(again.headers.get('x-kvroute-cached-tokens'))).toBe(15 * 16);
     // Both requests' predictions matched the engines' reports.
-    const metrics = await (await fetch(`${f.url}/metrics`)).text();
-    expect(metrics).toMatch(/kvroute_gateway_cache_predictions_total\{outcome="exact"\} 2/);
+    expect((await scrape(`${f.url}/metrics`)).sum('kvroute_gateway_cache_predictions_total', { outcome: 'exact' })).toBe(2);
   });
 });
 

@@ -39,6 +39,7 @@ export function describeWorker(m: FleetWorker, fleet: Fleet): Record<string, unk
     kvEvents: m.spec.kvEvents ?? null,
     replay: m.spec.replay ?? null,
     listeners: fleet.listenerStatus(m),
+    cachePredictions: m.accuracy.snapshot(),
   };
 }
 

@@ -14,6 +14,7 @@ import type { EngineSource } from '../ingest/source.js';
 import type { SourceState } from '../ingest/types.js';
 import type { KvRouter } from '../router/kv-router.js';
 import { Breaker, type FailureKind, type WorkerHealthState } from './breaker.js';
+import { CacheAccuracy } from './cache-accuracy.js';
 import type { ResolvedGatewayOptions, ResolvedWorker } from './options.js';
 
 /** A worker as the fleet holds it; `url` is undefined for an index-only worker (`POST /register`). */
@@ -35,6 +36,8 @@ export interface FleetWorker {
   modelsReadAt: number;
   /** Who added it: the config, the admin API or the indexer API. */
   readonly origin: 'config' | 'admin' | 'indexer';
+  /** Its engine's reported cached tokens against the predictions, since it joined. */
+  readonly accuracy: CacheAccuracy;
 }
 
 /** What a worker's `/v1/models` says of a model beyond its name. */
@@ -130,6 +133,7 @@ export class Fleet {
       cards: new Map(),
       modelsReadAt: Number.NEGATIVE_INFINITY,
       origin,
+      accuracy: new CacheAccuracy(),
     };
     try {
       this.enter(member);

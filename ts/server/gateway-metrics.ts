@@ -25,9 +25,9 @@ export class GatewayMetrics {
   readonly routing: Histogram;
   readonly tokenizing: Histogram<'tokenizer'>;
   readonly queueWait: Histogram;
-  readonly predictedCached: Counter;
-  readonly reportedCached: Counter;
-  readonly predictions: Counter<'outcome'>;
+  readonly predictedCached: Counter<'worker'>;
+  readonly reportedCached: Counter<'worker'>;
+  readonly predictions: Counter<'worker' | 'outcome'>;
   readonly predictionError: Histogram;
   readonly retries: Counter<'reason'>;
   readonly rejected: Counter<'reason'>;
@@ -101,17 +101,19 @@ export class GatewayMetrics {
     this.predictedCached = new Counter({
       name: 'kvroute_gateway_predicted_cached_tokens_total',
       help: 'Prompt tokens the router predicted cached on the chosen worker (requests whose engine reported usage).',
+      labelNames: ['worker'],
       registers,
     });
     this.reportedCached = new Counter({
       name: 'kvroute_gateway_reported_cached_tokens_total',
       help: 'Prompt tokens the engines reported cached (usage.prompt_tokens_details.cached_tokens).',
+      labelNames: ['worker'],
       registers,
     });
     this.predictions = new Counter({
       name: 'kvroute_gateway_cache_predictions_total',
-      help: 'Cache predictions by outcome against the engine report: exact, over (predicted more) or under.',
-      labelNames: ['outcome'],
+      help: 'Cache predictions by worker and outcome against the engine report: exact, over (predicted more) or under.',
+      labelNames: ['worker', 'outcome'],
       registers,
     });
     this.predictionError = new Histogram({
@@ -154,11 +156,15 @@ export class GatewayMetrics {
     }
   }
 
-  /** Compares one prediction with the engine's report. */
-  prediction(predicted: number, reported: number): void {
-    this.predictedCached.inc(predicted);
-    this.reportedCached.inc(reported);
-    this.predictions.inc({ outcome: predicted === reported ? 'exact' : predicted > reported ? 'over' : 'under' });
+  /** Counts one prediction against the engine's report (`outcome` as the worker's tally judged it). */
+  prediction(worker: bigint | undefined, predicted: number, reported: number, outcome?: 'exact' | 'over' | 'under'): void {
+    const label = worker === undefined ? 'none' : String(worker);
+    this.predictedCached.inc({ worker: label }, predicted);
+    this.reportedCached.inc({ worker: label }, reported);
+    this.predictions.inc({
+      worker: label,
+      outcome: outcome ?? (predicted === reported ? 'exact' : predicted > reported ? 'over' : 'under'),
+    });
     this.predictionError.observe(Math.abs(predicted - reported));
   }
 }

@@ -19,7 +19,9 @@ export function firstToken(ctx: ProxyContext, outcome: Outcome, started: number)
 export function reported(ctx: ProxyContext, outcome: Outcome, cached: number | undefined): void {
   if (cached === undefined || outcome.predicted === undefined) return;
   outcome.reported = cached;
-  ctx.metrics.prediction(outcome.predicted, cached);
+  const worker = outcome.worker === undefined ? undefined : ctx.fleet.get(outcome.worker);
+  const result = worker?.accuracy.record(outcome.predicted, cached);
+  ctx.metrics.prediction(outcome.worker, outcome.predicted, cached, result);
 }
 
 /**
