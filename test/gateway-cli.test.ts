@@ -150,6 +150,23 @@ describe('kvroute serve as a command', () => {
     flag.match.catch(() => undefined);
     expect(await flag.exited).toBe(2);
     expect(flag.errors()).toMatch(/--worker: "uri=http:\/\/x"/);
+    const policy = run(
+      [
+        'serve',
+        '--block-size',
+        '16',
+        '--worker',
+        'id=1,url=http://127.0.0.1:1',
+        '--router-config',
+        '{"selectionPolicy":"lmetric","prefillLoadScale":2}',
+      ],
+      /never/,
+    );
+    policy.match.catch(() => undefined);
+    expect(await policy.exited).toBe(2);
+    expect(policy.errors()).toMatch(
+      /router\.prefillLoadScale is a term of the linear cost and has no effect with selectionPolicy 'lmetric'/,
+    );
     const none = run(['serve'], /never/);
     none.match.catch(() => undefined);
     expect(await none.exited).toBe(2);
