@@ -2,9 +2,10 @@
  * A process that saves its index and each rank's engine position itself (a dump, `lastSeq` and
  * `lastBatchDigest`), and resumes the engine stream from them after a restart of its own.
  */
-import { afterEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { KvIndex, type RouterEvent } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { closeAfterEach } from './helpers/close-after-each.js';
 import { chain, chainNames, heldNames } from './helpers/engine-chain.js';
 import { TestEnginePublisher } from './helpers/engine-publisher.js';
 import { expectKvError } from './helpers/errors.js';
@@ -12,15 +13,7 @@ import { waitFor } from './helpers/wait.js';
 
 const BS = 4;
 const WORKER = 3;
-const cleanup: (() => void)[] = [];
-afterEach(() => {
-  for (const f of cleanup.splice(0).reverse()) f();
-});
-
-function track<T extends { close(): void }>(x: T): T {
-  cleanup.push(() => x.close());
-  return x;
-}
+const track = closeAfterEach();
 
 /** What the process saved before it stopped. */
 interface Saved {

@@ -1,6 +1,7 @@
-import { afterEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { type EngineSource, KvIndex, KvRouter, type SourceStateChange, xxh3_64 } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { closeAfterEach } from './helpers/close-after-each.js';
 import { chain, heldNames, chainNames as range } from './helpers/engine-chain.js';
 import { TestEnginePublisher } from './helpers/engine-publisher.js';
 import { packBatch, vllmRemoved } from './helpers/engine-wire.js';
@@ -9,15 +10,7 @@ import { batchesByRank, captureNames, readCapture } from './helpers/kvcap.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 const BS = 4;
-const cleanup: (() => void)[] = [];
-afterEach(() => {
-  for (const f of cleanup.splice(0).reverse()) f();
-});
-
-function track<T extends { close(): void }>(x: T): T {
-  cleanup.push(() => x.close());
-  return x;
-}
+const track = closeAfterEach();
 
 describe.each(BACKENDS)('engine sources over real sockets (%s)', (backend) => {
   function setup(blockSize = BS) {
