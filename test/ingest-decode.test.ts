@@ -71,6 +71,25 @@ describe.each(BACKENDS)('engine batch decoding and conversion (%s)', (backend) =
     expect(decodeEngineBatch(packBatch([]), { backend }).layout).toBe('empty');
   });
 
+  test('an integral float within 64-bit range reads as the integer it holds; any other float fails the batch', async () => {
+    // G1's vLLM 0.11 array with its first token id, or its hash, written as a float.
+    const withFloat = (from: string, to: string) => hex(G1['vLLM 0.11 array'].replace(from, to));
+    const golden = [[U64_MAX, 14643705804678351452n]];
+    expect((await applied(backend, 4, withFloat('9401', '94cb3ff0000000000000'))).blocks).toEqual(golden); // 1.0 (f64)
+    expect((await applied(backend, 4, withFloat('9401', '94ca3f800000'))).blocks).toEqual(golden); // 1.0 (f32)
+    expect((await applied(backend, 4, withFloat('cfffffffffffffffff', 'cbbff0000000000000'))).blocks).toEqual(golden); // hash -1.0, as -1
+    const hashAs = (f: string) => decodeEngineBatch(withFloat('cfffffffffffffffff', f), { backend }).events[0];
+    expect(hashAs('cb43e0000000000000')).toMatchObject({ blockHashes: [2n ** 63n] });
+    // 2^64 and 1e300 are past a u64 (the JS decoder once wrapped them to 0), 1.5 is no integer.
+    for (const f of ['cb43f0000000000000', 'cb7e37e43c8800759c', 'cb3ff8000000000000']) {
+      expectKvError(
+        () => hashAs(f),
+        'ERR_INVALID_EVENT',
+        /events\[0\]\[1\] \(block_hashes\)\[0\]: expected an integer or bytes hash, got a float/,
+      );
+    }
+  });
+
   test('G2 SGLang metadata salts: empty means none, a non-string is a decode error', async () => {
     const base = ['BlockStored', [-123n], null, [10, 11], 2, null, 'GPU'];
     const unsalted = (await applied(backend, 2, packBatch([base]))).blocks;

@@ -71,6 +71,28 @@ fn unknown_tags_skip_one_event_and_bad_values_fail_the_batch() {
     assert!(err.is_err());
 }
 
+#[test]
+fn integral_floats_read_as_the_integers_they_hold_and_other_floats_fail() {
+    // G1's vLLM 0.11 array with its first token id, or its hash, written as a float.
+    let with = |from: &str, to: &str| hex(&G1[2].replacen(from, to, 1));
+    let stored = |p: &[u8]| stored_blocks(p, 4);
+    let golden = vec![(u64::MAX, 14643705804678351452)];
+    assert_eq!(stored(&with("9401", "94cb3ff0000000000000")), golden, "token 1.0 (f64)");
+    assert_eq!(stored(&with("9401", "94ca3f800000")), golden, "token 1.0 (f32)");
+    assert_eq!(stored(&with("cfffffffffffffffff", "cbbff0000000000000")), golden, "hash -1.0, as the integer -1");
+    let hash = |to: &str| match &decode_batch(&with("cfffffffffffffffff", to)).map(|b| b.events) {
+        Ok(events) => match &events[0] {
+            EngineEvent::Stored(s) => Ok(s.block_hashes[0]),
+            _ => panic!("not a store"),
+        },
+        Err(e) => Err(e.0.clone()),
+    };
+    assert_eq!(hash("cb43e0000000000000"), Ok(1 << 63), "2^63");
+    for (to, what) in [("cb43f0000000000000", "2^64"), ("cb7e37e43c8800759c", "1e300"), ("cb3ff8000000000000", "1.5")] {
+        assert!(hash(to).is_err_and(|e| e.contains("got a float")), "{what}: {:?}", hash(to));
+    }
+}
+
 fn cursor(has_replay: bool) -> Cursor {
     Cursor::new(CursorConfig { has_replay, replay_timeout: Duration::from_millis(100), max_held: 4 })
 }

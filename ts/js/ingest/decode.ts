@@ -4,9 +4,9 @@
  * keys and extra elements are counted), the same failures (a wrong type anywhere fails the
  * whole batch). `msgpackr` reads the bytes; this file interprets the values.
  *
- * Two differences the library imposes: msgpackr returns an integral float (`5.0`) as the number
- * 5, so where the native decoder rejects a float hash or token id, this one accepts an integral
- * one (non-integral floats are rejected by both); and msgpackr cannot read an extension type it
+ * msgpackr returns an integral float (`5.0`) as the number 5, so both decoders read an integral
+ * float within 64-bit range as the integer it holds, and refuse any other float where an integer
+ * belongs. One difference the library imposes: msgpackr cannot read an extension type it
  * does not know and reads its own ones (an `Error`, a `Date`, a `Set`...) into objects, some with
  * other framings than msgpack's, so a batch holding any extension value fails here, even in a
  * field the native decoder skips. The reserved byte 0xc1, which msgpackr returns as a sentinel,
@@ -41,7 +41,7 @@ function typeName(v: unknown): string {
   if (v === null || v === undefined) return 'nil';
   if (typeof v === 'boolean') return 'a boolean';
   if (typeof v === 'bigint') return 'an integer';
-  if (typeof v === 'number') return Number.isInteger(v) ? 'an integer' : 'a float';
+  if (typeof v === 'number') return isInt(v) ? 'an integer' : 'a float';
   if (typeof v === 'string') return 'a string';
   if (v instanceof Uint8Array) return 'bytes';
   if (Array.isArray(v)) return 'an array';
@@ -50,7 +50,13 @@ function typeName(v: unknown): string {
 }
 
 const isNil = (v: unknown): boolean => v === null || v === undefined;
-const isInt = (v: unknown): v is number | bigint => typeof v === 'bigint' || (typeof v === 'number' && Number.isInteger(v));
+/**
+ * An integer, or a number msgpackr read from an integral float within 64-bit range (it cannot
+ * tell `5.0` from `5`; the native reader reads such floats as integers too). Past that range a
+ * number can only have been a float, and stays one, as on the native side.
+ */
+const isInt = (v: unknown): v is number | bigint =>
+  typeof v === 'bigint' || (typeof v === 'number' && Number.isInteger(v) && v >= -(2 ** 63) && v < 2 ** 64);
 
 function bigOf(v: number | bigint): bigint {
   return typeof v === 'bigint' ? v : BigInt(v);

@@ -134,8 +134,8 @@ impl<'a> Reader<'a> {
             Marker::I16 => signed(i64::from(i16::from_be_bytes(self.be()?))),
             Marker::I32 => signed(i64::from(i32::from_be_bytes(self.be()?))),
             Marker::I64 => signed(i64::from_be_bytes(self.be()?)),
-            Marker::F32 => Item::Float(f64::from(f32::from_be_bytes(self.be()?))),
-            Marker::F64 => Item::Float(f64::from_be_bytes(self.be()?)),
+            Marker::F32 => float(f64::from(f32::from_be_bytes(self.be()?))),
+            Marker::F64 => float(f64::from_be_bytes(self.be()?)),
             Marker::FixStr(n) => Item::Str(self.take(usize::from(n))?),
             Marker::Str8 => {
                 let n = self.len_u8()?;
@@ -215,6 +215,22 @@ impl<'a> Reader<'a> {
     pub fn skip(&mut self, depth: u32) -> Result<(), Malformed> {
         let item = self.item()?;
         self.skip_body(item, depth)
+    }
+}
+
+/// An integral float in an integer's range reads as that integer, so both backends agree: the
+/// JS twin's msgpackr returns `5.0` as the number 5 and cannot tell it from `5`. Anything else
+/// (a fraction, ±∞, NaN, or beyond the 64-bit range, where the JS twin sees a float too) stays a
+/// float, which every integer field refuses.
+fn float(f: f64) -> Item<'static> {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    const TWO_64: f64 = 18_446_744_073_709_551_616.0;
+    if f.fract() != 0.0 || !(-TWO_63..TWO_64).contains(&f) {
+        Item::Float(f)
+    } else if f >= 0.0 {
+        Item::Uint(f as u64)
+    } else {
+        Item::Int(f as i64)
     }
 }
 
