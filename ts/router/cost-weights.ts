@@ -1,8 +1,7 @@
 /**
  * The prefill term's weights, from router options or a request's overrides: Dynamo's current
  * `overlap_score_credit`, `prefill_load_scale` and `shared_cache_multiplier`, and its classic
- * `overlap_score_weight`, which
- * is the older name of the scale. Both names together are refused: Dynamo lets the old one win
+ * `overlap_score_weight`, which is the older name of the scale. Both names together are refused: Dynamo lets the old one win
  * silently, which hides a mistake in a migrated config.
  * @internal
  * @module

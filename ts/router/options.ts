@@ -79,8 +79,9 @@ export interface KvRouterOptions {
    * How the cost combines a rank's prefill and decode load (Dynamo's `router_selection_policy`).
    * `'linear'` (the default): `prefillLoadScale · prefillBlocks + decodeBlocks +
    * decodeActiveRequestWeight · activeRequests`. `'lmetric'`: the product
-   * `prefillBlocks · (decodeBlocks + 1)`, so a rank's cache credit weighs more the less decode load
-   * it carries (the Blitz router's metric). `prefillBlocks` is the credited prefill either way;
+   * `prefillBlocks · (decodeBlocks + 1)`, the prefill a rank would do weighted by the decode load
+   * it carries, so a rank that holds most of the prompt stays cheap even when busy (the Blitz
+   * router's metric). `prefillBlocks` is the credited prefill either way;
    * `prefillLoadScale` and `decodeActiveRequestWeight` are terms of the sum only, and are refused
    * beside `'lmetric'` (also as a request's override) rather than silently ignored.
    */

@@ -11,8 +11,10 @@
  * `selectionPolicy: 'lmetric'` the same credited prefill blocks multiply `decodeBlocks + 1`
  * instead (Dynamo's `lmetric`), without the scale and the request weight. A decode pool's router
  * (`workerType: 'decode'`, prefill not tracked, credit above 0) costs
- * `max(0, decodeBlocks − credit · overlap − tierBlocks) + decodeActiveRequestWeight · activeRequests`
- * (Dynamo's decode-only branch).
+ * `max(0, decodeBlocks − credit · overlap − tierBlocks − sharedCredit) + decodeActiveRequestWeight ·
+ * activeRequests` (Dynamo's decode-only branch). `sharedCredit`, `sharedCacheMultiplier` per block
+ * of the request's `sharedCacheHits` at or past the rank's device prefix, lowers the prefill
+ * term like the tiers' credit.
  */
 
 import { CANDIDATE_FIGURES } from '../backend-types.js';
@@ -139,7 +141,6 @@ export function costsFromFigures(
   const isl = p.tokens.length;
   const bs = o.blockSize;
   const { credit, scale } = p.weights;
-  const shared = p.sharedHits && p.weights.shared > 0 ? p.sharedHits : undefined;
   // Decay trades a cache-rich rank's credit for balance once its prefill backlog exceeds the
   // least loaded candidate's, measured in requests of this one's size (Dynamo's rule).
   const decays = o.overlapScoreCreditDecay > 0 && o.trackPrefillTokens;
@@ -161,7 +162,7 @@ export function costsFromFigures(
     const uncached = o.trackPrefillTokens ? Math.max(0, isl - cachedTokens) : 0;
     const sharedBlocks = p.sharedHits ? hitsFrom(p.sharedHits, overlap) : 0;
     // Like the tiers, credited in the cost only: the engine still loads these blocks.
-    const sharedTokens = shared ? p.weights.shared * sharedBlocks * bs : 0;
+    const sharedTokens = p.weights.shared * sharedBlocks * bs;
     const rankCredit = decays ? credit / (1 + (o.overlapScoreCreditDecay * ((active - leastActive) / bs)) / requestBlocks) : credit;
     // In tokens, so that credit 1 gives the classic cost's exact figures (and ties). A credit
     // above 1 may cancel the rank's backlog too, down to nothing (Dynamo clamps at 0).

@@ -2,8 +2,8 @@
  * How well the index predicts one worker's cache: each answer's engine-reported `cached_tokens`
  * against the prompt tokens the router expected that worker to hold. A worker whose engine keeps
  * reporting less than predicted has an index that drifted from its cache (events lost unseen, an
- * engine restarted unheard, a cache kvroute cannot see such as another model's), so the tally is
- * kept per worker, where the gateway-wide metrics would average it away.
+ * engine restarted unheard), so the tally is kept per worker, where the gateway-wide metrics
+ * would average it away.
  * @internal
  * @module
  */
