@@ -1,7 +1,8 @@
 /**
- * Dynamo's current cost: overlap credit, prefill scale, credit decay, active-request weight and the
- * `lmetric` selection policy and the decode-only branch, on both backends, against hand-computed figures and, seeded, against a deliberately simple
- * model of Dynamo's formula (in blocks, as Dynamo computes it).
+ * Dynamo's current cost: overlap credit, prefill scale, credit decay, active-request weight, the
+ * shared-cache credit, the `lmetric` selection policy and the decode-only branch, on both
+ * backends, against hand-computed figures and, seeded, against a deliberately simple model of
+ * Dynamo's formula (in blocks, as Dynamo computes it).
  */
 import { describe, expect, test } from 'vitest';
 import { blockHashes, KvRouter, type KvRouterOptions, type RouteDecision, type RouteOverrides, type RouteRequest } from '../ts/index.js';
@@ -220,7 +221,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
     expect(r.potentialLoads({ requestId: 'q', tokens: t })[0].activeRequests).toBe(1);
   });
 
-  test("selectionPolicy 'lmetric': the credited prefill blocks times decode blocks + 1, so a small prefill weighs a busy rank's decode load less", async () => {
+  test("selectionPolicy 'lmetric': credited prefill blocks × (decode blocks + 1); a busy rank holding most of the prompt wins where the sum goes elsewhere", async () => {
     const t = tokens(1, 16); // 4 blocks
     const build = async (selectionPolicy: 'linear' | 'lmetric') => {
       const r = make({ selectionPolicy });
