@@ -47,6 +47,7 @@ const COST_OPTIONS = [
   'sharedCacheMultiplier',
   'selectionPolicy',
   'workerType',
+  'sessionAffinityTtlSecs',
   'routerPredictedTtlSecs',
 ] as const;
 

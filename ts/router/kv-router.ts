@@ -21,6 +21,7 @@ import { checkGeneratedTokens, outputStep } from './output-blocks.js';
 import { ReplicaLink } from './replica-link.js';
 import { checkRequestId, type InFlight, type Prepared, prepareRequest } from './request.js';
 import { type CandidateScore, chooseCandidate, costsFromFigures } from './select.js';
+import { SessionAffinity } from './session-affinity.js';
 import { Sweeper } from './sweeper.js';
 import type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './types.js';
 import { type Candidates, resolveWorker, WorkerRegistry } from './workers.js';
@@ -58,6 +59,8 @@ export class KvRouter {
   private readonly rng: SeededRandom;
   /** The load sync with the other replicas, when configured. */
   private readonly replicas: ReplicaLink | undefined;
+  /** Session affinity, when `sessionAffinityTtlSecs` is set. */
+  private readonly sessions: SessionAffinity | undefined;
   private readonly inFlight = new Map<string, InFlight>();
   private readonly byHandle = new Map<number, string>();
   private nextHandle = 1;
@@ -120,6 +123,7 @@ export class KvRouter {
             this.counts,
           );
     this.rng = new SeededRandom(o.seed);
+    this.sessions = o.sessionAffinityTtlMs === null ? undefined : new SessionAffinity(o.sessionAffinityTtlMs);
     this.replicas = o.replicas && new ReplicaLink(o.replicas, o, this.core, { next: () => this.nextHandle++, drain: () => this.drain() });
   }
 
@@ -182,6 +186,7 @@ export class KvRouter {
     this.open();
     const id = checkWorkerId(workerId);
     this.workers.delete(id);
+    this.sessions?.dropWorker(id);
     this.index.removeWorker(id);
     for (const handle of this.core.removeWorker(id)) if (this.forget(handle)) this.counts.droppedWithWorker++;
     this.drain();
@@ -254,6 +259,13 @@ export class KvRouter {
     return prepareRequest(req, this.opts);
   }
 
+  /** A request of a bound session goes to the session's rank; an explicit pin takes it out of affinity. */
+  private stick(p: Prepared): void {
+    if (!this.sessions || p.sessionId === undefined) return;
+    if (p.pinned) p.sessionId = undefined;
+    else p.pinned = this.sessions.target(p.sessionId, this.clock(), (t) => this.workers.admits(t, p.allowed));
+  }
+
   /** The candidates of a request: every rank of its allowed workers, or its pinned rank(s). */
   private candidatesFor(p: Prepared): Candidates {
     return this.workers.forRequest(p.pinned, p.allowed);
@@ -314,6 +326,7 @@ export class KvRouter {
         ? { promptTokens: p.tokens.length, expectedOutputTokens: p.req.maxOutputTokens, generated: 0, outputBlocks: 0 }
         : undefined;
       this.inFlight.set(p.req.requestId, { handle, workerId: chosen.workerId, dpRank: chosen.dpRank, output });
+      if (p.sessionId !== undefined) this.sessions?.booked(p.sessionId, p.req.requestId, chosen.workerId, chosen.dpRank, now);
       this.byHandle.set(handle, p.req.requestId);
       this.counts.routed++;
       return withIdJson({
@@ -371,6 +384,7 @@ export class KvRouter {
         throw new KvRouteError('ERR_DUPLICATE_REQUEST', `request ${id} is already in flight or waiting`);
       if (p.req.signal?.aborted) throw new KvRouteError('ERR_ABORTED', `request ${id} was aborted`);
       this.expire();
+      this.stick(p);
       const c = this.candidatesFor(p);
       if (this.admission) return this.admission.admit(p, c);
       return Promise.resolve(this.schedule(p, c, 0));
@@ -501,6 +515,7 @@ export class KvRouter {
     if (id === undefined) return false;
     this.byHandle.delete(handle);
     this.inFlight.delete(id);
+    this.sessions?.released(id, this.opts.now());
     return true;
   }
 
@@ -513,6 +528,7 @@ export class KvRouter {
     const now = this.clock();
     if (!force && now < this.nextExpiryAt) return;
     this.nextExpiryAt = now + Math.min(1000, this.opts.requestExpiryMs / 10);
+    this.sessions?.sweep(now);
     let expired = 0;
     for (const handle of this.core.expire(now - this.opts.requestExpiryMs)) {
       if (this.forget(handle)) this.counts.expired++;
@@ -529,29 +545,17 @@ export class KvRouter {
    * @throws nothing (after `close()` it reports the counters and the index's final stats).
    */
   stats(): RouterStats {
-    if (this.closed) {
-      return withIdJson({
-        workers: this.workers.size,
-        ranks: this.workers.rankCount,
-        inFlight: 0,
-        queued: 0,
-        ...this.counts,
-        load: [],
-        index: this.finalIndexStats as IndexStats,
-        ...(this.replicas ? { replicas: this.replicas.stats() } : {}),
-      });
-    }
-    this.expire(true);
-    const load: RankLoad[] = this.core.snapshot();
+    if (!this.closed) this.expire(true);
     return withIdJson({
       workers: this.workers.size,
       ranks: this.workers.rankCount,
-      inFlight: this.inFlight.size,
-      queued: this.queued,
+      inFlight: this.closed ? 0 : this.inFlight.size,
+      queued: this.closed ? 0 : this.queued,
       ...this.counts,
-      load,
-      index: this.index.stats(),
+      load: this.closed ? [] : (this.core.snapshot() as RankLoad[]),
+      index: this.closed ? (this.finalIndexStats as IndexStats) : this.index.stats(),
       ...(this.replicas ? { replicas: this.replicas.stats() } : {}),
+      ...(this.sessions ? { sessions: this.sessions.stats() } : {}),
     });
   }
 

@@ -97,6 +97,13 @@ export interface KvRouterOptions {
    * `'prefill'` costs as `'aggregated'` does, as in Dynamo. Default `'aggregated'`.
    */
   workerType?: WorkerType;
+  /**
+   * Keep a session's requests (`req.sessionId`) on the (worker, dp rank) its first booked request
+   * went to, until the session has been idle (none of its requests in flight) this many seconds:
+   * Dynamo's session affinity (`router_session_affinity_ttl_secs`, at most a year). Default
+   * `null`: off, and `sessionId` is only an identity.
+   */
+  sessionAffinityTtlSecs?: number | null;
   /** Learn cache contents from workers' KV events. `false`: approximate mode, predicting them from routing decisions. Default true. */
   useKvEvents?: boolean;
   /** Approximate mode: how long a prediction counts, in seconds. Default 120. */
@@ -164,6 +171,8 @@ export interface ResolvedRouterOptions {
   routerTemperature: number;
   selectionPolicy: SelectionPolicy;
   workerType: WorkerType;
+  /** Idle time after which a session's binding ends, ms; null when affinity is off. */
+  sessionAffinityTtlMs: number | null;
   useKvEvents: boolean;
   routerTtlSecs: number;
   /** Seconds a decision's blocks count as predicted on its rank; null when decisions are not recorded. */
@@ -196,6 +205,7 @@ const KNOWN = [
   'routerTemperature',
   'selectionPolicy',
   'workerType',
+  'sessionAffinityTtlSecs',
   'useKvEvents',
   'routerTtlSecs',
   'routerPredictedTtlSecs',
@@ -254,6 +264,9 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
       "other than 'decode' with selectionPolicy 'lmetric' (its product weighs prefill work, which a decode pool has none of)",
       workerType,
     );
+  const affinity = o.sessionAffinityTtlSecs ?? null;
+  if (affinity !== null && (typeof affinity !== 'number' || !Number.isFinite(affinity) || affinity <= 0 || affinity > 31_536_000))
+    bad('sessionAffinityTtlSecs', 'null or a number of seconds in (0, 31536000]', affinity);
   const useKvEvents = flag(o.useKvEvents, 'useKvEvents', true);
   const routerTtlSecs = positiveNumber(o.routerTtlSecs, 'opts.routerTtlSecs', 120);
   const predicted = o.routerPredictedTtlSecs ?? null;
@@ -286,6 +299,7 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
     routerTemperature: nonNegativeNumber(o.routerTemperature, 'opts.routerTemperature', 0),
     selectionPolicy,
     workerType,
+    sessionAffinityTtlMs: affinity === null ? null : (affinity as number) * 1000,
     useKvEvents,
     routerTtlSecs,
     predictedTtlSecs: useKvEvents ? (predicted as number | null) : routerTtlSecs,

@@ -28,6 +28,7 @@ const REQUEST_KEYS = [
   'pinnedWorker',
   'overrides',
   'sharedCacheHits',
+  'sessionId',
   'signal',
 ] as const;
 
@@ -44,6 +45,8 @@ export interface Prepared {
   weights: PrefillWeights;
   /** Shared-cache hits as flattened `[start, end)` pairs of block positions, if given. */
   sharedHits: Uint32Array | undefined;
+  /** The session whose affinity applies to this request, if any (see session-affinity.ts). */
+  sessionId: string | undefined;
   temperature: number;
   priority: number;
 }
@@ -85,6 +88,9 @@ export function prepareRequest(req: RouteRequest, defaults: RequestDefaults): Pr
         `req.overrides.${scale} is a term of the linear cost and has no effect with the router's selectionPolicy 'lmetric'`,
       );
   }
+  const sessionId = r.sessionId;
+  if (sessionId !== undefined && (typeof sessionId !== 'string' || sessionId.length === 0 || sessionId.length > 1024))
+    throw new KvRouteError('ERR_INVALID_ARG', `req.sessionId must be a string of 1 to 1024 characters, got ${describe(sessionId)}`);
   if (r.signal !== undefined && !(r.signal instanceof AbortSignal))
     throw new KvRouteError('ERR_INVALID_ARG', 'req.signal must be an AbortSignal');
   const allowed = r.allowedWorkers === undefined ? undefined : workerIdSet(r.allowedWorkers, 'req.allowedWorkers');
@@ -106,6 +112,7 @@ export function prepareRequest(req: RouteRequest, defaults: RequestDefaults): Pr
     allowed,
     pinned,
     weights: prefillWeights(ov, 'req.overrides', defaults.prefillWeights),
+    sessionId: sessionId as string | undefined,
     sharedHits: parseSharedCacheHits(r.sharedCacheHits, Math.floor(tokens.length / defaults.blockSize), 'req.sharedCacheHits'),
     temperature:
       ov.routerTemperature === undefined

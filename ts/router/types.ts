@@ -6,6 +6,7 @@ import type { BlockHashOptions } from '../hashing.js';
 import type { IndexStats, WorkerId } from '../kv-index.js';
 import type { ReplicaStats } from '../replicas/sync.js';
 import type { CandidateScore } from './select.js';
+import type { SessionStats } from './session-affinity.js';
 
 /**
  * A worker's facts that routing uses; all optional.
@@ -93,6 +94,13 @@ export interface RouteRequest {
    * Default: none.
    */
   sharedCacheHits?: readonly (readonly [number, number])[];
+  /**
+   * The session (an agent's run, a conversation) the request belongs to. With
+   * `sessionAffinityTtlSecs`, the session's first booked request binds it to its (worker, dp
+   * rank), and its later requests go there without choosing (a `pinnedWorker` given here wins
+   * and binds nothing). Without the option it changes nothing. Dynamo's `X-Dynamo-Session-ID`.
+   */
+  sessionId?: string;
   /** Aborts the request while it waits in the queue. */
   signal?: AbortSignal;
 }
@@ -206,6 +214,8 @@ export interface RouterStats {
   index: IndexStats;
   /** The replica load sync, when `replicas` is configured. */
   replicas?: ReplicaStats;
+  /** Session affinity, when `sessionAffinityTtlSecs` is set. */
+  sessions?: SessionStats;
   /** A JSON-safe copy: worker ids as decimal strings, so `JSON.stringify(stats)` works. */
   toJSON(): unknown;
 }

@@ -107,6 +107,12 @@ export class WorkerRegistry {
    * The candidates of one request: the pinned worker (and rank), or every registered rank of
    * the allowed workers.
    */
+  /** Whether a request limited to `allowed` may go to this rank (registered, allowed, the rank exists). */
+  admits(t: { workerId: bigint; dpRank: number }, allowed: Set<bigint> | undefined): boolean {
+    const w = this.get(t.workerId);
+    return w !== undefined && (!allowed || allowed.has(w.id)) && this.candidates(new Set([w.id])).ranks.includes(t.dpRank);
+  }
+
   forRequest(pinned: { workerId: bigint; dpRank: number | undefined } | undefined, allowed: Set<bigint> | undefined): Candidates {
     if (pinned) {
       const w = this.get(pinned.workerId);

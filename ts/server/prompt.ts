@@ -28,6 +28,8 @@ import type { PromptInput, PromptTokenizer } from './tokenize.js';
 export { BadRequest } from '../mock-worker/openai.js';
 
 export interface ReadRequest {
+  /** The client's session, from its request headers (see `clientSessionId`). */
+  sessionId?: string;
   input: PromptInput;
   stream: boolean;
   /** The client asked for the usage chunk of a stream. */

@@ -79,6 +79,22 @@ export function clientRequestId(req: FastifyRequest): string | undefined {
   return id;
 }
 
+/**
+ * The client's session (`X-Kvroute-Session-Id`, or Dynamo's `X-Dynamo-Session-ID`): the router
+ * keeps a session's requests on one worker when `sessionAffinityTtlSecs` is set.
+ * @throws {BadRequest} for a value longer than 1024 characters.
+ */
+export function clientSessionId(req: FastifyRequest): string | undefined {
+  for (const name of ['x-kvroute-session-id', 'x-dynamo-session-id']) {
+    const value = req.headers[name];
+    const id = Array.isArray(value) ? value[0] : value;
+    if (id === undefined || id === '') continue;
+    if (id.length > 1024) throw new BadRequest(`${name} must be at most 1024 characters, got ${id.length}`);
+    return id;
+  }
+  return undefined;
+}
+
 /** What one request did, for its log line and metrics. */
 export interface Outcome {
   id: string;
@@ -154,6 +170,7 @@ export async function proxyCompletion(
   try {
     clientId = clientRequestId(req);
     read = readRequest(req.body, kind, ctx.opts.router.routerTrackOutputBlocks === true);
+    read.sessionId = clientSessionId(req);
   } catch (err) {
     if (err instanceof BadRequest) return reply.code(400).send(openAiError(err.message, 'BadRequestError', 400));
     throw err;
@@ -246,7 +263,7 @@ async function routeOnce(
   ctx: ProxyContext,
   tokens: number[],
   allowed: readonly bigint[],
-  fields: Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority' | 'maxOutputTokens'>,
+  fields: Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority' | 'maxOutputTokens' | 'sessionId'>,
   queueKey: string,
   signal: AbortSignal,
   outcome: Outcome,
@@ -345,6 +362,7 @@ export async function connect(
   const fields = {
     ...scope.hash,
     ...(read.priority === undefined ? {} : { priority: -read.priority }),
+    ...(read.sessionId === undefined ? {} : { sessionId: read.sessionId }),
     // `n` samples generate up to n × max_tokens in all, and the stream's tokens are counted over
     // all of them (see `eventWatcher`).
     ...(read.maxOutputTokens === undefined

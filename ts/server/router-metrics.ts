@@ -11,6 +11,7 @@ import { KvRouteError } from '../errors.js';
 import type { IndexStats } from '../kv-index.js';
 import type { ReplicaStats } from '../replicas/sync.js';
 import { KvRouter } from '../router/kv-router.js';
+import type { SessionStats } from '../router/session-affinity.js';
 import type { RankLoad, RouterStats } from '../router/types.js';
 
 interface Snapshot {
@@ -191,6 +192,7 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
     });
   }
   replicaMetrics(gauge, counter);
+  sessionMetrics(gauge, counter);
   return registry;
 }
 
@@ -231,6 +233,24 @@ function replicaMetrics(gauge: GaugeFn, counter: CounterFn): void {
   for (const [name, key, help] of counts) {
     counter(name, help, [], (set, s) => {
       if (s.router.replicas) set({}, s.router.replicas[key] as number);
+    });
+  }
+}
+
+/** Session affinity (`sessionAffinityTtlSecs` set; absent otherwise, so nothing is exported). */
+function sessionMetrics(gauge: GaugeFn, counter: CounterFn): void {
+  gauge('kvroute_router_session_bindings', 'Sessions bound to a (worker, dp rank) now.', [], (g, s) => {
+    if (s.router.sessions) g.set(s.router.sessions.bound);
+  });
+  const counts: [string, keyof SessionStats, string][] = [
+    ['kvroute_router_session_hits_total', 'hits', "Requests sent to their session's bound rank."],
+    ['kvroute_router_session_binds_total', 'bindings', 'Sessions bound by a request routed by cost.'],
+    ['kvroute_router_session_invalidated_total', 'invalidated', 'Bindings dropped because their rank was gone or not allowed.'],
+    ['kvroute_router_session_expired_total', 'expired', 'Bindings dropped after their idle time.'],
+  ];
+  for (const [name, key, help] of counts) {
+    counter(name, help, [], (set, s) => {
+      if (s.router.sessions) set({}, s.router.sessions[key]);
     });
   }
 }

@@ -1,0 +1,40 @@
+/**
+ * The gateway's session affinity: a client's `X-Dynamo-Session-ID` (or `X-Kvroute-Session-Id`)
+ * keeps its requests on one worker when the router's `sessionAffinityTtlSecs` is set.
+ */
+import { describe, expect, test } from 'vitest';
+import { BACKENDS } from './helpers/backends.js';
+import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
+import { postJson } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
+import { waitFor } from './helpers/wait.js';
+
+closeFleetsAfterEach();
+
+const turn = (i: number) => `Turn ${i}: a question of its own, unlike any other turn's. `.repeat(3);
+
+describe.each(BACKENDS)('gateway session affinity (%s)', (backend) => {
+  test("a session's requests stay on the worker its first one went to; a request without a session goes by cost", async () => {
+    const f = await startFleet(backend, 3, { router: { sessionAffinityTtlSecs: 60 } });
+    const ask = (i: number, headers: Record<string, string>) =>
+      postJson(`${f.url}/v1/completions`, { prompt: turn(i), max_tokens: 2 }, headers);
+    const first = await ask(0, { 'x-dynamo-session-id': 'agent-1' });
+    expect(first.status).toBe(200);
+    const worker = first.headers.get('x-kvroute-worker');
+    await waitFor(() => f.gateway.router.stats().index.blocks > 0, "the first turn's blocks to be indexed");
+    // Unrelated prompts: by cost they would go to a worker with an emptier cache.
+    const alone = await ask(1, {});
+    expect(alone.headers.get('x-kvroute-worker')).not.toBe(worker);
+    for (let i = 2; i < 5; i++) {
+      const header = i % 2 === 0 ? 'x-dynamo-session-id' : 'x-kvroute-session-id';
+      const r = await ask(i, { [header]: 'agent-1' });
+      expect(r.headers.get('x-kvroute-worker'), `turn ${i}`).toBe(worker);
+    }
+    const page = await scrape(`${f.url}/metrics`);
+    expect(page.sum('kvroute_router_session_bindings')).toBe(1);
+    expect(page.sum('kvroute_router_session_hits_total')).toBe(3);
+    expect(page.sum('kvroute_router_session_binds_total')).toBe(1);
+    const tooLong = await ask(9, { 'x-dynamo-session-id': 's'.repeat(1025) });
+    expect([tooLong.status, tooLong.json.error.message]).toEqual([400, 'x-dynamo-session-id must be at most 1024 characters, got 1025']);
+  });
+});
