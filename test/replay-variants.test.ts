@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { generateTrace, type ReplayReport, replay, traceToJsonl } from '../ts/index.js';
+import { type CandidateScore, generateTrace, type ReplayReport, type RouteRequest, replay, traceToJsonl } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { ROOT, requireDist } from './helpers/dist.js';
 import { withoutWallClock } from './helpers/replay-report.js';
@@ -50,6 +50,26 @@ describe.each(BACKENDS)('replay variants on the %s backend', (backend) => {
     const reference = await replay({ trace: trace(), backend, ...fleet });
     expect(figures(report, 0)).toEqual(figures(reference, 0));
     expect(report.policies[1].workers.map((w) => w.requests)).toEqual([200, 0, 0, 0]);
+  });
+
+  test("a session's turns carry its id: with sessionAffinityTtlSecs every turn goes to its first turn's worker", async () => {
+    const seen = new Map<string, Set<bigint>>();
+    const recording = (candidates: readonly CandidateScore[], req: RouteRequest) => {
+      // The default choice would do; the first cheapest keeps this selector simple.
+      const i = candidates.reduce((best, c, j) => (c.cost < candidates[best].cost ? j : best), 0);
+      if (req.sessionId !== undefined) seen.set(req.sessionId, (seen.get(req.sessionId) ?? new Set()).add(candidates[i].workerId));
+      return i;
+    };
+    const workersPerSession = async (routerConfig: Record<string, unknown>) => {
+      seen.clear();
+      await replay({ trace: trace(), backend, ...fleet, policies: [{ name: 'recorded', selector: recording, routerConfig }] });
+      return [...seen.values()].map((w) => w.size);
+    };
+    const sticky = await workersPerSession({ sessionAffinityTtlSecs: 600 });
+    expect(sticky.length).toBeGreaterThan(20);
+    expect(sticky.every((n) => n === 1)).toBe(true);
+    // By cost alone some sessions' turns move between workers.
+    expect((await workersPerSession({})).some((n) => n > 1)).toBe(true);
   });
 
   test('bad policies are refused before any simulation, naming the policy', async () => {

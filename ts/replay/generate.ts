@@ -74,6 +74,7 @@ export function generateTrace(opts: GenerateTraceOptions = {}): Trace {
       inputLength: ids.length * traceBlockSize - rng.int(0, traceBlockSize - 1),
       outputLength: rng.int(16, 512),
       hashIds: ids,
+      sessionId: convo.session,
     });
     if (convo.turns >= turns) open.splice(open.indexOf(convo), 1);
     if (open.length > 64) open.shift();
@@ -91,7 +92,13 @@ export function traceToJsonl(trace: Trace): string {
     throw new KvRouteError('ERR_INVALID_ARG', `traceToJsonl needs a Trace, got ${describe(trace)}`);
   return `${trace.requests
     .map((r) =>
-      JSON.stringify({ timestamp: r.timestampMs, input_length: r.inputLength, output_length: r.outputLength, hash_ids: r.hashIds }),
+      JSON.stringify({
+        timestamp: r.timestampMs,
+        input_length: r.inputLength,
+        output_length: r.outputLength,
+        hash_ids: r.hashIds,
+        ...(r.sessionId === undefined ? {} : { session_id: r.sessionId }),
+      }),
     )
     .join('\n')}\n`;
 }

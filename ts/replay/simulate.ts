@@ -203,7 +203,9 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
         const router = routers.length === 1 ? routers[0] : routers[pick()];
         owner[uid] = router;
         const t0 = performance.now();
-        const routed = router.route({ requestId: String(uid), tokens, maxOutputTokens: req.outputLength });
+        // A session's turns carry its id: with `sessionAffinityTtlSecs` the router keeps them together.
+        const session = req.sessionId === undefined ? {} : { sessionId: req.sessionId };
+        const routed = router.route({ requestId: String(uid), tokens, maxOutputTokens: req.outputLength, ...session });
         routeWallMs += performance.now() - t0;
         pendingRoutes++;
         routed.then(
