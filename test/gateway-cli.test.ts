@@ -69,7 +69,11 @@ describe('kvroute serve as a command', () => {
     const a = await postJson(`${url}/v1/completions`, { prompt: `${prompt}one`, max_tokens: 3 });
     expect(a.status).toBe(200);
     await sleep(200);
-    const b = await sse(`${url}/v1/completions`, { prompt: `${prompt}two`, max_tokens: 3, stream: true, model: 'mock-model' });
+    const b = await sse(
+      `${url}/v1/completions`,
+      { prompt: `${prompt}two`, max_tokens: 3, stream: true, model: 'mock-model' },
+      { 'x-dynamo-session-id': 'agent-7' },
+    );
     expect(b.headers.get('x-kvroute-worker')).toBe(a.headers.get('x-kvroute-worker'));
     expect(Number(b.headers.get('x-kvroute-cached-tokens'))).toBeGreaterThan(0);
     serve.child.kill('SIGTERM');
@@ -82,7 +86,14 @@ describe('kvroute serve as a command', () => {
       .map((l) => JSON.parse(l));
     expect(lines.length).toBe(2);
     expect(lines[0]).toMatchObject({ model: null, salted: false });
-    expect(lines[1]).toMatchObject({ status: 200, stream: true, worker: a.headers.get('x-kvroute-worker'), model: 'mock-model' });
+    expect(lines[0]).not.toHaveProperty('sessionId');
+    expect(lines[1]).toMatchObject({
+      status: 200,
+      stream: true,
+      worker: a.headers.get('x-kvroute-worker'),
+      model: 'mock-model',
+      sessionId: 'agent-7',
+    });
     expect(serve.output()).not.toContain('shared prefix');
     for (const w of workers) w.child.kill('SIGTERM');
   });

@@ -239,6 +239,7 @@ export function finish(ctx: ProxyContext, outcome: Outcome, read: ReadRequest, p
       {
         reqId: outcome.id,
         ...(outcome.clientId === undefined ? {} : { clientRequestId: outcome.clientId }),
+        ...(read.sessionId === undefined ? {} : { sessionId: read.sessionId }),
         path,
         worker: outcome.worker === undefined ? null : String(outcome.worker),
         dpRank: outcome.dpRank ?? null,
