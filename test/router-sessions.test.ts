@@ -8,6 +8,7 @@ import { blockHashes, type KvRouter } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { expectKvError } from './helpers/errors.js';
 import { stored } from './helpers/events.js';
+import { Rng } from './helpers/random.js';
 import { routerSuite } from './helpers/routers.js';
 
 const BS = 4;
@@ -79,6 +80,105 @@ describe.each(BACKENDS)('session affinity (%s)', (backend) => {
     expect(where(await r.route({ requestId: 'e', tokens: ONE, sessionId: 's', pinnedWorker: { workerId: 3 } }))).toBe('3:0');
     expect(where(await r.route({ requestId: 'f', tokens: TWO, sessionId: 's' }))).toBe('1:0');
     expect(r.stats().sessions).toMatchObject({ bound: 1, bindings: 3 });
+  });
+
+  test('seeded: every decision and counter matches a simple model of bindings, activity and idle time', async () => {
+    for (let seed = 1; seed <= 8; seed++) {
+      const rng = new Rng(seed);
+      const ttl = 1000 * (1 + rng.int(30));
+      // Requests never expire here: the model frees them only when the test does.
+      const r = make({ sessionAffinityTtlSecs: ttl / 1000, requestExpirySecs: 1e9 });
+      const workers = new Map<number, number>([
+        [1, 1],
+        [2, 2],
+        [3, 1],
+      ]);
+      for (const [w, dp] of workers) r.addWorker(w, { dataParallelSize: dp });
+      // The model: a session's rank, its requests in flight and since when it has been idle.
+      const bound = new Map<string, { at: string; active: Set<string>; idleSince: number }>();
+      const inFlight = new Map<string, { session: string | undefined; worker: number }>();
+      const counts = { hits: 0, bindings: 0, invalidated: 0, expired: 0 };
+      const live = (s: string) => {
+        const b = bound.get(s);
+        if (b && b.active.size === 0 && clock.now - b.idleSince >= ttl) {
+          bound.delete(s);
+          counts.expired++;
+          return undefined;
+        }
+        return b;
+      };
+      const release = (id: string) => {
+        const session = inFlight.get(id)?.session;
+        inFlight.delete(id);
+        const b = session === undefined ? undefined : bound.get(session);
+        if (b?.active.delete(id) && b.active.size === 0) b.idleSince = clock.now;
+      };
+      let next = 0;
+      for (let step = 0; step < 300; step++) {
+        const action = rng.int(10);
+        clock.now += rng.int(3) === 0 ? rng.int(2 * ttl) : rng.int(200);
+        if (action < 5) {
+          const id = `r${next++}`;
+          const session = rng.int(4) === 0 ? undefined : `s${rng.int(6)}`;
+          const allowed = rng.int(4) === 0 ? [rng.pick([...workers.keys()])] : undefined;
+          const b = session === undefined ? undefined : live(session);
+          let expected: string | undefined;
+          if (b) {
+            const [w, dp] = b.at.split(':').map(Number);
+            if ((workers.get(w) ?? 0) > dp && (!allowed || allowed.includes(w))) {
+              expected = b.at;
+              counts.hits++;
+            } else {
+              bound.delete(session as string);
+              counts.invalidated++;
+            }
+          }
+          const d = await r.route({
+            requestId: id,
+            tokens: tokens(rng.int(40) * 4, 8),
+            ...(session ? { sessionId: session } : {}),
+            ...(allowed ? { allowedWorkers: allowed } : {}),
+          });
+          const at = where(d);
+          if (expected !== undefined) expect(at, `seed ${seed} step ${step}`).toBe(expected);
+          if (allowed) expect(allowed).toContain(Number(d.workerId));
+          inFlight.set(id, { session, worker: Number(d.workerId) });
+          if (session !== undefined) {
+            if (!bound.has(session)) {
+              bound.set(session, { at, active: new Set(), idleSince: clock.now });
+              counts.bindings++;
+            }
+            bound.get(session)?.active.add(id);
+          }
+        } else if (action < 8 && inFlight.size > 0) {
+          const id = rng.pick([...inFlight.keys()]);
+          r.free(id);
+          release(id);
+        } else if (action === 8) {
+          // A worker leaves (its requests go with it) or comes back.
+          const w = rng.pick([1, 2, 3]);
+          if (workers.has(w) && workers.size > 1) {
+            r.removeWorker(w);
+            workers.delete(w);
+            for (const [s, b] of bound) {
+              if (b.at.startsWith(`${w}:`) && live(s)) {
+                bound.delete(s);
+                counts.invalidated++;
+              }
+            }
+            for (const [id, f] of [...inFlight]) if (f.worker === w) release(id);
+          } else if (!workers.has(w)) {
+            const dp = 1 + rng.int(2);
+            r.addWorker(w, { dataParallelSize: dp });
+            workers.set(w, dp);
+          }
+        } else {
+          const stats = r.stats().sessions;
+          for (const s of [...bound.keys()]) live(s);
+          expect(stats, `seed ${seed} step ${step}`).toEqual({ bound: bound.size, ...counts });
+        }
+      }
+    }
   });
 
   test('without sessionAffinityTtlSecs a session id changes nothing; bad ids and TTLs are typed errors', async () => {

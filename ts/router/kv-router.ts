@@ -186,7 +186,7 @@ export class KvRouter {
     this.open();
     const id = checkWorkerId(workerId);
     this.workers.delete(id);
-    this.sessions?.dropWorker(id);
+    this.sessions?.dropWorker(id, this.opts.now());
     this.index.removeWorker(id);
     for (const handle of this.core.removeWorker(id)) if (this.forget(handle)) this.counts.droppedWithWorker++;
     this.drain();

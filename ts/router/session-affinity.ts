@@ -92,10 +92,12 @@ export class SessionAffinity {
     if (binding.active === 0) binding.idleSince = now;
   }
 
-  /** The worker left: the sessions bound to it route by cost again. */
-  dropWorker(workerId: bigint): void {
+  /** The worker left: the sessions bound to it route by cost again (one already idle past the TTL counts as expired). */
+  dropWorker(workerId: bigint, now: number): void {
     for (const [id, b] of this.sessions) {
-      if (b.workerId === workerId) {
+      if (b.workerId !== workerId) continue;
+      if (this.idleExpired(b, now)) this.drop(id);
+      else {
         this.sessions.delete(id);
         this.counts.invalidated++;
       }
