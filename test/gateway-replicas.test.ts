@@ -6,6 +6,7 @@ import { ROOT, requireDist } from './helpers/dist.js';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
 import { NatsServer } from './helpers/nats-server.js';
+import { scrape } from './helpers/prometheus.js';
 import { waitFor } from './helpers/wait.js';
 
 const children: ChildProcess[] = [];
@@ -79,11 +80,24 @@ describe('kvroute serve replicas', () => {
     const settle = Date.now() + 10_000;
     while ((await stats(b)).replicas?.remoteInFlight !== 0 && Date.now() < settle) await new Promise((r) => setTimeout(r, 20));
     expect((await stats(b)).replicas?.remoteInFlight).toBe(0);
+    // The sync in each gateway's metrics: A published the booking and its free, B heard them.
+    const [ma, mb] = await Promise.all([scrape(`${a}/metrics`), scrape(`${b}/metrics`)]);
+    for (const m of [ma, mb]) {
+      expect([m.sum('kvroute_replica_connected'), m.sum('kvroute_replica_peers'), m.sum('kvroute_replica_outages_total')]).toEqual([
+        1, 1, 0,
+      ]);
+      expect(m.sum('kvroute_replica_messages_rejected_total')).toBe(0);
+    }
+    expect(ma.sum('kvroute_replica_messages_published_total')).toBeGreaterThan(0);
+    expect(ma.sum('kvroute_replica_published_bytes_total')).toBeGreaterThan(ma.sum('kvroute_replica_messages_published_total'));
+    expect(mb.sum('kvroute_replica_messages_received_total')).toBeGreaterThan(0);
 
     // A third gateway without replay sockets would start with an empty index; warm-started from A
     // it knows A's blocks at once and sends the same prefix to the same worker, with a cache hit.
     const c = await serve(['--block-size', '16', ...fleet(false), '--warm-start-from', a]);
     expect((await stats(c)).index.blocks).toBe((await stats(a)).index.blocks);
+    // Without replicas the sync's counters stay 0.
+    expect((await scrape(`${c}/metrics`)).sum('kvroute_replica_messages_published_total')).toBe(0);
     const again = await postJson(`${c}/v1/completions`, { prompt: `${prompt}and another`, max_tokens: 2 });
     expect(again.status).toBe(200);
     expect(again.headers.get('x-kvroute-worker')).toBe(worker);

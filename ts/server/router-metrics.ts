@@ -9,9 +9,7 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import { KvRouteError } from '../errors.js';
 import type { IndexStats } from '../kv-index.js';
-import type { ReplicaStats } from '../replicas/sync.js';
 import { KvRouter } from '../router/kv-router.js';
-import type { SessionStats } from '../router/session-affinity.js';
 import type { RankLoad, RouterStats } from '../router/types.js';
 
 interface Snapshot {
@@ -204,7 +202,7 @@ type CounterFn = (
   fill: (set: (labels: Record<string, string | number>, v: number) => void, s: Snapshot) => void,
 ) => Counter;
 
-/** The replica load sync (`replicas` configured; absent otherwise, so nothing is exported). */
+/** The replica load sync (`replicas` configured; its metrics stay 0 otherwise). */
 function replicaMetrics(gauge: GaugeFn, counter: CounterFn): void {
   gauge('kvroute_replica_connected', 'Whether the replica sync is connected (1) or routing on local load only (0).', [], (g, s) => {
     const r = s.router.replicas;
@@ -216,7 +214,7 @@ function replicaMetrics(gauge: GaugeFn, counter: CounterFn): void {
   gauge('kvroute_replica_remote_in_flight_requests', "Peers' requests counted in this replica's load.", [], (g, s) => {
     if (s.router.replicas) g.set(s.router.replicas.remoteInFlight);
   });
-  const counts: [string, keyof ReplicaStats, string][] = [
+  partCounters(counter, (s) => s.router.replicas, [
     ['kvroute_replica_outages_total', 'outages', 'Times the connection to the sync transport was lost.'],
     ['kvroute_replica_messages_published_total', 'messagesPublished', 'Sync messages published.'],
     ['kvroute_replica_published_bytes_total', 'bytesPublished', 'Bytes of sync messages published.'],
@@ -229,28 +227,28 @@ function replicaMetrics(gauge: GaugeFn, counter: CounterFn): void {
     ['kvroute_replica_repaired_total', 'repaired', 'Remote bookings freed by a full state (their free was lost).'],
     ['kvroute_replica_lease_expiries_total', 'leaseExpiries', 'Peers dropped because their lease ran out.'],
     ['kvroute_replica_expired_bookings_total', 'expiredBookings', 'Remote bookings dropped with an expired peer.'],
-  ];
-  for (const [name, key, help] of counts) {
-    counter(name, help, [], (set, s) => {
-      if (s.router.replicas) set({}, s.router.replicas[key] as number);
-    });
-  }
+  ]);
 }
 
-/** Session affinity (`sessionAffinityTtlSecs` set; absent otherwise, so nothing is exported). */
+/** Session affinity (`sessionAffinityTtlSecs` set; its metrics stay 0 otherwise). */
 function sessionMetrics(gauge: GaugeFn, counter: CounterFn): void {
   gauge('kvroute_router_session_bindings', 'Sessions bound to a (worker, dp rank) now.', [], (g, s) => {
     if (s.router.sessions) g.set(s.router.sessions.bound);
   });
-  const counts: [string, keyof SessionStats, string][] = [
+  partCounters(counter, (s) => s.router.sessions, [
     ['kvroute_router_session_hits_total', 'hits', "Requests sent to their session's bound rank."],
     ['kvroute_router_session_binds_total', 'bindings', 'Sessions bound by a request routed by cost.'],
     ['kvroute_router_session_invalidated_total', 'invalidated', 'Bindings dropped because their rank was gone or not allowed.'],
     ['kvroute_router_session_expired_total', 'expired', 'Bindings dropped after their idle time.'],
-  ];
+  ]);
+}
+
+/** Counters of an optional part of the router's stats, left at 0 while it is absent. */
+function partCounters<T>(counter: CounterFn, part: (s: Snapshot) => T | undefined, counts: [string, keyof T, string][]): void {
   for (const [name, key, help] of counts) {
     counter(name, help, [], (set, s) => {
-      if (s.router.sessions) set({}, s.router.sessions[key]);
+      const p = part(s);
+      if (p) set({}, p[key] as number);
     });
   }
 }
