@@ -39,7 +39,17 @@ describe.each(BACKENDS)('session affinity (%s)', (backend) => {
     // Another session binds where its own first request goes.
     expect(where(await r.route({ requestId: 'd', tokens: TWO, sessionId: 't' }))).toBe('2:1');
     expect(where(await r.route({ requestId: 'e', tokens: ONE, sessionId: 't' }))).toBe('2:1');
-    expect(r.stats().sessions).toEqual({ bound: 2, hits: 2, bindings: 2, invalidated: 0, expired: 0 });
+    expect(r.stats().sessions).toEqual({
+      bound: 2,
+      hits: 2,
+      bindings: 2,
+      invalidated: 0,
+      expired: 0,
+      peerUpdates: 0,
+      adopted: 0,
+      superseded: 0,
+      stalePeerUpdates: 0,
+    });
     // In flight for longer than the TTL: an active session does not expire.
     clock.now += 120_000;
     expect(where(await r.route({ requestId: 'f', tokens: TWO, sessionId: 's' }))).toBe('1:0');
@@ -97,7 +107,7 @@ describe.each(BACKENDS)('session affinity (%s)', (backend) => {
       // The model: a session's rank, its requests in flight and since when it has been idle.
       const bound = new Map<string, { at: string; active: Set<string>; idleSince: number }>();
       const inFlight = new Map<string, { session: string | undefined; worker: number }>();
-      const counts = { hits: 0, bindings: 0, invalidated: 0, expired: 0 };
+      const counts = { hits: 0, bindings: 0, invalidated: 0, expired: 0, peerUpdates: 0, adopted: 0, superseded: 0, stalePeerUpdates: 0 };
       const live = (s: string) => {
         const b = bound.get(s);
         if (b && b.active.size === 0 && clock.now - b.idleSince >= ttl) {

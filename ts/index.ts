@@ -77,7 +77,7 @@ export type {
   WorkerScore,
 } from './kv-index.js';
 export { KvIndex } from './kv-index.js';
-export { MAX_BLOCKS_PER_EVENT, MAX_RANKS_PER_WORKER, MAX_TOKENS_PER_REQUEST, MAX_WORKERS } from './limits.js';
+export { MAX_BLOCKS_PER_EVENT, MAX_RANKS_PER_WORKER, MAX_SESSION_ID_LENGTH, MAX_TOKENS_PER_REQUEST, MAX_WORKERS } from './limits.js';
 export type {
   CrashFault,
   DropEventsFault,

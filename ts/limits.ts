@@ -16,6 +16,12 @@ export const MAX_WORKERS = 65_536;
  */
 export const MAX_RANKS_PER_WORKER = 1024;
 /**
+ * Characters of a session id (`RouteRequest.sessionId`, the gateway's session header, a peer's
+ * binding).
+ * @group Limits
+ */
+export const MAX_SESSION_ID_LENGTH = 1024;
+/**
  * Tokens in one request (16 Mi: far beyond any model's context).
  * @group Limits
  */

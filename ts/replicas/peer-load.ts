@@ -182,6 +182,7 @@ export class PeerLoad {
         this.drop(p);
         break;
       case 'join':
+      case 'sessions': // the sync hands bindings to session affinity; here they only prove the peer alive
         break;
     }
   }

@@ -10,6 +10,12 @@
  * - A replica crashes: its peers drop its load within `leaseMs`.
  * - Partition: each side sees the other's load lapse, as for a crash, and converges on heal.
  * - Clock skew: nothing on the wire is a time; leases run on each receiver's own clock.
+ *
+ * With session affinity, bindings travel too (`sessions` messages, batched like the changes). A
+ * replica that joins or reconnects gets every peer's table of live bindings; a lost update is not
+ * repaired (bindings settle by their stamps, and a session bound differently here only routes by
+ * its own binding until a peer's later one arrives). Session messages carry the sequence number
+ * of the sender's last other message, so they never look like a gap to any peer.
  */
 
 import { randomInt } from 'node:crypto';
@@ -17,7 +23,16 @@ import { NatsTransport } from './nats-transport.js';
 import type { ResolvedReplicaOptions } from './options.js';
 import { type LoadLedger, type PeerCounters, PeerLoad } from './peer-load.js';
 import type { ReplicaTransport } from './transport.js';
-import { bookingBytes, decodeMessage, encodeMessage, type WireBody, type WireBooking, type WireOp } from './wire.js';
+import {
+  bookingBytes,
+  decodeMessage,
+  encodeMessage,
+  sessionBytes,
+  type WireBody,
+  type WireBooking,
+  type WireOp,
+  type WireSession,
+} from './wire.js';
 
 /** A state message carries at most about this many bytes (NATS's default payload limit is 1 MiB). */
 const STATE_CHUNK_BYTES = 256 * 1024;
@@ -51,6 +66,18 @@ export interface ReplicaStats extends PeerCounters {
   messagesRejected: number;
   /** Full states published (on join, reconnect, request and every `resyncMs`). */
   statesPublished: number;
+  /** Session bindings published (made, used or gone idle here, or in a table for a joining peer). */
+  sessionUpdatesPublished: number;
+  /** Peers' session bindings received (see `KvRouter.stats().sessions` for what became of them). */
+  sessionUpdatesReceived: number;
+}
+
+/** Session affinity's side of the sync (see session-affinity.ts). @internal */
+export interface SessionLedger {
+  /** Every live binding, for a peer that joins. */
+  table(): WireSession[];
+  /** Peers' bindings. */
+  merge(updates: readonly WireSession[]): void;
 }
 
 interface OwnBooking {
@@ -66,6 +93,10 @@ export class ReplicaSync {
   private seq = 0;
   private readonly own = new Map<number, OwnBooking>();
   private outbox: WireOp[] = [];
+  /** Session updates to publish, the latest per session. */
+  private sessionOutbox = new Map<string, WireSession>();
+  private lastTableAt = Number.NEGATIVE_INFINITY;
+  private tableTimer: NodeJS.Timeout | undefined;
   private flushScheduled: NodeJS.Immediate | NodeJS.Timeout | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private lastStateAt = Number.NEGATIVE_INFINITY;
@@ -83,6 +114,8 @@ export class ReplicaSync {
     bytesReceived: 0,
     messagesRejected: 0,
     statesPublished: 0,
+    sessionUpdatesPublished: 0,
+    sessionUpdatesReceived: 0,
   };
 
   constructor(
@@ -90,6 +123,8 @@ export class ReplicaSync {
     ledger: LoadLedger,
     renewEveryMs: number,
     private readonly onLoadDropped: () => void,
+    /** Session affinity's bindings, shared with the peers (before the transport starts: a bus delivers at once). */
+    private readonly sessions?: SessionLedger,
   ) {
     this.transport = opts.transport ?? new NatsTransport(opts.nats as NonNullable<ResolvedReplicaOptions['nats']>);
     this.peers = new PeerLoad(ledger, opts.leaseMs, renewEveryMs, (replicaId, instance) =>
@@ -105,6 +140,12 @@ export class ReplicaSync {
 
   get replicaId(): string {
     return this.opts.replicaId;
+  }
+
+  /** A session binding was made, used or went idle here. */
+  sessionChanged(b: WireSession): void {
+    this.sessionOutbox.set(b.sessionId, b);
+    this.schedule();
   }
 
   /** Whether a router handle is a peer's booking. */
@@ -134,6 +175,10 @@ export class ReplicaSync {
 
   private queue(op: WireOp): void {
     this.outbox.push(op);
+    this.schedule();
+  }
+
+  private schedule(): void {
     if (this.transport.synchronous) {
       this.flush();
       return;
@@ -145,26 +190,76 @@ export class ReplicaSync {
   /** Publishes the queued changes as one message. */
   flush(): void {
     this.flushScheduled = undefined;
-    if (this.outbox.length === 0) return;
-    const ops = this.outbox;
-    this.outbox = [];
-    this.send({ kind: 'ops', ops });
+    if (this.outbox.length > 0) {
+      const ops = this.outbox;
+      this.outbox = [];
+      this.send({ kind: 'ops', ops });
+    }
+    if (this.sessionOutbox.size > 0) {
+      const sessions = [...this.sessionOutbox.values()];
+      this.sessionOutbox.clear();
+      this.sendSessions(sessions);
+    }
   }
 
-  private send(body: WireBody, seq?: number): void {
+  /** Publishes session bindings in parts of about `STATE_CHUNK_BYTES`, without a sequence number of their own. */
+  private sendSessions(sessions: WireSession[]): void {
+    let part: WireSession[] = [];
+    let bytes = 0;
+    const send = () => {
+      if (part.length === 0) return;
+      if (this.send({ kind: 'sessions', sessions: part }, this.seq)) this.counts.sessionUpdatesPublished += part.length;
+      part = [];
+      bytes = 0;
+    };
+    for (const s of sessions) {
+      const size = sessionBytes(s);
+      if (bytes + size > STATE_CHUNK_BYTES) send();
+      part.push(s);
+      bytes += size;
+    }
+    send();
+  }
+
+  /** Publishes one message; false when it was lost (disconnected). */
+  private send(body: WireBody, seq?: number): boolean {
     if (!this.connected) {
-      // Lost anyway: the state published on reconnect carries it.
-      if (body.kind === 'ops') this.counts.publishErrors++;
-      return;
+      // Lost anyway: the state (and session table) published on reconnect carries it.
+      if (body.kind === 'ops' || body.kind === 'sessions') this.counts.publishErrors++;
+      return false;
     }
     const data = encodeMessage({ replicaId: this.opts.replicaId, instance: this.instance, seq: seq ?? ++this.seq, ...body });
     try {
       this.transport.publish(data);
       this.counts.messagesPublished++;
       this.counts.bytesPublished += data.byteLength;
+      return true;
     } catch {
       this.counts.publishErrors++;
+      return false;
     }
+  }
+
+  /**
+   * Publishes this replica's live session bindings for peers that joined. At most once per
+   * heartbeat: a fleet that reconnects at once sends many joins, and the joins of one window are
+   * answered by one table at its end.
+   */
+  private publishSessionTable(): void {
+    if (!this.sessions || this.tableTimer || this.closed) return;
+    const wait = this.lastTableAt + this.opts.heartbeatMs - Date.now();
+    if (wait > 0) {
+      this.tableTimer = setTimeout(() => {
+        this.tableTimer = undefined;
+        this.publishSessionTable();
+      }, wait);
+      this.tableTimer.unref();
+      return;
+    }
+    const table = this.sessions.table();
+    if (table.length === 0) return;
+    this.lastTableAt = Date.now();
+    this.sendSessions(table);
   }
 
   /** Publishes this replica's whole in-flight set, in parts of about `STATE_CHUNK_BYTES`. */
@@ -206,6 +301,11 @@ export class ReplicaSync {
     if (m.replicaId === this.opts.replicaId && m.instance === this.instance) return; // an echo
     const before = this.peers.inFlight;
     this.peers.receive(m);
+    if (m.kind === 'sessions') {
+      this.counts.sessionUpdatesReceived += m.sessions.length;
+      this.sessions?.merge(m.sessions);
+    }
+    if (m.kind === 'join' && !m.target) this.publishSessionTable();
     if (m.kind === 'join' && (!m.target || (m.target.replicaId === this.opts.replicaId && m.target.instance === this.instance)))
       this.publishState();
     if (this.peers.inFlight < before) this.onLoadDropped();
@@ -222,6 +322,7 @@ export class ReplicaSync {
     // Joining (or rejoining after an outage): ask every peer for its state and publish ours.
     this.send({ kind: 'join' });
     this.publishState();
+    this.publishSessionTable();
     this.readyResolve?.();
   }
 
@@ -256,6 +357,7 @@ export class ReplicaSync {
     this.send({ kind: 'leave' });
     this.closed = true;
     clearInterval(this.heartbeat);
+    clearTimeout(this.tableTimer);
     if (this.flushScheduled) {
       clearTimeout(this.flushScheduled as NodeJS.Timeout);
       clearImmediate(this.flushScheduled as NodeJS.Immediate);

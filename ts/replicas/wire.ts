@@ -13,19 +13,27 @@
  * kind 2   state:     body = [part, parts, [book, ...]]   (the sender's whole in-flight set as of seq)
  * kind 3   join:      body = [] or [targetReplicaId, targetInstance]   (asks for state)
  * kind 4   leave:     body = []
+ * kind 5   sessions:  body = [binding, ...]
+ *   binding         = [sessionId, workerId (decimal string), dpRank, stamp, origin, idleMs]
  * ```
  *
  * `key` is the sending router's request handle: unique per router instance and never reused, so
  * a request id used again later is a new key, and duplicates are recognised by (replica, key).
+ *
+ * Session bindings travel in their own kind, so a peer of an older kvroute rejects (and counts)
+ * only those messages and still applies the load. A binding is idempotent: `stamp` (a Lamport
+ * counter) and `origin` (the replica that bound it) order competing bindings of one session the
+ * same way on every replica, and `idleMs` is how long the sender has seen it idle (0: in use).
  */
 
 import { KvRouteError } from '../errors.js';
 import { loadOptional } from '../js/ingest/deps.js';
+import { MAX_SESSION_ID_LENGTH } from '../limits.js';
 
 type Msgpackr = typeof import('msgpackr');
 
 /** The message kinds. @internal */
-export const Kind = { ops: 0, heartbeat: 1, state: 2, join: 3, leave: 4 } as const;
+export const Kind = { ops: 0, heartbeat: 1, state: 2, join: 3, leave: 4, sessions: 5 } as const;
 
 /** A booking as published. @internal */
 export interface WireBooking {
@@ -37,6 +45,19 @@ export interface WireBooking {
   unshared: number;
 }
 
+/** A session's binding as published (see session-affinity.ts). @internal */
+export interface WireSession {
+  sessionId: string;
+  workerId: bigint;
+  dpRank: number;
+  /** Lamport counter of the binding: a later binding of the session has a higher one. */
+  stamp: number;
+  /** The replica that bound it (breaks ties between equal stamps). */
+  origin: string;
+  /** How long the sender has seen the session idle, ms (0 while a request of it is in flight). */
+  idleMs: number;
+}
+
 /** One change of a replica's in-flight set. @internal */
 export type WireOp = { op: 'book'; booking: WireBooking } | { op: 'prefill'; key: number } | { op: 'free'; key: number };
 
@@ -46,7 +67,8 @@ export type WireBody =
   | { kind: 'heartbeat'; inFlight: number }
   | { kind: 'state'; part: number; parts: number; bookings: WireBooking[] }
   | { kind: 'join'; target?: { replicaId: string; instance: number } }
-  | { kind: 'leave' };
+  | { kind: 'leave' }
+  | { kind: 'sessions'; sessions: WireSession[] };
 
 /** @internal */
 export type WireMessage = { replicaId: string; instance: number; seq: number } & WireBody;
@@ -54,6 +76,8 @@ export type WireMessage = { replicaId: string; instance: number; seq: number } &
 const VERSION = 1;
 /** A peer's booking holds at most this many blocks (a 16M-token prompt at block size 16). */
 const MAX_BLOCKS = 1 << 20;
+/** The longest replica id. */
+const MAX_REPLICA_ID = 128;
 
 let packr: InstanceType<Msgpackr['Packr']> | undefined;
 
@@ -82,6 +106,8 @@ function bodyTuple(m: WireBody): [number, unknown[]] {
       return [Kind.join, m.target ? [m.target.replicaId, m.target.instance] : []];
     case 'leave':
       return [Kind.leave, []];
+    case 'sessions':
+      return [Kind.sessions, m.sessions.map((b) => [b.sessionId, b.workerId.toString(), b.dpRank, b.stamp, b.origin, b.idleMs])];
   }
 }
 
@@ -89,6 +115,11 @@ function bodyTuple(m: WireBody): [number, unknown[]] {
 export function encodeMessage(m: WireMessage): Uint8Array {
   const [kind, body] = bodyTuple(m);
   return codec().pack([VERSION, kind, m.replicaId, m.instance, m.seq, body]);
+}
+
+/** The estimated encoded size of a session binding, for chunking tables. @internal */
+export function sessionBytes(b: WireSession): number {
+  return 48 + b.sessionId.length * 3 + b.origin.length;
 }
 
 /** The estimated encoded size of a booking, for chunking states. @internal */
@@ -112,12 +143,22 @@ function array(v: unknown, what: string): unknown[] {
   return v;
 }
 
+function workerIdOf(v: unknown): bigint {
+  if (typeof v !== 'string' || !/^(0|[1-9][0-9]{0,19})$/.test(v)) fail('workerId must be a decimal u64 string');
+  const workerId = BigInt(v);
+  if (workerId > 0xffff_ffff_ffff_ffffn) fail('workerId is out of the u64 range');
+  return workerId;
+}
+
+function text(v: unknown, what: string, max: number): string {
+  if (typeof v !== 'string' || v.length === 0 || v.length > max) fail(`${what} must be a string of 1-${max} characters`);
+  return v;
+}
+
 function decodeBooking(v: unknown): WireBooking {
   const t = array(v, 'a booking');
   if (t.length !== 7 || t[0] !== 0) fail('a booking must be [0, key, workerId, dpRank, prefillTokens, blocks, unshared]');
-  if (typeof t[2] !== 'string' || !/^(0|[1-9][0-9]{0,19})$/.test(t[2])) fail('workerId must be a decimal u64 string');
-  const workerId = BigInt(t[2]);
-  if (workerId > 0xffff_ffff_ffff_ffffn) fail('workerId is out of the u64 range');
+  const workerId = workerIdOf(t[2]);
   const bytes = t[5];
   if (!(bytes instanceof Uint8Array) || bytes.byteLength % 8 !== 0 || bytes.byteLength > 8 * MAX_BLOCKS)
     fail('blocks must be a byte string of little-endian u64s');
@@ -130,6 +171,19 @@ function decodeBooking(v: unknown): WireBooking {
     prefillTokens: count(t[4], 'prefillTokens'),
     blocks,
     unshared: count(t[6], 'unshared', MAX_BLOCKS),
+  };
+}
+
+function decodeSession(v: unknown): WireSession {
+  const t = array(v, 'a session binding');
+  if (t.length !== 6) fail('a session binding must be [sessionId, workerId, dpRank, stamp, origin, idleMs]');
+  return {
+    sessionId: text(t[0], 'sessionId', MAX_SESSION_ID_LENGTH),
+    workerId: workerIdOf(t[1]),
+    dpRank: count(t[2], 'dpRank', 0xffff_ffff),
+    stamp: count(t[3], 'stamp'),
+    origin: text(t[4], 'origin', MAX_REPLICA_ID),
+    idleMs: count(t[5], 'idleMs'),
   };
 }
 
@@ -157,6 +211,8 @@ function decodeBody(kind: unknown, body: unknown[]): WireBody {
       return { kind: 'join', target: { replicaId: body[0], instance: count(body[1], 'instance', 0xffff_ffff) } };
     case Kind.leave:
       return { kind: 'leave' };
+    case Kind.sessions:
+      return { kind: 'sessions', sessions: body.map(decodeSession) };
     default:
       fail(`unknown message kind ${String(kind)}`);
   }
@@ -178,8 +234,11 @@ export function decodeMessage(data: Uint8Array): WireMessage {
     const t = array(raw, 'a message');
     if (t[0] !== VERSION) fail(`unsupported version ${String(t[0])} (this kvroute speaks ${VERSION})`);
     if (t.length !== 6) fail('a message must be [version, kind, replicaId, instance, seq, body]');
-    if (typeof t[2] !== 'string' || t[2].length === 0 || t[2].length > 128) fail('replicaId must be a string of 1-128 characters');
-    const head = { replicaId: t[2], instance: count(t[3], 'instance', 0xffff_ffff), seq: count(t[4], 'seq') };
+    const head = {
+      replicaId: text(t[2], 'replicaId', MAX_REPLICA_ID),
+      instance: count(t[3], 'instance', 0xffff_ffff),
+      seq: count(t[4], 'seq'),
+    };
     return { ...head, ...decodeBody(t[1], array(t[5], 'body')) };
   } catch (err) {
     throw new KvRouteError('ERR_INVALID_EVENT', `replica sync message rejected: ${(err as Error).message}`, { cause: err });

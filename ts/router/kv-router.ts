@@ -124,7 +124,8 @@ export class KvRouter {
           );
     this.rng = new SeededRandom(o.seed);
     this.sessions = o.sessionAffinityTtlMs === null ? undefined : new SessionAffinity(o.sessionAffinityTtlMs);
-    this.replicas = o.replicas && new ReplicaLink(o.replicas, o, this.core, { next: () => this.nextHandle++, drain: () => this.drain() });
+    const hooks = { next: () => this.nextHandle++, drain: () => this.drain() };
+    this.replicas = o.replicas && new ReplicaLink(o.replicas, o, this.core, hooks, this.sessions);
   }
 
   /**

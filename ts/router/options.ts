@@ -100,8 +100,9 @@ export interface KvRouterOptions {
   /**
    * Keep a session's requests (`req.sessionId`) on the (worker, dp rank) its first booked request
    * went to, until the session has been idle (none of its requests in flight) this many seconds:
-   * Dynamo's session affinity (`router_session_affinity_ttl_secs`, at most a year). Default
-   * `null`: off, and `sessionId` is only an identity.
+   * Dynamo's session affinity (`router_session_affinity_ttl_secs`, at most a year). With
+   * `replicas`, the replicas share their bindings. Default `null`: off, and `sessionId` is only an
+   * identity.
    */
   sessionAffinityTtlSecs?: number | null;
   /** Learn cache contents from workers' KV events. `false`: approximate mode, predicting them from routing decisions. Default true. */

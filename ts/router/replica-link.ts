@@ -1,7 +1,8 @@
 /**
  * The router's side of the replica load sync: turns its bookings into sync messages and peers'
  * messages into remote bookings in its router core, so remote load is weighed exactly like local
- * load (shared prefixes still count once per rank).
+ * load (shared prefixes still count once per rank); with session affinity, it carries the
+ * session bindings both ways too.
  * @internal
  * @module
  */
@@ -10,6 +11,7 @@ import type { RouterCoreBackend } from '../backend-types.js';
 import type { ResolvedReplicaOptions } from '../replicas/options.js';
 import { type ReplicaStats, ReplicaSync } from '../replicas/sync.js';
 import type { ResolvedRouterOptions } from './options.js';
+import type { SessionAffinity } from './session-affinity.js';
 
 /** What the link calls back in its router. */
 export interface RouterHooks {
@@ -28,6 +30,7 @@ export class ReplicaLink {
     private readonly router: ResolvedRouterOptions,
     private readonly core: RouterCoreBackend,
     hooks: RouterHooks,
+    sessions: SessionAffinity | undefined,
   ) {
     const now = (): number => router.now();
     this.sync = new ReplicaSync(
@@ -59,7 +62,9 @@ export class ReplicaLink {
       // Renewed well before the router's own expiry sweep could free a live peer's request.
       router.requestExpiryMs / 4,
       hooks.drain,
+      sessions && { table: () => sessions.table(now()), merge: (updates) => sessions.merge(updates, now()) },
     );
+    sessions?.share({ origin: opts.replicaId, publish: (b) => this.sync.sessionChanged(b) });
   }
 
   get ready(): Promise<void> {

@@ -7,6 +7,7 @@
 import { KvRouteError } from '../errors.js';
 import { parseBlockHashOptions } from '../hashing.js';
 import { checkDpRank, checkWorkerId } from '../kv-index.js';
+import { MAX_SESSION_ID_LENGTH } from '../limits.js';
 import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
 import { prefillWeights } from './cost-weights.js';
 import type { ResolvedRouterOptions } from './options.js';
@@ -89,8 +90,11 @@ export function prepareRequest(req: RouteRequest, defaults: RequestDefaults): Pr
       );
   }
   const sessionId = r.sessionId;
-  if (sessionId !== undefined && (typeof sessionId !== 'string' || sessionId.length === 0 || sessionId.length > 1024))
-    throw new KvRouteError('ERR_INVALID_ARG', `req.sessionId must be a string of 1 to 1024 characters, got ${describe(sessionId)}`);
+  if (sessionId !== undefined && (typeof sessionId !== 'string' || sessionId.length === 0 || sessionId.length > MAX_SESSION_ID_LENGTH))
+    throw new KvRouteError(
+      'ERR_INVALID_ARG',
+      `req.sessionId must be a string of 1 to ${MAX_SESSION_ID_LENGTH} characters, got ${describe(sessionId)}`,
+    );
   if (r.signal !== undefined && !(r.signal instanceof AbortSignal))
     throw new KvRouteError('ERR_INVALID_ARG', 'req.signal must be an AbortSignal');
   const allowed = r.allowedWorkers === undefined ? undefined : workerIdSet(r.allowedWorkers, 'req.allowedWorkers');

@@ -5,11 +5,21 @@
  * stay where their KV cache grows even when a cost would send one elsewhere. A binding never
  * expires while one of its requests is in flight; once the last one ends, it lives `ttlMs` of
  * router clock more. A binding whose rank is gone or not allowed for a request is dropped, and
- * that request binds the session anew where it is routed. Bindings are this router's own: router
- * replicas do not share them.
+ * that request binds the session anew where it is routed.
+ *
+ * Router replicas share their bindings (see {@link SessionPeers}): a replica publishes a binding
+ * when it makes one and when a request of the session starts or ends on it; a
+ * peer adopts it unless it holds a later one. Each binding carries a Lamport stamp and the id of
+ * the replica that made it, so two replicas that bind one session at once (both route its first
+ * request by cost) settle on the same binding, the one with the higher (stamp, origin), whatever
+ * order the messages arrive in; a rebinding after an invalidation has a higher stamp than the
+ * binding it replaces, so it wins everywhere. A peer's binding lives `ttlMs` after the last
+ * request start or end heard of, here or at any peer.
  * @internal
  * @module
  */
+
+import type { WireSession } from '../replicas/wire.js';
 
 /** Where a session's requests go. */
 export interface SessionTarget {
@@ -32,6 +42,22 @@ export interface SessionStats {
   invalidated: number;
   /** Bindings dropped after `ttlMs` idle. */
   expired: number;
+  /** Router replicas: peers' binding updates received (a binding made, used or idle at a peer). */
+  peerUpdates: number;
+  /** Sessions bound here by a peer's binding (none was held, or an earlier one it supersedes). */
+  adopted: number;
+  /** Of those, bindings held here to another rank that a peer's later binding replaced. */
+  superseded: number;
+  /** Peers' updates of a binding older than the one held here, or already idle past the TTL (ignored). */
+  stalePeerUpdates: number;
+}
+
+/** The replica sync's side of session affinity, when router replicas share bindings. */
+export interface SessionPeers {
+  /** This replica's id: the origin of the bindings it makes. */
+  readonly origin: string;
+  /** A binding was made, used or went idle here: tell the peers. */
+  publish(b: WireSession): void;
 }
 
 interface Binding extends SessionTarget {
@@ -39,15 +65,41 @@ interface Binding extends SessionTarget {
   active: number;
   /** Router clock when the last of them ended (meaningful while `active` is 0). */
   idleSince: number;
+  /** Lamport stamp: a later binding of the session has a higher one. */
+  stamp: number;
+  /** The replica that made it ('' without replicas). */
+  origin: string;
+}
+
+/** Whether binding `a` supersedes binding `b` of the same session. */
+function later(a: { stamp: number; origin: string }, b: { stamp: number; origin: string }): boolean {
+  return a.stamp > b.stamp || (a.stamp === b.stamp && a.origin > b.origin);
 }
 
 export class SessionAffinity {
   private readonly sessions = new Map<string, Binding>();
   /** In-flight requests of a session, with the binding they count in. */
-  private readonly requests = new Map<string, Binding>();
-  private readonly counts = { hits: 0, bindings: 0, invalidated: 0, expired: 0 };
+  private readonly requests = new Map<string, { sessionId: string; binding: Binding }>();
+  private readonly counts = {
+    hits: 0,
+    bindings: 0,
+    invalidated: 0,
+    expired: 0,
+    peerUpdates: 0,
+    adopted: 0,
+    superseded: 0,
+    stalePeerUpdates: 0,
+  };
+  /** Lamport counter: above every stamp made or heard here. */
+  private clock = 0;
+  private peers: SessionPeers | undefined;
 
   constructor(private readonly ttlMs: number) {}
+
+  /** Shares this router's bindings with its replicas' (see the module doc). */
+  share(peers: SessionPeers): void {
+    this.peers = peers;
+  }
 
   /**
    * The rank a request of `sessionId` must go to, or undefined to route it by cost; `usable`
@@ -73,23 +125,74 @@ export class SessionAffinity {
   booked(sessionId: string, requestId: string, workerId: bigint, dpRank: number, now: number): void {
     let binding = this.live(sessionId, now);
     if (!binding) {
-      binding = { workerId, dpRank, active: 0, idleSince: now };
+      binding = { workerId, dpRank, active: 0, idleSince: now, stamp: ++this.clock, origin: this.peers?.origin ?? '' };
       this.sessions.set(sessionId, binding);
       this.counts.bindings++;
     } else if (binding.workerId !== workerId || binding.dpRank !== dpRank) {
       return;
     }
     binding.active++;
-    this.requests.set(requestId, binding);
+    this.requests.set(requestId, { sessionId, binding });
+    this.publish(sessionId, binding, now);
   }
 
   /** A request ended (freed, expired, dropped with its worker): its session idles once none is left. */
   released(requestId: string, now: number): void {
-    const binding = this.requests.get(requestId);
-    if (!binding) return;
+    const entry = this.requests.get(requestId);
+    if (!entry) return;
     this.requests.delete(requestId);
+    const { sessionId, binding } = entry;
     binding.active--;
     if (binding.active === 0) binding.idleSince = now;
+    // Peers count the TTL from here too. A binding a peer's later one replaced is no one's business.
+    if (this.sessions.get(sessionId) === binding) this.publish(sessionId, binding, now);
+  }
+
+  /**
+   * Peers' bindings (made, used, gone idle, or a peer's whole table): each one is adopted unless
+   * the binding held here is later; the one held here is refreshed by its own updates.
+   */
+  merge(updates: readonly WireSession[], now: number): void {
+    for (const u of updates) {
+      this.counts.peerUpdates++;
+      this.clock = Math.max(this.clock, u.stamp);
+      const held = this.live(u.sessionId, now);
+      const idleSince = now - u.idleMs;
+      if (held && !later(u, held) && (u.stamp !== held.stamp || u.origin !== held.origin)) {
+        this.counts.stalePeerUpdates++;
+      } else if (held && held.workerId === u.workerId && held.dpRank === u.dpRank) {
+        // The same binding (or a later one to the same rank): it was active at the peer.
+        held.stamp = u.stamp;
+        held.origin = u.origin;
+        held.idleSince = Math.max(held.idleSince, idleSince);
+      } else if (u.idleMs >= this.ttlMs) {
+        this.counts.stalePeerUpdates++;
+      } else {
+        if (held) this.counts.superseded++;
+        this.counts.adopted++;
+        const { workerId, dpRank, stamp, origin } = u;
+        this.sessions.set(u.sessionId, { workerId, dpRank, active: 0, idleSince, stamp, origin });
+      }
+    }
+  }
+
+  /** Every live binding, for a peer that joins. */
+  table(now: number): WireSession[] {
+    const out: WireSession[] = [];
+    for (const id of [...this.sessions.keys()]) {
+      const b = this.live(id, now);
+      if (b) out.push(this.wire(id, b, now));
+    }
+    return out;
+  }
+
+  private wire(sessionId: string, b: Binding, now: number): WireSession {
+    const idleMs = b.active > 0 ? 0 : Math.max(0, Math.floor(now - b.idleSince));
+    return { sessionId, workerId: b.workerId, dpRank: b.dpRank, stamp: b.stamp, origin: b.origin, idleMs };
+  }
+
+  private publish(sessionId: string, b: Binding, now: number): void {
+    this.peers?.publish(this.wire(sessionId, b, now));
   }
 
   /** The worker left: the sessions bound to it route by cost again (one already idle past the TTL counts as expired). */

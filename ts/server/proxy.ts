@@ -13,6 +13,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
+import { MAX_SESSION_ID_LENGTH } from '../limits.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { RouteDecision, RouteRequest } from '../router/types.js';
 import { proxyBatch } from './batch.js';
@@ -82,14 +83,15 @@ export function clientRequestId(req: FastifyRequest): string | undefined {
 /**
  * The client's session (`X-Kvroute-Session-Id`, or Dynamo's `X-Dynamo-Session-ID`): the router
  * keeps a session's requests on one worker when `sessionAffinityTtlSecs` is set.
- * @throws {BadRequest} for a value longer than 1024 characters.
+ * @throws {BadRequest} for a value longer than `MAX_SESSION_ID_LENGTH` (1024) characters.
  */
 export function clientSessionId(req: FastifyRequest): string | undefined {
   for (const name of ['x-kvroute-session-id', 'x-dynamo-session-id']) {
     const value = req.headers[name];
     const id = Array.isArray(value) ? value[0] : value;
     if (id === undefined || id === '') continue;
-    if (id.length > 1024) throw new BadRequest(`${name} must be at most 1024 characters, got ${id.length}`);
+    if (id.length > MAX_SESSION_ID_LENGTH)
+      throw new BadRequest(`${name} must be at most ${MAX_SESSION_ID_LENGTH} characters, got ${id.length}`);
     return id;
   }
   return undefined;

@@ -227,6 +227,8 @@ function replicaMetrics(gauge: GaugeFn, counter: CounterFn): void {
     ['kvroute_replica_repaired_total', 'repaired', 'Remote bookings freed by a full state (their free was lost).'],
     ['kvroute_replica_lease_expiries_total', 'leaseExpiries', 'Peers dropped because their lease ran out.'],
     ['kvroute_replica_expired_bookings_total', 'expiredBookings', 'Remote bookings dropped with an expired peer.'],
+    ['kvroute_replica_session_updates_published_total', 'sessionUpdatesPublished', 'Session bindings published to the peers.'],
+    ['kvroute_replica_session_updates_received_total', 'sessionUpdatesReceived', "Peers' session bindings received."],
   ]);
 }
 
@@ -240,6 +242,13 @@ function sessionMetrics(gauge: GaugeFn, counter: CounterFn): void {
     ['kvroute_router_session_binds_total', 'bindings', 'Sessions bound by a request routed by cost.'],
     ['kvroute_router_session_invalidated_total', 'invalidated', 'Bindings dropped because their rank was gone or not allowed.'],
     ['kvroute_router_session_expired_total', 'expired', 'Bindings dropped after their idle time.'],
+    ['kvroute_router_session_adopted_total', 'adopted', "Sessions bound by a peer replica's binding."],
+    ['kvroute_router_session_superseded_total', 'superseded', "Bindings to another rank replaced by a peer's later one."],
+    [
+      'kvroute_router_session_stale_peer_updates_total',
+      'stalePeerUpdates',
+      "Peers' binding updates older than the binding held (ignored).",
+    ],
   ]);
 }
 
