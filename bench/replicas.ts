@@ -9,6 +9,8 @@
  *    and requests/s of the whole loop (which includes the batched publishing).
  * 3. throughput: 4 replicas in one process sharing the server, requests spread round robin:
  *    requests/s over all of them, then the time until every replica holds the same load.
+ * Phases 1 and 2 run again with session affinity, each session 4 consecutive requests: the
+ * session bindings' share of the sync.
  * Requests are 4,096 tokens at block size 64 (64 block ids per booking) over 16 workers.
  */
 
@@ -22,6 +24,9 @@ const BS = 64;
 const IN_FLIGHT = 32;
 const PER_TURN = 4;
 const REQUESTS = QUICK ? 800 : 20_000;
+/** Session affinity for the session rows: sessions of 4 consecutive requests. */
+const AFFINITY: Partial<KvRouterOptions> = { sessionAffinityTtlSecs: 600 };
+const SESSION = (i: number) => `s${Math.floor(i / 4)}`;
 
 /** 256 prompts, made before timing: one of 50 system prompts (2,048 tokens), then a distinct tail. */
 const PROMPTS = Array.from({ length: 256 }, (_, i) =>
@@ -35,13 +40,18 @@ function router(opts: Partial<KvRouterOptions> = {}): KvRouter {
   return r;
 }
 
-function replica(server: NatsServer, id: string, subject: string, batchMs = 0): KvRouter {
+function replica(server: NatsServer, id: string, subject: string, batchMs = 0, extra: Partial<KvRouterOptions> = {}): KvRouter {
   // Heartbeats every second, as by default; they are reported apart.
-  return router({ replicas: { nats: { servers: server.url, subject }, replicaId: id, batchMs } });
+  return router({ replicas: { nats: { servers: server.url, subject }, replicaId: id, batchMs }, ...extra });
 }
 
 /** Runs the steady stream over `routers` (request i on routers[i % n]); returns route() latencies (ns) and wall ms. */
-async function stream(routers: KvRouter[], requests: number, tag: string): Promise<{ latencies: number[]; wallMs: number }> {
+async function stream(
+  routers: KvRouter[],
+  requests: number,
+  tag: string,
+  session?: (i: number) => string,
+): Promise<{ latencies: number[]; wallMs: number }> {
   const latencies: number[] = [];
   const open: { id: string; owner: KvRouter; prefilled: boolean }[] = [];
   const start = performance.now();
@@ -52,7 +62,7 @@ async function stream(routers: KvRouter[], requests: number, tag: string): Promi
       const id = `${tag}-${next}`;
       const tokens = prompt(next);
       const t0 = process.hrtime.bigint();
-      await owner.route({ requestId: id, tokens });
+      await owner.route({ requestId: id, tokens, ...(session ? { sessionId: `${tag}-${session(next)}` } : {}) });
       latencies.push(Number(process.hrtime.bigint() - t0));
       open.push({ id, owner, prefilled: false });
     }
@@ -90,16 +100,18 @@ function sync(r: KvRouter): ReplicaStats {
   return s;
 }
 
-async function cost(server: NatsServer) {
-  const a = replica(server, 'a', 'bench.cost');
-  const b = replica(server, 'b', 'bench.cost');
+async function cost(server: NatsServer, sessions: boolean) {
+  const subject = sessions ? 'bench.cost-sessions' : 'bench.cost';
+  const a = replica(server, 'a', subject, 0, sessions ? AFFINITY : {});
+  const b = replica(server, 'b', subject, 0, sessions ? AFFINITY : {});
   await Promise.all([a.ready(), b.ready()]);
   await waitUntil(() => b.stats().replicas?.peers === 1, 5000);
   const before = sync(a);
   const heartbeatsBefore = before.messagesPublished;
-  const { wallMs } = await stream([a], REQUESTS, 'cost');
+  const { wallMs } = await stream([a], REQUESTS, 'cost', sessions ? SESSION : undefined);
   const after = sync(a);
-  const converged = await waitUntil(() => b.stats().replicas?.remoteInFlight === 0, 5000);
+  const bound = (r: KvRouter) => r.stats().sessions?.bound ?? 0;
+  const converged = await waitUntil(() => b.stats().replicas?.remoteInFlight === 0 && bound(b) === bound(a), 5000);
   // Heartbeats during the run: one a second.
   const heartbeats = Math.floor(wallMs / 1000);
   const messages = after.messagesPublished - heartbeatsBefore - heartbeats;
@@ -108,8 +120,10 @@ async function cost(server: NatsServer) {
   await Promise.all([a.closeAsync(), b.closeAsync()]);
   return {
     requests: REQUESTS,
+    sessions: sessions ? REQUESTS / 4 : 0,
     messagesPerRequest: messages / REQUESTS,
     bytesPerRequest: bytes / REQUESTS,
+    sessionUpdatesPerRequest: after.sessionUpdatesPublished / REQUESTS,
     peerAppliedEveryBooking: bApplied === REQUESTS,
     peerConvergedMs: converged,
   };
@@ -122,12 +136,14 @@ async function latency(server: NatsServer) {
   // A replica whose peer runs elsewhere: only the sending side's cost lands in this process.
   const solo = replica(server, 'solo', 'bench.latency-solo');
   const batched = replica(server, 'batched', 'bench.latency-batched', 2);
-  await Promise.all([a.ready(), b.ready(), solo.ready(), batched.ready()]);
+  const sessions = replica(server, 'sessions', 'bench.latency-sessions', 0, AFFINITY);
+  await Promise.all([a.ready(), b.ready(), solo.ready(), batched.ready(), sessions.ready()]);
   const rounds = QUICK ? 1 : 3;
   const rows: Record<string, { latencies: number[]; wallMs: number; requests: number }> = {
     'no replicas': { latencies: [], wallMs: 0, requests: 0 },
     'replica, peer in another process': { latencies: [], wallMs: 0, requests: 0 },
     'the same, batchMs 2': { latencies: [], wallMs: 0, requests: 0 },
+    'the same (batchMs 0), session affinity, sessions of 4': { latencies: [], wallMs: 0, requests: 0 },
     'replica + its peer in this process': { latencies: [], wallMs: 0, requests: 0 },
   };
   for (let round = 0; round < rounds; round++) {
@@ -135,15 +151,16 @@ async function latency(server: NatsServer) {
       ['no replicas', plain],
       ['replica, peer in another process', solo],
       ['the same, batchMs 2', batched],
+      ['the same (batchMs 0), session affinity, sessions of 4', sessions],
       ['replica + its peer in this process', a],
     ] as const) {
-      const run = await stream([r], REQUESTS / 2, `lat${round}`);
+      const run = await stream([r], REQUESTS / 2, `lat${round}`, r === sessions ? SESSION : undefined);
       rows[name].latencies.push(...run.latencies);
       rows[name].wallMs += run.wallMs;
       rows[name].requests += REQUESTS / 2;
     }
   }
-  await Promise.all([a.closeAsync(), b.closeAsync(), plain.closeAsync(), solo.closeAsync(), batched.closeAsync()]);
+  await Promise.all([a, b, plain, solo, batched, sessions].map((r) => r.closeAsync()));
   return Object.fromEntries(
     Object.entries(rows).map(([name, r]) => {
       const sorted = sortedCopy(r.latencies);
@@ -188,16 +205,20 @@ async function main() {
     const warm = router();
     await stream([warm], 500, 'warm');
     await warm.closeAsync();
-    const c = await cost(server);
-    printTable('sync cost (replica A routes, B listens)', [
-      {
-        requests: c.requests,
-        'messages/request': fmt(c.messagesPerRequest, 2),
-        'bytes/request': fmt(c.bytesPerRequest, 0),
-        'peer applied all': String(c.peerAppliedEveryBooking),
-        'peer settled ms': fmt(c.peerConvergedMs, 1),
-      },
-    ]);
+    const c = await cost(server, false);
+    const cs = await cost(server, true);
+    printTable(
+      'sync cost (replica A routes, B listens)',
+      [c, cs].map((x) => ({
+        requests: x.requests,
+        sessions: x.sessions,
+        'messages/request': fmt(x.messagesPerRequest, 2),
+        'bytes/request': fmt(x.bytesPerRequest, 0),
+        'session updates/request': fmt(x.sessionUpdatesPerRequest, 2),
+        'peer applied all': String(x.peerAppliedEveryBooking),
+        'peer settled ms': fmt(x.peerConvergedMs, 1),
+      })),
+    );
     const l = await latency(server);
     printTable(
       'route() latency and loop throughput, side by side',
@@ -217,7 +238,7 @@ async function main() {
         'messages received': t.messagesReceived,
       },
     ]);
-    writeResult('replicas', { natsServer: NATS_BINARY, cost: c, latency: l, throughput: t });
+    writeResult('replicas', { natsServer: NATS_BINARY, cost: c, costWithSessions: cs, latency: l, throughput: t });
   } finally {
     await server.dispose();
   }
