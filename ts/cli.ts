@@ -87,6 +87,11 @@ const REPLAY_FLAGS: Flags = {
   backend: { kind: 'string', value: 'native|js', help: 'the backend to run on', default: 'the process default' },
   replicas: { kind: 'number', help: 'router replicas behind a load balancer, each with its own index', default: '1' },
   'replica-sync': { kind: 'string', value: 'on|off', help: 'replicas share in-flight load', default: 'on' },
+  'replica-sync-delay-ms': {
+    kind: 'number',
+    help: 'simulated time a sync message takes to reach the other replicas (a NATS hop), ms',
+    default: '0',
+  },
   'replica-lb': { kind: 'string', value: 'random|round-robin', help: 'how the load balancer spreads arrivals', default: 'random' },
 };
 const REPLAY_USAGE = helpText(
@@ -190,6 +195,12 @@ function progressBar(): (policy: string, done: number, total: number) => void {
 
 const f = (n: number, digits = 1) => n.toFixed(digits);
 
+/** How the report's header describes the replicas' sync. */
+function syncLabel(sync: boolean | undefined, delayMs: number | undefined): string {
+  if (!sync) return 'not sharing load';
+  return delayMs ? `sharing load after ${delayMs} ms` : 'sharing load';
+}
+
 function table(report: ReplayReport): string {
   const p = report.policies;
   const rows: Array<[string, (x: PolicyReport) => string]> = [
@@ -242,6 +253,7 @@ function table(report: ReplayReport): string {
     workers: number;
     replicas?: number;
     replicaSync?: boolean;
+    replicaSyncDelayMs?: number;
     replicaBalancer?: string;
     prefixCaching?: boolean;
     speculative?: ResolvedSpeculative;
@@ -249,7 +261,7 @@ function table(report: ReplayReport): string {
   };
   const routers =
     (c.replicas ?? 1) > 1
-      ? `, ${c.replicas} router replicas (${c.replicaSync ? 'sharing load' : 'not sharing load'}, ${c.replicaBalancer} balancer)`
+      ? `, ${c.replicas} router replicas (${syncLabel(c.replicaSync, c.replicaSyncDelayMs)}, ${c.replicaBalancer} balancer)`
       : '';
   // Without prefix caching nothing can hit: the trace's ceiling would mislead.
   const caching = c.prefixCaching === false ? 'engines without prefix caching' : `hit ratio ceiling ${upper}`;
@@ -328,6 +340,7 @@ async function runReplay(argv: string[]): Promise<void> {
     ...(v.backend !== undefined ? { backend: v.backend as BackendName } : {}),
     replicas: num('replicas'),
     ...(sync !== undefined ? { replicaSync: sync === 'on' } : {}),
+    ...(v['replica-sync-delay-ms'] !== undefined ? { replicaSyncDelayMs: num('replica-sync-delay-ms') } : {}),
     ...(v['replica-lb'] !== undefined ? { replicaBalancer: v['replica-lb'] as 'random' | 'round-robin' } : {}),
     onProgress: progressBar(),
   });

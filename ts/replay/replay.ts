@@ -129,8 +129,13 @@ export interface ReplayOptions {
    * replica subscribes to every engine). Default 1.
    */
   replicas?: number;
-  /** Replicas share in-flight load (as `KvRouterOptions.replicas` does over NATS; here instantly). Default true. */
+  /** Replicas share in-flight load (as `KvRouterOptions.replicas` does over NATS). Default true. */
   replicaSync?: boolean;
+  /**
+   * Simulated time a sync message takes to reach the other replicas (a NATS hop), in ms of the
+   * trace's clock after `arrivalSpeedup`; at most 60,000. Default 0: at once.
+   */
+  replicaSyncDelayMs?: number;
   /** How the load balancer in front of the replicas spreads arrivals. Default `'random'` (seeded). */
   replicaBalancer?: 'random' | 'round-robin';
   /** Called as requests complete (about 100 times per policy). */
@@ -185,7 +190,12 @@ function replicaSettings(opts: ReplayOptions): SimConfig['replicas'] {
     throw new KvRouteError('ERR_INVALID_ARG', `replicaBalancer must be 'random' or 'round-robin', got ${describe(balancer)}`);
   const count = positiveInteger(opts.replicas, 'replicas', 1);
   if (count > 64) throw new KvRouteError('ERR_INVALID_ARG', `replicas must be at most 64, got ${count}`);
-  return { count, sync, balancer };
+  const syncDelayMs = opts.replicaSyncDelayMs ?? 0;
+  if (typeof syncDelayMs !== 'number' || !Number.isFinite(syncDelayMs) || syncDelayMs < 0 || syncDelayMs > 60_000)
+    throw new KvRouteError('ERR_INVALID_ARG', `replicaSyncDelayMs must be a number of ms in [0, 60000], got ${describe(syncDelayMs)}`);
+  if (syncDelayMs > 0 && !sync)
+    throw new KvRouteError('ERR_INVALID_ARG', 'replicaSyncDelayMs needs replicaSync (the replicas share nothing without it)');
+  return { count, sync, syncDelayMs, balancer };
 }
 
 /** A policy ready to simulate: its name, its choice (undefined: the KV cost) and its own router options. */
@@ -347,6 +357,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       backend: cfg.backend,
       replicas: cfg.replicas.count,
       replicaSync: cfg.replicas.sync,
+      replicaSyncDelayMs: cfg.replicas.syncDelayMs,
       replicaBalancer: cfg.replicas.balancer,
       policies: policies.map((p) => p.name),
       // Each policy's own router options, by name (over `routerConfig`), for those that have some.

@@ -79,6 +79,8 @@ export interface SimConfig {
 export interface ReplaySimReplicas {
   count: number;
   sync: boolean;
+  /** Simulated time a sync message takes to reach the other replicas (0: at once). */
+  syncDelayMs: number;
   balancer: 'random' | 'round-robin';
 }
 
@@ -86,9 +88,13 @@ export interface ReplaySimReplicas {
  * The routers of a run: `count` replicas, each with its own index fed by every engine (as each
  * replica subscribes to every engine), sharing load over an in-process bus when `sync` is on.
  */
-function makeRouters(cfg: SimConfig, selector: Selector | undefined, now: () => number): KvRouter[] {
-  const bus = cfg.replicas.sync && cfg.replicas.count > 1 ? new ReplicaBus() : undefined;
-  return Array.from(
+function makeRouters(
+  cfg: SimConfig,
+  selector: Selector | undefined,
+  now: () => number,
+): { routers: KvRouter[]; bus: ReplicaBus | undefined } {
+  const bus = cfg.replicas.sync && cfg.replicas.count > 1 ? new ReplicaBus({ delayMs: cfg.replicas.syncDelayMs, now }) : undefined;
+  const routers = Array.from(
     { length: cfg.replicas.count },
     (_, i) =>
       new KvRouter({
@@ -102,13 +108,14 @@ function makeRouters(cfg: SimConfig, selector: Selector | undefined, now: () => 
         ...(bus ? { replicas: { transport: bus.transport(), replicaId: `replica-${i}` } } : {}),
       }),
   );
+  return { routers, bus };
 }
 
 /** Runs one policy over the trace. `selector` is undefined for the KV-aware default. */
 export async function simulatePolicy(trace: Trace, selector: Selector | undefined, cfg: SimConfig): Promise<PolicyRun> {
   const wallStart = performance.now();
   let clock = 0;
-  const routers = makeRouters(cfg, selector, () => clock);
+  const { routers, bus } = makeRouters(cfg, selector, () => clock);
   // The load balancer in front of the replicas, and which replica routed each request.
   const balancer = new SeededRandom(cfg.seed ^ 0x5eed);
   let nextReplica = 0;
@@ -191,6 +198,8 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
   try {
     for (let kind = fleet.run(header); kind !== 0; kind = fleet.run(header)) {
       clock = header[0];
+      // Sync messages that have reached the other replicas by now (no routing happens between events).
+      bus?.deliverDue();
       if (kind === 1) {
         const uid = header[1];
         const req = trace.requests[uid];

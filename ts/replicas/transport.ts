@@ -4,6 +4,9 @@
  * in-process bus that `kvroute replay` uses to simulate replicas.
  */
 
+import { KvRouteError } from '../errors.js';
+import { describe } from '../validate.js';
+
 /**
  * Callbacks a transport drives.
  * @group Replicas
@@ -34,17 +37,86 @@ export interface ReplicaTransport {
 }
 
 /**
- * An in-process broadcast bus: every transport it hands out receives what the others publish,
- * synchronously and in order. `kvroute replay --replica-sync on` uses it to model replicas whose
- * sync is instantaneous; tests can cut a transport off to model a partition.
+ * Options of a {@link ReplicaBus}.
+ * @group Replicas
+ */
+export interface ReplicaBusOptions {
+  /**
+   * Each message reaches the other members this long after it is published, on `now`'s clock,
+   * when {@link ReplicaBus.deliverDue} is called at or after that time. Default 0: at once, inside
+   * `publish`.
+   */
+  delayMs?: number;
+  /** The clock of `delayMs` (a simulation's). Required with a delay. */
+  now?: () => number;
+}
+
+interface InTransit {
+  at: number;
+  from: BusTransport;
+  data: Uint8Array;
+}
+
+/**
+ * An in-process broadcast bus: every transport it hands out receives what the others publish, in
+ * order; at once, or after `delayMs` of a simulated clock. `kvroute replay --replica-sync on` uses
+ * it to model replicas whose sync takes no time, or a NATS round trip
+ * (`--replica-sync-delay-ms`); tests can cut a transport off to model a partition.
  * @group Replicas
  */
 export class ReplicaBus {
   private readonly members = new Set<BusTransport>();
+  private readonly delayMs: number;
+  private readonly now: (() => number) | undefined;
+  /** Messages on their way, in publishing order (one delay for all: also delivery order). */
+  private inTransit: InTransit[] = [];
+  private head = 0;
+
+  /** @throws {KvRouteError} `ERR_INVALID_ARG` for a bad delay, or a delay without `now`. */
+  constructor(opts: ReplicaBusOptions = {}) {
+    const delay = opts.delayMs ?? 0;
+    if (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0)
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.delayMs must be a finite number of ms >= 0, got ${describe(delay)}`);
+    if (delay > 0 && typeof opts.now !== 'function')
+      throw new KvRouteError('ERR_INVALID_ARG', 'opts.now must be a function returning the clock of opts.delayMs');
+    this.delayMs = delay;
+    this.now = opts.now;
+  }
 
   /** A new transport on this bus. */
   transport(): ReplicaTransport {
-    return new BusTransport(this.members);
+    return new BusTransport(this.members, (from, data) => this.send(from, data));
+  }
+
+  /** Messages published and not delivered yet. */
+  get pending(): number {
+    return this.inTransit.length - this.head;
+  }
+
+  /** Delivers every message whose delay has passed by `now()`; returns how many. */
+  deliverDue(): number {
+    if (this.pending === 0) return 0;
+    const now = (this.now as () => number)();
+    let n = 0;
+    while (this.head < this.inTransit.length && this.inTransit[this.head].at <= now) {
+      const m = this.inTransit[this.head++];
+      this.broadcast(m.from, m.data);
+      n++;
+    }
+    if (this.head === this.inTransit.length) {
+      this.inTransit = [];
+      this.head = 0;
+    }
+    return n;
+  }
+
+  private send(from: BusTransport, data: Uint8Array): void {
+    if (this.delayMs === 0) this.broadcast(from, data);
+    else this.inTransit.push({ at: (this.now as () => number)() + this.delayMs, from, data });
+  }
+
+  private broadcast(from: BusTransport, data: Uint8Array): void {
+    for (const m of this.members) if (m !== from) m.receive(data);
   }
 }
 
@@ -52,7 +124,10 @@ class BusTransport implements ReplicaTransport {
   private handlers: ReplicaTransportHandlers | undefined;
   readonly synchronous = true;
 
-  constructor(private readonly members: Set<BusTransport>) {}
+  constructor(
+    private readonly members: Set<BusTransport>,
+    private readonly send: (from: BusTransport, data: Uint8Array) => void,
+  ) {}
 
   start(handlers: ReplicaTransportHandlers): void {
     this.handlers = handlers;
@@ -61,7 +136,11 @@ class BusTransport implements ReplicaTransport {
   }
 
   publish(data: Uint8Array): void {
-    for (const m of this.members) if (m !== this) m.handlers?.onMessage(data);
+    this.send(this, data);
+  }
+
+  receive(data: Uint8Array): void {
+    this.handlers?.onMessage(data);
   }
 
   async close(): Promise<void> {
