@@ -2,10 +2,12 @@
  * The gateway's session affinity: a client's `X-Dynamo-Session-ID` (or `X-Kvroute-Session-Id`)
  * keeps its requests on one worker when the router's `sessionAffinityTtlSecs` is set.
  */
-import { describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createGateway } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
+import { closeFleetsAfterEach, startFleet, workerEntry } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
+import { NatsServer } from './helpers/nats-server.js';
 import { scrape } from './helpers/prometheus.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -36,5 +38,47 @@ describe.each(BACKENDS)('gateway session affinity (%s)', (backend) => {
     expect(page.sum('kvroute_router_session_binds_total')).toBe(1);
     const tooLong = await ask(9, { 'x-dynamo-session-id': 's'.repeat(1025) });
     expect([tooLong.status, tooLong.json.error.message]).toEqual([400, 'x-dynamo-session-id must be at most 1024 characters, got 1025']);
+  });
+});
+
+describe('gateway replicas share session bindings over a real nats-server', () => {
+  const nats = new NatsServer();
+  beforeAll(() => nats.start());
+  afterAll(() => nats.dispose());
+
+  test.each(BACKENDS)("a session's turns stay on one worker whichever gateway they reach (%s)", async (backend) => {
+    const router = (id: string) => ({
+      sessionAffinityTtlSecs: 60,
+      replicas: { nats: { servers: nats.url, subject: `kvroute.gw-sessions-${backend}` }, replicaId: id, heartbeatMs: 100 },
+    });
+    const a = await startFleet(backend, 3, { router: router('gw-a') });
+    const b = createGateway({
+      blockSize: 16,
+      backend,
+      logLevel: false,
+      router: router('gw-b'),
+      workers: a.workers.map((w, i) => workerEntry(w, i + 1)),
+    });
+    try {
+      const { url: bUrl } = await b.listen();
+      await waitFor(() => b.router.stats().replicas?.peers === 1 && a.gateway.router.stats().replicas?.peers === 1, 'the gateways to meet');
+      const ask = (url: string, i: number, session?: string) =>
+        postJson(`${url}/v1/completions`, { prompt: turn(i), max_tokens: 2 }, session ? { 'x-dynamo-session-id': session } : {});
+      const first = await ask(a.url, 0, 'agent-1');
+      const worker = first.headers.get('x-kvroute-worker');
+      await waitFor(() => b.router.stats().sessions?.bound === 1, 'gateway B to hear of the binding');
+      // Through B, by cost an unrelated prompt goes elsewhere; the session's turns go to A's worker.
+      expect((await ask(bUrl, 1)).headers.get('x-kvroute-worker')).not.toBe(worker);
+      for (let i = 2; i < 5; i++) {
+        const r = await ask(i % 2 === 0 ? bUrl : a.url, i, 'agent-1');
+        expect(r.headers.get('x-kvroute-worker'), `turn ${i}`).toBe(worker);
+      }
+      const page = await scrape(`${bUrl}/metrics`);
+      expect(page.sum('kvroute_router_session_adopted_total')).toBe(1);
+      expect(page.sum('kvroute_router_session_binds_total')).toBe(0);
+      expect(page.sum('kvroute_replica_session_updates_received_total')).toBeGreaterThan(0);
+    } finally {
+      await b.close();
+    }
   });
 });
