@@ -49,7 +49,7 @@ describe.each(BACKENDS)('replay with router replicas (%s)', (backend) => {
     try {
       for (const r of [a, b]) r.addWorker(1);
       // The joins and states of the two replicas' starts are on their way.
-      expect(bus.pending).toBeGreaterThan(0);
+      expect(bus.pending()).toBeGreaterThan(0);
       clock.now = 10;
       bus.deliverDue();
       await a.route({ requestId: 'r1', tokens: [1, 2, 3, 4, 5, 6, 7, 8] });
@@ -67,7 +67,7 @@ describe.each(BACKENDS)('replay with router replicas (%s)', (backend) => {
       bus.deliverDue();
       // r2 booked, r1 freed, in that order.
       expect(b.stats().load).toEqual([expect.objectContaining({ requests: 1, activeBlocks: 1 })]);
-      expect(bus.pending).toBe(0);
+      expect(bus.pending()).toBe(0);
     } finally {
       a.close();
       b.close();
@@ -111,8 +111,8 @@ test('bad replica options are rejected before simulating', async () => {
 });
 
 test('a bad ReplicaBus delay is a typed error', () => {
-  for (const bad of [{ delayMs: -1 }, { delayMs: Number.NaN }, { delayMs: '1' }, { delayMs: 5 }]) {
+  for (const bad of [{ delayMs: -1 }, { delayMs: Number.NaN }, { delayMs: '1' }, { delayMs: 5 }, { delay: 5 }, null, { now: 5 }]) {
     expect(() => new ReplicaBus(bad as never)).toThrow(KvRouteError);
   }
-  expect(new ReplicaBus({ delayMs: 0 }).pending).toBe(0);
+  expect(new ReplicaBus({ delayMs: 0 }).pending()).toBe(0);
 });

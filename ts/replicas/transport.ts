@@ -5,7 +5,7 @@
  */
 
 import { KvRouteError } from '../errors.js';
-import { describe } from '../validate.js';
+import { checkOptions, describe } from '../validate.js';
 
 /**
  * Callbacks a transport drives.
@@ -72,11 +72,14 @@ export class ReplicaBus {
   private inTransit: InTransit[] = [];
   private head = 0;
 
-  /** @throws {KvRouteError} `ERR_INVALID_ARG` for a bad delay, or a delay without `now`. */
-  constructor(opts: ReplicaBusOptions = {}) {
+  /** @throws {KvRouteError} `ERR_INVALID_ARG` for bad options: a bad delay, or a delay without `now`. */
+  constructor(options?: ReplicaBusOptions) {
+    const opts = checkOptions(options, 'opts', ['delayMs', 'now']) as ReplicaBusOptions;
     const delay = opts.delayMs ?? 0;
     if (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0)
       throw new KvRouteError('ERR_INVALID_ARG', `opts.delayMs must be a finite number of ms >= 0, got ${describe(delay)}`);
+    if (opts.now !== undefined && typeof opts.now !== 'function')
+      throw new KvRouteError('ERR_INVALID_ARG', `opts.now must be a function, got ${describe(opts.now)}`);
     if (delay > 0 && typeof opts.now !== 'function')
       throw new KvRouteError('ERR_INVALID_ARG', 'opts.now must be a function returning the clock of opts.delayMs');
     this.delayMs = delay;
@@ -89,13 +92,13 @@ export class ReplicaBus {
   }
 
   /** Messages published and not delivered yet. */
-  get pending(): number {
+  pending(): number {
     return this.inTransit.length - this.head;
   }
 
   /** Delivers every message whose delay has passed by `now()`; returns how many. */
   deliverDue(): number {
-    if (this.pending === 0) return 0;
+    if (this.pending() === 0) return 0;
     const now = (this.now as () => number)();
     let n = 0;
     while (this.head < this.inTransit.length && this.inTransit[this.head].at <= now) {
