@@ -191,6 +191,26 @@ describe.each(BACKENDS)('session affinity (%s)', (backend) => {
     }
   });
 
+  test('requests of a session that waited in the queue go where the first of them to leave it bound the session', async () => {
+    // Threshold 0: a rank is busy while a request on it has not had its first token.
+    const r = make({ sessionAffinityTtlSecs: 60, routerQueueThreshold: 0 });
+    r.addWorker(1, { maxNumBatchedTokens: 100 });
+    r.addWorker(2, { maxNumBatchedTokens: 100 });
+    await r.route({ requestId: 'x', tokens: ONE, allowedWorkers: [1] });
+    await r.route({ requestId: 'y', tokens: TWO, allowedWorkers: [2] });
+    // Both workers busy: two requests of one session wait, neither bound yet.
+    const first = r.route({ requestId: 's1', tokens: ONE, sessionId: 's' });
+    const second = r.route({ requestId: 's2', tokens: TWO, sessionId: 's' });
+    expect(r.stats().queued).toBe(2);
+    r.markPrefillCompleted('x');
+    expect(where(await first)).toBe('1:0');
+    // Worker 2 gets room and worker 1 is busy with s1: by cost s2 would go to 2, but s1 bound the session.
+    r.markPrefillCompleted('y');
+    expect(where(await second)).toBe('1:0');
+    expect(r.stats().sessions).toMatchObject({ bound: 1, bindings: 1, hits: 1 });
+    expect(r.stats().queued).toBe(0);
+  });
+
   test('without sessionAffinityTtlSecs a session id changes nothing; bad ids and TTLs are typed errors', async () => {
     const r = await twoWorkers(null);
     await r.route({ requestId: 'a', tokens: ONE, sessionId: 's' });

@@ -35,6 +35,8 @@ export interface AdmissionHooks {
   candidatesFor(p: Prepared): Candidates;
   /** Scores, chooses and books the request. */
   schedule(p: Prepared, c: Candidates, queuedMs: number): RouteDecision;
+  /** The same for a request that waited (its session may have been bound meanwhile). */
+  release(p: Prepared, c: Candidates, queuedMs: number): RouteDecision;
   /** The most tokens any candidate has cached (the `wspt` policy's score). */
   bestCachedTokens(p: Prepared, c: Candidates): number;
   /** Prefill load per rank, this router's and its peers'. */
@@ -199,7 +201,7 @@ export class Admission {
       const pending = waiter.item;
       this.leave(waiter);
       try {
-        pending.resolve(this.hooks.schedule(pending.prepared, c, this.hooks.clock() - pending.enqueuedAt));
+        pending.resolve(this.hooks.release(pending.prepared, c, this.hooks.clock() - pending.enqueuedAt));
       } catch (err) {
         pending.reject(err);
       }

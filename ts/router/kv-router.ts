@@ -4,7 +4,7 @@
  * first token and the end.
  */
 
-import { CANDIDATE_FIGURES, type RouterCoreBackend } from '../backend-types.js';
+import type { RouterCoreBackend } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import type { RouterEvent } from '../events/types.js';
 import type { EngineSource } from '../ingest/source.js';
@@ -20,7 +20,7 @@ import { type KvRouterOptions, type ResolvedRouterOptions, resolveRouterOptions 
 import { checkGeneratedTokens, outputStep } from './output-blocks.js';
 import { ReplicaLink } from './replica-link.js';
 import { checkRequestId, type InFlight, type Prepared, prepareRequest } from './request.js';
-import { type CandidateScore, chooseCandidate, costsFromFigures } from './select.js';
+import { Scorer } from './scorer.js';
 import { SessionAffinity } from './session-affinity.js';
 import { Sweeper } from './sweeper.js';
 import type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './types.js';
@@ -56,7 +56,7 @@ export class KvRouter {
   private readonly workers = new WorkerRegistry();
   /** The queue, when `routerQueueThreshold` is set. */
   private readonly admission: Admission | undefined;
-  private readonly rng: SeededRandom;
+  private readonly scorer: Scorer;
   /** The load sync with the other replicas, when configured. */
   private readonly replicas: ReplicaLink | undefined;
   /** Session affinity, when `sessionAffinityTtlSecs` is set. */
@@ -66,7 +66,6 @@ export class KvRouter {
   private nextHandle = 1;
   /** Router-clock time of the next expiry sweep (see `expire`). */
   private nextExpiryAt = Number.NEGATIVE_INFINITY;
-  private figures = new Float64Array(CANDIDATE_FIGURES * 64);
   private closed = false;
   private readonly counts = {
     routed: 0,
@@ -115,6 +114,7 @@ export class KvRouter {
             {
               candidatesFor: (p) => this.candidatesFor(p),
               schedule: (p, c, queuedMs) => this.schedule(p, c, queuedMs),
+              release: (p, c, queuedMs) => this.schedule(p, this.restick(p, c), queuedMs),
               bestCachedTokens: (p, c) => this.bestCachedTokens(p, c),
               loads: () => this.core.snapshot(),
               clock: () => this.clock(),
@@ -122,7 +122,7 @@ export class KvRouter {
             },
             this.counts,
           );
-    this.rng = new SeededRandom(o.seed);
+    this.scorer = new Scorer(this.core, o, new SeededRandom(o.seed));
     this.sessions = o.sessionAffinityTtlMs === null ? undefined : new SessionAffinity(o.sessionAffinityTtlMs);
     const hooks = { next: () => this.nextHandle++, drain: () => this.drain() };
     this.replicas = o.replicas && new ReplicaLink(o.replicas, o, this.core, hooks, this.sessions);
@@ -267,44 +267,20 @@ export class KvRouter {
     else p.pinned = this.sessions.target(p.sessionId, this.clock(), (t) => this.workers.admits(t, p.allowed));
   }
 
+  /**
+   * A request released from the queue goes to its session's rank when another request of the
+   * session was booked, binding it, while this one waited; even to a busy rank, as a released
+   * request may go to any of its candidates.
+   */
+  private restick(p: Prepared, c: Candidates): Candidates {
+    if (p.pinned || p.sessionId === undefined) return c;
+    this.stick(p);
+    return p.pinned ? this.candidatesFor(p) : c;
+  }
+
   /** The candidates of a request: every rank of its allowed workers, or its pinned rank(s). */
   private candidatesFor(p: Prepared): Candidates {
     return this.workers.forRequest(p.pinned, p.allowed);
-  }
-
-  /** One backend call: hashes, overlap and load of every candidate; then the costs in TS. */
-  private score(handle: number, p: Prepared, c: Candidates, now: number): { scores: CandidateScore[]; blocks: number } {
-    const n = c.ranks.length;
-    if (this.figures.length < CANDIDATE_FIGURES * n) this.figures = new Float64Array(CANDIDATE_FIGURES * n * 2);
-    const f = this.figures;
-    const o = this.opts;
-    const blocks = this.core.score(
-      handle,
-      p.tokens,
-      o.blockSize,
-      p.loraName,
-      p.cacheNamespace,
-      false,
-      p.mmOffsets,
-      p.mmHashes,
-      c.workers,
-      c.ranks,
-      now,
-      o.assumeKvReuse,
-      f,
-    );
-    const scores = costsFromFigures(f, c, p, o);
-    return { scores, blocks };
-  }
-
-  private choose(scores: CandidateScore[], p: Prepared): number {
-    const selector = this.opts.selector as ((c: readonly CandidateScore[], r: RouteRequest) => number) | undefined;
-    if (!selector) return chooseCandidate(scores, p.temperature, this.rng);
-    const i = selector(scores, p.req);
-    if (!Number.isInteger(i) || i < 0 || i >= scores.length) {
-      throw new KvRouteError('ERR_INVALID_ARG', `selector returned ${describe(i)}, not an index in [0, ${scores.length})`);
-    }
-    return i;
   }
 
   /** Scores, chooses and books a request. */
@@ -313,8 +289,8 @@ export class KvRouter {
     const handle = this.nextHandle++;
     let booked = false;
     try {
-      const { scores, blocks } = this.score(handle, p, c, now);
-      const i = this.choose(scores, p);
+      const { scores, blocks } = this.scorer.score(handle, p, c, now);
+      const i = this.scorer.choose(scores, p);
       const chosen = scores[i];
       const uncached = this.opts.trackPrefillTokens ? Math.max(0, p.tokens.length - chosen.cachedTokens) : 0;
       // Predictions (approximate mode, predict-on-route) use the hashes the request was scored
@@ -363,7 +339,7 @@ export class KvRouter {
     const handle = this.nextHandle++;
     try {
       let best = 0;
-      for (const s of this.score(handle, p, c, this.clock()).scores) best = Math.max(best, s.cachedTokens);
+      for (const s of this.scorer.score(handle, p, c, this.clock()).scores) best = Math.max(best, s.cachedTokens);
       return best;
     } finally {
       this.core.discard(handle);
@@ -405,10 +381,12 @@ export class KvRouter {
     const handle = this.nextHandle++;
     try {
       // A candidate's score without its cost and tree size, its overlap under the load's name.
-      return this.score(handle, p, this.candidatesFor(p), this.clock()).scores.map(({ overlap, cost: _, treeSize: __, ...rest }) => ({
-        ...rest,
-        overlapBlocks: overlap,
-      }));
+      return this.scorer
+        .score(handle, p, this.candidatesFor(p), this.clock())
+        .scores.map(({ overlap, cost: _, treeSize: __, ...rest }) => ({
+          ...rest,
+          overlapBlocks: overlap,
+        }));
     } finally {
       this.core.discard(handle);
     }

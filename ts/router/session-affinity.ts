@@ -119,8 +119,9 @@ export class SessionAffinity {
 
   /**
    * A request of `sessionId` was booked on (worker, rank): it binds the session if unbound. When
-   * another request of the session bound it elsewhere meanwhile (both routed by cost, one after
-   * waiting in the queue), the first binding stands and this request does not count in it.
+   * the session is bound elsewhere by then (the request waited in the queue for the session's
+   * rank while a peer's later binding moved the session), that binding stands and this request
+   * does not count in it.
    */
   booked(sessionId: string, requestId: string, workerId: bigint, dpRank: number, now: number): void {
     let binding = this.live(sessionId, now);
