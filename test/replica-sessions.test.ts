@@ -40,12 +40,12 @@ describe.each(BACKENDS)('session bindings shared by replicas on one bus (%s)', (
     bus = new ReplicaBus();
     clock.now = 1_000_000;
   });
-  const replica = (id: string, opts: Partial<KvRouterOptions> = { sessionAffinityTtlSecs: TTL_SECS }) => {
+  const replica = (id: string, opts: Partial<KvRouterOptions> = { sessionAffinityTtlSecs: TTL_SECS }, heartbeatMs = 1000) => {
     const r = new KvRouter({
       blockSize: BS,
       backend,
       now: () => clock.now,
-      replicas: { transport: bus.transport(), replicaId: id },
+      replicas: { transport: bus.transport(), replicaId: id, heartbeatMs },
       ...opts,
     });
     open.push(r);
@@ -97,6 +97,20 @@ describe.each(BACKENDS)('session bindings shared by replicas on one bus (%s)', (
     await a.route({ requestId: 'a3', tokens: ONE, sessionId: 's' });
     clock.now += 59_000;
     expect(where(await b.route({ requestId: 'b2', tokens: TWO, sessionId: 's' }))).toBe('1:0');
+  });
+
+  test('a binding in use on one replica stays alive on the others however long its request runs', async () => {
+    const affinity = { sessionAffinityTtlSecs: TTL_SECS };
+    // Heartbeats every 10 ms of real time: each republishes bindings in use unheard of for half the TTL.
+    const [a, b] = [await replica('a', affinity, 10), await replica('b', affinity, 10)];
+    await a.route({ requestId: 'a1', tokens: ONE, sessionId: 's' });
+    for (let i = 0; i < 4; i++) {
+      const heard = b.stats().sessions?.peerUpdates ?? 0;
+      clock.now += 40_000;
+      await waitFor(() => (b.stats().sessions?.peerUpdates ?? 0) > heard, 'a heartbeat to republish the binding');
+    }
+    // 160 s in flight on a, with no other request of the session: b still holds the binding.
+    expect(where(await b.route({ requestId: 'b1', tokens: TWO, sessionId: 's' }))).toBe('1:0');
   });
 
   test('a rebinding after an invalidation wins on every replica', async () => {

@@ -78,6 +78,8 @@ export interface SessionLedger {
   table(): WireSession[];
   /** Peers' bindings. */
   merge(updates: readonly WireSession[]): void;
+  /** Bindings in use here that the peers have not heard of for a while (published each heartbeat). */
+  renew(): WireSession[];
 }
 
 interface OwnBooking {
@@ -328,6 +330,7 @@ export class ReplicaSync {
 
   private tick(): void {
     if (this.closed) return;
+    for (const s of this.sessions?.renew() ?? []) this.sessionOutbox.set(s.sessionId, s);
     this.flush();
     this.send({ kind: 'heartbeat', inFlight: this.own.size });
     if (Date.now() - this.lastStateAt >= this.opts.resyncMs) this.publishState();

@@ -62,7 +62,11 @@ export class ReplicaLink {
       // Renewed well before the router's own expiry sweep could free a live peer's request.
       router.requestExpiryMs / 4,
       hooks.drain,
-      sessions && { table: () => sessions.table(now()), merge: (updates) => sessions.merge(updates, now()) },
+      sessions && {
+        table: () => sessions.table(now()),
+        merge: (updates) => sessions.merge(updates, now()),
+        renew: () => sessions.renew(now()),
+      },
     );
     sessions?.share({ origin: opts.replicaId, publish: (b) => this.sync.sessionChanged(b) });
   }

@@ -14,7 +14,9 @@
  * request by cost) settle on the same binding, the one with the higher (stamp, origin), whatever
  * order the messages arrive in; a rebinding after an invalidation has a higher stamp than the
  * binding it replaces, so it wins everywhere. A peer's binding lives `ttlMs` after the last
- * request start or end heard of, here or at any peer.
+ * request start or end heard of, here or at any peer; a binding with a request in flight here is
+ * published again every `ttlMs / 2` (at a heartbeat), so its peers' copies live as long as it is
+ * in use.
  * @internal
  * @module
  */
@@ -69,6 +71,8 @@ interface Binding extends SessionTarget {
   stamp: number;
   /** The replica that made it ('' without replicas). */
   origin: string;
+  /** Router clock when this replica last published it. */
+  publishedAt: number;
 }
 
 /** Whether binding `a` supersedes binding `b` of the same session. */
@@ -78,6 +82,8 @@ function later(a: { stamp: number; origin: string }, b: { stamp: number; origin:
 
 export class SessionAffinity {
   private readonly sessions = new Map<string, Binding>();
+  /** Bindings with a request in flight here, with their session (see `renew`). */
+  private readonly inUse = new Map<Binding, string>();
   /** In-flight requests of a session, with the binding they count in. */
   private readonly requests = new Map<string, { sessionId: string; binding: Binding }>();
   private readonly counts = {
@@ -126,13 +132,14 @@ export class SessionAffinity {
   booked(sessionId: string, requestId: string, workerId: bigint, dpRank: number, now: number): void {
     let binding = this.live(sessionId, now);
     if (!binding) {
-      binding = { workerId, dpRank, active: 0, idleSince: now, stamp: ++this.clock, origin: this.peers?.origin ?? '' };
+      const origin = this.peers?.origin ?? '';
+      binding = { workerId, dpRank, active: 0, idleSince: now, stamp: ++this.clock, origin, publishedAt: now };
       this.sessions.set(sessionId, binding);
       this.counts.bindings++;
     } else if (binding.workerId !== workerId || binding.dpRank !== dpRank) {
       return;
     }
-    binding.active++;
+    if (binding.active++ === 0) this.inUse.set(binding, sessionId);
     this.requests.set(requestId, { sessionId, binding });
     this.publish(sessionId, binding, now);
   }
@@ -143,8 +150,10 @@ export class SessionAffinity {
     if (!entry) return;
     this.requests.delete(requestId);
     const { sessionId, binding } = entry;
-    binding.active--;
-    if (binding.active === 0) binding.idleSince = now;
+    if (--binding.active === 0) {
+      binding.idleSince = now;
+      this.inUse.delete(binding);
+    }
     // Peers count the TTL from here too. A binding a peer's later one replaced is no one's business.
     if (this.sessions.get(sessionId) === binding) this.publish(sessionId, binding, now);
   }
@@ -172,9 +181,20 @@ export class SessionAffinity {
         if (held) this.counts.superseded++;
         this.counts.adopted++;
         const { workerId, dpRank, stamp, origin } = u;
-        this.sessions.set(u.sessionId, { workerId, dpRank, active: 0, idleSince, stamp, origin });
+        this.sessions.set(u.sessionId, { workerId, dpRank, active: 0, idleSince, stamp, origin, publishedAt: now });
       }
     }
+  }
+
+  /** Bindings with a request in flight here that were last published `ttlMs / 2` ago or more, published now. */
+  renew(now: number): WireSession[] {
+    const out: WireSession[] = [];
+    for (const [b, sessionId] of this.inUse) {
+      if (this.sessions.get(sessionId) !== b || now - b.publishedAt < this.ttlMs / 2) continue;
+      b.publishedAt = now;
+      out.push(this.wire(sessionId, b, now));
+    }
+    return out;
   }
 
   /** Every live binding, for a peer that joins. */
@@ -193,7 +213,9 @@ export class SessionAffinity {
   }
 
   private publish(sessionId: string, b: Binding, now: number): void {
-    this.peers?.publish(this.wire(sessionId, b, now));
+    if (!this.peers) return;
+    b.publishedAt = now;
+    this.peers.publish(this.wire(sessionId, b, now));
   }
 
   /** The worker left: the sessions bound to it route by cost again (one already idle past the TTL counts as expired). */
