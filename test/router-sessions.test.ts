@@ -4,7 +4,7 @@
  * ends; a rank that goes or is not allowed ends the binding.
  */
 import { describe, expect, test } from 'vitest';
-import { blockHashes, type KvRouter } from '../ts/index.js';
+import { blockHashes, type KvRouter, type KvRouterOptions } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { expectKvError } from './helpers/errors.js';
 import { stored } from './helpers/events.js';
@@ -19,8 +19,8 @@ const [ONE, TWO] = [tokens(1, 16), tokens(100, 16)];
 describe.each(BACKENDS)('session affinity (%s)', (backend) => {
   const { clock, make } = routerSuite(backend, BS);
 
-  async function twoWorkers(ttlSecs: number | null): Promise<KvRouter> {
-    const r = make({ sessionAffinityTtlSecs: ttlSecs });
+  async function twoWorkers(ttlSecs: number | null, opts: Partial<KvRouterOptions> = {}): Promise<KvRouter> {
+    const r = make({ sessionAffinityTtlSecs: ttlSecs, ...opts });
     r.addWorker(1);
     r.addWorker(2, { dataParallelSize: 2 });
     r.applyEvent(stored(1, [...blockHashes(ONE, BS, { backend })]));
@@ -49,6 +49,8 @@ describe.each(BACKENDS)('session affinity (%s)', (backend) => {
       adopted: 0,
       superseded: 0,
       stalePeerUpdates: 0,
+      evicted: 0,
+      overflow: 0,
     });
     // In flight for longer than the TTL: an active session does not expire.
     clock.now += 120_000;
@@ -107,7 +109,18 @@ describe.each(BACKENDS)('session affinity (%s)', (backend) => {
       // The model: a session's rank, its requests in flight and since when it has been idle.
       const bound = new Map<string, { at: string; active: Set<string>; idleSince: number }>();
       const inFlight = new Map<string, { session: string | undefined; worker: number }>();
-      const counts = { hits: 0, bindings: 0, invalidated: 0, expired: 0, peerUpdates: 0, adopted: 0, superseded: 0, stalePeerUpdates: 0 };
+      const counts = {
+        hits: 0,
+        bindings: 0,
+        invalidated: 0,
+        expired: 0,
+        peerUpdates: 0,
+        adopted: 0,
+        superseded: 0,
+        stalePeerUpdates: 0,
+        evicted: 0,
+        overflow: 0,
+      };
       const live = (s: string) => {
         const b = bound.get(s);
         if (b && b.active.size === 0 && clock.now - b.idleSince >= ttl) {
@@ -209,6 +222,33 @@ describe.each(BACKENDS)('session affinity (%s)', (backend) => {
     expect(where(await second)).toBe('1:0');
     expect(r.stats().sessions).toMatchObject({ bound: 1, bindings: 1, hits: 1 });
     expect(r.stats().queued).toBe(0);
+  });
+
+  test('at sessionAffinityMaxSessions a new binding evicts the one idle the longest; with all in use a session stays unbound', async () => {
+    const r = await twoWorkers(60, { sessionAffinityMaxSessions: 2 });
+    await r.route({ requestId: 'a', tokens: ONE, sessionId: 's1' });
+    await r.route({ requestId: 'b', tokens: TWO, sessionId: 's2' });
+    // s2 goes idle first, then s1: s2 is the one idle the longest, although bound after s1.
+    r.free('b');
+    clock.now += 1000;
+    r.free('a');
+    await r.route({ requestId: 'c', tokens: ONE, sessionId: 's3' });
+    expect(r.stats().sessions).toMatchObject({ bound: 2, evicted: 1, overflow: 0 });
+    // s1 is still bound (to 1:0), s2 is not: each goes where its binding, or its cost, says.
+    expect(where(await r.route({ requestId: 'd', tokens: TWO, sessionId: 's1' }))).toBe('1:0');
+    expect(where(await r.route({ requestId: 'e', tokens: TWO, sessionId: 's2' }))).toBe('2:1');
+    // s1 and s3 are in use, so s2 could not be bound to 2:1: its next request goes by cost again,
+    // to the idle rank 2:0.
+    expect(r.stats().sessions).toMatchObject({ bound: 2, evicted: 1, overflow: 1, bindings: 3 });
+    expect(where(await r.route({ requestId: 'f', tokens: ONE, sessionId: 's2' }))).toBe('2:0');
+    expect(r.stats().sessions).toMatchObject({ overflow: 2, hits: 1 });
+    for (const max of [0, 1.5, 16_000_001, '5']) {
+      expectKvError(
+        () => make({ sessionAffinityTtlSecs: 60, sessionAffinityMaxSessions: max as never }),
+        'ERR_INVALID_ARG',
+        /opts\.sessionAffinityMaxSessions must be/,
+      );
+    }
   });
 
   test('without sessionAffinityTtlSecs a session id changes nothing; bad ids and TTLs are typed errors', async () => {

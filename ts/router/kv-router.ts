@@ -123,7 +123,7 @@ export class KvRouter {
             this.counts,
           );
     this.scorer = new Scorer(this.core, o, new SeededRandom(o.seed));
-    this.sessions = o.sessionAffinityTtlMs === null ? undefined : new SessionAffinity(o.sessionAffinityTtlMs);
+    this.sessions = o.sessionAffinityTtlMs === null ? undefined : new SessionAffinity(o.sessionAffinityTtlMs, o.sessionAffinityMaxSessions);
     const hooks = { next: () => this.nextHandle++, drain: () => this.drain() };
     this.replicas = o.replicas && new ReplicaLink(o.replicas, o, this.core, hooks, this.sessions);
   }

@@ -6,7 +6,7 @@
 import type { BackendName } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { type ReplicaOptions, type ResolvedReplicaOptions, resolveReplicaOptions } from '../replicas/options.js';
-import { checkBlockSize, checkOptions, describe, nonNegativeNumber, positiveNumber } from '../validate.js';
+import { checkBlockSize, checkOptions, describe, nonNegativeNumber, positiveInteger, positiveNumber } from '../validate.js';
 import { DEFAULT_PREFILL_WEIGHTS, prefillWeights } from './cost-weights.js';
 import type { CandidateScore, PrefillWeights, Selector } from './select.js';
 
@@ -105,6 +105,12 @@ export interface KvRouterOptions {
    * identity.
    */
   sessionAffinityTtlSecs?: number | null;
+  /**
+   * The most sessions bound at once (session ids come from clients, so their number is bounded):
+   * a new binding beyond it evicts the binding idle the longest, and a session is not bound when
+   * every binding has a request in flight. About 170 bytes each, plus the id. Default 100,000.
+   */
+  sessionAffinityMaxSessions?: number;
   /** Learn cache contents from workers' KV events. `false`: approximate mode, predicting them from routing decisions. Default true. */
   useKvEvents?: boolean;
   /** Approximate mode: how long a prediction counts, in seconds. Default 120. */
@@ -174,6 +180,7 @@ export interface ResolvedRouterOptions {
   workerType: WorkerType;
   /** Idle time after which a session's binding ends, ms; null when affinity is off. */
   sessionAffinityTtlMs: number | null;
+  sessionAffinityMaxSessions: number;
   useKvEvents: boolean;
   routerTtlSecs: number;
   /** Seconds a decision's blocks count as predicted on its rank; null when decisions are not recorded. */
@@ -207,6 +214,7 @@ const KNOWN = [
   'selectionPolicy',
   'workerType',
   'sessionAffinityTtlSecs',
+  'sessionAffinityMaxSessions',
   'useKvEvents',
   'routerTtlSecs',
   'routerPredictedTtlSecs',
@@ -268,6 +276,9 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
   const affinity = o.sessionAffinityTtlSecs ?? null;
   if (affinity !== null && (typeof affinity !== 'number' || !Number.isFinite(affinity) || affinity <= 0 || affinity > 31_536_000))
     bad('sessionAffinityTtlSecs', 'null or a number of seconds in (0, 31536000]', affinity);
+  const maxSessions = positiveInteger(o.sessionAffinityMaxSessions, 'opts.sessionAffinityMaxSessions', 100_000);
+  // A JavaScript Map holds at most 2^24 entries.
+  if (maxSessions > 16_000_000) bad('sessionAffinityMaxSessions', 'an integer in [1, 16000000]', maxSessions);
   const useKvEvents = flag(o.useKvEvents, 'useKvEvents', true);
   const routerTtlSecs = positiveNumber(o.routerTtlSecs, 'opts.routerTtlSecs', 120);
   const predicted = o.routerPredictedTtlSecs ?? null;
@@ -301,6 +312,7 @@ export function resolveRouterOptions(opts: unknown): ResolvedRouterOptions {
     selectionPolicy,
     workerType,
     sessionAffinityTtlMs: affinity === null ? null : (affinity as number) * 1000,
+    sessionAffinityMaxSessions: maxSessions,
     useKvEvents,
     routerTtlSecs,
     predictedTtlSecs: useKvEvents ? (predicted as number | null) : routerTtlSecs,

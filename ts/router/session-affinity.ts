@@ -52,6 +52,10 @@ export interface SessionStats {
   superseded: number;
   /** Peers' updates of a binding older than the one held here, or already idle past the TTL (ignored). */
   stalePeerUpdates: number;
+  /** Bindings dropped to make room for a new one (`sessionAffinityMaxSessions` reached): the longest idle. */
+  evicted: number;
+  /** Sessions left unbound because every binding had a request in flight (the limit reached). */
+  overflow: number;
 }
 
 /** The replica sync's side of session affinity, when router replicas share bindings. */
@@ -95,12 +99,21 @@ export class SessionAffinity {
     adopted: 0,
     superseded: 0,
     stalePeerUpdates: 0,
+    evicted: 0,
+    overflow: 0,
   };
   /** Lamport counter: above every stamp made or heard here. */
   private clock = 0;
   private peers: SessionPeers | undefined;
 
-  constructor(private readonly ttlMs: number) {}
+  /**
+   * @param maxSessions bindings held at most; `sessions` is kept in order of last use (a binding
+   * moves to the end when its last request ends), so the first idle one is the one to evict.
+   */
+  constructor(
+    private readonly ttlMs: number,
+    private readonly maxSessions = 100_000,
+  ) {}
 
   /** Shares this router's bindings with its replicas' (see the module doc). */
   share(peers: SessionPeers): void {
@@ -132,6 +145,7 @@ export class SessionAffinity {
   booked(sessionId: string, requestId: string, workerId: bigint, dpRank: number, now: number): void {
     let binding = this.live(sessionId, now);
     if (!binding) {
+      if (!this.room()) return;
       const origin = this.peers?.origin ?? '';
       binding = { workerId, dpRank, active: 0, idleSince: now, stamp: ++this.clock, origin, publishedAt: now };
       this.sessions.set(sessionId, binding);
@@ -153,6 +167,7 @@ export class SessionAffinity {
     if (--binding.active === 0) {
       binding.idleSince = now;
       this.inUse.delete(binding);
+      this.touch(sessionId, binding);
     }
     // Peers count the TTL from here too. A binding a peer's later one replaced is no one's business.
     if (this.sessions.get(sessionId) === binding) this.publish(sessionId, binding, now);
@@ -175,9 +190,10 @@ export class SessionAffinity {
         held.stamp = u.stamp;
         held.origin = u.origin;
         held.idleSince = Math.max(held.idleSince, idleSince);
+        this.touch(u.sessionId, held);
       } else if (u.idleMs >= this.ttlMs) {
         this.counts.stalePeerUpdates++;
-      } else {
+      } else if (held || this.room()) {
         if (held) this.counts.superseded++;
         this.counts.adopted++;
         const { workerId, dpRank, stamp, origin } = u;
@@ -205,6 +221,26 @@ export class SessionAffinity {
       if (b) out.push(this.wire(id, b, now));
     }
     return out;
+  }
+
+  /** Room for one more binding: at the limit, the binding idle the longest goes (false: every one is in use). */
+  private room(): boolean {
+    if (this.sessions.size < this.maxSessions) return true;
+    for (const [id, b] of this.sessions) {
+      if (b.active > 0) continue;
+      this.sessions.delete(id);
+      this.counts.evicted++;
+      return true;
+    }
+    this.counts.overflow++;
+    return false;
+  }
+
+  /** Moves a binding to the end of the eviction order (it was just used). */
+  private touch(sessionId: string, b: Binding): void {
+    if (this.sessions.get(sessionId) !== b) return;
+    this.sessions.delete(sessionId);
+    this.sessions.set(sessionId, b);
   }
 
   private wire(sessionId: string, b: Binding, now: number): WireSession {

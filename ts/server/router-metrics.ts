@@ -249,6 +249,8 @@ function sessionMetrics(gauge: GaugeFn, counter: CounterFn): void {
       'stalePeerUpdates',
       "Peers' binding updates older than the binding held (ignored).",
     ],
+    ['kvroute_router_session_evicted_total', 'evicted', 'Idle bindings dropped to make room (sessionAffinityMaxSessions reached).'],
+    ['kvroute_router_session_overflow_total', 'overflow', 'Sessions left unbound because every binding had a request in flight.'],
   ]);
 }
 
