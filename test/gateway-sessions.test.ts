@@ -2,12 +2,12 @@
  * The gateway's session affinity: a client's `X-Dynamo-Session-ID` (or `X-Kvroute-Session-Id`)
  * keeps its requests on one worker when the router's `sessionAffinityTtlSecs` is set.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { createGateway } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, startFleet, workerEntry } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
-import { NatsServer } from './helpers/nats-server.js';
+import { natsServerSuite } from './helpers/nats-server.js';
 import { scrape } from './helpers/prometheus.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -42,9 +42,7 @@ describe.each(BACKENDS)('gateway session affinity (%s)', (backend) => {
 });
 
 describe('gateway replicas share session bindings over a real nats-server', () => {
-  const nats = new NatsServer();
-  beforeAll(() => nats.start());
-  afterAll(() => nats.dispose());
+  const { server: nats } = natsServerSuite();
 
   test.each(BACKENDS)("a session's turns stay on one worker whichever gateway they reach (%s)", async (backend) => {
     const router = (id: string) => ({

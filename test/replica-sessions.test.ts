@@ -4,12 +4,12 @@
  * joining replica learns the live bindings, and bad binding messages change nothing.
  */
 import { connect } from '@nats-io/transport-node';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { afterEach, describe, expect, test } from 'vitest';
 import { blockHashes, KvRouter, type KvRouterOptions, ReplicaBus } from '../ts/index.js';
 import { encodeMessage, type WireMessage } from '../ts/replicas/wire.js';
 import { BACKENDS } from './helpers/backends.js';
 import { stored } from './helpers/events.js';
-import { NatsServer } from './helpers/nats-server.js';
+import { natsServerSuite } from './helpers/nats-server.js';
 import { Rng } from './helpers/random.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -221,17 +221,13 @@ describe.each(BACKENDS)('session bindings shared by replicas on one bus (%s)', (
 });
 
 describe('session bindings over a real nats-server', () => {
-  const server = new NatsServer();
-  let subjectNo = 0;
-  beforeAll(() => server.start());
-  afterAll(() => server.dispose());
+  const { server, subject } = natsServerSuite('kvroute.sessions');
 
   describe.each(BACKENDS)('on the %s backend', (backend) => {
     const open: KvRouter[] = [];
     afterEach(async () => {
       await Promise.all(open.splice(0).map((r) => r.closeAsync()));
     });
-    const subject = () => `kvroute.sessions${++subjectNo}`;
     const replica = async (id: string, on: string) => {
       const r = new KvRouter({
         blockSize: BS,

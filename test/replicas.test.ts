@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { connect } from '@nats-io/transport-node';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { afterEach, describe, expect, test } from 'vitest';
 import { KvRouteError, KvRouter, type KvRouterOptions, type ReplicaOptions } from '../ts/index.js';
 import { encodeMessage, type WireBody, type WireMessage } from '../ts/replicas/wire.js';
 import { BACKENDS } from './helpers/backends.js';
 import { DIST_ESM, requireDist } from './helpers/dist.js';
-import { NatsServer } from './helpers/nats-server.js';
+import { NatsServer, natsServerSuite } from './helpers/nats-server.js';
 import { TcpProxy } from './helpers/tcp-proxy.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -15,10 +15,7 @@ const LEASE = 600;
 const prompt = (i: number) => Array.from({ length: 16 }, (_, k) => 1000 * (i + 1) + k);
 
 describe('router replicas over a real nats-server', () => {
-  const server = new NatsServer();
-  let subjectNo = 0;
-  beforeAll(() => server.start());
-  afterAll(() => server.dispose());
+  const { server, subject: nextSubject } = natsServerSuite();
 
   describe.each(BACKENDS)('on the %s backend', (backend) => {
     const open: KvRouter[] = [];
@@ -27,7 +24,7 @@ describe('router replicas over a real nats-server', () => {
       await Promise.all(open.splice(0).map((r) => r.closeAsync()));
     });
     const fresh = () => {
-      subject = `kvroute.test${++subjectNo}`;
+      subject = nextSubject();
     };
     const replica = (id: string, extra: Partial<ReplicaOptions> = {}, opts: Partial<KvRouterOptions> = {}) => {
       const r = new KvRouter({

@@ -8,6 +8,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
 
 function findBinary(): string | undefined {
   for (const bin of ['nats-server', '/usr/sbin/nats-server', '/usr/bin/nats-server']) {
@@ -78,4 +79,16 @@ export class NatsServer {
     if (this.dir) rmSync(this.dir, { recursive: true, force: true });
     this.dir = undefined;
   }
+}
+
+/**
+ * A real nats-server for the enclosing `describe`: started before its tests, disposed after.
+ * `subject()` gives each call a subject of its own, so tests do not hear each other's replicas.
+ */
+export function natsServerSuite(prefix = 'kvroute.test'): { server: NatsServer; subject: () => string } {
+  const server = new NatsServer();
+  let n = 0;
+  beforeAll(() => server.start());
+  afterAll(() => server.dispose());
+  return { server, subject: () => `${prefix}${++n}` };
 }
