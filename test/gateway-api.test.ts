@@ -185,6 +185,12 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     expect([batch.status, batch.json.error]).toEqual([400, 'explain takes one prompt; send each prompt of a batch on its own']);
     const stats = (await (await fetch(`${f.adminUrl}/admin/stats`)).json()) as { workers: number };
     expect(stats.workers).toBe(2);
+    // Without session affinity there is no binding to show.
+    const session = await fetch(`${f.adminUrl}/admin/sessions/s1`);
+    expect([session.status, ((await session.json()) as { error: string }).error]).toEqual([
+      404,
+      'session affinity is off (set the router option sessionAffinityTtlSecs)',
+    ]);
     const del = await fetch(`${f.adminUrl}/admin/workers/7`, { method: 'DELETE' });
     expect(del.status).toBe(200);
     expect((await fetch(`${f.adminUrl}/admin/workers/7`, { method: 'DELETE' })).status).toBe(404);

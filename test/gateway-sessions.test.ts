@@ -32,6 +32,10 @@ describe.each(BACKENDS)('gateway session affinity (%s)', (backend) => {
       const r = await ask(i, { [header]: 'agent-1' });
       expect(r.headers.get('x-kvroute-worker'), `turn ${i}`).toBe(worker);
     }
+    const bound = await fetch(`${f.url}/admin/sessions/agent-1`);
+    expect(await bound.json()).toMatchObject({ sessionId: 'agent-1', workerId: Number(worker), inFlight: 0, origin: '' });
+    const unknown = await fetch(`${f.url}/admin/sessions/agent-2`);
+    expect([unknown.status, ((await unknown.json()) as { error: string }).error]).toEqual([404, 'session "agent-2" is not bound']);
     const page = await scrape(`${f.url}/metrics`);
     expect(page.sum('kvroute_router_session_bindings')).toBe(1);
     expect(page.sum('kvroute_router_session_hits_total')).toBe(3);

@@ -61,6 +61,7 @@ describe.each(BACKENDS)('session bindings shared by replicas on one bus (%s)', (
     expect(b.stats().sessions).toMatchObject({ bound: 1, hits: 1, bindings: 0, adopted: 1 });
     expect(a.stats().sessions).toMatchObject({ bound: 1, bindings: 1, adopted: 0 });
     expect(a.stats().replicas?.sessionUpdatesPublished).toBeGreaterThan(0);
+    expect(b.session('s')).toEqual({ workerId: 1n, dpRank: 0, inFlight: 1, idleMs: 0, origin: 'a' });
     expect(b.stats().replicas?.sessionUpdatesReceived).toBeGreaterThan(0);
   });
 

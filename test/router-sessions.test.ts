@@ -58,6 +58,24 @@ describe.each(BACKENDS)('session affinity (%s)', (backend) => {
     expect(where(await r.route({ requestId: 'f', tokens: TWO, sessionId: 's' }))).toBe('1:0');
   });
 
+  test('session() reports a binding: its rank, requests in flight, idle time and origin', async () => {
+    const r = await twoWorkers(60);
+    expect(r.session('s')).toBeUndefined();
+    await r.route({ requestId: 'a', tokens: ONE, sessionId: 's' });
+    expect(r.session('s')).toEqual({ workerId: 1n, dpRank: 0, inFlight: 1, idleMs: 0, origin: '' });
+    r.free('a');
+    clock.now += 10_000;
+    expect(r.session('s')).toEqual({ workerId: 1n, dpRank: 0, inFlight: 0, idleMs: 10_000, origin: '' });
+    clock.now += 50_000;
+    expect(r.session('s')).toBeUndefined();
+    for (const bad of ['', 7, 'x'.repeat(1025), undefined]) {
+      expectKvError(() => r.session(bad as never), 'ERR_INVALID_ARG', /sessionId must be a string of 1 to 1024 characters/);
+    }
+    const off = await twoWorkers(null);
+    await off.route({ requestId: 'a', tokens: ONE, sessionId: 's' });
+    expect(off.session('s')).toBeUndefined();
+  });
+
   test('the binding ends the TTL after the last request of the session ends, not before', async () => {
     const r = await twoWorkers(60);
     await r.route({ requestId: 'a', tokens: ONE, sessionId: 's' });

@@ -125,7 +125,7 @@ export { type WarmStartOptions, type WarmStartResult, warmStart } from './replic
 export { KvRouter } from './router/kv-router.js';
 export type { KvRouterOptions, QueuePolicy, SelectionPolicy, WorkerType } from './router/options.js';
 export type { CandidateScore, Selector } from './router/select.js';
-export type { SessionStats } from './router/session-affinity.js';
+export type { SessionBinding, SessionStats } from './router/session-affinity.js';
 export type {
   PinnedWorker,
   PotentialLoad,

@@ -19,9 +19,9 @@ import { Admission } from './admission.js';
 import { type KvRouterOptions, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
 import { checkGeneratedTokens, outputStep } from './output-blocks.js';
 import { ReplicaLink } from './replica-link.js';
-import { checkRequestId, type InFlight, type Prepared, prepareRequest } from './request.js';
+import { checkRequestId, checkSessionId, type InFlight, type Prepared, prepareRequest } from './request.js';
 import { Scorer } from './scorer.js';
-import { SessionAffinity } from './session-affinity.js';
+import { SessionAffinity, type SessionBinding } from './session-affinity.js';
 import { Sweeper } from './sweeper.js';
 import type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './types.js';
 import { type Candidates, resolveWorker, WorkerRegistry } from './workers.js';
@@ -390,6 +390,17 @@ export class KvRouter {
     } finally {
       this.core.discard(handle);
     }
+  }
+
+  /**
+   * Where a session's requests go now: its binding (`sessionAffinityTtlSecs`), or undefined when
+   * the session is not bound (or affinity is off).
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for an id that is not a string of 1 to `MAX_SESSION_ID_LENGTH` characters; `ERR_CLOSED` after `close()`.
+   */
+  session(sessionId: string): SessionBinding | undefined {
+    this.open();
+    checkSessionId(sessionId, 'sessionId');
+    return this.sessions?.binding(sessionId, this.clock());
   }
 
   // ---- lifecycle of a routed request ----------------------------------------------------------

@@ -90,11 +90,7 @@ export function prepareRequest(req: RouteRequest, defaults: RequestDefaults): Pr
       );
   }
   const sessionId = r.sessionId;
-  if (sessionId !== undefined && (typeof sessionId !== 'string' || sessionId.length === 0 || sessionId.length > MAX_SESSION_ID_LENGTH))
-    throw new KvRouteError(
-      'ERR_INVALID_ARG',
-      `req.sessionId must be a string of 1 to ${MAX_SESSION_ID_LENGTH} characters, got ${describe(sessionId)}`,
-    );
+  if (sessionId !== undefined) checkSessionId(sessionId, 'req.sessionId');
   if (r.signal !== undefined && !(r.signal instanceof AbortSignal))
     throw new KvRouteError('ERR_INVALID_ARG', 'req.signal must be an AbortSignal');
   const allowed = r.allowedWorkers === undefined ? undefined : workerIdSet(r.allowedWorkers, 'req.allowedWorkers');
@@ -129,6 +125,14 @@ export function prepareRequest(req: RouteRequest, defaults: RequestDefaults): Pr
 /** Request ids are strings; anything else is `ERR_INVALID_ARG`, before any other check. */
 export function checkRequestId(id: unknown): asserts id is string {
   if (typeof id !== 'string') throw new KvRouteError('ERR_INVALID_ARG', `requestId must be a string, got ${describe(id)}`);
+}
+
+/**
+ * @throws {KvRouteError} `ERR_INVALID_ARG` unless `id` is a string of 1 to `MAX_SESSION_ID_LENGTH` characters.
+ */
+export function checkSessionId(id: unknown, name: string): asserts id is string {
+  if (typeof id !== 'string' || id.length === 0 || id.length > MAX_SESSION_ID_LENGTH)
+    throw new KvRouteError('ERR_INVALID_ARG', `${name} must be a string of 1 to ${MAX_SESSION_ID_LENGTH} characters, got ${describe(id)}`);
 }
 
 /** A request waiting in the queue. */

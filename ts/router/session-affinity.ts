@@ -58,6 +58,21 @@ export interface SessionStats {
   overflow: number;
 }
 
+/**
+ * A session's binding, as `KvRouter.session()` reports it.
+ * @group Router
+ */
+export interface SessionBinding {
+  workerId: bigint;
+  dpRank: number;
+  /** This router's requests of the session in flight. */
+  inFlight: number;
+  /** How long the session has been idle here, ms of router clock (0 while a request is in flight); it ends at the TTL. */
+  idleMs: number;
+  /** The router replica that made the binding ('' without replicas). */
+  origin: string;
+}
+
 /** The replica sync's side of session affinity, when router replicas share bindings. */
 export interface SessionPeers {
   /** This replica's id: the origin of the bindings it makes. */
@@ -200,6 +215,14 @@ export class SessionAffinity {
         this.sessions.set(u.sessionId, { workerId, dpRank, active: 0, idleSince, stamp, origin, publishedAt: now });
       }
     }
+  }
+
+  /** A live binding, or undefined (none, or idle past the TTL). */
+  binding(sessionId: string, now: number): SessionBinding | undefined {
+    const b = this.live(sessionId, now);
+    if (!b) return undefined;
+    const { workerId, dpRank, origin } = b;
+    return { workerId, dpRank, inFlight: b.active, idleMs: b.active > 0 ? 0 : now - b.idleSince, origin };
   }
 
   /** Bindings with a request in flight here that were last published `ttlMs / 2` ago or more, published now. */

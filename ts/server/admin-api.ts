@@ -1,7 +1,7 @@
 /**
  * The gateway's admin API: workers added, listed and removed at run time, the router's stats,
- * and `POST /admin/explain`, which shows what routing would weigh for a prompt without booking
- * anything. Ids are exact JSON numbers (u64).
+ * a session's binding, and `POST /admin/explain`, which shows what routing would weigh for a
+ * prompt without booking anything. Ids are exact JSON numbers (u64).
  * @internal
  * @module
  */
@@ -61,6 +61,14 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
     return reply.send({ status: 'ok' });
   });
   app.get('/admin/stats', async (_req, reply) => reply.type('application/json').send(json(ctx.router.stats())));
+  app.get('/admin/sessions/:id', async (req, reply) => {
+    const id = (req.params as { id: string }).id;
+    if (ctx.router.stats().sessions === undefined)
+      return reply.code(404).send({ error: 'session affinity is off (set the router option sessionAffinityTtlSecs)' });
+    const binding = ctx.router.session(id);
+    if (!binding) return reply.code(404).send({ error: `session ${JSON.stringify(id)} is not bound` });
+    return reply.type('application/json').send(json({ sessionId: id, ...binding }));
+  });
   app.post('/admin/explain', async (req, reply) => {
     const b = (req.body ?? {}) as Record<string, unknown>;
     let read: ReturnType<typeof readRequest>;
