@@ -63,7 +63,9 @@ export interface SessionStats {
  * @group Router
  */
 export interface SessionBinding {
+  /** The worker the session's requests go to. */
   workerId: bigint;
+  /** Its data-parallel rank. */
   dpRank: number;
   /** This router's requests of the session in flight. */
   inFlight: number;
