@@ -66,6 +66,8 @@ describe.each(BACKENDS)('session affinity (%s)', (backend) => {
     r.free('a');
     clock.now += 10_000;
     expect(r.session('s')).toEqual({ workerId: 1n, dpRank: 0, inFlight: 0, idleMs: 10_000, origin: '' });
+    // JSON-safe, as the router's other results: the worker id as an exact decimal string.
+    expect(JSON.parse(JSON.stringify(r.session('s')))).toMatchObject({ workerId: '1', dpRank: 0 });
     clock.now += 50_000;
     expect(r.session('s')).toBeUndefined();
     for (const bad of ['', 7, 'x'.repeat(1025), undefined]) {

@@ -400,7 +400,8 @@ export class KvRouter {
   session(sessionId: string): SessionBinding | undefined {
     this.open();
     checkSessionId(sessionId, 'sessionId');
-    return this.sessions?.binding(sessionId, this.clock());
+    const binding = this.sessions?.binding(sessionId, this.clock());
+    return binding && withIdJson(binding);
   }
 
   // ---- lifecycle of a routed request ----------------------------------------------------------
