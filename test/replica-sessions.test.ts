@@ -9,6 +9,7 @@ import { blockHashes, KvRouter, type KvRouterOptions, ReplicaBus } from '../ts/i
 import { encodeMessage, type WireMessage } from '../ts/replicas/wire.js';
 import { BACKENDS } from './helpers/backends.js';
 import { stored } from './helpers/events.js';
+import { JitterBus } from './helpers/jitter-bus.js';
 import { natsServerSuite } from './helpers/nats-server.js';
 import { Rng } from './helpers/random.js';
 import { waitFor } from './helpers/wait.js';
@@ -218,6 +219,86 @@ describe.each(BACKENDS)('session bindings shared by replicas on one bus (%s)', (
       expect(new Set(bound).size, `seed ${seed}: ${bound}`).toBe(1);
       for (const r of open.splice(0)) r.close();
     }
+  });
+});
+
+describe.each(BACKENDS)('session bindings shared over a bus that delays and reorders (%s)', (backend) => {
+  // Each message reaches each other replica 1 to 10 ms after it is sent, on the test's clock.
+  const DELAY = 10;
+  const clock = { now: 1_000_000 };
+  const open: KvRouter[] = [];
+  afterEach(() => {
+    for (const r of open.splice(0)) r.close();
+  });
+
+  // Replicas route a session's requests while their peers' bindings are still on the way, so
+  // they bind one session to different ranks at once (a first request, or a rebinding when the
+  // bound rank is not allowed). Once every message has arrived, however the bus ordered them,
+  // all of them must hold the same binding of every session: the one with the highest stamp.
+  test('seeded: replicas that bind a session at once all settle on the same binding', async () => {
+    const seeds = Number(process.env.KVROUTE_SESSION_SEEDS ?? 8);
+    let superseded = 0;
+    for (let seed = 1; seed <= seeds; seed++) {
+      clock.now = 1_000_000;
+      const rng = new Rng(seed);
+      const bus = new JitterBus(() => clock.now, rng, 1, DELAY - 1);
+      const rs = await Promise.all(
+        ['a', 'b', 'c'].map((id) => {
+          const r = new KvRouter({
+            blockSize: BS,
+            backend,
+            now: () => clock.now,
+            sessionAffinityTtlSecs: TTL_SECS,
+            replicas: { transport: bus.transport(), replicaId: id },
+          });
+          open.push(r);
+          return fleet(r, backend);
+        }),
+      );
+      const inFlight = new Map<string, KvRouter>();
+      const settle = () => {
+        while (bus.pending() > 0) {
+          clock.now += DELAY;
+          bus.deliverDue();
+        }
+      };
+      settle();
+      let next = 0;
+      for (let round = 0; round < 40; round++) {
+        // A burst: requests of one session at several replicas, closer together than the bus's delay.
+        const session = `s${rng.int(6)}`;
+        for (let k = 1 + rng.int(3); k > 0; k--) {
+          clock.now += rng.int(3);
+          bus.deliverDue();
+          const r = rng.pick(rs);
+          const id = `q${next++}`;
+          await r.route({
+            requestId: id,
+            tokens: rng.int(2) === 0 ? ONE : TWO,
+            sessionId: session,
+            ...(rng.int(4) === 0 ? { allowedWorkers: [rng.pick([1, 2])] } : {}),
+          });
+          inFlight.set(id, r);
+        }
+        while (inFlight.size > 0 && rng.int(2) === 0) {
+          const id = rng.pick([...inFlight.keys()]);
+          inFlight.get(id)?.free(id);
+          inFlight.delete(id);
+        }
+        settle();
+        for (let s = 0; s < 6; s++) {
+          const views = rs.map((r) => {
+            const b = r.session(`s${s}`);
+            return b && `${b.workerId}:${b.dpRank} ${b.origin}`;
+          });
+          expect(new Set(views).size, `seed ${seed} round ${round} session s${s}: ${views}`).toBe(1);
+        }
+      }
+      superseded += rs.reduce((n, r) => n + (r.stats().sessions?.superseded ?? 0), 0);
+      for (const r of open.splice(0)) r.close();
+    }
+    // The races this test is about did happen.
+    expect(superseded).toBeGreaterThan(0);
   });
 });
 
