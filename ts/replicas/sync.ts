@@ -12,10 +12,11 @@
  * - Clock skew: nothing on the wire is a time; leases run on each receiver's own clock.
  *
  * With session affinity, bindings travel too (`sessions` messages, batched like the changes). A
- * replica that joins or reconnects gets every peer's table of live bindings; a lost update is not
- * repaired (bindings settle by their stamps, and a session bound differently here only routes by
- * its own binding until a peer's later one arrives). Session messages carry the sequence number
- * of the sender's last other message, so they never look like a gap to any peer.
+ * replica that joins or reconnects gets every peer's table of live bindings. A lost update is
+ * repaired by the binding's next one (a request of the session starting or ending, or a binding
+ * in use published again each half TTL); bindings settle by their stamps, whatever the order.
+ * Session messages carry the sequence number of the sender's last other message, so they never
+ * look like a gap to any peer.
  */
 
 import { randomInt } from 'node:crypto';
