@@ -248,6 +248,27 @@ export class SessionAffinity {
     return out;
   }
 
+  /** The worker left: the sessions bound to it route by cost again (one already idle past the TTL counts as expired). */
+  dropWorker(workerId: bigint, now: number): void {
+    for (const [id, b] of this.sessions) {
+      if (b.workerId !== workerId) continue;
+      if (this.idleExpired(b, now)) this.drop(id);
+      else {
+        this.sessions.delete(id);
+        this.counts.invalidated++;
+      }
+    }
+  }
+
+  /** Drops bindings idle past the TTL (also done lazily on lookup); keeps memory to live sessions. */
+  sweep(now: number): void {
+    for (const [id, b] of this.sessions) if (this.idleExpired(b, now)) this.drop(id);
+  }
+
+  stats(): SessionStats {
+    return { bound: this.sessions.size, ...this.counts };
+  }
+
   /** Room for one more binding: at the limit, the binding idle the longest goes (false: every one is in use). */
   private room(): boolean {
     if (this.sessions.size < this.maxSessions) return true;
@@ -277,27 +298,6 @@ export class SessionAffinity {
     if (!this.peers) return;
     b.publishedAt = now;
     this.peers.publish(this.wire(sessionId, b, now));
-  }
-
-  /** The worker left: the sessions bound to it route by cost again (one already idle past the TTL counts as expired). */
-  dropWorker(workerId: bigint, now: number): void {
-    for (const [id, b] of this.sessions) {
-      if (b.workerId !== workerId) continue;
-      if (this.idleExpired(b, now)) this.drop(id);
-      else {
-        this.sessions.delete(id);
-        this.counts.invalidated++;
-      }
-    }
-  }
-
-  /** Drops bindings idle past the TTL (also done lazily on lookup); keeps memory to live sessions. */
-  sweep(now: number): void {
-    for (const [id, b] of this.sessions) if (this.idleExpired(b, now)) this.drop(id);
-  }
-
-  stats(): SessionStats {
-    return { bound: this.sessions.size, ...this.counts };
   }
 
   private live(sessionId: string, now: number): Binding | undefined {
