@@ -72,6 +72,25 @@ describe.each(BACKENDS)('replay variants on the %s backend', (backend) => {
     expect((await workersPerSession({})).some((n) => n > 1)).toBe(true);
   });
 
+  test('the report counts session affinity: turns sent to their bound worker, sessions bound', async () => {
+    const t = trace();
+    const sessions = new Set(t.requests.map((r) => r.sessionId)).size;
+    const report = await replay({
+      trace: t,
+      backend,
+      ...fleet,
+      policies: ['kv', { name: 'affinity', routerConfig: { sessionAffinityTtlSecs: 600 } }],
+    });
+    expect(report.policies[0].sessions).toBeUndefined();
+    // Every session is bound once, by its first turn; every later turn is a hit.
+    expect(report.policies[1].sessions).toEqual({
+      hits: t.requests.length - sessions,
+      bindings: sessions,
+      invalidated: 0,
+      expired: 0,
+    });
+  });
+
   test('bad policies are refused before any simulation, naming the policy', async () => {
     const cases: [unknown, RegExp][] = [
       [[{ name: 'a', routerConfig: { overlapScoreCredit: -1 } }], /^policies\[0\]\.routerConfig\.overlapScoreCredit must be/],

@@ -239,6 +239,15 @@ function table(report: ReplayReport): string {
           ],
         ]
       : []),
+    // Only with session affinity (`sessionAffinityTtlSecs` in a policy's router options).
+    ...(p.some((x) => x.sessions !== undefined)
+      ? [
+          ['session hits / binds', (x: PolicyReport) => (x.sessions ? `${x.sessions.hits} / ${x.sessions.bindings}` : '-')] as [
+            string,
+            (x: PolicyReport) => string,
+          ],
+        ]
+      : []),
     ['simulated s', (x) => f(x.simulatedSeconds)],
     ['wall s', (x) => f(x.wallSeconds, 2)],
     ['sim s / wall s', (x) => f(x.simSecondsPerWallSecond, 0)],

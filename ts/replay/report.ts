@@ -2,7 +2,7 @@
  * The replay report: latency distributions, throughput and prefix-cache hit ratio per policy.
  */
 
-import type { PolicyRun } from './simulate.js';
+import type { PolicyRun, SessionCounts } from './simulate.js';
 
 /**
  * A latency distribution in ms (nearest-rank percentiles, as Dynamo's replay reports them).
@@ -126,6 +126,12 @@ export interface PolicyReport {
    * spec_decode_num_accepted_tokens / spec_decode_num_drafts`. Absent without.
    */
   acceptLength?: number;
+  /**
+   * With session affinity (`sessionAffinityTtlSecs` among the policy's router options): requests
+   * sent to their session's bound rank, sessions bound by cost, bindings invalidated and expired,
+   * summed over the replicas. Absent without.
+   */
+  sessions?: SessionCounts;
   /** Traffic per worker. */
   workers: WorkerShare[];
   /** Evenly spaced quantiles of TTFT and E2E, for CDF plots. */
@@ -200,6 +206,7 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
     preemptions: reqs.reduce((n, r) => n + r.preemptions, 0),
     hostLoadedBlocks: run.hostLoadedBlocks,
     ...(run.speculativeSteps[0] > 0 ? { acceptLength: run.speculativeSteps[1] / run.speculativeSteps[0] } : {}),
+    ...(run.sessions ? { sessions: run.sessions } : {}),
     workers: shares,
     cdf: { ttftMs: quantiles(ttft), e2eMs: quantiles(e2e) },
   };

@@ -53,6 +53,28 @@ export interface PolicyRun {
   hostLoadedBlocks: number;
   /** Speculative decode steps past first tokens and the tokens they drew (0, 0 without speculative decoding). */
   speculativeSteps: [steps: number, tokens: number];
+  /** Session affinity's counters, summed over the replicas (absent without `sessionAffinityTtlSecs`). */
+  sessions: SessionCounts | undefined;
+}
+
+/** What a replay reports of session affinity, summed over the replicas. @group Replay */
+export interface SessionCounts {
+  /** Requests sent to their session's bound rank. */
+  hits: number;
+  /** Sessions bound by a request routed by cost. */
+  bindings: number;
+  /** Bindings dropped because their rank was not allowed or gone. */
+  invalidated: number;
+  /** Bindings dropped after the TTL idle. */
+  expired: number;
+}
+
+/** The routers' session counters, summed; undefined when session affinity is off. */
+function sessionCounts(routers: readonly KvRouter[]): SessionCounts | undefined {
+  const all = routers.map((r) => r.stats().sessions);
+  if (all.some((s) => s === undefined)) return undefined;
+  const sum = (k: keyof SessionCounts) => all.reduce((n, s) => n + (s?.[k] ?? 0), 0);
+  return { hits: sum('hits'), bindings: sum('bindings'), invalidated: sum('invalidated'), expired: sum('expired') };
 }
 
 /** Simulation settings shared by every policy of a replay. @internal */
@@ -194,6 +216,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
   };
 
   let pendingRoutes = 0;
+  let sessions: SessionCounts | undefined;
   const header = new Float64Array(2);
   try {
     for (let kind = fleet.run(header); kind !== 0; kind = fleet.run(header)) {
@@ -251,6 +274,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
       }
       if (failure !== undefined) throw failure;
     }
+    sessions = sessionCounts(routers);
   } finally {
     for (const router of routers) router.close();
   }
@@ -279,5 +303,6 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     tokenGaps: fleet.tokenGaps(),
     hostLoadedBlocks: fleet.hostLoadedBlocks(),
     speculativeSteps: fleet.speculativeSteps(),
+    sessions,
   };
 }
