@@ -40,6 +40,19 @@ describe.each(BACKENDS)('replay with router replicas (%s)', (backend) => {
     expect(spread(delayed)).toEqual(spread(unsynced));
   });
 
+  test('arrivalSpreadMs spreads the requests of one timestamp, so a delayed sync sees each of them', async () => {
+    const opts = { workers: 8, replicas: 8, replicaBalancer: 'round-robin' as const, backend, replicaSyncDelayMs: 1 };
+    // All eight at one timestamp: with any delay the replicas are blind to each other.
+    expect(Math.max(...spread(await replay({ ...opts, trace: burst(8) })))).toBeGreaterThan(1);
+    // Spread over the second the timestamp stands for, each is routed after the others' bookings arrived.
+    const spreadOut = await replay({ ...opts, trace: burst(8), arrivalSpreadMs: 1000 });
+    expect(spread(spreadOut)).toEqual([1, 1, 1, 1, 1, 1, 1, 1]);
+    expect(spreadOut.config).toMatchObject({ arrivalSpreadMs: 1000 });
+    // Seeded: the same offsets every run.
+    const again = await replay({ ...opts, trace: burst(8), arrivalSpreadMs: 1000 });
+    expect(simulatedPolicies(again)).toEqual(simulatedPolicies(spreadOut));
+  });
+
   test('a delayed bus delivers each message once its delay has passed, in order', async () => {
     const clock = { now: 0 };
     const bus = new ReplicaBus({ delayMs: 10, now: () => clock.now });
@@ -102,6 +115,8 @@ test('bad replica options are rejected before simulating', async () => {
     { replicaSyncDelayMs: -1 },
     { replicaSyncDelayMs: 60_001 },
     { replicaSyncDelayMs: '5' },
+    { arrivalSpreadMs: -1 },
+    { arrivalSpreadMs: 3_600_001 },
   ]) {
     await expect(replay({ trace: burst(2), ...(bad as object) })).rejects.toMatchObject({ code: 'ERR_INVALID_ARG' });
   }

@@ -87,6 +87,11 @@ const REPLAY_FLAGS: Flags = {
   backend: { kind: 'string', value: 'native|js', help: 'the backend to run on', default: 'the process default' },
   replicas: { kind: 'number', help: 'router replicas behind a load balancer, each with its own index', default: '1' },
   'replica-sync': { kind: 'string', value: 'on|off', help: 'replicas share in-flight load', default: 'on' },
+  'arrival-spread-ms': {
+    kind: 'number',
+    help: "spread each arrival by a seeded offset below this many ms of the trace's clock (for coarse timestamps)",
+    default: '0',
+  },
   'replica-sync-delay-ms': {
     kind: 'number',
     help: 'simulated time a sync message takes to reach the other replicas (a NATS hop), ms',
@@ -350,6 +355,7 @@ async function runReplay(argv: string[]): Promise<void> {
     replicas: num('replicas'),
     ...(sync !== undefined ? { replicaSync: sync === 'on' } : {}),
     ...(v['replica-sync-delay-ms'] !== undefined ? { replicaSyncDelayMs: num('replica-sync-delay-ms') } : {}),
+    ...(v['arrival-spread-ms'] !== undefined ? { arrivalSpreadMs: num('arrival-spread-ms') } : {}),
     ...(v['replica-lb'] !== undefined ? { replicaBalancer: v['replica-lb'] as 'random' | 'round-robin' } : {}),
     onProgress: progressBar(),
   });

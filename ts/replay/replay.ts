@@ -116,6 +116,15 @@ export interface ReplayOptions {
   timing?: TimingModel;
   /** Divides inter-arrival times. Default 1. */
   arrivalSpeedup?: number;
+  /**
+   * Spreads each arrival over the interval its timestamp stands for: a seeded random offset in
+   * [0, this) ms of the trace's clock (before `arrivalSpeedup`) is added to every request that
+   * arrives at its timestamp (later turns that follow a `delay` are not moved). For traces whose
+   * timestamps are coarse (the conversation trace's are whole seconds, about 10 requests at
+   * each), where requests that shared a timestamp would otherwise arrive at the same instant.
+   * At most 3,600,000. Default 0: as the trace says.
+   */
+  arrivalSpreadMs?: number;
   /** Options for the KV router (`prefillLoadScale`, `routerQueueThreshold`, ...). */
   routerConfig?: Partial<KvRouterOptions>;
   /** Replay only the first N requests. */
@@ -180,6 +189,12 @@ function checkRouterConfig(value: unknown, name: string, under: Partial<KvRouter
     throw renameOptions(err, name);
   }
   return value as Partial<KvRouterOptions>;
+}
+
+function arrivalSpread(value: unknown): number {
+  const spread = nonNegativeNumber(value, 'arrivalSpreadMs', 0);
+  if (spread > 3_600_000) throw new KvRouteError('ERR_INVALID_ARG', `arrivalSpreadMs must be at most 3600000, got ${spread}`);
+  return spread;
 }
 
 function replicaSettings(opts: ReplayOptions): SimConfig['replicas'] {
@@ -311,6 +326,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       hostLoadMsPerBlock: (nonNegativeNumber(opts.cpuLoadUsPerToken, 'cpuLoadUsPerToken', 6) * blockSize) / 1000,
     },
     arrivalSpeedup: positiveNumber(opts.arrivalSpeedup, 'arrivalSpeedup', 1),
+    arrivalSpreadMs: arrivalSpread(opts.arrivalSpreadMs),
     seed,
     backend: resolveBackend(opts.backend, 'opts.backend').name,
     routerConfig: checkRouterConfig(opts.routerConfig, 'routerConfig'),
@@ -351,6 +367,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       dpSize: cfg.dpSize,
       ...cfg.engine,
       arrivalSpeedup: cfg.arrivalSpeedup,
+      arrivalSpreadMs: cfg.arrivalSpreadMs,
       prefixCaching: cfg.prefixCaching,
       traceBlockSize,
       seed,

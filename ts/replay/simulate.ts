@@ -83,6 +83,8 @@ export interface SimConfig {
   dpSize: number;
   engine: EngineConfig;
   arrivalSpeedup: number;
+  /** Each arrival at its timestamp moves by a seeded offset in [0, this) ms (see `ReplayOptions.arrivalSpreadMs`). */
+  arrivalSpreadMs: number;
   seed: number;
   backend: 'native' | 'js' | undefined;
   routerConfig: Partial<KvRouterOptions>;
@@ -187,13 +189,16 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
   // Multi-turn sessions: a later turn with a `delay` arrives that long after the previous turn
   // of its session finished; other requests arrive at their timestamps.
   const lastTurn = new Map<string, number>();
+  // Drawn for every request, moved or not, so a request's offset does not depend on its neighbours'.
+  const spread = new SeededRandom(cfg.seed ^ 0xa771ed);
   const arrivalAt: number[] = [];
   const arrivalUid: number[] = [];
   trace.requests.forEach((req, uid) => {
     const prev = req.sessionId === undefined ? undefined : lastTurn.get(req.sessionId);
+    const offset = spread.next() * cfg.arrivalSpreadMs;
     if (prev !== undefined && req.delayMs !== undefined) fleet.setNextTurn(prev, uid, req.delayMs / cfg.arrivalSpeedup);
     else {
-      arrivalAt.push((req.timestampMs - first) / cfg.arrivalSpeedup);
+      arrivalAt.push((req.timestampMs - first + offset) / cfg.arrivalSpeedup);
       arrivalUid.push(uid);
     }
     if (req.sessionId !== undefined) lastTurn.set(req.sessionId, uid);
