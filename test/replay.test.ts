@@ -406,6 +406,24 @@ describe('kvroute command', () => {
       'round-robin',
     ]);
     expect(unsynced.stdout).toMatch(/, 2 workers, 3 router replicas \(not sharing load, round-robin balancer\); hit ratio ceiling/);
+    const delayed = cli([
+      'replay',
+      '--limit',
+      '30',
+      '--workers',
+      '2',
+      '--replicas',
+      '3',
+      '--replica-sync-delay-ms',
+      '2.5',
+      '--arrival-spread-ms',
+      '800',
+    ]);
+    expect(delayed.stdout).toMatch(
+      /, 3 router replicas \(sharing load after 2\.5 ms, random balancer\); hit ratio ceiling [^;\n]*; arrivals spread over 800 ms\n/,
+    );
+    const bad = cli(['replay', '--limit', '30', '--replica-sync', 'off', '--replicas', '2', '--replica-sync-delay-ms', '5']);
+    expect([bad.status, bad.stderr]).toEqual([2, expect.stringMatching(/replicaSyncDelayMs needs replicaSync/)]);
   });
 
   test('help, version, and errors found before a simulation starts', () => {

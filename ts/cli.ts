@@ -269,6 +269,7 @@ function table(report: ReplayReport): string {
     replicaSync?: boolean;
     replicaSyncDelayMs?: number;
     replicaBalancer?: string;
+    arrivalSpreadMs?: number;
     prefixCaching?: boolean;
     speculative?: ResolvedSpeculative;
     preemptionMode?: PreemptionMode;
@@ -283,7 +284,8 @@ function table(report: ReplayReport): string {
     ? `; speculative decoding: ${c.speculative.draftTokens} drafts, acceptance ${c.speculative.acceptRates.join(',')} (${meanBurst(c.speculative).toFixed(2)} tokens a step)`
     : '';
   const fifo = c.preemptionMode === 'fifo' ? '; FIFO preemption (the oldest running request goes first)' : '';
-  return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${c.workers} workers${routers}; ${caching}${spec}${fifo}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
+  const spread = c.arrivalSpreadMs ? `; arrivals spread over ${c.arrivalSpreadMs} ms` : '';
+  return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${c.workers} workers${routers}; ${caching}${spec}${fifo}${spread}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
 }
 
 /** `--preemption-mode`'s value, checked before the trace is read. */
