@@ -5,7 +5,7 @@
 import { describe, expect, test } from 'vitest';
 import { createGateway } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, startFleet, workerEntry } from './helpers/gateway.js';
+import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
 import { natsServerSuite } from './helpers/nats-server.js';
 import { scrape } from './helpers/prometheus.js';
@@ -45,6 +45,35 @@ describe.each(BACKENDS)('gateway session affinity (%s)', (backend) => {
   });
 });
 
+describe.each(BACKENDS)('gateway session affinity with several models (%s)', (backend) => {
+  test("an agent's session that calls two models keeps a worker per model", async () => {
+    const workers = await Promise.all(['m-a', 'm-a', 'm-b', 'm-b'].map((model) => startWorker({ model })));
+    const f = await startFleet(backend, 0, {
+      router: { sessionAffinityTtlSecs: 60 },
+      workers: workers.map((w, i) => workerEntry(w, i + 1)),
+    });
+    const models = async () => ((await (await fetch(`${f.url}/v1/models`)).json()) as { data: unknown[] }).data.length;
+    await waitFor(async () => (await models()) === 2, 'both models to be learned');
+    const ask = async (i: number, model: string) => {
+      const r = await postJson(`${f.url}/v1/completions`, { prompt: turn(i), max_tokens: 2, model }, { 'x-dynamo-session-id': 'agent' });
+      expect(r.status).toBe(200);
+      return r.headers.get('x-kvroute-worker');
+    };
+    // The planner and the executor take turns; each keeps its first worker.
+    const seen = { 'm-a': new Set<string | null>(), 'm-b': new Set<string | null>() };
+    for (let i = 0; i < 6; i++) {
+      const model = i % 2 === 0 ? 'm-a' : 'm-b';
+      seen[model].add(await ask(i, model));
+    }
+    expect([seen['m-a'].size, seen['m-b'].size]).toEqual([1, 1]);
+    expect(f.gateway.router.stats().sessions).toMatchObject({ bound: 2, bindings: 2, hits: 4, invalidated: 0 });
+    const planner = await fetch(`${f.url}/admin/sessions/agent?model=m-a`);
+    expect(await planner.json()).toMatchObject({ sessionId: 'agent', model: 'm-a', workerId: Number([...seen['m-a']][0]) });
+    const noModel = await fetch(`${f.url}/admin/sessions/agent`);
+    expect([noModel.status, ((await noModel.json()) as { error: string }).error]).toEqual([404, 'session "agent" is not bound']);
+  });
+});
+
 describe('gateway replicas share session bindings over a real nats-server', () => {
   const { server: nats } = natsServerSuite();
 
@@ -69,6 +98,8 @@ describe('gateway replicas share session bindings over a real nats-server', () =
       const first = await ask(a.url, 0, 'agent-1');
       const worker = first.headers.get('x-kvroute-worker');
       await waitFor(() => b.router.stats().sessions?.bound === 1, 'gateway B to hear of the binding');
+      // B's index holds the first turn's blocks too (an equal cost goes to the emptier cache).
+      await waitFor(() => b.router.stats().index.blocks > 0, "the first turn's blocks to reach B's index");
       // Through B, by cost an unrelated prompt goes elsewhere; the session's turns go to A's worker.
       expect((await ask(bUrl, 1)).headers.get('x-kvroute-worker')).not.toBe(worker);
       for (let i = 2; i < 5; i++) {

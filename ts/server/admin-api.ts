@@ -15,6 +15,7 @@ import type { Fleet, FleetWorker } from './fleet.js';
 import { parseWorkerIdValue, resolveWorker } from './options.js';
 import { BadRequest, engineTokens, readRequest } from './prompt.js';
 import { inScope, routingScope } from './scope.js';
+import { sessionKey } from './session-key.js';
 import type { PromptTokenizer } from './tokenize.js';
 
 export interface AdminContext {
@@ -61,13 +62,17 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
     return reply.send({ status: 'ok' });
   });
   app.get('/admin/stats', async (_req, reply) => reply.type('application/json').send(json(ctx.router.stats())));
+  // A session is bound per model (see session-key.ts): `?model=` names the one its requests named.
   app.get('/admin/sessions/:id', async (req, reply) => {
     const id = (req.params as { id: string }).id;
+    const model = (req.query as { model?: unknown }).model;
+    if (model !== undefined && typeof model !== 'string') throw new KvRouteError('ERR_INVALID_ARG', 'model must be given once');
     if (ctx.router.stats().sessions === undefined)
       return reply.code(404).send({ error: 'session affinity is off (set the router option sessionAffinityTtlSecs)' });
-    const binding = ctx.router.session(id);
-    if (!binding) return reply.code(404).send({ error: `session ${JSON.stringify(id)} is not bound` });
-    return reply.type('application/json').send(json({ sessionId: id, ...binding }));
+    const binding = ctx.router.session(sessionKey(id, model));
+    const named = model === undefined ? '' : ` for model ${JSON.stringify(model)}`;
+    if (!binding) return reply.code(404).send({ error: `session ${JSON.stringify(id)} is not bound${named}` });
+    return reply.type('application/json').send(json({ sessionId: id, model: model ?? null, ...binding }));
   });
   app.post('/admin/explain', async (req, reply) => {
     const b = (req.body ?? {}) as Record<string, unknown>;

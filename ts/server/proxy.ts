@@ -25,6 +25,7 @@ import type { ResolvedGatewayOptions } from './options.js';
 import { BadRequest, engineTokens, type ReadRequest, type RequestKind, readRequest } from './prompt.js';
 import { findOwner, type ResponseOwners } from './response-owners.js';
 import { inScope, routingScope } from './scope.js';
+import { sessionKey } from './session-key.js';
 import { SseSplitter, usageFacts, withoutUsage } from './sse.js';
 import { eventWatcher, firstToken, reported } from './stream-watch.js';
 import type { PromptTokenizer } from './tokenize.js';
@@ -365,7 +366,7 @@ export async function connect(
   const fields = {
     ...scope.hash,
     ...(read.priority === undefined ? {} : { priority: -read.priority }),
-    ...(read.sessionId === undefined ? {} : { sessionId: read.sessionId }),
+    ...(read.sessionId === undefined ? {} : { sessionId: sessionKey(read.sessionId, read.model) }),
     // `n` samples generate up to n × max_tokens in all, and the stream's tokens are counted over
     // all of them (see `eventWatcher`).
     ...(read.maxOutputTokens === undefined
