@@ -104,25 +104,28 @@ export class WorkerRegistry {
   }
 
   /**
+   * Whether a request limited to `allowed` may go to this rank (registered, allowed, the rank
+   * exists). Session affinity asks it for every request of a bound session: no arrays are built.
+   */
+  admits(t: { workerId: bigint; dpRank: number }, allowed: Set<bigint> | undefined): boolean {
+    const w = this.get(t.workerId);
+    return w !== undefined && (!allowed || allowed.has(w.id)) && t.dpRank >= w.startRank && t.dpRank < w.startRank + w.size;
+  }
+
+  /**
    * The candidates of one request: the pinned worker (and rank), or every registered rank of
    * the allowed workers.
    */
-  /** Whether a request limited to `allowed` may go to this rank (registered, allowed, the rank exists). */
-  admits(t: { workerId: bigint; dpRank: number }, allowed: Set<bigint> | undefined): boolean {
-    const w = this.get(t.workerId);
-    return w !== undefined && (!allowed || allowed.has(w.id)) && this.candidates(new Set([w.id])).ranks.includes(t.dpRank);
-  }
-
   forRequest(pinned: { workerId: bigint; dpRank: number | undefined } | undefined, allowed: Set<bigint> | undefined): Candidates {
     if (pinned) {
       const w = this.get(pinned.workerId);
       if (!w || (allowed && !allowed.has(w.id)))
         throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${pinned.workerId} is not registered or not allowed`);
-      const all = this.candidates(new Set([w.id]));
-      if (pinned.dpRank === undefined) return all;
-      const i = all.ranks.indexOf(pinned.dpRank);
-      if (i < 0) throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${w.id} has no dp rank ${pinned.dpRank}`);
-      return { workers: all.workers.subarray(i, i + 1), ranks: all.ranks.subarray(i, i + 1) };
+      if (pinned.dpRank === undefined) return this.candidates(new Set([w.id]));
+      if (pinned.dpRank < w.startRank || pinned.dpRank >= w.startRank + w.size)
+        throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${w.id} has no dp rank ${pinned.dpRank}`);
+      // One rank: two one-element arrays, not the worker's whole list.
+      return { workers: BigUint64Array.of(w.id), ranks: Uint32Array.of(pinned.dpRank) };
     }
     const c = this.candidates(allowed);
     if (c.ranks.length === 0)
