@@ -350,6 +350,14 @@ describe.each(BACKENDS)('KvRouter on the %s backend', (backend) => {
     expect((await rejection(r.route({ requestId: 'c', tokens: [1], pinnedWorker: { workerId: 1, dpRank: 2 } }))).message).toMatch(
       /no dp rank 2/,
     );
+    // Ranks 4 and 5: a pin names one of them, not a position in the worker's list.
+    r.addWorker(3, { dataParallelSize: 2, dataParallelStartRank: 4 });
+    expect((await r.route({ requestId: 'p5', tokens: [1], pinnedWorker: { workerId: 3, dpRank: 5 } })).dpRank).toBe(5);
+    for (const dpRank of [0, 3, 6]) {
+      expect((await rejection(r.route({ requestId: 'c', tokens: [1], pinnedWorker: { workerId: 3, dpRank } }))).message).toMatch(
+        new RegExp(`pinned worker 3 has no dp rank ${dpRank}`),
+      );
+    }
     expect((await rejection(r.route({ requestId: 'c', tokens: [] }))).message).toMatch(/req\.tokens must not be empty/);
     expect((await rejection(r.route({ requestId: '', tokens: [1] }))).message).toMatch(/requestId/);
     expect((await rejection(r.route({ requestId: 'c', tokens: [1], priority: Number.NaN }))).message).toMatch(/priority/);
