@@ -113,6 +113,14 @@ describe.each(BACKENDS)('session affinity (%s)', (backend) => {
     expect(where(await r.route({ requestId: 'e', tokens: ONE, sessionId: 's', pinnedWorker: { workerId: 3 } }))).toBe('3:0');
     expect(where(await r.route({ requestId: 'f', tokens: TWO, sessionId: 's' }))).toBe('1:0');
     expect(r.stats().sessions).toMatchObject({ bound: 1, bindings: 3 });
+    // Its rank gone while the worker stays (ranks 0-1 become 2-3): the binding ends too.
+    r.addWorker(4, { dataParallelSize: 2 });
+    expect(where(await r.route({ requestId: 'g', tokens: TWO, sessionId: 't', allowedWorkers: [4] }))).toMatch(/^4:[01]$/);
+    const bound = (r.session('t') as { dpRank: number }).dpRank;
+    r.updateWorker(4, { dataParallelSize: 2, dataParallelStartRank: 2 });
+    expect(where(await r.route({ requestId: 'h', tokens: TWO, sessionId: 't', allowedWorkers: [4] }))).toMatch(/^4:[23]$/);
+    expect(r.session('t')?.dpRank).not.toBe(bound);
+    expect(r.stats().sessions).toMatchObject({ invalidated: 3 });
   });
 
   test('seeded: every decision and counter matches a simple model of bindings, activity and idle time', async () => {
