@@ -11,6 +11,8 @@
  *    requests/s over all of them, then the time until every replica holds the same load.
  * Phases 1 and 2 run again with session affinity, each session 4 consecutive requests: the
  * session bindings' share of the sync.
+ * 4. propagation: one booking at a time on A, timed until B has applied it (B polled every
+ *    event-loop turn): the sync delay to give `kvroute replay --replica-sync-delay-ms`.
  * Requests are 4,096 tokens at block size 64 (64 block ids per booking) over 16 workers.
  */
 
@@ -176,6 +178,27 @@ async function latency(server: NatsServer) {
   );
 }
 
+async function propagation(server: NatsServer) {
+  const a = replica(server, 'pa', 'bench.propagation');
+  const b = replica(server, 'pb', 'bench.propagation');
+  await Promise.all([a.ready(), b.ready()]);
+  await waitUntil(() => b.stats().replicas?.peers === 1, 5000);
+  const samples: number[] = [];
+  const rounds = QUICK ? 50 : 500;
+  for (let i = 0; i < rounds; i++) {
+    const applied = sync(b).bookingsApplied;
+    const t0 = performance.now();
+    await a.route({ requestId: `p${i}`, tokens: prompt(i) });
+    while (sync(b).bookingsApplied === applied) await turn();
+    samples.push(performance.now() - t0);
+    a.free(`p${i}`);
+    await waitUntil(() => sync(b).remoteInFlight === 0, 5000);
+  }
+  await Promise.all([a.closeAsync(), b.closeAsync()]);
+  const sorted = sortedCopy(samples);
+  return { rounds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99) };
+}
+
 async function throughput(server: NatsServer) {
   const replicas = ['t0', 't1', 't2', 't3'].map((id) => replica(server, id, 'bench.throughput'));
   await Promise.all(replicas.map((r) => r.ready()));
@@ -229,6 +252,10 @@ async function main() {
         'requests/s': fmt(r.requestsPerSec, 0),
       })),
     );
+    const pr = await propagation(server);
+    printTable('a booking from A applied on B (one at a time)', [
+      { rounds: pr.rounds, 'p50 ms': fmt(pr.p50Ms, 2), 'p99 ms': fmt(pr.p99Ms, 2) },
+    ]);
     const t = await throughput(server);
     printTable('4 replicas, one NATS server, one process', [
       {
@@ -238,7 +265,7 @@ async function main() {
         'messages received': t.messagesReceived,
       },
     ]);
-    writeResult('replicas', { natsServer: NATS_BINARY, cost: c, costWithSessions: cs, latency: l, throughput: t });
+    writeResult('replicas', { natsServer: NATS_BINARY, cost: c, costWithSessions: cs, latency: l, propagation: pr, throughput: t });
   } finally {
     await server.dispose();
   }
