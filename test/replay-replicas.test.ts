@@ -53,6 +53,28 @@ describe.each(BACKENDS)('replay with router replicas (%s)', (backend) => {
     expect(simulatedPolicies(again)).toEqual(simulatedPolicies(spreadOut));
   });
 
+  test("the session balancer sends a session's requests to one replica: without sync its binding still holds", async () => {
+    const t = small();
+    const sessions = new Set(t.requests.map((r) => r.sessionId)).size;
+    const run = (replicaBalancer: 'session' | 'random') =>
+      replay({
+        trace: t,
+        ...fleet,
+        backend,
+        replicas: 4,
+        replicaSync: false,
+        replicaBalancer,
+        routerConfig: { sessionAffinityTtlSecs: 600 },
+      });
+    const bySession = await run('session');
+    // Every later turn reaches the replica that bound its session, and goes where it bound it.
+    expect(bySession.policies[0].sessions).toMatchObject({ hits: t.requests.length - sessions, bindings: sessions });
+    expect(bySession.config).toMatchObject({ replicaBalancer: 'session' });
+    // At random, most later turns reach a replica that never saw their session.
+    const random = await run('random');
+    expect(random.policies[0].sessions?.hits).toBeLessThan((t.requests.length - sessions) / 2);
+  });
+
   test('a delayed bus delivers each message once its delay has passed, in order', async () => {
     const clock = { now: 0 };
     const bus = new ReplicaBus({ delayMs: 10, now: () => clock.now });

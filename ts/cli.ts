@@ -16,6 +16,7 @@ import { renderHtml } from './replay/html.js';
 import { PREEMPTION_MODES, type PreemptionMode } from './replay/preemption.js';
 import { type ReplayOptions, type ReplayPolicy, replay } from './replay/replay.js';
 import type { PolicyReport, ReplayReport } from './replay/report.js';
+import type { ReplicaBalancer } from './replay/simulate.js';
 import { meanBurst, type ResolvedSpeculative } from './replay/speculative.js';
 import { SPECULATIVE_FLAGS, speculativeFromFlags } from './replay/speculative-flags.js';
 import type { TimingModel } from './replay/timing.js';
@@ -97,7 +98,12 @@ const REPLAY_FLAGS: Flags = {
     help: 'simulated time a sync message takes to reach the other replicas (a NATS hop), ms',
     default: '0',
   },
-  'replica-lb': { kind: 'string', value: 'random|round-robin', help: 'how the load balancer spreads arrivals', default: 'random' },
+  'replica-lb': {
+    kind: 'string',
+    value: 'random|round-robin|session',
+    help: "how the load balancer spreads arrivals (session: by a hash of the request's session)",
+    default: 'random',
+  },
 };
 const REPLAY_USAGE = helpText(
   'kvroute replay [trace.jsonl] [options]',
@@ -358,7 +364,7 @@ async function runReplay(argv: string[]): Promise<void> {
     ...(sync !== undefined ? { replicaSync: sync === 'on' } : {}),
     ...(v['replica-sync-delay-ms'] !== undefined ? { replicaSyncDelayMs: num('replica-sync-delay-ms') } : {}),
     ...(v['arrival-spread-ms'] !== undefined ? { arrivalSpreadMs: num('arrival-spread-ms') } : {}),
-    ...(v['replica-lb'] !== undefined ? { replicaBalancer: v['replica-lb'] as 'random' | 'round-robin' } : {}),
+    ...(v['replica-lb'] !== undefined ? { replicaBalancer: v['replica-lb'] as ReplicaBalancer } : {}),
     onProgress: progressBar(),
   });
   process.stdout.write(`backend: ${String(report.config.backend)}\n${table(report)}`);

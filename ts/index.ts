@@ -108,7 +108,7 @@ export type { PreemptionMode } from './replay/preemption.js';
 export type { CustomPolicy, ReplayOptions, ReplayPolicy } from './replay/replay.js';
 export { replay, upperBoundHitRatio } from './replay/replay.js';
 export type { Distribution, LatencyCdf, PolicyReport, ReplayReport, Throughput, TraceSummary, WorkerShare } from './replay/report.js';
-export type { SessionCounts } from './replay/simulate.js';
+export type { ReplicaBalancer, SessionCounts } from './replay/simulate.js';
 export type { ResolvedSpeculative, SpeculativeDecoding } from './replay/speculative.js';
 export type { TimingModel } from './replay/timing.js';
 export type { LoadTraceOptions, Trace, TraceRequest } from './replay/trace.js';

@@ -18,7 +18,7 @@ import { prefixCeiling } from './ceiling.js';
 import { generateTrace } from './generate.js';
 import { type PreemptionMode, preemptionMode } from './preemption.js';
 import { type PolicyReport, type ReplayReport, summarise } from './report.js';
-import { type SimConfig, simulatePolicy } from './simulate.js';
+import { type ReplicaBalancer, type SimConfig, simulatePolicy } from './simulate.js';
 import { checkSpeculative, SPECULATIVE_WITH_DECODE_SPEEDUP, type SpeculativeDecoding } from './speculative.js';
 import type { TimingModel } from './timing.js';
 import { loadTrace, promptTokens, type Trace } from './trace.js';
@@ -145,8 +145,12 @@ export interface ReplayOptions {
    * trace's clock after `arrivalSpeedup`; at most 60,000. Default 0: at once.
    */
   replicaSyncDelayMs?: number;
-  /** How the load balancer in front of the replicas spreads arrivals. Default `'random'` (seeded). */
-  replicaBalancer?: 'random' | 'round-robin';
+  /**
+   * How the load balancer in front of the replicas spreads arrivals: `'random'` (seeded),
+   * `'round-robin'`, or `'session'` (a hash of the request's session id, as a load balancer
+   * hashing a session header would; requests without one at random). Default `'random'`.
+   */
+  replicaBalancer?: ReplicaBalancer;
   /** Called as requests complete (about 100 times per policy). */
   onProgress?: (policy: string, done: number, total: number) => void;
 }
@@ -201,8 +205,8 @@ function replicaSettings(opts: ReplayOptions): SimConfig['replicas'] {
   const sync = opts.replicaSync ?? true;
   if (typeof sync !== 'boolean') throw new KvRouteError('ERR_INVALID_ARG', `replicaSync must be a boolean, got ${describe(sync)}`);
   const balancer = opts.replicaBalancer ?? 'random';
-  if (balancer !== 'random' && balancer !== 'round-robin')
-    throw new KvRouteError('ERR_INVALID_ARG', `replicaBalancer must be 'random' or 'round-robin', got ${describe(balancer)}`);
+  if (balancer !== 'random' && balancer !== 'round-robin' && balancer !== 'session')
+    throw new KvRouteError('ERR_INVALID_ARG', `replicaBalancer must be 'random', 'round-robin' or 'session', got ${describe(balancer)}`);
   const count = positiveInteger(opts.replicas, 'replicas', 1);
   if (count > 64) throw new KvRouteError('ERR_INVALID_ARG', `replicas must be at most 64, got ${count}`);
   const syncDelayMs = opts.replicaSyncDelayMs ?? 0;

@@ -9,6 +9,7 @@
  * @module
  */
 
+import { createHash } from 'node:crypto';
 import { resolveBackend } from '../backend.js';
 import { OUTCOME, OUTCOME_FIGURES } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
@@ -105,7 +106,20 @@ export interface ReplaySimReplicas {
   sync: boolean;
   /** Simulated time a sync message takes to reach the other replicas (0: at once). */
   syncDelayMs: number;
-  balancer: 'random' | 'round-robin';
+  balancer: ReplicaBalancer;
+}
+
+/**
+ * How the load balancer in front of the replicas spreads arrivals: at random (seeded), in turn,
+ * or by session (a hash of the request's session id, as a load balancer hashing a session header
+ * would; requests without one at random).
+ * @group Replay
+ */
+export type ReplicaBalancer = 'random' | 'round-robin' | 'session';
+
+/** The replica a session's requests go to under the `session` balancer: a stable hash of its id. */
+function sessionReplica(sessionId: string, replicas: number): number {
+  return createHash('sha1').update(sessionId).digest().readUInt32LE(0) % replicas;
 }
 
 /**
@@ -143,7 +157,11 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
   // The load balancer in front of the replicas, and which replica routed each request.
   const balancer = new SeededRandom(cfg.seed ^ 0x5eed);
   let nextReplica = 0;
-  const pick = () => (cfg.replicas.balancer === 'round-robin' ? nextReplica++ % routers.length : balancer.int(0, routers.length - 1));
+  const pick = (sessionId: string | undefined) => {
+    if (cfg.replicas.balancer === 'round-robin') return nextReplica++ % routers.length;
+    if (cfg.replicas.balancer === 'session' && sessionId !== undefined) return sessionReplica(sessionId, routers.length);
+    return balancer.int(0, routers.length - 1);
+  };
   const total = trace.requests.length;
   const owner: KvRouter[] = new Array(total);
   // Engines without prefix caching publish nothing (vLLM's KV events come from its prefix cache).
@@ -237,7 +255,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
         const locals = blockHashes(tokens, cfg.engine.blockSize, own);
         const seqs = sequenceHashes(locals, hashOptions);
         fleet.addRequest(uid, req.inputLength, req.outputLength, seqs, locals);
-        const router = routers.length === 1 ? routers[0] : routers[pick()];
+        const router = routers.length === 1 ? routers[0] : routers[pick(req.sessionId)];
         owner[uid] = router;
         const t0 = performance.now();
         // A session's turns carry its id: with `sessionAffinityTtlSecs` the router keeps them together.
