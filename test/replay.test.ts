@@ -390,39 +390,15 @@ describe('kvroute command', () => {
 
   test('the table says how many router replicas routed, and whether they shared load', () => {
     requireDist();
-    const one = cli(['replay', '--limit', '30', '--workers', '2']);
-    expect(one.stdout).toMatch(/^30 requests \(built-in generated workload\), 2 workers; hit ratio ceiling/m);
-    const unsynced = cli([
-      'replay',
-      '--limit',
-      '30',
-      '--workers',
-      '2',
-      '--replicas',
-      '3',
-      '--replica-sync',
-      'off',
-      '--replica-lb',
-      'round-robin',
-    ]);
+    const small = (...flags: string[]) => cli(['replay', '--limit', '30', '--workers', '2', ...flags]);
+    expect(small().stdout).toMatch(/^30 requests \(built-in generated workload\), 2 workers; hit ratio ceiling/m);
+    const unsynced = small('--replicas', '3', '--replica-sync', 'off', '--replica-lb', 'round-robin');
     expect(unsynced.stdout).toMatch(/, 2 workers, 3 router replicas \(not sharing load, round-robin balancer\); hit ratio ceiling/);
-    const delayed = cli([
-      'replay',
-      '--limit',
-      '30',
-      '--workers',
-      '2',
-      '--replicas',
-      '3',
-      '--replica-sync-delay-ms',
-      '2.5',
-      '--arrival-spread-ms',
-      '800',
-    ]);
+    const delayed = small('--replicas', '3', '--replica-sync-delay-ms', '2.5', '--arrival-spread-ms', '800');
     expect(delayed.stdout).toMatch(
       /, 3 router replicas \(sharing load after 2\.5 ms, random balancer\); hit ratio ceiling [^;\n]*; arrivals spread over 800 ms\n/,
     );
-    const bad = cli(['replay', '--limit', '30', '--replica-sync', 'off', '--replicas', '2', '--replica-sync-delay-ms', '5']);
+    const bad = small('--replica-sync', 'off', '--replicas', '2', '--replica-sync-delay-ms', '5');
     expect([bad.status, bad.stderr]).toEqual([2, expect.stringMatching(/replicaSyncDelayMs needs replicaSync/)]);
   });
 

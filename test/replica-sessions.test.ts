@@ -256,12 +256,10 @@ describe.each(BACKENDS)('session bindings shared over a bus that delays and reor
         }),
       );
       const inFlight = new Map<string, KvRouter>();
-      const settle = () => {
-        while (bus.pending() > 0) {
+      const settle = () =>
+        bus.settle(() => {
           clock.now += DELAY;
-          bus.deliverDue();
-        }
-      };
+        });
       settle();
       let next = 0;
       for (let round = 0; round < 40; round++) {

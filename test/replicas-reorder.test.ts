@@ -32,12 +32,10 @@ describe.each(BACKENDS)('load sync over a bus that delays and reorders (%s)', (b
         open.push(r);
         return r;
       });
-      const settle = () => {
-        while (bus.pending() > 0) {
+      const settle = () =>
+        bus.settle(() => {
           clock.now += DELAY;
-          bus.deliverDue();
-        }
-      };
+        });
       const view = (r: KvRouter) =>
         JSON.stringify(r.stats().load.map((l) => [String(l.workerId), l.requests, l.activePrefillTokens, l.activeBlocks]));
       settle();

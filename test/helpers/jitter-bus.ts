@@ -61,6 +61,14 @@ export class JitterBus {
     return this.queue.length;
   }
 
+  /** Delivers everything on its way, calling `advance` (which moves the clock) before each round. */
+  settle(advance: () => void): void {
+    while (this.pending() > 0) {
+      advance();
+      this.deliverDue();
+    }
+  }
+
   /** Delivers every message due by now, in arrival order. */
   deliverDue(): void {
     const now = this.now();
