@@ -71,6 +71,8 @@ describe.each(BACKENDS)('gateway session affinity with several models (%s)', (ba
     expect(await planner.json()).toMatchObject({ sessionId: 'agent', model: 'm-a', workerId: Number([...seen['m-a']][0]) });
     const noModel = await fetch(`${f.url}/admin/sessions/agent`);
     expect([noModel.status, ((await noModel.json()) as { error: string }).error]).toEqual([404, 'session "agent" is not bound']);
+    const twice = await fetch(`${f.url}/admin/sessions/agent?model=m-a&model=m-b`);
+    expect([twice.status, ((await twice.json()) as { error: string }).error]).toEqual([400, 'model must be given once']);
   });
 });
 
