@@ -79,8 +79,10 @@ export interface SessionLedger {
   table(): WireSession[];
   /** Peers' bindings. */
   merge(updates: readonly WireSession[]): void;
-  /** Bindings in use here that the peers have not heard of for a while (published each heartbeat). */
-  renew(): WireSession[];
+  /** The bindings of these sessions as they are now (a session no longer bound is left out). */
+  current(sessionIds: Iterable<string>): WireSession[];
+  /** Sessions bound and in use here that the peers have not heard of for a while (published each heartbeat). */
+  renew(): string[];
 }
 
 interface OwnBooking {
@@ -96,8 +98,8 @@ export class ReplicaSync {
   private seq = 0;
   private readonly own = new Map<number, OwnBooking>();
   private outbox: WireOp[] = [];
-  /** Session updates to publish, the latest per session. */
-  private sessionOutbox = new Map<string, WireSession>();
+  /** Sessions whose binding changed since the last flush: published as they are at the flush. */
+  private readonly sessionOutbox = new Set<string>();
   private lastTableAt = Number.NEGATIVE_INFINITY;
   private tableTimer: NodeJS.Timeout | undefined;
   private flushScheduled: NodeJS.Immediate | NodeJS.Timeout | undefined;
@@ -145,9 +147,9 @@ export class ReplicaSync {
     return this.opts.replicaId;
   }
 
-  /** A session binding was made, used or went idle here. */
-  sessionChanged(b: WireSession): void {
-    this.sessionOutbox.set(b.sessionId, b);
+  /** A session's binding was made, used or went idle here. */
+  sessionChanged(sessionId: string): void {
+    this.sessionOutbox.add(sessionId);
     this.schedule();
   }
 
@@ -198,8 +200,8 @@ export class ReplicaSync {
       this.outbox = [];
       this.send({ kind: 'ops', ops });
     }
-    if (this.sessionOutbox.size > 0) {
-      const sessions = [...this.sessionOutbox.values()];
+    if (this.sessionOutbox.size > 0 && this.sessions) {
+      const sessions = this.sessions.current(this.sessionOutbox);
       this.sessionOutbox.clear();
       this.sendSessions(sessions);
     }
@@ -331,7 +333,7 @@ export class ReplicaSync {
 
   private tick(): void {
     if (this.closed) return;
-    for (const s of this.sessions?.renew() ?? []) this.sessionOutbox.set(s.sessionId, s);
+    for (const id of this.sessions?.renew() ?? []) this.sessionOutbox.add(id);
     this.flush();
     this.send({ kind: 'heartbeat', inFlight: this.own.size });
     if (Date.now() - this.lastStateAt >= this.opts.resyncMs) this.publishState();

@@ -65,10 +65,11 @@ export class ReplicaLink {
       sessions && {
         table: () => sessions.table(now()),
         merge: (updates) => sessions.merge(updates, now()),
+        current: (ids) => sessions.current(ids, now()),
         renew: () => sessions.renew(now()),
       },
     );
-    sessions?.share({ origin: opts.replicaId, publish: (b) => this.sync.sessionChanged(b) });
+    sessions?.share({ origin: opts.replicaId, publish: (id) => this.sync.sessionChanged(id) });
   }
 
   get ready(): Promise<void> {

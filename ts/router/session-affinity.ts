@@ -79,8 +79,8 @@ export interface SessionBinding {
 export interface SessionPeers {
   /** This replica's id: the origin of the bindings it makes. */
   readonly origin: string;
-  /** A binding was made, used or went idle here: tell the peers. */
-  publish(b: WireSession): void;
+  /** A session's binding was made, used or went idle here: tell the peers (its binding as it is when they are told). */
+  publish(sessionId: string): void;
 }
 
 interface Binding extends SessionTarget {
@@ -227,13 +227,23 @@ export class SessionAffinity {
     return { workerId, dpRank, inFlight: b.active, idleMs: b.active > 0 ? 0 : now - b.idleSince, origin };
   }
 
-  /** Bindings with a request in flight here that were last published `ttlMs / 2` ago or more, published now. */
-  renew(now: number): WireSession[] {
-    const out: WireSession[] = [];
+  /** Sessions bound with a request in flight here, last published `ttlMs / 2` ago or more: to publish now. */
+  renew(now: number): string[] {
+    const out: string[] = [];
     for (const [b, sessionId] of this.inUse) {
       if (this.sessions.get(sessionId) !== b || now - b.publishedAt < this.ttlMs / 2) continue;
       b.publishedAt = now;
-      out.push(this.wire(sessionId, b, now));
+      out.push(sessionId);
+    }
+    return out;
+  }
+
+  /** The live bindings of these sessions, as the peers get them. */
+  current(sessionIds: Iterable<string>, now: number): WireSession[] {
+    const out: WireSession[] = [];
+    for (const id of sessionIds) {
+      const b = this.live(id, now);
+      if (b) out.push(this.wire(id, b, now));
     }
     return out;
   }
@@ -297,7 +307,7 @@ export class SessionAffinity {
   private publish(sessionId: string, b: Binding, now: number): void {
     if (!this.peers) return;
     b.publishedAt = now;
-    this.peers.publish(this.wire(sessionId, b, now));
+    this.peers.publish(sessionId);
   }
 
   private live(sessionId: string, now: number): Binding | undefined {
