@@ -10,7 +10,7 @@ import { encodeMessage, type WireMessage } from '../ts/replicas/wire.js';
 import { BACKENDS } from './helpers/backends.js';
 import { stored } from './helpers/events.js';
 import { JitterBus } from './helpers/jitter-bus.js';
-import { natsServerSuite } from './helpers/nats-server.js';
+import { NatsServer, natsServerSuite } from './helpers/nats-server.js';
 import { Rng } from './helpers/random.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -377,5 +377,39 @@ describe('session bindings over a real nats-server', () => {
       expect(where(await a.route({ requestId: 'a1', tokens: ONE, sessionId: 'ok' }))).toBe('2:0');
       await nc.close();
     });
+  });
+
+  test.each(BACKENDS)('a binding made while NATS was down reaches the peers when it is back (%s)', async (backend) => {
+    const own = new NatsServer();
+    await own.start();
+    const mk = (id: string) =>
+      fleet(
+        new KvRouter({
+          blockSize: BS,
+          backend,
+          sessionAffinityTtlSecs: TTL_SECS,
+          replicas: { nats: { servers: own.url }, replicaId: id, heartbeatMs: 100, leaseMs: 600 },
+        }),
+        backend,
+      );
+    const [a, b] = [await mk('a'), await mk('b')];
+    try {
+      await Promise.all([a.ready(), b.ready()]);
+      await own.stop();
+      await waitFor(() => a.stats().replicas?.connected === false, 'a to notice the outage');
+      // Bound while nothing could be published: counted as a lost publish.
+      await a.route({ requestId: 'a1', tokens: ONE, sessionId: 's' });
+      a.free('a1');
+      await waitFor(() => (a.stats().replicas?.publishErrors ?? 0) > 0, "the turn's publish to fail");
+      expect(b.session('s')).toBeUndefined();
+      await own.start();
+      // On reconnect a publishes its table of live bindings: b learns the binding made meanwhile.
+      await waitFor(() => b.session('s') !== undefined, 'b to learn the binding after the outage', 15_000);
+      expect(b.session('s')).toMatchObject({ workerId: 1n, dpRank: 0, origin: 'a' });
+      expect(where(await b.route({ requestId: 'b1', tokens: TWO, sessionId: 's' }))).toBe('1:0');
+    } finally {
+      await Promise.all([a.closeAsync(), b.closeAsync()]);
+      await own.dispose();
+    }
   });
 });
