@@ -26,6 +26,9 @@ import { Sweeper } from './sweeper.js';
 import type { PotentialLoad, RankLoad, RouteDecision, RouteRequest, RouterStats, WorkerConfig } from './types.js';
 import { type Candidates, resolveWorker, WorkerRegistry } from './workers.js';
 
+/** Session bindings the once-a-second expiry sweep looks at (a full pass runs for `stats()`). */
+const SESSION_SWEEP_BUDGET = 4096;
+
 /**
  * The KV-aware router.
  *
@@ -519,7 +522,7 @@ export class KvRouter {
     const now = this.clock();
     if (!force && now < this.nextExpiryAt) return;
     this.nextExpiryAt = now + Math.min(1000, this.opts.requestExpiryMs / 10);
-    this.sessions?.sweep(now);
+    this.sessions?.sweep(now, SESSION_SWEEP_BUDGET);
     let expired = 0;
     for (const handle of this.core.expire(now - this.opts.requestExpiryMs)) {
       if (this.forget(handle)) this.counts.expired++;
@@ -536,7 +539,10 @@ export class KvRouter {
    * @throws nothing (after `close()` it reports the counters and the index's final stats).
    */
   stats(): RouterStats {
-    if (!this.closed) this.expire(true);
+    if (!this.closed) {
+      this.expire(true);
+      this.sessions?.sweep(this.clock());
+    }
     return withIdJson({
       workers: this.workers.size,
       ranks: this.workers.rankCount,
