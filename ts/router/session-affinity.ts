@@ -202,7 +202,8 @@ export class SessionAffinity {
       this.clock = Math.max(this.clock, u.stamp);
       const held = this.live(u.sessionId, now);
       const idleSince = now - u.idleMs;
-      if (held && !later(u, held) && (u.stamp !== held.stamp || u.origin !== held.origin)) {
+      const same = held !== undefined && u.stamp === held.stamp && u.origin === held.origin;
+      if (held && !same && !later(u, held)) {
         this.counts.stalePeerUpdates++;
       } else if (held && held.workerId === u.workerId && held.dpRank === u.dpRank) {
         // The same binding (or a later one to the same rank): it was active at the peer.

@@ -58,6 +58,11 @@ export function resolveWorker(id: bigint, cfg: unknown): Worker {
   };
 }
 
+/** Whether `rank` is one of the worker's dp ranks. */
+function hasRank(w: Worker, rank: number): boolean {
+  return rank >= w.startRank && rank < w.startRank + w.size;
+}
+
 export class WorkerRegistry {
   private readonly workers = new Map<bigint, Worker>();
   private all: Candidates | undefined;
@@ -109,7 +114,7 @@ export class WorkerRegistry {
    */
   admits(t: { workerId: bigint; dpRank: number }, allowed: Set<bigint> | undefined): boolean {
     const w = this.get(t.workerId);
-    return w !== undefined && (!allowed || allowed.has(w.id)) && t.dpRank >= w.startRank && t.dpRank < w.startRank + w.size;
+    return w !== undefined && (!allowed || allowed.has(w.id)) && hasRank(w, t.dpRank);
   }
 
   /**
@@ -122,8 +127,7 @@ export class WorkerRegistry {
       if (!w || (allowed && !allowed.has(w.id)))
         throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${pinned.workerId} is not registered or not allowed`);
       if (pinned.dpRank === undefined) return this.candidates(new Set([w.id]));
-      if (pinned.dpRank < w.startRank || pinned.dpRank >= w.startRank + w.size)
-        throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${w.id} has no dp rank ${pinned.dpRank}`);
+      if (!hasRank(w, pinned.dpRank)) throw new KvRouteError('ERR_INVALID_ARG', `pinned worker ${w.id} has no dp rank ${pinned.dpRank}`);
       // One rank: two one-element arrays, not the worker's whole list.
       return { workers: BigUint64Array.of(w.id), ranks: Uint32Array.of(pinned.dpRank) };
     }

@@ -22,6 +22,8 @@ export interface AdminContext {
   fleet: Fleet;
   router: KvRouter;
   tokenizer: PromptTokenizer;
+  /** Whether the router keeps session affinity (`sessionAffinityTtlSecs`). */
+  sessionAffinity: boolean;
 }
 
 /** A worker as the admin API lists it. */
@@ -67,7 +69,7 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
     const id = (req.params as { id: string }).id;
     const model = (req.query as { model?: unknown }).model;
     if (model !== undefined && typeof model !== 'string') throw new KvRouteError('ERR_INVALID_ARG', 'model must be given once');
-    if (ctx.router.stats().sessions === undefined)
+    if (!ctx.sessionAffinity)
       return reply.code(404).send({ error: 'session affinity is off (set the router option sessionAffinityTtlSecs)' });
     const binding = ctx.router.session(sessionKey(id, model));
     const named = model === undefined ? '' : ` for model ${JSON.stringify(model)}`;

@@ -352,7 +352,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       bearerGuard(o.adminToken ? [o.adminToken] : [], (reply) => reply.send({ error: 'a valid admin token is required' })),
     );
     admin.get('/metrics', async (_req, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
-    adminRoutes(admin, { fleet, router, tokenizer });
+    adminRoutes(admin, { fleet, router, tokenizer, sessionAffinity: (o.router.sessionAffinityTtlSecs ?? null) !== null });
     indexerRoutes(admin, { fleet, router, blockSize: o.blockSize, model });
   });
   if (adminApp) adminApp.get('/health', async () => ({ status: 'ok' }));
