@@ -1,41 +1,14 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { mockTokenize, writeMockTokenizer } from '../ts/index.js';
-import { ROOT, requireDist } from './helpers/dist.js';
+import { killCommandsAfterEach, runCommand } from './helpers/cli-process.js';
+import { requireDist } from './helpers/dist.js';
 import { postJson, sse } from './helpers/http.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 import { sleep } from './helpers/wait.js';
 
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
-});
-
-/** Runs `kvroute <args>`; resolves the first stdout match of `pattern`. */
-function run(args: string[], pattern: RegExp, env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, [join(ROOT, 'dist', 'cli.js'), ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env },
-  });
-  children.push(child);
-  let out = '';
-  let err = '';
-  child.stderr.on('data', (d) => {
-    err += d;
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const match = new Promise<RegExpExecArray>((resolve, reject) => {
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = pattern.exec(out);
-      if (m) resolve(m);
-    });
-    child.on('exit', (code) => reject(new Error(`exited ${code} before printing ${pattern}: ${out} ${err}`)));
-  });
-  return { child, exited, match, output: () => out, errors: () => err };
-}
+killCommandsAfterEach();
 
 describe('kvroute serve as a command', () => {
   test('serves a fleet of mock-worker processes from a YAML config; SIGTERM drains and exits 0', async () => {
@@ -43,7 +16,7 @@ describe('kvroute serve as a command', () => {
     const workerLine = /(http:\/\/127\.0\.0\.1:\d+), KV events (tcp:\/\/\S+), replay (tcp:\/\/\S+)/;
     const workers = await Promise.all(
       [0, 1].map(() =>
-        run(
+        runCommand(
           ['mock-worker', '--port', '0', '--kv-events', 'tcp://127.0.0.1:0', '--replay', 'tcp://127.0.0.1:0', '--speedup', '20'],
           workerLine,
         ),
@@ -62,7 +35,7 @@ describe('kvroute serve as a command', () => {
         '',
       ].join('\n'),
     );
-    const serve = run(['serve', '--config', config, '--port', '0', '--log-level', 'info'], /proxy (http:\/\/127\.0\.0\.1:\d+)/);
+    const serve = runCommand(['serve', '--config', config, '--port', '0', '--log-level', 'info'], /proxy (http:\/\/127\.0\.0\.1:\d+)/);
     const url = (await serve.match)[1];
     await sleep(300);
     const prompt = 'a shared prefix that both requests start with, long enough for a few blocks ';
@@ -108,13 +81,13 @@ describe('kvroute serve as a command', () => {
       file,
       'F{% for m in messages %}{% if m.content is string %}S{{ m.content }}{% else %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endif %}{% endfor %}',
     );
-    const worker = run(
+    const worker = runCommand(
       ['mock-worker', '--port', '0', '--kv-events', 'tcp://127.0.0.1:0', '--replay', 'tcp://127.0.0.1:0'],
       /(http:\/\/127\.0\.0\.1:\d+)/,
     );
     const workerFlag = `id=1,url=${(await worker.match)[1]}`;
     const explain = async (flags: string[]) => {
-      const serve = run(
+      const serve = runCommand(
         ['serve', '--block-size', '16', '--port', '0', '--log-level', 'off', '--worker', workerFlag, '--tokenizer', path, ...flags],
         /admin (http:\/\/127\.0\.0\.1:\d+)/,
       );
@@ -140,7 +113,7 @@ describe('kvroute serve as a command', () => {
       ],
       [['--tokenizer', path, '--chat-template-content-format', 'json'], /chatTemplateContentFormat must be 'auto', 'string' or 'openai'/],
     ] as const) {
-      const bad = run(['serve', '--block-size', '16', ...flags], /never/);
+      const bad = runCommand(['serve', '--block-size', '16', ...flags], /never/);
       bad.match.catch(() => undefined);
       expect(await bad.exited).toBe(2);
       expect(bad.errors()).toMatch(message);
@@ -153,15 +126,15 @@ describe('kvroute serve as a command', () => {
     const dir = scratchDir('kvroute-serve-');
     const config = join(dir, 'bad.yaml');
     writeFileSync(config, 'blockSize: 16\nworkers:\n  - { id: 1, url: "not a url" }\n');
-    const bad = run(['serve', '--config', config], /never/);
+    const bad = runCommand(['serve', '--config', config], /never/);
     bad.match.catch(() => undefined);
     expect(await bad.exited).toBe(2);
     expect(bad.errors()).toMatch(/workers\[0\]\.url/);
-    const flag = run(['serve', '--block-size', '16', '--worker', 'id=1,uri=http://x'], /never/);
+    const flag = runCommand(['serve', '--block-size', '16', '--worker', 'id=1,uri=http://x'], /never/);
     flag.match.catch(() => undefined);
     expect(await flag.exited).toBe(2);
     expect(flag.errors()).toMatch(/--worker: "uri=http:\/\/x"/);
-    const policy = run(
+    const policy = runCommand(
       [
         'serve',
         '--block-size',
@@ -178,7 +151,7 @@ describe('kvroute serve as a command', () => {
     expect(policy.errors()).toMatch(
       /router\.prefillLoadScale is a term of the linear cost and has no effect with selectionPolicy 'lmetric'/,
     );
-    const none = run(['serve'], /never/);
+    const none = runCommand(['serve'], /never/);
     none.match.catch(() => undefined);
     expect(await none.exited).toBe(2);
     expect(none.errors()).toMatch(/--block-size/);
