@@ -174,6 +174,8 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     const added = await postJson(`${f.adminUrl}/admin/workers`, { ...workerEntry(second, 7) });
     expect(added.status).toBe(201);
     expect(added.json).toMatchObject({ id: 7, health: 'healthy', origin: 'admin' });
+    const health = async () => (await (await fetch(`${f.adminUrl}/metrics`)).text()).match(/kvroute_gateway_worker_health\{worker="7".*/g);
+    expect(await health()).toContain('kvroute_gateway_worker_health{worker="7",state="healthy"} 1');
     expect((await postJson(`${f.adminUrl}/admin/workers`, { ...workerEntry(second, 7) })).status).toBe(400);
     const bad = await postJson(`${f.adminUrl}/admin/workers`, { id: 8, url: 'ftp://x' });
     expect(bad.status).toBe(400);
@@ -194,6 +196,7 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     const del = await fetch(`${f.adminUrl}/admin/workers/7`, { method: 'DELETE' });
     expect(del.status).toBe(200);
     expect((await fetch(`${f.adminUrl}/admin/workers/7`, { method: 'DELETE' })).status).toBe(404);
+    expect(await health()).toBeNull();
     expect(f.gateway.router.stats().workers).toBe(1);
     // With no worker left to tokenize, explain is a 503 to retry (as the proxy answers), not the caller's mistake.
     await fetch(`${f.adminUrl}/admin/workers/1`, { method: 'DELETE' });

@@ -284,7 +284,7 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
       ['IndexSnapshotWriter', writer, ['on', 'off', 'stats']],
       ['ReplicaBus', bus, Object.getOwnPropertyNames(kvroute.ReplicaBus.prototype).filter((m) => m !== 'constructor')],
       ['MockWorker', worker, ['fault', 'stats']],
-      ['Gateway', gateway, ['addWorker', 'removeWorker', 'workers']],
+      ['Gateway', gateway, ['addWorker', 'removeWorker', 'setWorkers', 'workers']],
     ];
     try {
       for (const [name, obj, methods] of cases) {

@@ -154,6 +154,7 @@ export type {
   UpstreamOptions,
 } from './server/options.js';
 export { metrics } from './server/router-metrics.js';
+export type { WorkerSetChanges } from './server/worker-set.js';
 export type { TokenizerPrefixCacheStats } from './tokenizer/prefix-cache.js';
 export {
   type ChatRequest,

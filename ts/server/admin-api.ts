@@ -1,5 +1,5 @@
 /**
- * The gateway's admin API: workers added, listed and removed at run time, the router's stats,
+ * The gateway's admin API: workers added, listed, removed and set as a whole at run time, the router's stats,
  * a session's binding, and `POST /admin/explain`, which shows what routing would weigh for a
  * prompt without booking anything. Ids are exact JSON numbers (u64).
  * @internal
@@ -17,6 +17,7 @@ import { BadRequest, engineTokens, readRequest } from './prompt.js';
 import { inScope, routingScope } from './scope.js';
 import { sessionKey } from './session-key.js';
 import type { PromptTokenizer } from './tokenize.js';
+import type { WorkerSetChanges } from './worker-set.js';
 
 export interface AdminContext {
   fleet: Fleet;
@@ -24,6 +25,8 @@ export interface AdminContext {
   tokenizer: PromptTokenizer;
   /** Whether the router keeps session affinity (`sessionAffinityTtlSecs`). */
   sessionAffinity: boolean;
+  /** `Gateway.setWorkers` for `PUT /admin/workers`. */
+  setWorkers: (workers: unknown) => WorkerSetChanges;
 }
 
 /** A worker as the admin API lists it. */
@@ -58,6 +61,8 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
       .type('application/json')
       .send(json(describeWorker(member, ctx.fleet)));
   });
+  // The whole list at once, as a config reload sets it (a body of `[{ id, url, … }, …]`, POST's entries).
+  app.put('/admin/workers', async (req, reply) => reply.type('application/json').send(json(ctx.setWorkers(req.body))));
   app.delete('/admin/workers/:id', async (req, reply) => {
     const id = parseWorkerIdValue((req.params as { id: string }).id, 'id');
     if (!(await ctx.fleet.remove(id))) return reply.code(404).send({ error: `worker ${id} is not registered` });

@@ -63,6 +63,7 @@ export class Fleet {
   private closed = false;
   private readonly listeners: ((c: HealthChange) => void)[] = [];
   private readonly modelListeners: ((m: FleetWorker) => void)[] = [];
+  private readonly membershipListeners: ((id: bigint, present: boolean) => void)[] = [];
   /** `routable()`'s answer until membership or health changes (read on every request). */
   private routableCache: bigint[] | undefined;
 
@@ -87,6 +88,11 @@ export class Fleet {
 
   onHealthChange(fn: (c: HealthChange) => void): void {
     this.listeners.push(fn);
+  }
+
+  /** Called when a worker joins (`present`) or leaves the fleet, whichever API added or removed it. */
+  onMembership(fn: (id: bigint, present: boolean) => void): void {
+    this.membershipListeners.push(fn);
   }
 
   /** Called after each successful read of a worker's `/v1/models` (its `modelNames` and `adapters` fresh). */
@@ -143,6 +149,7 @@ export class Fleet {
     }
     this.members.set(spec.id, member);
     this.routableCache = undefined;
+    for (const fn of this.membershipListeners) fn(spec.id, true);
     this.log.info({ worker: String(spec.id), url: spec.url, origin }, 'worker added');
     if (pool && this.opts.health.intervalMs > 0) void this.probe(member);
     else if (pool) void this.readModels(member);
@@ -156,9 +163,26 @@ export class Fleet {
     this.members.delete(id);
     this.routableCache = undefined;
     this.leave(m);
+    for (const fn of this.membershipListeners) fn(id, false);
     this.log.info({ worker: String(id) }, 'worker removed');
     await m.pool?.close();
     return true;
+  }
+
+  /**
+   * Changes a worker's weight and batch budget in place: its index entries, load and event
+   * sources stay (a worker down gets them when it returns).
+   */
+  retune(id: bigint, weight: number, maxNumBatchedTokens: number | undefined): void {
+    const m = this.members.get(id);
+    if (!m) return;
+    Object.assign(m.spec, { weight, maxNumBatchedTokens });
+    if (m.inRouter) this.router.updateWorker(id, this.workerConfig(m.spec));
+    this.log.info({ worker: String(id), weight, maxNumBatchedTokens }, 'worker updated');
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
   }
 
   /** Replaces a worker's KV-event endpoints (the indexer API adds dp ranks one by one). */

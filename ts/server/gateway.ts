@@ -29,6 +29,7 @@ import {
   type GatewayWorker,
   parseWorkerIdValue,
   type ResolvedGatewayOptions,
+  type ResolvedWorker,
   resolveGatewayOptions,
   resolveWorker,
 } from './options.js';
@@ -41,6 +42,7 @@ import { metrics } from './router-metrics.js';
 import { snapshotMetrics } from './snapshot-metrics.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
 import { tokenizeCacheMetrics } from './tokenize-metrics.js';
+import { planWorkerSet, setFleetWorkers, type WorkerSetChanges } from './worker-set.js';
 
 /**
  * Where a started gateway listens.
@@ -93,6 +95,16 @@ export interface Gateway {
    * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad argument for a malformed id.
    */
   removeWorker(id: GatewayWorker['id']): Promise<boolean>;
+  /**
+   * Makes the gateway's workers those of `workers`, as `PUT /admin/workers` and `kvroute serve`'s
+   * config reload do: workers not listed are removed (whichever API added them; the indexer API's
+   * index-only workers stay), new ones added. A listed worker whose URL, endpoints and `dpSize`
+   * are unchanged keeps its index and load (a new `weight` or `maxNumBatchedTokens` is applied in
+   * place); one whose URL, endpoints or `dpSize` changed is replaced.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` naming the entry at fault (a bad worker, an id listed
+   * twice or registered through the indexer API), with nothing changed; `ERR_CLOSED` after `close()`.
+   */
+  setWorkers(workers: readonly GatewayWorker[]): WorkerSetChanges;
   /** The workers with their health, as `GET /admin/workers` lists them. */
   workers(): Record<string, unknown>[];
   /**
@@ -248,6 +260,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const registry = new Registry();
   metrics(router, registry);
   const gm = new GatewayMetrics(registry);
+  // Every way in or out (config, admin API, indexer API, setWorkers) passes here.
+  fleet.onMembership((id, present) => gm.setHealth(id, present ? 'healthy' : undefined));
   fleet.onHealthChange((c) => {
     gm.setHealth(c.workerId, c.state);
     gm.transitions.inc({ worker: String(c.workerId), state: c.state });
@@ -256,13 +270,21 @@ export function createGateway(opts: GatewayOptions): Gateway {
   let snapshots: IndexSnapshotWriter | undefined;
   // Set by close(): a warm start that ends after it must not subscribe workers only to close them.
   let stopping = false;
+  // The configured workers join once the warm start is over; until then setWorkers() edits this list.
+  let pending: ResolvedWorker[] | undefined = o.workers;
   const addWorkers = () => {
+    const workers = pending ?? [];
+    pending = undefined;
     if (stopping) return;
-    for (const w of o.workers) {
-      fleet.add(w, 'config');
-      gm.setHealth(w.id, 'healthy');
-    }
+    for (const w of workers) fleet.add(w, 'config');
     fleet.start();
+  };
+  const setWorkers = (workers: unknown, origin: 'config' | 'admin', at: string): WorkerSetChanges => {
+    if (!pending) return setFleetWorkers(fleet, workers, origin, at);
+    if (stopping) throw new KvRouteError('ERR_CLOSED', 'the gateway is closed');
+    const plan = planWorkerSet(new Map(pending.map((spec) => [spec.id, { spec, origin: 'config' }])), workers, at);
+    pending = plan.wanted;
+    return plan.changes;
   };
   try {
     tokenizer = makeTokenizer(o, fleet, app.log);
@@ -352,7 +374,13 @@ export function createGateway(opts: GatewayOptions): Gateway {
       bearerGuard(o.adminToken ? [o.adminToken] : [], (reply) => reply.send({ error: 'a valid admin token is required' })),
     );
     admin.get('/metrics', async (_req, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
-    adminRoutes(admin, { fleet, router, tokenizer, sessionAffinity: (o.router.sessionAffinityTtlSecs ?? null) !== null });
+    adminRoutes(admin, {
+      fleet,
+      router,
+      tokenizer,
+      sessionAffinity: (o.router.sessionAffinityTtlSecs ?? null) !== null,
+      setWorkers: (workers) => setWorkers(workers, 'admin', 'body'),
+    });
     indexerRoutes(admin, { fleet, router, blockSize: o.blockSize, model });
   });
   if (adminApp) adminApp.get('/health', async () => ({ status: 'ok' }));
@@ -411,15 +439,12 @@ export function createGateway(opts: GatewayOptions): Gateway {
       return started;
     },
     addWorker(w) {
-      const spec = resolveWorker(w, 'worker');
-      fleet.add(spec, 'admin');
-      gm.setHealth(spec.id, 'healthy');
+      fleet.add(resolveWorker(w, 'worker'), 'admin');
     },
     async removeWorker(id) {
-      const workerId = parseWorkerIdValue(id, 'id');
-      gm.setHealth(workerId, undefined);
-      return fleet.remove(workerId);
+      return fleet.remove(parseWorkerIdValue(id, 'id'));
     },
+    setWorkers: (workers) => setWorkers(workers, 'config', 'workers'),
     workers: () => fleet.list().map((m) => describeWorker(m, fleet)),
     close,
   };
