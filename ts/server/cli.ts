@@ -1,6 +1,7 @@
 /**
  * `kvroute serve`: {@link createGateway} as a command, from a config file, flags, or both
- * (flags win). Runs until SIGINT or SIGTERM, then drains in-flight requests and exits 0.
+ * (flags win). Runs until SIGINT or SIGTERM, then drains in-flight requests and exits 0; SIGHUP
+ * (and `--watch-config`) reloads the workers (config-reload.ts).
  * @internal
  * @module
  */
@@ -9,11 +10,16 @@ import { existsSync, readFileSync } from 'node:fs';
 import { type Flags, helpText, parseCommand, UsageError } from '../cli-args.js';
 import { KvRouteError } from '../errors.js';
 import { parseWorkerFlag, readConfigFile } from './config-file.js';
+import { reloadConfigOnSignal } from './config-reload.js';
 import { createGateway } from './gateway.js';
 import type { GatewayOptions } from './options.js';
 
 const FLAGS: Flags = {
   config: { kind: 'string', value: 'file', help: 'YAML or JSON file with the options of createGateway (see the README)' },
+  'watch-config': {
+    kind: 'boolean',
+    help: 'reload the workers whenever the config file changes (SIGHUP always reloads them)',
+  },
   port: { kind: 'number', help: 'proxy port (0: any free port)', default: '8000' },
   host: { kind: 'string', help: 'proxy host', default: '127.0.0.1' },
   'block-size': { kind: 'number', help: 'tokens per KV block of the engines (required here or in the config)' },
@@ -138,11 +144,20 @@ export async function runServe(argv: string[]): Promise<number> {
     return 0;
   }
   if (positional.length > 0) throw new UsageError('serve takes no positional arguments', USAGE);
-  const gateway = createGateway(optionsFrom(v));
+  if (v['watch-config'] !== undefined && v.config === undefined) throw new UsageError('--watch-config needs --config', USAGE);
+  const started = optionsFrom(v);
+  const gateway = createGateway(started);
+  // From here on SIGHUP reloads the workers instead of ending the process, as daemons do.
+  const stopReloading = reloadConfigOnSignal(gateway, {
+    read: () => optionsFrom(v),
+    started,
+    ...(v['watch-config'] ? { watch: String(v.config) } : {}),
+  });
   let address: Awaited<ReturnType<typeof gateway.listen>>;
   try {
     address = await gateway.listen({ port: (v.port as number | undefined) ?? 8000, host: (v.host as string | undefined) ?? '127.0.0.1' });
   } catch (err) {
+    stopReloading();
     await gateway.close();
     // listen() names the listener and address itself.
     throw err instanceof KvRouteError
@@ -152,7 +167,10 @@ export async function runServe(argv: string[]): Promise<number> {
   const workers = gateway.workers().length;
   process.stdout.write(`kvroute serve: proxy ${address.url}, admin ${address.adminUrl}, ${workers} worker${workers === 1 ? '' : 's'}\n`);
   return await new Promise<number>((resolve) => {
-    const stop = () => void gateway.close().then(() => resolve(0));
+    const stop = () => {
+      stopReloading();
+      void gateway.close().then(() => resolve(0));
+    };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
