@@ -399,7 +399,7 @@ describe('kvroute command', () => {
       /, 3 router replicas \(sharing load after 2\.5 ms, random balancer\); hit ratio ceiling [^;\n]*; arrivals spread over 800 ms\n/,
     );
     const bad = small('--replica-sync', 'off', '--replicas', '2', '--replica-sync-delay-ms', '5');
-    expect([bad.status, bad.stderr]).toEqual([2, expect.stringMatching(/replicaSyncDelayMs needs replicaSync/)]);
+    expect([bad.status, bad.stderr]).toEqual([2, expect.stringMatching(/--replica-sync-delay-ms needs --replica-sync on/)]);
   });
 
   test('help, version, and errors found before a simulation starts', () => {

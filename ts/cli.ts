@@ -337,6 +337,9 @@ async function runReplay(argv: string[]): Promise<void> {
   const num = (k: string) => v[k] as number | undefined;
   const sync = v['replica-sync'];
   if (sync !== undefined && sync !== 'on' && sync !== 'off') throw new UsageError('--replica-sync must be on or off', REPLAY_USAGE);
+  // Said in the flags' words here: replay's own message names the API's options.
+  if (sync === 'off' && v['replica-sync-delay-ms'] !== undefined)
+    throw new UsageError('--replica-sync-delay-ms needs --replica-sync on (the replicas share nothing without it)', REPLAY_USAGE);
   const report = await replay({
     ...(positional[0] ? { trace: positional[0] } : {}),
     policies: [...(await Promise.all(specs.map(loadPolicy))), ...variants],
