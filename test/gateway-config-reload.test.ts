@@ -8,7 +8,7 @@ import { requireDist } from './helpers/dist.js';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
 import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
-import { waitFor } from './helpers/wait.js';
+import { sleep, waitFor } from './helpers/wait.js';
 
 killCommandsAfterEach();
 closeFleetsAfterEach();
@@ -107,6 +107,24 @@ describe.each(BACKENDS)('kvroute serve: the config reloaded at run time (%s)', (
       ]),
     );
     await waitFor(sameIds(admin, [1, 7]), 'the edited file to be applied', 5000);
+    // A file still being written (here: cut short, rewritten every 50 ms for 2.5 s) is not read
+    // until it has stayed the same a while, so worker 7 is never taken out meanwhile.
+    const reloads = async () => (await scrape(`${admin}/metrics`)).sum('kvroute_gateway_config_reloads_total', { result: 'applied' });
+    expect(await reloads()).toBe(1);
+    for (let i = 0; i < 50; i++) {
+      writeFileSync(config, fleetYaml([[1, a]]));
+      await sleep(50);
+    }
+    writeFileSync(
+      config,
+      fleetYaml([
+        [1, a],
+        [7, b],
+        [8, b],
+      ]),
+    );
+    await waitFor(sameIds(admin, [1, 7, 8]), 'the finished file to be applied', 5000);
+    expect(await reloads()).toBe(2);
     serve.child.kill('SIGTERM');
     expect(await serve.exited).toBe(0);
 
