@@ -45,7 +45,7 @@ describe('kvroute serve as a command', () => {
     const b = await sse(
       `${url}/v1/completions`,
       { prompt: `${prompt}two`, max_tokens: 3, stream: true, model: 'mock-model' },
-      { 'x-dynamo-session-id': 'agent-7' },
+      { 'x-dynamo-session-id': 'agent-7', traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
     );
     expect(b.headers.get('x-kvroute-worker')).toBe(a.headers.get('x-kvroute-worker'));
     expect(Number(b.headers.get('x-kvroute-cached-tokens'))).toBeGreaterThan(0);
@@ -60,12 +60,14 @@ describe('kvroute serve as a command', () => {
     expect(lines.length).toBe(2);
     expect(lines[0]).toMatchObject({ model: null, salted: false });
     expect(lines[0]).not.toHaveProperty('sessionId');
+    expect(lines[0]).not.toHaveProperty('traceId');
     expect(lines[1]).toMatchObject({
       status: 200,
       stream: true,
       worker: a.headers.get('x-kvroute-worker'),
       model: 'mock-model',
       sessionId: 'agent-7',
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
     });
     expect(serve.output()).not.toContain('shared prefix');
     for (const w of workers) w.child.kill('SIGTERM');

@@ -1,6 +1,7 @@
 /**
  * A TCP proxy on 127.0.0.1 that a test can cut and restore: a network partition between one
- * client and a server, with real sockets, for the replica tests.
+ * client and a server, with real sockets, for the replica tests. It also keeps what clients sent
+ * (`sent`), so a test can read the requests on the wire.
  */
 
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
@@ -9,6 +10,8 @@ export class TcpProxy {
   private server: Server | undefined;
   private readonly sockets = new Set<Socket>();
   port = 0;
+  /** Every byte clients sent through it, in order, as latin1 text. */
+  sent = '';
 
   constructor(private readonly targetPort: number) {}
 
@@ -21,6 +24,9 @@ export class TcpProxy {
         s.on('close', () => this.sockets.delete(s));
         s.on('error', () => s.destroy());
       }
+      client.on('data', (d: Buffer) => {
+        this.sent += d.toString('latin1');
+      });
       client.pipe(upstream).pipe(client);
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());

@@ -38,6 +38,7 @@ import {
 } from './proxy.js';
 import { SseSplitter } from './sse.js';
 import { eventWatcher, firstToken, reported } from './stream-watch.js';
+import type { TraceContext } from './trace-context.js';
 
 interface Usage {
   prompt_tokens: number;
@@ -61,9 +62,10 @@ export async function proxyBatch(
   prompts: ReadRequest[],
   path: string,
   signal: AbortSignal,
-  clientId: string | undefined,
+  client: { clientId: string | undefined; trace: TraceContext | undefined },
   started: number,
 ): Promise<FastifyReply> {
+  const { clientId, trace } = client;
   const base = `kvr-${ctx.nextId++}`;
   let tokens: number[][];
   try {
@@ -71,7 +73,9 @@ export async function proxyBatch(
   } catch (err) {
     return refuse(ctx, reply, tokenizeRefusal(err));
   }
-  const outcomes = prompts.map((_, i) => newOutcome(`${base}-${i}`, clientId === undefined ? undefined : `${clientId}-${i}`, tokens[i]));
+  const outcomes = prompts.map((_, i) =>
+    newOutcome(`${base}-${i}`, clientId === undefined ? undefined : `${clientId}-${i}`, trace, tokens[i]),
+  );
   // One prompt refused, or the client gone: the others stop waiting and their workers are let go.
   const stop = new AbortController();
   const onClientGone = () => stop.abort();

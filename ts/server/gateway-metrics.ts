@@ -31,6 +31,7 @@ export class GatewayMetrics {
   readonly predictionError: Histogram;
   readonly retries: Counter<'reason'>;
   readonly rejected: Counter<'reason'>;
+  readonly traceContexts: Counter<'result'>;
   readonly inFlight: Gauge;
   readonly health: Gauge<'worker' | 'state'>;
   readonly transitions: Counter<'worker' | 'state'>;
@@ -132,6 +133,12 @@ export class GatewayMetrics {
       name: 'kvroute_gateway_rejected_total',
       help: 'Requests refused by the gateway, by reason.',
       labelNames: ['reason'],
+      registers,
+    });
+    this.traceContexts = new Counter({
+      name: 'kvroute_gateway_trace_contexts_total',
+      help: "Clients' W3C trace contexts: forwarded to the worker, forwarded without an oversized tracestate, or invalid (not forwarded).",
+      labelNames: ['result'],
       registers,
     });
     this.inFlight = new Gauge({ name: 'kvroute_gateway_in_flight_requests', help: 'Requests being proxied.', registers });

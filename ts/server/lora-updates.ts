@@ -27,6 +27,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describeError, failureKind } from './fleet.js';
 import { finishPassedOn, startPassedOn } from './passthrough.js';
 import { openAiError, type ProxyContext, reject } from './proxy.js';
+import { traceHeaders } from './trace-context.js';
 
 const PATHS = ['/v1/load_lora_adapter', '/v1/unload_lora_adapter'] as const;
 
@@ -51,7 +52,14 @@ export function registerLoraUpdates(proxy: FastifyInstance, ctx: ProxyContext): 
       if (m.adapters.has(name) || (base !== undefined && !m.modelNames.has(base)) || restoring.has(key)) continue;
       if (performance.now() - (failedAt.get(key) ?? Number.NEGATIVE_INFINITY) < RETRY_RESTORE_MS) continue;
       restoring.add(key);
-      void ask(ctx, m.spec.id, PATHS[0], body, `kvr-${ctx.nextId++}`, AbortSignal.timeout(ctx.opts.upstream.headersTimeoutMs))
+      void ask(
+        ctx,
+        m.spec.id,
+        PATHS[0],
+        body,
+        { 'x-request-id': `kvr-${ctx.nextId++}` },
+        AbortSignal.timeout(ctx.opts.upstream.headersTimeoutMs),
+      )
         .then(async (a) => {
           const ok = a.status === 200;
           ctx.metrics.loraRestores.inc({ worker: String(m.spec.id), result: ok ? 'loaded' : 'failed' });
@@ -93,14 +101,18 @@ async function broadcast(
   const base = (req.query as { model?: unknown }).model;
   const workers = ctx.fleet.routableFor(typeof base === 'string' ? base : undefined);
   if (workers.length === 0) {
-    finishPassedOn(ctx, { id: start.id, clientId: start.clientId, path, worker: undefined, status: 503, started }, {});
+    finishPassedOn(ctx, { id: start.id, clientId: start.clientId, trace: start.trace, path, worker: undefined, status: 503, started }, {});
     return reject(ctx, reply, 503, 'no_worker', `no healthy worker to send ${path} to`);
   }
   const name = (body as { lora_name?: unknown }).lora_name;
   // Forgotten before the unload goes out, so that no model-list read meanwhile loads it again.
   const unloading = path === PATHS[1] && typeof name === 'string' ? loaded.get(name) : undefined;
   if (unloading) loaded.delete(name as string);
-  const answers = await Promise.all(workers.map((worker) => ask(ctx, worker, path, body, start.clientId ?? start.id, start.abort.signal)));
+  const answers = await Promise.all(
+    workers.map((worker) =>
+      ask(ctx, worker, path, body, { 'x-request-id': start.clientId ?? start.id, ...traceHeaders(start.trace) }, start.abort.signal),
+    ),
+  );
   const anyDone = answers.some((a) => a.status === 200);
   if (typeof name === 'string') {
     if (path === PATHS[0] && anyDone) loaded.set(name, { body, base: typeof base === 'string' ? base : undefined });
@@ -111,7 +123,11 @@ async function broadcast(
   // Requests naming the adapter go to the workers holding it from now on.
   await ctx.fleet.refreshModels(workers);
   for (const a of answers)
-    finishPassedOn(ctx, { id: start.id, clientId: start.clientId, path, worker: a.worker, status: a.status ?? 502, started }, {});
+    finishPassedOn(
+      ctx,
+      { id: start.id, clientId: start.clientId, trace: start.trace, path, worker: a.worker, status: a.status ?? 502, started },
+      {},
+    );
   void reply.header('x-kvroute-request-id', start.id).header('x-kvroute-workers', workers.join(','));
   const failed = answers.filter((a) => a.status !== 200);
   if (failed.length === 0) return reply.code(200).type('text/plain').send(answers[0].text);
@@ -122,14 +138,21 @@ async function broadcast(
   return reply.code(status).send(openAiError(message, status >= 500 ? 'ServiceUnavailableError' : 'BadRequestError', status));
 }
 
-async function ask(ctx: ProxyContext, worker: bigint, path: string, body: object, id: string, signal: AbortSignal): Promise<WorkerAnswer> {
+async function ask(
+  ctx: ProxyContext,
+  worker: bigint,
+  path: string,
+  body: object,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+): Promise<WorkerAnswer> {
   const pool = ctx.fleet.get(worker)?.pool;
   if (!pool) return { worker, status: undefined, text: 'the worker was removed' };
   try {
     const res = await pool.request({
       method: 'POST',
       path,
-      headers: { ...ctx.fleet.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': id },
+      headers: { ...ctx.fleet.upstreamHeaders, 'content-type': 'application/json', ...headers },
       body: JSON.stringify(body),
       signal,
     });

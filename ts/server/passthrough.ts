@@ -15,7 +15,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { describeError, failureKind } from './fleet.js';
-import { clientRequestId, contentType, openAiError, type ProxyContext, reject } from './proxy.js';
+import { clientRequestId, clientTraceContext, contentType, openAiError, type ProxyContext, reject } from './proxy.js';
+import { type TraceContext, traceHeaders } from './trace-context.js';
 
 /** The POST routes passed on (vLLM's paths; the pooling ones under both names vLLM serves). */
 export const PASSTHROUGH_PATHS = [
@@ -59,7 +60,7 @@ async function passOn(
   const body = req.body as object;
   const start = startPassedOn(ctx, req, reply, true);
   if (!start) return reply;
-  const { clientId, id, abort } = start;
+  const { clientId, id, abort, trace } = start;
   const candidates = order((body as { model?: unknown }).model);
   let worker: bigint | undefined;
   let status: number | 'client_closed' | undefined;
@@ -71,7 +72,7 @@ async function passOn(
       worker = candidate;
       inFlight.set(candidate, (inFlight.get(candidate) ?? 0) + 1);
       try {
-        const res = await request(ctx, pool, path, body, clientId ?? id, abort.signal);
+        const res = await request(ctx, pool, path, body, { 'x-request-id': clientId ?? id, ...traceHeaders(trace) }, abort.signal);
         if (res.statusCode >= 500) {
           await res.body.dump().catch(() => undefined);
           lastFailure = `worker ${candidate} answered ${res.statusCode}`;
@@ -113,13 +114,14 @@ async function passOn(
     );
   } finally {
     const model = (body as { model?: unknown }).model;
-    finishPassedOn(ctx, { id, clientId, path, worker, status, started }, { model: typeof model === 'string' ? model : null });
+    finishPassedOn(ctx, { id, clientId, trace, path, worker, status, started }, { model: typeof model === 'string' ? model : null });
   }
 }
 
-/** A passed-on request under way: the client's `X-Request-Id`, the gateway's id, and the abort of its upstream request when the client leaves. */
+/** A passed-on request under way: the client's `X-Request-Id` and trace context, the gateway's id, and the abort of its upstream request when the client leaves. */
 export interface PassedOn {
   clientId: string | undefined;
+  trace: TraceContext | undefined;
   id: string;
   abort: AbortController;
 }
@@ -135,8 +137,10 @@ export function startPassedOn(ctx: ProxyContext, req: FastifyRequest, reply: Fas
     return undefined;
   }
   let clientId: string | undefined;
+  let trace: TraceContext | undefined;
   try {
     clientId = clientRequestId(req);
+    trace = clientTraceContext(ctx, req);
   } catch (err) {
     void reply.code(400).send(openAiError((err as Error).message, 'BadRequestError', 400));
     return undefined;
@@ -145,13 +149,14 @@ export function startPassedOn(ctx: ProxyContext, req: FastifyRequest, reply: Fas
   reply.raw.on('close', () => {
     if (!reply.raw.writableFinished) abort.abort();
   });
-  return { clientId, id: `kvr-${ctx.nextId++}`, abort };
+  return { clientId, trace, id: `kvr-${ctx.nextId++}`, abort };
 }
 
 /** What a passed-on request did, for its count and log line. */
 export interface PassedOnOutcome {
   id: string;
   clientId: string | undefined;
+  trace: TraceContext | undefined;
   /** The route, as the metric labels it. */
   path: string;
   worker: bigint | undefined;
@@ -171,6 +176,7 @@ export function finishPassedOn(ctx: ProxyContext, o: PassedOnOutcome, extra: Rec
       {
         reqId: o.id,
         ...(o.clientId === undefined ? {} : { clientRequestId: o.clientId }),
+        ...(o.trace === undefined ? {} : { traceId: o.trace.traceId }),
         path: o.path,
         ...extra,
         worker: o.worker === undefined ? null : String(o.worker),
@@ -186,13 +192,13 @@ function request(
   pool: Dispatcher,
   path: string,
   body: object,
-  id: string,
+  headers: Record<string, string>,
   signal: AbortSignal,
 ): Promise<Dispatcher.ResponseData> {
   return pool.request({
     method: 'POST',
     path,
-    headers: { ...ctx.fleet.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': id },
+    headers: { ...ctx.fleet.upstreamHeaders, 'content-type': 'application/json', ...headers },
     body: JSON.stringify(body),
     signal,
   });

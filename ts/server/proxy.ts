@@ -29,6 +29,7 @@ import { sessionKey } from './session-key.js';
 import { SseSplitter, usageFacts, withoutUsage } from './sse.js';
 import { eventWatcher, firstToken, reported } from './stream-watch.js';
 import type { PromptTokenizer } from './tokenize.js';
+import { readTraceContext, type TraceContext, traceHeaders } from './trace-context.js';
 
 export interface ProxyContext {
   router: KvRouter;
@@ -98,11 +99,20 @@ export function clientSessionId(req: FastifyRequest): string | undefined {
   return undefined;
 }
 
+/** The client's W3C trace context, to pass on to the worker (trace-context.ts), counted. */
+export function clientTraceContext(ctx: ProxyContext, req: FastifyRequest): TraceContext | undefined {
+  const { context, result } = readTraceContext(req.headers);
+  if (result) ctx.metrics.traceContexts.inc({ result });
+  return context;
+}
+
 /** What one request did, for its log line and metrics. */
 export interface Outcome {
   id: string;
   /** The client's `X-Request-Id`, when it sent one. */
   clientId: string | undefined;
+  /** The client's trace context, passed on. */
+  trace: TraceContext | undefined;
   status: number | 'client_closed' | 'upstream_error';
   worker: bigint | undefined;
   dpRank: number | undefined;
@@ -170,8 +180,10 @@ export async function proxyCompletion(
   const path = PATHS[kind];
   let read: ReadRequest;
   let clientId: string | undefined;
+  let trace: TraceContext | undefined;
   try {
     clientId = clientRequestId(req);
+    trace = clientTraceContext(ctx, req);
     read = readRequest(req.body, kind, ctx.opts.router.routerTrackOutputBlocks === true);
     read.sessionId = clientSessionId(req);
   } catch (err) {
@@ -183,7 +195,7 @@ export async function proxyCompletion(
   reply.raw.on('close', () => {
     if (!reply.raw.writableFinished) abort.abort();
   });
-  if (read.batch) return proxyBatch(ctx, reply, read, read.batch, path, abort.signal, clientId, started);
+  if (read.batch) return proxyBatch(ctx, reply, read, read.batch, path, abort.signal, { clientId, trace }, started);
   // A follow-up can only go where the response it continues is kept.
   let owner: bigint | undefined;
   if (read.previousResponseId !== undefined) {
@@ -197,7 +209,7 @@ export async function proxyCompletion(
   } catch (err) {
     return refuse(ctx, reply, tokenizeRefusal(err));
   }
-  const outcome = newOutcome(`kvr-${ctx.nextId++}`, clientId, tokens);
+  const outcome = newOutcome(`kvr-${ctx.nextId++}`, clientId, trace, tokens);
   ctx.metrics.inFlight.inc();
   try {
     await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started, owner);
@@ -216,10 +228,11 @@ export async function tokenize(ctx: ProxyContext, read: ReadRequest): Promise<nu
   return tokens;
 }
 
-export function newOutcome(id: string, clientId: string | undefined, tokens: readonly number[]): Outcome {
+export function newOutcome(id: string, clientId: string | undefined, trace: TraceContext | undefined, tokens: readonly number[]): Outcome {
   return {
     id,
     clientId,
+    trace,
     status: 0,
     worker: undefined,
     dpRank: undefined,
@@ -242,6 +255,7 @@ export function finish(ctx: ProxyContext, outcome: Outcome, read: ReadRequest, p
       {
         reqId: outcome.id,
         ...(outcome.clientId === undefined ? {} : { clientRequestId: outcome.clientId }),
+        ...(outcome.trace === undefined ? {} : { traceId: outcome.trace.traceId }),
         ...(read.sessionId === undefined ? {} : { sessionId: read.sessionId }),
         path,
         worker: outcome.worker === undefined ? null : String(outcome.worker),
@@ -404,6 +418,7 @@ export async function connect(
           'content-type': 'application/json',
           'x-data-parallel-rank': String(decision.dpRank),
           'x-request-id': outcome.clientId ?? outcome.id,
+          ...traceHeaders(outcome.trace),
         },
         body: read.forward,
         signal,

@@ -14,6 +14,7 @@ import { finishPassedOn, startPassedOn } from './passthrough.js';
 import { MAX_RESPONSE_ID } from './prompt.js';
 import { contentType, openAiError, type ProxyContext, refuse } from './proxy.js';
 import { findOwner } from './response-owners.js';
+import { traceHeaders } from './trace-context.js';
 
 /** Registers the retrieval and cancel routes on the proxy (behind its API-key check). */
 export function registerResponses(proxy: FastifyInstance, ctx: ProxyContext): void {
@@ -31,7 +32,7 @@ async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyRep
   const label = `/v1/responses/{id}${suffix}`;
   const start = startPassedOn(ctx, req, reply);
   if (!start) return reply;
-  const { clientId, id: reqId, abort } = start;
+  const { clientId, id: reqId, abort, trace } = start;
   let worker: bigint | undefined;
   let status: number | 'client_closed' | 'upstream_error' | undefined;
   try {
@@ -48,7 +49,7 @@ async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyRep
       const res = await pool.request({
         method,
         path: `/v1/responses/${encodeURIComponent(id)}${suffix}${query}`,
-        headers: { ...ctx.fleet.upstreamHeaders, 'x-request-id': clientId ?? reqId },
+        headers: { ...ctx.fleet.upstreamHeaders, 'x-request-id': clientId ?? reqId, ...traceHeaders(trace) },
         signal: abort.signal,
       });
       status = res.statusCode;
@@ -76,6 +77,6 @@ async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyRep
       });
     }
   } finally {
-    finishPassedOn(ctx, { id: reqId, clientId, path: label, worker, status, started }, { responseId: id });
+    finishPassedOn(ctx, { id: reqId, clientId, trace, path: label, worker, status, started }, { responseId: id });
   }
 }

@@ -1,0 +1,114 @@
+import { connect } from 'node:net';
+import { describe, expect, test } from 'vitest';
+import { createGateway } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { closeFleetsAfterEach, startWorker, workerEntry } from './helpers/gateway.js';
+import { postJson, sse } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
+import { TcpProxy } from './helpers/tcp-proxy.js';
+
+closeFleetsAfterEach();
+
+const PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+const STATE = 'rojo=00f067aa0ba902b7,congo=t61rcWkgMzE';
+
+/** The head of the request on the wire that carried `X-Request-Id: id` (header names in lower case). */
+function headOf(wire: string, id: string): Record<string, string> {
+  for (const m of wire.matchAll(/(?:POST|GET) [^\r\n]+ HTTP\/1\.1\r\n([\s\S]*?)\r\n\r\n/g)) {
+    const fields = m[1]
+      .split('\r\n')
+      .map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]);
+    const head = Object.fromEntries(fields);
+    if (head['x-request-id'] === id) return head;
+  }
+  throw new Error(`no request with X-Request-Id ${id} on the wire`);
+}
+
+/** Sends `text` as it is over a new connection; resolves what came back once the server closes it. */
+function rawRequest(url: string, text: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    let answer = '';
+    const socket = connect(Number(port), hostname, () => socket.write(text));
+    socket.on('data', (d) => {
+      answer += d.toString('latin1');
+    });
+    socket.on('close', () => resolve(answer));
+    socket.on('error', reject);
+  });
+}
+
+describe.each(BACKENDS)("gateway: the client's W3C trace context reaches the engine (%s)", (backend) => {
+  test('traceparent and tracestate are passed on unchanged to routed, batched and passed-on requests; a context to ignore is not', async () => {
+    const worker = await startWorker();
+    // The worker's HTTP API behind a TCP proxy that keeps what the gateway sent; its KV events direct.
+    const wire = new TcpProxy(Number(new URL(worker.url).port));
+    await wire.open();
+    const gateway = createGateway({
+      blockSize: 16,
+      backend,
+      logLevel: false,
+      health: { intervalMs: 0 },
+      workers: [{ ...workerEntry(worker, 1), url: `http://127.0.0.1:${wire.port}` }],
+    });
+    try {
+      const { url } = await gateway.listen();
+      const traced = { traceparent: PARENT, tracestate: STATE };
+      const one = await postJson(`${url}/v1/completions`, { prompt: 'hello there', max_tokens: 2 }, { ...traced, 'x-request-id': 'one' });
+      expect(one.status).toBe(200);
+      const streamed = await sse(
+        `${url}/v1/chat/completions`,
+        { messages: [{ role: 'user', content: 'hi' }], stream: true },
+        { ...traced, 'x-request-id': 'two' },
+      );
+      expect(streamed.status).toBe(200);
+      const batch = await postJson(`${url}/v1/completions`, { prompt: ['a', 'b'], max_tokens: 1 }, { ...traced, 'x-request-id': 'three' });
+      expect(batch.status).toBe(200);
+      const tokenized = await postJson(`${url}/tokenize`, { prompt: 'hi' }, { ...traced, 'x-request-id': 'four' });
+      expect(tokenized.status).toBe(200);
+      for (const id of ['one', 'two', 'three-0', 'three-1', 'four']) expect(headOf(wire.sent, id)).toMatchObject(traced);
+
+      // Contexts the recommendation says to ignore: upper-case hex, an all-zero trace id, version ff.
+      const ignored = [PARENT.toUpperCase(), `00-${'0'.repeat(32)}-00f067aa0ba902b7-01`, `ff${PARENT.slice(2)}`, `${PARENT}-extra`];
+      for (const [i, traceparent] of ignored.entries()) {
+        const r = await postJson(
+          `${url}/v1/completions`,
+          { prompt: 'hi', max_tokens: 1 },
+          { traceparent, tracestate: STATE, 'x-request-id': `bad-${i}` },
+        );
+        expect(r.status).toBe(200);
+        const head = headOf(wire.sent, `bad-${i}`);
+        expect([head.traceparent, head.tracestate]).toEqual([undefined, undefined]);
+      }
+      // Sent twice (two header lines, written by hand: HTTP clients merge them): ignored too.
+      const body = '{"prompt":"hi","max_tokens":1}';
+      const twice = await rawRequest(
+        url,
+        `POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-request-id: twice\r\ntraceparent: ${PARENT}\r\ntraceparent: ${PARENT}\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
+      );
+      expect(twice).toMatch(/^HTTP\/1\.1 200/);
+      expect(headOf(wire.sent, 'twice').traceparent).toBeUndefined();
+      // A later version may carry more fields: passed on as it came.
+      const later = `01${PARENT.slice(2)}-more`;
+      await postJson(`${url}/v1/completions`, { prompt: 'hi', max_tokens: 1 }, { traceparent: later, 'x-request-id': 'later' });
+      expect(headOf(wire.sent, 'later').traceparent).toBe(later);
+      // An oversized tracestate is left out; its traceparent still goes.
+      const huge = `a=${'x'.repeat(9000)}`;
+      await postJson(
+        `${url}/v1/completions`,
+        { prompt: 'hi', max_tokens: 1 },
+        { traceparent: PARENT, tracestate: huge, 'x-request-id': 'huge' },
+      );
+      expect(headOf(wire.sent, 'huge')).toMatchObject({ traceparent: PARENT });
+      expect(headOf(wire.sent, 'huge').tracestate).toBeUndefined();
+
+      const m = await scrape(`${url}/metrics`);
+      expect(m.sum('kvroute_gateway_trace_contexts_total', { result: 'forwarded' })).toBe(5);
+      expect(m.sum('kvroute_gateway_trace_contexts_total', { result: 'invalid' })).toBe(5);
+      expect(m.sum('kvroute_gateway_trace_contexts_total', { result: 'forwarded_without_state' })).toBe(1);
+    } finally {
+      await gateway.close();
+      await wire.cut();
+    }
+  });
+});

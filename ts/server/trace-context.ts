@@ -1,0 +1,58 @@
+/**
+ * W3C Trace Context (`traceparent`, `tracestate`) passed on from the client to the worker, so
+ * that an engine tracing its requests (vLLM's `--otlp-traces-endpoint`) puts its spans under the
+ * client's trace, as it would without the gateway between them. The gateway creates no spans of
+ * its own: it passes the context on unchanged, as a proxy that does not trace must.
+ *
+ * A `traceparent` the recommendation says to ignore (malformed, version `ff`, an all-zero id, or
+ * sent twice) is not passed on, and neither is its `tracestate`, as the recommendation asks; a
+ * `tracestate` longer than {@link MAX_TRACESTATE} characters is left out, and the `traceparent`
+ * passed on without it. Both are counted (`kvroute_gateway_trace_contexts_total{result}`).
+ * @internal
+ * @module
+ */
+
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** The longest `tracestate` passed on (the recommendation asks for at least 512; 32 members of at most 256 fit in 8,224 with commas). */
+export const MAX_TRACESTATE = 8224;
+
+/** A version-00 `traceparent`, or a later version's, whose first four fields version 00 defines. */
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+
+/** The trace context a client sent, to pass on. */
+export interface TraceContext {
+  traceparent: string;
+  tracestate: string | undefined;
+  /** The trace id, for the request's log line. */
+  traceId: string;
+}
+
+/** What became of a request's trace context (the metric's `result`). */
+export type TraceContextResult = 'forwarded' | 'forwarded_without_state' | 'invalid';
+
+/** Reads the client's trace context; `undefined` context when it sent none or one to ignore. */
+export function readTraceContext(headers: IncomingHttpHeaders): { context?: TraceContext; result?: TraceContextResult } {
+  const parent = headers.traceparent;
+  if (parent === undefined) return {};
+  // Node joins a repeated unknown header with ", ", which no valid traceparent holds.
+  const m = typeof parent === 'string' ? TRACEPARENT.exec(parent) : null;
+  if (!m) return { result: 'invalid' };
+  const [, version, traceId, parentId, , rest] = m;
+  if (version === 'ff' || (version === '00' && rest !== undefined) || /^0+$/.test(traceId) || /^0+$/.test(parentId))
+    return { result: 'invalid' };
+  // Repeated tracestate headers are one list (Node joins them with ", ", as the recommendation combines them).
+  const state = headers.tracestate;
+  const tracestate = Array.isArray(state) ? state.join(',') : state;
+  if (tracestate !== undefined && tracestate.length > MAX_TRACESTATE)
+    return { context: { traceparent: parent as string, tracestate: undefined, traceId }, result: 'forwarded_without_state' };
+  return { context: { traceparent: parent as string, tracestate: tracestate || undefined, traceId }, result: 'forwarded' };
+}
+
+/** The headers that carry `context` to a worker. */
+export function traceHeaders(context: TraceContext | undefined): Record<string, string> {
+  if (context === undefined) return {};
+  return context.tracestate === undefined
+    ? { traceparent: context.traceparent }
+    : { traceparent: context.traceparent, tracestate: context.tracestate };
+}
