@@ -6,7 +6,7 @@ import { killCommandsAfterEach, runCommand } from './helpers/cli-process.js';
 import { requireDist } from './helpers/dist.js';
 import { postJson, sse } from './helpers/http.js';
 import { scratchDir } from './helpers/scratch-dir.js';
-import { sleep } from './helpers/wait.js';
+import { sleep, waitFor } from './helpers/wait.js';
 
 killCommandsAfterEach();
 
@@ -121,6 +121,28 @@ describe('kvroute serve as a command', () => {
       expect(bad.errors()).toMatch(message);
     }
     worker.child.kill('SIGTERM');
+  });
+
+  test('SIGTERM with --shutdown-delay-secs: serves on, not ready; a second SIGTERM closes at once', async () => {
+    requireDist();
+    const worker = runCommand(['mock-worker', '--port', '0'], /(http:\/\/127\.0\.0\.1:\d+)/);
+    const workerUrl = (await worker.match)[1];
+    const serve = runCommand(
+      ['serve', '--block-size', '16', '--port', '0', '--worker', `id=1,url=${workerUrl}`, '--shutdown-delay-secs', '600'],
+      /proxy (http:\/\/127\.0\.0\.1:\d+)/,
+    );
+    const url = (await serve.match)[1];
+    await waitFor(async () => (await fetch(`${url}/ready`)).status === 200, 'the worker to be ready');
+    serve.child.kill('SIGTERM');
+    await waitFor(async () => (await fetch(`${url}/ready`)).status === 503, 'not ready');
+    expect((await postJson(`${url}/v1/completions`, { prompt: 'still served', max_tokens: 1 })).status).toBe(200);
+    serve.child.kill('SIGTERM');
+    expect(await serve.exited).toBe(0);
+    worker.child.kill('SIGTERM');
+    const bad = runCommand(['serve', '--block-size', '16', '--shutdown-delay-secs=-1'], /never/);
+    bad.match.catch(() => undefined);
+    expect(await bad.exited).toBe(2);
+    expect(bad.errors()).toMatch(/--shutdown-delay-secs must be a number of seconds in \[0, 86400\]/);
   });
 
   test('a bad config or flag exits 2 with the key named', async () => {

@@ -148,6 +148,7 @@ export type {
   HealthOptions,
   QueueOptions,
   ResponsesOptions,
+  ShutdownOptions,
   TlsOptions,
   TokenizeCacheOptions,
   TokenizerOption,

@@ -79,7 +79,7 @@ export async function startFleet(
     ...opts,
     workers: opts.workers ?? workers.map((w, i) => workerEntry(w, i + 1)),
   });
-  open.push(() => gateway.close());
+  open.push(() => gateway.close({ now: true }));
   const { url, adminUrl } = await gateway.listen();
   // The subscriptions reach the publishers (a first batch missed meanwhile is replayed anyway).
   await sleep(300);

@@ -60,6 +60,12 @@ const FLAGS: Flags = {
   'warm-start-snapshot': { kind: 'string', value: 'nats://…', help: 'fill the index from the snapshot in this NATS object store' },
   'snapshot-to': { kind: 'string', value: 'nats://…', help: 'write index snapshots to this NATS object store (bucket kvroute-index)' },
   'snapshot-every-secs': { kind: 'number', help: 'how often --snapshot-to writes', default: '30' },
+  'shutdown-delay-secs': {
+    kind: 'number',
+    help: 'on SIGTERM, serve on this long with /ready answering 503 before closing (a second signal ends it)',
+    default: '0',
+  },
+  'drain-timeout-secs': { kind: 'number', help: 'then cut requests still in flight after this long (0: no limit)', default: '0' },
 };
 const USAGE = helpText(
   'kvroute serve [--config fleet.yaml] [options]',
@@ -125,6 +131,15 @@ function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   if (v['metrics-port'] !== undefined) o.admin = { port: v['metrics-port'], host: v['metrics-host'] ?? '127.0.0.1' };
   if (v.model !== undefined) o.model = v.model;
   if (v.backend !== undefined) o.backend = v.backend;
+  for (const [flag, key] of [
+    ['shutdown-delay-secs', 'delayMs'],
+    ['drain-timeout-secs', 'drainTimeoutMs'],
+  ] as const) {
+    if (v[flag] === undefined) continue;
+    const secs = Number(v[flag]);
+    if (!(secs >= 0 && secs <= 86_400)) throw new UsageError(`--${flag} must be a number of seconds in [0, 86400]`, USAGE);
+    o.shutdown = { ...((o.shutdown as object) ?? {}), [key]: Math.round(secs * 1000) };
+  }
   if (v['log-level'] !== undefined) o.logLevel = v['log-level'] === 'off' ? false : v['log-level'];
   replicaFlags(v, o);
   const auth = { ...((o.auth as object) ?? {}) } as Record<string, unknown>;
@@ -167,11 +182,14 @@ export async function runServe(argv: string[]): Promise<number> {
   const workers = gateway.workers().length;
   process.stdout.write(`kvroute serve: proxy ${address.url}, admin ${address.adminUrl}, ${workers} worker${workers === 1 ? '' : 's'}\n`);
   return await new Promise<number>((resolve) => {
+    // A second signal ends the shutdown delay at once.
+    let signalled = false;
     const stop = () => {
       stopReloading();
-      void gateway.close().then(() => resolve(0));
+      void gateway.close({ now: signalled }).then(() => resolve(0));
+      signalled = true;
     };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
   });
 }

@@ -32,6 +32,7 @@ import {
   type ResolvedWorker,
   resolveGatewayOptions,
   resolveWorker,
+  type ShutdownOptions,
 } from './options.js';
 import { registerPassthrough } from './passthrough.js';
 import { openAiError, type ProxyContext, proxyCompletion } from './proxy.js';
@@ -39,6 +40,7 @@ import { logReplicaChanges } from './replica-log.js';
 import { ResponseOwners } from './response-owners.js';
 import { registerResponses } from './responses.js';
 import { metrics } from './router-metrics.js';
+import { Shutdown } from './shutdown.js';
 import { snapshotMetrics } from './snapshot-metrics.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
 import { tokenizeCacheMetrics } from './tokenize-metrics.js';
@@ -109,9 +111,12 @@ export interface Gateway {
   workers(): Record<string, unknown>[];
   /**
    * Stops accepting requests, lets in-flight ones finish, then closes the router. Idempotent.
+   * With `shutdown.delayMs`, a listening gateway first serves on for that long, not ready (see
+   * {@link ShutdownOptions}); `close({ now: true })`, also while an earlier call waits, skips
+   * what is left of the delay.
    * @throws nothing; calling it again returns the same promise.
    */
-  close(): Promise<void>;
+  close(options?: { now?: boolean }): Promise<void>;
 }
 
 /**
@@ -252,6 +257,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
     ? Fastify({ ...appOptions, https: { cert: o.tls.cert, key: o.tls.key } })
     : Fastify(appOptions)) as unknown as FastifyInstance;
   const adminApp = o.admin ? Fastify({ ...appOptions, bodyLimit: o.bodyLimitBytes }) : undefined;
+  const shutdown = new Shutdown(o.shutdown, app.log);
+  shutdown.attach(app.server);
   const fleetRef: { fleet?: Fleet } = {};
   const router = routerFor(o, fleetRef);
   const stopReplicaLog = logReplicaChanges(router, app.log);
@@ -353,6 +360,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   });
   app.get('/health', async () => ({ status: 'ok' }));
   app.get('/ready', async (_req, reply) => {
+    if (shutdown.draining) return reply.code(503).send({ status: 'shutting down', routableWorkers: fleet.routable().length });
     const routable = fleet.routable().length;
     return reply.code(routable > 0 ? 200 : 503).send({ status: routable > 0 ? 'ready' : 'no healthy worker', routableWorkers: routable });
   });
@@ -387,11 +395,13 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   let closed: Promise<void> | undefined;
   let listening: Promise<GatewayAddress> | undefined;
-  const close = (): Promise<void> => {
+  const close = (options?: { now?: boolean }): Promise<void> => {
+    if (options?.now === true) shutdown.hurry();
     stopping = true;
     closed ??= (async () => {
+      await shutdown.delay(listening !== undefined);
       stopReplicaLog();
-      await app.close();
+      await shutdown.close(app);
       await adminApp?.close();
       await warm;
       await snapshots?.close();
@@ -427,7 +437,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
           return { url, adminUrl: await bind(adminApp, o.admin, 'the admin listener') };
         } catch (err) {
           // The proxy is serving and Fastify cannot stop one listener alone: close it all.
-          await close();
+          await close({ now: true });
           throw new KvRouteError('ERR_INVALID_ARG', `${(err as Error).message}; the gateway is closed`, { cause: err });
         }
       })();

@@ -129,6 +129,24 @@ export interface ResponsesOptions {
 }
 
 /**
+ * How `close()` (SIGTERM for `kvroute serve`) ends the gateway. Behind a load balancer that
+ * learns of a replica's end late (a Kubernetes Service's endpoints follow a pod's termination by a
+ * few seconds), closing the listener at once refuses the requests still sent to it: `delayMs`
+ * keeps serving meanwhile, with `/ready` answering 503 and every answer closing its connection,
+ * so that clients and balancers move to the other replicas first.
+ * @group Gateway
+ */
+export interface ShutdownOptions {
+  /** How long `close()` keeps serving, not ready, before it stops accepting, ms. Default 0 (at once). */
+  delayMs?: number;
+  /**
+   * How long requests in flight may then take to finish before their connections are cut, ms
+   * (streams can run for minutes; a pod is killed at its grace period anyway). Default 0: no limit.
+   */
+  drainTimeoutMs?: number;
+}
+
+/**
  * The `engine` tokenizer's cache of token ids by prompt (the request's prompt fields): clients
  * resend the same prompts, and each miss is a round trip to a worker's `/tokenize`.
  * @group Gateway
@@ -208,6 +226,8 @@ export interface GatewayOptions {
   responses?: ResponsesOptions;
   /** Largest request body, bytes. Default 8 MiB. */
   bodyLimitBytes?: number;
+  /** How `close()` ends the gateway: a delay while not ready, a bound on the drain. Default: at once, no bound. */
+  shutdown?: ShutdownOptions;
   /** Access control. */
   auth?: AuthOptions;
   /** Serve the admin and indexer API and `/metrics` on their own listener instead of the proxy's. */
@@ -255,6 +275,7 @@ export interface ResolvedGatewayOptions {
   upstream: Required<Omit<UpstreamOptions, 'apiKey'>> & { apiKey: string | undefined };
   queue: Required<QueueOptions>;
   responses: Required<ResponsesOptions>;
+  shutdown: Required<ShutdownOptions>;
   bodyLimitBytes: number;
   apiKeys: string[];
   adminToken: string | undefined;
@@ -281,6 +302,7 @@ const TOP_KEYS = [
   'queue',
   'responses',
   'bodyLimitBytes',
+  'shutdown',
   'auth',
   'admin',
   'tls',
@@ -463,6 +485,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     upstream: upstream(o.upstream),
     queue: section<QueueOptions>(o.queue, 'queue', { maxQueued: 1024, timeoutMs: 30_000, retryAfterSecs: 1 }),
     responses: section<ResponsesOptions>(o.responses, 'responses', { maxRemembered: 100_000, lookupTimeoutMs: 2000 }),
+    shutdown: section<ShutdownOptions>(o.shutdown, 'shutdown', { delayMs: 0, drainTimeoutMs: 0 }),
     bodyLimitBytes: int(o.bodyLimitBytes, 'bodyLimitBytes', 1, 2 ** 30, 8 << 20),
     apiKeys: apiKeys as string[],
     adminToken: auth.adminToken === undefined ? undefined : str(auth.adminToken, 'auth.adminToken'),
