@@ -118,6 +118,6 @@ describe.each(BACKENDS)('gateway: a completion that batches several prompts (%s)
     ]);
     await waitFor(() => f.gateway.router.stats().inFlight === 0, 'every booking to be freed');
     const metrics = await (await fetch(`${f.url}/metrics`)).text();
-    expect(metrics).toMatch(/kvroute_gateway_requests_total\{worker="\d",status="400"\} /);
+    expect(metrics).toMatch(/kvroute_gateway_requests_total\{worker="\d",status="400",model="none"\} /);
   });
 });

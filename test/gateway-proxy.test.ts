@@ -36,7 +36,7 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     }
     const metrics = await (await fetch(`${f.url}/metrics`)).text();
     expect(metrics).toMatch(new RegExp(`kvroute_gateway_cache_predictions_total\\{worker="${worker}",outcome="exact"\\} 3`));
-    expect(metrics).toMatch(/kvroute_gateway_requests_total\{worker="\d",status="200"\} 3/);
+    expect(metrics).toMatch(/kvroute_gateway_requests_total\{worker="\d",status="200",model="none"\} 3/);
     // The same tally per worker in the admin API: how well the index knows each worker's cache.
     const listed = (await (await fetch(`${f.url}/admin/workers`)).json()) as { id: string; cachePredictions: Record<string, number> }[];
     const tally = listed.find((w) => String(w.id) === worker)?.cachePredictions;
@@ -195,6 +195,12 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
       expect([r.status, r.json.model]).toEqual([200, model]);
       expect(model === 'm-a' ? ['1', '2'] : ['3']).toContain(r.headers.get('x-kvroute-worker'));
     }
+    // Latency and counts per model: the name as the workers serve it, `none` for a request naming none.
+    expect((await postJson(`${f.url}/v1/completions`, { prompt: 'no model named', max_tokens: 1 })).status).toBe(200);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(['m-a', 'm-b', 'none'].map((model) => m.sum('kvroute_gateway_requests_total', { model, status: '200' }))).toEqual([3, 3, 1]);
+    expect(['m-a', 'm-b', 'none'].map((model) => m.sum('kvroute_gateway_time_to_first_token_seconds', { model }))).toEqual([3, 3, 1]);
+    expect(m.sum('kvroute_gateway_request_duration_seconds', { model: 'm-b' })).toBe(3);
     // Dynamo's indexer API answers per model: its workers' scores, its workers.
     await waitFor(() => f.gateway.router.stats().index.blocks >= 2 * Math.floor(SYSTEM.length / 16), 'the blocks');
     const holders = async (model?: string) => {
@@ -305,14 +311,13 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
         () => f.gateway.router.stats().inFlight === 1 && f.gateway.router.stats().load[0].activePrefillTokens === 0,
         'the prefill to end before the stream is released',
       );
-      const metric = async (name: string) =>
-        Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(await (await fetch(`${f.url}/metrics`)).text())?.[1]);
-      expect(await metric('kvroute_gateway_time_to_first_token_seconds_count')).toBe(1);
+      const metric = async (name: string) => (await scrape(`${f.url}/metrics`)).sum(name);
+      expect(await metric('kvroute_gateway_time_to_first_token_seconds')).toBe(1);
       release();
       const { events } = await pending;
       expect(events.at(-1)).toBe('[DONE]');
       expect(f.gateway.router.stats().inFlight).toBe(0);
-      return { events, gaps: await metric('kvroute_gateway_inter_token_latency_seconds_count') };
+      return { events, gaps: await metric('kvroute_gateway_inter_token_latency_seconds') };
     } finally {
       release();
       engine.close();
@@ -450,8 +455,9 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     const metrics = await (await fetch(`${f.url}/metrics`)).text();
     // Every stream reported its cached tokens although only some clients asked for usage.
     expect(metrics).toMatch(/kvroute_gateway_reported_cached_tokens_total\{worker="\d"\} \d+/);
-    expect(metrics).toMatch(/kvroute_gateway_time_to_first_token_seconds_count 4/);
-    expect(metrics).toMatch(/kvroute_gateway_inter_token_latency_seconds_count 20/);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_time_to_first_token_seconds')).toBe(4);
+    expect(m.sum('kvroute_gateway_inter_token_latency_seconds')).toBe(20);
   });
 
   test('a client that goes away aborts the upstream request and frees its booking', async () => {

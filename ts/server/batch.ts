@@ -74,7 +74,13 @@ export async function proxyBatch(
     return refuse(ctx, reply, tokenizeRefusal(err));
   }
   const outcomes = prompts.map((_, i) =>
-    newOutcome(`${base}-${i}`, clientId === undefined ? undefined : `${clientId}-${i}`, trace, tokens[i]),
+    newOutcome(ctx, {
+      id: `${base}-${i}`,
+      clientId: clientId === undefined ? undefined : `${clientId}-${i}`,
+      trace,
+      tokens: tokens[i],
+      model: prompts[i].model,
+    }),
   );
   // One prompt refused, or the client gone: the others stop waiting and their workers are let go.
   const stop = new AbortController();

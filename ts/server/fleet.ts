@@ -380,6 +380,12 @@ export class Fleet {
    * Whether every worker's `/v1/models` list has been read and none names `model`, as a base
    * model or an adapter: each worker would refuse the request (vLLM's 404).
    */
+  /** Whether some worker lists `model`, as a name of its model or as an adapter. */
+  serves(model: string): boolean {
+    for (const m of this.members.values()) if (m.modelNames.has(model) || m.adapters.has(model)) return true;
+    return false;
+  }
+
   servedByNone(model: string): boolean {
     if (this.members.size === 0) return false;
     for (const m of this.members.values()) if (m.model === undefined || m.modelNames.has(model) || m.adapters.has(model)) return false;

@@ -15,16 +15,17 @@ const FAST = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02
 const TOKENS = [0, 16, 64, 256, 1024, 4096, 16384, 65536];
 
 export class GatewayMetrics {
-  readonly requests: Counter<'worker' | 'status'>;
+  /** By worker, status and `model` (see `modelLabel`: the request's model when served, `none` or `unknown`). */
+  readonly requests: Counter<'worker' | 'status' | 'model'>;
   readonly passedOn: Counter<'path' | 'worker' | 'status'>;
   readonly responseLookups: Counter<'result'>;
   readonly loraRestores: Counter<'worker' | 'result'>;
-  readonly ttft: Histogram;
-  readonly itl: Histogram;
-  readonly duration: Histogram;
+  readonly ttft: Histogram<'model'>;
+  readonly itl: Histogram<'model'>;
+  readonly duration: Histogram<'model'>;
   readonly routing: Histogram;
   readonly tokenizing: Histogram<'tokenizer'>;
-  readonly queueWait: Histogram;
+  readonly queueWait: Histogram<'model'>;
   readonly predictedCached: Counter<'worker'>;
   readonly reportedCached: Counter<'worker'>;
   readonly predictions: Counter<'worker' | 'outcome'>;
@@ -41,7 +42,7 @@ export class GatewayMetrics {
     this.requests = new Counter({
       name: 'kvroute_gateway_requests_total',
       help: 'Proxied requests by worker and HTTP status (worker "none" when none was chosen).',
-      labelNames: ['worker', 'status'],
+      labelNames: ['worker', 'status', 'model'],
       registers,
     });
     this.passedOn = new Counter({
@@ -66,18 +67,21 @@ export class GatewayMetrics {
       name: 'kvroute_gateway_time_to_first_token_seconds',
       help: "Arrival to the first token sent to the client (non-streaming: to the worker's response).",
       buckets: LATENCY,
+      labelNames: ['model'],
       registers,
     });
     this.itl = new Histogram({
       name: 'kvroute_gateway_inter_token_latency_seconds',
       help: 'Time between streamed token chunks.',
       buckets: FAST.concat([0.05, 0.25, 1]),
+      labelNames: ['model'],
       registers,
     });
     this.duration = new Histogram({
       name: 'kvroute_gateway_request_duration_seconds',
       help: 'Arrival to the last byte.',
       buckets: LATENCY,
+      labelNames: ['model'],
       registers,
     });
     this.routing = new Histogram({
@@ -97,6 +101,7 @@ export class GatewayMetrics {
       name: 'kvroute_gateway_queue_wait_seconds',
       help: "Time requests waited in the router's queue.",
       buckets: LATENCY,
+      labelNames: ['model'],
       registers,
     });
     this.predictedCached = new Counter({

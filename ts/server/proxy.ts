@@ -113,6 +113,8 @@ export interface Outcome {
   clientId: string | undefined;
   /** The client's trace context, passed on. */
   trace: TraceContext | undefined;
+  /** The metrics' `model` label: the model the request named when a worker serves it, `none` or `unknown`. */
+  model: string;
   status: number | 'client_closed' | 'upstream_error';
   worker: bigint | undefined;
   dpRank: number | undefined;
@@ -209,7 +211,7 @@ export async function proxyCompletion(
   } catch (err) {
     return refuse(ctx, reply, tokenizeRefusal(err));
   }
-  const outcome = newOutcome(`kvr-${ctx.nextId++}`, clientId, trace, tokens);
+  const outcome = newOutcome(ctx, { id: `kvr-${ctx.nextId++}`, clientId, trace, tokens, model: read.model });
   ctx.metrics.inFlight.inc();
   try {
     await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started, owner);
@@ -228,11 +230,31 @@ export async function tokenize(ctx: ProxyContext, read: ReadRequest): Promise<nu
   return tokens;
 }
 
-export function newOutcome(id: string, clientId: string | undefined, trace: TraceContext | undefined, tokens: readonly number[]): Outcome {
+/** What a request's outcome starts from: its ids, the client's trace context, its tokens and the model it names. */
+export interface OutcomeStart {
+  id: string;
+  clientId: string | undefined;
+  trace: TraceContext | undefined;
+  tokens: readonly number[];
+  model: string | undefined;
+}
+
+/**
+ * The metrics' `model` label of a request naming `model`: the name when a worker serves it (a
+ * base model or an adapter), else `unknown`, so that clients cannot add series at will; `none`
+ * when it names no model.
+ */
+export function modelLabel(ctx: ProxyContext, model: string | undefined): string {
+  if (model === undefined) return 'none';
+  return ctx.fleet.serves(model) ? model : 'unknown';
+}
+
+export function newOutcome(ctx: ProxyContext, { id, clientId, trace, tokens, model }: OutcomeStart): Outcome {
   return {
     id,
     clientId,
     trace,
+    model: modelLabel(ctx, model),
     status: 0,
     worker: undefined,
     dpRank: undefined,
@@ -248,8 +270,8 @@ export function newOutcome(id: string, clientId: string | undefined, trace: Trac
 /** Counts a proxied request and writes its log line. */
 export function finish(ctx: ProxyContext, outcome: Outcome, read: ReadRequest, path: string, started: number): void {
   const status = String(outcome.status);
-  ctx.metrics.requests.inc({ worker: outcome.worker === undefined ? 'none' : String(outcome.worker), status });
-  ctx.metrics.duration.observe((performance.now() - started) / 1000);
+  ctx.metrics.requests.inc({ worker: outcome.worker === undefined ? 'none' : String(outcome.worker), status, model: outcome.model });
+  ctx.metrics.duration.observe({ model: outcome.model }, (performance.now() - started) / 1000);
   if (ctx.logRequests)
     ctx.log.info(
       {
@@ -309,7 +331,7 @@ async function routeOnce(
       ...fields,
     });
     ctx.metrics.routing.observe(Math.max(0, performance.now() - t - decision.queuedMs) / 1000);
-    if (decision.queuedMs > 0) ctx.metrics.queueWait.observe(decision.queuedMs / 1000);
+    if (decision.queuedMs > 0) ctx.metrics.queueWait.observe({ model: outcome.model }, decision.queuedMs / 1000);
     return decision;
   } catch (err) {
     if (signal.aborted) return { refused: 'client_closed', message: 'the client went away' };

@@ -13,7 +13,7 @@ import { type EventFacts, inspectEvent } from './sse.js';
 export function firstToken(ctx: ProxyContext, outcome: Outcome, started: number): void {
   ctx.router.markPrefillCompleted(outcome.id);
   outcome.ttftMs = performance.now() - started;
-  ctx.metrics.ttft.observe(outcome.ttftMs / 1000);
+  ctx.metrics.ttft.observe({ model: outcome.model }, outcome.ttftMs / 1000);
 }
 
 export function reported(ctx: ProxyContext, outcome: Outcome, cached: number | undefined): void {
@@ -58,7 +58,7 @@ export function eventWatcher(ctx: ProxyContext, outcome: Outcome, started: numbe
     if (facts.token) {
       const now = performance.now();
       if (outcome.ttftMs === undefined) firstToken(ctx, outcome, started);
-      else ctx.metrics.itl.observe((now - lastToken) / 1000);
+      else ctx.metrics.itl.observe({ model: outcome.model }, (now - lastToken) / 1000);
       lastToken = now;
       if (output) ctx.router.markOutputTokens(outcome.id, output.add(facts));
     }
