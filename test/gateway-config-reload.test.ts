@@ -85,6 +85,14 @@ describe.each(BACKENDS)('kvroute serve: the config reloaded at run time (%s)', (
       'the unchanged reload',
     );
     expect((await scrape(`${admin}/metrics`)).sum('kvroute_gateway_config_restart_needed')).toBe(0);
+    // A config that lists no workers at all leaves them be (they may have come through the admin API).
+    writeFileSync(config, 'blockSize: 16\nhealth: { intervalMs: 200 }\n');
+    serve.child.kill('SIGHUP');
+    await waitFor(
+      async () => (await scrape(`${admin}/metrics`)).sum('kvroute_gateway_config_reloads_total', { result: 'unchanged' }) === 2,
+      'the second unchanged reload',
+    );
+    expect(await listedIds(admin)).toEqual([2]);
     serve.child.kill('SIGTERM');
     expect(await serve.exited).toBe(0);
   });

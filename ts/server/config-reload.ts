@@ -85,7 +85,11 @@ export function reloadConfigOnSignal(gateway: Gateway, opts: ConfigReloadOptions
     let next: GatewayOptions;
     try {
       next = opts.read();
-      const changes = gateway.setWorkers(next.workers ?? []);
+      // A config that declares no workers (they came through the admin API) leaves them be; `workers: []` empties the fleet.
+      const changes =
+        next.workers === undefined
+          ? { added: [], removed: [], replaced: [], updated: [], unchanged: gateway.workers().map((w) => w.id as bigint) }
+          : gateway.setWorkers(next.workers);
       const changed = Object.entries(changes).some(([k, ids]) => k !== 'unchanged' && ids.length > 0);
       reloads.inc({ result: changed ? 'applied' : 'unchanged' });
       const ids = Object.fromEntries(Object.entries(changes).map(([k, v]) => [k, (v as bigint[]).map(String)]));

@@ -399,7 +399,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (options?.now === true) shutdown.hurry();
     stopping = true;
     closed ??= (async () => {
-      await shutdown.delay(listening !== undefined);
+      await shutdown.delay(app.server.listening);
       stopReplicaLog();
       await shutdown.close(app);
       await adminApp?.close();

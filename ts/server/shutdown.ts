@@ -36,7 +36,7 @@ export class Shutdown {
     this.hurryUp?.();
   }
 
-  /** Marks the gateway draining and waits out `delayMs` while it still serves (none when it never listened). */
+  /** Marks the gateway draining and waits out `delayMs` while it still serves (none when it is not listening). */
   async delay(serving: boolean): Promise<void> {
     this.draining = true;
     if (!serving || this.opts.delayMs === 0 || this.hurried) return;
