@@ -175,6 +175,10 @@ describe('kvroute serve as a command', () => {
     expect(policy.errors()).toMatch(
       /router\.prefillLoadScale is a term of the linear cost and has no effect with selectionPolicy 'lmetric'/,
     );
+    const discover = runCommand(['serve', '--block-size', '16', '--discover-srv', 'not a name!', '--dns-server', '127.0.0.1:1'], /never/);
+    discover.match.catch(() => undefined);
+    expect(await discover.exited).toBe(2);
+    expect(discover.errors()).toMatch(/discovery\.srv must be a DNS name, got "not a name!"/);
     const none = runCommand(['serve'], /never/);
     none.match.catch(() => undefined);
     expect(await none.exited).toBe(2);

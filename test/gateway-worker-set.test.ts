@@ -137,7 +137,9 @@ describe.each(BACKENDS)('gateway: the whole worker list set at once (%s)', (back
     // Listing the indexer's worker is refused whole; ids travel as exact JSON numbers.
     const clash = await put(`[${first.slice(1, -1)},{"id":${big},"url":"${f.workers[1].url}"}]`);
     expect(clash.status).toBe(400);
-    expect(JSON.parse(clash.text).error).toMatch(new RegExp(`body\\[1\\]\\.id: worker ${big} was registered through the indexer API`));
+    expect(JSON.parse(clash.text).error).toMatch(
+      new RegExp(`body\\[1\\]\\.id: worker ${big} was added by the indexer API; \\/unregister it first`),
+    );
     const notAList = await put('{"workers":[]}');
     expect([notAList.status, JSON.parse(notAList.text).error]).toEqual([400, 'body must be a list of workers']);
     expect(ids(f.gateway.workers())).toEqual([1n, BigInt(big)]);

@@ -138,6 +138,7 @@ export type {
   WorkerConfig,
 } from './router/types.js';
 export type { WorkerHealthState } from './server/breaker.js';
+export type { DiscoveryOptions } from './server/discovery-options.js';
 export type { Gateway, GatewayAddress } from './server/gateway.js';
 export { createGateway } from './server/gateway.js';
 export type {

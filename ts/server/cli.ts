@@ -60,6 +60,14 @@ const FLAGS: Flags = {
   'warm-start-snapshot': { kind: 'string', value: 'nats://…', help: 'fill the index from the snapshot in this NATS object store' },
   'snapshot-to': { kind: 'string', value: 'nats://…', help: 'write index snapshots to this NATS object store (bucket kvroute-index)' },
   'snapshot-every-secs': { kind: 'number', help: 'how often --snapshot-to writes', default: '30' },
+  'discover-srv': {
+    kind: 'string',
+    value: '_http._tcp.<service>…',
+    help: "find workers in DNS: the SRV name of their HTTP API (a Kubernetes headless Service's named port)",
+  },
+  'discover-kv-events-srv': { kind: 'string', value: 'name', help: 'the SRV name of their KV-event sockets, matched by target' },
+  'discover-replay-srv': { kind: 'string', value: 'name', help: 'the SRV name of their replay sockets, matched by target' },
+  'dns-server': { kind: 'string', value: 'host[:port][,…]', help: 'the DNS servers discovery asks', default: "the system's" },
   'shutdown-delay-secs': {
     kind: 'number',
     help: 'on SIGTERM, serve on this long with /ready answering 503 before closing (a second signal ends it)',
@@ -115,6 +123,16 @@ function chatFlags(v: Record<string, unknown>, o: Record<string, unknown>): void
   o.tokenizer = t;
 }
 
+/** --discover-*, --dns-server: the `discovery` option, over the config's. */
+function discoveryFlags(v: Record<string, unknown>, o: Record<string, unknown>): void {
+  const given: Record<string, unknown> = {};
+  if (v['discover-srv'] !== undefined) given.srv = v['discover-srv'];
+  if (v['discover-kv-events-srv'] !== undefined) given.kvEventsSrv = v['discover-kv-events-srv'];
+  if (v['discover-replay-srv'] !== undefined) given.replaySrv = v['discover-replay-srv'];
+  if (v['dns-server'] !== undefined) given.servers = servers(v['dns-server']);
+  if (Object.keys(given).length > 0) o.discovery = { ...((o.discovery as object) ?? {}), ...given };
+}
+
 function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   const o: Record<string, unknown> = v.config === undefined ? {} : readConfigFile(String(v.config));
   if (v['block-size'] !== undefined) o.blockSize = v['block-size'];
@@ -131,6 +149,7 @@ function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   if (v['metrics-port'] !== undefined) o.admin = { port: v['metrics-port'], host: v['metrics-host'] ?? '127.0.0.1' };
   if (v.model !== undefined) o.model = v.model;
   if (v.backend !== undefined) o.backend = v.backend;
+  discoveryFlags(v, o);
   for (const [flag, key] of [
     ['shutdown-delay-secs', 'delayMs'],
     ['drain-timeout-secs', 'drainTimeoutMs'],

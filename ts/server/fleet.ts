@@ -34,8 +34,8 @@ export interface FleetWorker {
   cards: ReadonlyMap<string, ModelCardFacts>;
   /** When its `/v1/models` was last read (ms, `performance.now()`); adapters can be loaded at run time. */
   modelsReadAt: number;
-  /** Who added it: the config, the admin API or the indexer API. */
-  readonly origin: 'config' | 'admin' | 'indexer';
+  /** Who added it: the config, the admin API, the indexer API or DNS discovery. */
+  readonly origin: 'config' | 'admin' | 'indexer' | 'discovery';
   /** Its engine's reported cached tokens against the predictions, since it joined. */
   readonly accuracy: CacheAccuracy;
 }

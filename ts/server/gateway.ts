@@ -18,6 +18,7 @@ import { chooseCandidate, type Selector } from '../router/select.js';
 import { checkOptions, describe } from '../validate.js';
 import { adminRoutes, describeWorker } from './admin-api.js';
 import { bearerGuard } from './auth.js';
+import { Discovery } from './discovery.js';
 import { askWorkersToTokenize } from './engine-tokenize.js';
 import { Fleet } from './fleet.js';
 import { GatewayMetrics } from './gateway-metrics.js';
@@ -100,11 +101,11 @@ export interface Gateway {
   /**
    * Makes the gateway's workers those of `workers`, as `PUT /admin/workers` and `kvroute serve`'s
    * config reload do: workers not listed are removed (whichever API added them; the indexer API's
-   * index-only workers stay), new ones added. A listed worker whose URL, endpoints and `dpSize`
+   * index-only workers and DNS discovery's stay), new ones added. A listed worker whose URL, endpoints and `dpSize`
    * are unchanged keeps its index and load (a new `weight` or `maxNumBatchedTokens` is applied in
    * place); one whose URL, endpoints or `dpSize` changed is replaced.
    * @throws {KvRouteError} `ERR_INVALID_ARG` naming the entry at fault (a bad worker, an id listed
-   * twice or registered through the indexer API), with nothing changed; `ERR_CLOSED` after `close()`.
+   * twice or added by the indexer API or DNS discovery), with nothing changed; `ERR_CLOSED` after `close()`.
    */
   setWorkers(workers: readonly GatewayWorker[]): WorkerSetChanges;
   /** The workers with their health, as `GET /admin/workers` lists them. */
@@ -279,12 +280,14 @@ export function createGateway(opts: GatewayOptions): Gateway {
   let stopping = false;
   // The configured workers join once the warm start is over; until then setWorkers() edits this list.
   let pending: ResolvedWorker[] | undefined = o.workers;
+  const discovery = o.discovery ? new Discovery(o.discovery, fleet, app.log, registry) : undefined;
   const addWorkers = () => {
     const workers = pending ?? [];
     pending = undefined;
     if (stopping) return;
     for (const w of workers) fleet.add(w, 'config');
     fleet.start();
+    discovery?.start();
   };
   const setWorkers = (workers: unknown, origin: 'config' | 'admin', at: string): WorkerSetChanges => {
     if (!pending) return setFleetWorkers(fleet, workers, origin, at);
@@ -401,6 +404,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     closed ??= (async () => {
       await shutdown.delay(app.server.listening);
       stopReplicaLog();
+      await discovery?.stop();
       await shutdown.close(app);
       await adminApp?.close();
       await warm;

@@ -13,6 +13,7 @@ import type { SnapshotWriterOptions } from '../replicas/snapshot-store.js';
 import type { WarmStartOptions } from '../replicas/warm-start.js';
 import type { KvRouterOptions } from '../router/options.js';
 import { describe, optionalBoolean, spellingHint } from '../validate.js';
+import { type DiscoveryOptions, type ResolvedDiscovery, resolveDiscovery } from './discovery-options.js';
 
 /**
  * One worker behind the gateway.
@@ -228,6 +229,8 @@ export interface GatewayOptions {
   bodyLimitBytes?: number;
   /** How `close()` ends the gateway: a delay while not ready, a bound on the drain. Default: at once, no bound. */
   shutdown?: ShutdownOptions;
+  /** Workers found in DNS SRV records (a Kubernetes headless Service), besides `workers`. Default: none. */
+  discovery?: DiscoveryOptions;
   /** Access control. */
   auth?: AuthOptions;
   /** Serve the admin and indexer API and `/metrics` on their own listener instead of the proxy's. */
@@ -276,6 +279,7 @@ export interface ResolvedGatewayOptions {
   queue: Required<QueueOptions>;
   responses: Required<ResponsesOptions>;
   shutdown: Required<ShutdownOptions>;
+  discovery: ResolvedDiscovery | undefined;
   bodyLimitBytes: number;
   apiKeys: string[];
   adminToken: string | undefined;
@@ -303,6 +307,7 @@ const TOP_KEYS = [
   'responses',
   'bodyLimitBytes',
   'shutdown',
+  'discovery',
   'auth',
   'admin',
   'tls',
@@ -486,6 +491,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     queue: section<QueueOptions>(o.queue, 'queue', { maxQueued: 1024, timeoutMs: 30_000, retryAfterSecs: 1 }),
     responses: section<ResponsesOptions>(o.responses, 'responses', { maxRemembered: 100_000, lookupTimeoutMs: 2000 }),
     shutdown: section<ShutdownOptions>(o.shutdown, 'shutdown', { delayMs: 0, drainTimeoutMs: 0 }),
+    discovery: o.discovery === undefined ? undefined : resolveDiscovery(o.discovery),
     bodyLimitBytes: int(o.bodyLimitBytes, 'bodyLimitBytes', 1, 2 ** 30, 8 << 20),
     apiKeys: apiKeys as string[],
     adminToken: auth.adminToken === undefined ? undefined : str(auth.adminToken, 'auth.adminToken'),

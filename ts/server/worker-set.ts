@@ -2,7 +2,8 @@
  * The gateway's whole worker list set at once: `Gateway.setWorkers`, `PUT /admin/workers` and
  * `kvroute serve`'s config reload. Declarative, as a load balancer's reload is: the list given
  * is the fleet afterwards, whichever API added a worker before, except the index-only workers
- * registered through the indexer API (`/register`), which that API owns.
+ * registered through the indexer API (`/register`) and those DNS discovery found, which those
+ * own (discovery sets its own workers with the same rules: discovery.ts).
  *
  * Each worker is kept as it is when nothing it is reached by changed: its index entries, load,
  * session bindings and breaker state stay. A new weight or `maxNumBatchedTokens` is applied in
@@ -11,8 +12,8 @@
  * new engine's replay socket refills it. A removed or replaced worker's requests in flight
  * finish on its old connection pool.
  *
- * The list is checked whole before anything changes: a bad entry, a repeated id or an id the
- * indexer API registered is an error and leaves the fleet as it was.
+ * The list is checked whole before anything changes: a bad entry, a repeated id or an id another
+ * owner holds is an error and leaves the fleet as it was.
  * @internal
  * @module
  */
@@ -66,18 +67,33 @@ export interface WorkerSetPlan {
  * Checks a whole list against the workers held and says what setting it changes; throws before
  * anything changes.
  */
-export function planWorkerSet(held: ReadonlyMap<bigint, HeldWorker>, workers: unknown, at = 'workers'): WorkerSetPlan {
+/** The workers a whole list sets: all but those the indexer API and DNS discovery own. */
+export const SET_BY_LISTS = (m: HeldWorker): boolean => m.origin !== 'indexer' && m.origin !== 'discovery';
+
+const OWNERS: Record<FleetWorker['origin'], string> = {
+  config: 'the config',
+  admin: 'the admin API',
+  indexer: 'the indexer API; /unregister it first',
+  discovery: 'DNS discovery',
+};
+
+export function planWorkerSet(
+  held: ReadonlyMap<bigint, HeldWorker>,
+  workers: unknown,
+  at = 'workers',
+  owns: (m: HeldWorker) => boolean = SET_BY_LISTS,
+): WorkerSetPlan {
   if (!Array.isArray(workers)) throw invalid(`${at} must be a list of workers`);
   const wanted = new Map<bigint, ResolvedWorker>();
   workers.forEach((value, i) => {
     const spec = resolveWorker(value, `${at}[${i}]`);
     if (wanted.has(spec.id)) throw invalid(`${at}[${i}].id: worker ${spec.id} is listed twice`);
-    if (held.get(spec.id)?.origin === 'indexer')
-      throw invalid(`${at}[${i}].id: worker ${spec.id} was registered through the indexer API; /unregister it first`);
+    const other = held.get(spec.id);
+    if (other !== undefined && !owns(other)) throw invalid(`${at}[${i}].id: worker ${spec.id} was added by ${OWNERS[other.origin]}`);
     wanted.set(spec.id, spec);
   });
   const changes: WorkerSetChanges = { added: [], removed: [], replaced: [], updated: [], unchanged: [] };
-  for (const [id, m] of held) if (m.origin !== 'indexer' && !wanted.has(id)) changes.removed.push(id);
+  for (const [id, m] of held) if (owns(m) && !wanted.has(id)) changes.removed.push(id);
   for (const [id, spec] of wanted) {
     const was = held.get(id)?.spec;
     if (was === undefined) changes.added.push(id);
@@ -94,13 +110,19 @@ function removeNow(fleet: Fleet, id: bigint): void {
 }
 
 /**
- * Makes the fleet's workers (all but the indexer API's) those of `workers`.
+ * Makes the fleet's workers that `owns` (by default all but the indexer API's and discovery's) those of `workers`.
  * @throws {KvRouteError} `ERR_INVALID_ARG` naming the entry at fault (nothing changed); `ERR_CLOSED` after close.
  */
-export function setFleetWorkers(fleet: Fleet, workers: unknown, origin: FleetWorker['origin'], at = 'workers'): WorkerSetChanges {
+export function setFleetWorkers(
+  fleet: Fleet,
+  workers: unknown,
+  origin: FleetWorker['origin'],
+  at = 'workers',
+  owns: (m: HeldWorker) => boolean = SET_BY_LISTS,
+): WorkerSetChanges {
   if (fleet.isClosed) throw new KvRouteError('ERR_CLOSED', 'the gateway is closed');
   const held = new Map(fleet.list().map((m) => [m.spec.id, m] as const));
-  const { wanted, changes } = planWorkerSet(held, workers, at);
+  const { wanted, changes } = planWorkerSet(held, workers, at, owns);
   const specs = new Map(wanted.map((w) => [w.id, w]));
   for (const id of changes.removed) removeNow(fleet, id);
   for (const id of changes.replaced) removeNow(fleet, id);

@@ -1,0 +1,140 @@
+import { afterEach, describe, expect, test } from 'vitest';
+import { createGateway, type MockWorker } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { type DnsServer as Dns, DnsServer, type SrvRecord } from './helpers/dns-server.js';
+import { expectKvError } from './helpers/errors.js';
+import { closeFleetsAfterEach, startFleet, startWorker } from './helpers/gateway.js';
+import { postJson } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
+import { waitFor } from './helpers/wait.js';
+
+closeFleetsAfterEach();
+const servers: Dns[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.stop();
+});
+
+const port = (endpoint: string) => Number(new URL(endpoint).port);
+const HTTP = '_http._tcp.vllm.test';
+const KV = '_kv-events._tcp.vllm.test';
+const REPLAY = '_replay._tcp.vllm.test';
+
+/** The records a headless Service would publish for these pods (target `pod-i.vllm.test`). */
+function records(pods: [number, MockWorker][], opts: { withoutKv?: number } = {}): { srv: SrvRecord[]; hosts: string[] } {
+  const srv: SrvRecord[] = [];
+  for (const [i, w] of pods) {
+    const target = `pod-${i}.vllm.test`;
+    srv.push([HTTP, target, port(w.url)]);
+    if (opts.withoutKv !== i) srv.push([KV, target, port(w.kvEventsEndpoints[0])]);
+    srv.push([REPLAY, target, port(w.replayEndpoints[0])]);
+  }
+  return { srv, hosts: pods.map(([i]) => `pod-${i}.vllm.test`) };
+}
+
+async function dnsWith(pods: [number, MockWorker][], opts?: { withoutKv?: number }): Promise<DnsServer> {
+  const dns = new DnsServer();
+  servers.push(dns);
+  const r = records(pods, opts);
+  await dns.serve(r.srv, r.hosts);
+  return dns;
+}
+
+type Listed = { id: bigint; url: string; origin: string; kvEvents: string[] | null; replay: string[] | null };
+
+describe.each(BACKENDS)('gateway: workers found in DNS SRV records (%s)', (backend) => {
+  test('discovered workers join, serve and leave with the records; config workers stay; a DNS outage keeps them', async () => {
+    const [a, b] = await Promise.all([startWorker(), startWorker()]);
+    const dns = await dnsWith([
+      [1, a],
+      [2, b],
+    ]);
+    const f = await startFleet(backend, 1, {
+      discovery: { srv: HTTP, kvEventsSrv: KV, replaySrv: REPLAY, servers: [dns.server], intervalMs: 150, timeoutMs: 200 },
+    });
+    const discovered = () => (f.gateway.workers() as Listed[]).filter((w) => w.origin === 'discovery');
+    await waitFor(() => discovered().length === 2, 'both pods to be discovered');
+    expect(
+      discovered()
+        .map((w) => [w.url, w.kvEvents, w.replay])
+        .sort(),
+    ).toEqual([a, b].map((w) => [w.url, w.kvEventsEndpoints, w.replayEndpoints]).sort());
+    expect(f.gateway.workers().find((w) => w.origin === 'config')).toMatchObject({ id: 1n });
+
+    // A discovered worker serves and is indexed: a prompt it answered, sent again, finds its blocks there.
+    const ids = new Set(discovered().map((w) => String(w.id)));
+    let prompt = '';
+    let served: string | null = null;
+    for (let i = 0; i < 40 && served === null; i++) {
+      const p = `prompt ${i} for a discovered pod, long enough to fill a few KV blocks of sixteen tokens each `;
+      const r = await postJson(`${f.url}/v1/completions`, { prompt: p, max_tokens: 1 });
+      expect(r.status).toBe(200);
+      if (ids.has(r.headers.get('x-kvroute-worker') ?? '')) [prompt, served] = [p, r.headers.get('x-kvroute-worker')];
+    }
+    expect(served).not.toBeNull();
+    await waitFor(async () => {
+      const r = await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 1 });
+      return r.headers.get('x-kvroute-worker') === served && Number(r.headers.get('x-kvroute-cached-tokens')) > 0;
+    }, "the discovered worker's blocks to be indexed");
+
+    // Setting the config's list leaves the discovered workers be, and cannot name them.
+    const config = f.gateway.workers().find((w) => w.origin === 'config') as Listed;
+    const entry = { id: 1, url: config.url, kvEvents: config.kvEvents ?? undefined, replay: config.replay ?? undefined };
+    expect(f.gateway.setWorkers([entry])).toMatchObject({ unchanged: [1n], removed: [] });
+    expectKvError(
+      () => f.gateway.setWorkers([entry, { id: discovered()[0].id, url: a.url }]),
+      'ERR_INVALID_ARG',
+      /was added by DNS discovery/,
+    );
+
+    // Pod 2 goes: its records go, and so does its worker.
+    const r1 = records([[1, a]]);
+    await dns.serve(r1.srv, r1.hosts);
+    await waitFor(() => discovered().length === 1, 'pod 2 to leave');
+    expect(discovered()[0].url).toBe(a.url);
+    // DNS down: resolutions fail, and the workers stay as they were.
+    await dns.stop();
+    await waitFor(
+      async () => (await scrape(`${f.url}/metrics`)).sum('kvroute_gateway_discovery_resolutions_total', { result: 'failed' }) >= 2,
+      'failed rounds',
+    );
+    expect(discovered().map((w) => w.url)).toEqual([a.url]);
+    expect(f.gateway.workers()).toHaveLength(2);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_discovered_workers')).toBe(1);
+    expect(m.sum('kvroute_gateway_discovery_resolutions_total', { result: 'ok' })).toBeGreaterThanOrEqual(2);
+  });
+
+  test('a pod listed without its KV-event record waits for it, counted; bad discovery options name the key', async () => {
+    const [a, b] = await Promise.all([startWorker(), startWorker()]);
+    const dns = await dnsWith(
+      [
+        [1, a],
+        [2, b],
+      ],
+      { withoutKv: 2 },
+    );
+    const f = await startFleet(backend, 0, {
+      workers: [],
+      discovery: { srv: HTTP, kvEventsSrv: KV, servers: [dns.server], intervalMs: 150 },
+    });
+    await waitFor(
+      async () => (await scrape(`${f.url}/metrics`)).sum('kvroute_gateway_discovery_skipped_total', { reason: 'no_kv_events' }) >= 1,
+      'the skip',
+    );
+    expect(f.gateway.workers().map((w) => w.url)).toEqual([a.url]);
+    // Without replaySrv, no replay endpoint.
+    expect(f.gateway.workers()[0]).toMatchObject({ kvEvents: a.kvEventsEndpoints, replay: null });
+    for (const [discovery, message] of [
+      [{ srv: 'not a name!' }, /discovery\.srv must be a DNS name/],
+      [{ srv: HTTP, intervalMs: 5 }, /discovery\.intervalMs must be an integer in \[100, 3600000\]/],
+      [{ srv: HTTP, servers: [] }, /discovery\.servers must be a non-empty list/],
+      [{ srv: HTTP, port: 1 }, /discovery has an unknown key "port"/],
+    ] as const) {
+      expectKvError(
+        () => createGateway({ blockSize: 16, backend, logLevel: false, discovery: discovery as never }),
+        'ERR_INVALID_ARG',
+        message,
+      );
+    }
+  });
+});

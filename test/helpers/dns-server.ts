@@ -1,0 +1,90 @@
+/**
+ * A real DNS server (dnsmasq, Debian's `dnsmasq-base`) on 127.0.0.1 for the discovery tests,
+ * serving the SRV and address records a test gives it; `serve()` again restarts it on the same
+ * port with other records (dnsmasq reads them at start). The tests need it (`.ci/run` installs
+ * it): without it they fail, naming the package.
+ */
+
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { createSocket } from 'node:dgram';
+import { Resolver } from 'node:dns/promises';
+
+function findBinary(): string | undefined {
+  for (const bin of ['dnsmasq', '/usr/sbin/dnsmasq']) {
+    try {
+      execFileSync(bin, ['--version'], { stdio: 'ignore' });
+      return bin;
+    } catch {
+      // next
+    }
+  }
+  return undefined;
+}
+
+const DNSMASQ = findBinary();
+
+/** An SRV record: name, target, port. */
+export type SrvRecord = [name: string, target: string, port: number];
+
+/** A UDP port free now on 127.0.0.1 (dnsmasq cannot pick one itself). */
+async function freeUdpPort(): Promise<number> {
+  const socket = createSocket('udp4');
+  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  const { port } = socket.address();
+  await new Promise<void>((resolve) => socket.close(() => resolve()));
+  return port;
+}
+
+export class DnsServer {
+  private proc: ChildProcess | undefined;
+  port = 0;
+
+  get server(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  /** (Re)starts the server with these records; every `hosts` name resolves to 127.0.0.1. Names under `test.` that it does not hold answer NXDOMAIN. */
+  async serve(srv: SrvRecord[], hosts: string[]): Promise<void> {
+    if (!DNSMASQ) throw new Error('dnsmasq is not installed (apt-get install dnsmasq-base)');
+    await this.stop();
+    this.port ||= await freeUdpPort();
+    const args = [
+      '--keep-in-foreground',
+      '--conf-file=/dev/null',
+      '--pid-file=',
+      `--port=${this.port}`,
+      '--listen-address=127.0.0.1',
+      '--bind-interfaces',
+      '--no-resolv',
+      '--no-hosts',
+      '--local=/test/',
+      '--host-record=ready.test,127.0.0.1',
+      ...hosts.map((h) => `--host-record=${h},127.0.0.1`),
+      ...srv.map(([name, target, port]) => `--srv-host=${name},${target},${port}`),
+    ];
+    const proc = spawn(DNSMASQ, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    proc.stderr?.on('data', (d) => {
+      stderr += d;
+    });
+    this.proc = proc;
+    const resolver = new Resolver({ timeout: 200, tries: 1 });
+    resolver.setServers([this.server]);
+    for (let i = 0; i < 50; i++) {
+      if (proc.exitCode !== null) throw new Error(`dnsmasq exited ${proc.exitCode}: ${stderr}`);
+      if ((await resolver.resolve4('ready.test').catch(() => [])).length > 0) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`dnsmasq did not answer on ${this.server}: ${stderr}`);
+  }
+
+  /** Stops the server (queries then time out). */
+  async stop(): Promise<void> {
+    const proc = this.proc;
+    this.proc = undefined;
+    if (!proc || proc.exitCode !== null) return;
+    const exited = new Promise((resolve) => proc.once('exit', resolve));
+    proc.kill('SIGTERM');
+    await exited;
+  }
+}

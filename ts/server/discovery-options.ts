@@ -1,0 +1,83 @@
+/**
+ * The `discovery` option of the gateway (DNS SRV discovery, discovery.ts): its shape and checks.
+ * @internal
+ * @module
+ */
+
+import { KvRouteError } from '../errors.js';
+import { describe } from '../validate.js';
+
+/**
+ * Workers found in DNS SRV records (see the README's "Changing the fleet").
+ * @group Gateway
+ */
+export interface DiscoveryOptions {
+  /** The SRV name of the workers' HTTP API, e.g. `_http._tcp.vllm.default.svc.cluster.local`. */
+  srv: string;
+  /** The SRV name of their KV-event PUB sockets (rank 0's), matched by target. Omitted: workers without KV events. */
+  kvEventsSrv?: string;
+  /** The SRV name of their replay sockets (rank 0's), matched by target. */
+  replaySrv?: string;
+  /** How often the names are resolved again, ms. Default 10000. */
+  intervalMs?: number;
+  /** How long one resolution may take, ms. Default 2000. */
+  timeoutMs?: number;
+  /** DNS servers to ask (`host` or `host:port`). Default: the system's. */
+  servers?: string[];
+  /** Data-parallel ranks of every discovered worker. Default 1. */
+  dpSize?: number;
+  /** `maxNumBatchedTokens` of every discovered worker. */
+  maxNumBatchedTokens?: number;
+  /** Weight of every discovered worker. Default 1. */
+  weight?: number;
+}
+
+/** @internal */
+export type ResolvedDiscovery = Required<Omit<DiscoveryOptions, 'kvEventsSrv' | 'replaySrv' | 'servers' | 'maxNumBatchedTokens'>> &
+  Pick<DiscoveryOptions, 'kvEventsSrv' | 'replaySrv' | 'servers' | 'maxNumBatchedTokens'>;
+
+const KEYS = ['srv', 'kvEventsSrv', 'replaySrv', 'intervalMs', 'timeoutMs', 'servers', 'dpSize', 'maxNumBatchedTokens', 'weight'];
+const invalid = (message: string) => new KvRouteError('ERR_INVALID_ARG', message);
+
+function name(value: unknown, at: string): string {
+  if (typeof value !== 'string' || !/^[A-Za-z0-9_.-]{1,253}$/.test(value))
+    throw invalid(`${at} must be a DNS name, got ${describe(value)}`);
+  return value;
+}
+
+function integer(value: unknown, at: string, min: number, max: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
+    throw invalid(`${at} must be an integer in [${min}, ${max}], got ${describe(value)}`);
+  return value;
+}
+
+/** Checks `discovery`; the message names the key at fault. */
+export function resolveDiscovery(value: unknown): ResolvedDiscovery {
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw invalid(`discovery must be an object, got ${describe(value)}`);
+  const o = value as Record<string, unknown>;
+  const unknown = Object.keys(o).find((k) => !KEYS.includes(k));
+  if (unknown !== undefined) throw invalid(`discovery has an unknown key "${unknown}" (known: ${KEYS.join(', ')})`);
+  const servers = o.servers;
+  if (
+    servers !== undefined &&
+    (!Array.isArray(servers) || servers.length === 0 || !servers.every((s) => typeof s === 'string' && s !== ''))
+  )
+    throw invalid(`discovery.servers must be a non-empty list of host or host:port, got ${describe(servers)}`);
+  const weight = o.weight ?? 1;
+  if (typeof weight !== 'number' || !(weight > 0) || !Number.isFinite(weight))
+    throw invalid(`discovery.weight must be a positive number, got ${describe(weight)}`);
+  return {
+    srv: name(o.srv, 'discovery.srv'),
+    kvEventsSrv: o.kvEventsSrv === undefined ? undefined : name(o.kvEventsSrv, 'discovery.kvEventsSrv'),
+    replaySrv: o.replaySrv === undefined ? undefined : name(o.replaySrv, 'discovery.replaySrv'),
+    intervalMs: integer(o.intervalMs, 'discovery.intervalMs', 100, 3_600_000, 10_000),
+    timeoutMs: integer(o.timeoutMs, 'discovery.timeoutMs', 1, 60_000, 2000),
+    servers: servers as string[] | undefined,
+    dpSize: integer(o.dpSize, 'discovery.dpSize', 1, 1024, 1),
+    maxNumBatchedTokens:
+      o.maxNumBatchedTokens === undefined ? undefined : integer(o.maxNumBatchedTokens, 'discovery.maxNumBatchedTokens', 1, 2 ** 31, 0),
+    weight,
+  };
+}
