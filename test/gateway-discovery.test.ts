@@ -128,6 +128,7 @@ describe.each(BACKENDS)('gateway: workers found in DNS SRV records (%s)', (backe
       [{ srv: 'not a name!' }, /discovery\.srv must be a DNS name/],
       [{ srv: HTTP, intervalMs: 5 }, /discovery\.intervalMs must be an integer in \[100, 3600000\]/],
       [{ srv: HTTP, servers: [] }, /discovery\.servers must be a non-empty list/],
+      [{ srv: HTTP, servers: ['dns.example'] }, /discovery\.servers: .*dns\.example/],
       [{ srv: HTTP, port: 1 }, /discovery has an unknown key "port"/],
     ] as const) {
       expectKvError(

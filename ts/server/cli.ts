@@ -67,7 +67,7 @@ const FLAGS: Flags = {
   },
   'discover-kv-events-srv': { kind: 'string', value: 'name', help: 'the SRV name of their KV-event sockets, matched by target' },
   'discover-replay-srv': { kind: 'string', value: 'name', help: 'the SRV name of their replay sockets, matched by target' },
-  'dns-server': { kind: 'string', value: 'host[:port][,…]', help: 'the DNS servers discovery asks', default: "the system's" },
+  'dns-server': { kind: 'string', value: 'ip[:port][,…]', help: 'the DNS servers discovery asks (addresses)', default: "the system's" },
   'shutdown-delay-secs': {
     kind: 'number',
     help: 'on SIGTERM, serve on this long with /ready answering 503 before closing (a second signal ends it)',

@@ -4,6 +4,7 @@
  * @module
  */
 
+import { Resolver } from 'node:dns/promises';
 import { KvRouteError } from '../errors.js';
 import { describe } from '../validate.js';
 
@@ -22,7 +23,7 @@ export interface DiscoveryOptions {
   intervalMs?: number;
   /** How long one resolution may take, ms. Default 2000. */
   timeoutMs?: number;
-  /** DNS servers to ask (`host` or `host:port`). Default: the system's. */
+  /** DNS servers to ask, as addresses (`10.0.0.10`, `10.0.0.10:53`, `[::1]:53`). Default: the system's. */
   servers?: string[];
   /** Data-parallel ranks of every discovered worker. Default 1. */
   dpSize?: number;
@@ -64,7 +65,15 @@ export function resolveDiscovery(value: unknown): ResolvedDiscovery {
     servers !== undefined &&
     (!Array.isArray(servers) || servers.length === 0 || !servers.every((s) => typeof s === 'string' && s !== ''))
   )
-    throw invalid(`discovery.servers must be a non-empty list of host or host:port, got ${describe(servers)}`);
+    throw invalid(`discovery.servers must be a non-empty list of ip or ip:port, got ${describe(servers)}`);
+  if (servers !== undefined) {
+    // Node's resolver takes addresses only ("1.2.3.4", "1.2.3.4:53", "[::1]:53"), and says which is not one.
+    try {
+      new Resolver().setServers(servers as string[]);
+    } catch (err) {
+      throw invalid(`discovery.servers: ${(err as Error).message}`);
+    }
+  }
   const weight = o.weight ?? 1;
   if (typeof weight !== 'number' || !(weight > 0) || !Number.isFinite(weight))
     throw invalid(`discovery.weight must be a positive number, got ${describe(weight)}`);

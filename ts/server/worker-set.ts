@@ -63,10 +63,6 @@ export interface WorkerSetPlan {
   changes: WorkerSetChanges;
 }
 
-/**
- * Checks a whole list against the workers held and says what setting it changes; throws before
- * anything changes.
- */
 /** The workers a whole list sets: all but those the indexer API and DNS discovery own. */
 export const SET_BY_LISTS = (m: HeldWorker): boolean => m.origin !== 'indexer' && m.origin !== 'discovery';
 
@@ -77,6 +73,10 @@ const OWNERS: Record<FleetWorker['origin'], string> = {
   discovery: 'DNS discovery',
 };
 
+/**
+ * Checks a whole list against the workers held and says what setting it changes; throws before
+ * anything changes.
+ */
 export function planWorkerSet(
   held: ReadonlyMap<bigint, HeldWorker>,
   workers: unknown,
