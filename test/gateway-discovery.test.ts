@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from 'vitest';
-import { createGateway, type MockWorker } from '../ts/index.js';
+import { createGateway, type MockWorker, type WorkerView } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { type DnsServer as Dns, DnsServer, type SrvRecord } from './helpers/dns-server.js';
 import { expectKvError } from './helpers/errors.js';
@@ -39,8 +39,6 @@ async function dnsWith(pods: [number, MockWorker][], opts?: { withoutKv?: number
   return dns;
 }
 
-type Listed = { id: bigint; url: string; origin: string; kvEvents: string[] | null; replay: string[] | null };
-
 describe.each(BACKENDS)('gateway: workers found in DNS SRV records (%s)', (backend) => {
   test('discovered workers join, serve and leave with the records; config workers stay; a DNS outage keeps them', async () => {
     const [a, b] = await Promise.all([startWorker(), startWorker()]);
@@ -51,7 +49,7 @@ describe.each(BACKENDS)('gateway: workers found in DNS SRV records (%s)', (backe
     const f = await startFleet(backend, 1, {
       discovery: { srv: HTTP, kvEventsSrv: KV, replaySrv: REPLAY, servers: [dns.server], intervalMs: 150, timeoutMs: 200 },
     });
-    const discovered = () => (f.gateway.workers() as Listed[]).filter((w) => w.origin === 'discovery');
+    const discovered = () => f.gateway.workers().filter((w) => w.origin === 'discovery');
     await waitFor(() => discovered().length === 2, 'both pods to be discovered');
     expect(
       discovered()
@@ -77,8 +75,8 @@ describe.each(BACKENDS)('gateway: workers found in DNS SRV records (%s)', (backe
     }, "the discovered worker's blocks to be indexed");
 
     // Setting the config's list leaves the discovered workers be, and cannot name them.
-    const config = f.gateway.workers().find((w) => w.origin === 'config') as Listed;
-    const entry = { id: 1, url: config.url, kvEvents: config.kvEvents ?? undefined, replay: config.replay ?? undefined };
+    const config = f.gateway.workers().find((w) => w.origin === 'config') as WorkerView;
+    const entry = { id: 1, url: config.url as string, kvEvents: config.kvEvents ?? undefined, replay: config.replay ?? undefined };
     expect(f.gateway.setWorkers([entry])).toMatchObject({ unchanged: [1n], removed: [] });
     expectKvError(
       () => f.gateway.setWorkers([entry, { id: discovered()[0].id, url: a.url }]),

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { createGateway } from '../ts/index.js';
+import { createGateway, type WorkerView } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { expectKvError } from './helpers/errors.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
@@ -21,7 +21,7 @@ async function overlaps(adminUrl: string): Promise<Map<number, number>> {
   return new Map((r.json.candidates as Candidate[]).map((c) => [c.workerId, c.overlapBlocks]));
 }
 
-const ids = (list: Record<string, unknown>[]) => list.map((w) => w.id).sort();
+const ids = (list: WorkerView[]) => list.map((w) => w.id).sort();
 
 describe.each(BACKENDS)('gateway: the whole worker list set at once (%s)', (backend) => {
   test('setWorkers keeps a worker whose engine is the same, retunes it in place, replaces a moved one, adds and removes', async () => {

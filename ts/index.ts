@@ -137,8 +137,11 @@ export type {
   RouterStats,
   WorkerConfig,
 } from './router/types.js';
+export type { WorkerView } from './server/admin-api.js';
 export type { WorkerHealthState } from './server/breaker.js';
+export type { CacheAccuracySnapshot } from './server/cache-accuracy.js';
 export type { DiscoveryOptions } from './server/discovery-options.js';
+export type { ListenerStatus } from './server/fleet.js';
 export type { Gateway, GatewayAddress } from './server/gateway.js';
 export { createGateway } from './server/gateway.js';
 export type {

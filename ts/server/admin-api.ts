@@ -10,8 +10,10 @@ import type { FastifyInstance } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { stringifyLossless } from '../events/json.js';
 import type { KvRouter } from '../router/kv-router.js';
+import type { WorkerHealthState } from './breaker.js';
+import type { CacheAccuracySnapshot } from './cache-accuracy.js';
 import { EngineRefusal } from './engine-tokenize.js';
-import type { Fleet, FleetWorker } from './fleet.js';
+import type { Fleet, FleetWorker, ListenerStatus } from './fleet.js';
 import { parseWorkerIdValue, resolveWorker } from './options.js';
 import { BadRequest, engineTokens, readRequest } from './prompt.js';
 import { inScope, routingScope } from './scope.js';
@@ -29,8 +31,43 @@ export interface AdminContext {
   setWorkers: (workers: unknown) => WorkerSetChanges;
 }
 
+/**
+ * A worker as `Gateway.workers()` and `GET /admin/workers` list it.
+ * @group Gateway
+ */
+export interface WorkerView {
+  /** Its id in the router. */
+  id: bigint;
+  /** Its HTTP API; null for an index-only worker (the indexer API's `/register` without a URL). */
+  url: string | null;
+  /** Who added it. */
+  origin: FleetWorker['origin'];
+  /** Its breaker's state. */
+  health: WorkerHealthState;
+  /** Why it is in that state (the last transition's reason). */
+  healthReason: string;
+  /** Failures in a row (probes, 5xx answers, timeouts) its breaker has counted. */
+  consecutiveFailures: number;
+  /** Whether requests may go to it now. */
+  routable: boolean;
+  /** The model it serves (the first name its `/v1/models` lists), once read. */
+  model: string | null;
+  /** Its data-parallel ranks. */
+  dpSize: number;
+  /** Its relative capacity (a worker of weight 2 is charged half the cost). */
+  weight: number;
+  /** Its ranks' KV-event endpoints, or null without events. */
+  kvEvents: string[] | null;
+  /** Its ranks' replay endpoints, or null. */
+  replay: string[] | null;
+  /** Each rank's event listener, in the indexer API's words. */
+  listeners: ListenerStatus[];
+  /** Its engine's reported cached tokens against the predictions, since it joined. */
+  cachePredictions: CacheAccuracySnapshot;
+}
+
 /** A worker as the admin API lists it. */
-export function describeWorker(m: FleetWorker, fleet: Fleet): Record<string, unknown> {
+export function describeWorker(m: FleetWorker, fleet: Fleet): WorkerView {
   return {
     id: m.spec.id,
     url: m.spec.url ?? null,

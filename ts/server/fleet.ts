@@ -46,6 +46,12 @@ export interface ModelCardFacts {
   maxModelLen: number | undefined;
 }
 
+/**
+ * A rank's event listener, in the indexer API's words.
+ * @group Gateway
+ */
+export type ListenerStatus = 'pending' | 'active' | 'paused' | 'failed';
+
 /** A breaker transition, for logs and metrics. */
 export interface HealthChange {
   workerId: bigint;
@@ -432,10 +438,10 @@ export class Fleet {
   }
 
   /** Listener status per rank in the indexer API's words: `pending`, `active`, `paused`, `failed`. */
-  listenerStatus(m: FleetWorker): string[] {
+  listenerStatus(m: FleetWorker): ListenerStatus[] {
     const ranks = m.spec.kvEvents?.length ?? 0;
     if (!m.source || m.source.closed) return new Array(ranks).fill('paused');
-    const map: Record<SourceState, string> = {
+    const map: Record<SourceState, ListenerStatus> = {
       connecting: 'pending',
       active: 'active',
       recovering: 'active',

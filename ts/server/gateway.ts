@@ -16,7 +16,7 @@ import { type WarmStartOptions, type WarmStartResult, warmStart } from '../repli
 import { KvRouter } from '../router/kv-router.js';
 import { chooseCandidate, type Selector } from '../router/select.js';
 import { checkOptions, describe } from '../validate.js';
-import { adminRoutes, describeWorker } from './admin-api.js';
+import { adminRoutes, describeWorker, type WorkerView } from './admin-api.js';
 import { bearerGuard } from './auth.js';
 import { Discovery } from './discovery.js';
 import { askWorkersToTokenize } from './engine-tokenize.js';
@@ -109,7 +109,7 @@ export interface Gateway {
    */
   setWorkers(workers: readonly GatewayWorker[]): WorkerSetChanges;
   /** The workers with their health, as `GET /admin/workers` lists them. */
-  workers(): Record<string, unknown>[];
+  workers(): WorkerView[];
   /**
    * Stops accepting requests, lets in-flight ones finish, then closes the router. Idempotent.
    * With `shutdown.delayMs`, a listening gateway first serves on for that long, not ready (see

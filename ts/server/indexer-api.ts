@@ -19,7 +19,7 @@ import type { TieredScore } from '../kv-index.js';
 import { snapshotDocument } from '../replicas/snapshot.js';
 import type { KvRouter } from '../router/kv-router.js';
 import { describe, isTokenId } from '../validate.js';
-import type { Fleet, FleetWorker } from './fleet.js';
+import type { Fleet, FleetWorker, ListenerStatus } from './fleet.js';
 import { statusOf } from './http-status.js';
 import { parseWorkerIdValue } from './options.js';
 import { namespaceOfSalt } from './scope.js';
@@ -132,7 +132,7 @@ function workerEntry(m: FleetWorker, ctx: IndexerContext): unknown {
     endpoints[String(r)] = e;
     listeners[String(r)] = { endpoint: e, status: status[r] };
   });
-  const order = ['failed', 'pending', 'active', 'paused'];
+  const order: ListenerStatus[] = ['failed', 'pending', 'active', 'paused'];
   const aggregate = order.find((s) => status.includes(s)) ?? 'paused';
   return {
     instance_id: m.spec.id,
