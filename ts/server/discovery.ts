@@ -8,7 +8,8 @@
  * - each target is resolved to an address with the same resolver (the engine sources connect to
  *   addresses, and the DNS servers given here need not be the system's);
  * - a worker's id is a hash of its target name and HTTP port: a pod that restarts at a new
- *   address is a new worker, whose engine's replay socket fills its index from empty;
+ *   address is a new worker (or, keeping its name as a StatefulSet's pods do, the same id at a
+ *   new URL, which replaces it), whose engine's replay socket fills its index from empty;
  * - every `intervalMs` the answer is resolved again and the discovered workers set to it as
  *   `Gateway.setWorkers` would (a worker at the same addresses keeps its index and load). The
  *   workers of the config, the admin API and the indexer API are left alone.
