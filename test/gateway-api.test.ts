@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { blockHashes, createGateway, isKvRouteError, KvRouter, type MockWorker, metrics, mockTokenize } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { ROOT } from './helpers/dist.js';
 import { stored } from './helpers/events.js';
 import { closeFleetsAfterEach, startFleet, startWorker, startWorkerOnConsecutivePorts, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
@@ -237,6 +238,11 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     const f = await startFleet(backend, 2);
     const before = (await scrape(`${f.url}/metrics`)).families;
     expect(before.get('kvroute_router_workers')?.metrics[0].value).toBe('2');
+    // What runs, for a fleet's dashboards: the package's version, this backend, Node's version.
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    expect(before.get('kvroute_gateway_build_info')?.metrics).toEqual([
+      { value: '1', labels: { version, backend, node: process.version } },
+    ]);
     for (let i = 0; i < 3; i++) await postJson(`${f.url}/v1/completions`, { prompt: `${PROMPT}${i}`, max_tokens: 2 });
     await waitFor(() => f.gateway.router.stats().index.blocks > 0, 'blocks');
     const { families: after, sum } = await scrape(`${f.url}/metrics`);

@@ -4,9 +4,9 @@
  * @module
  */
 
-import { accessSync, constants, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { accessSync, constants, existsSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { BackendName } from './backend-types.js';
 import { type Flags, helpText, parseCommand, UsageError } from './cli-args.js';
 import { KvRouteError } from './errors.js';
@@ -23,6 +23,7 @@ import type { TimingModel } from './replay/timing.js';
 import type { Selector } from './router/select.js';
 import { runServe } from './server/cli.js';
 import { runDemo } from './server/demo.js';
+import { packageVersion } from './version.js';
 
 const REPLAY_FLAGS: Flags = {
   workers: { kind: 'number', help: 'simulated workers', default: '16' },
@@ -393,12 +394,6 @@ function runGenTrace(argv: string[]): void {
   process.stdout.write(traceToJsonl(trace));
 }
 
-/** The package's version, from its package.json (one level above `dist/` and `ts/`). */
-function version(): string {
-  const path = join(dirname(fileURLToPath(import.meta.url)), '..', 'package.json');
-  return (JSON.parse(readFileSync(path, 'utf8')) as { version: string }).version;
-}
-
 /** Runs the command line; returns the exit code (0 ok, 1 failure, 2 usage). */
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -408,7 +403,7 @@ export async function main(argv: string[]): Promise<number> {
     else if (command === 'mock-worker') return await runMockWorker(rest);
     else if (command === 'serve') return await runServe(rest);
     else if (command === 'demo') return await runDemo(rest);
-    else if (command === '--version' || command === '-v') process.stdout.write(`kvroute ${version()}\n`);
+    else if (command === '--version' || command === '-v') process.stdout.write(`kvroute ${packageVersion()}\n`);
     else if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
       process.stdout.write(`${USAGE}\n`);
       return command === undefined ? 2 : 0;

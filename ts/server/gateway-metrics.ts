@@ -8,11 +8,25 @@
  */
 
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { packageVersion } from '../version.js';
 import type { WorkerHealthState } from './breaker.js';
 
 const LATENCY = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const FAST = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1];
 const TOKENS = [0, 16, 64, 256, 1024, 4096, 16384, 65536];
+
+/**
+ * `kvroute_gateway_build_info`: 1, labelled with what runs (kvroute's version, the backend, Node's
+ * version), so that a fleet's dashboards can tell replicas on different releases apart.
+ */
+export function buildInfo(registry: Registry, backend: string): void {
+  new Gauge({
+    name: 'kvroute_gateway_build_info',
+    help: "What this gateway runs: kvroute's version, the backend and Node's version (always 1).",
+    labelNames: ['version', 'backend', 'node'],
+    registers: [registry],
+  }).set({ version: packageVersion(), backend, node: process.version }, 1);
+}
 
 export class GatewayMetrics {
   /** By worker, status and `model` (see `modelLabel`: the request's model when served, `none` or `unknown`). */

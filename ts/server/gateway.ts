@@ -21,7 +21,7 @@ import { bearerGuard } from './auth.js';
 import { Discovery } from './discovery.js';
 import { askWorkersToTokenize } from './engine-tokenize.js';
 import { Fleet } from './fleet.js';
-import { GatewayMetrics } from './gateway-metrics.js';
+import { buildInfo, GatewayMetrics } from './gateway-metrics.js';
 import { errorType, statusOf } from './http-status.js';
 import { indexerRoutes } from './indexer-api.js';
 import { registerLoraUpdates } from './lora-updates.js';
@@ -268,6 +268,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const registry = new Registry();
   metrics(router, registry);
   const gm = new GatewayMetrics(registry);
+  buildInfo(registry, router.backend);
   // Every way in or out (config, admin API, indexer API, setWorkers) passes here.
   fleet.onMembership((id, present) => gm.setHealth(id, present ? 'healthy' : undefined));
   fleet.onHealthChange((c) => {
