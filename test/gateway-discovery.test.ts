@@ -102,6 +102,60 @@ describe.each(BACKENDS)('gateway: workers found in DNS SRV records (%s)', (backe
     expect(m.sum('kvroute_gateway_discovery_resolutions_total', { result: 'ok' })).toBeGreaterThanOrEqual(2);
   });
 
+  test('several Services (one per model, say): each keeps its own workers, and one losing a pod leaves the other be', async () => {
+    const [a, b, c] = await Promise.all([startWorker(), startWorker(), startWorker()]);
+    const srvOf = (svc: string, i: number, w: MockWorker): SrvRecord[] => [
+      [`_http._tcp.${svc}.test`, `pod-${i}.${svc}.test`, port(w.url)],
+      [`_kv-events._tcp.${svc}.test`, `pod-${i}.${svc}.test`, port(w.kvEventsEndpoints[0])],
+    ];
+    const dns = new DnsServer();
+    servers.push(dns);
+    const hosts = ['pod-1.one.test', 'pod-1.two.test', 'pod-2.two.test'];
+    await dns.serve([...srvOf('one', 1, a), ...srvOf('two', 1, b), ...srvOf('two', 2, c)], hosts);
+    const entry = (svc: string) => ({
+      srv: `_http._tcp.${svc}.test`,
+      kvEventsSrv: `_kv-events._tcp.${svc}.test`,
+      servers: [dns.server],
+      intervalMs: 150,
+      timeoutMs: 200,
+    });
+    const f = await startFleet(backend, 0, { workers: [], discovery: [entry('one'), entry('two')] });
+    const urls = () =>
+      f.gateway
+        .workers()
+        .map((w) => w.url)
+        .sort();
+    await waitFor(() => urls().length === 3, 'every pod of both Services');
+    // Service two loses a pod: its answer, which never listed Service one's pod, removes its own only.
+    await dns.serve([...srvOf('one', 1, a), ...srvOf('two', 2, c)], hosts);
+    await waitFor(() => urls().length === 2, "Service two's pod to leave");
+    expect(urls()).toEqual([a.url, c.url].sort());
+    // Service one lists Service two's pod too: it stays Service two's, and Service one's own pod stays served.
+    await dns.serve([...srvOf('one', 1, a), ...srvOf('one', 2, c), ...srvOf('two', 2, c)], [...hosts, 'pod-2.one.test']);
+    await waitFor(
+      async () =>
+        (await scrape(`${f.url}/metrics`)).sum('kvroute_gateway_discovery_skipped_total', {
+          srv: '_http._tcp.one.test',
+          reason: 'claimed',
+        }) > 0,
+      "Service one to find Service two's pod claimed",
+    );
+    expect(urls()).toEqual([a.url, c.url].sort());
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_discovered_workers', { srv: '_http._tcp.one.test' })).toBe(1);
+    expect(m.sum('kvroute_gateway_discovered_workers', { srv: '_http._tcp.two.test' })).toBe(1);
+    expectKvError(
+      () => createGateway({ blockSize: 16, backend, logLevel: false, discovery: [entry('one'), entry('one')] }),
+      'ERR_INVALID_ARG',
+      /discovery lists _http\._tcp\.one\.test twice/,
+    );
+    expectKvError(
+      () => createGateway({ blockSize: 16, backend, logLevel: false, discovery: [entry('one'), { srv: 'bad name' }] }),
+      'ERR_INVALID_ARG',
+      /discovery\[1\]\.srv must be a DNS name/,
+    );
+  });
+
   test('a pod listed without its KV-event record waits for it, counted; bad discovery options name the key', async () => {
     const [a, b] = await Promise.all([startWorker(), startWorker()]);
     const dns = await dnsWith(

@@ -130,7 +130,13 @@ function discoveryFlags(v: Record<string, unknown>, o: Record<string, unknown>):
   if (v['discover-kv-events-srv'] !== undefined) given.kvEventsSrv = v['discover-kv-events-srv'];
   if (v['discover-replay-srv'] !== undefined) given.replaySrv = v['discover-replay-srv'];
   if (v['dns-server'] !== undefined) given.servers = servers(v['dns-server']);
-  if (Object.keys(given).length > 0) o.discovery = { ...((o.discovery as object) ?? {}), ...given };
+  if (Object.keys(given).length === 0) return;
+  if (Array.isArray(o.discovery))
+    throw new UsageError(
+      'the config lists several discovery entries; --discover-* and --dns-server set one: give them in the config',
+      USAGE,
+    );
+  o.discovery = { ...((o.discovery as object) ?? {}), ...given };
 }
 
 function optionsFrom(v: Record<string, unknown>): GatewayOptions {

@@ -54,39 +54,38 @@ function integer(value: unknown, at: string, min: number, max: number, fallback:
 }
 
 /** Checks `discovery`; the message names the key at fault. */
-export function resolveDiscovery(value: unknown): ResolvedDiscovery {
-  if (value === null || typeof value !== 'object' || Array.isArray(value))
-    throw invalid(`discovery must be an object, got ${describe(value)}`);
+export function resolveDiscovery(value: unknown, at = 'discovery'): ResolvedDiscovery {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid(`${at} must be an object, got ${describe(value)}`);
   const o = value as Record<string, unknown>;
   const unknown = Object.keys(o).find((k) => !KEYS.includes(k));
-  if (unknown !== undefined) throw invalid(`discovery has an unknown key "${unknown}" (known: ${KEYS.join(', ')})`);
+  if (unknown !== undefined) throw invalid(`${at} has an unknown key "${unknown}" (known: ${KEYS.join(', ')})`);
   const servers = o.servers;
   if (
     servers !== undefined &&
     (!Array.isArray(servers) || servers.length === 0 || !servers.every((s) => typeof s === 'string' && s !== ''))
   )
-    throw invalid(`discovery.servers must be a non-empty list of ip or ip:port, got ${describe(servers)}`);
+    throw invalid(`${at}.servers must be a non-empty list of ip or ip:port, got ${describe(servers)}`);
   if (servers !== undefined) {
     // Node's resolver takes addresses only ("1.2.3.4", "1.2.3.4:53", "[::1]:53"), and says which is not one.
     try {
       new Resolver().setServers(servers as string[]);
     } catch (err) {
-      throw invalid(`discovery.servers: ${(err as Error).message}`);
+      throw invalid(`${at}.servers: ${(err as Error).message}`);
     }
   }
   const weight = o.weight ?? 1;
   if (typeof weight !== 'number' || !(weight > 0) || !Number.isFinite(weight))
-    throw invalid(`discovery.weight must be a positive number, got ${describe(weight)}`);
+    throw invalid(`${at}.weight must be a positive number, got ${describe(weight)}`);
   return {
-    srv: name(o.srv, 'discovery.srv'),
-    kvEventsSrv: o.kvEventsSrv === undefined ? undefined : name(o.kvEventsSrv, 'discovery.kvEventsSrv'),
-    replaySrv: o.replaySrv === undefined ? undefined : name(o.replaySrv, 'discovery.replaySrv'),
-    intervalMs: integer(o.intervalMs, 'discovery.intervalMs', 100, 3_600_000, 10_000),
-    timeoutMs: integer(o.timeoutMs, 'discovery.timeoutMs', 1, 60_000, 2000),
+    srv: name(o.srv, `${at}.srv`),
+    kvEventsSrv: o.kvEventsSrv === undefined ? undefined : name(o.kvEventsSrv, `${at}.kvEventsSrv`),
+    replaySrv: o.replaySrv === undefined ? undefined : name(o.replaySrv, `${at}.replaySrv`),
+    intervalMs: integer(o.intervalMs, `${at}.intervalMs`, 100, 3_600_000, 10_000),
+    timeoutMs: integer(o.timeoutMs, `${at}.timeoutMs`, 1, 60_000, 2000),
     servers: servers as string[] | undefined,
-    dpSize: integer(o.dpSize, 'discovery.dpSize', 1, 1024, 1),
+    dpSize: integer(o.dpSize, `${at}.dpSize`, 1, 1024, 1),
     maxNumBatchedTokens:
-      o.maxNumBatchedTokens === undefined ? undefined : integer(o.maxNumBatchedTokens, 'discovery.maxNumBatchedTokens', 1, 2 ** 31, 0),
+      o.maxNumBatchedTokens === undefined ? undefined : integer(o.maxNumBatchedTokens, `${at}.maxNumBatchedTokens`, 1, 2 ** 31, 0),
     weight,
   };
 }

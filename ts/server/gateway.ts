@@ -18,7 +18,7 @@ import { chooseCandidate, type Selector } from '../router/select.js';
 import { checkOptions, describe } from '../validate.js';
 import { adminRoutes, describeWorker, type WorkerView } from './admin-api.js';
 import { bearerGuard } from './auth.js';
-import { Discovery } from './discovery.js';
+import { Discovery, DiscoveryMetrics } from './discovery.js';
 import { askWorkersToTokenize } from './engine-tokenize.js';
 import { Fleet } from './fleet.js';
 import { buildInfo, GatewayMetrics } from './gateway-metrics.js';
@@ -281,14 +281,15 @@ export function createGateway(opts: GatewayOptions): Gateway {
   let stopping = false;
   // The configured workers join once the warm start is over; until then setWorkers() edits this list.
   let pending: ResolvedWorker[] | undefined = o.workers;
-  const discovery = o.discovery ? new Discovery(o.discovery, fleet, app.log, registry) : undefined;
+  const discoveryMetrics = o.discovery.length > 0 ? new DiscoveryMetrics(registry) : undefined;
+  const discoveries = o.discovery.map((d) => new Discovery(d, fleet, app.log, discoveryMetrics as DiscoveryMetrics));
   const addWorkers = () => {
     const workers = pending ?? [];
     pending = undefined;
     if (stopping) return;
     for (const w of workers) fleet.add(w, 'config');
     fleet.start();
-    discovery?.start();
+    for (const d of discoveries) d.start();
   };
   const setWorkers = (workers: unknown, origin: 'config' | 'admin', at: string): WorkerSetChanges => {
     if (!pending) return setFleetWorkers(fleet, workers, origin, at);
@@ -405,7 +406,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     closed ??= (async () => {
       await shutdown.delay(app.server.listening);
       stopReplicaLog();
-      await discovery?.stop();
+      await Promise.all(discoveries.map((d) => d.stop()));
       await shutdown.close(app);
       await adminApp?.close();
       await warm;

@@ -229,8 +229,8 @@ export interface GatewayOptions {
   bodyLimitBytes?: number;
   /** How `close()` ends the gateway: a delay while not ready, a bound on the drain. Default: at once, no bound. */
   shutdown?: ShutdownOptions;
-  /** Workers found in DNS SRV records (a Kubernetes headless Service), besides `workers`. Default: none. */
-  discovery?: DiscoveryOptions;
+  /** Workers found in DNS SRV records (a Kubernetes headless Service; a list for several, one per model, say), besides `workers`. Default: none. */
+  discovery?: DiscoveryOptions | readonly DiscoveryOptions[];
   /** Access control. */
   auth?: AuthOptions;
   /** Serve the admin and indexer API and `/metrics` on their own listener instead of the proxy's. */
@@ -279,7 +279,7 @@ export interface ResolvedGatewayOptions {
   queue: Required<QueueOptions>;
   responses: Required<ResponsesOptions>;
   shutdown: Required<ShutdownOptions>;
-  discovery: ResolvedDiscovery | undefined;
+  discovery: ResolvedDiscovery[];
   bodyLimitBytes: number;
   apiKeys: string[];
   adminToken: string | undefined;
@@ -400,6 +400,17 @@ export function resolveWorker(value: unknown, at: string): ResolvedWorker {
   };
 }
 
+/** `discovery`: one Service's SRV names or a list of them, each checked (the message names `discovery[i]`). */
+function discoveryList(value: unknown): ResolvedDiscovery[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) return [resolveDiscovery(value)];
+  const list = value.map((d, i) => resolveDiscovery(d, `discovery[${i}]`));
+  const srvs = list.map((d) => d.srv);
+  const twice = srvs.find((srv, i) => srvs.indexOf(srv) !== i);
+  if (twice !== undefined) throw invalid(`discovery lists ${twice} twice`);
+  return list;
+}
+
 /** A section of integer settings: unknown keys refused, each value checked, the rest defaulted. */
 function section<T extends object>(value: unknown, at: string, defaults: Required<T>): Required<T> {
   if (value === undefined) return { ...defaults };
@@ -491,7 +502,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     queue: section<QueueOptions>(o.queue, 'queue', { maxQueued: 1024, timeoutMs: 30_000, retryAfterSecs: 1 }),
     responses: section<ResponsesOptions>(o.responses, 'responses', { maxRemembered: 100_000, lookupTimeoutMs: 2000 }),
     shutdown: section<ShutdownOptions>(o.shutdown, 'shutdown', { delayMs: 0, drainTimeoutMs: 0 }),
-    discovery: o.discovery === undefined ? undefined : resolveDiscovery(o.discovery),
+    discovery: discoveryList(o.discovery),
     bodyLimitBytes: int(o.bodyLimitBytes, 'bodyLimitBytes', 1, 2 ** 30, 8 << 20),
     apiKeys: apiKeys as string[],
     adminToken: auth.adminToken === undefined ? undefined : str(auth.adminToken, 'auth.adminToken'),
