@@ -181,7 +181,7 @@ describe.each(BACKENDS)('gateway: workers found in DNS SRV records (%s)', (backe
       [{ srv: HTTP, intervalMs: 5 }, /discovery\.intervalMs must be an integer in \[100, 3600000\]/],
       [{ srv: HTTP, servers: [] }, /discovery\.servers must be a non-empty list/],
       [{ srv: HTTP, servers: ['dns.example'] }, /discovery\.servers: .*dns\.example/],
-      [{ srv: HTTP, port: 1 }, /discovery has an unknown key "port"/],
+      [{ srv: HTTP, port: 1 }, /discovery: unknown key "port"/],
     ] as const) {
       expectKvError(
         () => createGateway({ blockSize: 16, backend, logLevel: false, discovery: discovery as never }),

@@ -5,8 +5,8 @@
  */
 
 import { Resolver } from 'node:dns/promises';
-import { KvRouteError } from '../errors.js';
-import { describe } from '../validate.js';
+import { describe, positiveNumber } from '../validate.js';
+import { int, invalid, record } from './option-checks.js';
 
 /**
  * Workers found in DNS SRV records (see the README's "Changing the fleet").
@@ -38,7 +38,6 @@ export type ResolvedDiscovery = Required<Omit<DiscoveryOptions, 'kvEventsSrv' | 
   Pick<DiscoveryOptions, 'kvEventsSrv' | 'replaySrv' | 'servers' | 'maxNumBatchedTokens'>;
 
 const KEYS = ['srv', 'kvEventsSrv', 'replaySrv', 'intervalMs', 'timeoutMs', 'servers', 'dpSize', 'maxNumBatchedTokens', 'weight'];
-const invalid = (message: string) => new KvRouteError('ERR_INVALID_ARG', message);
 
 function name(value: unknown, at: string): string {
   if (typeof value !== 'string' || !/^[A-Za-z0-9_.-]{1,253}$/.test(value))
@@ -46,19 +45,9 @@ function name(value: unknown, at: string): string {
   return value;
 }
 
-function integer(value: unknown, at: string, min: number, max: number, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
-    throw invalid(`${at} must be an integer in [${min}, ${max}], got ${describe(value)}`);
-  return value;
-}
-
 /** Checks `discovery`; the message names the key at fault. */
 export function resolveDiscovery(value: unknown, at = 'discovery'): ResolvedDiscovery {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid(`${at} must be an object, got ${describe(value)}`);
-  const o = value as Record<string, unknown>;
-  const unknown = Object.keys(o).find((k) => !KEYS.includes(k));
-  if (unknown !== undefined) throw invalid(`${at} has an unknown key "${unknown}" (known: ${KEYS.join(', ')})`);
+  const o = record(value, at, KEYS);
   const servers = o.servers;
   if (
     servers !== undefined &&
@@ -73,19 +62,16 @@ export function resolveDiscovery(value: unknown, at = 'discovery'): ResolvedDisc
       throw invalid(`${at}.servers: ${(err as Error).message}`);
     }
   }
-  const weight = o.weight ?? 1;
-  if (typeof weight !== 'number' || !(weight > 0) || !Number.isFinite(weight))
-    throw invalid(`${at}.weight must be a positive number, got ${describe(weight)}`);
   return {
     srv: name(o.srv, `${at}.srv`),
     kvEventsSrv: o.kvEventsSrv === undefined ? undefined : name(o.kvEventsSrv, `${at}.kvEventsSrv`),
     replaySrv: o.replaySrv === undefined ? undefined : name(o.replaySrv, `${at}.replaySrv`),
-    intervalMs: integer(o.intervalMs, `${at}.intervalMs`, 100, 3_600_000, 10_000),
-    timeoutMs: integer(o.timeoutMs, `${at}.timeoutMs`, 1, 60_000, 2000),
+    intervalMs: int(o.intervalMs, `${at}.intervalMs`, 100, 3_600_000, 10_000),
+    timeoutMs: int(o.timeoutMs, `${at}.timeoutMs`, 1, 60_000, 2000),
     servers: servers as string[] | undefined,
-    dpSize: integer(o.dpSize, `${at}.dpSize`, 1, 1024, 1),
+    dpSize: int(o.dpSize, `${at}.dpSize`, 1, 1024, 1),
     maxNumBatchedTokens:
-      o.maxNumBatchedTokens === undefined ? undefined : integer(o.maxNumBatchedTokens, `${at}.maxNumBatchedTokens`, 1, 2 ** 31, 0),
-    weight,
+      o.maxNumBatchedTokens === undefined ? undefined : int(o.maxNumBatchedTokens, `${at}.maxNumBatchedTokens`, 1, 2 ** 31),
+    weight: positiveNumber(o.weight, `${at}.weight`, 1),
   };
 }

@@ -12,8 +12,9 @@ import type { WorkerId } from '../kv-index.js';
 import type { SnapshotWriterOptions } from '../replicas/snapshot-store.js';
 import type { WarmStartOptions } from '../replicas/warm-start.js';
 import type { KvRouterOptions } from '../router/options.js';
-import { describe, optionalBoolean, spellingHint } from '../validate.js';
+import { describe, optionalBoolean } from '../validate.js';
 import { type DiscoveryOptions, type ResolvedDiscovery, resolveDiscovery } from './discovery-options.js';
+import { int, invalid, record, str } from './option-checks.js';
 
 /**
  * One worker behind the gateway.
@@ -322,31 +323,6 @@ const UPSTREAM_LIMITS: Required<Omit<UpstreamOptions, 'apiKey'>> = {
 };
 const WORKER_KEYS = ['id', 'url', 'kvEvents', 'replay', 'dpSize', 'maxNumBatchedTokens', 'weight'];
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'];
-
-function invalid(message: string): KvRouteError {
-  return new KvRouteError('ERR_INVALID_ARG', message);
-}
-
-function record(value: unknown, at: string, keys: readonly string[]): Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid(`${at} must be an object, got ${describe(value)}`);
-  for (const k of Object.keys(value)) {
-    if (!keys.includes(k)) throw invalid(`${at}: unknown key "${k}"${spellingHint(k, keys)} (known: ${keys.join(', ')})`);
-  }
-  return value as Record<string, unknown>;
-}
-
-function int(value: unknown, at: string, min: number, max: number, fallback?: number): number {
-  if (value === undefined && fallback !== undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw invalid(`${at} must be an integer in [${min}, ${max}], got ${describe(value)}`);
-  }
-  return value;
-}
-
-function str(value: unknown, at: string): string {
-  if (typeof value !== 'string' || value.length === 0) throw invalid(`${at} must be a non-empty string, got ${describe(value)}`);
-  return value;
-}
 
 /** A worker id from a number, bigint or decimal string, as a u64. */
 export function parseWorkerIdValue(value: unknown, at: string): bigint {

@@ -1,0 +1,34 @@
+/**
+ * The checks the gateway's option readers share (`options.ts`, `discovery-options.ts`): each names
+ * the key at fault in an `ERR_INVALID_ARG`.
+ * @internal
+ * @module
+ */
+
+import { KvRouteError } from '../errors.js';
+import { describe, spellingHint } from '../validate.js';
+
+export function invalid(message: string): KvRouteError {
+  return new KvRouteError('ERR_INVALID_ARG', message);
+}
+
+export function record(value: unknown, at: string, keys: readonly string[]): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid(`${at} must be an object, got ${describe(value)}`);
+  for (const k of Object.keys(value)) {
+    if (!keys.includes(k)) throw invalid(`${at}: unknown key "${k}"${spellingHint(k, keys)} (known: ${keys.join(', ')})`);
+  }
+  return value as Record<string, unknown>;
+}
+
+export function int(value: unknown, at: string, min: number, max: number, fallback?: number): number {
+  if (value === undefined && fallback !== undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw invalid(`${at} must be an integer in [${min}, ${max}], got ${describe(value)}`);
+  }
+  return value;
+}
+
+export function str(value: unknown, at: string): string {
+  if (typeof value !== 'string' || value.length === 0) throw invalid(`${at} must be a non-empty string, got ${describe(value)}`);
+  return value;
+}
