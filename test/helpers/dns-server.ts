@@ -5,23 +5,10 @@
  * it): without it they fail, naming the package.
  */
 
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { Resolver } from 'node:dns/promises';
-
-function findBinary(): string | undefined {
-  for (const bin of ['dnsmasq', '/usr/sbin/dnsmasq']) {
-    try {
-      execFileSync(bin, ['--version'], { stdio: 'ignore' });
-      return bin;
-    } catch {
-      // next
-    }
-  }
-  return undefined;
-}
-
-const DNSMASQ = findBinary();
+import { requireTool } from './tools.js';
 
 /** An SRV record: name, target, port. */
 export type SrvRecord = [name: string, target: string, port: number];
@@ -45,7 +32,7 @@ export class DnsServer {
 
   /** (Re)starts the server with these records; every `hosts` name resolves to 127.0.0.1. Names under `test.` that it does not hold answer NXDOMAIN. */
   async serve(srv: SrvRecord[], hosts: string[]): Promise<void> {
-    if (!DNSMASQ) throw new Error('dnsmasq is not installed (apt-get install dnsmasq-base)');
+    const dnsmasq = requireTool(['dnsmasq', '/usr/sbin/dnsmasq'], 'dnsmasq-base');
     await this.stop();
     this.port ||= await freeUdpPort();
     const args = [
@@ -62,7 +49,7 @@ export class DnsServer {
       ...hosts.map((h) => `--host-record=${h},127.0.0.1`),
       ...srv.map(([name, target, port]) => `--srv-host=${name},${target},${port}`),
     ];
-    const proc = spawn(DNSMASQ, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawn(dnsmasq, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     proc.stderr?.on('data', (d) => {
       stderr += d;

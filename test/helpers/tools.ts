@@ -1,5 +1,5 @@
 /**
- * System tools some tests drive (openssl, objdump, Chromium; nats-server has its own helper).
+ * System tools some tests drive (openssl, objdump, Chromium, dnsmasq; nats-server has its own helper).
  * The tests need them, as CI has them (`.ci/run` installs them): a missing one fails the test
  * that needs it with the package to install, rather than skipping it.
  */
