@@ -253,12 +253,8 @@ export class SessionAffinity {
 
   /** Every live binding, for a peer that joins. */
   table(now: number): WireSession[] {
-    const out: WireSession[] = [];
-    for (const id of [...this.sessions.keys()]) {
-      const b = this.live(id, now);
-      if (b) out.push(this.wire(id, b, now));
-    }
-    return out;
+    // A copy of the keys: looking a binding up drops it when it has expired.
+    return this.current([...this.sessions.keys()], now);
   }
 
   /** The worker left: the sessions bound to it route by cost again (one already idle past the TTL counts as expired). */
