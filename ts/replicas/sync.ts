@@ -89,6 +89,22 @@ interface OwnBooking {
   booking: WireBooking;
 }
 
+/** Splits `items` into parts of about `STATE_CHUNK_BYTES` (one part, maybe empty, at least; an item larger than that is a part of its own). */
+function partsOf<T>(items: readonly T[], bytesOf: (item: T) => number): T[][] {
+  const parts: T[][] = [[]];
+  let bytes = 0;
+  for (const item of items) {
+    const size = bytesOf(item);
+    if (bytes + size > STATE_CHUNK_BYTES && parts[parts.length - 1].length > 0) {
+      parts.push([]);
+      bytes = 0;
+    }
+    parts[parts.length - 1].push(item);
+    bytes += size;
+  }
+  return parts;
+}
+
 /** @internal */
 export class ReplicaSync {
   private readonly transport: ReplicaTransport;
@@ -209,21 +225,10 @@ export class ReplicaSync {
 
   /** Publishes session bindings in parts of about `STATE_CHUNK_BYTES`, without a sequence number of their own. */
   private sendSessions(sessions: WireSession[]): void {
-    let part: WireSession[] = [];
-    let bytes = 0;
-    const send = () => {
-      if (part.length === 0) return;
+    if (sessions.length === 0) return;
+    for (const part of partsOf(sessions, sessionBytes)) {
       if (this.send({ kind: 'sessions', sessions: part }, this.seq)) this.counts.sessionUpdatesPublished += part.length;
-      part = [];
-      bytes = 0;
-    };
-    for (const s of sessions) {
-      const size = sessionBytes(s);
-      if (bytes + size > STATE_CHUNK_BYTES) send();
-      part.push(s);
-      bytes += size;
     }
-    send();
   }
 
   /** Publishes one message; false when it was lost (disconnected). */
@@ -271,17 +276,10 @@ export class ReplicaSync {
   private publishState(): void {
     this.flush();
     this.lastStateAt = Date.now();
-    const chunks: WireBooking[][] = [[]];
-    let bytes = 0;
-    for (const { booking } of this.own.values()) {
-      const size = bookingBytes(booking);
-      if (bytes + size > STATE_CHUNK_BYTES && chunks[chunks.length - 1].length > 0) {
-        chunks.push([]);
-        bytes = 0;
-      }
-      chunks[chunks.length - 1].push(booking);
-      bytes += size;
-    }
+    const chunks = partsOf(
+      [...this.own.values()].map((o) => o.booking),
+      bookingBytes,
+    );
     // All parts share one sequence number: the state is as of that moment.
     const seq = ++this.seq;
     chunks.forEach((bookings, part) => {
