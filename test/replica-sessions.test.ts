@@ -66,6 +66,19 @@ describe.each(BACKENDS)('session bindings shared by replicas on one bus (%s)', (
     expect(b.stats().replicas?.sessionUpdatesReceived).toBeGreaterThan(0);
   });
 
+  test('a replica joining late gets a state and a session table too large for one message, in parts', async () => {
+    const a = await replica('a');
+    const n = 6000;
+    for (let i = 0; i < n; i++)
+      await a.route({ requestId: `request-${i}`, tokens: ONE, sessionId: `a-session-id-long-enough-to-weigh-${i}` });
+    const before = a.stats().replicas?.messagesPublished ?? 0;
+    const b = await replica('b');
+    // The state and the table went out in several parts (whole, they would be two messages), and all arrived.
+    expect((a.stats().replicas?.messagesPublished ?? 0) - before).toBeGreaterThanOrEqual(4);
+    expect(b.stats().replicas?.remoteInFlight).toBe(n);
+    expect(b.stats().sessions).toMatchObject({ bound: n, adopted: n });
+  });
+
   test('a binding lives the TTL after the last request of the session ends on any replica', async () => {
     const [a, b] = [await replica('a'), await replica('b')];
     await a.route({ requestId: 'a1', tokens: ONE, sessionId: 's' });
