@@ -5,24 +5,12 @@ import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
-import { TcpProxy } from './helpers/tcp-proxy.js';
+import { headOf, TcpProxy } from './helpers/tcp-proxy.js';
 
 closeFleetsAfterEach();
 
 const PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 const STATE = 'rojo=00f067aa0ba902b7,congo=t61rcWkgMzE';
-
-/** The head of the request on the wire that carried `X-Request-Id: id` (header names in lower case). */
-function headOf(wire: string, id: string): Record<string, string> {
-  for (const m of wire.matchAll(/(?:POST|GET) [^\r\n]+ HTTP\/1\.1\r\n([\s\S]*?)\r\n\r\n/g)) {
-    const fields = m[1]
-      .split('\r\n')
-      .map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]);
-    const head = Object.fromEntries(fields);
-    if (head['x-request-id'] === id) return head;
-  }
-  throw new Error(`no request with X-Request-Id ${id} on the wire`);
-}
 
 /** Sends `text` as it is over a new connection; resolves what came back once the server closes it. */
 function rawRequest(url: string, text: string): Promise<string> {

@@ -47,3 +47,15 @@ export class TcpProxy {
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 }
+
+/** The head of the request on the wire that carried `X-Request-Id: id` (header names in lower case). */
+export function headOf(wire: string, id: string): Record<string, string> {
+  for (const m of wire.matchAll(/(?:POST|GET) [^\r\n]+ HTTP\/1\.1\r\n([\s\S]*?)\r\n\r\n/g)) {
+    const fields = m[1]
+      .split('\r\n')
+      .map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]);
+    const head = Object.fromEntries(fields);
+    if (head['x-request-id'] === id) return head;
+  }
+  throw new Error(`no request with X-Request-Id ${id} on the wire`);
+}
