@@ -159,6 +159,7 @@ export type {
   UpstreamOptions,
 } from './server/options.js';
 export { metrics } from './server/router-metrics.js';
+export type { TracingOptions } from './server/tracing/options.js';
 export type { WorkerSetChanges } from './server/worker-set.js';
 export type { TokenizerPrefixCacheStats } from './tokenizer/prefix-cache.js';
 export {

@@ -17,11 +17,11 @@
 
 import type { FastifyReply } from 'fastify';
 import { KvRouteError } from '../errors.js';
+import { connect, type Upstream } from './connect.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, failureKind } from './fleet.js';
 import type { ReadRequest } from './prompt.js';
 import {
-  connect,
   contentType,
   finish,
   newOutcome,
@@ -33,12 +33,11 @@ import {
   refuse,
   tokenize,
   tokenizeRefusal,
-  type Upstream,
   writerOf,
 } from './proxy.js';
 import { SseSplitter } from './sse.js';
 import { eventWatcher, firstToken, reported } from './stream-watch.js';
-import type { TraceContext } from './trace-context.js';
+import type { RequestTrace } from './tracing/request-trace.js';
 
 interface Usage {
   prompt_tokens: number;
@@ -62,14 +61,14 @@ export async function proxyBatch(
   prompts: ReadRequest[],
   path: string,
   signal: AbortSignal,
-  client: { clientId: string | undefined; trace: TraceContext | undefined },
+  client: { clientId: string | undefined; trace: RequestTrace },
   started: number,
 ): Promise<FastifyReply> {
   const { clientId, trace } = client;
   const base = `kvr-${ctx.nextId++}`;
   let tokens: number[][];
   try {
-    tokens = await Promise.all(prompts.map((p, i) => tokenize(ctx, p).catch((err) => Promise.reject(ofPrompt(err, i)))));
+    tokens = await Promise.all(prompts.map((p, i) => tokenize(ctx, p, trace).catch((err) => Promise.reject(ofPrompt(err, i)))));
   } catch (err) {
     return refuse(ctx, reply, tokenizeRefusal(err));
   }

@@ -74,6 +74,12 @@ const FLAGS: Flags = {
     default: '0',
   },
   'drain-timeout-secs': { kind: 'number', help: 'then cut requests still in flight after this long (0: no limit)', default: '0' },
+  'otlp-traces-endpoint': {
+    kind: 'string',
+    value: 'url',
+    help: "export the gateway's spans to this OTLP/HTTP (JSON) traces endpoint, e.g. http://collector:4318/v1/traces (vLLM's flag)",
+    default: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, else none',
+  },
 };
 const USAGE = helpText(
   'kvroute serve [--config fleet.yaml] [options]',
@@ -139,6 +145,26 @@ function discoveryFlags(v: Record<string, unknown>, o: Record<string, unknown>):
   o.discovery = { ...((o.discovery as object) ?? {}), ...given };
 }
 
+/**
+ * --otlp-traces-endpoint, or OpenTelemetry's own variables where neither it nor the config sets
+ * tracing (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; `OTEL_EXPORTER_OTLP_ENDPOINT`, the base the
+ * traces path is added to; `OTEL_SERVICE_NAME`; `OTEL_SDK_DISABLED=true` turns them off), as an
+ * OpenTelemetry SDK reads them: an operator that injects them into every pod traces the gateway too.
+ */
+function tracingFlags(v: Record<string, unknown>, o: Record<string, unknown>): void {
+  const env = process.env;
+  const flag = v['otlp-traces-endpoint'] as string | undefined;
+  if (flag !== undefined) {
+    o.tracing = { ...((o.tracing as object) ?? {}), otlpEndpoint: flag };
+    return;
+  }
+  if (o.tracing !== undefined || env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return;
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+  const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || (base ? `${base.replace(/\/+$/, '')}/v1/traces` : undefined);
+  if (!endpoint) return;
+  o.tracing = { otlpEndpoint: endpoint, ...(env.OTEL_SERVICE_NAME?.trim() ? { serviceName: env.OTEL_SERVICE_NAME.trim() } : {}) };
+}
+
 function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   const o: Record<string, unknown> = v.config === undefined ? {} : readConfigFile(String(v.config));
   if (v['block-size'] !== undefined) o.blockSize = v['block-size'];
@@ -156,6 +182,7 @@ function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   if (v.model !== undefined) o.model = v.model;
   if (v.backend !== undefined) o.backend = v.backend;
   discoveryFlags(v, o);
+  tracingFlags(v, o);
   for (const [flag, key] of [
     ['shutdown-delay-secs', 'delayMs'],
     ['drain-timeout-secs', 'drainTimeoutMs'],

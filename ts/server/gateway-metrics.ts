@@ -47,6 +47,7 @@ export class GatewayMetrics {
   readonly retries: Counter<'reason'>;
   readonly rejected: Counter<'reason'>;
   readonly traceContexts: Counter<'result'>;
+  readonly spans: Counter<'result'>;
   readonly inFlight: Gauge;
   readonly health: Gauge<'worker' | 'state'>;
   readonly transitions: Counter<'worker' | 'state'>;
@@ -157,6 +158,12 @@ export class GatewayMetrics {
     this.traceContexts = new Counter({
       name: 'kvroute_gateway_trace_contexts_total',
       help: "Clients' W3C trace contexts: forwarded to the worker, forwarded without an oversized tracestate, or invalid (not forwarded).",
+      labelNames: ['result'],
+      registers,
+    });
+    this.spans = new Counter({
+      name: 'kvroute_gateway_spans_total',
+      help: 'Spans of the OTLP export (tracing.otlpEndpoint) the gateway finished with: exported, dropped (its queue full) or failed.',
       labelNames: ['result'],
       registers,
     });

@@ -45,6 +45,7 @@ import { Shutdown } from './shutdown.js';
 import { snapshotMetrics } from './snapshot-metrics.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
 import { tokenizeCacheMetrics } from './tokenize-metrics.js';
+import { type GatewayTracer, gatewayTracer } from './tracing/provider.js';
 import { planWorkerSet, setFleetWorkers, type WorkerSetChanges } from './worker-set.js';
 
 /**
@@ -237,7 +238,7 @@ function startSnapshots(router: KvRouter, opts: SnapshotWriterOptions, registry:
  * const { url } = await gw.listen({ port: 8000 });
  * ```
  * @throws {KvRouteError} `ERR_INVALID_ARG` for a bad option (the message names the key) or an
- * unreadable tokenizer; `ERR_DEPENDENCY_MISSING` on the JS backend without `zeromq`/`msgpackr`.
+ * unreadable tokenizer; `ERR_DEPENDENCY_MISSING` on the JS backend without `zeromq`/`msgpackr`, or with `tracing.otlpEndpoint` without the OpenTelemetry SDK packages.
  * @group Gateway
  */
 export function createGateway(opts: GatewayOptions): Gateway {
@@ -276,6 +277,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     gm.transitions.inc({ worker: String(c.workerId), state: c.state });
   });
   let tokenizer: PromptTokenizer;
+  let tracing: GatewayTracer;
   let snapshots: IndexSnapshotWriter | undefined;
   // Set by close(): a warm start that ends after it must not subscribe workers only to close them.
   let stopping = false;
@@ -299,6 +301,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     return plan.changes;
   };
   try {
+    tracing = gatewayTracer(o.tracing, gm.spans);
     tokenizer = makeTokenizer(o, fleet, app.log);
     tokenizeCacheMetrics(tokenizer, registry);
     logPrefixCache(tokenizer, app.log);
@@ -320,6 +323,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     fleet,
     tokenizer,
     metrics: gm,
+    tracer: tracing.tracer,
     opts: o,
     log: app.log,
     logRequests,
@@ -413,6 +417,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
       await snapshots?.close();
       await fleet.close();
       await router.closeAsync();
+      // The spans of the last requests go out before close() resolves; an unreachable collector is logged, not thrown.
+      await tracing.shutdown().catch((err) => app.log.warn({ err }, 'could not export the last spans'));
     })();
     return closed;
   };

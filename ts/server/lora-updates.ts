@@ -27,7 +27,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describeError, failureKind } from './fleet.js';
 import { finishPassedOn, startPassedOn } from './passthrough.js';
 import { openAiError, type ProxyContext, reject } from './proxy.js';
-import { traceHeaders } from './trace-context.js';
+import { type RequestTrace, upstreamAttributes } from './tracing/request-trace.js';
 
 const PATHS = ['/v1/load_lora_adapter', '/v1/unload_lora_adapter'] as const;
 
@@ -96,7 +96,7 @@ async function broadcast(
 ): Promise<FastifyReply> {
   const started = performance.now();
   const body = req.body as object;
-  const start = startPassedOn(ctx, req, reply, true);
+  const start = startPassedOn(ctx, req, reply, path, true);
   if (!start) return reply;
   const base = (req.query as { model?: unknown }).model;
   const workers = ctx.fleet.routableFor(typeof base === 'string' ? base : undefined);
@@ -109,9 +109,7 @@ async function broadcast(
   const unloading = path === PATHS[1] && typeof name === 'string' ? loaded.get(name) : undefined;
   if (unloading) loaded.delete(name as string);
   const answers = await Promise.all(
-    workers.map((worker) =>
-      ask(ctx, worker, path, body, { 'x-request-id': start.clientId ?? start.id, ...traceHeaders(start.trace) }, start.abort.signal),
-    ),
+    workers.map((worker) => ask(ctx, worker, path, body, { 'x-request-id': start.clientId ?? start.id }, start.abort.signal, start.trace)),
   );
   const anyDone = answers.some((a) => a.status === 200);
   if (typeof name === 'string') {
@@ -119,9 +117,16 @@ async function broadcast(
     // Unloaded nowhere: still the fleet's.
     if (unloading && !anyDone) loaded.set(name, unloading);
   }
-  if (start.abort.signal.aborted) return reply;
+  if (start.abort.signal.aborted) {
+    start.trace.end('client_closed');
+    return reply;
+  }
   // Requests naming the adapter go to the workers holding it from now on.
   await ctx.fleet.refreshModels(workers);
+  const failed = answers.filter((a) => a.status !== 200);
+  const status = failed.length === 0 ? 200 : (failed[0].status ?? 502);
+  // One span for the request, whose tries are the workers' answers (finishPassedOn counts each).
+  start.trace.end(status);
   for (const a of answers)
     finishPassedOn(
       ctx,
@@ -129,15 +134,14 @@ async function broadcast(
       {},
     );
   void reply.header('x-kvroute-request-id', start.id).header('x-kvroute-workers', workers.join(','));
-  const failed = answers.filter((a) => a.status !== 200);
   if (failed.length === 0) return reply.code(200).type('text/plain').send(answers[0].text);
   const done = answers.filter((a) => a.status === 200).map((a) => a.worker);
   const told = failed.map((a) => `worker ${a.worker} answered ${a.status ?? 'nothing'}: ${errorText(a.text)}`).join('; ');
   const message = `${done.length > 0 ? `done on workers ${done.join(', ')}, not on the others` : 'done on no worker'} (${told})`;
-  const status = failed[0].status ?? 502;
   return reply.code(status).send(openAiError(message, status >= 500 ? 'ServiceUnavailableError' : 'BadRequestError', status));
 }
 
+/** Sends `body` to one worker; with `trace`, as a try (a `CLIENT` span) of the client's request. */
 async function ask(
   ctx: ProxyContext,
   worker: bigint,
@@ -145,21 +149,26 @@ async function ask(
   body: object,
   headers: Record<string, string>,
   signal: AbortSignal,
+  trace?: RequestTrace,
 ): Promise<WorkerAnswer> {
-  const pool = ctx.fleet.get(worker)?.pool;
+  const member = ctx.fleet.get(worker);
+  const pool = member?.pool;
   if (!pool) return { worker, status: undefined, text: 'the worker was removed' };
+  const attempt = trace?.attempt(`POST ${path}`, () => upstreamAttributes(member.spec.url, path, 'POST', worker, undefined, 0));
   try {
     const res = await pool.request({
       method: 'POST',
       path,
-      headers: { ...ctx.fleet.upstreamHeaders, 'content-type': 'application/json', ...headers },
+      headers: { ...ctx.fleet.upstreamHeaders, 'content-type': 'application/json', ...headers, ...attempt?.headers },
       body: JSON.stringify(body),
       signal,
     });
     const text = await res.body.text();
+    attempt?.end(res.statusCode);
     if (res.statusCode >= 500) ctx.fleet.failure(worker, 'status', `answered ${res.statusCode}`);
     return { worker, status: res.statusCode, text };
   } catch (err) {
+    attempt?.end(signal.aborted ? 'client_closed' : failureKind(err), describeError(err));
     if (!signal.aborted) ctx.fleet.failure(worker, failureKind(err), describeError(err));
     return { worker, status: undefined, text: describeError(err) };
   }

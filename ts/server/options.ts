@@ -15,6 +15,7 @@ import type { KvRouterOptions } from '../router/options.js';
 import { describe, optionalBoolean } from '../validate.js';
 import { type DiscoveryOptions, type ResolvedDiscovery, resolveDiscovery } from './discovery-options.js';
 import { int, invalid, record, str } from './option-checks.js';
+import { type ResolvedTracing, resolveTracing, type TracingOptions } from './tracing/options.js';
 
 /**
  * One worker behind the gateway.
@@ -238,6 +239,8 @@ export interface GatewayOptions {
   admin?: AdminListenOptions;
   /** TLS of the proxy listener. */
   tls?: TlsOptions;
+  /** Where the gateway's spans go. Default: the global OpenTelemetry API's tracer provider (nothing recorded until an SDK is registered). */
+  tracing?: TracingOptions;
   /** Log level (pino), or `false` for none. Default `'info'`. */
   logLevel?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | false;
   /** Log prompt text in the request lines. Default false. */
@@ -286,6 +289,7 @@ export interface ResolvedGatewayOptions {
   adminToken: string | undefined;
   admin: Required<AdminListenOptions> | undefined;
   tls: TlsOptions | undefined;
+  tracing: ResolvedTracing;
   logLevel: NonNullable<GatewayOptions['logLevel']>;
   logPrompts: boolean;
   warmStart: WarmStartOptions | undefined;
@@ -312,6 +316,7 @@ const TOP_KEYS = [
   'auth',
   'admin',
   'tls',
+  'tracing',
   'logLevel',
   'logPrompts',
 ];
@@ -484,6 +489,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     adminToken: auth.adminToken === undefined ? undefined : str(auth.adminToken, 'auth.adminToken'),
     admin,
     tls,
+    tracing: resolveTracing(o.tracing),
     logLevel: logLevel as ResolvedGatewayOptions['logLevel'],
     logPrompts: o.logPrompts === true,
     // Checked in full by warmStart / IndexSnapshotWriter, which name the bad key.

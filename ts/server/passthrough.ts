@@ -15,8 +15,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { describeError, failureKind } from './fleet.js';
-import { clientRequestId, clientTraceContext, contentType, openAiError, type ProxyContext, reject } from './proxy.js';
-import { type TraceContext, traceHeaders } from './trace-context.js';
+import { clientRequestId, contentType, openAiError, type ProxyContext, reject, requestTrace } from './proxy.js';
+import { type RequestTrace, upstreamAttributes } from './tracing/request-trace.js';
 
 /** The POST routes passed on (vLLM's paths; the pooling ones under both names vLLM serves). */
 export const PASSTHROUGH_PATHS = [
@@ -58,21 +58,26 @@ async function passOn(
 ): Promise<FastifyReply> {
   const started = performance.now();
   const body = req.body as object;
-  const start = startPassedOn(ctx, req, reply, true);
+  const start = startPassedOn(ctx, req, reply, path, true);
   if (!start) return reply;
   const { clientId, id, abort, trace } = start;
   const candidates = order((body as { model?: unknown }).model);
   let worker: bigint | undefined;
   let status: number | 'client_closed' | undefined;
   let lastFailure = '';
+  let tries = 0;
   try {
     for (const candidate of candidates.slice(0, ctx.opts.upstream.retries + 1)) {
       const pool = ctx.fleet.get(candidate)?.pool;
       if (!pool) continue;
+      const resend = tries++;
       worker = candidate;
       inFlight.set(candidate, (inFlight.get(candidate) ?? 0) + 1);
+      const url = ctx.fleet.get(candidate)?.spec.url;
+      const attempt = trace.attempt(`POST ${path}`, () => upstreamAttributes(url, path, 'POST', candidate, undefined, resend));
       try {
-        const res = await request(ctx, pool, path, body, { 'x-request-id': clientId ?? id, ...traceHeaders(trace) }, abort.signal);
+        const res = await request(ctx, pool, path, body, { 'x-request-id': clientId ?? id, ...attempt.headers }, abort.signal);
+        attempt.end(res.statusCode);
         if (res.statusCode >= 500) {
           await res.body.dump().catch(() => undefined);
           lastFailure = `worker ${candidate} answered ${res.statusCode}`;
@@ -91,9 +96,11 @@ async function passOn(
           .send(text);
       } catch (err) {
         if (abort.signal.aborted) {
+          attempt.end('client_closed');
           status = 'client_closed';
           return reply;
         }
+        attempt.end(failureKind(err), describeError(err));
         lastFailure = `worker ${candidate}: ${describeError(err)}`;
         ctx.fleet.failure(candidate, failureKind(err), describeError(err));
         ctx.metrics.retries.inc({ reason: failureKind(err) });
@@ -121,7 +128,8 @@ async function passOn(
 /** A passed-on request under way: the client's `X-Request-Id` and trace context, the gateway's id, and the abort of its upstream request when the client leaves. */
 export interface PassedOn {
   clientId: string | undefined;
-  trace: TraceContext | undefined;
+  /** The request's spans (the client's trace context, passed on, when there are none). */
+  trace: RequestTrace;
   id: string;
   abort: AbortController;
 }
@@ -130,18 +138,25 @@ export interface PassedOn {
  * Starts a passed-on request; undefined when it was answered 400 (an `X-Request-Id` too long, or
  * with `objectBody` a body that is not a JSON object).
  */
-export function startPassedOn(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply, objectBody = false): PassedOn | undefined {
+export function startPassedOn(
+  ctx: ProxyContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  route: string,
+  objectBody = false,
+): PassedOn | undefined {
   const body = req.body;
+  const trace = requestTrace(ctx, req, route);
   if (objectBody && (body === null || typeof body !== 'object' || Array.isArray(body))) {
+    trace.end(400);
     void reply.code(400).send(openAiError('the request body must be a JSON object', 'BadRequestError', 400));
     return undefined;
   }
   let clientId: string | undefined;
-  let trace: TraceContext | undefined;
   try {
     clientId = clientRequestId(req);
-    trace = clientTraceContext(ctx, req);
   } catch (err) {
+    trace.end(400);
     void reply.code(400).send(openAiError((err as Error).message, 'BadRequestError', 400));
     return undefined;
   }
@@ -156,7 +171,7 @@ export function startPassedOn(ctx: ProxyContext, req: FastifyRequest, reply: Fas
 export interface PassedOnOutcome {
   id: string;
   clientId: string | undefined;
-  trace: TraceContext | undefined;
+  trace: RequestTrace;
   /** The route, as the metric labels it. */
   path: string;
   worker: bigint | undefined;
@@ -164,8 +179,10 @@ export interface PassedOnOutcome {
   started: number;
 }
 
-/** Counts a passed-on request and writes its log line (with `extra` fields). */
+/** Counts a passed-on request, ends its span (unless ended before) and writes its log line (with `extra` fields). */
 export function finishPassedOn(ctx: ProxyContext, o: PassedOnOutcome, extra: Record<string, unknown>): void {
+  if (o.worker !== undefined) o.trace.set(() => ({ 'kvroute.worker': String(o.worker) }));
+  o.trace.end(o.status);
   ctx.metrics.passedOn.inc({
     path: o.path,
     worker: o.worker === undefined ? 'none' : String(o.worker),
@@ -176,7 +193,7 @@ export function finishPassedOn(ctx: ProxyContext, o: PassedOnOutcome, extra: Rec
       {
         reqId: o.id,
         ...(o.clientId === undefined ? {} : { clientRequestId: o.clientId }),
-        ...(o.trace === undefined ? {} : { traceId: o.trace.traceId }),
+        ...(o.trace.traceId === undefined ? {} : { traceId: o.trace.traceId }),
         path: o.path,
         ...extra,
         worker: o.worker === undefined ? null : String(o.worker),

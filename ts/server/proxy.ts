@@ -10,13 +10,15 @@
  */
 
 import type { ServerResponse } from 'node:http';
+import { type Attributes, SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
 import { MAX_SESSION_ID_LENGTH } from '../limits.js';
 import type { KvRouter } from '../router/kv-router.js';
-import type { RouteDecision, RouteRequest } from '../router/types.js';
+import type { RouteDecision } from '../router/types.js';
 import { proxyBatch } from './batch.js';
+import { connect } from './connect.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
@@ -24,18 +26,19 @@ import { errorType } from './http-status.js';
 import type { ResolvedGatewayOptions } from './options.js';
 import { BadRequest, engineTokens, type ReadRequest, type RequestKind, readRequest } from './prompt.js';
 import { findOwner, type ResponseOwners } from './response-owners.js';
-import { inScope, routingScope } from './scope.js';
-import { sessionKey } from './session-key.js';
 import { SseSplitter, usageFacts, withoutUsage } from './sse.js';
 import { eventWatcher, firstToken, reported } from './stream-watch.js';
 import type { PromptTokenizer } from './tokenize.js';
-import { readTraceContext, type TraceContext, traceHeaders } from './trace-context.js';
+import { readTraceContext } from './tracing/context.js';
+import { type Attempt, RequestTrace } from './tracing/request-trace.js';
 
 export interface ProxyContext {
   router: KvRouter;
   fleet: Fleet;
   tokenizer: PromptTokenizer;
   metrics: GatewayMetrics;
+  /** Makes the requests' spans (see `tracing/`). */
+  tracer: Tracer;
   opts: ResolvedGatewayOptions;
   log: FastifyBaseLogger;
   /** Whether the one-line-per-request log is on (level info or finer). */
@@ -99,11 +102,17 @@ export function clientSessionId(req: FastifyRequest): string | undefined {
   return undefined;
 }
 
-/** The client's W3C trace context, to pass on to the worker (trace-context.ts), counted. */
-export function clientTraceContext(ctx: ProxyContext, req: FastifyRequest): TraceContext | undefined {
+/**
+ * Starts a request's trace: its `SERVER` span, under the client's W3C trace context when it sent
+ * a valid one (counted by what became of it), which the request's tries pass on to the workers.
+ */
+export function requestTrace(ctx: ProxyContext, req: FastifyRequest, route: string): RequestTrace {
   const { context, result } = readTraceContext(req.headers);
   if (result) ctx.metrics.traceContexts.inc({ result });
-  return context;
+  return RequestTrace.start(ctx.tracer, `${req.method} ${route}`, context, {
+    'http.request.method': req.method,
+    'http.route': route,
+  });
 }
 
 /** What one request did, for its log line and metrics. */
@@ -111,8 +120,10 @@ export interface Outcome {
   id: string;
   /** The client's `X-Request-Id`, when it sent one. */
   clientId: string | undefined;
-  /** The client's trace context, passed on. */
-  trace: TraceContext | undefined;
+  /** The request's spans (the client's trace context, passed on, when there are none). */
+  trace: RequestTrace;
+  /** The try that got the worker's answer, ended with the request. */
+  attempt: Attempt | undefined;
   /** The metrics' `model` label: the model the request named when a worker serves it, `none` or `unknown`. */
   model: string;
   status: number | 'client_closed' | 'upstream_error';
@@ -180,18 +191,41 @@ export async function proxyCompletion(
 ): Promise<FastifyReply> {
   const started = performance.now();
   const path = PATHS[kind];
+  const trace = requestTrace(ctx, req, path);
+  const failure: { status?: Outcome['status'] } = {};
+  try {
+    return await routed(ctx, req, reply, kind, trace, started, failure);
+  } finally {
+    // A stream already answered 200 may still fail or lose its client.
+    trace.end(typeof failure.status === 'string' ? failure.status : reply.raw.headersSent ? reply.raw.statusCode : reply.statusCode);
+  }
+}
+
+async function routed(
+  ctx: ProxyContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  kind: RequestKind,
+  trace: RequestTrace,
+  started: number,
+  failure: { status?: Outcome['status'] },
+): Promise<FastifyReply> {
+  const path = PATHS[kind];
   let read: ReadRequest;
   let clientId: string | undefined;
-  let trace: TraceContext | undefined;
   try {
     clientId = clientRequestId(req);
-    trace = clientTraceContext(ctx, req);
     read = readRequest(req.body, kind, ctx.opts.router.routerTrackOutputBlocks === true);
     read.sessionId = clientSessionId(req);
   } catch (err) {
     if (err instanceof BadRequest) return reply.code(400).send(openAiError(err.message, 'BadRequestError', 400));
     throw err;
   }
+  trace.set(() => ({
+    ...(read.model === undefined ? {} : { 'gen_ai.request.model': read.model }),
+    'kvroute.stream': read.stream,
+    ...(read.batch ? { 'kvroute.prompts': read.batch.length } : {}),
+  }));
   // The client going away aborts the queue wait and the upstream request.
   const abort = new AbortController();
   reply.raw.on('close', () => {
@@ -207,34 +241,57 @@ export async function proxyCompletion(
   }
   let tokens: number[];
   try {
-    tokens = await tokenize(ctx, read);
+    tokens = await tokenize(ctx, read, trace);
   } catch (err) {
     return refuse(ctx, reply, tokenizeRefusal(err));
   }
   const outcome = newOutcome(ctx, { id: `kvr-${ctx.nextId++}`, clientId, trace, tokens, model: read.model });
+  trace.set(() => ({ 'kvroute.request_id': outcome.id, 'gen_ai.usage.input_tokens': tokens.length }));
   ctx.metrics.inFlight.inc();
   try {
     await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started, owner);
   } finally {
     ctx.metrics.inFlight.dec();
     finish(ctx, outcome, read, path, started);
+    if (typeof outcome.status === 'string') failure.status = outcome.status;
+    trace.set(() => outcomeAttributes(outcome));
   }
   return reply;
 }
 
-/** The request's engine tokens, timed. */
-export async function tokenize(ctx: ProxyContext, read: ReadRequest): Promise<number[]> {
+/** What routing decided and the engine reported, for the request's span and its successful try's. */
+export function outcomeAttributes(outcome: Outcome): Attributes {
+  const a: Attributes = { 'kvroute.attempts': outcome.attempts };
+  if (outcome.worker !== undefined) a['kvroute.worker'] = String(outcome.worker);
+  if (outcome.dpRank !== undefined) a['kvroute.dp_rank'] = outcome.dpRank;
+  if (outcome.predicted !== undefined) a['kvroute.predicted_cached_tokens'] = outcome.predicted;
+  if (outcome.reported !== undefined) a['kvroute.reported_cached_tokens'] = outcome.reported;
+  if (outcome.ttftMs !== undefined) a['kvroute.ttft_ms'] = Math.round(outcome.ttftMs * 100) / 100;
+  return a;
+}
+
+/** The request's engine tokens, timed (and a `tokenize` span of its trace). */
+export async function tokenize(ctx: ProxyContext, read: ReadRequest, trace: RequestTrace): Promise<number[]> {
   const t0 = performance.now();
-  const tokens = await engineTokens(ctx.tokenizer, read);
-  ctx.metrics.tokenizing.observe({ tokenizer: ctx.tokenizer.kind }, (performance.now() - t0) / 1000);
-  return tokens;
+  const step = trace.step('tokenize', { 'kvroute.tokenizer': ctx.tokenizer.kind });
+  try {
+    const tokens = await engineTokens(ctx.tokenizer, read);
+    ctx.metrics.tokenizing.observe({ tokenizer: ctx.tokenizer.kind }, (performance.now() - t0) / 1000);
+    step?.setAttribute('kvroute.prompt_tokens', tokens.length);
+    return tokens;
+  } catch (err) {
+    step?.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+    throw err;
+  } finally {
+    step?.end();
+  }
 }
 
 /** What a request's outcome starts from: its ids, the client's trace context, its tokens and the model it names. */
 export interface OutcomeStart {
   id: string;
   clientId: string | undefined;
-  trace: TraceContext | undefined;
+  trace: RequestTrace;
   tokens: readonly number[];
   model: string | undefined;
 }
@@ -254,6 +311,7 @@ export function newOutcome(ctx: ProxyContext, { id, clientId, trace, tokens, mod
     id,
     clientId,
     trace,
+    attempt: undefined,
     model: modelLabel(ctx, model),
     status: 0,
     worker: undefined,
@@ -269,6 +327,10 @@ export function newOutcome(ctx: ProxyContext, { id, clientId, trace, tokens, mod
 
 /** Counts a proxied request and writes its log line. */
 export function finish(ctx: ProxyContext, outcome: Outcome, read: ReadRequest, path: string, started: number): void {
+  if (outcome.attempt) {
+    outcome.attempt.set(() => outcomeAttributes(outcome));
+    outcome.attempt.end(outcome.status);
+  }
   const status = String(outcome.status);
   ctx.metrics.requests.inc({ worker: outcome.worker === undefined ? 'none' : String(outcome.worker), status, model: outcome.model });
   ctx.metrics.duration.observe({ model: outcome.model }, (performance.now() - started) / 1000);
@@ -277,7 +339,7 @@ export function finish(ctx: ProxyContext, outcome: Outcome, read: ReadRequest, p
       {
         reqId: outcome.id,
         ...(outcome.clientId === undefined ? {} : { clientRequestId: outcome.clientId }),
-        ...(outcome.trace === undefined ? {} : { traceId: outcome.trace.traceId }),
+        ...(outcome.trace.traceId === undefined ? {} : { traceId: outcome.trace.traceId }),
         ...(read.sessionId === undefined ? {} : { sessionId: read.sessionId }),
         path,
         worker: outcome.worker === undefined ? null : String(outcome.worker),
@@ -297,63 +359,6 @@ export function finish(ctx: ProxyContext, outcome: Outcome, read: ReadRequest, p
       },
       'request',
     );
-}
-
-async function routeOnce(
-  ctx: ProxyContext,
-  tokens: number[],
-  allowed: readonly bigint[],
-  fields: Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority' | 'maxOutputTokens' | 'sessionId'>,
-  queueKey: string,
-  signal: AbortSignal,
-  outcome: Outcome,
-): Promise<RouteDecision | Refusal> {
-  const waiting = ctx.routing.get(queueKey) ?? 0;
-  if (waiting >= ctx.opts.queue.maxQueued) {
-    const what = queueKey === '' ? 'requests are' : `requests for model ${JSON.stringify(queueKey)} are`;
-    return { refused: 429, reason: 'queue_full', message: `${waiting} ${what} waiting for a worker; retry later` };
-  }
-  const t = performance.now();
-  ctx.routing.set(queueKey, waiting + 1);
-  // A router that queues gets one controller for both reasons to stop waiting: the client left,
-  // or the queue timed out. One that never queues answers at once, and needs neither.
-  const queues = ctx.opts.router.routerQueueThreshold !== undefined && ctx.opts.router.routerQueueThreshold !== null;
-  const stop = queues ? new AbortController() : undefined;
-  const onClientGone = () => stop?.abort();
-  if (stop) signal.addEventListener('abort', onClientGone, { once: true });
-  const timer = stop ? setTimeout(() => stop.abort(), ctx.opts.queue.timeoutMs) : undefined;
-  try {
-    const decision = await ctx.router.route({
-      requestId: outcome.id,
-      tokens,
-      allowedWorkers: allowed,
-      signal: stop?.signal ?? signal,
-      ...fields,
-    });
-    ctx.metrics.routing.observe(Math.max(0, performance.now() - t - decision.queuedMs) / 1000);
-    if (decision.queuedMs > 0) ctx.metrics.queueWait.observe({ model: outcome.model }, decision.queuedMs / 1000);
-    return decision;
-  } catch (err) {
-    if (signal.aborted) return { refused: 'client_closed', message: 'the client went away' };
-    if (err instanceof KvRouteError && err.code === 'ERR_ABORTED')
-      return { refused: 503, reason: 'queue_timeout', message: `no worker could take the request within ${ctx.opts.queue.timeoutMs} ms` };
-    if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') return { refused: 503, reason: 'no_worker', message: err.message };
-    return { refused: 400, message: (err as Error).message };
-  } finally {
-    const left = (ctx.routing.get(queueKey) ?? 1) - 1;
-    if (left > 0) ctx.routing.set(queueKey, left);
-    else ctx.routing.delete(queueKey);
-    if (stop) {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onClientGone);
-    }
-  }
-}
-
-/** A worker's answer to a routed request, its status and headers read, its body not yet. */
-export interface Upstream {
-  decision: RouteDecision;
-  res: Dispatcher.ResponseData;
 }
 
 async function forward(
@@ -377,119 +382,6 @@ async function forward(
   } finally {
     ctx.router.free(outcome.id);
   }
-}
-
-/**
- * Routes the request and sends it to the chosen worker; a worker that fails before it answers
- * (no connection, 5xx) is reported to the fleet and the request is routed again among the
- * workers not tried yet. On success the request stays booked: the caller frees it. A Responses
- * API request answered is remembered under its response id.
- * @param only the one worker that may take the request (the one holding the response it continues)
- */
-export async function connect(
-  ctx: ProxyContext,
-  read: ReadRequest,
-  tokens: number[],
-  path: string,
-  signal: AbortSignal,
-  outcome: Outcome,
-  only?: bigint,
-): Promise<Upstream | Refusal> {
-  const tried = new Set<bigint>();
-  const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
-  if (only !== undefined) scope.workers = new Set([only]);
-  // The router's queue serves higher priorities first; vLLM's `priority` is the other way round.
-  const fields = {
-    ...scope.hash,
-    ...(read.priority === undefined ? {} : { priority: -read.priority }),
-    ...(read.sessionId === undefined ? {} : { sessionId: sessionKey(read.sessionId, read.model) }),
-    // `n` samples generate up to n × max_tokens in all, and the stream's tokens are counted over
-    // all of them (see `eventWatcher`).
-    ...(read.maxOutputTokens === undefined
-      ? {}
-      : { maxOutputTokens: Math.min(read.maxOutputTokens * read.choicesPerPrompt, Number.MAX_SAFE_INTEGER) }),
-  };
-  const queueKey = scope.workers ? (read.model ?? '') : '';
-  let lastFailure = '';
-  for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
-    const routable = ctx.fleet.routable();
-    const allowed = tried.size === 0 && !scope.workers ? routable : routable.filter((id) => !tried.has(id) && inScope(scope, id));
-    if (allowed.length === 0) break;
-    const decision = await routeOnce(ctx, tokens, allowed, fields, queueKey, signal, outcome);
-    if ('refused' in decision) {
-      outcome.status = decision.refused;
-      return decision;
-    }
-    outcome.attempts++;
-    outcome.worker = decision.workerId;
-    outcome.dpRank = decision.dpRank;
-    // A follow-up's prediction covers its own turn only (the earlier ones are on its worker, which
-    // the gateway did not tokenize): compared with the engine's count it would read as a miss.
-    outcome.expected = expectedCachedTokens(decision, ctx.opts.blockSize, tokens.length);
-    outcome.predicted = only === undefined ? outcome.expected : undefined;
-    tried.add(decision.workerId);
-    const pool = ctx.fleet.get(decision.workerId)?.pool;
-    let res: Dispatcher.ResponseData | undefined;
-    try {
-      if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
-      res = await pool.request({
-        method: 'POST',
-        path,
-        headers: {
-          ...ctx.fleet.upstreamHeaders,
-          'content-type': 'application/json',
-          'x-data-parallel-rank': String(decision.dpRank),
-          'x-request-id': outcome.clientId ?? outcome.id,
-          ...traceHeaders(outcome.trace),
-        },
-        body: read.forward,
-        signal,
-      });
-    } catch (err) {
-      ctx.router.free(outcome.id);
-      if (signal.aborted) {
-        outcome.status = 'client_closed';
-        return { refused: 'client_closed', message: 'the client went away' };
-      }
-      lastFailure = `worker ${decision.workerId}: ${describeError(err)}`;
-      ctx.fleet.failure(decision.workerId, failureKind(err), describeError(err));
-      ctx.metrics.retries.inc({ reason: failureKind(err) });
-      continue;
-    }
-    if (res.statusCode >= 500) {
-      await res.body.dump().catch(() => undefined);
-      ctx.router.free(outcome.id);
-      lastFailure = `worker ${decision.workerId} answered ${res.statusCode}`;
-      ctx.fleet.failure(decision.workerId, 'status', `answered ${res.statusCode}`);
-      ctx.metrics.retries.inc({ reason: 'status' });
-      continue;
-    }
-    if (read.responseId !== undefined && res.statusCode === 200) ctx.owners.remember(read.responseId, decision.workerId);
-    return { decision, res };
-  }
-  const refused = lastFailure ? 502 : 503;
-  outcome.status = refused;
-  return {
-    refused,
-    reason: lastFailure ? 'upstream_failed' : 'no_worker',
-    message: `no worker could serve the request (${lastFailure || 'no healthy worker'})`,
-  };
-}
-
-/**
- * The prompt tokens the chosen worker should report as cached: its device prefix and, past it,
- * the blocks its lower tiers hold, unweighted, since an engine that loads a block back from host
- * memory or disk counts it as cached. `decision.cachedTokens` weighs those blocks for the cost
- * (`hostCacheHitWeight`, `diskCacheHitWeight`), as Dynamo's effective cached tokens do, so with
- * offloading engines it reads below what they report. An engine computes at least the prompt's
- * last token (its logits sample the first output), so a prompt it holds whole and that ends on a
- * block boundary reports one block less.
- */
-export function expectedCachedTokens(decision: RouteDecision, blockSize: number, promptTokens: number): number {
-  const chosen = decision.candidates.find((c) => c.workerId === decision.workerId && c.dpRank === decision.dpRank);
-  const lower = chosen === undefined ? 0 : chosen.hostBlocks + chosen.diskBlocks;
-  const cached = lower === 0 ? decision.cachedTokens : (decision.overlapBlocks + lower) * blockSize;
-  return Math.min(cached, Math.floor(Math.max(0, promptTokens - 1) / blockSize) * blockSize);
 }
 
 export function ourHeaders(decision: RouteDecision, outcome: Outcome): Record<string, string> {

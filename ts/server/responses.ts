@@ -14,7 +14,7 @@ import { finishPassedOn, startPassedOn } from './passthrough.js';
 import { MAX_RESPONSE_ID } from './prompt.js';
 import { contentType, openAiError, type ProxyContext, refuse } from './proxy.js';
 import { findOwner } from './response-owners.js';
-import { traceHeaders } from './trace-context.js';
+import { upstreamAttributes } from './tracing/request-trace.js';
 
 /** Registers the retrieval and cancel routes on the proxy (behind its API-key check). */
 export function registerResponses(proxy: FastifyInstance, ctx: ProxyContext): void {
@@ -30,7 +30,7 @@ async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyRep
       .code(400)
       .send(openAiError(`a response id must be at most ${MAX_RESPONSE_ID} characters, got ${id.length}`, 'BadRequestError', 400));
   const label = `/v1/responses/{id}${suffix}`;
-  const start = startPassedOn(ctx, req, reply);
+  const start = startPassedOn(ctx, req, reply, label);
   if (!start) return reply;
   const { clientId, id: reqId, abort, trace } = start;
   let worker: bigint | undefined;
@@ -44,15 +44,21 @@ async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyRep
     worker = found;
     const pool = ctx.fleet.get(worker)?.pool;
     const query = req.url.includes('?') ? req.url.slice(req.url.indexOf('?')) : '';
+    const path = `/v1/responses/${encodeURIComponent(id)}${suffix}${query}`;
+    const owner = worker;
+    const attempt = trace.attempt(`${method} ${label}`, () =>
+      upstreamAttributes(ctx.fleet.get(owner)?.spec.url, path, method, owner, undefined, 0),
+    );
     try {
       if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
       const res = await pool.request({
         method,
-        path: `/v1/responses/${encodeURIComponent(id)}${suffix}${query}`,
-        headers: { ...ctx.fleet.upstreamHeaders, 'x-request-id': clientId ?? reqId, ...traceHeaders(trace) },
+        path,
+        headers: { ...ctx.fleet.upstreamHeaders, 'x-request-id': clientId ?? reqId, ...attempt.headers },
         signal: abort.signal,
       });
       status = res.statusCode;
+      attempt.end(status);
       if (res.statusCode >= 500) ctx.fleet.failure(worker, 'status', `answered ${res.statusCode}`);
       else ctx.fleet.success(worker);
       // The worker no longer has it (restarted): the next lookup asks them all.
@@ -65,9 +71,11 @@ async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyRep
         .send(res.body);
     } catch (err) {
       if (abort.signal.aborted) {
+        attempt.end('client_closed');
         status = 'client_closed';
         return reply;
       }
+      attempt.end(failureKind(err), describeError(err));
       status = 502;
       ctx.fleet.failure(worker, failureKind(err), describeError(err));
       return refuse(ctx, reply, {

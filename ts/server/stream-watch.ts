@@ -14,6 +14,7 @@ export function firstToken(ctx: ProxyContext, outcome: Outcome, started: number)
   ctx.router.markPrefillCompleted(outcome.id);
   outcome.ttftMs = performance.now() - started;
   ctx.metrics.ttft.observe({ model: outcome.model }, outcome.ttftMs / 1000);
+  outcome.trace.event('first_token', { 'kvroute.request_id': outcome.id });
 }
 
 export function reported(ctx: ProxyContext, outcome: Outcome, cached: number | undefined): void {

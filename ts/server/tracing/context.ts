@@ -1,8 +1,9 @@
 /**
  * W3C Trace Context (`traceparent`, `tracestate`) passed on from the client to the worker, so
  * that an engine tracing its requests (vLLM's `--otlp-traces-endpoint`) puts its spans under the
- * client's trace, as it would without the gateway between them. The gateway creates no spans of
- * its own: it passes the context on unchanged, as a proxy that does not trace must.
+ * client's trace, as it would without the gateway between them. Without a tracer the gateway
+ * passes the context on unchanged, as a proxy that does not trace must; with one, its own spans
+ * go between the client's and the engine's (`request-trace.ts`).
  *
  * A `traceparent` the recommendation says to ignore (malformed, version `ff`, an all-zero id, or
  * sent twice) is not passed on, and neither is its `tracestate`, as the recommendation asks; a
@@ -26,6 +27,10 @@ export interface TraceContext {
   tracestate: string | undefined;
   /** The trace id, for the request's log line. */
   traceId: string;
+  /** The client's span, the parent of the gateway's. */
+  parentId: string;
+  /** The trace flags (bit 0: sampled). */
+  flags: number;
 }
 
 /** What became of a request's trace context (the metric's `result`). */
@@ -38,15 +43,19 @@ export function readTraceContext(headers: IncomingHttpHeaders): { context?: Trac
   // Node joins a repeated unknown header with ", ", which no valid traceparent holds.
   const m = typeof parent === 'string' ? TRACEPARENT.exec(parent) : null;
   if (!m) return { result: 'invalid' };
-  const [, version, traceId, parentId, , rest] = m;
+  const [, version, traceId, parentId, flagsHex, rest] = m;
   if (version === 'ff' || (version === '00' && rest !== undefined) || /^0+$/.test(traceId) || /^0+$/.test(parentId))
     return { result: 'invalid' };
   // Repeated tracestate headers are one list (Node joins them with ", ", as the recommendation combines them).
   const state = headers.tracestate;
   const tracestate = Array.isArray(state) ? state.join(',') : state;
+  const flags = Number.parseInt(flagsHex, 16);
   if (tracestate !== undefined && tracestate.length > MAX_TRACESTATE)
-    return { context: { traceparent: parent as string, tracestate: undefined, traceId }, result: 'forwarded_without_state' };
-  return { context: { traceparent: parent as string, tracestate: tracestate || undefined, traceId }, result: 'forwarded' };
+    return {
+      context: { traceparent: parent as string, tracestate: undefined, traceId, parentId, flags },
+      result: 'forwarded_without_state',
+    };
+  return { context: { traceparent: parent as string, tracestate: tracestate || undefined, traceId, parentId, flags }, result: 'forwarded' };
 }
 
 /** The headers that carry `context` to a worker. */

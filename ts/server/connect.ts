@@ -1,0 +1,216 @@
+/**
+ * Routing a request and reaching a worker: the route (queued when the router queues), the
+ * request sent to the chosen worker and rank, and a new route among the workers not tried yet
+ * when one fails before it answers. Each route is a `route` span and each try a `CLIENT` span of
+ * the request's trace (`tracing/request-trace.ts`).
+ * @internal
+ * @module
+ */
+
+import { SpanStatusCode } from '@opentelemetry/api';
+import type { Dispatcher } from 'undici';
+import { KvRouteError } from '../errors.js';
+import type { RouteDecision, RouteRequest } from '../router/types.js';
+import { describeError, failureKind } from './fleet.js';
+import type { ReadRequest } from './prompt.js';
+import type { Outcome, ProxyContext, Refusal } from './proxy.js';
+import { inScope, routingScope } from './scope.js';
+import { sessionKey } from './session-key.js';
+import { upstreamAttributes } from './tracing/request-trace.js';
+
+async function routeOnce(
+  ctx: ProxyContext,
+  tokens: number[],
+  allowed: readonly bigint[],
+  fields: Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority' | 'maxOutputTokens' | 'sessionId'>,
+  queueKey: string,
+  signal: AbortSignal,
+  outcome: Outcome,
+): Promise<RouteDecision | Refusal> {
+  const waiting = ctx.routing.get(queueKey) ?? 0;
+  if (waiting >= ctx.opts.queue.maxQueued) {
+    const what = queueKey === '' ? 'requests are' : `requests for model ${JSON.stringify(queueKey)} are`;
+    return { refused: 429, reason: 'queue_full', message: `${waiting} ${what} waiting for a worker; retry later` };
+  }
+  const t = performance.now();
+  ctx.routing.set(queueKey, waiting + 1);
+  const step = outcome.trace.step('route', { 'kvroute.candidate_workers': allowed.length });
+  // A router that queues gets one controller for both reasons to stop waiting: the client left,
+  // or the queue timed out. One that never queues answers at once, and needs neither.
+  const queues = ctx.opts.router.routerQueueThreshold !== undefined && ctx.opts.router.routerQueueThreshold !== null;
+  const stop = queues ? new AbortController() : undefined;
+  const onClientGone = () => stop?.abort();
+  if (stop) signal.addEventListener('abort', onClientGone, { once: true });
+  const timer = stop ? setTimeout(() => stop.abort(), ctx.opts.queue.timeoutMs) : undefined;
+  try {
+    const decision = await ctx.router.route({
+      requestId: outcome.id,
+      tokens,
+      allowedWorkers: allowed,
+      signal: stop?.signal ?? signal,
+      ...fields,
+    });
+    ctx.metrics.routing.observe(Math.max(0, performance.now() - t - decision.queuedMs) / 1000);
+    if (decision.queuedMs > 0) ctx.metrics.queueWait.observe({ model: outcome.model }, decision.queuedMs / 1000);
+    step?.setAttributes({
+      'kvroute.worker': String(decision.workerId),
+      'kvroute.dp_rank': decision.dpRank,
+      'kvroute.overlap_blocks': decision.overlapBlocks,
+      'kvroute.cached_tokens': decision.cachedTokens,
+      'kvroute.queued_ms': decision.queuedMs,
+    });
+    return decision;
+  } catch (err) {
+    const refusal = routeRefusal(ctx, err, signal);
+    step?.setAttribute('error.type', refusal.reason ?? String(refusal.refused));
+    if (refusal.refused !== 'client_closed') step?.setStatus({ code: SpanStatusCode.ERROR, message: refusal.message });
+    return refusal;
+  } finally {
+    step?.end();
+    const left = (ctx.routing.get(queueKey) ?? 1) - 1;
+    if (left > 0) ctx.routing.set(queueKey, left);
+    else ctx.routing.delete(queueKey);
+    if (stop) {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onClientGone);
+    }
+  }
+}
+
+/** Why a route gave no worker, as the client is told. */
+function routeRefusal(ctx: ProxyContext, err: unknown, signal: AbortSignal): Refusal {
+  if (signal.aborted) return { refused: 'client_closed', message: 'the client went away' };
+  if (err instanceof KvRouteError && err.code === 'ERR_ABORTED')
+    return { refused: 503, reason: 'queue_timeout', message: `no worker could take the request within ${ctx.opts.queue.timeoutMs} ms` };
+  if (err instanceof KvRouteError && err.code === 'ERR_NO_WORKERS') return { refused: 503, reason: 'no_worker', message: err.message };
+  return { refused: 400, message: (err as Error).message };
+}
+
+/** A worker's answer to a routed request, its status and headers read, its body not yet. */
+export interface Upstream {
+  decision: RouteDecision;
+  res: Dispatcher.ResponseData;
+}
+
+/**
+ * Routes the request and sends it to the chosen worker; a worker that fails before it answers
+ * (no connection, 5xx) is reported to the fleet and the request is routed again among the
+ * workers not tried yet. On success the request stays booked: the caller frees it. A Responses
+ * API request answered is remembered under its response id.
+ * @param only the one worker that may take the request (the one holding the response it continues)
+ */
+export async function connect(
+  ctx: ProxyContext,
+  read: ReadRequest,
+  tokens: number[],
+  path: string,
+  signal: AbortSignal,
+  outcome: Outcome,
+  only?: bigint,
+): Promise<Upstream | Refusal> {
+  const tried = new Set<bigint>();
+  const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
+  if (only !== undefined) scope.workers = new Set([only]);
+  // The router's queue serves higher priorities first; vLLM's `priority` is the other way round.
+  const fields = {
+    ...scope.hash,
+    ...(read.priority === undefined ? {} : { priority: -read.priority }),
+    ...(read.sessionId === undefined ? {} : { sessionId: sessionKey(read.sessionId, read.model) }),
+    // `n` samples generate up to n × max_tokens in all, and the stream's tokens are counted over
+    // all of them (see `eventWatcher`).
+    ...(read.maxOutputTokens === undefined
+      ? {}
+      : { maxOutputTokens: Math.min(read.maxOutputTokens * read.choicesPerPrompt, Number.MAX_SAFE_INTEGER) }),
+  };
+  const queueKey = scope.workers ? (read.model ?? '') : '';
+  let lastFailure = '';
+  for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
+    const routable = ctx.fleet.routable();
+    const allowed = tried.size === 0 && !scope.workers ? routable : routable.filter((id) => !tried.has(id) && inScope(scope, id));
+    if (allowed.length === 0) break;
+    const decision = await routeOnce(ctx, tokens, allowed, fields, queueKey, signal, outcome);
+    if ('refused' in decision) {
+      outcome.status = decision.refused;
+      return decision;
+    }
+    outcome.attempts++;
+    outcome.worker = decision.workerId;
+    outcome.dpRank = decision.dpRank;
+    // A follow-up's prediction covers its own turn only (the earlier ones are on its worker, which
+    // the gateway did not tokenize): compared with the engine's count it would read as a miss.
+    outcome.expected = expectedCachedTokens(decision, ctx.opts.blockSize, tokens.length);
+    outcome.predicted = only === undefined ? outcome.expected : undefined;
+    tried.add(decision.workerId);
+    const member = ctx.fleet.get(decision.workerId);
+    const pool = member?.pool;
+    const resend = outcome.attempts - 1;
+    const attempt = outcome.trace.attempt(`POST ${path}`, () =>
+      upstreamAttributes(member?.spec.url, path, 'POST', decision.workerId, decision.dpRank, resend),
+    );
+    let res: Dispatcher.ResponseData | undefined;
+    try {
+      if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
+      res = await pool.request({
+        method: 'POST',
+        path,
+        headers: {
+          ...ctx.fleet.upstreamHeaders,
+          'content-type': 'application/json',
+          'x-data-parallel-rank': String(decision.dpRank),
+          'x-request-id': outcome.clientId ?? outcome.id,
+          ...attempt.headers,
+        },
+        body: read.forward,
+        signal,
+      });
+    } catch (err) {
+      ctx.router.free(outcome.id);
+      if (signal.aborted) {
+        attempt.end('client_closed');
+        outcome.status = 'client_closed';
+        return { refused: 'client_closed', message: 'the client went away' };
+      }
+      attempt.end(failureKind(err), describeError(err));
+      lastFailure = `worker ${decision.workerId}: ${describeError(err)}`;
+      ctx.fleet.failure(decision.workerId, failureKind(err), describeError(err));
+      ctx.metrics.retries.inc({ reason: failureKind(err) });
+      continue;
+    }
+    if (res.statusCode >= 500) {
+      attempt.end(res.statusCode);
+      await res.body.dump().catch(() => undefined);
+      ctx.router.free(outcome.id);
+      lastFailure = `worker ${decision.workerId} answered ${res.statusCode}`;
+      ctx.fleet.failure(decision.workerId, 'status', `answered ${res.statusCode}`);
+      ctx.metrics.retries.inc({ reason: 'status' });
+      continue;
+    }
+    if (read.responseId !== undefined && res.statusCode === 200) ctx.owners.remember(read.responseId, decision.workerId);
+    // The try that got the answer lasts as long as the answer: it ends with the request (finish()).
+    outcome.attempt = attempt;
+    return { decision, res };
+  }
+  const refused = lastFailure ? 502 : 503;
+  outcome.status = refused;
+  return {
+    refused,
+    reason: lastFailure ? 'upstream_failed' : 'no_worker',
+    message: `no worker could serve the request (${lastFailure || 'no healthy worker'})`,
+  };
+}
+
+/**
+ * The prompt tokens the chosen worker should report as cached: its device prefix and, past it,
+ * the blocks its lower tiers hold, unweighted, since an engine that loads a block back from host
+ * memory or disk counts it as cached. `decision.cachedTokens` weighs those blocks for the cost
+ * (`hostCacheHitWeight`, `diskCacheHitWeight`), as Dynamo's effective cached tokens do, so with
+ * offloading engines it reads below what they report. An engine computes at least the prompt's
+ * last token (its logits sample the first output), so a prompt it holds whole and that ends on a
+ * block boundary reports one block less.
+ */
+export function expectedCachedTokens(decision: RouteDecision, blockSize: number, promptTokens: number): number {
+  const chosen = decision.candidates.find((c) => c.workerId === decision.workerId && c.dpRank === decision.dpRank);
+  const lower = chosen === undefined ? 0 : chosen.hostBlocks + chosen.diskBlocks;
+  const cached = lower === 0 ? decision.cachedTokens : (decision.overlapBlocks + lower) * blockSize;
+  return Math.min(cached, Math.floor(Math.max(0, promptTokens - 1) / blockSize) * blockSize);
+}

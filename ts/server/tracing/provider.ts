@@ -1,0 +1,79 @@
+/**
+ * The gateway's tracer: the global OpenTelemetry API's, an application's provider, or an SDK of
+ * its own that exports to an OTLP/HTTP endpoint. The SDK packages are optional dependencies,
+ * loaded only when `tracing.otlpEndpoint` is set.
+ *
+ * The batch processor drops spans when its queue is full and counts what it exported or failed
+ * to export through the SDK's self-observability meter; that count is passed to the gateway's
+ * `kvroute_gateway_spans_total{result}`, so that no span is lost unseen.
+ * @internal
+ * @module
+ */
+
+import { type Attributes, createNoopMeter, type Meter, type MeterProvider, type Tracer, trace } from '@opentelemetry/api';
+import type { Counter } from 'prom-client';
+import { loadOptional } from '../../js/ingest/deps.js';
+import { packageVersion } from '../../version.js';
+import type { ResolvedTracing } from './options.js';
+
+type SdkTrace = typeof import('@opentelemetry/sdk-trace');
+type OtlpHttp = typeof import('@opentelemetry/exporter-trace-otlp-http');
+type Resources = typeof import('@opentelemetry/resources');
+
+/** The instrumentation scope of the gateway's spans. */
+export const TRACER_NAME = 'kvroute';
+
+/** The gateway's tracer, and how to flush and stop what it made. */
+export interface GatewayTracer {
+  tracer: Tracer;
+  /** Exports the spans still queued and stops the SDK the gateway made (nothing for another's). */
+  shutdown(): Promise<void>;
+}
+
+/** The batch processor's count of the spans it finished with (semantic conventions' name). */
+const PROCESSED = 'otel.sdk.processor.span.processed';
+
+/**
+ * A meter provider whose only live instrument is the batch processor's processed-spans counter,
+ * read into `spans{result}`: exported (no `error.type`), dropped (`queue_full`) or failed.
+ */
+function spanCounting(spans: Counter<'result'>): MeterProvider {
+  const noop = createNoopMeter();
+  const meter: Meter = Object.assign(Object.create(noop) as Meter, {
+    createCounter: (name: string, options?: object) =>
+      name === PROCESSED
+        ? {
+            add(count: number, attributes?: Attributes) {
+              const error = attributes?.['error.type'];
+              spans.inc({ result: error === undefined ? 'exported' : error === 'queue_full' ? 'dropped' : 'failed' }, count);
+            },
+          }
+        : noop.createCounter(name, options),
+  });
+  return { getMeter: () => meter };
+}
+
+/** The tracer `tracing` asks for; `ERR_DEPENDENCY_MISSING` when an OTLP endpoint is set without the SDK installed. */
+export function gatewayTracer(tracing: ResolvedTracing, spans: Counter<'result'>): GatewayTracer {
+  if (tracing.kind === 'global') return { tracer: trace.getTracer(TRACER_NAME, packageVersion()), shutdown: async () => {} };
+  if (tracing.kind === 'provider') return { tracer: tracing.provider.getTracer(TRACER_NAME, packageVersion()), shutdown: async () => {} };
+  const purpose = 'exporting spans to tracing.otlpEndpoint';
+  const sdk = loadOptional<SdkTrace>('@opentelemetry/sdk-trace', purpose, 'or leave tracing.otlpEndpoint out');
+  const { OTLPTraceExporter } = loadOptional<OtlpHttp>(
+    '@opentelemetry/exporter-trace-otlp-http',
+    purpose,
+    'or leave tracing.otlpEndpoint out',
+  );
+  const { resourceFromAttributes } = loadOptional<Resources>('@opentelemetry/resources', purpose, 'or leave tracing.otlpEndpoint out');
+  const processor = new sdk.BatchSpanProcessor({
+    exporter: new OTLPTraceExporter({ url: tracing.endpoint, headers: tracing.headers }),
+    scheduledDelayMillis: tracing.exportDelayMs,
+    selfObsMeterProvider: spanCounting(spans),
+  });
+  const provider = new sdk.TracerProvider({
+    resource: resourceFromAttributes({ 'service.name': tracing.serviceName, 'service.version': packageVersion() }),
+    sampler: new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(tracing.sampleRatio) }),
+    spanProcessors: [processor],
+  });
+  return { tracer: provider.getTracer(TRACER_NAME, packageVersion()), shutdown: () => provider.shutdown() };
+}
