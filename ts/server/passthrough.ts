@@ -77,9 +77,9 @@ async function passOn(
       const attempt = trace.attempt(`POST ${path}`, () => upstreamAttributes(url, path, 'POST', candidate, undefined, resend));
       try {
         const res = await request(ctx, pool, path, body, { 'x-request-id': clientId ?? id, ...attempt.headers }, abort.signal);
-        attempt.end(res.statusCode);
         if (res.statusCode >= 500) {
           await res.body.dump().catch(() => undefined);
+          attempt.end(res.statusCode);
           lastFailure = `worker ${candidate} answered ${res.statusCode}`;
           ctx.fleet.failure(candidate, 'status', `answered ${res.statusCode}`);
           ctx.metrics.retries.inc({ reason: 'status' });
@@ -88,6 +88,7 @@ async function passOn(
         ctx.fleet.success(candidate);
         status = res.statusCode;
         const text = await res.body.text();
+        attempt.end(res.statusCode);
         return reply
           .code(res.statusCode)
           .header('x-kvroute-request-id', id)
