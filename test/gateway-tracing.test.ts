@@ -281,6 +281,36 @@ describe.each(BACKENDS)('gateway: OTLP export (%s)', (backend) => {
     }
   });
 
+  test("one trace from the client through the gateway to the engine: the engine's span hangs under the gateway's try", async () => {
+    const receiver = new OtlpReceiver();
+    const endpoint = await receiver.start();
+    const worker = await startWorker({ otlpTracesEndpoint: endpoint });
+    const gateway = createGateway({
+      blockSize: 16,
+      backend,
+      logLevel: false,
+      health: { intervalMs: 0 },
+      tracing: { otlpEndpoint: endpoint },
+      workers: [workerEntry(worker, 1)],
+    });
+    try {
+      const { url } = await gateway.listen();
+      const r = await postJson(`${url}/v1/completions`, { prompt: [1, 2, 3, 4], max_tokens: 2 }, { traceparent: PARENT });
+      expect(r.status).toBe(200);
+    } finally {
+      await gateway.close();
+      await worker.close();
+      await receiver.close();
+    }
+    const server = receiver.spans.find((s) => s.kind === 2 && s.name === 'POST /v1/completions');
+    const attempt = receiver.spans.find((s) => s.kind === 3);
+    const engine = receiver.spans.find((s) => s.name === 'llm_request');
+    expect(server).toMatchObject({ traceId: TRACE_ID, parentSpanId: CLIENT_SPAN, service: 'kvroute' });
+    expect(attempt).toMatchObject({ traceId: TRACE_ID, parentSpanId: server?.spanId });
+    expect(engine).toMatchObject({ traceId: TRACE_ID, parentSpanId: attempt?.spanId, service: 'kvroute-mock-worker' });
+    expect(engine?.attributes['gen_ai.usage.prompt_tokens']).toBe(4);
+  });
+
   test('close() exports the spans still waiting', async () => {
     const receiver = new OtlpReceiver();
     const endpoint = await receiver.start();

@@ -68,6 +68,11 @@ const FLAGS: Flags = {
     default: '1',
   },
   model: { kind: 'string', help: 'model name served', default: 'mock-model' },
+  'otlp-traces-endpoint': {
+    kind: 'string',
+    value: 'url',
+    help: "export an llm_request span per request, as vLLM does, to this OTLP/HTTP (JSON) traces endpoint (vLLM's flag)",
+  },
   'lora-modules': {
     kind: 'string',
     value: 'name[=path],…',
@@ -148,6 +153,7 @@ function optionsFrom(
     seed: n('seed'),
     topic: s('topic'),
     faults: faults === undefined ? undefined : parseFaults(String(faults)),
+    otlpTracesEndpoint: s('otlp-traces-endpoint'),
   };
 }
 

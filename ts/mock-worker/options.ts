@@ -13,6 +13,7 @@ import {
   SPECULATIVE_WITH_DECODE_SPEEDUP,
   type SpeculativeDecoding,
 } from '../replay/speculative.js';
+import { checkOtlpEndpoint } from '../server/tracing/options.js';
 import { checkOptions, describe, nonNegativeNumber, optionalBoolean, positiveNumber } from '../validate.js';
 import type { WireFormat } from './wire.js';
 
@@ -201,14 +202,23 @@ export interface MockWorkerOptions {
   maxModelLen?: number;
   /** Faults to inject after a delay. */
   faults?: readonly ScheduledFault[];
+  /**
+   * vLLM's `--otlp-traces-endpoint`: an `llm_request` span per completion or chat request, under
+   * its `traceparent`, with vLLM's attributes, exported over OTLP/HTTP (JSON, where vLLM
+   * defaults to gRPC), e.g. a collector's `http://127.0.0.1:4318/v1/traces`. Needs the optional
+   * OpenTelemetry SDK packages. Default none: no spans.
+   */
+  otlpTracesEndpoint?: string;
 }
 
 /**
  * {@link MockWorkerOptions} with every default filled in.
  * @group Mock worker
  */
-export type ResolvedMockOptions = Required<Omit<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey' | 'speculative'>> &
-  Pick<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey'> & {
+export type ResolvedMockOptions = Required<
+  Omit<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey' | 'speculative' | 'otlpTracesEndpoint'>
+> &
+  Pick<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey' | 'otlpTracesEndpoint'> & {
     /** Speculative decoding as checked: one acceptance rate per draft, and the seed; undefined: none. */
     speculative: ResolvedSpeculative | undefined;
   };
@@ -243,6 +253,7 @@ const KEYS = [
   'bufferSteps',
   'maxModelLen',
   'faults',
+  'otlpTracesEndpoint',
 ] as const;
 const WIRES: readonly WireFormat[] = ['vllm-0.33', 'vllm-0.11', 'sglang'];
 export const FAULT_KINDS = ['crash', 'hang', 'slow', 'drop-events', 'restart', 'recover'] as const;
@@ -340,6 +351,9 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     model,
     loraModules: [...loraModules],
     ...(o.apiKey === undefined ? {} : { apiKey: o.apiKey }),
+    ...(o.otlpTracesEndpoint === undefined
+      ? {}
+      : { otlpTracesEndpoint: checkOtlpEndpoint(o.otlpTracesEndpoint, 'opts.otlpTracesEndpoint') }),
     trustRequestChatTemplate: optionalBoolean(o.trustRequestChatTemplate, 'opts.trustRequestChatTemplate') ?? false,
     chatTemplateContentFormat: contentFormat(o.chatTemplateContentFormat),
     responsesStore: optionalBoolean(o.responsesStore, 'opts.responsesStore') ?? false,

@@ -41,6 +41,7 @@ import { registerResponses } from './responses.js';
 import { MockSequence } from './sequence.js';
 import { chunkDue } from './stream-interval.js';
 import { detokenize } from './tokenizer.js';
+import { EngineTracer, engineRequestSpan } from './tracing.js';
 
 /**
  * What a mock worker did so far.
@@ -141,8 +142,11 @@ class Worker implements MockWorker {
   private readonly hanging = new Set<FastifyReply>();
   /** Called when a crash fault stops the worker (the CLI exits the process). */
   onCrash: (() => void) | undefined;
+  /** vLLM's request spans, with `otlpTracesEndpoint`. */
+  private readonly tracer: EngineTracer | undefined;
 
   constructor(readonly options: ResolvedMockOptions) {
+    this.tracer = EngineTracer.to(options.otlpTracesEndpoint, 'kvroute-mock-worker');
     this.adapters = new LoraAdapters(options.loraModules);
     this.served = { ...options, adapters: this.adapters };
     // vLLM takes response ids (`/v1/responses/{id}`) of any length; Fastify's default stops at 100.
@@ -302,6 +306,16 @@ class Worker implements MockWorker {
     const seed = parsed.sampling.seed ?? this.options.seed;
     const sequences = parsed.prompts.flatMap((prompt) => Array.from({ length: n }, (_, j) => new MockSequence(parsed, prompt, seed + j)));
     const promptTokens = parsed.prompts.reduce((sum, p) => sum + p.length, 0);
+    const body = req.body as { temperature?: unknown; top_p?: unknown };
+    const span = engineRequestSpan(this.tracer, req.headers, {
+      id,
+      model: parsed.model,
+      maxTokens: parsed.maxTokens,
+      n,
+      temperature: typeof body.temperature === 'number' ? body.temperature : 1,
+      topP: typeof body.top_p === 'number' ? body.top_p : 1,
+    });
+    const ended = (completionTokens: number, error?: string) => span.end({ promptTokens, completionTokens }, error);
     const cachedOf: number[] = [];
     const cached = () => cachedOf.reduce((sum, c, k) => (k % n === 0 ? sum + c : sum), 0);
     const cancels: (() => void)[] = [];
@@ -336,15 +350,18 @@ class Worker implements MockWorker {
           submit(
             k,
             (t) => {
+              span.firstToken();
               generated += t.length;
             },
             () => {
               if (--left > 0) return;
+              ended(generated);
               const choices = sequences.map((s) => s.choice());
               resolve(fullResponse(parsed, id, created, choices, usage(promptTokens, generated, cached())));
             },
             (reason) => {
               cancelAll();
+              ended(generated, reason);
               reject(Object.assign(new Error(`the engine stopped: ${reason}`), { statusCode: 503 }));
             },
           );
@@ -352,7 +369,9 @@ class Worker implements MockWorker {
         // The response's close (not the request's, which fires once the body is read) tells a
         // client that went away.
         reply.raw.on('close', () => {
-          if (!reply.raw.writableFinished) cancelAll();
+          if (reply.raw.writableFinished) return;
+          cancelAll();
+          ended(generated, 'the client went away');
         });
       });
     }
@@ -385,6 +404,7 @@ class Worker implements MockWorker {
       submit(
         k,
         (tokens) => {
+          span.firstToken();
           open();
           generated += tokens.length;
           made += tokens.length;
@@ -400,6 +420,7 @@ class Worker implements MockWorker {
         () => {
           if (--left > 0) return;
           done = true;
+          ended(generated);
           if (parsed.includeUsage) send(usageChunk(parsed, id, created, usage(promptTokens, generated, cached())));
           res.end('data: [DONE]\n\n');
         },
@@ -407,13 +428,16 @@ class Worker implements MockWorker {
           if (done) return;
           done = true;
           cancelAll();
+          ended(generated, reason);
           send(errorBody(`the engine stopped: ${reason}`, 503));
           res.destroy();
         },
       );
     }
     res.on('close', () => {
-      if (!done) cancelAll();
+      if (done) return;
+      cancelAll();
+      ended(generated, 'the client went away');
     });
     return Promise.resolve(reply);
   }
@@ -497,6 +521,8 @@ class Worker implements MockWorker {
     for (const reply of this.hanging) reply.raw.destroy();
     for (const p of this.publishers) p.close();
     await this.app.close();
+    // The last requests' spans go out before close() resolves; an unreachable collector is not the caller's failure.
+    await this.tracer?.shutdown().catch(() => undefined);
   }
 }
 

@@ -55,6 +55,19 @@ export type ResolvedTracing =
 
 const KEYS = ['otlpEndpoint', 'otlpHeaders', 'serviceName', 'sampleRatio', 'exportDelayMs', 'tracerProvider'];
 
+/** An OTLP/HTTP endpoint: an http(s) URL; `ERR_INVALID_ARG` naming `at` otherwise. */
+export function checkOtlpEndpoint(value: unknown, at: string): string {
+  const endpoint = str(value, at);
+  let url: URL | undefined;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    // Not a URL: refused below.
+  }
+  if (url?.protocol !== 'http:' && url?.protocol !== 'https:') throw invalid(`${at} must be an http(s) URL, got ${describe(endpoint)}`);
+  return endpoint;
+}
+
 /** Reads the `tracing` option; `ERR_INVALID_ARG` naming the key at fault. */
 export function resolveTracing(value: unknown): ResolvedTracing {
   if (value === undefined) return { kind: 'global' };
@@ -68,15 +81,7 @@ export function resolveTracing(value: unknown): ResolvedTracing {
     return { kind: 'provider', provider: t.tracerProvider as TracerProvider };
   }
   if (t.otlpEndpoint === undefined) throw invalid('tracing needs otlpEndpoint (an OTLP/HTTP traces URL) or tracerProvider');
-  const endpoint = str(t.otlpEndpoint, 'tracing.otlpEndpoint');
-  let url: URL;
-  try {
-    url = new URL(endpoint);
-  } catch {
-    throw invalid(`tracing.otlpEndpoint must be an http(s) URL, got ${describe(endpoint)}`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw invalid(`tracing.otlpEndpoint must be an http(s) URL, got ${describe(endpoint)}`);
+  const endpoint = checkOtlpEndpoint(t.otlpEndpoint, 'tracing.otlpEndpoint');
   const headers = t.otlpHeaders === undefined ? {} : record(t.otlpHeaders, 'tracing.otlpHeaders', Object.keys(t.otlpHeaders as object));
   for (const [k, v] of Object.entries(headers)) {
     if (typeof v !== 'string') throw invalid(`tracing.otlpHeaders.${k} must be a string, got ${describe(v)}`);

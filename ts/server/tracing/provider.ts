@@ -53,27 +53,36 @@ function spanCounting(spans: Counter<'result'>): MeterProvider {
   return { getMeter: () => meter };
 }
 
+/** How an SDK of the process's own exports: the resolved `tracing.otlpEndpoint` and the keys beside it. */
+export type OtlpExport = Omit<Extract<ResolvedTracing, { kind: 'otlp' }>, 'kind'>;
+
+/**
+ * An OpenTelemetry SDK exporting OTLP/HTTP (JSON) in batches, its spans counted in `spans` when
+ * given; `ERR_DEPENDENCY_MISSING` without the optional SDK packages. The gateway's and the mock
+ * worker's (`--otlp-traces-endpoint` on both).
+ */
+export function otlpTracer(o: OtlpExport, spans?: Counter<'result'>): GatewayTracer {
+  const purpose = 'exporting spans to an OTLP endpoint';
+  const hint = 'or leave the OTLP endpoint out';
+  const sdk = loadOptional<SdkTrace>('@opentelemetry/sdk-trace', purpose, hint);
+  const { OTLPTraceExporter } = loadOptional<OtlpHttp>('@opentelemetry/exporter-trace-otlp-http', purpose, hint);
+  const { resourceFromAttributes } = loadOptional<Resources>('@opentelemetry/resources', purpose, hint);
+  const processor = new sdk.BatchSpanProcessor({
+    exporter: new OTLPTraceExporter({ url: o.endpoint, headers: o.headers }),
+    scheduledDelayMillis: o.exportDelayMs,
+    ...(spans ? { selfObsMeterProvider: spanCounting(spans) } : {}),
+  });
+  const provider = new sdk.TracerProvider({
+    resource: resourceFromAttributes({ 'service.name': o.serviceName, 'service.version': packageVersion() }),
+    sampler: new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(o.sampleRatio) }),
+    spanProcessors: [processor],
+  });
+  return { tracer: provider.getTracer(TRACER_NAME, packageVersion()), shutdown: () => provider.shutdown() };
+}
+
 /** The tracer `tracing` asks for; `ERR_DEPENDENCY_MISSING` when an OTLP endpoint is set without the SDK installed. */
 export function gatewayTracer(tracing: ResolvedTracing, spans: Counter<'result'>): GatewayTracer {
   if (tracing.kind === 'global') return { tracer: trace.getTracer(TRACER_NAME, packageVersion()), shutdown: async () => {} };
   if (tracing.kind === 'provider') return { tracer: tracing.provider.getTracer(TRACER_NAME, packageVersion()), shutdown: async () => {} };
-  const purpose = 'exporting spans to tracing.otlpEndpoint';
-  const sdk = loadOptional<SdkTrace>('@opentelemetry/sdk-trace', purpose, 'or leave tracing.otlpEndpoint out');
-  const { OTLPTraceExporter } = loadOptional<OtlpHttp>(
-    '@opentelemetry/exporter-trace-otlp-http',
-    purpose,
-    'or leave tracing.otlpEndpoint out',
-  );
-  const { resourceFromAttributes } = loadOptional<Resources>('@opentelemetry/resources', purpose, 'or leave tracing.otlpEndpoint out');
-  const processor = new sdk.BatchSpanProcessor({
-    exporter: new OTLPTraceExporter({ url: tracing.endpoint, headers: tracing.headers }),
-    scheduledDelayMillis: tracing.exportDelayMs,
-    selfObsMeterProvider: spanCounting(spans),
-  });
-  const provider = new sdk.TracerProvider({
-    resource: resourceFromAttributes({ 'service.name': tracing.serviceName, 'service.version': packageVersion() }),
-    sampler: new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(tracing.sampleRatio) }),
-    spanProcessors: [processor],
-  });
-  return { tracer: provider.getTracer(TRACER_NAME, packageVersion()), shutdown: () => provider.shutdown() };
+  return otlpTracer(tracing, spans);
 }
