@@ -384,6 +384,13 @@ describe.each(BACKENDS)('kvroute serve: spans to an OTLP endpoint (%s)', (backen
         expect(await serve.exited).toBe(0);
         const server = receiver.spans.find((s) => s.kind === 2 && s.traceId === traceId);
         expect(server).toMatchObject({ name: 'POST /v1/completions', parentSpanId: CLIENT_SPAN, service });
+        // The request's log line names its trace and its span.
+        const line = serve
+          .output()
+          .split('\n')
+          .filter((l) => l.includes('"msg":"request"'))
+          .map((l) => JSON.parse(l))[0];
+        expect(line).toMatchObject({ traceId, spanId: server?.spanId });
       }
     } finally {
       await receiver.close();

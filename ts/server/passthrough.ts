@@ -195,6 +195,7 @@ export function finishPassedOn(ctx: ProxyContext, o: PassedOnOutcome, extra: Rec
         reqId: o.id,
         ...(o.clientId === undefined ? {} : { clientRequestId: o.clientId }),
         ...(o.trace.traceId === undefined ? {} : { traceId: o.trace.traceId }),
+        ...(o.trace.spanId === undefined ? {} : { spanId: o.trace.spanId }),
         path: o.path,
         ...extra,
         worker: o.worker === undefined ? null : String(o.worker),

@@ -340,6 +340,7 @@ export function finish(ctx: ProxyContext, outcome: Outcome, read: ReadRequest, p
         reqId: outcome.id,
         ...(outcome.clientId === undefined ? {} : { clientRequestId: outcome.clientId }),
         ...(outcome.trace.traceId === undefined ? {} : { traceId: outcome.trace.traceId }),
+        ...(outcome.trace.spanId === undefined ? {} : { spanId: outcome.trace.spanId }),
         ...(read.sessionId === undefined ? {} : { sessionId: read.sessionId }),
         path,
         worker: outcome.worker === undefined ? null : String(outcome.worker),

@@ -98,6 +98,11 @@ export class RequestTrace {
     return isSpanContextValid(own) ? own.traceId : this.client?.traceId;
   }
 
+  /** The request's span id for its log line, when recorded (so the line finds its span). */
+  get spanId(): string | undefined {
+    return this.recording ? this.span.spanContext().spanId : undefined;
+  }
+
   /** Adds attributes to the request's span (`attributes` read only when recording). */
   set(attributes: () => Attributes): void {
     if (this.recording) this.span.setAttributes(attributes());
