@@ -13,23 +13,13 @@
  * @module
  */
 
-import { type Stats, statSync, unwatchFile, watchFile } from 'node:fs';
 import { Counter, Gauge } from 'prom-client';
+import { watchSettled } from './file-watch.js';
 import type { Gateway } from './gateway.js';
 import type { GatewayOptions } from './options.js';
 
 /** How often `--watch-config` looks at the file. */
 export const WATCH_INTERVAL_MS = 1000;
-/** How long a changed file must stay the same before it is read. */
-const SETTLE_MS = 250;
-
-const keyOf = (s: Stats) => `${s.ino}:${s.mtimeMs}:${s.size}`;
-
-/** The file's identity and version as a stat sees it (a missing file: empty). */
-function statKey(file: string): string {
-  const s = statSync(file, { throwIfNoEntry: false });
-  return s ? keyOf(s) : '';
-}
 
 export interface ConfigReloadOptions {
   /** Reads the options as at start; throws when they do not read. */
@@ -107,26 +97,9 @@ export function reloadConfigOnSignal(gateway: Gateway, opts: ConfigReloadOptions
   const onSignal = () => reload('SIGHUP');
   process.on('SIGHUP', onSignal);
   const file = opts.watch;
-  // A file saved in place may be caught half written, which can still parse (a list cut short
-  // would remove workers): a change is applied once the file has stayed the same for SETTLE_MS.
-  let settling: NodeJS.Timeout | undefined;
-  const settle = (seen: string) => {
-    settling = setTimeout(() => {
-      const now = file === undefined ? '' : statKey(file);
-      if (now === seen) reload(`${file} changed`);
-      else settle(now);
-    }, SETTLE_MS);
-    settling.unref();
-  };
-  const onStat = (now: Stats, before: Stats) => {
-    if (now.mtimeMs === before.mtimeMs && now.ino === before.ino && now.size === before.size) return;
-    clearTimeout(settling);
-    settle(keyOf(now));
-  };
-  if (file !== undefined) watchFile(file, { interval: WATCH_INTERVAL_MS, persistent: false }, onStat);
+  const stopWatching = file === undefined ? () => {} : watchSettled([file], WATCH_INTERVAL_MS, () => reload(`${file} changed`));
   return () => {
     process.off('SIGHUP', onSignal);
-    clearTimeout(settling);
-    if (file !== undefined) unwatchFile(file, onStat);
+    stopWatching();
   };
 }
