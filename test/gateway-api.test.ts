@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -6,13 +5,13 @@ import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { blockHashes, createGateway, isKvRouteError, KvRouter, type MockWorker, metrics, mockTokenize } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { makeCert } from './helpers/certs.js';
 import { ROOT } from './helpers/dist.js';
 import { stored } from './helpers/events.js';
 import { closeFleetsAfterEach, startFleet, startWorker, startWorkerOnConsecutivePorts, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
-import { requireTool } from './helpers/tools.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
@@ -463,36 +462,15 @@ describe('gateway pieces on their own', () => {
   });
 
   test.each(BACKENDS)('TLS: the proxy serves HTTPS with the given certificate (%s)', async (backend) => {
-    const dir = scratchDir('kvroute-tls-');
-    execFileSync(
-      requireTool(['openssl'], 'openssl', ['version']),
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        join(dir, 'key.pem'),
-        '-out',
-        join(dir, 'cert.pem'),
-        '-days',
-        '1',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-      ],
-      { stdio: 'ignore' },
-    );
+    const { cert, key } = makeCert(scratchDir('kvroute-tls-'), '127.0.0.1');
     const w = await startWorker();
     const f = await startFleet(backend, 0, {
       workers: [workerEntry(w, 1)],
-      tls: { cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), key: readFileSync(join(dir, 'key.pem'), 'utf8') },
+      tls: { cert, key },
     });
     expect(f.url.startsWith('https://')).toBe(true);
     const { Agent, request } = await import('undici');
-    const dispatcher = new Agent({ connect: { ca: readFileSync(join(dir, 'cert.pem'), 'utf8') } });
+    const dispatcher = new Agent({ connect: { ca: cert } });
     const res = await request(`${f.url}/v1/completions`, {
       method: 'POST',
       dispatcher,

@@ -153,12 +153,12 @@ export type {
   QueueOptions,
   ResponsesOptions,
   ShutdownOptions,
-  TlsOptions,
   TokenizeCacheOptions,
   TokenizerOption,
   UpstreamOptions,
 } from './server/options.js';
 export { metrics } from './server/router-metrics.js';
+export type { TlsFileOptions, TlsOptions, TlsPemOptions } from './server/tls.js';
 export type { TracingOptions } from './server/tracing/options.js';
 export type { WorkerSetChanges } from './server/worker-set.js';
 export type { TokenizerPrefixCacheStats } from './tokenizer/prefix-cache.js';

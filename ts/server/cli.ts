@@ -22,6 +22,12 @@ const FLAGS: Flags = {
   },
   port: { kind: 'number', help: 'proxy port (0: any free port)', default: '8000' },
   host: { kind: 'string', help: 'proxy host', default: '127.0.0.1' },
+  'ssl-certfile': {
+    kind: 'string',
+    value: 'file',
+    help: "serve the proxy over HTTPS with this PEM certificate chain, read again when it changes (vLLM's flag)",
+  },
+  'ssl-keyfile': { kind: 'string', value: 'file', help: "the certificate's PEM private key (vLLM's flag)" },
   'block-size': { kind: 'number', help: 'tokens per KV block of the engines (required here or in the config)' },
   worker: {
     kind: 'string',
@@ -177,6 +183,11 @@ function optionsFrom(v: Record<string, unknown>): GatewayOptions {
     } catch (err) {
       throw new UsageError(`--router-config is not JSON: ${(err as Error).message}`, USAGE);
     }
+  }
+  if (v['ssl-certfile'] !== undefined || v['ssl-keyfile'] !== undefined) {
+    if (v['ssl-certfile'] === undefined || v['ssl-keyfile'] === undefined)
+      throw new UsageError('--ssl-certfile and --ssl-keyfile go together', USAGE);
+    o.tls = { certFile: v['ssl-certfile'], keyFile: v['ssl-keyfile'] };
   }
   if (v['metrics-port'] !== undefined) o.admin = { port: v['metrics-port'], host: v['metrics-host'] ?? '127.0.0.1' };
   if (v.model !== undefined) o.model = v.model;

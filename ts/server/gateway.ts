@@ -7,6 +7,7 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Server as HttpsServer } from 'node:https';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { Registry } from 'prom-client';
 import { KvRouteError, renameOptions } from '../errors.js';
@@ -43,6 +44,7 @@ import { registerResponses } from './responses.js';
 import { metrics } from './router-metrics.js';
 import { Shutdown } from './shutdown.js';
 import { snapshotMetrics } from './snapshot-metrics.js';
+import { serveTls } from './tls.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
 import { tokenizeCacheMetrics } from './tokenize-metrics.js';
 import { type GatewayTracer, gatewayTracer } from './tracing/provider.js';
@@ -270,6 +272,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   metrics(router, registry);
   const gm = new GatewayMetrics(registry);
   buildInfo(registry, router.backend);
+  const stopTls = o.tls ? serveTls(app.server as HttpsServer, o.tls, registry, app.log) : () => {};
   // Every way in or out (config, admin API, indexer API, setWorkers) passes here.
   fleet.onMembership((id, present) => gm.setHealth(id, present ? 'healthy' : undefined));
   fleet.onHealthChange((c) => {
@@ -310,6 +313,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (!o.warmStart) addWorkers();
   } catch (err) {
     stopReplicaLog();
+    stopTls();
     router.close();
     void fleet.close();
     void snapshots?.close();
@@ -410,6 +414,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     closed ??= (async () => {
       await shutdown.delay(app.server.listening);
       stopReplicaLog();
+      stopTls();
       await Promise.all(discoveries.map((d) => d.stop()));
       await shutdown.close(app);
       await adminApp?.close();

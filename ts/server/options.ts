@@ -15,6 +15,7 @@ import type { KvRouterOptions } from '../router/options.js';
 import { describe, optionalBoolean } from '../validate.js';
 import { type DiscoveryOptions, type ResolvedDiscovery, resolveDiscovery } from './discovery-options.js';
 import { int, invalid, record, str } from './option-checks.js';
+import { type ResolvedTls, resolveTls, type TlsOptions } from './tls.js';
 import { type ResolvedTracing, resolveTracing, type TracingOptions } from './tracing/options.js';
 
 /**
@@ -190,17 +191,6 @@ export interface AdminListenOptions {
 }
 
 /**
- * TLS of the proxy listener.
- * @group Gateway
- */
-export interface TlsOptions {
-  /** PEM certificate chain. */
-  cert: string | Buffer;
-  /** PEM private key. */
-  key: string | Buffer;
-}
-
-/**
  * Options of {@link createGateway}. Only `blockSize` is required.
  * @group Gateway
  */
@@ -237,7 +227,7 @@ export interface GatewayOptions {
   auth?: AuthOptions;
   /** Serve the admin and indexer API and `/metrics` on their own listener instead of the proxy's. */
   admin?: AdminListenOptions;
-  /** TLS of the proxy listener. */
+  /** TLS of the proxy listener: PEM text, or files served anew when they change. */
   tls?: TlsOptions;
   /** Where the gateway's spans go. Default: the global OpenTelemetry API's tracer provider (nothing recorded until an SDK is registered). */
   tracing?: TracingOptions;
@@ -288,7 +278,7 @@ export interface ResolvedGatewayOptions {
   apiKeys: string[];
   adminToken: string | undefined;
   admin: Required<AdminListenOptions> | undefined;
-  tls: TlsOptions | undefined;
+  tls: ResolvedTls | undefined;
   tracing: ResolvedTracing;
   logLevel: NonNullable<GatewayOptions['logLevel']>;
   logPrompts: boolean;
@@ -455,14 +445,6 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     const a = record(o.admin, 'admin', ['port', 'host']);
     admin = { port: int(a.port, 'admin.port', 0, 65535), host: a.host === undefined ? '127.0.0.1' : str(a.host, 'admin.host') };
   }
-  let tls: TlsOptions | undefined;
-  if (o.tls !== undefined) {
-    const t = record(o.tls, 'tls', ['cert', 'key']);
-    for (const k of ['cert', 'key'] as const) {
-      if (typeof t[k] !== 'string' && !Buffer.isBuffer(t[k])) throw invalid(`tls.${k} must be PEM text, got ${describe(t[k])}`);
-    }
-    tls = { cert: t.cert as string, key: t.key as string };
-  }
   const logLevel = o.logLevel ?? 'info';
   if (logLevel !== false && !LEVELS.includes(logLevel as string)) throw invalid(`logLevel must be one of ${LEVELS.join(', ')} or false`);
   if (o.logPrompts !== undefined && typeof o.logPrompts !== 'boolean') throw invalid(`logPrompts must be a boolean`);
@@ -488,7 +470,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     apiKeys: apiKeys as string[],
     adminToken: auth.adminToken === undefined ? undefined : str(auth.adminToken, 'auth.adminToken'),
     admin,
-    tls,
+    tls: resolveTls(o.tls),
     tracing: resolveTracing(o.tracing),
     logLevel: logLevel as ResolvedGatewayOptions['logLevel'],
     logPrompts: o.logPrompts === true,

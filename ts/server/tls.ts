@@ -1,0 +1,143 @@
+/**
+ * The proxy listener's TLS: the certificate and key given as PEM text, or as files that are read
+ * again whenever they change (a stat poll, settled as the config's is: `file-watch.ts`), so a
+ * certificate renewed on disk (cert-manager rewriting a Kubernetes Secret, certbot's renewal) is
+ * served to new connections without a restart. A changed pair is loaded whole before it replaces
+ * the served one: a file that does not parse, or a key that does not match its certificate, is
+ * logged and counted, and the old pair stays. The certificate's expiry is a gauge, for alerts.
+ * @internal
+ * @module
+ */
+
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Server } from 'node:https';
+import { createSecureContext } from 'node:tls';
+import type { FastifyBaseLogger } from 'fastify';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { describe } from '../validate.js';
+import { watchSettled } from './file-watch.js';
+import { int, invalid, record, str } from './option-checks.js';
+
+/**
+ * TLS of the proxy listener: PEM text (`cert`, `key`), or files (`certFile`, `keyFile`: vLLM's
+ * `--ssl-certfile`, `--ssl-keyfile`) that are read again when they change.
+ * @group Gateway
+ */
+export type TlsOptions = TlsPemOptions | TlsFileOptions;
+
+/**
+ * The certificate and key as PEM text.
+ * @group Gateway
+ */
+export interface TlsPemOptions {
+  /** PEM certificate chain. */
+  cert: string | Buffer;
+  /** PEM private key. */
+  key: string | Buffer;
+}
+
+/**
+ * The certificate and key as files, served anew when they change.
+ * @group Gateway
+ */
+export interface TlsFileOptions {
+  /** A file holding the PEM certificate chain. */
+  certFile: string;
+  /** A file holding the PEM private key. */
+  keyFile: string;
+  /** How often the files are looked at, ms; a change is loaded once both have stayed the same for a quarter second. Default 10000. */
+  watchIntervalMs?: number;
+}
+
+/** @internal the pair to serve, and the files it came from. */
+export interface ResolvedTls {
+  cert: string | Buffer;
+  key: string | Buffer;
+  files: { cert: string; key: string; watchIntervalMs: number } | undefined;
+}
+
+/** Loads a certificate and key the way the listener will; `what` names them in the error. */
+function load(cert: string | Buffer, key: string | Buffer, what: string): void {
+  try {
+    createSecureContext({ cert, key });
+    new X509Certificate(cert);
+  } catch (err) {
+    throw invalid(`${what} do not load as a TLS certificate and its key: ${(err as Error).message}`);
+  }
+}
+
+function readFile(path: string, at: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw invalid(`${at} cannot be read: ${(err as Error).message}`);
+  }
+}
+
+/** Reads the `tls` option, loading the pair once (so a bad one fails `createGateway`, not the first handshake). */
+export function resolveTls(value: unknown): ResolvedTls | undefined {
+  if (value === undefined) return undefined;
+  const t = record(value, 'tls', ['cert', 'key', 'certFile', 'keyFile', 'watchIntervalMs']);
+  const pem = t.cert !== undefined || t.key !== undefined;
+  const files = t.certFile !== undefined || t.keyFile !== undefined;
+  if (pem === files) throw invalid('tls takes cert and key (PEM text), or certFile and keyFile: one pair');
+  if (pem) {
+    if (t.watchIntervalMs !== undefined) throw invalid('tls.watchIntervalMs goes with certFile and keyFile');
+    for (const k of ['cert', 'key'] as const) {
+      if (typeof t[k] !== 'string' && !Buffer.isBuffer(t[k])) throw invalid(`tls.${k} must be PEM text, got ${describe(t[k])}`);
+    }
+    load(t.cert as string, t.key as string, 'tls.cert and tls.key');
+    return { cert: t.cert as string, key: t.key as string, files: undefined };
+  }
+  const certFile = str(t.certFile, 'tls.certFile');
+  const keyFile = str(t.keyFile, 'tls.keyFile');
+  const cert = readFile(certFile, 'tls.certFile');
+  const key = readFile(keyFile, 'tls.keyFile');
+  load(cert, key, 'tls.certFile and tls.keyFile');
+  return {
+    cert,
+    key,
+    files: { cert: certFile, key: keyFile, watchIntervalMs: int(t.watchIntervalMs, 'tls.watchIntervalMs', 10, 3_600_000, 10_000) },
+  };
+}
+
+/**
+ * Serves `tls` on `server` from now on: the expiry gauge, and with files the reloads. Returns
+ * the function that stops watching.
+ */
+export function serveTls(server: Server, tls: ResolvedTls, registry: Registry, log: FastifyBaseLogger): () => void {
+  const expiry = new Gauge({
+    name: 'kvroute_gateway_tls_certificate_expiry_timestamp_seconds',
+    help: 'When the served TLS certificate (the first of its chain) expires, Unix seconds.',
+    registers: [registry],
+  });
+  const expires = (cert: string | Buffer) => expiry.set(Math.floor(Date.parse(new X509Certificate(cert).validTo) / 1000));
+  expires(tls.cert);
+  const files = tls.files;
+  if (!files) return () => {};
+  const reloads = new Counter({
+    name: 'kvroute_gateway_tls_reloads_total',
+    help: 'Changes of tls.certFile or tls.keyFile: applied (served to new connections) or rejected (the served pair kept).',
+    labelNames: ['result'],
+    registers: [registry],
+  });
+  for (const result of ['applied', 'rejected']) reloads.inc({ result }, 0);
+  return watchSettled([files.cert, files.key], files.watchIntervalMs, (changed) => {
+    let cert: Buffer;
+    let key: Buffer;
+    try {
+      cert = readFile(files.cert, 'tls.certFile');
+      key = readFile(files.key, 'tls.keyFile');
+      load(cert, key, `${files.cert} and ${files.key}`);
+    } catch (err) {
+      reloads.inc({ result: 'rejected' });
+      log.error({ file: changed, err: (err as Error).message }, 'TLS files changed but do not load; the served certificate stays');
+      return;
+    }
+    server.setSecureContext({ cert, key });
+    expires(cert);
+    reloads.inc({ result: 'applied' });
+    log.info({ file: changed, validTo: new X509Certificate(cert).validTo }, 'TLS certificate reloaded');
+  });
+}
