@@ -84,7 +84,8 @@ export class RequestTrace {
             ...(client.tracestate === undefined ? {} : { traceState: createTraceState(client.tracestate) }),
           });
     const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
-    return new RequestTrace(client, tracer, span, trace.setSpan(parent, span));
+    // The steps' and tries' parent; a span not recorded has none (and a context is a map copy).
+    return new RequestTrace(client, tracer, span, span.isRecording() ? trace.setSpan(parent, span) : parent);
   }
 
   /** Whether the spans are recorded (a tracer is set and sampled the request). */
