@@ -5,7 +5,7 @@ import { parseAllDocuments } from 'yaml';
 import type { MockWorker } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { killCommandsAfterEach, runCommand } from './helpers/cli-process.js';
-import { requireDist, ROOT } from './helpers/dist.js';
+import { ROOT, requireDist } from './helpers/dist.js';
 import { DnsServer } from './helpers/dns-server.js';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';

@@ -13,7 +13,7 @@ const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 const PARENT_SPAN = 'b7ad6b7169203331';
 
 describe("the mock worker's request spans (vLLM's --otlp-traces-endpoint)", () => {
-  test('each request is an llm_request span under its traceparent, with vLLM attributes, exported by close() at the latest', async () => {
+  test('each completion or chat request is an llm_request span under its traceparent, with vLLM attributes, exported by close() at the latest', async () => {
     const receiver = new OtlpReceiver();
     const endpoint = await receiver.start();
     const worker = await startWorker({ otlpTracesEndpoint: endpoint });
@@ -65,6 +65,34 @@ describe("the mock worker's request spans (vLLM's --otlp-traces-endpoint)", () =
       expect(span.attributes['gen_ai.usage.prompt_tokens']).toBe(usage[i].prompt_tokens);
       expect(span.attributes['gen_ai.usage.completion_tokens']).toBe(usage[i].completion_tokens);
     }
+    await receiver.close();
+  });
+
+  test('a Responses API request is one too, named by its response id', async () => {
+    const receiver = new OtlpReceiver();
+    const endpoint = await receiver.start();
+    const worker = await startWorker({ otlpTracesEndpoint: endpoint });
+    let response: { id: string; usage: { input_tokens: number; output_tokens: number } };
+    try {
+      const r = await postJson(
+        `${worker.url}/v1/responses`,
+        { input: 'hello there', max_output_tokens: 3, top_p: 0.5 },
+        { traceparent: `00-${TRACE_ID}-${PARENT_SPAN}-01` },
+      );
+      expect(r.status).toBe(200);
+      response = r.json;
+    } finally {
+      await worker.close();
+    }
+    expect(receiver.spans).toHaveLength(1);
+    expect(receiver.spans[0]).toMatchObject({ name: 'llm_request', traceId: TRACE_ID, parentSpanId: PARENT_SPAN });
+    expect(receiver.spans[0].attributes).toMatchObject({
+      'gen_ai.request.id': response.id,
+      'gen_ai.request.max_tokens': 3,
+      'gen_ai.request.top_p': 0.5,
+      'gen_ai.usage.prompt_tokens': response.usage.input_tokens,
+      'gen_ai.usage.completion_tokens': response.usage.output_tokens,
+    });
     await receiver.close();
   });
 

@@ -23,6 +23,7 @@ import { newResponseId, type ResponsesHistory, readResponsesPrompt, responsesMes
 import { MAX_LOGPROBS, readTemperatureTopPTopK, VOCAB_SIZE } from './sampling.js';
 import { chunkDue } from './stream-interval.js';
 import { detokenize } from './tokenizer.js';
+import type { EngineRequestFacts, EngineRequestSpan } from './tracing.js';
 
 /** Responses kept when the store is on; the oldest goes first (vLLM keeps every one, and warns it leaks). */
 export const MAX_STORED_RESPONSES = 10_000;
@@ -36,6 +37,8 @@ export interface ResponsesEngine {
   hang(reply: FastifyReply): boolean;
   /** The rank a request runs on (its `X-data-parallel-rank`, or the least loaded): its number, and a way to run a prompt there (returning its cancel). */
   rankFor(req: FastifyRequest): { dpRank: number; run(job: LiveRequest): () => void };
+  /** The request's `llm_request` span (one that records nothing without `otlpTracesEndpoint`). */
+  requestSpan(req: FastifyRequest, facts: EngineRequestFacts): EngineRequestSpan;
 }
 
 interface Stored {
@@ -277,14 +280,32 @@ function serve(
     keep?.({ response: r, messages: p.messages });
     return r;
   };
+  const span = engine.requestSpan(req, {
+    id: p.id,
+    model: p.model,
+    maxTokens: p.maxTokens,
+    n: 1,
+    temperature: p.echoed.temperature as number,
+    topP: p.echoed.top_p as number,
+  });
+  const ended = (error?: string) => span.end({ promptTokens: p.prompt.length, completionTokens: generated.length }, error);
   const job = (onTokens: LiveRequest['onTokens'], onDone: LiveRequest['onDone'], onAbort: LiveRequest['onAbort']): LiveRequest => ({
     prompt: p.prompt,
     lora: p.lora,
     cacheSalt: p.cacheSalt,
     output,
-    onTokens,
-    onDone,
-    onAbort,
+    onTokens: (tokens, first) => {
+      span.firstToken();
+      onTokens(tokens, first);
+    },
+    onDone: (cached) => {
+      ended();
+      onDone(cached);
+    },
+    onAbort: (reason) => {
+      ended(reason);
+      onAbort(reason);
+    },
   });
   const rank = engine.rankFor(req);
   if (!p.stream) {
@@ -298,7 +319,9 @@ function serve(
         ),
       );
       reply.raw.on('close', () => {
-        if (!reply.raw.writableFinished) cancel();
+        if (reply.raw.writableFinished) return;
+        cancel();
+        ended('the client went away');
       });
     });
   }
@@ -369,7 +392,9 @@ function serve(
     ),
   );
   res.on('close', () => {
-    if (!done) cancel();
+    if (done) return;
+    cancel();
+    ended('the client went away');
   });
   return Promise.resolve(reply);
 }

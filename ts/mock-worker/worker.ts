@@ -268,6 +268,7 @@ class Worker implements MockWorker {
         const rank = this.chooseRank(req);
         return { dpRank: rank.dpRank, run: (job: LiveRequest) => rank.submit(job) };
       },
+      requestSpan: (req, facts) => engineRequestSpan(this.tracer, req.headers, facts),
     });
     for (const [path, chat] of [
       ['/v1/completions', false],
