@@ -363,8 +363,18 @@ describe.each(BACKENDS)('kvroute serve: spans to an OTLP endpoint (%s)', (backen
     try {
       const runs: [string[], Record<string, string>, string][] = [
         [['--otlp-traces-endpoint', endpoint], {}, 'kvroute'],
-        // The base URL an OpenTelemetry operator injects; the traces path is added to it.
-        [[], { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint.replace('/v1/traces', '/'), OTEL_SERVICE_NAME: 'gw-from-env' }, 'gw-from-env'],
+        // The base URL an OpenTelemetry operator injects (the traces path is added to it), and a
+        // sampler that records no trace the gateway starts, only those a client sampled.
+        [
+          [],
+          {
+            OTEL_EXPORTER_OTLP_ENDPOINT: endpoint.replace('/v1/traces', '/'),
+            OTEL_SERVICE_NAME: 'gw-from-env',
+            OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+            OTEL_TRACES_SAMPLER_ARG: '0',
+          },
+          'gw-from-env',
+        ],
       ];
       for (const [i, [flags, env, service]] of runs.entries()) {
         const serve = runCommand(
@@ -380,6 +390,8 @@ describe.each(BACKENDS)('kvroute serve: spans to an OTLP endpoint (%s)', (backen
           { traceparent: `00-${traceId}-${CLIENT_SPAN}-01` },
         );
         expect(r.status).toBe(200);
+        const unsampled = await postJson(`${url}/v1/completions`, { prompt: [4, 5, 6], max_tokens: 1 });
+        expect(unsampled.status).toBe(200);
         serve.child.kill('SIGTERM');
         expect(await serve.exited).toBe(0);
         const server = receiver.spans.find((s) => s.kind === 2 && s.traceId === traceId);
@@ -391,7 +403,14 @@ describe.each(BACKENDS)('kvroute serve: spans to an OTLP endpoint (%s)', (backen
           .filter((l) => l.includes('"msg":"request"'))
           .map((l) => JSON.parse(l))[0];
         expect(line).toMatchObject({ traceId, spanId: server?.spanId });
+        // Without a client's trace: recorded at ratio 1 (the flag's run), not at 0 (the sampler's).
+        const own = receiver.spans.filter((s) => s.kind === 2 && s.service === service && s.parentSpanId === undefined);
+        expect(own).toHaveLength(i === 0 ? 1 : 0);
       }
+      const bad = runCommand(['serve', '--port', '0', '--block-size', '16', '--otlp-traces-endpoint', endpoint], /never/, {
+        OTEL_TRACES_SAMPLER: 'jaeger_remote',
+      });
+      await expect(bad.match).rejects.toThrow(/exited 2 .*OTEL_TRACES_SAMPLER "jaeger_remote" is not one kvroute serve takes/);
     } finally {
       await receiver.close();
     }

@@ -152,23 +152,51 @@ function discoveryFlags(v: Record<string, unknown>, o: Record<string, unknown>):
 }
 
 /**
+ * The share of traces recorded that OpenTelemetry's `OTEL_TRACES_SAMPLER` (and
+ * `OTEL_TRACES_SAMPLER_ARG`) asks for, or `undefined` when unset. The gateway's sampler always
+ * follows a client's sampled flag, so the samplers that would not (`always_on`, `always_off`,
+ * `traceidratio`) act as their parent-based forms.
+ */
+function envSampleRatio(env: NodeJS.ProcessEnv): number | undefined {
+  const sampler = env.OTEL_TRACES_SAMPLER?.trim().toLowerCase();
+  if (!sampler) return undefined;
+  if (sampler === 'always_on' || sampler === 'parentbased_always_on') return 1;
+  if (sampler === 'always_off' || sampler === 'parentbased_always_off') return 0;
+  if (sampler === 'traceidratio' || sampler === 'parentbased_traceidratio') {
+    const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
+    const ratio = arg ? Number(arg) : 1;
+    if (!(ratio >= 0 && ratio <= 1))
+      throw new UsageError(`OTEL_TRACES_SAMPLER_ARG must be a number in [0, 1], got ${JSON.stringify(arg)}`, USAGE);
+    return ratio;
+  }
+  throw new UsageError(
+    `OTEL_TRACES_SAMPLER ${JSON.stringify(sampler)} is not one kvroute serve takes: always_on, always_off, traceidratio or their parentbased_ forms`,
+    USAGE,
+  );
+}
+
+/**
  * --otlp-traces-endpoint, or OpenTelemetry's own variables where neither it nor the config sets
  * tracing (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; `OTEL_EXPORTER_OTLP_ENDPOINT`, the base the
  * traces path is added to; `OTEL_SERVICE_NAME`; `OTEL_SDK_DISABLED=true` turns them off), as an
- * OpenTelemetry SDK reads them: an operator that injects them into every pod traces the gateway too.
+ * OpenTelemetry SDK reads them: an operator that injects them into every pod traces the gateway
+ * too. `OTEL_TRACES_SAMPLER` sets the sample ratio the config does not.
  */
 function tracingFlags(v: Record<string, unknown>, o: Record<string, unknown>): void {
   const env = process.env;
   const flag = v['otlp-traces-endpoint'] as string | undefined;
   if (flag !== undefined) {
     o.tracing = { ...((o.tracing as object) ?? {}), otlpEndpoint: flag };
-    return;
+  } else if (o.tracing === undefined && env.OTEL_SDK_DISABLED?.trim().toLowerCase() !== 'true') {
+    const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+    const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || (base ? `${base.replace(/\/+$/, '')}/v1/traces` : undefined);
+    if (!endpoint) return;
+    o.tracing = { otlpEndpoint: endpoint, ...(env.OTEL_SERVICE_NAME?.trim() ? { serviceName: env.OTEL_SERVICE_NAME.trim() } : {}) };
   }
-  if (o.tracing !== undefined || env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return;
-  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
-  const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || (base ? `${base.replace(/\/+$/, '')}/v1/traces` : undefined);
-  if (!endpoint) return;
-  o.tracing = { otlpEndpoint: endpoint, ...(env.OTEL_SERVICE_NAME?.trim() ? { serviceName: env.OTEL_SERVICE_NAME.trim() } : {}) };
+  const tracing = o.tracing as Record<string, unknown> | undefined;
+  if (tracing?.otlpEndpoint === undefined || tracing.sampleRatio !== undefined) return;
+  const ratio = envSampleRatio(env);
+  if (ratio !== undefined) o.tracing = { ...tracing, sampleRatio: ratio };
 }
 
 function optionsFrom(v: Record<string, unknown>): GatewayOptions {
