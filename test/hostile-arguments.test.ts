@@ -273,6 +273,33 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
     router.close();
   });
 
+  test("the gateway's option sections, and the mock worker's tracing endpoint, at every depth", async () => {
+    const sections = (v: unknown): [string, unknown][] => [
+      ['router', v],
+      ['snapshots', v],
+      ['warmStart', v],
+      ['tracing', v],
+      ['tracing.otlpEndpoint', { otlpEndpoint: v }],
+      ['tracing.tracerProvider', { tracerProvider: v }],
+      ['tracing.otlpHeaders', { otlpEndpoint: 'http://127.0.0.1:1/v1/traces', otlpHeaders: v }],
+      ['tracing.sampleRatio', { otlpEndpoint: 'http://127.0.0.1:1/v1/traces', sampleRatio: v }],
+      ['tls', v],
+      ['tls.cert', { cert: v, key: v }],
+      ['tls.certFile', { certFile: v, keyFile: v }],
+    ];
+    for (const v of HOSTILE) {
+      for (const [what, value] of sections(v)) {
+        const key = what.split('.')[0];
+        await onlyKvRouteErrors(`createGateway({ ${what}: ${label(v)} })`, () =>
+          kvroute.createGateway({ blockSize: 4, logLevel: false, [key]: value } as never).close({ now: true }),
+        );
+      }
+      await onlyKvRouteErrors(`startMockWorker({ otlpTracesEndpoint: ${label(v)} })`, () =>
+        v === undefined ? undefined : kvroute.startMockWorker({ port: 0, otlpTracesEndpoint: v as never }),
+      );
+    }
+  });
+
   test('the methods of gateways, mock workers, snapshot writers and replica buses', async () => {
     const router = new kvroute.KvRouter({ blockSize: 4 });
     const writer = new kvroute.IndexSnapshotWriter(router, { servers: 'nats://127.0.0.1:1', everyMs: 3_600_000 });

@@ -12,9 +12,16 @@ export function invalid(message: string): KvRouteError {
   return new KvRouteError('ERR_INVALID_ARG', message);
 }
 
-export function record(value: unknown, at: string, keys: readonly string[]): Record<string, unknown> {
+/** An object, whatever its keys (another reader checks them: the router's options, headers). */
+export function object(value: unknown, at: string): Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid(`${at} must be an object, got ${describe(value)}`);
-  for (const k of Object.keys(value)) {
+  return value as Record<string, unknown>;
+}
+
+/** An object with only the `keys` given (an unknown one is named, with a spelling hint). */
+export function record(value: unknown, at: string, keys: readonly string[]): Record<string, unknown> {
+  object(value, at);
+  for (const k of Object.keys(value as object)) {
     if (!keys.includes(k)) throw invalid(`${at}: unknown key "${k}"${spellingHint(k, keys)} (known: ${keys.join(', ')})`);
   }
   return value as Record<string, unknown>;

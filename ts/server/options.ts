@@ -14,7 +14,7 @@ import type { WarmStartOptions } from '../replicas/warm-start.js';
 import type { KvRouterOptions } from '../router/options.js';
 import { describe, optionalBoolean } from '../validate.js';
 import { type DiscoveryOptions, type ResolvedDiscovery, resolveDiscovery } from './discovery-options.js';
-import { int, invalid, record, str } from './option-checks.js';
+import { int, invalid, object, record, str } from './option-checks.js';
 import { type ResolvedTls, resolveTls, type TlsOptions } from './tls.js';
 import { type ResolvedTracing, resolveTracing, type TracingOptions } from './tracing/options.js';
 
@@ -431,8 +431,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     if (seen.has(w.id)) throw invalid(`workers[${i}].id ${w.id} is listed twice`);
     seen.add(w.id);
   }
-  const router =
-    o.router === undefined ? {} : (record(o.router, 'router', Object.keys(o.router as object)) as ResolvedGatewayOptions['router']);
+  const router = o.router === undefined ? {} : (object(o.router, 'router') as ResolvedGatewayOptions['router']);
   if ('blockSize' in router || 'backend' in router) throw invalid('router: set blockSize and backend at the top level, not in router');
   if (o.backend !== undefined && o.backend !== 'native' && o.backend !== 'js')
     throw invalid(`backend must be "native" or "js", got ${describe(o.backend)}`);
@@ -479,9 +478,6 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
       o.warmStart === undefined
         ? undefined
         : (record(o.warmStart, 'warmStart', ['peer', 'snapshot', 'model', 'headers', 'timeoutMs']) as WarmStartOptions),
-    snapshots:
-      o.snapshots === undefined
-        ? undefined
-        : (record(o.snapshots, 'snapshots', Object.keys(o.snapshots as object)) as unknown as SnapshotWriterOptions),
+    snapshots: o.snapshots === undefined ? undefined : (object(o.snapshots, 'snapshots') as unknown as SnapshotWriterOptions),
   };
 }

@@ -6,7 +6,7 @@
 
 import type { TracerProvider } from '@opentelemetry/api';
 import { describe, nonNegativeNumber } from '../../validate.js';
-import { int, invalid, record, str } from '../option-checks.js';
+import { int, invalid, object, record, str } from '../option-checks.js';
 
 /**
  * Where the gateway's spans go (see the README's "Tracing"). Without this option they go to the
@@ -82,7 +82,7 @@ export function resolveTracing(value: unknown): ResolvedTracing {
   }
   if (t.otlpEndpoint === undefined) throw invalid('tracing needs otlpEndpoint (an OTLP/HTTP traces URL) or tracerProvider');
   const endpoint = checkOtlpEndpoint(t.otlpEndpoint, 'tracing.otlpEndpoint');
-  const headers = t.otlpHeaders === undefined ? {} : record(t.otlpHeaders, 'tracing.otlpHeaders', Object.keys(t.otlpHeaders as object));
+  const headers = t.otlpHeaders === undefined ? {} : object(t.otlpHeaders, 'tracing.otlpHeaders');
   for (const [k, v] of Object.entries(headers)) {
     if (typeof v !== 'string') throw invalid(`tracing.otlpHeaders.${k} must be a string, got ${describe(v)}`);
   }
