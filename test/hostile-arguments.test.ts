@@ -274,10 +274,38 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
   });
 
   test("the gateway's option sections, and the mock worker's tracing endpoint, at every depth", async () => {
+    // Every top-level option, then one level down in each section.
+    const TOP = ['workers', 'router', 'backend', 'tokenizer', 'tokenizeCache', 'warmStart', 'snapshots', 'model', 'health'].concat([
+      'upstream',
+      'queue',
+      'responses',
+      'bodyLimitBytes',
+      'shutdown',
+      'discovery',
+      'auth',
+      'admin',
+      'logLevel',
+      'logPrompts',
+    ]);
+    const SUB: [string, string[]][] = [
+      ['tokenizer', ['path', 'chatTemplate', 'trustRequestChatTemplate', 'chatTemplateContentFormat']],
+      ['tokenizeCache', ['maxPrompts', 'maxBytes', 'prefixMaxBytes']],
+      ['health', ['intervalMs', 'timeoutMs', 'failureThreshold', 'recoveryThreshold']],
+      ['upstream', ['retries', 'headersTimeoutMs', 'bodyTimeoutMs', 'connections', 'apiKey']],
+      ['queue', ['maxQueued', 'timeoutMs', 'retryAfterSecs']],
+      ['responses', ['maxRemembered', 'lookupTimeoutMs']],
+      ['shutdown', ['delayMs', 'drainTimeoutMs']],
+      ['discovery', ['srv', 'kvEventsSrv', 'servers', 'intervalMs', 'dpSize', 'weight']],
+      ['auth', ['apiKeys', 'adminToken']],
+      ['admin', ['port', 'host']],
+      ['warmStart', ['peer', 'snapshot', 'model', 'headers', 'timeoutMs']],
+    ];
     const sections = (v: unknown): [string, unknown][] => [
-      ['router', v],
-      ['snapshots', v],
-      ['warmStart', v],
+      ...TOP.map((k): [string, unknown] => [k, v]),
+      ...SUB.flatMap(([k, subs]) => subs.map((sub): [string, unknown] => [`${k}.${sub}`, { [sub]: v }])),
+      ['workers[0]', [v]],
+      ['workers[0].url', [{ id: 1, url: v }]],
+      ['workers[0].kvEvents', [{ id: 1, url: 'http://127.0.0.1:1', kvEvents: v }]],
       ['tracing', v],
       ['tracing.otlpEndpoint', { otlpEndpoint: v }],
       ['tracing.tracerProvider', { tracerProvider: v }],
