@@ -328,6 +328,24 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
     }
   });
 
+  test('every mock worker option, each refused with KvRouteError or served (and closed)', async () => {
+    const keys = ['port', 'host', 'kvEvents', 'replay', 'dpSize', 'blockSize', 'numGpuBlocks', 'cpuOffloadBlocks', 'cpuLoadUsPerToken']
+      .concat(['maxNumSeqs', 'maxNumBatchedTokens', 'speedup', 'decodeSpeedup', 'speculative', 'preemptionMode', 'streamInterval'])
+      .concat(['model', 'loraModules', 'apiKey', 'trustRequestChatTemplate', 'chatTemplateContentFormat', 'responsesStore'])
+      .concat(['runtimeLoraUpdating', 'wire', 'seed', 'topic', 'bufferSteps', 'maxModelLen', 'faults', 'otlpTracesEndpoint']);
+    for (const key of keys) {
+      for (const v of HOSTILE) {
+        // Port 0 unless the port is the value under test (a hostile port must not bind one).
+        const opts = { port: 0, [key]: v };
+        await onlyKvRouteErrors(`startMockWorker({ ${key}: ${label(v)} })`, async () => {
+          if (key === 'port' && (v === undefined || v === 0)) return;
+          const w = await kvroute.startMockWorker(opts as never);
+          await w.close();
+        });
+      }
+    }
+  });
+
   test('the methods of gateways, mock workers, snapshot writers and replica buses', async () => {
     const router = new kvroute.KvRouter({ blockSize: 4 });
     const writer = new kvroute.IndexSnapshotWriter(router, { servers: 'nats://127.0.0.1:1', everyMs: 3_600_000 });

@@ -324,6 +324,8 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     if (name === model || loraModules.indexOf(name) !== i)
       throw new KvRouteError('ERR_INVALID_ARG', `opts.loraModules[${i}] ${JSON.stringify(name)} is the model's name or listed twice`);
   });
+  if (o.faults !== undefined && !Array.isArray(o.faults))
+    throw new KvRouteError('ERR_INVALID_ARG', `opts.faults must be a list of { fault, afterMs }, got ${describe(o.faults)}`);
   const faults = (o.faults ?? []).map((f, i) => {
     const x = checkOptions(f, `opts.faults[${i}]`, ['fault', 'afterMs']);
     return {
