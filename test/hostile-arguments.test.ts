@@ -62,6 +62,21 @@ async function onlyKvRouteErrors(what: string, fn: () => unknown): Promise<void>
   }
 }
 
+/**
+ * The option keys `make` knows, read from its refusal of an unknown one ("(known: …)"), so that
+ * these cases follow the code. With `required`, a refusal that lists none fails the test.
+ */
+async function knownKeys(make: (opts: object) => unknown, required = true): Promise<string[]> {
+  try {
+    await make({ zzUnknownKey: 1 });
+  } catch (err) {
+    const m = /\(known: ([^)]*)\)/.exec((err as Error).message);
+    if (m) return m[1].split(', ');
+  }
+  if (required) throw new Error('the refusal of an unknown key did not list the known ones');
+  return [];
+}
+
 const label = (v: unknown) =>
   typeof v === 'symbol'
     ? 'Symbol'
@@ -273,76 +288,78 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
     router.close();
   });
 
-  test("the gateway's option sections, and the mock worker's tracing endpoint, at every depth", async () => {
-    // Every top-level option, then one level down in each section.
-    const TOP = ['workers', 'router', 'backend', 'tokenizer', 'tokenizeCache', 'warmStart', 'snapshots', 'model', 'health'].concat([
-      'upstream',
-      'queue',
-      'responses',
-      'bodyLimitBytes',
-      'shutdown',
-      'discovery',
-      'auth',
-      'admin',
-      'logLevel',
-      'logPrompts',
-    ]);
-    const SUB: [string, string[]][] = [
-      ['tokenizer', ['path', 'chatTemplate', 'trustRequestChatTemplate', 'chatTemplateContentFormat']],
-      ['tokenizeCache', ['maxPrompts', 'maxBytes', 'prefixMaxBytes']],
-      ['health', ['intervalMs', 'timeoutMs', 'failureThreshold', 'recoveryThreshold']],
-      ['upstream', ['retries', 'headersTimeoutMs', 'bodyTimeoutMs', 'connections', 'apiKey']],
-      ['queue', ['maxQueued', 'timeoutMs', 'retryAfterSecs']],
-      ['responses', ['maxRemembered', 'lookupTimeoutMs']],
-      ['shutdown', ['delayMs', 'drainTimeoutMs']],
-      ['discovery', ['srv', 'kvEventsSrv', 'servers', 'intervalMs', 'dpSize', 'weight']],
-      ['auth', ['apiKeys', 'adminToken']],
-      ['admin', ['port', 'host']],
-      ['warmStart', ['peer', 'snapshot', 'model', 'headers', 'timeoutMs']],
-    ];
-    const sections = (v: unknown): [string, unknown][] => [
-      ...TOP.map((k): [string, unknown] => [k, v]),
-      ...SUB.flatMap(([k, subs]) => subs.map((sub): [string, unknown] => [`${k}.${sub}`, { [sub]: v }])),
-      ['workers[0]', [v]],
-      ['workers[0].url', [{ id: 1, url: v }]],
-      ['workers[0].kvEvents', [{ id: 1, url: 'http://127.0.0.1:1', kvEvents: v }]],
-      ['tracing', v],
-      ['tracing.otlpEndpoint', { otlpEndpoint: v }],
-      ['tracing.tracerProvider', { tracerProvider: v }],
-      ['tracing.otlpHeaders', { otlpEndpoint: 'http://127.0.0.1:1/v1/traces', otlpHeaders: v }],
-      ['tracing.sampleRatio', { otlpEndpoint: 'http://127.0.0.1:1/v1/traces', sampleRatio: v }],
-      ['tls', v],
-      ['tls.cert', { cert: v, key: v }],
-      ['tls.certFile', { certFile: v, keyFile: v }],
-    ];
-    for (const v of HOSTILE) {
-      for (const [what, value] of sections(v)) {
-        const key = what.split('.')[0];
-        await onlyKvRouteErrors(`createGateway({ ${what}: ${label(v)} })`, () =>
-          kvroute.createGateway({ blockSize: 4, logLevel: false, [key]: value } as never).close({ now: true }),
-        );
-      }
-      await onlyKvRouteErrors(`startMockWorker({ otlpTracesEndpoint: ${label(v)} })`, () =>
-        v === undefined ? undefined : kvroute.startMockWorker({ port: 0, otlpTracesEndpoint: v as never }),
-      );
+  test('every gateway option, and one level down in each section, at every hostile value', async () => {
+    const make = (opts: object) => kvroute.createGateway({ blockSize: 4, logLevel: false, ...opts } as never).close({ now: true });
+    const sections: [string, (v: unknown) => object][] = [];
+    for (const key of await knownKeys(make)) {
+      if (key === 'blockSize') continue;
+      sections.push([key, (v) => ({ [key]: v })]);
+      for (const sub of await knownKeys((o) => make({ [key]: o }), false))
+        sections.push([`${key}.${sub}`, (v) => ({ [key]: { [sub]: v } })]);
     }
+    // Sections whose keys are checked only beside others, and the workers' entries.
+    const TRACES = 'http://127.0.0.1:1/v1/traces';
+    sections.push(
+      ['tracing.otlpHeaders', (v) => ({ tracing: { otlpEndpoint: TRACES, otlpHeaders: v } })],
+      ['tracing.sampleRatio', (v) => ({ tracing: { otlpEndpoint: TRACES, sampleRatio: v } })],
+      ['tls.cert', (v) => ({ tls: { cert: v, key: v } })],
+      ['tls.certFile', (v) => ({ tls: { certFile: v, keyFile: v } })],
+      ['workers[0]', (v) => ({ workers: [v] })],
+      ...(await knownKeys((o) => make({ workers: [o] }))).map((k): [string, (v: unknown) => object] => [
+        `workers[0].${k}`,
+        (v) => ({ workers: [{ id: 1, url: 'http://127.0.0.1:1', [k]: v }] }),
+      ]),
+    );
+    expect(sections.length).toBeGreaterThan(60);
+    for (const v of HOSTILE)
+      for (const [what, opts] of sections) await onlyKvRouteErrors(`createGateway({ ${what}: ${label(v)} })`, () => make(opts(v)));
   });
 
   test('every mock worker option, each refused with KvRouteError or served (and closed)', async () => {
-    const keys = ['port', 'host', 'kvEvents', 'replay', 'dpSize', 'blockSize', 'numGpuBlocks', 'cpuOffloadBlocks', 'cpuLoadUsPerToken']
-      .concat(['maxNumSeqs', 'maxNumBatchedTokens', 'speedup', 'decodeSpeedup', 'speculative', 'preemptionMode', 'streamInterval'])
-      .concat(['model', 'loraModules', 'apiKey', 'trustRequestChatTemplate', 'chatTemplateContentFormat', 'responsesStore'])
-      .concat(['runtimeLoraUpdating', 'wire', 'seed', 'topic', 'bufferSteps', 'maxModelLen', 'faults', 'otlpTracesEndpoint']);
-    for (const key of keys) {
+    const start = async (opts: object) => {
+      const w = await kvroute.startMockWorker({ port: 0, ...opts } as never);
+      await w.close();
+    };
+    for (const key of await knownKeys((o) => kvroute.startMockWorker(o as never))) {
       for (const v of HOSTILE) {
-        // Port 0 unless the port is the value under test (a hostile port must not bind one).
-        const opts = { port: 0, [key]: v };
-        await onlyKvRouteErrors(`startMockWorker({ ${key}: ${label(v)} })`, async () => {
-          if (key === 'port' && (v === undefined || v === 0)) return;
-          const w = await kvroute.startMockWorker(opts as never);
-          await w.close();
-        });
+        // A hostile port must not bind one: port 0 is the default under test.
+        if (key === 'port' && (v === undefined || v === 0)) continue;
+        await onlyKvRouteErrors(`startMockWorker({ ${key}: ${label(v)} })`, () => start({ [key]: v }));
       }
+    }
+  });
+
+  test.each(BACKENDS)('every KvRouter, KvIndex and subscribe option (%s)', async (backend) => {
+    const routerKeys = await knownKeys((o) => new kvroute.KvRouter(o as never));
+    const replicaKeys = await knownKeys((o) => new kvroute.KvRouter({ blockSize: 4, replicas: o } as never));
+    const indexKeys = await knownKeys((o) => new kvroute.KvIndex(o as never));
+    for (const v of HOSTILE) {
+      for (const key of routerKeys.filter((k) => k !== 'backend' && k !== 'replicas'))
+        await onlyKvRouteErrors(`new KvRouter({ ${key}: ${label(v)} })`, () =>
+          new kvroute.KvRouter({ blockSize: 4, backend, [key]: v } as never).close(),
+        );
+      // Replica sync over a bus of its own (no NATS): each key beside it.
+      for (const key of replicaKeys.filter((k) => k !== 'nats' && k !== 'transport'))
+        await onlyKvRouteErrors(`new KvRouter({ replicas: { ${key}: ${label(v)} } })`, () =>
+          new kvroute.KvRouter({ blockSize: 4, backend, replicas: { transport: new kvroute.ReplicaBus(), [key]: v } } as never).close(),
+        );
+      for (const key of indexKeys.filter((k) => k !== 'backend'))
+        await onlyKvRouteErrors(`new KvIndex({ ${key}: ${label(v)} })`, () =>
+          new kvroute.KvIndex({ blockSize: 4, backend, [key]: v } as never).close(),
+        );
+    }
+    const router = new kvroute.KvRouter({ blockSize: 4, backend });
+    try {
+      const subscribeKeys = await knownKeys((o) => router.subscribe(o as never));
+      for (const v of HOSTILE)
+        for (const key of subscribeKeys.filter((k) => k !== 'workerId' && k !== 'endpoint'))
+          await onlyKvRouteErrors(`subscribe({ ${key}: ${label(v)} })`, async () => {
+            const source = router.subscribe({ workerId: 1, endpoint: 'tcp://127.0.0.1:1', [key]: v } as never);
+            await source.close();
+            router.removeWorker(1);
+          });
+    } finally {
+      router.close();
     }
   });
 

@@ -128,13 +128,13 @@ export interface Gateway {
  * the router's temperature and seed; with every weight 1 it is the router's own choice.
  */
 function weightedSelector(o: ResolvedGatewayOptions, weight: (id: bigint) => number): Selector {
-  const rng = new SeededRandom(o.router.seed ?? 0);
-  const temperature = o.router.routerTemperature ?? 0;
+  // Made at the first choice: the router checks the seed (and the temperature) when it is built.
+  let rng: SeededRandom | undefined;
   return (candidates) =>
     chooseCandidate(
       candidates.map((c) => ({ ...c, cost: c.cost / weight(c.workerId) })),
-      temperature,
-      rng,
+      o.router.routerTemperature ?? 0,
+      (rng ??= new SeededRandom(o.router.seed ?? 0)),
     );
 }
 
