@@ -350,6 +350,17 @@ describe('every public entry point throws only KvRouteError for bad arguments', 
     }
     const router = new kvroute.KvRouter({ blockSize: 4, backend });
     try {
+      router.addWorker(1);
+      for (const key of (await knownKeys((o) => router.route(o as never))).filter((k) => k !== 'requestId' && k !== 'tokens'))
+        for (const v of HOSTILE)
+          await onlyKvRouteErrors(`route({ ${key}: ${label(v)} })`, async () => {
+            try {
+              await router.route({ requestId: 'hostile', tokens: [1, 2, 3, 4, 5, 6, 7, 8], [key]: v } as never);
+            } finally {
+              router.free('hostile');
+            }
+          });
+      router.removeWorker(1);
       const subscribeKeys = await knownKeys((o) => router.subscribe(o as never));
       for (const v of HOSTILE)
         for (const key of subscribeKeys.filter((k) => k !== 'workerId' && k !== 'endpoint'))
