@@ -5,7 +5,7 @@ import { Agent, request } from 'undici';
 import { afterAll, describe, expect, test } from 'vitest';
 import { createGateway, type GatewayOptions, KvRouteError } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { makeCert } from './helpers/certs.js';
+import { makeCa, makeCert, makeClientCert } from './helpers/certs.js';
 import { killCommandsAfterEach, runCommand } from './helpers/cli-process.js';
 import { requireDist } from './helpers/dist.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
@@ -39,10 +39,10 @@ async function metric(url: string, name: string, labels = ''): Promise<number | 
   return m ? Number(m[1]) : undefined;
 }
 
-async function complete(url: string): Promise<number> {
+async function complete(url: string, dispatcher = agent): Promise<number> {
   const res = await request(`${url}/v1/completions`, {
     method: 'POST',
-    dispatcher: agent,
+    dispatcher,
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ prompt: [1, 2, 3], max_tokens: 1 }),
   });
@@ -88,6 +88,48 @@ describe.each(BACKENDS)('gateway: TLS from files, renewed while it runs (%s)', (
     expect(await metric(f.url, 'kvroute_gateway_tls_reloads_total', '{result="applied"}')).toBe(1);
   });
 
+  test('with client CAs only clients holding a certificate they signed get in; a new CA file applies without a restart', async () => {
+    const dir = scratchDir('kvroute-mtls-');
+    const server = makeCert(dir, 'server');
+    const [caA, caB] = [makeCa(dir, 'ca-a'), makeCa(dir, 'ca-b')];
+    const [alice, bob] = [makeClientCert(dir, 'alice', caA), makeClientCert(dir, 'bob', caB)];
+    const clientCa = join(dir, 'clients.crt');
+    copyFileSync(caA.certFile, clientCa);
+    const worker = await startWorker();
+    const f = await startFleet(backend, 0, {
+      workers: [workerEntry(worker, 1)],
+      tls: { certFile: server.certFile, keyFile: server.keyFile, caFile: clientCa, watchIntervalMs: 50 },
+    });
+    const as = (who: { cert: string; key: string } | undefined) =>
+      new Agent({ connect: { rejectUnauthorized: false, ...(who ? { cert: who.cert, key: who.key } : {}) } });
+    const status = async (who: { cert: string; key: string } | undefined) => {
+      const dispatcher = as(who);
+      try {
+        return await complete(f.url, dispatcher);
+      } catch {
+        return 'refused';
+      } finally {
+        await dispatcher.close();
+      }
+    };
+    expect(await status(alice)).toBe(200);
+    expect(await status(undefined)).toBe('refused');
+    expect(await status(bob)).toBe('refused');
+    const failures = async () => {
+      const dispatcher = as(alice);
+      const res = await request(`${f.url}/metrics`, { dispatcher });
+      const text = await res.body.text();
+      await dispatcher.close();
+      return Number(/^kvroute_gateway_tls_handshake_failures_total (\S+)$/m.exec(text)?.[1]);
+    };
+    expect(await failures()).toBeGreaterThanOrEqual(2);
+
+    // The clients' CA is replaced: bob's certificate is now the one that verifies.
+    copyFileSync(caB.certFile, clientCa);
+    await waitFor(async () => (await status(bob)) === 200, "bob's CA applied");
+    expect(await status(alice)).toBe('refused');
+  });
+
   test('PEM text is served as before, with its expiry; bad pairs are refused at createGateway', async () => {
     const dir = scratchDir('kvroute-tls-bad-');
     const a = makeCert(dir, 'a');
@@ -109,6 +151,10 @@ describe.each(BACKENDS)('gateway: TLS from files, renewed while it runs (%s)', (
       [{ cert: a.cert, key: a.key, watchIntervalMs: 100 }, /watchIntervalMs goes with certFile/],
       [{ certFile: a.certFile, keyFile: a.keyFile, watchIntervalMs: 1 }, /tls.watchIntervalMs must be an integer in \[10,/],
       [{ certfile: a.certFile }, /unknown key "certfile".*certFile/],
+      [{ cert: a.cert, key: a.key, ca: 'not a certificate' }, /the client CAs do not load: no PEM certificate/],
+      [{ certFile: a.certFile, keyFile: a.keyFile, caFile: join(dir, 'missing-ca.crt') }, /tls.caFile cannot be read/],
+      [{ cert: a.cert, key: a.key, caFile: a.certFile }, /tls.caFile goes with certFile and keyFile; with cert and key, give tls.ca/],
+      [{ certFile: a.certFile, keyFile: a.keyFile, ca: a.cert }, /tls.ca goes with cert and key/],
     ];
     for (const [tls, message] of bad) {
       let err: unknown;
@@ -123,10 +169,12 @@ describe.each(BACKENDS)('gateway: TLS from files, renewed while it runs (%s)', (
     }
   });
 
-  test('kvroute serve --ssl-certfile --ssl-keyfile serves HTTPS; one without the other is a usage error', async () => {
+  test('kvroute serve --ssl-certfile --ssl-keyfile (--ssl-ca-certs) serves HTTPS (to clients with a certificate); one without the other is a usage error', async () => {
     requireDist();
     const dir = scratchDir('kvroute-tls-cli-');
     const cert = makeCert(dir, 'cli');
+    const ca = makeCa(dir, 'cli-ca');
+    const client = makeClientCert(dir, 'cli-client', ca);
     const worker = await startWorker();
     const tlsFlags = ['--ssl-certfile', cert.certFile, '--ssl-keyfile', cert.keyFile];
     const serve = runCommand(
@@ -138,5 +186,19 @@ describe.each(BACKENDS)('gateway: TLS from files, renewed while it runs (%s)', (
     expect(await complete(url)).toBe(200);
     const half = runCommand(['serve', '--port', '0', '--block-size', '16', '--ssl-certfile', cert.certFile], /never/);
     await expect(half.match).rejects.toThrow(/exited 2 .*--ssl-certfile and --ssl-keyfile go together/);
+    const mutual = runCommand(
+      ['serve', '--port', '0', '--block-size', '16', '--backend', backend, '--worker', `id=1,url=${worker.url}`, ...tlsFlags].concat([
+        '--ssl-ca-certs',
+        ca.certFile,
+      ]),
+      /proxy (https:\/\/127\.0\.0\.1:\d+)/,
+    );
+    const mutualUrl = (await mutual.match)[1];
+    await expect(complete(mutualUrl)).rejects.toThrow();
+    const withCert = new Agent({ connect: { rejectUnauthorized: false, cert: client.cert, key: client.key } });
+    expect(await complete(mutualUrl, withCert)).toBe(200);
+    await withCert.close();
+    const alone = runCommand(['serve', '--port', '0', '--block-size', '16', '--ssl-ca-certs', ca.certFile], /never/);
+    await expect(alone.match).rejects.toThrow(/exited 2 .*--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile/);
   });
 });

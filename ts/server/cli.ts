@@ -28,6 +28,11 @@ const FLAGS: Flags = {
     help: "serve the proxy over HTTPS with this PEM certificate chain, read again when it changes (vLLM's flag)",
   },
   'ssl-keyfile': { kind: 'string', value: 'file', help: "the certificate's PEM private key (vLLM's flag)" },
+  'ssl-ca-certs': {
+    kind: 'string',
+    value: 'file',
+    help: "PEM CAs that sign clients' certificates: clients must present one (mutual TLS; vLLM's flag)",
+  },
   'block-size': { kind: 'number', help: 'tokens per KV block of the engines (required here or in the config)' },
   worker: {
     kind: 'string',
@@ -215,8 +220,12 @@ function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   if (v['ssl-certfile'] !== undefined || v['ssl-keyfile'] !== undefined) {
     if (v['ssl-certfile'] === undefined || v['ssl-keyfile'] === undefined)
       throw new UsageError('--ssl-certfile and --ssl-keyfile go together', USAGE);
-    o.tls = { certFile: v['ssl-certfile'], keyFile: v['ssl-keyfile'] };
-  }
+    o.tls = {
+      certFile: v['ssl-certfile'],
+      keyFile: v['ssl-keyfile'],
+      ...(v['ssl-ca-certs'] === undefined ? {} : { caFile: v['ssl-ca-certs'] }),
+    };
+  } else if (v['ssl-ca-certs'] !== undefined) throw new UsageError('--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile', USAGE);
   if (v['metrics-port'] !== undefined) o.admin = { port: v['metrics-port'], host: v['metrics-host'] ?? '127.0.0.1' };
   if (v.model !== undefined) o.model = v.model;
   if (v.backend !== undefined) o.backend = v.backend;

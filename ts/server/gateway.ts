@@ -44,7 +44,7 @@ import { registerResponses } from './responses.js';
 import { metrics } from './router-metrics.js';
 import { Shutdown } from './shutdown.js';
 import { snapshotMetrics } from './snapshot-metrics.js';
-import { serveTls } from './tls.js';
+import { listenerTls, serveTls } from './tls.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
 import { tokenizeCacheMetrics } from './tokenize-metrics.js';
 import { type GatewayTracer, gatewayTracer } from './tracing/provider.js';
@@ -257,9 +257,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     // (512 characters; Fastify's default stops at 100 with 414): longer ones get the proxy's 400.
     routerOptions: { maxParamLength: 1024 },
   } as const;
-  const app = (o.tls
-    ? Fastify({ ...appOptions, https: { cert: o.tls.cert, key: o.tls.key } })
-    : Fastify(appOptions)) as unknown as FastifyInstance;
+  const app = (o.tls ? Fastify({ ...appOptions, https: listenerTls(o.tls) }) : Fastify(appOptions)) as unknown as FastifyInstance;
   const adminApp = o.admin ? Fastify({ ...appOptions, bodyLimit: o.bodyLimitBytes }) : undefined;
   const shutdown = new Shutdown(o.shutdown, app.log);
   shutdown.attach(app.server);

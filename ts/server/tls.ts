@@ -5,6 +5,10 @@
  * served to new connections without a restart. A changed pair is loaded whole before it replaces
  * the served one: a file that does not parse, or a key that does not match its certificate, is
  * logged and counted, and the old pair stays. The certificate's expiry is a gauge, for alerts.
+ *
+ * With client CAs (`ca`, `caFile`: vLLM's `--ssl-ca-certs`), every client must present a
+ * certificate one of them signed (mutual TLS); handshakes that fail, for that or any other
+ * reason, are counted.
  * @internal
  * @module
  */
@@ -35,6 +39,8 @@ export interface TlsPemOptions {
   cert: string | Buffer;
   /** PEM private key. */
   key: string | Buffer;
+  /** PEM certificates of the CAs that sign clients' certificates: with it, clients must present one (mutual TLS). */
+  ca?: string | Buffer;
 }
 
 /**
@@ -46,6 +52,8 @@ export interface TlsFileOptions {
   certFile: string;
   /** A file holding the PEM private key. */
   keyFile: string;
+  /** A file holding the PEM certificates of the CAs that sign clients' certificates (mutual TLS), read again when it changes. */
+  caFile?: string;
   /** How often the files are looked at, ms; a change is loaded once both have stayed the same for a quarter second. Default 10000. */
   watchIntervalMs?: number;
 }
@@ -54,16 +62,41 @@ export interface TlsFileOptions {
 export interface ResolvedTls {
   cert: string | Buffer;
   key: string | Buffer;
-  files: { cert: string; key: string; watchIntervalMs: number } | undefined;
+  /** Client CAs: clients must present a certificate one of them signed. */
+  ca: string | Buffer | undefined;
+  files: { cert: string; key: string; ca: string | undefined; watchIntervalMs: number } | undefined;
 }
 
-/** Loads a certificate and key the way the listener will; `what` names them in the error. */
-function load(cert: string | Buffer, key: string | Buffer, what: string): void {
+/** The listener's TLS options: with client CAs, a client certificate is asked for and must verify. */
+export function listenerTls(tls: ResolvedTls): {
+  cert: string | Buffer;
+  key: string | Buffer;
+  ca?: string | Buffer;
+  requestCert?: boolean;
+  rejectUnauthorized?: boolean;
+} {
+  return tls.ca === undefined
+    ? { cert: tls.cert, key: tls.key }
+    : { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: true };
+}
+
+/** Loads a certificate and key (and client CAs) the way the listener will; `what` names them in the error. */
+function load(cert: string | Buffer, key: string | Buffer, ca: string | Buffer | undefined, what: string): void {
   try {
     createSecureContext({ cert, key });
     new X509Certificate(cert);
   } catch (err) {
     throw invalid(`${what} do not load as a TLS certificate and its key: ${(err as Error).message}`);
+  }
+  if (ca === undefined) return;
+  try {
+    // The context takes what it can of a CA bundle and drops the rest: each certificate is read here.
+    const pems = String(ca).match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+    if (pems.length === 0) throw new Error('no PEM certificate in it');
+    for (const pem of pems) new X509Certificate(pem);
+    createSecureContext({ cert, key, ca });
+  } catch (err) {
+    throw invalid(`the client CAs do not load: ${(err as Error).message}`);
   }
 }
 
@@ -78,27 +111,39 @@ function readFile(path: string, at: string): Buffer {
 /** Reads the `tls` option, loading the pair once (so a bad one fails `createGateway`, not the first handshake). */
 export function resolveTls(value: unknown): ResolvedTls | undefined {
   if (value === undefined) return undefined;
-  const t = record(value, 'tls', ['cert', 'key', 'certFile', 'keyFile', 'watchIntervalMs']);
+  const t = record(value, 'tls', ['cert', 'key', 'ca', 'certFile', 'keyFile', 'caFile', 'watchIntervalMs']);
   const pem = t.cert !== undefined || t.key !== undefined;
   const files = t.certFile !== undefined || t.keyFile !== undefined;
   if (pem === files) throw invalid('tls takes cert and key (PEM text), or certFile and keyFile: one pair');
   if (pem) {
     if (t.watchIntervalMs !== undefined) throw invalid('tls.watchIntervalMs goes with certFile and keyFile');
-    for (const k of ['cert', 'key'] as const) {
+    if (t.caFile !== undefined) throw invalid('tls.caFile goes with certFile and keyFile; with cert and key, give tls.ca');
+    for (const k of ['cert', 'key', 'ca'] as const) {
+      if (k === 'ca' && t.ca === undefined) continue;
       if (typeof t[k] !== 'string' && !Buffer.isBuffer(t[k])) throw invalid(`tls.${k} must be PEM text, got ${describe(t[k])}`);
     }
-    load(t.cert as string, t.key as string, 'tls.cert and tls.key');
-    return { cert: t.cert as string, key: t.key as string, files: undefined };
+    const ca = t.ca as string | Buffer | undefined;
+    load(t.cert as string, t.key as string, ca, 'tls.cert and tls.key');
+    return { cert: t.cert as string, key: t.key as string, ca, files: undefined };
   }
+  if (t.ca !== undefined) throw invalid('tls.ca goes with cert and key; with files, give tls.caFile');
   const certFile = str(t.certFile, 'tls.certFile');
   const keyFile = str(t.keyFile, 'tls.keyFile');
+  const caFile = t.caFile === undefined ? undefined : str(t.caFile, 'tls.caFile');
   const cert = readFile(certFile, 'tls.certFile');
   const key = readFile(keyFile, 'tls.keyFile');
-  load(cert, key, 'tls.certFile and tls.keyFile');
+  const ca = caFile === undefined ? undefined : readFile(caFile, 'tls.caFile');
+  load(cert, key, ca, 'tls.certFile and tls.keyFile');
   return {
     cert,
     key,
-    files: { cert: certFile, key: keyFile, watchIntervalMs: int(t.watchIntervalMs, 'tls.watchIntervalMs', 10, 3_600_000, 10_000) },
+    ca,
+    files: {
+      cert: certFile,
+      key: keyFile,
+      ca: caFile,
+      watchIntervalMs: int(t.watchIntervalMs, 'tls.watchIntervalMs', 10, 3_600_000, 10_000),
+    },
   };
 }
 
@@ -114,28 +159,38 @@ export function serveTls(server: Server, tls: ResolvedTls, registry: Registry, l
   });
   const expires = (cert: string | Buffer) => expiry.set(Math.floor(Date.parse(new X509Certificate(cert).validTo) / 1000));
   expires(tls.cert);
+  const handshakes = new Counter({
+    name: 'kvroute_gateway_tls_handshake_failures_total',
+    help: 'TLS handshakes that failed on the proxy listener (with client CAs: a client without a certificate they signed, among others).',
+    registers: [registry],
+  });
+  handshakes.inc(0);
+  server.on('tlsClientError', () => handshakes.inc());
   const files = tls.files;
   if (!files) return () => {};
   const reloads = new Counter({
     name: 'kvroute_gateway_tls_reloads_total',
-    help: 'Changes of tls.certFile or tls.keyFile: applied (served to new connections) or rejected (the served pair kept).',
+    help: 'Changes of tls.certFile, tls.keyFile or tls.caFile: applied (served to new connections) or rejected (the served ones kept).',
     labelNames: ['result'],
     registers: [registry],
   });
   for (const result of ['applied', 'rejected']) reloads.inc({ result }, 0);
-  return watchSettled([files.cert, files.key], files.watchIntervalMs, (changed) => {
+  const watched = files.ca === undefined ? [files.cert, files.key] : [files.cert, files.key, files.ca];
+  return watchSettled(watched, files.watchIntervalMs, (changed) => {
     let cert: Buffer;
     let key: Buffer;
+    let ca: Buffer | undefined;
     try {
       cert = readFile(files.cert, 'tls.certFile');
       key = readFile(files.key, 'tls.keyFile');
-      load(cert, key, `${files.cert} and ${files.key}`);
+      ca = files.ca === undefined ? undefined : readFile(files.ca, 'tls.caFile');
+      load(cert, key, ca, `${files.cert} and ${files.key}`);
     } catch (err) {
       reloads.inc({ result: 'rejected' });
       log.error({ file: changed, err: (err as Error).message }, 'TLS files changed but do not load; the served certificate stays');
       return;
     }
-    server.setSecureContext({ cert, key });
+    server.setSecureContext(ca === undefined ? { cert, key } : { cert, key, ca });
     expires(cert);
     reloads.inc({ result: 'applied' });
     log.info({ file: changed, validTo: new X509Certificate(cert).validTo }, 'TLS certificate reloaded');
