@@ -130,12 +130,14 @@ export interface Gateway {
 function weightedSelector(o: ResolvedGatewayOptions, weight: (id: bigint) => number): Selector {
   // Made at the first choice: the router checks the seed (and the temperature) when it is built.
   let rng: SeededRandom | undefined;
-  return (candidates) =>
-    chooseCandidate(
+  return (candidates) => {
+    rng ??= new SeededRandom(o.router.seed ?? 0);
+    return chooseCandidate(
       candidates.map((c) => ({ ...c, cost: c.cost / weight(c.workerId) })),
       o.router.routerTemperature ?? 0,
-      (rng ??= new SeededRandom(o.router.seed ?? 0)),
+      rng,
     );
+  };
 }
 
 /** Says whether the local tokenizer's prefix cache can help this model (it needs special tokens to cut prompts after). */
