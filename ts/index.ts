@@ -83,6 +83,7 @@ export type {
   DropEventsFault,
   HangFault,
   MockFault,
+  MockHttps,
   MockWorkerOptions,
   RecoverFault,
   ResolvedMockOptions,
@@ -160,6 +161,7 @@ export type {
 export { metrics } from './server/router-metrics.js';
 export type { TlsFileOptions, TlsOptions, TlsPemOptions } from './server/tls.js';
 export type { TracingOptions } from './server/tracing/options.js';
+export type { UpstreamTlsOptions } from './server/upstream-tls.js';
 export type { WorkerSetChanges } from './server/worker-set.js';
 export type { TokenizerPrefixCacheStats } from './tokenizer/prefix-cache.js';
 export {

@@ -52,12 +52,21 @@ export function makeCa(dir: string, name: string): TestCert {
 
 /** A client certificate `ca` signed (`<dir>/<name>.{crt,key}`). */
 export function makeClientCert(dir: string, name: string, ca: TestCert): TestCert {
+  return makeSignedCert(dir, name, ca, 'extendedKeyUsage=clientAuth\n');
+}
+
+/** A server certificate for 127.0.0.1 that `ca` signed (`<dir>/<name>.{crt,key}`). */
+export function makeServerCert(dir: string, name: string, ca: TestCert): TestCert {
+  return makeSignedCert(dir, name, ca, 'extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n');
+}
+
+function makeSignedCert(dir: string, name: string, ca: TestCert, extensions: string): TestCert {
   const openssl = requireTool(['openssl'], 'openssl', ['version']);
   const certFile = join(dir, `${name}.crt`);
   const keyFile = join(dir, `${name}.key`);
   const csr = join(dir, `${name}.csr`);
   const ext = join(dir, `${name}.ext`);
-  writeFileSync(ext, 'extendedKeyUsage=clientAuth\n');
+  writeFileSync(ext, extensions);
   execFileSync(openssl, ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', csr, '-subj', `/CN=${name}`], {
     stdio: 'ignore',
   });

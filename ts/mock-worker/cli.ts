@@ -68,6 +68,13 @@ const FLAGS: Flags = {
     default: '1',
   },
   model: { kind: 'string', help: 'model name served', default: 'mock-model' },
+  'ssl-certfile': { kind: 'string', value: 'file', help: "serve HTTPS with this PEM certificate (vLLM's flag)" },
+  'ssl-keyfile': { kind: 'string', value: 'file', help: "the certificate's PEM private key (vLLM's flag)" },
+  'ssl-ca-certs': {
+    kind: 'string',
+    value: 'file',
+    help: "PEM CAs that sign clients' certificates, which clients must present (vLLM's flag)",
+  },
   'otlp-traces-endpoint': {
     kind: 'string',
     value: 'url',
@@ -154,6 +161,9 @@ function optionsFrom(
     topic: s('topic'),
     faults: faults === undefined ? undefined : parseFaults(String(faults)),
     otlpTracesEndpoint: s('otlp-traces-endpoint'),
+    sslCertfile: s('ssl-certfile'),
+    sslKeyfile: s('ssl-keyfile'),
+    sslCaCerts: s('ssl-ca-certs'),
   };
 }
 

@@ -13,6 +13,7 @@ import {
   SPECULATIVE_WITH_DECODE_SPEEDUP,
   type SpeculativeDecoding,
 } from '../replay/speculative.js';
+import { checkCaBundle, checkKeyPair, readPemFile } from '../server/tls.js';
 import { checkOtlpEndpoint } from '../server/tracing/options.js';
 import { checkOptions, describe, nonNegativeNumber, optionalBoolean, positiveNumber } from '../validate.js';
 import type { WireFormat } from './wire.js';
@@ -209,6 +210,15 @@ export interface MockWorkerOptions {
    * OpenTelemetry SDK packages. Default none: no spans.
    */
   otlpTracesEndpoint?: string;
+  /** vLLM's `--ssl-certfile`: serve HTTPS with this PEM certificate (with `sslKeyfile`). Default: HTTP. */
+  sslCertfile?: string;
+  /** vLLM's `--ssl-keyfile`: the certificate's PEM private key. */
+  sslKeyfile?: string;
+  /**
+   * vLLM's `--ssl-ca-certs`: PEM CAs that sign clients' certificates, which clients must then
+   * present (vLLM needs `--ssl-cert-reqs 2` for that as well). Needs `sslCertfile`.
+   */
+  sslCaCerts?: string;
 }
 
 /**
@@ -216,9 +226,14 @@ export interface MockWorkerOptions {
  * @group Mock worker
  */
 export type ResolvedMockOptions = Required<
-  Omit<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey' | 'speculative' | 'otlpTracesEndpoint'>
+  Omit<
+    MockWorkerOptions,
+    'kvEvents' | 'replay' | 'apiKey' | 'speculative' | 'otlpTracesEndpoint' | 'sslCertfile' | 'sslKeyfile' | 'sslCaCerts'
+  >
 > &
   Pick<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey' | 'otlpTracesEndpoint'> & {
+    /** The HTTPS listener's certificate, key and client CAs, read; undefined: HTTP. */
+    https: MockHttps | undefined;
     /** Speculative decoding as checked: one acceptance rate per draft, and the seed; undefined: none. */
     speculative: ResolvedSpeculative | undefined;
   };
@@ -254,6 +269,9 @@ const KEYS = [
   'maxModelLen',
   'faults',
   'otlpTracesEndpoint',
+  'sslCertfile',
+  'sslKeyfile',
+  'sslCaCerts',
 ] as const;
 const WIRES: readonly WireFormat[] = ['vllm-0.33', 'vllm-0.11', 'sglang'];
 export const FAULT_KINDS = ['crash', 'hang', 'slow', 'drop-events', 'restart', 'recover'] as const;
@@ -289,6 +307,44 @@ export function checkFault(v: unknown, name: string): MockFault {
   if (f.factor !== undefined || f.count !== undefined)
     throw new KvRouteError('ERR_INVALID_ARG', `${name}: only slow takes factor, only drop-events takes count`);
   return { kind: f.kind as 'crash' | 'hang' | 'restart' | 'recover' };
+}
+
+/**
+ * The mock worker's HTTPS listener, as Node's https server takes it (from `sslCertfile`,
+ * `sslKeyfile`, `sslCaCerts`).
+ * @group Mock worker
+ */
+export interface MockHttps {
+  /** The PEM certificate. */
+  cert: Buffer;
+  /** Its PEM private key. */
+  key: Buffer;
+  /** PEM CAs of clients' certificates. */
+  ca?: Buffer;
+  /** Whether clients are asked for a certificate (with `ca`). */
+  requestCert?: boolean;
+  /** Whether a client without a verified certificate is refused (with `ca`). */
+  rejectUnauthorized?: boolean;
+}
+
+/** `sslCertfile`, `sslKeyfile` and `sslCaCerts`, read and loaded (so a bad one fails at start, named). */
+function https(o: MockWorkerOptions): MockHttps | undefined {
+  if (o.sslCertfile === undefined && o.sslKeyfile === undefined) {
+    if (o.sslCaCerts !== undefined) throw invalidArg('opts.sslCaCerts needs opts.sslCertfile and opts.sslKeyfile');
+    return undefined;
+  }
+  if (typeof o.sslCertfile !== 'string' || typeof o.sslKeyfile !== 'string')
+    throw invalidArg(
+      `opts.sslCertfile and opts.sslKeyfile must be file names, given together; got ${describe(o.sslCertfile)} and ${describe(o.sslKeyfile)}`,
+    );
+  const cert = readPemFile(o.sslCertfile, 'opts.sslCertfile');
+  const key = readPemFile(o.sslKeyfile, 'opts.sslKeyfile');
+  checkKeyPair(cert, key, 'opts.sslCertfile and opts.sslKeyfile');
+  if (o.sslCaCerts === undefined) return { cert, key };
+  if (typeof o.sslCaCerts !== 'string') throw invalidArg(`opts.sslCaCerts must be a file name, got ${describe(o.sslCaCerts)}`);
+  const ca = readPemFile(o.sslCaCerts, 'opts.sslCaCerts');
+  checkCaBundle(ca, 'opts.sslCaCerts');
+  return { cert, key, ca, requestCert: true, rejectUnauthorized: true };
 }
 
 export function resolveMockOptions(opts: MockWorkerOptions | undefined): ResolvedMockOptions {
@@ -353,6 +409,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     model,
     loraModules: [...loraModules],
     ...(o.apiKey === undefined ? {} : { apiKey: o.apiKey }),
+    https: https(o),
     ...(o.otlpTracesEndpoint === undefined
       ? {}
       : { otlpTracesEndpoint: checkOtlpEndpoint(o.otlpTracesEndpoint, 'opts.otlpTracesEndpoint') }),

@@ -150,7 +150,13 @@ class Worker implements MockWorker {
     this.adapters = new LoraAdapters(options.loraModules);
     this.served = { ...options, adapters: this.adapters };
     // vLLM takes response ids (`/v1/responses/{id}`) of any length; Fastify's default stops at 100.
-    this.app = Fastify({ logger: false, bodyLimit: 64 << 20, forceCloseConnections: true, routerOptions: { maxParamLength: 4096 } });
+    const appOptions = {
+      logger: false,
+      bodyLimit: 64 << 20,
+      forceCloseConnections: true,
+      routerOptions: { maxParamLength: 4096 },
+    } as const;
+    this.app = (options.https ? Fastify({ ...appOptions, https: options.https }) : Fastify(appOptions)) as unknown as FastifyInstance;
     this.routes();
   }
 

@@ -129,7 +129,12 @@ export class Fleet {
     if (this.members.has(spec.id)) throw new KvRouteError('ERR_INVALID_ARG', `worker ${spec.id} is already registered`);
     const u = this.opts.upstream;
     const pool = spec.url
-      ? new Pool(spec.url, { connections: u.connections, headersTimeout: u.headersTimeoutMs, bodyTimeout: u.bodyTimeoutMs })
+      ? new Pool(spec.url, {
+          connections: u.connections,
+          headersTimeout: u.headersTimeoutMs,
+          bodyTimeout: u.bodyTimeoutMs,
+          ...(u.tls ? { connect: u.tls } : {}),
+        })
       : undefined;
     const member: FleetWorker = {
       spec,

@@ -17,6 +17,7 @@ import { type DiscoveryOptions, type ResolvedDiscovery, resolveDiscovery } from 
 import { int, invalid, object, record, str } from './option-checks.js';
 import { type ResolvedTls, resolveTls, type TlsOptions } from './tls.js';
 import { type ResolvedTracing, resolveTracing, type TracingOptions } from './tracing/options.js';
+import { type ResolvedUpstreamTls, resolveUpstreamTls, type UpstreamTlsOptions } from './upstream-tls.js';
 
 /**
  * One worker behind the gateway.
@@ -99,6 +100,8 @@ export interface UpstreamOptions {
    * credentials are never passed on.
    */
   apiKey?: string;
+  /** TLS towards workers whose URLs are `https://`: their CAs, and a client certificate for those that require one. */
+  tls?: UpstreamTlsOptions;
 }
 
 /**
@@ -269,7 +272,7 @@ export interface ResolvedGatewayOptions {
   tokenizeCache: Required<TokenizeCacheOptions>;
   model: string | undefined;
   health: Required<HealthOptions>;
-  upstream: Required<Omit<UpstreamOptions, 'apiKey'>> & { apiKey: string | undefined };
+  upstream: Required<Omit<UpstreamOptions, 'apiKey' | 'tls'>> & { apiKey: string | undefined; tls: ResolvedUpstreamTls | undefined };
   queue: Required<QueueOptions>;
   responses: Required<ResponsesOptions>;
   shutdown: Required<ShutdownOptions>;
@@ -310,7 +313,7 @@ const TOP_KEYS = [
   'logLevel',
   'logPrompts',
 ];
-const UPSTREAM_LIMITS: Required<Omit<UpstreamOptions, 'apiKey'>> = {
+const UPSTREAM_LIMITS: Required<Omit<UpstreamOptions, 'apiKey' | 'tls'>> = {
   retries: 2,
   headersTimeoutMs: 60_000,
   bodyTimeoutMs: 60_000,
@@ -394,10 +397,12 @@ function section<T extends object>(value: unknown, at: string, defaults: Require
 }
 
 function upstream(value: unknown): ResolvedGatewayOptions['upstream'] {
-  const { apiKey, ...limits } = value === undefined ? {} : record(value, 'upstream', [...Object.keys(UPSTREAM_LIMITS), 'apiKey']);
+  const { apiKey, tls, ...limits } =
+    value === undefined ? {} : record(value, 'upstream', [...Object.keys(UPSTREAM_LIMITS), 'apiKey', 'tls']);
   return {
-    ...section<Omit<UpstreamOptions, 'apiKey'>>(limits, 'upstream', UPSTREAM_LIMITS),
+    ...section<Omit<UpstreamOptions, 'apiKey' | 'tls'>>(limits, 'upstream', UPSTREAM_LIMITS),
     apiKey: apiKey === undefined ? undefined : str(apiKey, 'upstream.apiKey'),
+    tls: resolveUpstreamTls(tls),
   };
 }
 

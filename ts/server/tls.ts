@@ -89,15 +89,32 @@ function load(cert: string | Buffer, key: string | Buffer, ca: string | Buffer |
     throw invalid(`${what} do not load as a TLS certificate and its key: ${(err as Error).message}`);
   }
   if (ca === undefined) return;
+  checkCaBundle(ca, 'the client CAs');
+}
+
+/**
+ * A bundle of CA certificates, each read: a TLS context takes what it can of a bundle and drops
+ * the rest silently, so a torn or mistyped file would trust fewer CAs than meant.
+ */
+export function checkCaBundle(ca: string | Buffer, what: string): void {
   try {
-    // The context takes what it can of a CA bundle and drops the rest: each certificate is read here.
     const pems = String(ca).match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
     if (pems.length === 0) throw new Error('no PEM certificate in it');
     for (const pem of pems) new X509Certificate(pem);
-    createSecureContext({ cert, key, ca });
+    createSecureContext({ ca });
   } catch (err) {
-    throw invalid(`the client CAs do not load: ${(err as Error).message}`);
+    throw invalid(`${what} do not load: ${(err as Error).message}`);
   }
+}
+
+/** A certificate and its key (PEM), loaded as a TLS context will; `what` names them in the error. */
+export function checkKeyPair(cert: string | Buffer, key: string | Buffer, what: string): void {
+  load(cert, key, undefined, what);
+}
+
+/** A PEM file's bytes; `ERR_INVALID_ARG` naming `at` when it cannot be read. */
+export function readPemFile(path: string, at: string): Buffer {
+  return readFile(path, at);
 }
 
 function readFile(path: string, at: string): Buffer {
