@@ -1,10 +1,14 @@
+import { copyFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { createGateway, type GatewayOptions, KvRouteError, startMockWorker } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { makeCa, makeClientCert, makeServerCert } from './helpers/certs.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
+import { waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
 
@@ -59,6 +63,33 @@ describe.each(BACKENDS)('gateway: workers over HTTPS (%s)', (backend) => {
       upstream: { tls: { caFile: p.workersCa.certFile } },
     });
     expect((await completion(without.url)).status).toBeGreaterThanOrEqual(500);
+  });
+
+  test('a client certificate renewed on disk is presented on new connections without a restart', async () => {
+    const p = pki();
+    const worker = await startWorker({ sslCertfile: p.worker.certFile, sslKeyfile: p.worker.keyFile, sslCaCerts: p.clientsCa.certFile });
+    // The gateway starts with a certificate the worker does not trust (another CA signed it).
+    const strangers = makeCa(p.dir, 'strangers-ca');
+    const stranger = makeClientCert(p.dir, 'stranger', strangers);
+    const presented = { certFile: join(p.dir, 'presented.crt'), keyFile: join(p.dir, 'presented.key') };
+    copyFileSync(stranger.certFile, presented.certFile);
+    copyFileSync(stranger.keyFile, presented.keyFile);
+    const f = await startFleet(backend, 0, {
+      // Health probes on: they bring the worker back once its handshakes succeed.
+      workers: [workerEntry(worker, 1)],
+      upstream: { tls: { caFile: p.workersCa.certFile, ...presented, watchIntervalMs: 50 } },
+    });
+    expect((await completion(f.url)).status).toBeGreaterThanOrEqual(500);
+    // The renewal: the certificate the worker's CA signed, then a torn one (refused, the good one kept).
+    copyFileSync(p.gateway.certFile, presented.certFile);
+    copyFileSync(p.gateway.keyFile, presented.keyFile);
+    const reloads = async (result: string) =>
+      (await scrape(`${f.adminUrl}/metrics`)).sum('kvroute_gateway_upstream_tls_reloads_total', { result });
+    await waitFor(async () => (await reloads('applied')) === 1, 'the renewed certificate loaded');
+    await waitFor(async () => (await completion(f.url)).status === 200, 'a request with the renewed certificate');
+    writeFileSync(presented.certFile, 'torn');
+    await waitFor(async () => (await reloads('rejected')) === 1, 'the torn file refused');
+    expect((await completion(f.url)).status).toBe(200);
   });
 
   test('bad TLS files are refused at start, naming the option', async () => {

@@ -8,7 +8,7 @@
  */
 
 import type { FastifyBaseLogger } from 'fastify';
-import { Pool } from 'undici';
+import { type buildConnector, Pool } from 'undici';
 import { KvRouteError } from '../errors.js';
 import type { EngineSource } from '../ingest/source.js';
 import type { SourceState } from '../ingest/types.js';
@@ -80,6 +80,8 @@ export class Fleet {
     private readonly router: KvRouter,
     private readonly opts: ResolvedGatewayOptions,
     private readonly log: FastifyBaseLogger,
+    /** How connections to workers are made, when not plainly (`upstream.tls`). */
+    private readonly connect?: buildConnector.connector,
   ) {
     this.upstreamHeaders = opts.upstream.apiKey === undefined ? {} : { authorization: `Bearer ${opts.upstream.apiKey}` };
   }
@@ -133,7 +135,7 @@ export class Fleet {
           connections: u.connections,
           headersTimeout: u.headersTimeoutMs,
           bodyTimeout: u.bodyTimeoutMs,
-          ...(u.tls ? { connect: u.tls } : {}),
+          ...(this.connect ? { connect: this.connect } : {}),
         })
       : undefined;
     const member: FleetWorker = {

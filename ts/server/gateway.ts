@@ -48,6 +48,7 @@ import { listenerTls, serveTls } from './tls.js';
 import { engineTokenizer, localTokenizer, type PromptTokenizer } from './tokenize.js';
 import { tokenizeCacheMetrics } from './tokenize-metrics.js';
 import { type GatewayTracer, gatewayTracer } from './tracing/provider.js';
+import { UpstreamTls } from './upstream-tls.js';
 import { planWorkerSet, setFleetWorkers, type WorkerSetChanges } from './worker-set.js';
 
 /**
@@ -266,9 +267,10 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const fleetRef: { fleet?: Fleet } = {};
   const router = routerFor(o, fleetRef);
   const stopReplicaLog = logReplicaChanges(router, app.log);
-  const fleet = new Fleet(router, o, app.log);
-  fleetRef.fleet = fleet;
   const registry = new Registry();
+  const upstreamTls = o.upstream.tls ? new UpstreamTls(o.upstream.tls, registry, app.log) : undefined;
+  const fleet = new Fleet(router, o, app.log, upstreamTls?.connect);
+  fleetRef.fleet = fleet;
   metrics(router, registry);
   const gm = new GatewayMetrics(registry);
   buildInfo(registry, router.backend);
@@ -314,6 +316,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   } catch (err) {
     stopReplicaLog();
     stopTls();
+    upstreamTls?.stop();
     router.close();
     void fleet.close();
     void snapshots?.close();
@@ -415,6 +418,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       await shutdown.delay(app.server.listening);
       stopReplicaLog();
       stopTls();
+      upstreamTls?.stop();
       await Promise.all(discoveries.map((d) => d.stop()));
       await shutdown.close(app);
       await adminApp?.close();

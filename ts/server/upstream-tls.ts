@@ -3,12 +3,21 @@
  * sign the workers' certificates, when they are not the system's (a cluster's own CA), and a
  * client certificate for workers that require one (vLLM's `--ssl-ca-certs` with
  * `--ssl-cert-reqs 2`). Every request to a worker (proxied, health checks, model lists,
- * tokenizing) goes through its connection pool, which takes these. Read once, at start.
+ * tokenizing) goes through its connection pool, whose connections this makes.
+ *
+ * The files are read again when they change (settled, as the proxy's TLS files are): new
+ * connections then use them, so a client certificate renewed on disk is presented without a
+ * restart; open connections keep theirs until they close. Files that do not load are logged
+ * and counted, and the last good ones stay.
  * @internal
  * @module
  */
 
-import { invalid, record, str } from './option-checks.js';
+import type { FastifyBaseLogger } from 'fastify';
+import { Counter, type Registry } from 'prom-client';
+import { buildConnector } from 'undici';
+import { watchSettled } from './file-watch.js';
+import { int, invalid, record, str } from './option-checks.js';
 import { checkCaBundle, checkKeyPair, readPemFile } from './tls.js';
 
 /**
@@ -22,29 +31,86 @@ export interface UpstreamTlsOptions {
   certFile?: string;
   /** The client certificate's PEM private key. */
   keyFile?: string;
+  /** How often the files are looked at, ms. Default 10000. */
+  watchIntervalMs?: number;
 }
 
-/** @internal the files' contents, for undici's connector. */
+/** @internal the files, checked. */
 export interface ResolvedUpstreamTls {
+  caFile: string | undefined;
+  certFile: string | undefined;
+  keyFile: string | undefined;
+  watchIntervalMs: number;
+}
+
+interface Material {
   ca?: Buffer;
   cert?: Buffer;
   key?: Buffer;
 }
 
-/** Reads `upstream.tls` and its files; `ERR_INVALID_ARG` naming the key at fault. */
-export function resolveUpstreamTls(value: unknown): ResolvedUpstreamTls | undefined {
-  if (value === undefined) return undefined;
-  const t = record(value, 'upstream.tls', ['caFile', 'certFile', 'keyFile']);
-  const out: ResolvedUpstreamTls = {};
+/** Reads the files and checks them; `ERR_INVALID_ARG` naming the one at fault. */
+function read(t: ResolvedUpstreamTls): Material {
+  const out: Material = {};
   if (t.caFile !== undefined) {
-    out.ca = readPemFile(str(t.caFile, 'upstream.tls.caFile'), 'upstream.tls.caFile');
+    out.ca = readPemFile(t.caFile, 'upstream.tls.caFile');
     checkCaBundle(out.ca, 'upstream.tls.caFile');
   }
-  if ((t.certFile === undefined) !== (t.keyFile === undefined)) throw invalid('upstream.tls.certFile and upstream.tls.keyFile go together');
-  if (t.certFile !== undefined) {
-    out.cert = readPemFile(str(t.certFile, 'upstream.tls.certFile'), 'upstream.tls.certFile');
-    out.key = readPemFile(str(t.keyFile, 'upstream.tls.keyFile'), 'upstream.tls.keyFile');
+  if (t.certFile !== undefined && t.keyFile !== undefined) {
+    out.cert = readPemFile(t.certFile, 'upstream.tls.certFile');
+    out.key = readPemFile(t.keyFile, 'upstream.tls.keyFile');
     checkKeyPair(out.cert, out.key, 'upstream.tls.certFile and upstream.tls.keyFile');
   }
   return out;
+}
+
+/** Reads `upstream.tls`, loading its files once (so a bad one fails `createGateway`). */
+export function resolveUpstreamTls(value: unknown): ResolvedUpstreamTls | undefined {
+  if (value === undefined) return undefined;
+  const t = record(value, 'upstream.tls', ['caFile', 'certFile', 'keyFile', 'watchIntervalMs']);
+  if ((t.certFile === undefined) !== (t.keyFile === undefined)) throw invalid('upstream.tls.certFile and upstream.tls.keyFile go together');
+  const resolved: ResolvedUpstreamTls = {
+    caFile: t.caFile === undefined ? undefined : str(t.caFile, 'upstream.tls.caFile'),
+    certFile: t.certFile === undefined ? undefined : str(t.certFile, 'upstream.tls.certFile'),
+    keyFile: t.keyFile === undefined ? undefined : str(t.keyFile, 'upstream.tls.keyFile'),
+    watchIntervalMs: int(t.watchIntervalMs, 'upstream.tls.watchIntervalMs', 10, 3_600_000, 10_000),
+  };
+  read(resolved);
+  return resolved;
+}
+
+/** The workers' pools' connector, made from the files as last read, and their watch. */
+export class UpstreamTls {
+  private connector: buildConnector.connector;
+  private readonly stopWatching: () => void;
+
+  /** Every new connection to a worker goes through here. */
+  readonly connect: buildConnector.connector = (options, callback) => this.connector(options, callback);
+
+  constructor(tls: ResolvedUpstreamTls, registry: Registry, log: FastifyBaseLogger) {
+    this.connector = buildConnector(read(tls));
+    const reloads = new Counter({
+      name: 'kvroute_gateway_upstream_tls_reloads_total',
+      help: 'Changes of upstream.tls files: applied (new connections to workers use them) or rejected (the last good ones kept).',
+      labelNames: ['result'],
+      registers: [registry],
+    });
+    for (const result of ['applied', 'rejected']) reloads.inc({ result }, 0);
+    const files = [tls.caFile, tls.certFile, tls.keyFile].filter((f): f is string => f !== undefined);
+    this.stopWatching = watchSettled(files, tls.watchIntervalMs, (changed) => {
+      try {
+        this.connector = buildConnector(read(tls));
+      } catch (err) {
+        reloads.inc({ result: 'rejected' });
+        log.error({ file: changed, err: (err as Error).message }, 'upstream TLS files changed but do not load; the last good ones stay');
+        return;
+      }
+      reloads.inc({ result: 'applied' });
+      log.info({ file: changed }, 'upstream TLS files reloaded');
+    });
+  }
+
+  stop(): void {
+    this.stopWatching();
+  }
 }
