@@ -1,11 +1,10 @@
 import { connect } from 'node:net';
 import { describe, expect, test } from 'vitest';
-import { createGateway } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, startWorker, workerEntry } from './helpers/gateway.js';
+import { closeFleetsAfterEach, gatewayBehindWire } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
-import { headOf, TcpProxy } from './helpers/tcp-proxy.js';
+import { headOf } from './helpers/tcp-proxy.js';
 
 closeFleetsAfterEach();
 
@@ -28,19 +27,9 @@ function rawRequest(url: string, text: string): Promise<string> {
 
 describe.each(BACKENDS)("gateway: the client's W3C trace context reaches the engine (%s)", (backend) => {
   test('traceparent and tracestate are passed on unchanged to routed, batched and passed-on requests; a context to ignore is not', async () => {
-    const worker = await startWorker();
     // The worker's HTTP API behind a TCP proxy that keeps what the gateway sent; its KV events direct.
-    const wire = new TcpProxy(Number(new URL(worker.url).port));
-    await wire.open();
-    const gateway = createGateway({
-      blockSize: 16,
-      backend,
-      logLevel: false,
-      health: { intervalMs: 0 },
-      workers: [{ ...workerEntry(worker, 1), url: `http://127.0.0.1:${wire.port}` }],
-    });
+    const { url, wire, close } = await gatewayBehindWire(backend);
     try {
-      const { url } = await gateway.listen();
       const traced = { traceparent: PARENT, tracestate: STATE };
       const one = await postJson(`${url}/v1/completions`, { prompt: 'hello there', max_tokens: 2 }, { ...traced, 'x-request-id': 'one' });
       expect(one.status).toBe(200);
@@ -95,8 +84,7 @@ describe.each(BACKENDS)("gateway: the client's W3C trace context reaches the eng
       expect(m.sum('kvroute_gateway_trace_contexts_total', { result: 'invalid' })).toBe(5);
       expect(m.sum('kvroute_gateway_trace_contexts_total', { result: 'forwarded_without_state' })).toBe(1);
     } finally {
-      await gateway.close();
-      await wire.cut();
+      await close();
     }
   });
 });

@@ -5,11 +5,11 @@ import { createGateway, type GatewayOptions, KvRouteError } from '../ts/index.js
 import { BACKENDS } from './helpers/backends.js';
 import { killCommandsAfterEach, runCommand } from './helpers/cli-process.js';
 import { requireDist } from './helpers/dist.js';
-import { closeFleetsAfterEach, startWorker, workerEntry } from './helpers/gateway.js';
+import { closeFleetsAfterEach, gatewayBehindWire, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
 import { OtlpReceiver } from './helpers/otlp-receiver.js';
 import { scrape } from './helpers/prometheus.js';
-import { headOf, TcpProxy } from './helpers/tcp-proxy.js';
+import { headOf } from './helpers/tcp-proxy.js';
 import { waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
@@ -37,34 +37,10 @@ function family(spans: ReadableSpan[], server: ReadableSpan) {
   };
 }
 
-/** One gateway over one real worker whose HTTP API sits behind a TCP proxy that keeps what it was sent. */
-async function tracedGateway(backend: GatewayOptions['backend'], tracing: GatewayOptions['tracing']) {
-  const worker = await startWorker();
-  const wire = new TcpProxy(Number(new URL(worker.url).port));
-  await wire.open();
-  const gateway = createGateway({
-    blockSize: 16,
-    backend,
-    logLevel: false,
-    health: { intervalMs: 0 },
-    tracing,
-    workers: [{ ...workerEntry(worker, 1), url: `http://127.0.0.1:${wire.port}` }],
-  });
-  const { url } = await gateway.listen();
-  return {
-    url,
-    wire,
-    close: async () => {
-      await gateway.close();
-      await wire.cut();
-    },
-  };
-}
-
 describe.each(BACKENDS)('gateway: its own spans (%s)', (backend) => {
   test("a routed request is a server span under the client's, with tokenize, route and the try the engine hangs under", async () => {
     const sdk = memorySdk();
-    const g = await tracedGateway(backend, { tracerProvider: sdk.provider });
+    const g = await gatewayBehindWire(backend, { tracing: { tracerProvider: sdk.provider } });
     try {
       const r = await postJson(
         `${g.url}/v1/completions`,
@@ -120,7 +96,7 @@ describe.each(BACKENDS)('gateway: its own spans (%s)', (backend) => {
 
   test('without a client context a trace starts at the gateway; a stream marks its first token; passed-on routes are traced', async () => {
     const sdk = memorySdk();
-    const g = await tracedGateway(backend, { tracerProvider: sdk.provider });
+    const g = await gatewayBehindWire(backend, { tracing: { tracerProvider: sdk.provider } });
     try {
       const streamed = await sse(
         `${g.url}/v1/chat/completions`,
@@ -159,7 +135,7 @@ describe.each(BACKENDS)('gateway: its own spans (%s)', (backend) => {
 
   test("a client's unsampled trace records nothing, and the engine gets the trace with the gateway's id, unsampled", async () => {
     const sdk = memorySdk();
-    const g = await tracedGateway(backend, { tracerProvider: sdk.provider });
+    const g = await gatewayBehindWire(backend, { tracing: { tracerProvider: sdk.provider } });
     try {
       const unsampled = `00-${TRACE_ID}-${CLIENT_SPAN}-00`;
       const r = await postJson(
@@ -231,7 +207,7 @@ describe.each(BACKENDS)('gateway: spans through the global OpenTelemetry API (%s
   test('with no tracing option the gateway uses the provider an application registered', async () => {
     const sdk = memorySdk();
     trace.setGlobalTracerProvider(sdk.provider);
-    const g = await tracedGateway(backend, undefined);
+    const g = await gatewayBehindWire(backend);
     try {
       const r = await postJson(`${g.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 }, { traceparent: PARENT, 'x-request-id': 'five' });
       expect(r.status).toBe(200);
@@ -249,7 +225,9 @@ describe.each(BACKENDS)('gateway: OTLP export (%s)', (backend) => {
   test('spans go to the OTLP/HTTP endpoint as JSON under the service name, and are counted', async () => {
     const receiver = new OtlpReceiver();
     const endpoint = await receiver.start();
-    const g = await tracedGateway(backend, { otlpEndpoint: endpoint, serviceName: 'gateway-under-test', exportDelayMs: 50 });
+    const g = await gatewayBehindWire(backend, {
+      tracing: { otlpEndpoint: endpoint, serviceName: 'gateway-under-test', exportDelayMs: 50 },
+    });
     try {
       const r = await postJson(`${g.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 }, { traceparent: PARENT, 'x-request-id': 'six' });
       expect(r.status).toBe(200);
@@ -314,7 +292,7 @@ describe.each(BACKENDS)('gateway: OTLP export (%s)', (backend) => {
   test('close() exports the spans still waiting', async () => {
     const receiver = new OtlpReceiver();
     const endpoint = await receiver.start();
-    const g = await tracedGateway(backend, { otlpEndpoint: endpoint, exportDelayMs: 3_600_000 });
+    const g = await gatewayBehindWire(backend, { tracing: { otlpEndpoint: endpoint, exportDelayMs: 3_600_000 } });
     try {
       expect((await postJson(`${g.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 })).status).toBe(200);
       expect(receiver.spans).toEqual([]);

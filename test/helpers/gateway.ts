@@ -10,6 +10,7 @@ import {
   type MockWorkerOptions,
   startMockWorker,
 } from '../../ts/index.js';
+import { TcpProxy } from './tcp-proxy.js';
 import { sleep } from './wait.js';
 
 export interface TestFleet {
@@ -84,4 +85,31 @@ export async function startFleet(
   // The subscriptions reach the publishers (a first batch missed meanwhile is replayed anyway).
   await sleep(300);
   return { workers, gateway, url, adminUrl };
+}
+
+/**
+ * One gateway over one real worker whose HTTP API sits behind a TCP proxy that keeps what the
+ * gateway sent (`wire.sent`); its KV events go direct. `close()` closes both.
+ */
+export async function gatewayBehindWire(backend: BackendName, opts: Partial<GatewayOptions> = {}) {
+  const worker = await startWorker();
+  const wire = new TcpProxy(Number(new URL(worker.url).port));
+  await wire.open();
+  const gateway = createGateway({
+    blockSize: 16,
+    backend,
+    logLevel: false,
+    health: { intervalMs: 0 },
+    ...opts,
+    workers: [{ ...workerEntry(worker, 1), url: `http://127.0.0.1:${wire.port}` }],
+  });
+  const { url } = await gateway.listen();
+  return {
+    url,
+    wire,
+    close: async () => {
+      await gateway.close();
+      await wire.cut();
+    },
+  };
 }
