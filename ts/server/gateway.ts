@@ -282,7 +282,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     gm.transitions.inc({ worker: String(c.workerId), state: c.state });
   });
   let tokenizer: PromptTokenizer;
-  let tracing: GatewayTracer;
+  let tracing: GatewayTracer | undefined;
   let snapshots: IndexSnapshotWriter | undefined;
   // Set by close(): a warm start that ends after it must not subscribe workers only to close them.
   let stopping = false;
@@ -317,11 +317,15 @@ export function createGateway(opts: GatewayOptions): Gateway {
     stopReplicaLog();
     stopTls();
     upstreamTls?.stop();
+    // Made when a later step threw: its SDK (if any) has nothing to export yet.
+    void tracing?.shutdown();
     router.close();
     void fleet.close();
     void snapshots?.close();
     throw err;
   }
+  // Made in the try above, which throws otherwise.
+  const spans = tracing as GatewayTracer;
   const warm = o.warmStart ? warmUp(router, o.warmStart, app.log).finally(addWorkers) : Promise.resolve(undefined);
   const model = () => o.model ?? fleet.list().find((m) => m.model)?.model ?? 'unknown';
   const logRequests = o.logLevel !== false && ['info', 'debug', 'trace'].includes(o.logLevel);
@@ -330,7 +334,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     fleet,
     tokenizer,
     metrics: gm,
-    tracer: tracing.tracer,
+    tracer: spans.tracer,
     opts: o,
     log: app.log,
     logRequests,
@@ -427,7 +431,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       await fleet.close();
       await router.closeAsync();
       // The spans of the last requests go out before close() resolves; an unreachable collector is logged, not thrown.
-      await tracing.shutdown().catch((err) => app.log.warn({ err }, 'could not export the last spans'));
+      await spans.shutdown().catch((err) => app.log.warn({ err }, 'could not export the last spans'));
     })();
     return closed;
   };
