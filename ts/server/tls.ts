@@ -80,16 +80,20 @@ export function listenerTls(tls: ResolvedTls): {
     : { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: true };
 }
 
-/** Loads a certificate and key (and client CAs) the way the listener will; `what` names them in the error. */
-function load(cert: string | Buffer, key: string | Buffer, ca: string | Buffer | undefined, what: string): void {
+/** A certificate and its key (PEM), loaded as a TLS context will; `what` names them in the error. */
+export function checkKeyPair(cert: string | Buffer, key: string | Buffer, what: string): void {
   try {
     createSecureContext({ cert, key });
     new X509Certificate(cert);
   } catch (err) {
     throw invalid(`${what} do not load as a TLS certificate and its key: ${(err as Error).message}`);
   }
-  if (ca === undefined) return;
-  checkCaBundle(ca, 'the client CAs');
+}
+
+/** The pair, and the client CAs when given, loaded the way the listener will. */
+function load(cert: string | Buffer, key: string | Buffer, ca: string | Buffer | undefined, what: string): void {
+  checkKeyPair(cert, key, what);
+  if (ca !== undefined) checkCaBundle(ca, 'the client CAs');
 }
 
 /**
@@ -107,17 +111,8 @@ export function checkCaBundle(ca: string | Buffer, what: string): void {
   }
 }
 
-/** A certificate and its key (PEM), loaded as a TLS context will; `what` names them in the error. */
-export function checkKeyPair(cert: string | Buffer, key: string | Buffer, what: string): void {
-  load(cert, key, undefined, what);
-}
-
 /** A PEM file's bytes; `ERR_INVALID_ARG` naming `at` when it cannot be read. */
 export function readPemFile(path: string, at: string): Buffer {
-  return readFile(path, at);
-}
-
-function readFile(path: string, at: string): Buffer {
   try {
     return readFileSync(path);
   } catch (err) {
@@ -147,9 +142,9 @@ export function resolveTls(value: unknown): ResolvedTls | undefined {
   const certFile = str(t.certFile, 'tls.certFile');
   const keyFile = str(t.keyFile, 'tls.keyFile');
   const caFile = t.caFile === undefined ? undefined : str(t.caFile, 'tls.caFile');
-  const cert = readFile(certFile, 'tls.certFile');
-  const key = readFile(keyFile, 'tls.keyFile');
-  const ca = caFile === undefined ? undefined : readFile(caFile, 'tls.caFile');
+  const cert = readPemFile(certFile, 'tls.certFile');
+  const key = readPemFile(keyFile, 'tls.keyFile');
+  const ca = caFile === undefined ? undefined : readPemFile(caFile, 'tls.caFile');
   load(cert, key, ca, 'tls.certFile and tls.keyFile');
   return {
     cert,
@@ -198,9 +193,9 @@ export function serveTls(server: Server, tls: ResolvedTls, registry: Registry, l
     let key: Buffer;
     let ca: Buffer | undefined;
     try {
-      cert = readFile(files.cert, 'tls.certFile');
-      key = readFile(files.key, 'tls.keyFile');
-      ca = files.ca === undefined ? undefined : readFile(files.ca, 'tls.caFile');
+      cert = readPemFile(files.cert, 'tls.certFile');
+      key = readPemFile(files.key, 'tls.keyFile');
+      ca = files.ca === undefined ? undefined : readPemFile(files.ca, 'tls.caFile');
       load(cert, key, ca, `${files.cert} and ${files.key}`);
     } catch (err) {
       reloads.inc({ result: 'rejected' });
