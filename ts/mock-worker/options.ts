@@ -13,8 +13,8 @@ import {
   SPECULATIVE_WITH_DECODE_SPEEDUP,
   type SpeculativeDecoding,
 } from '../replay/speculative.js';
-import { checkCaBundle, checkKeyPair, readPemFile } from '../server/tls.js';
 import { checkOtlpEndpoint } from '../server/tracing/options.js';
+import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
 import { checkOptions, describe, nonNegativeNumber, optionalBoolean, positiveNumber } from '../validate.js';
 import type { WireFormat } from './wire.js';
 

@@ -14,11 +14,10 @@
  */
 
 import { X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { Server } from 'node:https';
-import { createSecureContext } from 'node:tls';
 import type { FastifyBaseLogger } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
+import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
 import { describe } from '../validate.js';
 import { watchSettled } from './file-watch.js';
 import { int, invalid, record, str } from './option-checks.js';
@@ -80,44 +79,10 @@ export function listenerTls(tls: ResolvedTls): {
     : { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: true };
 }
 
-/** A certificate and its key (PEM), loaded as a TLS context will; `what` names them in the error. */
-export function checkKeyPair(cert: string | Buffer, key: string | Buffer, what: string): void {
-  try {
-    createSecureContext({ cert, key });
-    new X509Certificate(cert);
-  } catch (err) {
-    throw invalid(`${what} do not load as a TLS certificate and its key: ${(err as Error).message}`);
-  }
-}
-
 /** The pair, and the client CAs when given, loaded the way the listener will. */
 function load(cert: string | Buffer, key: string | Buffer, ca: string | Buffer | undefined, what: string): void {
   checkKeyPair(cert, key, what);
   if (ca !== undefined) checkCaBundle(ca, 'the client CAs');
-}
-
-/**
- * A bundle of CA certificates, each read: a TLS context takes what it can of a bundle and drops
- * the rest silently, so a torn or mistyped file would trust fewer CAs than meant.
- */
-export function checkCaBundle(ca: string | Buffer, what: string): void {
-  try {
-    const pems = String(ca).match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
-    if (pems.length === 0) throw new Error('no PEM certificate in it');
-    for (const pem of pems) new X509Certificate(pem);
-    createSecureContext({ ca });
-  } catch (err) {
-    throw invalid(`${what} do not load: ${(err as Error).message}`);
-  }
-}
-
-/** A PEM file's bytes; `ERR_INVALID_ARG` naming `at` when it cannot be read. */
-export function readPemFile(path: string, at: string): Buffer {
-  try {
-    return readFileSync(path);
-  } catch (err) {
-    throw invalid(`${at} cannot be read: ${(err as Error).message}`);
-  }
 }
 
 /** Reads the `tls` option, loading the pair once (so a bad one fails `createGateway`, not the first handshake). */

@@ -16,9 +16,9 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Counter, type Registry } from 'prom-client';
 import { buildConnector } from 'undici';
+import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
 import { watchSettled } from './file-watch.js';
 import { int, invalid, record, str } from './option-checks.js';
-import { checkCaBundle, checkKeyPair, readPemFile } from './tls.js';
 
 /**
  * TLS of the gateway's connections to workers whose URLs are `https://`.
