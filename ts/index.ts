@@ -114,7 +114,7 @@ export type { ResolvedSpeculative, SpeculativeDecoding } from './replay/speculat
 export type { TimingModel } from './replay/timing.js';
 export type { LoadTraceOptions, Trace, TraceRequest } from './replay/trace.js';
 export { loadTrace, parseTrace, synthesizeTokens } from './replay/trace.js';
-export type { NatsReplicaOptions, ReplicaOptions } from './replicas/options.js';
+export type { NatsReplicaOptions, NatsTlsOptions, ReplicaOptions } from './replicas/options.js';
 export {
   IndexSnapshotWriter,
   type SnapshotStoreOptions,

@@ -55,9 +55,9 @@ export function makeClientCert(dir: string, name: string, ca: TestCert): TestCer
   return makeSignedCert(dir, name, ca, 'extendedKeyUsage=clientAuth\n');
 }
 
-/** A server certificate for 127.0.0.1 that `ca` signed (`<dir>/<name>.{crt,key}`). */
+/** A server certificate for 127.0.0.1 (and localhost, the name the NATS client checks for it) that `ca` signed (`<dir>/<name>.{crt,key}`). */
 export function makeServerCert(dir: string, name: string, ca: TestCert): TestCert {
-  return makeSignedCert(dir, name, ca, 'extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n');
+  return makeSignedCert(dir, name, ca, 'extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n');
 }
 
 function makeSignedCert(dir: string, name: string, ca: TestCert, extensions: string): TestCert {

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { type ConnectionOptions, connect, credsAuthenticator, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { KvRouteError } from '../errors.js';
-import type { ResolvedReplicaOptions } from './options.js';
+import type { NatsTlsOptions, ResolvedReplicaOptions } from './options.js';
 import type { ReplicaTransport, ReplicaTransportHandlers } from './transport.js';
 
 type NatsOptions = NonNullable<ResolvedReplicaOptions['nats']>;
@@ -20,6 +20,7 @@ export interface NatsAuth {
   user?: string;
   pass?: string;
   credentials?: string;
+  tls?: NatsTlsOptions;
 }
 
 /**
@@ -42,6 +43,7 @@ export function natsConnectOptions(o: NatsAuth, name: string): ConnectionOptions
     ...(o.token !== undefined ? { token: o.token } : {}),
     ...(o.user !== undefined ? { user: o.user, pass: o.pass } : {}),
     ...(authenticator ? { authenticator } : {}),
+    ...(o.tls !== undefined ? { tls: { ...o.tls } } : {}),
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     timeout: 2000,

@@ -7,8 +7,25 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { KvRouteError } from '../errors.js';
+import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
 import { checkOptions, describe, positiveNumber } from '../validate.js';
 import type { ReplicaTransport } from './transport.js';
+
+/**
+ * TLS of a NATS connection, for servers that require it (`tls { … }` in nats-server's config):
+ * the CAs that sign the server's certificate, and a client certificate for servers that verify
+ * clients (`verify: true`). The client reads the files at each (re)connection, so renewed files
+ * apply at the next one. A `tls://` server URL also asks for TLS, with the system's CAs.
+ * @group Replicas
+ */
+export interface NatsTlsOptions {
+  /** A file of PEM CA certificates that sign the server's certificate. */
+  caFile?: string;
+  /** A file holding the PEM client certificate (with `keyFile`). */
+  certFile?: string;
+  /** The client certificate's PEM private key. */
+  keyFile?: string;
+}
 
 /**
  * Connection to a NATS server (core NATS: load sync is best effort by nature, so no JetStream is
@@ -28,6 +45,8 @@ export interface NatsReplicaOptions {
   pass?: string;
   /** Path of a NATS `.creds` file (JWT + NKey seed). */
   credentials?: string;
+  /** TLS of the connection. Default: plain, unless a server URL is `tls://`. */
+  tls?: NatsTlsOptions;
   /** Connection name shown by the server's monitoring. Default `kvroute-<replicaId>`. */
   name?: string;
   /** The same as {@link ReplicaOptions.replicaId} (either place; not both). */
@@ -96,7 +115,7 @@ function optionalText(value: unknown, name: string): string | undefined {
 export function resolveNatsAuth(
   o: Record<string, unknown>,
   where: string,
-): { servers: string[]; token?: string; user?: string; pass?: string; credentials?: string } {
+): { servers: string[]; token?: string; user?: string; pass?: string; credentials?: string; tls?: NatsTlsOptions } {
   const fail = (name: string, what: string, value: unknown): never => {
     throw new KvRouteError('ERR_INVALID_ARG', `${where}${name} must be ${what}, got ${describe(value)}`);
   };
@@ -113,11 +132,44 @@ export function resolveNatsAuth(
     if (typeof v !== 'string' || v.length === 0) fail(`.${k}`, 'a non-empty string', v);
     auth[k] = v as string;
   }
-  return { servers: servers as string[], ...auth };
+  return { servers: servers as string[], ...auth, ...(o.tls === undefined ? {} : { tls: resolveNatsTls(o.tls, `${where}.tls`) }) };
+}
+
+/** `tls` of a NATS connection: its files read and loaded now, so a bad one fails at construction, not at each reconnection. */
+function resolveNatsTls(value: unknown, where: string): NatsTlsOptions {
+  const t = checkOptions(value, where, ['caFile', 'certFile', 'keyFile']);
+  const out: NatsTlsOptions = {};
+  for (const k of ['caFile', 'certFile', 'keyFile'] as const) {
+    const v = t[k];
+    if (v === undefined) continue;
+    if (typeof v !== 'string' || v.length === 0)
+      throw new KvRouteError('ERR_INVALID_ARG', `${where}.${k} must be a file name, got ${describe(v)}`);
+    out[k] = v;
+  }
+  if ((out.certFile === undefined) !== (out.keyFile === undefined))
+    throw new KvRouteError('ERR_INVALID_ARG', `${where}.certFile and ${where}.keyFile go together`);
+  if (out.caFile !== undefined) checkCaBundle(readPemFile(out.caFile, `${where}.caFile`), `${where}.caFile`);
+  if (out.certFile !== undefined && out.keyFile !== undefined)
+    checkKeyPair(
+      readPemFile(out.certFile, `${where}.certFile`),
+      readPemFile(out.keyFile, `${where}.keyFile`),
+      `${where}.certFile and ${where}.keyFile`,
+    );
+  return out;
 }
 
 function resolveNats(value: unknown, replicaId: string): ResolvedReplicaOptions['nats'] {
-  const o = checkOptions(value, 'opts.replicas.nats', ['servers', 'subject', 'token', 'user', 'pass', 'credentials', 'name', 'replicaId']);
+  const o = checkOptions(value, 'opts.replicas.nats', [
+    'servers',
+    'subject',
+    'token',
+    'user',
+    'pass',
+    'credentials',
+    'tls',
+    'name',
+    'replicaId',
+  ]);
   const subject = o.subject ?? 'kvroute.load';
   if (typeof subject !== 'string' || !SUBJECT.test(subject)) bad('nats.subject', 'a NATS subject without wildcards', o.subject);
   return {

@@ -16,7 +16,7 @@ import { checkListener, checkOptions, describe, positiveNumber } from '../valida
 const WRITER_EVENTS = ['written', 'failed'] as const;
 
 import { type NatsAuth, natsConnectOptions } from './nats-transport.js';
-import { resolveNatsAuth } from './options.js';
+import { type NatsTlsOptions, resolveNatsAuth } from './options.js';
 import { snapshotText } from './snapshot.js';
 
 /**
@@ -38,6 +38,8 @@ export interface SnapshotStoreOptions {
   pass?: string;
   /** Path of a NATS `.creds` file. */
   credentials?: string;
+  /** TLS of the connection (see {@link NatsTlsOptions}). */
+  tls?: NatsTlsOptions;
 }
 
 /** @internal */
@@ -48,7 +50,7 @@ export interface ResolvedSnapshotStore extends NatsAuth {
 
 /** @internal */
 export function resolveSnapshotStore(value: unknown, where: string): ResolvedSnapshotStore {
-  const o = checkOptions(value, where, ['servers', 'bucket', 'name', 'token', 'user', 'pass', 'credentials']);
+  const o = checkOptions(value, where, ['servers', 'bucket', 'name', 'token', 'user', 'pass', 'credentials', 'tls']);
   /** JetStream's rules: bucket names without dots; object names may have them. */
   const text = (k: 'bucket' | 'name', fallback: string): string => {
     const v = o[k] ?? fallback;
@@ -128,6 +130,7 @@ export class IndexSnapshotWriter {
       'user',
       'pass',
       'credentials',
+      'tls',
       'everyMs',
       'everyEvents',
       'model',
