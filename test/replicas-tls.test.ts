@@ -2,7 +2,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { KvRouter, type NatsReplicaOptions } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { makeCa, makeClientCert, makeServerCert, type TestCert } from './helpers/certs.js';
+import { killCommandsAfterEach, runCommand } from './helpers/cli-process.js';
+import { requireDist } from './helpers/dist.js';
 import { NatsServer } from './helpers/nats-server.js';
+import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
@@ -21,6 +24,8 @@ beforeAll(async () => {
   await server.start([...tls, '--tlsverify', '--tlscacert', clientsCa.certFile]);
 });
 afterAll(() => server.dispose());
+
+killCommandsAfterEach();
 
 describe.each(BACKENDS)('replicas over a NATS server that requires mutual TLS (%s)', (backend) => {
   const open: KvRouter[] = [];
@@ -51,6 +56,28 @@ describe.each(BACKENDS)('replicas over a NATS server that requires mutual TLS (%
     await sleep(1000);
     expect(outsider.stats().replicas?.connected).toBe(false);
     expect(a.stats().replicas?.peers).toBe(1);
+  });
+
+  test('kvroute serve --replicas with --nats-ca-file, --nats-cert-file and --nats-key-file connects; the TLS flags alone are a usage error', async () => {
+    requireDist();
+    const serve = runCommand(
+      ['serve', '--port', '0', '--block-size', '16', '--backend', backend, '--replicas', server.url].concat([
+        '--nats-ca-file',
+        serverCa.certFile,
+        '--nats-cert-file',
+        client.certFile,
+        '--nats-key-file',
+        client.keyFile,
+      ]),
+      /admin (http:\/\/127\.0\.0\.1:\d+)/,
+    );
+    const admin = (await serve.match)[1];
+    await waitFor(
+      async () => (await scrape(`${admin}/metrics`)).sum('kvroute_replica_connected') === 1,
+      'the replica sync connected over TLS',
+    );
+    const alone = runCommand(['serve', '--port', '0', '--block-size', '16', '--nats-ca-file', serverCa.certFile], /never/);
+    await expect(alone.match).rejects.toThrow(/exited 2 .*--nats-ca-file, --nats-cert-file and --nats-key-file go with --replicas/);
   });
 
   test('bad TLS files are refused at construction, naming the option', () => {

@@ -71,6 +71,9 @@ const FLAGS: Flags = {
   'warm-start-snapshot': { kind: 'string', value: 'nats://…', help: 'fill the index from the snapshot in this NATS object store' },
   'snapshot-to': { kind: 'string', value: 'nats://…', help: 'write index snapshots to this NATS object store (bucket kvroute-index)' },
   'snapshot-every-secs': { kind: 'number', help: 'how often --snapshot-to writes', default: '30' },
+  'nats-ca-file': { kind: 'string', value: 'file', help: "PEM CAs of the NATS server's certificate (TLS) for the NATS flags above" },
+  'nats-cert-file': { kind: 'string', value: 'file', help: 'a PEM client certificate for a NATS server that verifies clients' },
+  'nats-key-file': { kind: 'string', value: 'file', help: "that certificate's PEM private key" },
   'discover-srv': {
     kind: 'string',
     value: '_http._tcp.<service>…',
@@ -102,10 +105,11 @@ const servers = (flag: unknown) => String(flag).split(',').filter(Boolean);
 
 /** --replicas, --warm-start-*, --snapshot-*: the router's replica sync, warm start and snapshots. */
 function replicaFlags(v: Record<string, unknown>, o: Record<string, unknown>): void {
+  const tls = natsTlsFlags(v);
   if (v.replicas !== undefined || v['replica-id'] !== undefined) {
     const router = { ...((o.router as Record<string, unknown>) ?? {}) };
     const replicas = { ...((router.replicas as Record<string, unknown>) ?? {}) };
-    if (v.replicas !== undefined) replicas.nats = { ...((replicas.nats as object) ?? {}), servers: servers(v.replicas) };
+    if (v.replicas !== undefined) replicas.nats = { ...((replicas.nats as object) ?? {}), servers: servers(v.replicas), ...tls };
     if (v['replica-id'] !== undefined) replicas.replicaId = v['replica-id'];
     router.replicas = replicas;
     o.router = router;
@@ -113,10 +117,25 @@ function replicaFlags(v: Record<string, unknown>, o: Record<string, unknown>): v
   if (v['warm-start-from'] !== undefined && v['warm-start-snapshot'] !== undefined)
     throw new UsageError('give --warm-start-from or --warm-start-snapshot, not both', USAGE);
   if (v['warm-start-from'] !== undefined) o.warmStart = { peer: v['warm-start-from'] };
-  if (v['warm-start-snapshot'] !== undefined) o.warmStart = { snapshot: { servers: servers(v['warm-start-snapshot']) } };
+  if (v['warm-start-snapshot'] !== undefined) o.warmStart = { snapshot: { servers: servers(v['warm-start-snapshot']), ...tls } };
   if (v['snapshot-to'] !== undefined) {
-    o.snapshots = { servers: servers(v['snapshot-to']), everyMs: Number(v['snapshot-every-secs'] ?? 30) * 1000 };
+    o.snapshots = { servers: servers(v['snapshot-to']), everyMs: Number(v['snapshot-every-secs'] ?? 30) * 1000, ...tls };
   }
+}
+
+/** --nats-ca-file, --nats-cert-file, --nats-key-file: the `tls` of every NATS connection the flags make. */
+function natsTlsFlags(v: Record<string, unknown>): { tls?: Record<string, unknown> } {
+  const tls: Record<string, unknown> = {};
+  if (v['nats-ca-file'] !== undefined) tls.caFile = v['nats-ca-file'];
+  if (v['nats-cert-file'] !== undefined) tls.certFile = v['nats-cert-file'];
+  if (v['nats-key-file'] !== undefined) tls.keyFile = v['nats-key-file'];
+  if (Object.keys(tls).length === 0) return {};
+  if (v.replicas === undefined && v['warm-start-snapshot'] === undefined && v['snapshot-to'] === undefined)
+    throw new UsageError(
+      '--nats-ca-file, --nats-cert-file and --nats-key-file go with --replicas, --warm-start-snapshot or --snapshot-to',
+      USAGE,
+    );
+  return { tls };
 }
 
 /**
