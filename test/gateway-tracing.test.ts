@@ -241,8 +241,11 @@ describe.each(BACKENDS)('gateway: OTLP export (%s)', (backend) => {
       });
       expect(server?.attributes['kvroute.worker']).toBe('1');
       expect(receiver.spans.map((s) => s.name).sort()).toEqual(['POST /v1/completions', 'POST /v1/completions', 'route', 'tokenize']);
-      const m = await scrape(`${g.url}/metrics`);
-      expect(m.sum('kvroute_gateway_spans_total', { result: 'exported' })).toBe(receiver.spans.length);
+      // Counted once the collector's answer is read, just after it took the spans.
+      await waitFor(
+        async () => (await scrape(`${g.url}/metrics`)).sum('kvroute_gateway_spans_total', { result: 'exported' }) === receiver.spans.length,
+        'the exported spans counted',
+      );
 
       // A collector that refuses the export: counted as failed, and the gateway serves on.
       receiver.answer = 400;
