@@ -11,6 +11,8 @@
  */
 
 import { type Stats, statSync, unwatchFile, watchFile } from 'node:fs';
+import type { FastifyBaseLogger } from 'fastify';
+import { Counter, type Registry } from 'prom-client';
 
 /** How long changed files must stay the same before they are read. */
 export const SETTLE_MS = 250;
@@ -54,4 +56,40 @@ export function watchSettled(files: readonly string[], intervalMs: number, onCha
     clearTimeout(settling);
     for (const [file, onStat] of listeners) unwatchFile(file, onStat);
   };
+}
+
+/** What {@link watchReloads} watches, and how it applies and counts a change. */
+export interface ReloadWatch {
+  files: readonly string[];
+  intervalMs: number;
+  registry: Registry;
+  /** The counter of reloads by `result` (`applied`, `rejected`), and its help. */
+  metric: string;
+  help: string;
+  log: FastifyBaseLogger;
+  /** Names the files in the log lines, e.g. `TLS files`. */
+  what: string;
+  /** Reads the files and puts them in use; throws (nothing changed) when they do not load. */
+  apply: () => void;
+}
+
+/**
+ * Applies files again whenever they change and settle: a change that loads is counted
+ * `applied`, one that does not is logged and counted `rejected`, and what was in use stays.
+ * Returns the function that stops watching.
+ */
+export function watchReloads(w: ReloadWatch): () => void {
+  const reloads = new Counter({ name: w.metric, help: w.help, labelNames: ['result'], registers: [w.registry] });
+  for (const result of ['applied', 'rejected']) reloads.inc({ result }, 0);
+  return watchSettled(w.files, w.intervalMs, (changed) => {
+    try {
+      w.apply();
+    } catch (err) {
+      reloads.inc({ result: 'rejected' });
+      w.log.error({ file: changed, err: (err as Error).message }, `${w.what} changed but do not load; the ones in use stay`);
+      return;
+    }
+    reloads.inc({ result: 'applied' });
+    w.log.info({ file: changed }, `${w.what} reloaded`);
+  });
 }

@@ -19,7 +19,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
 import { describe } from '../validate.js';
-import { watchSettled } from './file-watch.js';
+import { watchReloads } from './file-watch.js';
 import { int, invalid, record, str } from './option-checks.js';
 
 /**
@@ -145,31 +145,20 @@ export function serveTls(server: Server, tls: ResolvedTls, registry: Registry, l
   server.on('tlsClientError', () => handshakes.inc());
   const files = tls.files;
   if (!files) return () => {};
-  const reloads = new Counter({
-    name: 'kvroute_gateway_tls_reloads_total',
-    help: 'Changes of tls.certFile, tls.keyFile or tls.caFile: applied (served to new connections) or rejected (the served ones kept).',
-    labelNames: ['result'],
-    registers: [registry],
-  });
-  for (const result of ['applied', 'rejected']) reloads.inc({ result }, 0);
   const watched = files.ca === undefined ? [files.cert, files.key] : [files.cert, files.key, files.ca];
-  return watchSettled(watched, files.watchIntervalMs, (changed) => {
-    let cert: Buffer;
-    let key: Buffer;
-    let ca: Buffer | undefined;
-    try {
-      cert = readPemFile(files.cert, 'tls.certFile');
-      key = readPemFile(files.key, 'tls.keyFile');
-      ca = files.ca === undefined ? undefined : readPemFile(files.ca, 'tls.caFile');
-      load(cert, key, ca, `${files.cert} and ${files.key}`);
-    } catch (err) {
-      reloads.inc({ result: 'rejected' });
-      log.error({ file: changed, err: (err as Error).message }, 'TLS files changed but do not load; the served certificate stays');
-      return;
-    }
-    server.setSecureContext(ca === undefined ? { cert, key } : { cert, key, ca });
-    expires(cert);
-    reloads.inc({ result: 'applied' });
-    log.info({ file: changed, validTo: new X509Certificate(cert).validTo }, 'TLS certificate reloaded');
+  return watchReloads({
+    files: watched,
+    intervalMs: files.watchIntervalMs,
+    registry,
+    metric: 'kvroute_gateway_tls_reloads_total',
+    help: 'Changes of tls.certFile, tls.keyFile or tls.caFile: applied (served to new connections) or rejected (the served ones kept).',
+    log,
+    what: 'TLS files',
+    apply: () => {
+      // Read and loaded as at start: a pair that does not load throws here and is not served.
+      const next = resolveTls({ certFile: files.cert, keyFile: files.key, caFile: files.ca }) as ResolvedTls;
+      server.setSecureContext(next.ca === undefined ? { cert: next.cert, key: next.key } : { cert: next.cert, key: next.key, ca: next.ca });
+      expires(next.cert);
+    },
   });
 }

@@ -14,10 +14,10 @@
  */
 
 import type { FastifyBaseLogger } from 'fastify';
-import { Counter, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import { buildConnector } from 'undici';
 import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
-import { watchSettled } from './file-watch.js';
+import { watchReloads } from './file-watch.js';
 import { int, invalid, record, str } from './option-checks.js';
 
 /**
@@ -89,24 +89,17 @@ export class UpstreamTls {
 
   constructor(tls: ResolvedUpstreamTls, registry: Registry, log: FastifyBaseLogger) {
     this.connector = buildConnector(read(tls));
-    const reloads = new Counter({
-      name: 'kvroute_gateway_upstream_tls_reloads_total',
+    this.stopWatching = watchReloads({
+      files: [tls.caFile, tls.certFile, tls.keyFile].filter((f): f is string => f !== undefined),
+      intervalMs: tls.watchIntervalMs,
+      registry,
+      metric: 'kvroute_gateway_upstream_tls_reloads_total',
       help: 'Changes of upstream.tls files: applied (new connections to workers use them) or rejected (the last good ones kept).',
-      labelNames: ['result'],
-      registers: [registry],
-    });
-    for (const result of ['applied', 'rejected']) reloads.inc({ result }, 0);
-    const files = [tls.caFile, tls.certFile, tls.keyFile].filter((f): f is string => f !== undefined);
-    this.stopWatching = watchSettled(files, tls.watchIntervalMs, (changed) => {
-      try {
+      log,
+      what: 'upstream TLS files',
+      apply: () => {
         this.connector = buildConnector(read(tls));
-      } catch (err) {
-        reloads.inc({ result: 'rejected' });
-        log.error({ file: changed, err: (err as Error).message }, 'upstream TLS files changed but do not load; the last good ones stay');
-        return;
-      }
-      reloads.inc({ result: 'applied' });
-      log.info({ file: changed }, 'upstream TLS files reloaded');
+      },
     });
   }
 
