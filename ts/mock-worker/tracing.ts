@@ -10,8 +10,8 @@
  */
 
 import type { IncomingHttpHeaders } from 'node:http';
-import { type Attributes, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import { readTraceContext } from '../server/tracing/context.js';
+import { type Attributes, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { parentContext, readTraceContext } from '../server/tracing/context.js';
 import { type GatewayTracer, otlpTracer } from '../server/tracing/provider.js';
 
 /** One request's span; nothing when the worker does not trace. */
@@ -45,15 +45,7 @@ export class EngineTracer {
 
   /** Starts a request's span under its `traceparent` (vLLM extracts the W3C context the same way). */
   request(headers: IncomingHttpHeaders, facts: EngineRequestFacts): EngineRequestSpan {
-    const { context } = readTraceContext(headers);
-    const parent = context
-      ? trace.setSpanContext(ROOT_CONTEXT, {
-          traceId: context.traceId,
-          spanId: context.parentId,
-          traceFlags: context.flags,
-          isRemote: true,
-        })
-      : ROOT_CONTEXT;
+    const parent = parentContext(readTraceContext(headers).context);
     const attributes: Attributes = {
       'gen_ai.request.id': facts.id,
       'gen_ai.response.model': facts.model,

@@ -14,6 +14,7 @@
  */
 
 import type { IncomingHttpHeaders } from 'node:http';
+import { type Context, createTraceState, ROOT_CONTEXT, trace } from '@opentelemetry/api';
 
 /** The longest `tracestate` passed on (the recommendation asks for at least 512; 32 members of at most 256 fit in 8,224 with commas). */
 export const MAX_TRACESTATE = 8224;
@@ -64,4 +65,16 @@ export function traceHeaders(context: TraceContext | undefined): Record<string, 
   return context.tracestate === undefined
     ? { traceparent: context.traceparent }
     : { traceparent: context.traceparent, tracestate: context.tracestate };
+}
+
+/** The OpenTelemetry context whose parent is the client's span (a remote one), or the root without one. */
+export function parentContext(client: TraceContext | undefined): Context {
+  if (client === undefined) return ROOT_CONTEXT;
+  return trace.setSpanContext(ROOT_CONTEXT, {
+    traceId: client.traceId,
+    spanId: client.parentId,
+    traceFlags: client.flags,
+    isRemote: true,
+    ...(client.tracestate === undefined ? {} : { traceState: createTraceState(client.tracestate) }),
+  });
 }

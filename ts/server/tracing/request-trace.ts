@@ -16,16 +16,14 @@
 import {
   type Attributes,
   type Context,
-  createTraceState,
   isSpanContextValid,
-  ROOT_CONTEXT,
   type Span,
   SpanKind,
   SpanStatusCode,
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import { type TraceContext, traceHeaders } from './context.js';
+import { parentContext, type TraceContext, traceHeaders } from './context.js';
 
 /** What ended a request or a try: an HTTP status, or why there was none. */
 export type TraceStatus = number | 'client_closed' | 'upstream_error' | string | undefined;
@@ -73,16 +71,7 @@ export class RequestTrace {
 
   /** Starts the request's `SERVER` span, a child of the client's span when it sent one. */
   static start(tracer: Tracer, name: string, client: TraceContext | undefined, attributes: Attributes): RequestTrace {
-    const parent =
-      client === undefined
-        ? ROOT_CONTEXT
-        : trace.setSpanContext(ROOT_CONTEXT, {
-            traceId: client.traceId,
-            spanId: client.parentId,
-            traceFlags: client.flags,
-            isRemote: true,
-            ...(client.tracestate === undefined ? {} : { traceState: createTraceState(client.tracestate) }),
-          });
+    const parent = parentContext(client);
     const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
     // The steps' and tries' parent; a span not recorded has none (and a context is a map copy).
     return new RequestTrace(client, tracer, span, span.isRecording() ? trace.setSpan(parent, span) : parent);
