@@ -1,5 +1,6 @@
 /** Reads a `/metrics` endpoint through a real Prometheus text parser. */
 import parsePrometheus from 'parse-prometheus-text-format';
+import { type Dispatcher, request } from 'undici';
 
 export type Family = {
   name: string;
@@ -31,8 +32,9 @@ function histogramCounts(text: string, name: string): { value: string; labels: R
   return out;
 }
 
-export async function scrape(url: string): Promise<Scrape> {
-  const text = await (await fetch(url)).text();
+/** Reads `url`; over HTTPS with a self-signed or client certificate, through `dispatcher` (an undici Agent). */
+export async function scrape(url: string, dispatcher?: Dispatcher): Promise<Scrape> {
+  const text = dispatcher ? await (await request(url, { dispatcher })).body.text() : await (await fetch(url)).text();
   const parsed = parsePrometheus(text) as Family[];
   const families = new Map(parsed.map((f) => [f.name, f]));
   return {
