@@ -179,6 +179,10 @@ describe('kvroute serve as a command', () => {
     discover.match.catch(() => undefined);
     expect(await discover.exited).toBe(2);
     expect(discover.errors()).toMatch(/discovery\.srv must be a DNS name, got "not a name!"/);
+    const both = runCommand(['serve', '--block-size', '16', '--discover-srv', 'a.test', '--discover-host', 'b.test'], /never/);
+    both.match.catch(() => undefined);
+    expect(await both.exited).toBe(2);
+    expect(both.errors()).toMatch(/discovery needs exactly one of srv .* and host/);
     const none = runCommand(['serve'], /never/);
     none.match.catch(() => undefined);
     expect(await none.exited).toBe(2);

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { createGateway, type MockWorker, type WorkerView } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { killCommandsAfterEach, runCommand } from './helpers/cli-process.js';
 import { type DnsServer as Dns, DnsServer, type SrvRecord } from './helpers/dns-server.js';
 import { expectKvError } from './helpers/errors.js';
 import { closeFleetsAfterEach, startFleet, startWorker } from './helpers/gateway.js';
@@ -9,6 +10,7 @@ import { scrape } from './helpers/prometheus.js';
 import { waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
+killCommandsAfterEach();
 const servers: Dns[] = [];
 afterEach(async () => {
   for (const s of servers.splice(0)) await s.stop();
@@ -181,7 +183,8 @@ describe.each(BACKENDS)('gateway: workers found in DNS SRV records (%s)', (backe
       [{ srv: HTTP, intervalMs: 5 }, /discovery\.intervalMs must be an integer in \[100, 3600000\]/],
       [{ srv: HTTP, servers: [] }, /discovery\.servers must be a non-empty list/],
       [{ srv: HTTP, servers: ['dns.example'] }, /discovery\.servers: .*dns\.example/],
-      [{ srv: HTTP, port: 1 }, /discovery: unknown key "port"/],
+      [{ srv: HTTP, port: 1 }, /discovery\.port goes with host, not srv/],
+      [{ srv: HTTP, nope: 1 }, /discovery: unknown key "nope"/],
     ] as const) {
       expectKvError(
         () => createGateway({ blockSize: 16, backend, logLevel: false, discovery: discovery as never }),
@@ -189,5 +192,155 @@ describe.each(BACKENDS)('gateway: workers found in DNS SRV records (%s)', (backe
         message,
       );
     }
+  });
+});
+
+describe.each(BACKENDS)('gateway: workers found by the addresses of a name (%s)', (backend) => {
+  test('each address is a worker on the given ports: they join, serve and leave with the records; IPv6 when there is no IPv4', async () => {
+    // Every pod of a Service serves on the same ports; only 127.0.0.1 has one here, so the
+    // other addresses (loopback, nothing listening) are workers that refuse connections.
+    const a = await startWorker();
+    const dns = new DnsServer();
+    servers.push(dns);
+    const NAME = 'vllm.test';
+    await dns.serve(
+      [],
+      [
+        [NAME, '127.0.0.1'],
+        [NAME, '127.0.0.2'],
+      ],
+    );
+    const ports = { port: port(a.url), kvEventsPort: port(a.kvEventsEndpoints[0]), replayPort: port(a.replayEndpoints[0]) };
+    const f = await startFleet(backend, 0, {
+      workers: [],
+      discovery: { host: NAME, ...ports, servers: [dns.server], intervalMs: 150, timeoutMs: 200 },
+    });
+    const discovered = () =>
+      f.gateway
+        .workers()
+        .filter((w) => w.origin === 'discovery')
+        .map((w) => [w.url, w.kvEvents, w.replay])
+        .sort();
+    const at = (host: string) => [
+      `http://${host}:${ports.port}`,
+      [`tcp://${host}:${ports.kvEventsPort}`],
+      [`tcp://${host}:${ports.replayPort}`],
+    ];
+    await waitFor(() => discovered().length === 2, 'both addresses to be discovered');
+    expect(discovered()).toEqual([at('127.0.0.1'), at('127.0.0.2')]);
+    expect(discovered()[0]).toEqual([a.url, a.kvEventsEndpoints, a.replayEndpoints]);
+
+    // The worker that listens serves, and its KV events reach the index.
+    const prompt = 'a prompt for the one address that answers, long enough to fill a few KV blocks of sixteen tokens ';
+    await waitFor(async () => {
+      const r = await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 1 });
+      return r.status === 200 && Number(r.headers.get('x-kvroute-cached-tokens')) > 0;
+    }, "the serving worker's blocks to be indexed");
+    let m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_discovered_workers', { srv: NAME })).toBe(2);
+
+    // One address goes: its worker goes.
+    await dns.serve([], [[NAME, '127.0.0.2']]);
+    await waitFor(() => discovered().length === 1 && discovered()[0][0] === at('127.0.0.2')[0], '127.0.0.1 to leave');
+    // No A record, an AAAA one: the worker is at the IPv6 address, in brackets.
+    await dns.serve([], [[NAME, '::1']]);
+    await waitFor(() => discovered().length === 1 && discovered()[0][0] === at('[::1]')[0], 'the IPv6 address');
+    expect(discovered()).toEqual([at('[::1]')]);
+    // The name gone (NXDOMAIN): a failed round, the worker kept.
+    await dns.serve([], []);
+    await waitFor(
+      async () =>
+        (await scrape(`${f.url}/metrics`)).sum('kvroute_gateway_discovery_resolutions_total', { srv: NAME, result: 'failed' }) >= 2,
+      'failed rounds',
+    );
+    expect(discovered()).toEqual([at('[::1]')]);
+    m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_discovered_workers', { srv: NAME })).toBe(1);
+  });
+
+  test('kvroute serve --discover-host: the flags give the name and the ports', async () => {
+    const a = await startWorker();
+    const dns = new DnsServer();
+    servers.push(dns);
+    await dns.serve([], [['vllm.test', '127.0.0.1']]);
+    const serve = runCommand(
+      [
+        'serve',
+        '--block-size',
+        '16',
+        '--host',
+        '127.0.0.1',
+        '--port',
+        '0',
+        '--backend',
+        backend,
+        '--discover-host',
+        'vllm.test',
+        '--discover-port',
+        String(port(a.url)),
+        '--discover-kv-events-port',
+        String(port(a.kvEventsEndpoints[0])),
+        '--dns-server',
+        dns.server,
+      ],
+      /proxy (http:\/\/127\.0\.0\.1:\d+)/,
+    );
+    const [, proxy] = await serve.match;
+    await waitFor(
+      async () => (await scrape(`${proxy}/metrics`)).sum('kvroute_gateway_discovered_workers', { srv: 'vllm.test' }) === 1,
+      "the worker at the name's address",
+    );
+    const prompt = 'a prompt for the worker the flags found, long enough to fill a few KV blocks of sixteen tokens ';
+    await waitFor(async () => {
+      const r = await postJson(`${proxy}/v1/completions`, { prompt, max_tokens: 1 });
+      return r.status === 200 && Number(r.headers.get('x-kvroute-cached-tokens')) > 0;
+    }, 'its KV events to reach the index through --discover-kv-events-port');
+  });
+
+  test('a pod found by its address and by an SRV record is one worker; bad host options name the key', async () => {
+    const a = await startWorker();
+    const dns = new DnsServer();
+    servers.push(dns);
+    await dns.serve([[HTTP, 'pod-1.vllm.test', port(a.url)]], ['pod-1.vllm.test', ['vllm.test', '127.0.0.1']]);
+    const f = await startFleet(backend, 0, {
+      workers: [],
+      discovery: [
+        { srv: HTTP, servers: [dns.server], intervalMs: 150 },
+        { host: 'vllm.test', port: port(a.url), servers: [dns.server], intervalMs: 150 },
+      ],
+    });
+    await waitFor(
+      async () => (await scrape(`${f.url}/metrics`)).sum('kvroute_gateway_discovery_skipped_total', { reason: 'claimed' }) >= 1,
+      'the second way to find the pod claimed',
+    );
+    expect(f.gateway.workers().map((w) => w.url)).toEqual([a.url]);
+    // Without kvEventsPort: a worker without KV events.
+    expect(f.gateway.workers()[0]).toMatchObject({ kvEvents: null, replay: null });
+    for (const [discovery, message] of [
+      [{}, /discovery needs exactly one of srv .* and host/],
+      [{ srv: HTTP, host: 'vllm.test' }, /discovery needs exactly one of srv .* and host/],
+      [{ host: 'vllm.test', kvEventsSrv: KV }, /discovery\.kvEventsSrv goes with srv, not host/],
+      [{ host: 'vllm.test', replayPort: 5558 }, /discovery\.replayPort needs kvEventsPort/],
+      [{ host: 'vllm.test', port: 0 }, /discovery\.port must be an integer in \[1, 65535\]/],
+      [{ host: 'vllm.test', kvEventsPort: 65_536 }, /discovery\.kvEventsPort must be an integer in \[1, 65535\]/],
+      [{ host: 'http://vllm.test' }, /discovery\.host must be a DNS name/],
+    ] as const) {
+      expectKvError(
+        () => createGateway({ blockSize: 16, backend, logLevel: false, discovery: discovery as never }),
+        'ERR_INVALID_ARG',
+        message,
+      );
+    }
+    expectKvError(
+      () =>
+        createGateway({
+          blockSize: 16,
+          backend,
+          logLevel: false,
+          discovery: [{ host: 'vllm.test' }, { host: 'VLLM.test', port: 9000 }],
+        }),
+      'ERR_INVALID_ARG',
+      /discovery lists vllm\.test twice/,
+    );
   });
 });

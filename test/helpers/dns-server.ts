@@ -30,8 +30,12 @@ export class DnsServer {
     return `127.0.0.1:${this.port}`;
   }
 
-  /** (Re)starts the server with these records; every `hosts` name resolves to 127.0.0.1. Names under `test.` that it does not hold answer NXDOMAIN. */
-  async serve(srv: SrvRecord[], hosts: string[]): Promise<void> {
+  /**
+   * (Re)starts the server with these records: a `hosts` name alone resolves to 127.0.0.1, a
+   * `[name, address]` pair to that address (A or AAAA; a name may be given several). Names under
+   * `test.` that it does not hold answer NXDOMAIN.
+   */
+  async serve(srv: SrvRecord[], hosts: (string | [name: string, address: string])[]): Promise<void> {
     const dnsmasq = requireTool(['dnsmasq', '/usr/sbin/dnsmasq'], 'dnsmasq-base');
     await this.stop();
     this.port ||= await freeUdpPort();
@@ -46,7 +50,7 @@ export class DnsServer {
       '--no-hosts',
       '--local=/test/',
       '--host-record=ready.test,127.0.0.1',
-      ...hosts.map((h) => `--host-record=${h},127.0.0.1`),
+      ...hosts.map((h) => (typeof h === 'string' ? `--host-record=${h},127.0.0.1` : `--host-record=${h[0]},${h[1]}`)),
       ...srv.map(([name, target, port]) => `--srv-host=${name},${target},${port}`),
     ];
     const proc = spawn(dnsmasq, args, { stdio: ['ignore', 'ignore', 'pipe'] });

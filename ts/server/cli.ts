@@ -81,6 +81,14 @@ const FLAGS: Flags = {
   },
   'discover-kv-events-srv': { kind: 'string', value: 'name', help: 'the SRV name of their KV-event sockets, matched by target' },
   'discover-replay-srv': { kind: 'string', value: 'name', help: 'the SRV name of their replay sockets, matched by target' },
+  'discover-host': {
+    kind: 'string',
+    value: '<service>…',
+    help: 'or find them by the addresses of this name, one per pod (a headless Service without port names)',
+  },
+  'discover-port': { kind: 'number', help: "with --discover-host: every worker's HTTP port", default: '8000' },
+  'discover-kv-events-port': { kind: 'number', help: "with --discover-host: every worker's KV-event port" },
+  'discover-replay-port': { kind: 'number', help: "with --discover-host: every worker's replay port" },
   'dns-server': { kind: 'string', value: 'ip[:port][,…]', help: 'the DNS servers discovery asks (addresses)', default: "the system's" },
   'shutdown-delay-secs': {
     kind: 'number',
@@ -165,6 +173,10 @@ function discoveryFlags(v: Record<string, unknown>, o: Record<string, unknown>):
   if (v['discover-srv'] !== undefined) given.srv = v['discover-srv'];
   if (v['discover-kv-events-srv'] !== undefined) given.kvEventsSrv = v['discover-kv-events-srv'];
   if (v['discover-replay-srv'] !== undefined) given.replaySrv = v['discover-replay-srv'];
+  if (v['discover-host'] !== undefined) given.host = v['discover-host'];
+  if (v['discover-port'] !== undefined) given.port = v['discover-port'];
+  if (v['discover-kv-events-port'] !== undefined) given.kvEventsPort = v['discover-kv-events-port'];
+  if (v['discover-replay-port'] !== undefined) given.replayPort = v['discover-replay-port'];
   if (v['dns-server'] !== undefined) given.servers = servers(v['dns-server']);
   if (Object.keys(given).length === 0) return;
   if (Array.isArray(o.discovery))

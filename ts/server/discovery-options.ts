@@ -1,5 +1,5 @@
 /**
- * The `discovery` option of the gateway (DNS SRV discovery, discovery.ts): its shape and checks.
+ * The `discovery` option of the gateway (DNS discovery, discovery.ts): its shape and checks.
  * @internal
  * @module
  */
@@ -9,16 +9,32 @@ import { describe, positiveNumber } from '../validate.js';
 import { int, invalid, record } from './option-checks.js';
 
 /**
- * Workers found in DNS SRV records (see the README's "Changing the fleet").
+ * Workers found in DNS (see the README's "Changing the fleet"), one of two ways:
+ * - `srv`: the SRV records a Kubernetes headless Service publishes for a named port, each
+ *   naming a pod and its port (`kvEventsSrv` and `replaySrv` give the sockets, by pod);
+ * - `host`: the address records of a headless Service's own name, one per ready pod, every pod
+ *   serving on the same ports (`port`, `kvEventsPort`, `replayPort`). This is what a Service
+ *   without port names publishes.
  * @group Gateway
  */
 export interface DiscoveryOptions {
-  /** The SRV name of the workers' HTTP API, e.g. `_http._tcp.vllm.default.svc.cluster.local`. */
-  srv: string;
-  /** The SRV name of their KV-event PUB sockets (rank 0's), matched by target. Omitted: workers without KV events. */
+  /** The SRV name of the workers' HTTP API, e.g. `_http._tcp.vllm.default.svc.cluster.local`. Either this or `host`. */
+  srv?: string;
+  /** With `srv`: the SRV name of their KV-event PUB sockets (rank 0's), matched by target. Omitted: workers without KV events. */
   kvEventsSrv?: string;
-  /** The SRV name of their replay sockets (rank 0's), matched by target. */
+  /** With `srv`: the SRV name of their replay sockets (rank 0's), matched by target. */
   replaySrv?: string;
+  /**
+   * A name whose address records (A, else AAAA) list the workers, e.g.
+   * `vllm.default.svc.cluster.local` for a headless Service: each address is one worker. Either this or `srv`.
+   */
+  host?: string;
+  /** With `host`: the port of every worker's HTTP API. Default 8000 (vLLM's). */
+  port?: number;
+  /** With `host`: the port of every worker's KV-event PUB socket (rank 0's; vLLM's default is 5557). Omitted: workers without KV events. */
+  kvEventsPort?: number;
+  /** With `host` and `kvEventsPort`: the port of every worker's replay socket (rank 0's). */
+  replayPort?: number;
   /** How often the names are resolved again, ms. Default 10000. */
   intervalMs?: number;
   /** How long one resolution may take, ms. Default 2000. */
@@ -33,11 +49,27 @@ export interface DiscoveryOptions {
   weight?: number;
 }
 
-/** @internal */
-export type ResolvedDiscovery = Required<Omit<DiscoveryOptions, 'kvEventsSrv' | 'replaySrv' | 'servers' | 'maxNumBatchedTokens'>> &
-  Pick<DiscoveryOptions, 'kvEventsSrv' | 'replaySrv' | 'servers' | 'maxNumBatchedTokens'>;
+/** Where one discovery reads its workers: SRV records by pod, or one name's addresses on fixed ports. @internal */
+export type DiscoverySource =
+  | { kind: 'srv'; srv: string; kvEventsSrv?: string; replaySrv?: string }
+  | { kind: 'host'; host: string; port: number; kvEventsPort?: number; replayPort?: number };
 
-const KEYS = ['srv', 'kvEventsSrv', 'replaySrv', 'intervalMs', 'timeoutMs', 'servers', 'dpSize', 'maxNumBatchedTokens', 'weight'];
+/** @internal */
+export interface ResolvedDiscovery {
+  /** The name asked (`srv` or `host`): the discovery's label in metrics and logs. */
+  name: string;
+  source: DiscoverySource;
+  intervalMs: number;
+  timeoutMs: number;
+  servers?: string[];
+  dpSize: number;
+  maxNumBatchedTokens?: number;
+  weight: number;
+}
+
+const SRV_KEYS = ['srv', 'kvEventsSrv', 'replaySrv'];
+const HOST_KEYS = ['host', 'port', 'kvEventsPort', 'replayPort'];
+const KEYS = [...SRV_KEYS, ...HOST_KEYS, 'intervalMs', 'timeoutMs', 'servers', 'dpSize', 'maxNumBatchedTokens', 'weight'];
 
 function name(value: unknown, at: string): string {
   if (typeof value !== 'string' || !/^[A-Za-z0-9_.-]{1,253}$/.test(value))
@@ -48,6 +80,7 @@ function name(value: unknown, at: string): string {
 /** Checks `discovery`; the message names the key at fault. */
 export function resolveDiscovery(value: unknown, at = 'discovery'): ResolvedDiscovery {
   const o = record(value, at, KEYS);
+  const source = discoverySource(o, at);
   const servers = o.servers;
   if (
     servers !== undefined &&
@@ -63,9 +96,8 @@ export function resolveDiscovery(value: unknown, at = 'discovery'): ResolvedDisc
     }
   }
   return {
-    srv: name(o.srv, `${at}.srv`),
-    kvEventsSrv: o.kvEventsSrv === undefined ? undefined : name(o.kvEventsSrv, `${at}.kvEventsSrv`),
-    replaySrv: o.replaySrv === undefined ? undefined : name(o.replaySrv, `${at}.replaySrv`),
+    name: source.kind === 'srv' ? source.srv : source.host,
+    source,
     intervalMs: int(o.intervalMs, `${at}.intervalMs`, 100, 3_600_000, 10_000),
     timeoutMs: int(o.timeoutMs, `${at}.timeoutMs`, 1, 60_000, 2000),
     servers: servers as string[] | undefined,
@@ -73,5 +105,31 @@ export function resolveDiscovery(value: unknown, at = 'discovery'): ResolvedDisc
     maxNumBatchedTokens:
       o.maxNumBatchedTokens === undefined ? undefined : int(o.maxNumBatchedTokens, `${at}.maxNumBatchedTokens`, 1, 2 ** 31),
     weight: positiveNumber(o.weight, `${at}.weight`, 1),
+  };
+}
+
+/** `srv` and its names, or `host` and its ports: exactly one, and no key of the other. */
+function discoverySource(o: Record<string, unknown>, at: string): DiscoverySource {
+  if ((o.srv === undefined) === (o.host === undefined))
+    throw invalid(`${at} needs exactly one of srv (SRV records by pod) and host (a name's addresses, one per pod)`);
+  const [mine, others] = o.srv !== undefined ? [SRV_KEYS, HOST_KEYS] : [HOST_KEYS, SRV_KEYS];
+  const stray = others.find((k) => o[k] !== undefined);
+  if (stray !== undefined) throw invalid(`${at}.${stray} goes with ${others[0]}, not ${mine[0]}`);
+  if (o.srv !== undefined)
+    return {
+      kind: 'srv',
+      srv: name(o.srv, `${at}.srv`),
+      kvEventsSrv: o.kvEventsSrv === undefined ? undefined : name(o.kvEventsSrv, `${at}.kvEventsSrv`),
+      replaySrv: o.replaySrv === undefined ? undefined : name(o.replaySrv, `${at}.replaySrv`),
+    };
+  const port = (k: string) => (o[k] === undefined ? undefined : int(o[k], `${at}.${k}`, 1, 65_535));
+  if (o.replayPort !== undefined && o.kvEventsPort === undefined)
+    throw invalid(`${at}.replayPort needs kvEventsPort (a replay socket serves the KV events it missed)`);
+  return {
+    kind: 'host',
+    host: name(o.host, `${at}.host`),
+    port: int(o.port, `${at}.port`, 1, 65_535, 8000),
+    kvEventsPort: port('kvEventsPort'),
+    replayPort: port('replayPort'),
   };
 }

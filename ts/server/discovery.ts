@@ -7,6 +7,9 @@
  *   give its KV-event and replay sockets, matched by target name;
  * - each target is resolved to an address with the same resolver (the engine sources connect to
  *   addresses, and the DNS servers given here need not be the system's);
+ * - or, for a Service without port names, the address records of its own name (`host`) list
+ *   the pods, all serving on the same `port`, `kvEventsPort` and `replayPort`
+ *   (discovery-answers.ts reads both forms);
  * - a worker's id is a hash of its HTTP API's address and port, the engine's own identity: a pod
  *   that restarts at a new address is a new worker, whose replay socket fills its index from
  *   empty, and a pod that two Services list is one worker, which the first to find it owns;
@@ -23,24 +26,16 @@
  * @module
  */
 
-import { createHash } from 'node:crypto';
 import { Resolver } from 'node:dns/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
+import { answerWorkers } from './discovery-answers.js';
 import type { ResolvedDiscovery } from './discovery-options.js';
 import type { Fleet } from './fleet.js';
 import type { GatewayWorker } from './options.js';
 import { setFleetWorkers, type WorkerSetChanges } from './worker-set.js';
 
-/** A discovered worker's id: the address and port of its HTTP API (the engine itself), hashed to a u64. */
-export function discoveredWorkerId(address: string, port: number): bigint {
-  return createHash('sha256').update(`${address}:${port}`).digest().readBigUInt64BE(0);
-}
-
-/** Why a listed target was left out of an answer (the metric's `reason`). */
-type Skipped = 'no_address' | 'no_kv_events' | 'claimed';
-
-/** The discovery metrics, by `srv` (one gateway may discover from several Services). */
+/** The discovery metrics, by the name asked (`srv` or `host`; one gateway may discover from several Services). */
 export class DiscoveryMetrics {
   readonly resolutions: Counter<'srv' | 'result'>;
   readonly skipped: Counter<'srv' | 'reason'>;
@@ -50,19 +45,19 @@ export class DiscoveryMetrics {
     const registers = [registry];
     this.resolutions = new Counter({
       name: 'kvroute_gateway_discovery_resolutions_total',
-      help: 'DNS discovery rounds, by SRV name: ok (its discovered workers set to the answer) or failed (kept as they were).',
+      help: 'DNS discovery rounds, by the name asked (SRV name or host): ok (its discovered workers set to the answer) or failed (kept as they were).',
       labelNames: ['srv', 'result'],
       registers,
     });
     this.skipped = new Counter({
       name: 'kvroute_gateway_discovery_skipped_total',
-      help: 'Listed targets left out of a round, by SRV name: no address, no KV-event record, or claimed (another Service or way in holds that worker).',
+      help: 'Listed targets left out of a round, by the name asked (SRV name or host): no address, no KV-event record, or claimed (another Service or way in holds that worker).',
       labelNames: ['srv', 'reason'],
       registers,
     });
     this.found = new Gauge({
       name: 'kvroute_gateway_discovered_workers',
-      help: 'Workers the last successful round found, by SRV name.',
+      help: 'Workers the last successful round found, by the name asked (SRV name or host).',
       labelNames: ['srv'],
       registers,
     });
@@ -86,7 +81,7 @@ export class Discovery {
   ) {
     this.resolver = new Resolver({ timeout: opts.timeoutMs, tries: 1 });
     if (opts.servers) this.resolver.setServers(opts.servers);
-    const srv = opts.srv;
+    const srv = opts.name;
     for (const result of ['ok', 'failed']) metrics.resolutions.inc({ srv, result }, 0);
     for (const reason of ['no_address', 'no_kv_events', 'claimed']) metrics.skipped.inc({ srv, reason }, 0);
   }
@@ -117,11 +112,11 @@ export class Discovery {
   private async resolveAndSet(): Promise<void> {
     let workers: GatewayWorker[];
     try {
-      workers = await this.resolve();
+      workers = await answerWorkers(this.resolver, this.opts, (reason) => this.metrics.skipped.inc({ srv: this.opts.name, reason }));
     } catch (err) {
       if (this.stopped) return;
-      this.metrics.resolutions.inc({ srv: this.opts.srv, result: 'failed' });
-      this.log.warn({ srv: this.opts.srv, err: (err as Error).message }, 'DNS discovery failed; the discovered workers are kept');
+      this.metrics.resolutions.inc({ srv: this.opts.name, result: 'failed' });
+      this.log.warn({ srv: this.opts.name, err: (err as Error).message }, 'DNS discovery failed; the discovered workers are kept');
       return;
     }
     if (this.stopped || this.fleet.isClosed) return;
@@ -132,7 +127,7 @@ export class Discovery {
       workers = workers.filter((w) => {
         const held = this.fleet.get(w.id as bigint);
         const claimed = held !== undefined && !(held.origin === 'discovery' && mine.has(held.spec.id));
-        if (claimed) this.metrics.skipped.inc({ srv: this.opts.srv, reason: 'claimed' });
+        if (claimed) this.metrics.skipped.inc({ srv: this.opts.name, reason: 'claimed' });
         return !claimed;
       });
       let changes: WorkerSetChanges;
@@ -145,74 +140,16 @@ export class Discovery {
           [...candidates].filter((id) => this.fleet.get(id)?.origin === 'discovery' && (mine.has(id) || !before.has(id))),
         );
       }
-      this.metrics.resolutions.inc({ srv: this.opts.srv, result: 'ok' });
-      this.metrics.found.set({ srv: this.opts.srv }, workers.length);
+      this.metrics.resolutions.inc({ srv: this.opts.name, result: 'ok' });
+      this.metrics.found.set({ srv: this.opts.name }, workers.length);
       if (changes.added.length + changes.removed.length + changes.replaced.length + changes.updated.length > 0)
         this.log.info(
-          { srv: this.opts.srv, ...Object.fromEntries(Object.entries(changes).map(([k, ids]) => [k, (ids as bigint[]).map(String)])) },
+          { srv: this.opts.name, ...Object.fromEntries(Object.entries(changes).map(([k, ids]) => [k, (ids as bigint[]).map(String)])) },
           'DNS discovery changed the workers',
         );
     } catch (err) {
-      this.metrics.resolutions.inc({ srv: this.opts.srv, result: 'failed' });
-      this.log.error({ srv: this.opts.srv, err: (err as Error).message }, 'DNS discovery found workers the gateway cannot take');
+      this.metrics.resolutions.inc({ srv: this.opts.name, result: 'failed' });
+      this.log.error({ srv: this.opts.name, err: (err as Error).message }, 'DNS discovery found workers the gateway cannot take');
     }
-  }
-
-  /** The workers of one answer; throws when a name does not resolve. */
-  private async resolve(): Promise<GatewayWorker[]> {
-    const o = this.opts;
-    const [http, kv, replay] = await Promise.all([
-      this.resolver.resolveSrv(o.srv),
-      o.kvEventsSrv === undefined ? undefined : this.resolver.resolveSrv(o.kvEventsSrv),
-      o.replaySrv === undefined ? undefined : this.resolver.resolveSrv(o.replaySrv),
-    ]);
-    const portOf = (records: typeof http | undefined) => new Map((records ?? []).map((r) => [r.name.toLowerCase(), r.port]));
-    const kvPorts = portOf(kv);
-    const replayPorts = portOf(replay);
-    const addresses = new Map<string, string | undefined>();
-    await Promise.all(
-      [...new Set(http.map((r) => r.name.toLowerCase()))].map(async (target) => {
-        addresses.set(target, await this.address(target));
-      }),
-    );
-    const workers: GatewayWorker[] = [];
-    const skip = (reason: Skipped) => this.metrics.skipped.inc({ srv: o.srv, reason });
-    const seen = new Set<bigint>();
-    for (const r of http) {
-      const target = r.name.toLowerCase();
-      const host = addresses.get(target);
-      if (host === undefined) {
-        skip('no_address');
-        continue;
-      }
-      // An engine listed twice (one record twice, or under two names) is one worker.
-      const id = discoveredWorkerId(host, r.port);
-      if (seen.has(id)) continue;
-      seen.add(id);
-      const kvPort = kvPorts.get(target);
-      if (o.kvEventsSrv !== undefined && kvPort === undefined) {
-        skip('no_kv_events');
-        continue;
-      }
-      const replayPort = replayPorts.get(target);
-      workers.push({
-        id,
-        url: `http://${host}:${r.port}`,
-        ...(kvPort === undefined ? {} : { kvEvents: `tcp://${host}:${kvPort}` }),
-        ...(kvPort === undefined || replayPort === undefined ? {} : { replay: `tcp://${host}:${replayPort}` }),
-        dpSize: o.dpSize,
-        weight: o.weight,
-        ...(o.maxNumBatchedTokens === undefined ? {} : { maxNumBatchedTokens: o.maxNumBatchedTokens }),
-      });
-    }
-    return workers;
-  }
-
-  /** A target's address (IPv4 first, as URLs and endpoints take it; IPv6 in brackets), or undefined. */
-  private async address(target: string): Promise<string | undefined> {
-    const v4 = await this.resolver.resolve4(target).catch(() => [] as string[]);
-    if (v4.length > 0) return v4[0];
-    const v6 = await this.resolver.resolve6(target).catch(() => [] as string[]);
-    return v6.length > 0 ? `[${v6[0]}]` : undefined;
   }
 }

@@ -374,13 +374,14 @@ export function resolveWorker(value: unknown, at: string): ResolvedWorker {
   };
 }
 
-/** `discovery`: one Service's SRV names or a list of them, each checked (the message names `discovery[i]`). */
+/** `discovery`: one Service's names or a list of them, each checked (the message names `discovery[i]`). */
 function discoveryList(value: unknown): ResolvedDiscovery[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) return [resolveDiscovery(value)];
   const list = value.map((d, i) => resolveDiscovery(d, `discovery[${i}]`));
-  const srvs = list.map((d) => d.srv);
-  const twice = srvs.find((srv, i) => srvs.indexOf(srv) !== i);
+  // The name is each one's label in the metrics, and owns what it found: one name, one discovery.
+  const names = list.map((d) => d.name.toLowerCase());
+  const twice = names.find((n, i) => names.indexOf(n) !== i);
   if (twice !== undefined) throw invalid(`discovery lists ${twice} twice`);
   return list;
 }
