@@ -292,6 +292,37 @@ describe.each(BACKENDS)('gateway: OTLP export (%s)', (backend) => {
     expect(engine?.attributes['gen_ai.usage.prompt_tokens']).toBe(4);
   });
 
+  test.each([
+    ['http/protobuf', 'application/x-protobuf'],
+    ['grpc', 'grpc'],
+    ['http/json', 'application/json'],
+  ] as const)('otlpProtocol %s: the spans and the headers reach the receiver in that encoding', async (protocol, encoding) => {
+    const receiver = new OtlpReceiver();
+    const endpoint = protocol === 'grpc' ? await receiver.startGrpc() : await receiver.start();
+    const g = await gatewayBehindWire(backend, {
+      tracing: { otlpEndpoint: endpoint, otlpProtocol: protocol, otlpHeaders: { 'x-tenant': 'blue' }, exportDelayMs: 50 },
+    });
+    try {
+      const r = await postJson(`${g.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 }, { traceparent: PARENT });
+      expect(r.status).toBe(200);
+      await waitFor(() => receiver.spans.length === 4, 'the four spans at the receiver');
+      expect(new Set(receiver.encodings)).toEqual(new Set([encoding]));
+      expect(receiver.lastHeaders['x-tenant']).toBe('blue');
+      const server = receiver.spans.find((s) => s.kind === 2);
+      expect(server).toMatchObject({ traceId: TRACE_ID, parentSpanId: CLIENT_SPAN, name: 'POST /v1/completions', service: 'kvroute' });
+      expect(server?.attributes).toMatchObject({ 'kvroute.worker': '1', 'kvroute.attempts': 1 });
+      const attempt = receiver.spans.find((s) => s.kind === 3);
+      expect(attempt).toMatchObject({ traceId: TRACE_ID, parentSpanId: server?.spanId });
+      await waitFor(
+        async () => (await scrape(`${g.url}/metrics`)).sum('kvroute_gateway_spans_total', { result: 'exported' }) === 4,
+        'the exported spans counted',
+      );
+    } finally {
+      await g.close();
+      await receiver.close();
+    }
+  });
+
   test('close() exports the spans still waiting', async () => {
     const receiver = new OtlpReceiver();
     const endpoint = await receiver.start();
@@ -318,6 +349,20 @@ describe.each(BACKENDS)('gateway: bad tracing options (%s)', (backend) => {
     [{ otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', otlpHeaders: { a: 1 } }, /tracing.otlpHeaders.a must be a string/],
     [{ otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', exportDelayMs: 0 }, /tracing.exportDelayMs must be an integer/],
     [{ otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', sampleRatoi: 0.5 }, /unknown key "sampleRatoi".*sampleRatio/],
+    [
+      { otlpEndpoint: 'http://127.0.0.1:4317', otlpProtocol: 'grpc/json' },
+      /tracing.otlpProtocol must be one of http\/json, http\/protobuf, grpc/,
+    ],
+    [{ otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', otlpHeaders: { 'bad name': 'x' } }, /"bad name" is not an HTTP header name/],
+    [{ otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', otlpHeaders: { a: 'x\r\ny: z' } }, /tracing.otlpHeaders.a must be printable text/],
+    [
+      { otlpEndpoint: 'http://127.0.0.1:4317', otlpProtocol: 'grpc', otlpHeaders: { 'key-bin': 'x' } },
+      /"key-bin" is not a gRPC metadata key/,
+    ],
+    [
+      { otlpEndpoint: 'http://127.0.0.1:4317', otlpProtocol: 'grpc', otlpHeaders: { a: 'é' } },
+      /tracing.otlpHeaders.a must be printable ASCII/,
+    ],
     ['yes', /tracing must be an object/],
   ];
   test.each(bad)('%j is refused', (tracing, message) => {
@@ -388,12 +433,59 @@ describe.each(BACKENDS)('kvroute serve: spans to an OTLP endpoint (%s)', (backen
         const own = receiver.spans.filter((s) => s.kind === 2 && s.service === service && s.parentSpanId === undefined);
         expect(own).toHaveLength(i === 0 ? 1 : 0);
       }
+      const noEndpoint = runCommand(['serve', '--port', '0', '--block-size', '16', '--otlp-traces-protocol', 'grpc'], /never/);
+      await expect(noEndpoint.match).rejects.toThrow(/exited 2 .*--otlp-traces-protocol needs an OTLP endpoint/);
       const bad = runCommand(['serve', '--port', '0', '--block-size', '16', '--otlp-traces-endpoint', endpoint], /never/, {
         OTEL_TRACES_SAMPLER: 'jaeger_remote',
       });
       await expect(bad.match).rejects.toThrow(/exited 2 .*OTEL_TRACES_SAMPLER "jaeger_remote" is not one kvroute serve takes/);
     } finally {
       await receiver.close();
+    }
+  });
+});
+
+describe.each(BACKENDS)('kvroute serve: OTLP over gRPC from the environment (%s)', (backend) => {
+  killCommandsAfterEach();
+
+  test('OTEL_EXPORTER_OTLP_PROTOCOL=grpc sends to OTEL_EXPORTER_OTLP_ENDPOINT as it is (no traces path); the flag overrides it', async () => {
+    requireDist();
+    const worker = await startWorker();
+    const grpc = new OtlpReceiver();
+    const http = new OtlpReceiver();
+    const [grpcEndpoint, httpEndpoint] = [await grpc.startGrpc(), await http.start()];
+    try {
+      const runs: [string[], Record<string, string>, OtlpReceiver, string][] = [
+        [[], { OTEL_EXPORTER_OTLP_ENDPOINT: grpcEndpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, grpc, 'grpc'],
+        [
+          ['--otlp-traces-endpoint', httpEndpoint, '--otlp-traces-protocol', 'http/protobuf'],
+          { OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc' },
+          http,
+          'application/x-protobuf',
+        ],
+      ];
+      for (const [flags, env, receiver, encoding] of runs) {
+        const serve = runCommand(
+          ['serve', '--port', '0', '--block-size', '16', '--backend', backend, '--worker', `id=1,url=${worker.url}`, ...flags],
+          /proxy (http:\/\/127\.0\.0\.1:\d+)/,
+          env,
+        );
+        const url = (await serve.match)[1];
+        expect((await postJson(`${url}/v1/completions`, { prompt: [1, 2, 3], max_tokens: 1 }, { traceparent: PARENT })).status).toBe(200);
+        serve.child.kill('SIGTERM');
+        expect(await serve.exited).toBe(0);
+        expect(receiver.spans.find((s) => s.kind === 2)).toMatchObject({ traceId: TRACE_ID, parentSpanId: CLIENT_SPAN });
+        expect(new Set(receiver.encodings)).toEqual(new Set([encoding]));
+      }
+      const bad = runCommand(['serve', '--port', '0', '--block-size', '16', '--otlp-traces-endpoint', httpEndpoint], /never/, {
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'thrift',
+      });
+      await expect(bad.match).rejects.toThrow(
+        /exited 2 .*tracing\.otlpProtocol must be one of http\/json, http\/protobuf, grpc, got "thrift"/,
+      );
+    } finally {
+      await grpc.close();
+      await http.close();
     }
   });
 });

@@ -1,12 +1,15 @@
 /**
- * An OTLP/HTTP traces receiver on 127.0.0.1, as a collector's `otlp` receiver listens on :4318:
- * it takes the JSON-encoded `ExportTraceServiceRequest`s the gateway's exporter POSTs to
- * `/v1/traces` and keeps the spans, so a test reads what a collector would have received. (An
- * OpenTelemetry Collector itself is a Go binary published on GitHub, out of this machine's reach.)
- * `answer` sets the status it replies with, to test refused exports.
+ * An OTLP traces receiver on 127.0.0.1, as a collector's `otlp` receiver listens: over HTTP
+ * (`start()`, :4318's form) it takes the `ExportTraceServiceRequest`s an exporter POSTs to
+ * `/v1/traces`, JSON or protobuf by their content type; over gRPC (`startGrpc()`, :4317's form)
+ * the `TraceService/Export` calls. It keeps the spans, so a test reads what a collector would
+ * have received. (An OpenTelemetry Collector itself is a Go binary published on GitHub, out of
+ * this machine's reach.) `answer` sets the HTTP status it replies with, to test refused exports.
  */
 
 import { createServer, type Server } from 'node:http';
+import { Server as GrpcServer, ServerCredentials } from '@grpc/grpc-js';
+import { decodeTraceRequest, TRACE_EXPORT_PATH } from './otlp-proto.js';
 
 /** One received span, its attributes flattened to plain values. */
 export interface ReceivedSpan {
@@ -50,7 +53,12 @@ export class OtlpReceiver {
   requests = 0;
   /** The status every export is answered with. */
   answer = 200;
+  /** Each export's encoding: `application/json` or `application/x-protobuf` over HTTP, `grpc` over gRPC. */
+  readonly encodings: string[] = [];
+  /** The headers (or gRPC metadata) of the last export. */
+  lastHeaders: Record<string, unknown> = {};
   private server: Server | undefined;
+  private grpc: GrpcServer | undefined;
 
   /** Listens on a free port of 127.0.0.1; resolves the traces URL. */
   async start(): Promise<string> {
@@ -63,7 +71,16 @@ export class OtlpReceiver {
           res.writeHead(req.url === '/v1/traces' ? this.answer : 404, { 'content-type': 'application/json' }).end('{}');
           return;
         }
-        this.take(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        const encoding = String(req.headers['content-type']).split(';')[0];
+        const body = Buffer.concat(chunks);
+        this.encodings.push(encoding);
+        this.lastHeaders = req.headers;
+        if (encoding === 'application/x-protobuf') {
+          this.take(decodeTraceRequest(body) as Parameters<OtlpReceiver['take']>[0]);
+          res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+          return;
+        }
+        this.take(JSON.parse(body.toString('utf8')));
         res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       });
     });
@@ -73,7 +90,42 @@ export class OtlpReceiver {
     return `http://127.0.0.1:${address.port}/v1/traces`;
   }
 
+  /** Serves OTLP/gRPC (without TLS) on a free port of 127.0.0.1; resolves the endpoint URL. */
+  async startGrpc(): Promise<string> {
+    const server = new GrpcServer();
+    this.grpc = server;
+    const identity = (b: Buffer) => b;
+    server.addService(
+      {
+        Export: {
+          path: TRACE_EXPORT_PATH,
+          requestStream: false,
+          responseStream: false,
+          requestSerialize: identity,
+          requestDeserialize: identity,
+          // An empty ExportTraceServiceResponse: full success.
+          responseSerialize: () => Buffer.alloc(0),
+          responseDeserialize: identity,
+        },
+      },
+      {
+        Export: (call: { request: Buffer; metadata: { getMap(): Record<string, unknown> } }, done: (err: null, reply: Buffer) => void) => {
+          this.requests++;
+          this.encodings.push('grpc');
+          this.lastHeaders = call.metadata.getMap();
+          this.take(decodeTraceRequest(call.request) as Parameters<OtlpReceiver['take']>[0]);
+          done(null, Buffer.alloc(0));
+        },
+      },
+    );
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    return `http://127.0.0.1:${port}`;
+  }
+
   async close(): Promise<void> {
+    this.grpc?.forceShutdown();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
   }
 

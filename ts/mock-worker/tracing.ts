@@ -40,7 +40,7 @@ export class EngineTracer {
   /** A tracer exporting to `endpoint`, or `undefined` without one (the worker then makes no spans). */
   static to(endpoint: string | undefined, serviceName: string): EngineTracer | undefined {
     if (endpoint === undefined) return undefined;
-    return new EngineTracer(otlpTracer({ endpoint, headers: {}, serviceName, sampleRatio: 1, exportDelayMs: 5000 }));
+    return new EngineTracer(otlpTracer({ endpoint, protocol: 'http/json', headers: {}, serviceName, sampleRatio: 1, exportDelayMs: 5000 }));
   }
 
   /** Starts a request's span under its `traceparent` (vLLM extracts the W3C context the same way). */

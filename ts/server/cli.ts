@@ -100,7 +100,13 @@ const FLAGS: Flags = {
     kind: 'string',
     value: 'url',
     help: "export the gateway's spans to this OTLP/HTTP (JSON) traces endpoint, e.g. http://collector:4318/v1/traces (vLLM's flag)",
-    default: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, else none',
+    default: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT (+ /v1/traces over HTTP), else none',
+  },
+  'otlp-traces-protocol': {
+    kind: 'string',
+    value: 'http/json|http/protobuf|grpc',
+    help: "how the spans are sent (grpc: to a collector's :4317)",
+    default: 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL, else http/json',
   },
 };
 const USAGE = helpText(
@@ -214,25 +220,36 @@ function envSampleRatio(env: NodeJS.ProcessEnv): number | undefined {
 /**
  * --otlp-traces-endpoint, or OpenTelemetry's own variables where neither it nor the config sets
  * tracing (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; `OTEL_EXPORTER_OTLP_ENDPOINT`, the base the
- * traces path is added to; `OTEL_SERVICE_NAME`; `OTEL_SDK_DISABLED=true` turns them off), as an
- * OpenTelemetry SDK reads them: an operator that injects them into every pod traces the gateway
- * too. `OTEL_TRACES_SAMPLER` sets the sample ratio the config does not.
+ * traces path is added to over HTTP, used as it is over gRPC; `OTEL_SERVICE_NAME`;
+ * `OTEL_SDK_DISABLED=true` turns them off), as an OpenTelemetry SDK reads them: an operator that
+ * injects them into every pod traces the gateway too. --otlp-traces-protocol,
+ * `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` or `OTEL_EXPORTER_OTLP_PROTOCOL`, and `OTEL_TRACES_SAMPLER`
+ * set the protocol and the sample ratio the config does not.
  */
 function tracingFlags(v: Record<string, unknown>, o: Record<string, unknown>): void {
   const env = process.env;
   const flag = v['otlp-traces-endpoint'] as string | undefined;
+  const protocol =
+    (v['otlp-traces-protocol'] as string | undefined) ??
+    (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() || env.OTEL_EXPORTER_OTLP_PROTOCOL?.trim() || undefined);
   if (flag !== undefined) {
     o.tracing = { ...((o.tracing as object) ?? {}), otlpEndpoint: flag };
   } else if (o.tracing === undefined && env.OTEL_SDK_DISABLED?.trim().toLowerCase() !== 'true') {
     const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
-    const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || (base ? `${base.replace(/\/+$/, '')}/v1/traces` : undefined);
-    if (!endpoint) return;
-    o.tracing = { otlpEndpoint: endpoint, ...(env.OTEL_SERVICE_NAME?.trim() ? { serviceName: env.OTEL_SERVICE_NAME.trim() } : {}) };
+    const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+    const endpoint = traces || (base && protocol !== 'grpc' ? `${base.replace(/\/+$/, '')}/v1/traces` : base);
+    if (endpoint)
+      o.tracing = { otlpEndpoint: endpoint, ...(env.OTEL_SERVICE_NAME?.trim() ? { serviceName: env.OTEL_SERVICE_NAME.trim() } : {}) };
   }
   const tracing = o.tracing as Record<string, unknown> | undefined;
-  if (tracing?.otlpEndpoint === undefined || tracing.sampleRatio !== undefined) return;
-  const ratio = envSampleRatio(env);
-  if (ratio !== undefined) o.tracing = { ...tracing, sampleRatio: ratio };
+  if (tracing?.otlpEndpoint === undefined) {
+    if (v['otlp-traces-protocol'] !== undefined) throw new UsageError('--otlp-traces-protocol needs an OTLP endpoint to send to', USAGE);
+    return;
+  }
+  if (protocol !== undefined && (v['otlp-traces-protocol'] !== undefined || tracing.otlpProtocol === undefined))
+    tracing.otlpProtocol = protocol;
+  const ratio = tracing.sampleRatio === undefined ? envSampleRatio(env) : undefined;
+  if (ratio !== undefined) tracing.sampleRatio = ratio;
 }
 
 function optionsFrom(v: Record<string, unknown>): GatewayOptions {

@@ -22,7 +22,15 @@ export interface TracingOptions {
    * JSON-encoded, in batches. `kvroute serve --otlp-traces-endpoint` (vLLM's flag) sets it.
    */
   otlpEndpoint?: string;
-  /** Headers sent with every export (a vendor's API key, say). */
+  /**
+   * How the spans are sent: `'http/json'` (the default), `'http/protobuf'` (both POSTed to the
+   * endpoint, a collector's `:4318/v1/traces`) or `'grpc'` (to a collector's `:4317`; the path is
+   * not used). The last two load the optional `@opentelemetry/exporter-trace-otlp-proto` or
+   * `@opentelemetry/exporter-trace-otlp-grpc`. `kvroute serve --otlp-traces-protocol` and
+   * `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` set it.
+   */
+  otlpProtocol?: OtlpProtocol;
+  /** Headers sent with every export (a vendor's API key, say); gRPC metadata with `'grpc'`. */
   otlpHeaders?: Record<string, string>;
   /** The spans' `service.name`. Default `'kvroute'`. */
   serviceName?: string;
@@ -40,6 +48,16 @@ export interface TracingOptions {
   tracerProvider?: TracerProvider;
 }
 
+/**
+ * The OTLP encodings and transports the gateway exports with (OpenTelemetry's names, as
+ * `OTEL_EXPORTER_OTLP_PROTOCOL` takes them).
+ * @group Gateway
+ */
+export type OtlpProtocol = 'http/json' | 'http/protobuf' | 'grpc';
+
+/** @internal */
+export const OTLP_PROTOCOLS: readonly OtlpProtocol[] = ['http/json', 'http/protobuf', 'grpc'];
+
 /** @internal how the gateway gets its tracer. */
 export type ResolvedTracing =
   | { kind: 'global' }
@@ -47,13 +65,14 @@ export type ResolvedTracing =
   | {
       kind: 'otlp';
       endpoint: string;
+      protocol: OtlpProtocol;
       headers: Record<string, string>;
       serviceName: string;
       sampleRatio: number;
       exportDelayMs: number;
     };
 
-const KEYS = ['otlpEndpoint', 'otlpHeaders', 'serviceName', 'sampleRatio', 'exportDelayMs', 'tracerProvider'];
+const KEYS = ['otlpEndpoint', 'otlpProtocol', 'otlpHeaders', 'serviceName', 'sampleRatio', 'exportDelayMs', 'tracerProvider'];
 
 /** An OTLP/HTTP endpoint: an http(s) URL; `ERR_INVALID_ARG` naming `at` otherwise. */
 export function checkOtlpEndpoint(value: unknown, at: string): string {
@@ -82,18 +101,41 @@ export function resolveTracing(value: unknown): ResolvedTracing {
   }
   if (t.otlpEndpoint === undefined) throw invalid('tracing needs otlpEndpoint (an OTLP/HTTP traces URL) or tracerProvider');
   const endpoint = checkOtlpEndpoint(t.otlpEndpoint, 'tracing.otlpEndpoint');
+  const protocol = t.otlpProtocol === undefined ? 'http/json' : otlpProtocol(t.otlpProtocol, 'tracing.otlpProtocol');
   const headers = t.otlpHeaders === undefined ? {} : object(t.otlpHeaders, 'tracing.otlpHeaders');
-  for (const [k, v] of Object.entries(headers)) {
-    if (typeof v !== 'string') throw invalid(`tracing.otlpHeaders.${k} must be a string, got ${describe(v)}`);
-  }
+  for (const [k, v] of Object.entries(headers)) checkHeader(k, v, protocol);
   const sampleRatio = nonNegativeNumber(t.sampleRatio, 'tracing.sampleRatio', 1);
   if (sampleRatio > 1) throw invalid(`tracing.sampleRatio must be in [0, 1], got ${sampleRatio}`);
   return {
     kind: 'otlp',
     endpoint,
+    protocol,
     headers: headers as Record<string, string>,
     serviceName: t.serviceName === undefined ? 'kvroute' : str(t.serviceName, 'tracing.serviceName'),
     sampleRatio,
     exportDelayMs: int(t.exportDelayMs, 'tracing.exportDelayMs', 1, 3_600_000, 5000),
   };
+}
+
+/** One of {@link OTLP_PROTOCOLS}; `ERR_INVALID_ARG` naming `at` otherwise. */
+export function otlpProtocol(value: unknown, at: string): OtlpProtocol {
+  if (!OTLP_PROTOCOLS.includes(value as OtlpProtocol))
+    throw invalid(`${at} must be one of ${OTLP_PROTOCOLS.join(', ')}, got ${describe(value)}`);
+  return value as OtlpProtocol;
+}
+
+/**
+ * An export header the transport can send, refused here rather than at the first export: an
+ * HTTP field name and a Latin-1 value without line breaks; over gRPC a metadata key (lower-cased,
+ * of `0-9a-z_.-`; not a `-bin` one, whose values are bytes) and a printable ASCII value.
+ */
+function checkHeader(name: string, value: unknown, protocol: OtlpProtocol): void {
+  const at = `tracing.otlpHeaders.${name}`;
+  if (typeof value !== 'string') throw invalid(`${at} must be a string, got ${describe(value)}`);
+  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw invalid(`tracing.otlpHeaders: ${describe(name)} is not an HTTP header name`);
+  if (protocol === 'grpc' && (!/^[0-9a-z_.-]+$/.test(name.toLowerCase()) || name.toLowerCase().endsWith('-bin')))
+    throw invalid(`tracing.otlpHeaders: ${describe(name)} is not a gRPC metadata key (0-9a-z_.-, not -bin)`);
+  const printable = protocol === 'grpc' ? /^[\x20-\x7e]*$/ : /^[\t\x20-\x7e\x80-\xff]*$/;
+  if (!printable.test(value))
+    throw invalid(`${at} must be printable ${protocol === 'grpc' ? 'ASCII' : 'text'} without line breaks, got ${describe(value)}`);
 }

@@ -1,7 +1,8 @@
 /**
  * The gateway's tracer: the global OpenTelemetry API's, an application's provider, or an SDK of
- * its own that exports to an OTLP/HTTP endpoint. The SDK packages are optional dependencies,
- * loaded only when `tracing.otlpEndpoint` is set.
+ * its own that exports to an OTLP endpoint (HTTP with JSON or protobuf, or gRPC). The SDK packages
+ * are optional dependencies, loaded only when `tracing.otlpEndpoint` is set, each exporter only
+ * for its protocol.
  *
  * The batch processor drops spans when its queue is full and counts what it exported or failed
  * to export through the SDK's self-observability meter; that count is passed to the gateway's
@@ -11,6 +12,7 @@
  */
 
 import { type Attributes, createNoopMeter, type Meter, type MeterProvider, type Tracer, trace } from '@opentelemetry/api';
+import type { SpanExporter } from '@opentelemetry/sdk-trace';
 import type { Counter } from 'prom-client';
 import { loadOptional } from '../../js/ingest/deps.js';
 import { packageVersion } from '../../version.js';
@@ -18,6 +20,9 @@ import type { ResolvedTracing } from './options.js';
 
 type SdkTrace = typeof import('@opentelemetry/sdk-trace');
 type OtlpHttp = typeof import('@opentelemetry/exporter-trace-otlp-http');
+type OtlpProto = typeof import('@opentelemetry/exporter-trace-otlp-proto');
+type OtlpGrpc = typeof import('@opentelemetry/exporter-trace-otlp-grpc');
+type Grpc = typeof import('@grpc/grpc-js');
 type Resources = typeof import('@opentelemetry/resources');
 
 /** The instrumentation scope of the gateway's spans. */
@@ -56,19 +61,36 @@ function spanCounting(spans: Counter<'result'>): MeterProvider {
 /** How an SDK of the process's own exports: the resolved `tracing.otlpEndpoint` and the keys beside it. */
 export type OtlpExport = Omit<Extract<ResolvedTracing, { kind: 'otlp' }>, 'kind'>;
 
+const PURPOSE = 'exporting spans to an OTLP endpoint';
+const HINT = 'or leave the OTLP endpoint out';
+
+/** The exporter of `o.protocol`, from its optional package: OTLP/HTTP with JSON or protobuf, or OTLP/gRPC. */
+function otlpExporter(o: OtlpExport): SpanExporter {
+  if (o.protocol === 'http/json') {
+    const { OTLPTraceExporter } = loadOptional<OtlpHttp>('@opentelemetry/exporter-trace-otlp-http', PURPOSE, HINT);
+    return new OTLPTraceExporter({ url: o.endpoint, headers: o.headers });
+  }
+  if (o.protocol === 'http/protobuf') {
+    const { OTLPTraceExporter } = loadOptional<OtlpProto>('@opentelemetry/exporter-trace-otlp-proto', PURPOSE, HINT);
+    return new OTLPTraceExporter({ url: o.endpoint, headers: o.headers });
+  }
+  const { OTLPTraceExporter } = loadOptional<OtlpGrpc>('@opentelemetry/exporter-trace-otlp-grpc', PURPOSE, HINT);
+  const { Metadata } = loadOptional<Grpc>('@grpc/grpc-js', PURPOSE, HINT);
+  const metadata = new Metadata();
+  for (const [key, value] of Object.entries(o.headers)) metadata.set(key, value);
+  return new OTLPTraceExporter({ url: o.endpoint, metadata });
+}
+
 /**
- * An OpenTelemetry SDK exporting OTLP/HTTP (JSON) in batches, its spans counted in `spans` when
- * given; `ERR_DEPENDENCY_MISSING` without the optional SDK packages. The gateway's and the mock
- * worker's (`--otlp-traces-endpoint` on both).
+ * An OpenTelemetry SDK exporting OTLP (`o.protocol`) in batches, its spans counted in `spans`
+ * when given; `ERR_DEPENDENCY_MISSING` without the optional SDK packages. The gateway's and the
+ * mock worker's (`--otlp-traces-endpoint` on both).
  */
 export function otlpTracer(o: OtlpExport, spans?: Counter<'result'>): GatewayTracer {
-  const purpose = 'exporting spans to an OTLP endpoint';
-  const hint = 'or leave the OTLP endpoint out';
-  const sdk = loadOptional<SdkTrace>('@opentelemetry/sdk-trace', purpose, hint);
-  const { OTLPTraceExporter } = loadOptional<OtlpHttp>('@opentelemetry/exporter-trace-otlp-http', purpose, hint);
-  const { resourceFromAttributes } = loadOptional<Resources>('@opentelemetry/resources', purpose, hint);
+  const sdk = loadOptional<SdkTrace>('@opentelemetry/sdk-trace', PURPOSE, HINT);
+  const { resourceFromAttributes } = loadOptional<Resources>('@opentelemetry/resources', PURPOSE, HINT);
   const processor = new sdk.BatchSpanProcessor({
-    exporter: new OTLPTraceExporter({ url: o.endpoint, headers: o.headers }),
+    exporter: otlpExporter(o),
     scheduledDelayMillis: o.exportDelayMs,
     ...(spans ? { selfObsMeterProvider: spanCounting(spans) } : {}),
   });
