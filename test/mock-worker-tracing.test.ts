@@ -119,6 +119,38 @@ describe("the mock worker's request spans (vLLM's --otlp-traces-endpoint)", () =
     }
   });
 
+  test('over gRPC, as vLLM sends by default: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc (the CLI), otlpTracesProtocol (the API)', async () => {
+    requireDist();
+    const receiver = new OtlpReceiver();
+    const endpoint = await receiver.startGrpc();
+    try {
+      const cli = runCommand(['mock-worker', '--port', '0', '--otlp-traces-endpoint', endpoint], /(http:\/\/127\.0\.0\.1:\d+)/, {
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc',
+      });
+      const url = (await cli.match)[1];
+      const traceparent = `00-${TRACE_ID}-${PARENT_SPAN}-01`;
+      expect((await postJson(`${url}/v1/completions`, { prompt: 'hi', max_tokens: 1 }, { traceparent })).status).toBe(200);
+      cli.child.kill('SIGTERM');
+      expect(await cli.exited).toBe(0);
+      const api = await startWorker({ otlpTracesEndpoint: endpoint, otlpTracesProtocol: 'grpc' });
+      expect((await postJson(`${api.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 }, { traceparent })).status).toBe(200);
+      await api.close();
+      expect(receiver.spans).toEqual([
+        expect.objectContaining({ name: 'llm_request', traceId: TRACE_ID, parentSpanId: PARENT_SPAN }),
+        expect.objectContaining({ name: 'llm_request', traceId: TRACE_ID, parentSpanId: PARENT_SPAN }),
+      ]);
+      expect(receiver.encodings).toEqual(['grpc', 'grpc']);
+      const bad = runCommand(['mock-worker', '--port', '0', '--otlp-traces-endpoint', endpoint], /never/, {
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'udp',
+      });
+      await expect(bad.match).rejects.toThrow(
+        /exited 2 .*--otlp-traces-protocol must be one of http\/json, http\/protobuf, grpc, got "udp"/,
+      );
+    } finally {
+      await receiver.close();
+    }
+  });
+
   test('a bad endpoint is refused', async () => {
     await expect(startMockWorker({ port: 0, otlpTracesEndpoint: 'tcp://127.0.0.1:4318' })).rejects.toThrow(
       expect.objectContaining({

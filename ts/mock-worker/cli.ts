@@ -78,7 +78,13 @@ const FLAGS: Flags = {
   'otlp-traces-endpoint': {
     kind: 'string',
     value: 'url',
-    help: "export an llm_request span per request, as vLLM does, to this OTLP/HTTP (JSON) traces endpoint (vLLM's flag)",
+    help: "export an llm_request span per request, as vLLM does, to this OTLP traces endpoint (vLLM's flag)",
+  },
+  'otlp-traces-protocol': {
+    kind: 'string',
+    value: 'http/json|http/protobuf|grpc',
+    help: 'how the spans are sent (vLLM reads only the variables)',
+    default: 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL, else http/json',
   },
   'lora-modules': {
     kind: 'string',
@@ -161,6 +167,11 @@ function optionsFrom(
     topic: s('topic'),
     faults: faults === undefined ? undefined : parseFaults(String(faults)),
     otlpTracesEndpoint: s('otlp-traces-endpoint'),
+    // vLLM takes the protocol from OpenTelemetry's variables only.
+    otlpTracesProtocol: (s('otlp-traces-protocol') ||
+      process.env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() ||
+      process.env.OTEL_EXPORTER_OTLP_PROTOCOL?.trim() ||
+      undefined) as MockWorkerOptions['otlpTracesProtocol'],
     sslCertfile: s('ssl-certfile'),
     sslKeyfile: s('ssl-keyfile'),
     sslCaCerts: s('ssl-ca-certs'),

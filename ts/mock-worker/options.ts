@@ -13,7 +13,7 @@ import {
   SPECULATIVE_WITH_DECODE_SPEEDUP,
   type SpeculativeDecoding,
 } from '../replay/speculative.js';
-import { checkOtlpEndpoint } from '../server/tracing/options.js';
+import { checkOtlpEndpoint, type OtlpProtocol, otlpProtocol } from '../server/tracing/options.js';
 import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
 import { checkOptions, describe, nonNegativeNumber, optionalBoolean, positiveNumber } from '../validate.js';
 import type { WireFormat } from './wire.js';
@@ -210,6 +210,12 @@ export interface MockWorkerOptions {
    * OpenTelemetry SDK packages. Default none: no spans.
    */
   otlpTracesEndpoint?: string;
+  /**
+   * How those spans are sent: `'http/json'` (the default), `'http/protobuf'` or `'grpc'` (vLLM's
+   * default, to a collector's `:4317`). The CLI reads it from `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`
+   * or `OTEL_EXPORTER_OTLP_PROTOCOL`, as vLLM does.
+   */
+  otlpTracesProtocol?: OtlpProtocol;
   /** vLLM's `--ssl-certfile`: serve HTTPS with this PEM certificate (with `sslKeyfile`). Default: HTTP. */
   sslCertfile?: string;
   /** vLLM's `--ssl-keyfile`: the certificate's PEM private key. */
@@ -228,10 +234,20 @@ export interface MockWorkerOptions {
 export type ResolvedMockOptions = Required<
   Omit<
     MockWorkerOptions,
-    'kvEvents' | 'replay' | 'apiKey' | 'speculative' | 'otlpTracesEndpoint' | 'sslCertfile' | 'sslKeyfile' | 'sslCaCerts'
+    | 'kvEvents'
+    | 'replay'
+    | 'apiKey'
+    | 'speculative'
+    | 'otlpTracesEndpoint'
+    | 'otlpTracesProtocol'
+    | 'sslCertfile'
+    | 'sslKeyfile'
+    | 'sslCaCerts'
   >
 > &
   Pick<MockWorkerOptions, 'kvEvents' | 'replay' | 'apiKey' | 'otlpTracesEndpoint'> & {
+    /** How the spans are sent (with `otlpTracesEndpoint`). */
+    otlpTracesProtocol: OtlpProtocol;
     /** The HTTPS listener's certificate, key and client CAs, read; undefined: HTTP. */
     https: MockHttps | undefined;
     /** Speculative decoding as checked: one acceptance rate per draft, and the seed; undefined: none. */
@@ -269,6 +285,7 @@ const KEYS = [
   'maxModelLen',
   'faults',
   'otlpTracesEndpoint',
+  'otlpTracesProtocol',
   'sslCertfile',
   'sslKeyfile',
   'sslCaCerts',
@@ -413,6 +430,7 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     ...(o.otlpTracesEndpoint === undefined
       ? {}
       : { otlpTracesEndpoint: checkOtlpEndpoint(o.otlpTracesEndpoint, 'opts.otlpTracesEndpoint') }),
+    otlpTracesProtocol: o.otlpTracesProtocol === undefined ? 'http/json' : otlpProtocol(o.otlpTracesProtocol, 'opts.otlpTracesProtocol'),
     trustRequestChatTemplate: optionalBoolean(o.trustRequestChatTemplate, 'opts.trustRequestChatTemplate') ?? false,
     chatTemplateContentFormat: contentFormat(o.chatTemplateContentFormat),
     responsesStore: optionalBoolean(o.responsesStore, 'opts.responsesStore') ?? false,

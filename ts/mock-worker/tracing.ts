@@ -3,7 +3,7 @@
  * `llm_request` span (kind `SERVER`) per completion, chat or Responses API request, a child of the request's
  * `traceparent` (a router's try, or the client), from arrival to the last token, with vLLM's
  * attribute names (`gen_ai.request.*`, `gen_ai.usage.*`, and `gen_ai.latency.*` in seconds).
- * Exported by the same OpenTelemetry SDK setup as the gateway's (OTLP/HTTP, JSON). So a fleet of
+ * Exported by the same OpenTelemetry SDK setup as the gateway's (OTLP over HTTP or gRPC). So a fleet of
  * mock workers behind `kvroute serve` shows whole traces: client, gateway, engine.
  * @internal
  * @module
@@ -12,6 +12,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Attributes, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { parentContext, readTraceContext } from '../server/tracing/context.js';
+import type { OtlpProtocol } from '../server/tracing/options.js';
 import { type GatewayTracer, otlpTracer } from '../server/tracing/provider.js';
 
 /** One request's span; nothing when the worker does not trace. */
@@ -37,10 +38,10 @@ export interface EngineRequestFacts {
 export class EngineTracer {
   private constructor(private readonly sdk: GatewayTracer) {}
 
-  /** A tracer exporting to `endpoint`, or `undefined` without one (the worker then makes no spans). */
-  static to(endpoint: string | undefined, serviceName: string): EngineTracer | undefined {
+  /** A tracer exporting to `endpoint` over `protocol`, or `undefined` without one (the worker then makes no spans). */
+  static to(endpoint: string | undefined, protocol: OtlpProtocol, serviceName: string): EngineTracer | undefined {
     if (endpoint === undefined) return undefined;
-    return new EngineTracer(otlpTracer({ endpoint, protocol: 'http/json', headers: {}, serviceName, sampleRatio: 1, exportDelayMs: 5000 }));
+    return new EngineTracer(otlpTracer({ endpoint, protocol, headers: {}, serviceName, sampleRatio: 1, exportDelayMs: 5000 }));
   }
 
   /** Starts a request's span under its `traceparent` (vLLM extracts the W3C context the same way). */

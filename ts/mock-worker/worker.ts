@@ -146,7 +146,7 @@ class Worker implements MockWorker {
   private readonly tracer: EngineTracer | undefined;
 
   constructor(readonly options: ResolvedMockOptions) {
-    this.tracer = EngineTracer.to(options.otlpTracesEndpoint, 'kvroute-mock-worker');
+    this.tracer = EngineTracer.to(options.otlpTracesEndpoint, options.otlpTracesProtocol, 'kvroute-mock-worker');
     this.adapters = new LoraAdapters(options.loraModules);
     this.served = { ...options, adapters: this.adapters };
     // vLLM takes response ids (`/v1/responses/{id}`) of any length; Fastify's default stops at 100.
