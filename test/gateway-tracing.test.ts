@@ -9,7 +9,7 @@ import { closeFleetsAfterEach, gatewayBehindWire, startWorker, workerEntry } fro
 import { postJson, sse } from './helpers/http.js';
 import { OtlpReceiver } from './helpers/otlp-receiver.js';
 import { scrape } from './helpers/prometheus.js';
-import { headOf } from './helpers/tcp-proxy.js';
+import { headOf, headsOn } from './helpers/tcp-proxy.js';
 import { waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
@@ -85,6 +85,11 @@ describe.each(BACKENDS)('gateway: its own spans (%s)', (backend) => {
         traceparent: `00-${TRACE_ID}-${attempt.spanContext().spanId}-01`,
         tracestate: STATE,
       });
+      // The engine asked to tokenize the prompt gets the tokenize step as its parent.
+      const tokenizeCalls = headsOn(g.wire.sent).filter((r) => r.line === 'POST /tokenize');
+      expect(tokenizeCalls.map((r) => [r.head.traceparent, r.head.tracestate])).toEqual([
+        [`00-${TRACE_ID}-${f.step('tokenize')?.spanContext().spanId}-01`, STATE],
+      ]);
       // The try that served the request carries what routing predicted and the engine reported.
       expect(attempt.attributes['kvroute.predicted_cached_tokens']).toBe(server.attributes['kvroute.predicted_cached_tokens']);
       expect(attempt.attributes['kvroute.reported_cached_tokens']).toBe(server.attributes['kvroute.reported_cached_tokens']);

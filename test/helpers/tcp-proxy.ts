@@ -48,14 +48,19 @@ export class TcpProxy {
   }
 }
 
+/** The requests on the wire, in order: each one's request line and head (header names in lower case). */
+export function headsOn(wire: string): { line: string; head: Record<string, string> }[] {
+  return [...wire.matchAll(/((?:POST|GET) [^\r\n]+) HTTP\/1\.1\r\n([\s\S]*?)\r\n\r\n/g)].map((m) => ({
+    line: m[1],
+    head: Object.fromEntries(
+      m[2].split('\r\n').map((field) => [field.slice(0, field.indexOf(':')).toLowerCase(), field.slice(field.indexOf(':') + 1).trim()]),
+    ),
+  }));
+}
+
 /** The head of the request on the wire that carried `X-Request-Id: id` (header names in lower case). */
 export function headOf(wire: string, id: string): Record<string, string> {
-  for (const m of wire.matchAll(/(?:POST|GET) [^\r\n]+ HTTP\/1\.1\r\n([\s\S]*?)\r\n\r\n/g)) {
-    const fields = m[1]
-      .split('\r\n')
-      .map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]);
-    const head = Object.fromEntries(fields);
-    if (head['x-request-id'] === id) return head;
-  }
-  throw new Error(`no request with X-Request-Id ${id} on the wire`);
+  const found = headsOn(wire).find((r) => r.head['x-request-id'] === id);
+  if (!found) throw new Error(`no request with X-Request-Id ${id} on the wire`);
+  return found.head;
 }

@@ -60,7 +60,7 @@ function routeMissing(status: number, answer: unknown): boolean {
 export function askWorkersToTokenize(fleet: Fleet, log: FastifyBaseLogger): EngineTokenize {
   let next = 0;
   const warned = new Set<bigint>();
-  return async (body) => {
+  return async (body, trace) => {
     // A prompt for an adapter or one of several models goes to a worker serving it (vLLM tokenizes with its tokenizer).
     const ids = fleet.routableFor(body.model);
     const start = next++;
@@ -75,7 +75,7 @@ export function askWorkersToTokenize(fleet: Fleet, log: FastifyBaseLogger): Engi
         const res = await m.pool.request({
           method: 'POST',
           path: '/tokenize',
-          headers: { ...fleet.upstreamHeaders, 'content-type': 'application/json' },
+          headers: { ...fleet.upstreamHeaders, ...trace, 'content-type': 'application/json' },
           body: JSON.stringify(body),
         });
         status = res.statusCode;

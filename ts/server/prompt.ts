@@ -205,7 +205,8 @@ export function readRequest(body: unknown, kind: RequestKind, countOutput = fals
 /**
  * The tokens the engine will run for a request read here: its prompt tokenized, then cut by
  * `truncate_prompt_tokens` as vLLM cuts it. Routing, the prediction and `/admin/explain` all use it.
+ * `trace`: the trace-context headers an engine asked to tokenize receives.
  */
-export async function engineTokens(tokenizer: PromptTokenizer, read: ReadRequest): Promise<number[]> {
-  return truncated(await tokenizer.tokenize(read.input), read.truncation);
+export async function engineTokens(tokenizer: PromptTokenizer, read: ReadRequest, trace?: Record<string, string>): Promise<number[]> {
+  return truncated(await tokenizer.tokenize(read.input, trace), read.truncation);
 }

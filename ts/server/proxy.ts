@@ -275,7 +275,7 @@ export async function tokenize(ctx: ProxyContext, read: ReadRequest, trace: Requ
   const t0 = performance.now();
   const step = trace.step('tokenize', { 'kvroute.tokenizer': ctx.tokenizer.kind });
   try {
-    const tokens = await engineTokens(ctx.tokenizer, read);
+    const tokens = await engineTokens(ctx.tokenizer, read, trace.headersOf(step));
     ctx.metrics.tokenizing.observe({ tokenizer: ctx.tokenizer.kind }, (performance.now() - t0) / 1000);
     step?.setAttribute('kvroute.prompt_tokens', tokens.length);
     return tokens;

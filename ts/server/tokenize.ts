@@ -34,15 +34,18 @@ export type PromptInput =
   | { kind: 'text'; text: string; addSpecialTokens?: boolean; model?: string }
   | { kind: 'ids'; ids: number[] };
 
-/** Asks a worker's `/tokenize`; returns its token ids. */
-export type EngineTokenize = (body: Record<string, unknown>) => Promise<number[]>;
+/**
+ * Asks a worker's `/tokenize`; returns its token ids. `trace` is the request's trace context
+ * for the worker (`traceparent`, `tracestate`), so an engine's spans of it join the request's trace.
+ */
+export type EngineTokenize = (body: Record<string, unknown>, trace?: Record<string, string>) => Promise<number[]>;
 
 /** A tokenizer of the gateway. */
 export interface PromptTokenizer {
   /** `engine` or `local`. */
   readonly kind: 'engine' | 'local';
-  /** The prompt's token ids. */
-  tokenize(input: PromptInput): Promise<number[]>;
+  /** The prompt's token ids; `trace`: the trace-context headers of the request's `tokenize` step, for an engine asked. */
+  tokenize(input: PromptInput, trace?: Record<string, string>): Promise<number[]>;
   /** The cache of prompts already tokenized. */
   readonly cache: TokenCache;
   /** The local tokenizer's prefix cache, when it has one. */
@@ -68,19 +71,23 @@ export function tokenizeBody(input: Exclude<PromptInput, { kind: 'ids' }>): Reco
 function cachedTokenizer(
   kind: PromptTokenizer['kind'],
   limits: TokenCacheLimits,
-  tokenize: (input: Exclude<PromptInput, { kind: 'ids' }>, body: Record<string, unknown>) => Promise<number[]>,
+  tokenize: (
+    input: Exclude<PromptInput, { kind: 'ids' }>,
+    body: Record<string, unknown>,
+    trace: Record<string, string> | undefined,
+  ) => Promise<number[]>,
 ): PromptTokenizer {
   const cache = new TokenCache(limits);
   return {
     kind,
     cache,
-    async tokenize(input) {
+    async tokenize(input, trace) {
       if (input.kind === 'ids') return input.ids;
       const body = tokenizeBody(input);
       const key = TokenCache.key(JSON.stringify(body));
       const hit = cache.get(key);
       if (hit) return hit;
-      const ids = await tokenize(input, body);
+      const ids = await tokenize(input, body, trace);
       cache.set(key, ids);
       return ids;
     },
@@ -89,7 +96,7 @@ function cachedTokenizer(
 
 /** The worker's `/tokenize`, cached per identical prompt fields. */
 export function engineTokenizer(ask: EngineTokenize, limits: TokenCacheLimits): PromptTokenizer {
-  return cachedTokenizer('engine', limits, (_input, body) => ask(body));
+  return cachedTokenizer('engine', limits, (_input, body, trace) => ask(body, trace));
 }
 
 /** Where a local tokenizer's files are and how it renders chats (the gateway's `tokenizer` option). */

@@ -136,12 +136,13 @@ export class RequestTrace {
   }
 
   /**
-   * The headers that carry `span` to a worker. A span the tracer made (an id of its own, sampled
-   * or not) is the worker's parent, with the client's `tracestate`; without one (no tracer: the
-   * span is the client's context itself) the client's headers go on as they came.
+   * The headers that carry `span` (a step of this request; `undefined`, not recorded: the
+   * request's own span) to a worker. A span the tracer made (an id of its own, sampled or not)
+   * is the worker's parent, with the client's `tracestate`; without one (no tracer: the span is
+   * the client's context itself) the client's headers go on as they came.
    */
-  private headersOf(span: Span): Record<string, string> {
-    const own = span.spanContext();
+  headersOf(span: Span | undefined): Record<string, string> {
+    const own = (span ?? this.span).spanContext();
     if (!isSpanContextValid(own) || own.spanId === this.client?.parentId) return traceHeaders(this.client);
     const traceparent = `00-${own.traceId}-${own.spanId}-${(own.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
     return this.client?.tracestate === undefined ? { traceparent } : { traceparent, tracestate: this.client.tracestate };
