@@ -158,6 +158,38 @@ describe.each(BACKENDS)('gateway: its own spans (%s)', (backend) => {
     }
   });
 
+  test("a batch's span: its prompts' tries under it, and a worker lost after the 200 makes it an error", async () => {
+    const sdk = memorySdk();
+    const g = await gatewayBehindWire(backend, { tracing: { tracerProvider: sdk.provider } });
+    try {
+      const r = await fetch(`${g.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', traceparent: PARENT },
+        body: JSON.stringify({ prompt: ['first prompt of the batch', 'second prompt of the batch'], stream: true, max_tokens: 4000 }),
+      });
+      expect(r.status).toBe(200);
+      const reader = (r.body as ReadableStream<Uint8Array>).getReader();
+      let text = '';
+      while (!text.includes('data: ')) text += new TextDecoder().decode((await reader.read()).value);
+      // The worker's connections cut while the prompts stream: the client gets an error event.
+      await g.wire.cut();
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += new TextDecoder().decode(chunk.value);
+      expect(text).toContain('failed mid-stream');
+      const server = sdk.spans().find((s) => s.kind === SpanKind.SERVER);
+      if (!server) throw new Error('no server span');
+      expect(server.attributes).toMatchObject({ 'kvroute.prompts': 2, 'error.type': 'upstream_error' });
+      expect(server.attributes['kvroute.request_id']).toBe(r.headers.get('x-kvroute-request-id'));
+      expect(server.attributes['gen_ai.usage.input_tokens']).toBeGreaterThan(0);
+      expect(server.status.code).toBe(SpanStatusCode.ERROR);
+      const f = family(sdk.spans(), server);
+      expect(f.children.filter((s) => s.name === 'tokenize')).toHaveLength(2);
+      expect(f.tries).toHaveLength(2);
+      expect(f.tries.some((t) => t.status.code === SpanStatusCode.ERROR)).toBe(true);
+    } finally {
+      await g.close();
+    }
+  });
+
   test('a worker that fails before it answers is a failed try beside the one that served the request', async () => {
     const sdk = memorySdk();
     const dead = await startWorker();

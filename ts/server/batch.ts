@@ -61,7 +61,7 @@ export async function proxyBatch(
   prompts: ReadRequest[],
   path: string,
   signal: AbortSignal,
-  client: { clientId: string | undefined; trace: RequestTrace },
+  client: { clientId: string | undefined; trace: RequestTrace; failure: { status?: Outcome['status'] } },
   started: number,
 ): Promise<FastifyReply> {
   const { clientId, trace } = client;
@@ -72,6 +72,7 @@ export async function proxyBatch(
   } catch (err) {
     return refuse(ctx, reply, tokenizeRefusal(err));
   }
+  trace.set(() => ({ 'kvroute.request_id': base, 'gen_ai.usage.input_tokens': tokens.reduce((n, t) => n + t.length, 0) }));
   const outcomes = prompts.map((_, i) =>
     newOutcome(ctx, {
       id: `${base}-${i}`,
@@ -117,6 +118,10 @@ export async function proxyBatch(
     for (const [i, u] of ups.entries()) if (!('refused' in u)) ctx.router.free(outcomes[i].id);
     ctx.metrics.inFlight.dec();
     for (const [i, o] of outcomes.entries()) finish(ctx, o, prompts[i], path, started);
+    // The request's span takes a prompt's failure after the 200 (a worker lost mid-stream, or the
+    // client gone), which its HTTP status cannot show; a worker's failure before a client's leaving.
+    const failed = outcomes.map((o) => o.status).filter((s) => typeof s === 'string');
+    client.failure.status = failed.find((s) => s !== 'client_closed') ?? failed[0];
   }
 }
 

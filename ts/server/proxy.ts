@@ -231,7 +231,7 @@ async function routed(
   reply.raw.on('close', () => {
     if (!reply.raw.writableFinished) abort.abort();
   });
-  if (read.batch) return proxyBatch(ctx, reply, read, read.batch, path, abort.signal, { clientId, trace }, started);
+  if (read.batch) return proxyBatch(ctx, reply, read, read.batch, path, abort.signal, { clientId, trace, failure }, started);
   // A follow-up can only go where the response it continues is kept.
   let owner: bigint | undefined;
   if (read.previousResponseId !== undefined) {
