@@ -141,6 +141,7 @@ export type {
 export type { WorkerView } from './server/admin-api.js';
 export type { WorkerHealthState } from './server/breaker.js';
 export type { CacheAccuracySnapshot } from './server/cache-accuracy.js';
+export type { CorsOptions } from './server/cors.js';
 export type { DiscoveryOptions } from './server/discovery-options.js';
 export type { ListenerStatus } from './server/fleet.js';
 export type { Gateway, GatewayAddress } from './server/gateway.js';

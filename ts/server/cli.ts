@@ -28,6 +28,15 @@ const FLAGS: Flags = {
     help: "serve the proxy over HTTPS with this PEM certificate chain, read again when it changes (vLLM's flag)",
   },
   'ssl-keyfile': { kind: 'string', value: 'file', help: "the certificate's PEM private key (vLLM's flag)" },
+  'allowed-origins': {
+    kind: 'string',
+    value: 'json',
+    help: "origins the proxy's routes answer cross-origin requests from, e.g. '[\"https://app.example.com\"]' ('[]': none; vLLM's flag)",
+    default: '["*"]',
+  },
+  'allowed-methods': { kind: 'string', value: 'json', help: "methods CORS preflights allow (vLLM's flag)", default: '["*"]' },
+  'allowed-headers': { kind: 'string', value: 'json', help: "request headers CORS preflights allow (vLLM's flag)", default: '["*"]' },
+  'allow-credentials': { kind: 'boolean', help: "let cross-origin pages send credentials (vLLM's flag)" },
   'ssl-ca-certs': {
     kind: 'string',
     value: 'file',
@@ -173,6 +182,27 @@ function chatFlags(v: Record<string, unknown>, o: Record<string, unknown>): void
   o.tokenizer = t;
 }
 
+/** vLLM's CORS flags (JSON lists, as vLLM takes them): the `cors` option, over the config's. */
+function corsFlags(v: Record<string, unknown>, o: Record<string, unknown>): void {
+  const given: Record<string, unknown> = {};
+  for (const [flag, key] of [
+    ['allowed-origins', 'allowedOrigins'],
+    ['allowed-methods', 'allowedMethods'],
+    ['allowed-headers', 'allowedHeaders'],
+  ]) {
+    if (v[flag] === undefined) continue;
+    try {
+      given[key] = JSON.parse(String(v[flag]));
+    } catch (err) {
+      throw new UsageError(`--${flag} is not JSON (a list such as '["*"]'): ${(err as Error).message}`, USAGE);
+    }
+  }
+  if (v['allow-credentials'] !== undefined) given.allowCredentials = true;
+  if (Object.keys(given).length === 0) return;
+  if (o.cors === false) throw new UsageError('the config turns CORS off (cors: false); the CORS flags cannot set it', USAGE);
+  o.cors = { ...((o.cors as object) ?? {}), ...given };
+}
+
 /** --discover-*, --dns-server: the `discovery` option, over the config's. */
 function discoveryFlags(v: Record<string, unknown>, o: Record<string, unknown>): void {
   const given: Record<string, unknown> = {};
@@ -258,6 +288,7 @@ function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   if (v.worker !== undefined) o.workers = [...((o.workers as unknown[]) ?? []), ...(v.worker as string[]).map(parseWorkerFlag)];
   if (v.tokenizer !== undefined) o.tokenizer = v.tokenizer;
   chatFlags(v, o);
+  corsFlags(v, o);
   if (v['router-config'] !== undefined) {
     try {
       o.router = { ...(o.router as object), ...JSON.parse(String(v['router-config'])) };

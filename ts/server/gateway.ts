@@ -19,6 +19,7 @@ import { chooseCandidate, type Selector } from '../router/select.js';
 import { checkOptions, describe } from '../validate.js';
 import { adminRoutes, describeWorker, type WorkerView } from './admin-api.js';
 import { bearerGuard } from './auth.js';
+import { corsMetrics, registerCors } from './cors.js';
 import { Discovery, DiscoveryMetrics } from './discovery.js';
 import { askWorkersToTokenize } from './engine-tokenize.js';
 import { Fleet } from './fleet.js';
@@ -344,6 +345,12 @@ export function createGateway(opts: GatewayOptions): Gateway {
   };
 
   app.register(async (proxy) => {
+    const routes: string[] = [];
+    proxy.addHook('onRoute', (route) => {
+      if (route.method !== 'OPTIONS') routes.push(route.url);
+    });
+    // First: a preflight is answered before the API-key check (browsers send it without the key).
+    if (o.cors) await registerCors(proxy, o.cors, corsMetrics(registry), () => routes);
     proxy.addHook(
       'onRequest',
       bearerGuard(o.apiKeys, (reply) => reply.send(openAiError('a valid API key is required', 'AuthenticationError', 401))),

@@ -13,6 +13,7 @@ import type { SnapshotWriterOptions } from '../replicas/snapshot-store.js';
 import type { WarmStartOptions } from '../replicas/warm-start.js';
 import type { KvRouterOptions } from '../router/options.js';
 import { describe, optionalBoolean } from '../validate.js';
+import { type CorsOptions, type ResolvedCors, resolveCors } from './cors.js';
 import { type DiscoveryOptions, type ResolvedDiscovery, resolveDiscovery } from './discovery-options.js';
 import { int, invalid, object, record, str } from './option-checks.js';
 import { type ResolvedTls, resolveTls, type TlsOptions } from './tls.js';
@@ -224,7 +225,7 @@ export interface GatewayOptions {
   bodyLimitBytes?: number;
   /** How `close()` ends the gateway: a delay while not ready, a bound on the drain. Default: at once, no bound. */
   shutdown?: ShutdownOptions;
-  /** Workers found in DNS SRV records (a Kubernetes headless Service; a list for several, one per model, say), besides `workers`. Default: none. */
+  /** Workers found in DNS (a Kubernetes headless Service's SRV records or addresses; a list for several, one per model, say), besides `workers`. Default: none. */
   discovery?: DiscoveryOptions | readonly DiscoveryOptions[];
   /** Access control. */
   auth?: AuthOptions;
@@ -232,6 +233,12 @@ export interface GatewayOptions {
   admin?: AdminListenOptions;
   /** TLS of the proxy listener: PEM text, or files served anew when they change. */
   tls?: TlsOptions;
+  /**
+   * Cross-origin (CORS) answers of the proxy's routes, as vLLM gives them (`--allowed-origins`
+   * and the flags beside it); never the admin API's. Default vLLM's: any origin, method and
+   * header, no credentials. `false`: none.
+   */
+  cors?: CorsOptions | false;
   /** Where the gateway's spans go. Default: the global OpenTelemetry API's tracer provider (nothing recorded until an SDK is registered). */
   tracing?: TracingOptions;
   /** Log level (pino), or `false` for none. Default `'info'`. */
@@ -282,6 +289,7 @@ export interface ResolvedGatewayOptions {
   adminToken: string | undefined;
   admin: Required<AdminListenOptions> | undefined;
   tls: ResolvedTls | undefined;
+  cors: ResolvedCors;
   tracing: ResolvedTracing;
   logLevel: NonNullable<GatewayOptions['logLevel']>;
   logPrompts: boolean;
@@ -309,6 +317,7 @@ const TOP_KEYS = [
   'auth',
   'admin',
   'tls',
+  'cors',
   'tracing',
   'logLevel',
   'logPrompts',
@@ -476,6 +485,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     adminToken: auth.adminToken === undefined ? undefined : str(auth.adminToken, 'auth.adminToken'),
     admin,
     tls: resolveTls(o.tls),
+    cors: resolveCors(o.cors),
     tracing: resolveTracing(o.tracing),
     logLevel: logLevel as ResolvedGatewayOptions['logLevel'],
     logPrompts: o.logPrompts === true,
