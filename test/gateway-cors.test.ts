@@ -23,10 +23,12 @@ async function preflight(url: string, origin = APP, method = 'POST', headers = '
   return { status: r.statusCode, headers: r.headers };
 }
 
-async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
+/** A POST from the page at APP (`origin: ''`: from no page, without an Origin). */
+async function post(url: string, body: unknown, extra: Record<string, string> = {}) {
+  const headers = Object.fromEntries(Object.entries({ origin: APP, ...extra }).filter(([, v]) => v !== ''));
   const r = await request(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', origin: APP, ...headers },
+    headers: { 'content-type': 'application/json', ...headers },
     body: JSON.stringify(body),
   });
   await r.body.dump();
@@ -53,6 +55,9 @@ describe.each(BACKENDS)('gateway: cross-origin requests (%s)', (backend) => {
     expect(r.status).toBe(200);
     expect(r.headers['access-control-allow-origin']).toBe('*');
     expect(String(r.headers['access-control-expose-headers'])).toContain('x-kvroute-worker');
+    // A client that is not a browser (no Origin) gets no CORS headers.
+    const plain = await post(`${f.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 }, { authorization: 'Bearer key-1', origin: '' });
+    expect(plain.headers['access-control-allow-origin']).toBeUndefined();
     // Without the key: still refused, and the refusal readable by the page.
     const refused = await post(`${f.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 });
     expect(refused.status).toBe(401);

@@ -151,7 +151,8 @@ export async function registerCors(
     return tests.some((t) => t.test(path));
   };
   await proxy.register(cors, {
-    delegator: (req, done) => done(null, isProxyRoute(req) ? options : { origin: false }),
+    // A request without an Origin is not a browser's cross-origin one: no CORS headers (as Starlette).
+    delegator: (req, done) => done(null, req.headers.origin !== undefined && isProxyRoute(req) ? options : { origin: false }),
   });
   proxy.addHook('onResponse', async (req, reply) => {
     if (req.method !== 'OPTIONS' || req.headers['access-control-request-method'] === undefined) return;
