@@ -8,18 +8,30 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { Resolver } from 'node:dns/promises';
+import { type AddressInfo, createServer } from 'node:net';
 import { requireTool } from './tools.js';
 
 /** An SRV record: name, target, port. */
 export type SrvRecord = [name: string, target: string, port: number];
 
-/** A UDP port free now on 127.0.0.1 (dnsmasq cannot pick one itself). */
-async function freeUdpPort(): Promise<number> {
-  const socket = createSocket('udp4');
-  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
-  const { port } = socket.address();
-  await new Promise<void>((resolve) => socket.close(() => resolve()));
-  return port;
+/**
+ * A port free now on 127.0.0.1 for both UDP and TCP (dnsmasq cannot pick one itself, and listens
+ * on both): a TCP port the system gave, kept only if UDP's is free too.
+ */
+async function freeDnsPort(): Promise<number> {
+  for (let attempt = 0; ; attempt++) {
+    const tcp = createServer();
+    await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', resolve));
+    const { port } = tcp.address() as AddressInfo;
+    const udp = createSocket('udp4');
+    const free = await new Promise<boolean>((resolve) => {
+      udp.once('error', () => resolve(false));
+      udp.bind(port, '127.0.0.1', () => resolve(true));
+    });
+    await new Promise<void>((resolve) => (free ? udp.close(() => resolve()) : resolve()));
+    await new Promise<void>((resolve) => tcp.close(() => resolve()));
+    if (free || attempt >= 20) return port;
+  }
 }
 
 export class DnsServer {
@@ -38,7 +50,7 @@ export class DnsServer {
   async serve(srv: SrvRecord[], hosts: (string | [name: string, address: string])[]): Promise<void> {
     const dnsmasq = requireTool(['dnsmasq', '/usr/sbin/dnsmasq'], 'dnsmasq-base');
     await this.stop();
-    this.port ||= await freeUdpPort();
+    this.port ||= await freeDnsPort();
     const args = [
       '--keep-in-foreground',
       '--conf-file=/dev/null',
