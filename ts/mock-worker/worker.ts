@@ -10,6 +10,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { KvRouteError } from '../errors.js';
 import { acceptedTokens } from '../replay/speculative.js';
 import { LoraAdapters, registerLoraUpdating } from './lora-adapters.js';
+import { registerMessages } from './messages.js';
 import { mockMetrics } from './metrics.js';
 import { modelList } from './models.js';
 import {
@@ -37,7 +38,7 @@ import {
 } from './options.js';
 import { RankPublisher } from './publisher.js';
 import { type LiveRequest, MockRank } from './rank.js';
-import { registerResponses } from './responses.js';
+import { type ResponsesEngine, registerResponses } from './responses.js';
 import { MockSequence } from './sequence.js';
 import { chunkDue } from './stream-interval.js';
 import { detokenize } from './tokenizer.js';
@@ -266,7 +267,7 @@ class Worker implements MockWorker {
       return { ok: true, fault };
     });
     if (o.runtimeLoraUpdating) registerLoraUpdating(app, this.adapters, o.model);
-    registerResponses(app, {
+    const engine: ResponsesEngine = {
       options: o,
       served: this.served,
       hang: (reply) => this.hang(reply),
@@ -275,7 +276,9 @@ class Worker implements MockWorker {
         return { dpRank: rank.dpRank, run: (job: LiveRequest) => rank.submit(job) };
       },
       requestSpan: (req, facts) => engineRequestSpan(this.tracer, req.headers, facts),
-    });
+    };
+    registerResponses(app, engine);
+    registerMessages(app, engine);
     for (const [path, chat] of [
       ['/v1/completions', false],
       ['/v1/chat/completions', true],
