@@ -48,6 +48,22 @@ const ROUTES: [string, Record<string, unknown>][] = [
     },
   ],
   ['/v1/responses', { model: 'mock-model', input: 'hi', max_output_tokens: 2, instructions: 'be brief', stream: false }],
+  [
+    '/v1/messages',
+    {
+      model: 'mock-model',
+      max_tokens: 2,
+      system: [{ type: 'text', text: 'be brief' }],
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'hi' }] },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'f', input: { a: 1 } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'ok' }] },
+      ],
+      tools: [{ name: 'f', input_schema: { type: 'object' } }],
+      tool_choice: { type: 'auto' },
+      stream: false,
+    },
+  ],
   ['/tokenize', { model: 'mock-model', prompt: 'hi' }],
   ['/admin/explain', { prompt: 'hello there' }],
   ['/query', { model_name: 'mock-model', token_ids: [1, 2, 3, 4] }],

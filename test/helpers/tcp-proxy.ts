@@ -48,14 +48,16 @@ export class TcpProxy {
   }
 }
 
-/** The requests on the wire, in order: each one's request line and head (header names in lower case). */
-export function headsOn(wire: string): { line: string; head: Record<string, string> }[] {
-  return [...wire.matchAll(/((?:POST|GET) [^\r\n]+) HTTP\/1\.1\r\n([\s\S]*?)\r\n\r\n/g)].map((m) => ({
-    line: m[1],
-    head: Object.fromEntries(
+/** The requests on the wire, in order: each one's request line, head (header names in lower case) and body (by its Content-Length, as UTF-8). */
+export function headsOn(wire: string): { line: string; head: Record<string, string>; body: string }[] {
+  return [...wire.matchAll(/((?:POST|GET) [^\r\n]+) HTTP\/1\.1\r\n([\s\S]*?)\r\n\r\n/g)].map((m) => {
+    const head = Object.fromEntries(
       m[2].split('\r\n').map((field) => [field.slice(0, field.indexOf(':')).toLowerCase(), field.slice(field.indexOf(':') + 1).trim()]),
-    ),
-  }));
+    );
+    const start = (m.index as number) + m[0].length;
+    const body = Buffer.from(wire.slice(start, start + Number(head['content-length'] ?? 0)), 'latin1').toString('utf8');
+    return { line: m[1], head, body };
+  });
 }
 
 /** The head of the request on the wire that carried `X-Request-Id: id` (header names in lower case). */

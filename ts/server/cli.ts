@@ -120,7 +120,7 @@ const FLAGS: Flags = {
 };
 const USAGE = helpText(
   'kvroute serve [--config fleet.yaml] [options]',
-  "Runs an OpenAI-compatible KV-aware gateway in front of vLLM-like workers: /v1/completions,\n/v1/chat/completions and /v1/responses (streaming or not), vLLM's tokenizing, pooling and runtime-LoRA\nroutes, /v1/models, /health, /ready, /metrics, /admin/* and Dynamo's indexer API. Keys: KVROUTE_API_KEYS (comma-separated) and KVROUTE_ADMIN_TOKEN, or auth in the config;\nthe workers' own key (vLLM's --api-key): KVROUTE_UPSTREAM_API_KEY, or upstream.apiKey.",
+  "Runs an OpenAI-compatible KV-aware gateway in front of vLLM-like workers: /v1/completions,\n/v1/chat/completions, /v1/responses and Anthropic's /v1/messages (streaming or not), vLLM's tokenizing, pooling and runtime-LoRA\nroutes, /v1/models, /health, /ready, /metrics, /admin/* and Dynamo's indexer API. Keys: KVROUTE_API_KEYS (comma-separated) and KVROUTE_ADMIN_TOKEN, or auth in the config;\nthe workers' own key (vLLM's --api-key): KVROUTE_UPSTREAM_API_KEY, or upstream.apiKey.",
   FLAGS,
 );
 

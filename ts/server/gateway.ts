@@ -18,6 +18,7 @@ import { KvRouter } from '../router/kv-router.js';
 import { chooseCandidate, type Selector } from '../router/select.js';
 import { checkOptions, describe } from '../validate.js';
 import { adminRoutes, describeWorker, type WorkerView } from './admin-api.js';
+import { anthropicErrorBodies } from './api-errors.js';
 import { bearerGuard } from './auth.js';
 import { corsMetrics, registerCors } from './cors.js';
 import { Discovery, DiscoveryMetrics } from './discovery.js';
@@ -353,11 +354,13 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (o.cors) await registerCors(proxy, o.cors, corsMetrics(registry), () => routes);
     proxy.addHook(
       'onRequest',
-      bearerGuard(o.apiKeys, (reply) => reply.send(openAiError('a valid API key is required', 'AuthenticationError', 401))),
+      bearerGuard(o.apiKeys, (reply) => reply.send(openAiError('a valid API key is required', 'AuthenticationError', 401)), true),
     );
     proxy.post('/v1/completions', (req, reply) => proxyCompletion(ctx, req, reply, 'completion'));
     proxy.post('/v1/chat/completions', (req, reply) => proxyCompletion(ctx, req, reply, 'chat'));
     proxy.post('/v1/responses', (req, reply) => proxyCompletion(ctx, req, reply, 'responses'));
+    // Anthropic's Messages API, as vLLM serves it: routed by the chat it becomes; refusals in Anthropic's shape.
+    proxy.post('/v1/messages', { onSend: anthropicErrorBodies }, (req, reply) => proxyCompletion(ctx, req, reply, 'messages'));
     registerResponses(proxy, ctx);
     registerPassthrough(proxy, ctx);
     registerLoraUpdates(proxy, ctx);

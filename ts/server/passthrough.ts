@@ -14,6 +14,7 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
+import { anthropicErrorBodies } from './api-errors.js';
 import { describeError, failureKind } from './fleet.js';
 import { clientRequestId, contentType, openAiError, type ProxyContext, reject, requestTrace } from './proxy.js';
 import { type RequestTrace, upstreamAttributes } from './tracing/request-trace.js';
@@ -30,6 +31,8 @@ export const PASSTHROUGH_PATHS = [
   '/rerank',
   '/v1/rerank',
   '/v2/rerank',
+  // Anthropic's token count (vLLM's), which runs no model.
+  '/v1/messages/count_tokens',
 ] as const;
 
 /** Registers the passed-on routes on the proxy (behind its API-key check). */
@@ -44,7 +47,9 @@ export function registerPassthrough(proxy: FastifyInstance, ctx: ProxyContext): 
     return rotated.sort((a, b) => (inFlight.get(a) ?? 0) - (inFlight.get(b) ?? 0));
   };
   for (const path of PASSTHROUGH_PATHS) {
-    proxy.post(path, (req, reply) => passOn(ctx, req, reply, path, order, inFlight));
+    // The Messages API's clients read Anthropic's error shape.
+    const options = path.startsWith('/v1/messages') ? { onSend: anthropicErrorBodies } : {};
+    proxy.post(path, options, (req, reply) => passOn(ctx, req, reply, path, order, inFlight));
   }
 }
 

@@ -10,6 +10,7 @@
  * @module
  */
 
+import { anthropicToChat } from '../chat/anthropic-messages.js';
 import { readChatPrompt } from '../chat/prompt.js';
 import {
   BadRequest,
@@ -68,6 +69,8 @@ export interface ReadRequest {
   responseId?: string;
   /** The response a Responses API request continues (`previous_response_id`): it must go to that response's worker. */
   previousResponseId?: string;
+  /** The API whose error shape the client reads: Anthropic's for the Messages API; OpenAI's otherwise. */
+  api?: 'anthropic';
 }
 
 /**
@@ -85,8 +88,31 @@ function responseIdField(b: Record<string, unknown>, key: 'request_id' | 'previo
   return v;
 }
 
-/** The endpoints the gateway routes: completions, chat completions and the Responses API. */
-export type RequestKind = 'completion' | 'chat' | 'responses';
+/** The endpoints the gateway routes: completions, chat completions, the Responses API and Anthropic's Messages API. */
+export type RequestKind = 'completion' | 'chat' | 'responses' | 'messages';
+
+/**
+ * An Anthropic Messages API request: routed by the chat vLLM converts it to (see
+ * `chat/anthropic-messages.ts`), forwarded as it came. vLLM reads no `cache_salt` or `priority`
+ * from it, so neither scopes or orders it here; its streams always end with their usage.
+ */
+function readMessagesRequest(b: Record<string, unknown>): ReadRequest {
+  const chat = readChatPrompt(anthropicToChat(b));
+  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
+  return {
+    input: { kind: 'chat', chat, model: b.model as string },
+    stream: b.stream === true,
+    clientWantsUsage: true,
+    forward: JSON.stringify(b),
+    model: b.model as string,
+    cacheSalt: undefined,
+    priority: undefined,
+    maxOutputTokens: positiveInteger(b.max_tokens),
+    truncation: undefined,
+    choicesPerPrompt: 1,
+    api: 'anthropic',
+  };
+}
 
 /**
  * A Responses API request: its prompt, the conversation it continues, its id. The prompt the
@@ -154,6 +180,7 @@ export function readRequest(body: unknown, kind: RequestKind, countOutput = fals
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
   const b = body as Record<string, unknown>;
   if (kind === 'responses') return readResponsesRequest(b);
+  if (kind === 'messages') return readMessagesRequest(b);
   const chat = kind === 'chat';
   const batch = chat ? undefined : promptBatch(b.prompt);
   if (batch) {

@@ -17,6 +17,7 @@ import { KvRouteError } from '../errors.js';
 import { MAX_SESSION_ID_LENGTH } from '../limits.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { RouteDecision } from '../router/types.js';
+import { apiError, openAiError, streamErrorEvent } from './api-errors.js';
 import { proxyBatch } from './batch.js';
 import { connect } from './connect.js';
 import { EngineRefusal } from './engine-tokenize.js';
@@ -60,12 +61,10 @@ const PATHS: Record<RequestKind, string> = {
   completion: '/v1/completions',
   chat: '/v1/chat/completions',
   responses: '/v1/responses',
+  messages: '/v1/messages',
 };
 
-/** OpenAI's error body. */
-export function openAiError(message: string, type: string, code: number): unknown {
-  return { error: { message, type, param: null, code } };
-}
+export { openAiError } from './api-errors.js';
 
 /** The longest client `X-Request-Id` passed on (vLLM keys its logs and metrics by it). */
 const MAX_CLIENT_REQUEST_ID = 512;
@@ -424,7 +423,7 @@ async function deliver(
         ctx.fleet.failure(worker, failureKind(err), describeError(err));
         void reply
           .code(502)
-          .send(openAiError(`worker ${worker} failed mid-response: ${describeError(err)}`, 'ServiceUnavailableError', 502));
+          .send(apiError(read, `worker ${worker} failed mid-response: ${describeError(err)}`, 'ServiceUnavailableError', 502));
       }
       return;
     }
@@ -472,8 +471,7 @@ async function deliver(
     } else {
       outcome.status = 'upstream_error';
       ctx.fleet.failure(worker, failureKind(err), describeError(err));
-      const body = openAiError(`worker ${worker} failed mid-stream: ${describeError(err)}`, 'ServiceUnavailableError', 502);
-      out.end(`data: ${JSON.stringify(body)}\n\n`);
+      out.end(streamErrorEvent(read, `worker ${worker} failed mid-stream: ${describeError(err)}`));
     }
     if (!out.writableEnded) out.destroy();
   }

@@ -4,7 +4,7 @@
  * buffered beyond one event. Each event is also read for what the gateway measures: the first
  * token, the token chunks after it, and the usage chunk with `cached_tokens`. The Responses API
  * streams named events instead of chunks: its tokens come in `….delta` events and its usage in
- * `response.completed`.
+ * `response.completed`; Anthropic's Messages API's in `content_block_delta` and `message_delta`.
  * @internal
  * @module
  */
@@ -93,7 +93,11 @@ export function inspectEvent(event: string): EventFacts {
     return NONE;
   }
   if (chunk === null || typeof chunk !== 'object') return NONE;
-  if (typeof chunk.type === 'string') return { ...responsesEventFacts(chunk as ResponsesEvent), chunk };
+  if (typeof chunk.type === 'string')
+    return {
+      ...(MESSAGES_EVENTS.has(chunk.type) ? messagesEventFacts(chunk as MessagesEvent) : responsesEventFacts(chunk as ResponsesEvent)),
+      chunk,
+    };
   const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
   const token = choices.some(carriesToken);
   const index = choices.length === 1 ? choices[0]?.index : undefined;
@@ -177,7 +181,45 @@ function responsesEventFacts(event: ResponsesEvent): EventFacts {
   };
 }
 
-/** A usage object: chat and completions' fields, or the Responses API's. */
+/** The Messages API's stream events (Anthropic's; their `type` names them, without the Responses API's dots). */
+const MESSAGES_EVENTS = new Set([
+  'message_start',
+  'content_block_start',
+  'content_block_delta',
+  'content_block_stop',
+  'message_delta',
+  'message_stop',
+  'ping',
+]);
+
+/** A Messages API stream event. */
+interface MessagesEvent {
+  type: string;
+  delta?: { text?: unknown; thinking?: unknown; partial_json?: unknown } | null;
+  usage?: Usage | null;
+}
+
+/**
+ * A Messages API event's facts: a `content_block_delta` with text, thinking or a tool call's
+ * JSON carries tokens; `message_delta` the final usage (`message_start`'s has no output yet, and
+ * taking both would count the engine's cached tokens twice). An `error` event is read as the
+ * Responses API's is.
+ */
+function messagesEventFacts(event: MessagesEvent): EventFacts {
+  const d = event.delta;
+  const text = (v: unknown) => typeof v === 'string' && v !== '';
+  return {
+    ...NONE,
+    token:
+      event.type === 'content_block_delta' &&
+      d !== null &&
+      typeof d === 'object' &&
+      (text(d.text) || text(d.thinking) || text(d.partial_json)),
+    ...(event.type === 'message_delta' ? usageFacts(event.usage) : {}),
+  };
+}
+
+/** A usage object: chat and completions' fields, the Responses API's, or the Messages API's. */
 interface Usage {
   prompt_tokens?: unknown;
   prompt_tokens_details?: { cached_tokens?: unknown } | null;
@@ -185,11 +227,14 @@ interface Usage {
   input_tokens?: unknown;
   input_tokens_details?: { cached_tokens?: unknown } | null;
   output_tokens?: unknown;
+  /** The Messages API's tokens read from the prompt cache. */
+  cache_read_input_tokens?: unknown;
 }
 
-/** `cached_tokens` and the prompt's and output's tokens of a usage object (either API's), when they are numbers. */
+/** `cached_tokens` and the prompt's and output's tokens of a usage object (any of the three APIs'), when they are numbers. */
 export function usageFacts(usage: Usage | undefined | null): Pick<EventFacts, 'cachedTokens' | 'promptTokens' | 'completionTokens'> {
-  const cached = usage?.prompt_tokens_details?.cached_tokens ?? usage?.input_tokens_details?.cached_tokens;
+  const cached =
+    usage?.prompt_tokens_details?.cached_tokens ?? usage?.input_tokens_details?.cached_tokens ?? usage?.cache_read_input_tokens;
   const prompt = usage?.prompt_tokens ?? usage?.input_tokens;
   const completion = usage?.completion_tokens ?? usage?.output_tokens;
   return {
