@@ -1,10 +1,17 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { SpanKind } from '@opentelemetry/api';
+import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { request } from 'undici';
 import { describe, expect, test } from 'vitest';
+import { mockTokenizerConfig, writeMockTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, gatewayBehindWire, startFleet } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
+import { scratchDir } from './helpers/scratch-dir.js';
 import { headsOn } from './helpers/tcp-proxy.js';
+import { waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
 
@@ -119,6 +126,23 @@ describe.each(BACKENDS)("gateway: Anthropic's Messages API (%s)", (backend) => {
     } finally {
       await g.close();
     }
+  });
+
+  test("with the local tokenizer: the converted chat rendered by the model's template, the same tokens as the engine's", async () => {
+    const dir = scratchDir('kvroute-messages-tok-');
+    const path = writeMockTokenizer(dir);
+    writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify(mockTokenizerConfig()));
+    const exporter = new InMemorySpanExporter();
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const f = await startFleet(backend, 1, { tokenizer: path, tracing: { tracerProvider: provider } });
+    const r = await postJson(`${f.url}/v1/messages`, AGENT_TURN);
+    expect(r.status).toBe(200);
+    // The request's span ends just after its answer is sent.
+    const isRequest = (s: ReadableSpan) => s.kind === SpanKind.SERVER && s.name === 'POST /v1/messages';
+    await waitFor(() => exporter.getFinishedSpans().some(isRequest), 'the request span');
+    const spans = exporter.getFinishedSpans();
+    expect(spans.find((s) => s.name === 'tokenize')?.attributes['kvroute.tokenizer']).toBe('local');
+    expect(spans.find(isRequest)?.attributes['gen_ai.usage.input_tokens']).toBe(r.json.usage.input_tokens);
   });
 
   test('a conversation goes back to the worker holding its prefix; a stream passes its events through and is measured', async () => {
