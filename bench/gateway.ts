@@ -47,6 +47,8 @@ const serve = await spawnLine(
     '--tokenizer',
     tokenizer,
     ...workers.flatMap((w, i) => ['--worker', `id=${i + 1},url=${w.url},kv-events=${w.kvEvents},replay=${w.replay}`]),
+    // More `kvroute serve` flags, space-separated, for an A/B of one option (e.g. --allowed-origins []).
+    ...(process.env.BENCH_GATEWAY_ARGS ?? '').split(' ').filter(Boolean),
   ],
   /proxy (http:\/\/127\.0\.0\.1:\d+)/,
   // e.g. --cpu-prof to profile the gateway process.

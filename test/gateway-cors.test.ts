@@ -88,6 +88,9 @@ describe.each(BACKENDS)('gateway: cross-origin requests (%s)', (backend) => {
       'access-control-allow-headers': 'content-type',
       'access-control-max-age': '60',
     });
+    // The request itself from the listed page: its origin sent back, with credentials, varying by origin.
+    const own = await post(`${f.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 });
+    expect(own.headers).toMatchObject({ 'access-control-allow-origin': APP, 'access-control-allow-credentials': 'true', vary: 'Origin' });
     const other = await preflight(`${f.url}/v1/completions`, 'https://evil.test');
     expect(other.headers['access-control-allow-origin']).toBeUndefined();
     const r = await post(`${f.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 }, { origin: 'https://evil.test' });

@@ -8,7 +8,8 @@
  * of any origin could otherwise make a browser on the operator's network change the fleet (a
  * preflight that succeeded would let the browser send the `PUT /admin/workers` after it, whatever
  * the answer's headers). A preflight for any other path falls through to the 404 it would get
- * without CORS. Preflights are counted by whether they were allowed.
+ * without CORS. Preflights are counted by whether they were allowed. A request without an
+ * `Origin` header (not a browser's cross-origin one) gets no CORS headers, as Starlette answers.
  * @internal
  * @module
  */
@@ -132,8 +133,35 @@ function pathTest(pattern: string): RegExp {
 }
 
 /**
+ * The CORS headers of an actual (not preflight) request's answer, for a page at `origin`, or
+ * none when the origin is not allowed: what @fastify/cors would set, written here so that
+ * requests without an `Origin` (every client that is not a browser) cost nothing. Running the
+ * plugin's hook on every request cost 8% of the gateway's short-request throughput per
+ * CPU-second (BENCHMARKS.md).
+ */
+function answerHeaders(c: NonNullable<ResolvedCors>): (origin: string) => Record<string, string> | undefined {
+  const any = c.allowedOrigins.includes('*');
+  const listed = new Set(c.allowedOrigins);
+  const exposed = EXPOSED.join(', ');
+  return (origin) => {
+    if (!any && !listed.has(origin)) return undefined;
+    // `*` only when any origin may read it without credentials; else the origin, which makes the answer vary by it.
+    const allow = any && !c.allowCredentials ? '*' : origin;
+    return {
+      'access-control-allow-origin': allow,
+      ...(allow === '*' ? {} : { vary: 'Origin' }),
+      ...(c.allowCredentials ? { 'access-control-allow-credentials': 'true' } : {}),
+      'access-control-expose-headers': exposed,
+    };
+  };
+}
+
+/**
  * Registers CORS in the proxy's scope, before its API-key check; `routes()` lists the proxy's
- * route patterns (known once they are registered). A request for another path gets no CORS.
+ * route patterns (known once they are registered). Preflights go to @fastify/cors, in a scope
+ * of its own whose one route is its `OPTIONS *` (so its hook runs for preflights only); a
+ * preflight for a path that is not the proxy's gets no CORS and falls through to a 404. An
+ * actual request with an `Origin` gets its answer's headers from {@link answerHeaders}.
  */
 export async function registerCors(
   proxy: FastifyInstance,
@@ -143,19 +171,26 @@ export async function registerCors(
 ): Promise<void> {
   const options = pluginOptions(c);
   let tests: RegExp[] | undefined;
-  // Only a preflight (the scope's `OPTIONS *`) can be for another path: the scope's other routes are the proxy's.
   const isProxyRoute = (req: FastifyRequest) => {
-    if (req.method !== 'OPTIONS') return true;
     tests ??= routes().map(pathTest);
     const path = req.url.split('?')[0];
     return tests.some((t) => t.test(path));
   };
-  await proxy.register(cors, {
-    // A request without an Origin is not a browser's cross-origin one: no CORS headers (as Starlette).
-    delegator: (req, done) => done(null, req.headers.origin !== undefined && isProxyRoute(req) ? options : { origin: false }),
+  await proxy.register(async (preflight) => {
+    await preflight.register(cors, {
+      delegator: (req, done) => done(null, isProxyRoute(req) ? options : { origin: false }),
+    });
+    preflight.addHook('onResponse', async (req, reply) => {
+      if (req.headers['access-control-request-method'] === undefined) return;
+      preflights.inc({ result: reply.statusCode < 300 && reply.hasHeader('access-control-allow-origin') ? 'allowed' : 'refused' });
+    });
   });
-  proxy.addHook('onResponse', async (req, reply) => {
-    if (req.method !== 'OPTIONS' || req.headers['access-control-request-method'] === undefined) return;
-    preflights.inc({ result: reply.statusCode < 300 && reply.hasHeader('access-control-allow-origin') ? 'allowed' : 'refused' });
+  const headersFor = answerHeaders(c);
+  proxy.addHook('onRequest', (req, reply, done) => {
+    const origin = req.headers.origin;
+    // A preflight is the plugin's (the OPTIONS * route is in this scope's reach too).
+    const headers = origin === undefined || req.method === 'OPTIONS' ? undefined : headersFor(origin);
+    if (headers) void reply.headers(headers);
+    done();
   });
 }
