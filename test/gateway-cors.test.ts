@@ -55,6 +55,17 @@ describe.each(BACKENDS)('gateway: cross-origin requests (%s)', (backend) => {
     expect(r.status).toBe(200);
     expect(r.headers['access-control-allow-origin']).toBe('*');
     expect(String(r.headers['access-control-expose-headers'])).toContain('x-kvroute-worker');
+    // A stream's answer too (written past Fastify's reply).
+    const stream = await post(
+      `${f.url}/v1/chat/completions`,
+      { messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, stream: true },
+      {
+        authorization: 'Bearer key-1',
+      },
+    );
+    expect(stream.headers['content-type']).toBe('text/event-stream');
+    expect(stream.headers['access-control-allow-origin']).toBe('*');
+    expect(String(stream.headers['access-control-expose-headers'])).toContain('x-kvroute-cached-tokens');
     // A client that is not a browser (no Origin) gets no CORS headers.
     const plain = await post(`${f.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 }, { authorization: 'Bearer key-1', origin: '' });
     expect(plain.headers['access-control-allow-origin']).toBeUndefined();

@@ -190,7 +190,8 @@ export async function registerCors(
     const origin = req.headers.origin;
     // A preflight is the plugin's (the OPTIONS * route is in this scope's reach too).
     const headers = origin === undefined || req.method === 'OPTIONS' ? undefined : headersFor(origin);
-    if (headers) void reply.headers(headers);
+    // On the raw response: a stream's answer is written there (hijacked), and Node merges these into any writeHead.
+    if (headers) for (const [name, value] of Object.entries(headers)) reply.raw.setHeader(name, value);
     done();
   });
 }
