@@ -204,10 +204,10 @@ export interface MockWorkerOptions {
   /** Faults to inject after a delay. */
   faults?: readonly ScheduledFault[];
   /**
-   * vLLM's `--otlp-traces-endpoint`: an `llm_request` span per completion, chat or Responses API request, under
-   * its `traceparent`, with vLLM's attributes, exported over OTLP/HTTP (JSON, where vLLM
-   * defaults to gRPC), e.g. a collector's `http://127.0.0.1:4318/v1/traces`. Needs the optional
-   * OpenTelemetry SDK packages. Default none: no spans.
+   * vLLM's `--otlp-traces-endpoint`: an `llm_request` span per completion, chat, Responses or
+   * Messages API request, under its `traceparent`, with vLLM's attributes, exported over OTLP
+   * (`otlpTracesProtocol`), e.g. to a collector's `http://127.0.0.1:4318/v1/traces`. Needs the
+   * optional OpenTelemetry SDK packages. Default none: no spans.
    */
   otlpTracesEndpoint?: string;
   /**

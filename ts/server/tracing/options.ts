@@ -16,10 +16,11 @@ import { int, invalid, object, record, str } from '../option-checks.js';
  */
 export interface TracingOptions {
   /**
-   * An OTLP/HTTP traces endpoint, e.g. a collector's `http://127.0.0.1:4318/v1/traces`: the gateway
-   * runs its own OpenTelemetry SDK (the optional packages `@opentelemetry/sdk-trace`,
-   * `@opentelemetry/exporter-trace-otlp-http`, `@opentelemetry/resources`) and exports to it,
-   * JSON-encoded, in batches. `kvroute serve --otlp-traces-endpoint` (vLLM's flag) sets it.
+   * An OTLP traces endpoint, e.g. a collector's `http://127.0.0.1:4318/v1/traces` (or its gRPC
+   * `http://127.0.0.1:4317` with `otlpProtocol: 'grpc'`): the gateway runs its own OpenTelemetry
+   * SDK (the optional packages `@opentelemetry/sdk-trace`, `@opentelemetry/resources` and the
+   * protocol's exporter) and exports to it in batches, JSON over HTTP by default.
+   * `kvroute serve --otlp-traces-endpoint` (vLLM's flag) sets it.
    */
   otlpEndpoint?: string;
   /**
