@@ -7,7 +7,7 @@ import { describe, expect, test } from 'vitest';
 import { mockTokenizerConfig, writeMockTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, gatewayBehindWire, startFleet } from './helpers/gateway.js';
-import { postJson } from './helpers/http.js';
+import { namedEvents, postJson } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 import { headsOn } from './helpers/tcp-proxy.js';
@@ -79,20 +79,6 @@ const AGENT_TURN_AS_CHAT = {
   ],
 };
 
-/** A Messages API stream's events: each one's name and its data. */
-async function messageEvents(url: string, body: unknown, headers: Record<string, string> = {}) {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
-  const text = await r.text();
-  const events = text
-    .split('\n\n')
-    .filter((e) => e.startsWith('event: '))
-    .map((e) => {
-      const [name, data] = e.split('\n');
-      return { event: name.slice(7), data: JSON.parse(data.slice(6)) };
-    });
-  return { status: r.status, events, headers: r.headers };
-}
-
 describe.each(BACKENDS)("gateway: Anthropic's Messages API (%s)", (backend) => {
   test('tokenized as the chat vLLM converts it to, forwarded as it came, answered as the worker answers', async () => {
     const g = await gatewayBehindWire(backend);
@@ -163,9 +149,9 @@ describe.each(BACKENDS)("gateway: Anthropic's Messages API (%s)", (backend) => {
       messages: [...turn1.messages, { role: 'assistant', content: reply }, { role: 'user', content: 'Now the next step.' }],
     };
     // Once the first turn's blocks are indexed, the second turn goes where they are.
-    let streamed: Awaited<ReturnType<typeof messageEvents>> | undefined;
+    let streamed: Awaited<ReturnType<typeof namedEvents>> | undefined;
     for (let i = 0; i < 40; i++) {
-      streamed = await messageEvents(`${f.url}/v1/messages`, turn2);
+      streamed = await namedEvents(`${f.url}/v1/messages`, turn2);
       if (Number(streamed.headers.get('x-kvroute-cached-tokens')) > 0) break;
       await new Promise((r) => setTimeout(r, 50));
     }

@@ -1,23 +1,8 @@
 import { describe, expect, test } from 'vitest';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
-import { postJson } from './helpers/http.js';
+import { namedEvents, postJson } from './helpers/http.js';
 
 closeFleetsAfterEach();
-
-/** A Messages API stream's events: each one's name and its data. */
-async function events(url: string, body: unknown): Promise<{ event: string; data: Record<string, unknown> }[]> {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  expect(r.status).toBe(200);
-  expect(r.headers.get('content-type')).toBe('text/event-stream');
-  return (await r.text())
-    .split('\n\n')
-    .filter((e) => e !== '')
-    .map((e) => {
-      const [name, data] = e.split('\n');
-      expect(name.startsWith('event: ') && data.startsWith('data: ')).toBe(true);
-      return { event: name.slice(7), data: JSON.parse(data.slice(6)) };
-    });
-}
 
 describe("the mock worker's Messages API (vLLM's /v1/messages)", () => {
   test('answers the chat the request converts to, whole or as named events with the same text and usage', async () => {
@@ -48,7 +33,8 @@ describe("the mock worker's Messages API (vLLM's /v1/messages)", () => {
     });
     expect((await postJson(`${w.url}/v1/messages/count_tokens`, request)).json).toEqual({ input_tokens: chat.json.count });
 
-    const streamed = await events(`${w.url}/v1/messages`, { ...request, stream: true });
+    const { status, headers, events: streamed } = await namedEvents(`${w.url}/v1/messages`, { ...request, stream: true });
+    expect([status, headers.get('content-type')]).toEqual([200, 'text/event-stream']);
     const names = streamed.map((e) => e.event);
     expect(names.slice(0, 2)).toEqual(['message_start', 'content_block_start']);
     expect(names.slice(-3)).toEqual(['content_block_stop', 'message_delta', 'message_stop']);

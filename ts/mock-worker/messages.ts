@@ -14,9 +14,10 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { anthropicToChat } from '../chat/anthropic-messages.js';
 import { anthropicError } from '../server/api-errors.js';
 import { BadRequest } from './bad-request.js';
+import { engineRun, runStreamed, runWhole } from './engine-run.js';
 import { chatTokens, checkFits, requestedLora } from './openai.js';
 import { mockOutput } from './output.js';
-import type { LiveRequest, LoraRef } from './rank.js';
+import type { LoraRef } from './rank.js';
 import type { ResponsesEngine } from './responses.js';
 import { readTemperatureTopPTopK } from './sampling.js';
 import { chunkDue } from './stream-interval.js';
@@ -79,53 +80,27 @@ function serve(engine: ResponsesEngine, req: FastifyRequest, reply: FastifyReply
   const output = mockOutput(p.prompt, p.maxTokens, engine.options.seed);
   const generated: number[] = [];
   const span = engine.requestSpan(req, { id, model: p.model, maxTokens: p.maxTokens, n: 1, temperature: p.temperature, topP: p.topP });
-  const ended = (error?: string) => span.end({ promptTokens: p.prompt.length, completionTokens: generated.length }, error);
+  const run = engineRun({ prompt: p.prompt, lora: p.lora, cacheSalt: undefined, output }, span, () => generated.length);
   const usage = () => ({ input_tokens: p.prompt.length, output_tokens: generated.length });
-  const job = (onTokens: LiveRequest['onTokens'], onDone: LiveRequest['onDone'], onAbort: LiveRequest['onAbort']): LiveRequest => ({
-    prompt: p.prompt,
-    lora: p.lora,
-    cacheSalt: undefined,
-    output,
-    onTokens: (tokens, first) => {
-      span.firstToken();
-      onTokens(tokens, first);
-    },
-    onDone: (cached) => {
-      ended();
-      onDone(cached);
-    },
-    onAbort: (reason) => {
-      ended(reason);
-      onAbort(reason);
-    },
-  });
   const rank = engine.rankFor(req);
   if (!p.stream) {
     void reply.header('x-data-parallel-rank', String(rank.dpRank));
-    return new Promise((resolve, reject) => {
-      const cancel = rank.run(
-        job(
-          (t) => generated.push(...t),
-          () =>
-            resolve({
-              id,
-              type: 'message',
-              role: 'assistant',
-              content: [{ type: 'text', text: detokenize(generated) }],
-              model: p.model,
-              stop_reason: STOP_REASON,
-              stop_sequence: null,
-              usage: usage(),
-            }),
-          (reason) => reject(Object.assign(new Error(`the engine stopped: ${reason}`), { statusCode: 503 })),
-        ),
-      );
-      reply.raw.on('close', () => {
-        if (reply.raw.writableFinished) return;
-        cancel();
-        ended('the client went away');
-      });
-    });
+    return runWhole(
+      rank,
+      reply,
+      run,
+      (t) => generated.push(...t),
+      () => ({
+        id,
+        type: 'message',
+        role: 'assistant',
+        content: [{ type: 'text', text: detokenize(generated) }],
+        model: p.model,
+        stop_reason: STOP_REASON,
+        stop_sequence: null,
+        usage: usage(),
+      }),
+    );
   }
   reply.hijack();
   const res = reply.raw;
@@ -137,53 +112,45 @@ function serve(engine: ResponsesEngine, req: FastifyRequest, reply: FastifyReply
     connection: 'keep-alive',
     'x-data-parallel-rank': String(rank.dpRank),
   });
-  let done = false;
   let sent = 0;
-  const cancel = rank.run(
-    job(
-      (tokens, first) => {
-        if (first) {
-          // vLLM opens with the chat stream's first chunk, which carries the prompt's usage.
-          send('message_start', {
-            message: {
-              id,
-              type: 'message',
-              role: 'assistant',
-              content: [],
-              model: p.model,
-              stop_reason: null,
-              stop_sequence: null,
-              usage: { input_tokens: p.prompt.length, output_tokens: 0 },
-            },
-          });
-          send('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
-        }
-        generated.push(...tokens);
-        if (chunkDue(generated.length, sent, output.length, engine.options.streamInterval)) {
-          const delta = generated.slice(sent);
-          sent = generated.length;
-          send('content_block_delta', { index: 0, delta: { type: 'text_delta', text: detokenize(delta) } });
-        }
-      },
-      () => {
-        done = true;
-        send('content_block_stop', { index: 0 });
-        send('message_delta', { delta: { stop_reason: STOP_REASON }, usage: usage() });
-        send('message_stop', {});
-        res.end();
-      },
-      (reason) => {
-        if (done) return;
-        done = true;
-        res.write(`event: error\ndata: ${JSON.stringify(anthropicError(`the engine stopped: ${reason}`, 500))}\n\n`);
-        res.destroy();
-      },
-    ),
+  runStreamed(
+    rank,
+    res,
+    run,
+    (tokens, first) => {
+      if (first) {
+        // vLLM opens with the chat stream's first chunk, which carries the prompt's usage.
+        send('message_start', {
+          message: {
+            id,
+            type: 'message',
+            role: 'assistant',
+            content: [],
+            model: p.model,
+            stop_reason: null,
+            stop_sequence: null,
+            usage: { input_tokens: p.prompt.length, output_tokens: 0 },
+          },
+        });
+        send('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
+      }
+      generated.push(...tokens);
+      if (chunkDue(generated.length, sent, output.length, engine.options.streamInterval)) {
+        const delta = generated.slice(sent);
+        sent = generated.length;
+        send('content_block_delta', { index: 0, delta: { type: 'text_delta', text: detokenize(delta) } });
+      }
+    },
+    () => {
+      send('content_block_stop', { index: 0 });
+      send('message_delta', { delta: { stop_reason: STOP_REASON }, usage: usage() });
+      send('message_stop', {});
+      res.end();
+    },
+    (reason) => {
+      res.write(`event: error\ndata: ${JSON.stringify(anthropicError(`the engine stopped: ${reason}`, 500))}\n\n`);
+      res.destroy();
+    },
   );
-  res.on('close', () => {
-    if (done) return;
-    cancel();
-    ended('the client went away');
-  });
   return Promise.resolve(reply);
 }

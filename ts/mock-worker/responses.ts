@@ -14,6 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BadRequest, invalidField, NotFound } from './bad-request.js';
+import { engineRun, runStreamed, runWhole } from './engine-run.js';
 import { chatLogprobs, positionLogprobs } from './logprobs.js';
 import { chatTokens, checkFits, readCacheSalt, requestedLora, type Served } from './openai.js';
 import type { ResolvedMockOptions } from './options.js';
@@ -288,47 +289,21 @@ function serve(
     temperature: p.echoed.temperature as number,
     topP: p.echoed.top_p as number,
   });
-  const ended = (error?: string) => span.end({ promptTokens: p.prompt.length, completionTokens: generated.length }, error);
-  const job = (onTokens: LiveRequest['onTokens'], onDone: LiveRequest['onDone'], onAbort: LiveRequest['onAbort']): LiveRequest => ({
-    prompt: p.prompt,
-    lora: p.lora,
-    cacheSalt: p.cacheSalt,
-    output,
-    onTokens: (tokens, first) => {
-      span.firstToken();
-      onTokens(tokens, first);
-    },
-    onDone: (cached) => {
-      ended();
-      onDone(cached);
-    },
-    onAbort: (reason) => {
-      ended(reason);
-      onAbort(reason);
-    },
-  });
+  const run = engineRun({ prompt: p.prompt, lora: p.lora, cacheSalt: p.cacheSalt, output }, span, () => generated.length);
   const rank = engine.rankFor(req);
   if (!p.stream) {
     void reply.header('x-data-parallel-rank', String(rank.dpRank));
-    return new Promise((resolve, reject) => {
-      const cancel = rank.run(
-        job(
-          (t) => generated.push(...t),
-          (cached) => resolve(finished(cached)),
-          (reason) => reject(Object.assign(new Error(`the engine stopped: ${reason}`), { statusCode: 503 })),
-        ),
-      );
-      reply.raw.on('close', () => {
-        if (reply.raw.writableFinished) return;
-        cancel();
-        ended('the client went away');
-      });
-    });
+    return runWhole(
+      rank,
+      reply,
+      run,
+      (t) => generated.push(...t),
+      (cached) => finished(cached),
+    );
   }
   reply.hijack();
   const res = reply.raw;
   let sequence = 0;
-  let done = false;
   let sent = 0;
   // vLLM's stream: named events, each numbered, and no `[DONE]`.
   const send = (type: string, fields: Record<string, unknown>) =>
@@ -342,59 +317,52 @@ function serve(
   const initial = responseObject(p, created, 'in_progress', [], null);
   send('response.created', { response: initial });
   send('response.in_progress', { response: initial });
-  const cancel = rank.run(
-    job(
-      (tokens, first) => {
-        if (first) {
-          send('response.output_item.added', { output_index: 0, item: messageItem(itemId, '', 'in_progress') });
-          send('response.content_part.added', {
-            output_index: 0,
-            item_id: itemId,
-            content_index: 0,
-            part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
-          });
-        }
-        // A delta for the first engine step's tokens, then one each time `streamInterval` more
-        // are out (every step by default), and the rest last.
-        generated.push(...tokens);
-        const made = generated.length;
-        if (chunkDue(made, sent, output.length, engine.options.streamInterval)) {
-          const delta = generated.slice(sent);
-          const logprobs =
-            p.logprobs === undefined
-              ? []
-              : positions(delta, sent).map((e) => ({
-                  token: detokenize([e.token]),
-                  logprob: e.logprob,
-                  top_logprobs: e.top.slice(0, p.logprobs).map((x) => ({ token: detokenize([x.token]), logprob: x.logprob })),
-                }));
-          sent = made;
-          send('response.output_text.delta', { output_index: 0, item_id: itemId, content_index: 0, delta: detokenize(delta), logprobs });
-        }
-      },
-      (cached) => {
-        done = true;
-        const text = detokenize(generated);
-        const part = { type: 'output_text', text, annotations: [] };
-        send('response.output_text.done', { output_index: 0, item_id: itemId, content_index: 0, text, logprobs: [] });
-        send('response.content_part.done', { output_index: 0, item_id: itemId, content_index: 0, part });
-        const logprobs = wholeLogprobs();
-        send('response.output_item.done', { output_index: 0, item: messageItem(itemId, text, 'completed', logprobs) });
-        send('response.completed', { response: finished(cached, logprobs) });
-        res.end();
-      },
-      (reason) => {
-        if (done) return;
-        done = true;
-        send('error', { code: 'engine_stopped', message: `the engine stopped: ${reason}`, param: null });
-        res.destroy();
-      },
-    ),
+  runStreamed(
+    rank,
+    res,
+    run,
+    (tokens, first) => {
+      if (first) {
+        send('response.output_item.added', { output_index: 0, item: messageItem(itemId, '', 'in_progress') });
+        send('response.content_part.added', {
+          output_index: 0,
+          item_id: itemId,
+          content_index: 0,
+          part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+        });
+      }
+      // A delta for the first engine step's tokens, then one each time `streamInterval` more
+      // are out (every step by default), and the rest last.
+      generated.push(...tokens);
+      const made = generated.length;
+      if (chunkDue(made, sent, output.length, engine.options.streamInterval)) {
+        const delta = generated.slice(sent);
+        const logprobs =
+          p.logprobs === undefined
+            ? []
+            : positions(delta, sent).map((e) => ({
+                token: detokenize([e.token]),
+                logprob: e.logprob,
+                top_logprobs: e.top.slice(0, p.logprobs).map((x) => ({ token: detokenize([x.token]), logprob: x.logprob })),
+              }));
+        sent = made;
+        send('response.output_text.delta', { output_index: 0, item_id: itemId, content_index: 0, delta: detokenize(delta), logprobs });
+      }
+    },
+    (cached) => {
+      const text = detokenize(generated);
+      const part = { type: 'output_text', text, annotations: [] };
+      send('response.output_text.done', { output_index: 0, item_id: itemId, content_index: 0, text, logprobs: [] });
+      send('response.content_part.done', { output_index: 0, item_id: itemId, content_index: 0, part });
+      const logprobs = wholeLogprobs();
+      send('response.output_item.done', { output_index: 0, item: messageItem(itemId, text, 'completed', logprobs) });
+      send('response.completed', { response: finished(cached, logprobs) });
+      res.end();
+    },
+    (reason) => {
+      send('error', { code: 'engine_stopped', message: `the engine stopped: ${reason}`, param: null });
+      res.destroy();
+    },
   );
-  res.on('close', () => {
-    if (done) return;
-    cancel();
-    ended('the client went away');
-  });
   return Promise.resolve(reply);
 }
