@@ -1,6 +1,6 @@
 /**
  * The mock worker's request spans, as vLLM makes them with `--otlp-traces-endpoint`: one
- * `llm_request` span (kind `SERVER`) per completion, chat or Responses API request, a child of the request's
+ * `llm_request` span (kind `SERVER`) per completion, chat, Responses or Messages API request, a child of the request's
  * `traceparent` (a router's try, or the client), from arrival to the last token, with vLLM's
  * attribute names (`gen_ai.request.*`, `gen_ai.usage.*`, and `gen_ai.latency.*` in seconds).
  * Exported by the same OpenTelemetry SDK setup as the gateway's (OTLP over HTTP or gRPC). So a fleet of

@@ -18,7 +18,7 @@ import cors, { type FastifyCorsOptions } from '@fastify/cors';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Counter, type Registry } from 'prom-client';
 import { describe } from '../validate.js';
-import { invalid, record } from './option-checks.js';
+import { invalid, isHttpToken, record } from './option-checks.js';
 
 /**
  * Cross-origin (CORS) answers of the proxy's routes, vLLM's flags as options. The default is
@@ -56,7 +56,6 @@ const EXPOSED = [
   'x-kvroute-session-id',
   'retry-after',
 ];
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 function list(value: unknown, at: string, check: (item: string) => boolean, what: string): string[] {
   if (value === undefined) return ['*'];
@@ -86,8 +85,8 @@ export function resolveCors(value: unknown): ResolvedCors {
     throw invalid(`cors.maxAgeSecs must be an integer in [0, 86400], got ${describe(o.maxAgeSecs)}`);
   const resolved = {
     allowedOrigins,
-    allowedMethods: list(o.allowedMethods, 'cors.allowedMethods', (m) => TOKEN.test(m), 'HTTP methods'),
-    allowedHeaders: list(o.allowedHeaders, 'cors.allowedHeaders', (h) => TOKEN.test(h), 'header names'),
+    allowedMethods: list(o.allowedMethods, 'cors.allowedMethods', isHttpToken, 'HTTP methods'),
+    allowedHeaders: list(o.allowedHeaders, 'cors.allowedHeaders', isHttpToken, 'header names'),
     allowCredentials: o.allowCredentials === true,
     maxAgeSecs,
   };

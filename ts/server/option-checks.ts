@@ -5,6 +5,7 @@
  * @module
  */
 
+import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { KvRouteError } from '../errors.js';
 import { describe, spellingHint } from '../validate.js';
 
@@ -38,4 +39,24 @@ export function int(value: unknown, at: string, min: number, max: number, fallba
 export function str(value: unknown, at: string): string {
   if (typeof value !== 'string' || value.length === 0) throw invalid(`${at} must be a non-empty string, got ${describe(value)}`);
   return value;
+}
+
+/** Whether `name` is an HTTP token (a header name, a method): Node's own check, as its HTTP client and server apply it. */
+export function isHttpToken(name: string): boolean {
+  try {
+    validateHeaderName(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `value` can be sent as an HTTP header value (Latin-1, no line breaks): Node's own check. */
+export function isHttpHeaderValue(value: string): boolean {
+  try {
+    validateHeaderValue('x', value);
+    return true;
+  } catch {
+    return false;
+  }
 }

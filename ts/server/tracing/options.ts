@@ -6,7 +6,7 @@
 
 import type { TracerProvider } from '@opentelemetry/api';
 import { describe, nonNegativeNumber } from '../../validate.js';
-import { int, invalid, object, record, str } from '../option-checks.js';
+import { int, invalid, isHttpHeaderValue, isHttpToken, object, record, str } from '../option-checks.js';
 
 /**
  * Where the gateway's spans go (see the README's "Tracing"). Without this option they go to the
@@ -100,7 +100,7 @@ export function resolveTracing(value: unknown): ResolvedTracing {
     if (others.length > 0) throw invalid(`tracing.tracerProvider makes its own spans: leave out tracing.${others.join(', tracing.')}`);
     return { kind: 'provider', provider: t.tracerProvider as TracerProvider };
   }
-  if (t.otlpEndpoint === undefined) throw invalid('tracing needs otlpEndpoint (an OTLP/HTTP traces URL) or tracerProvider');
+  if (t.otlpEndpoint === undefined) throw invalid('tracing needs otlpEndpoint (an OTLP traces URL) or tracerProvider');
   const endpoint = checkOtlpEndpoint(t.otlpEndpoint, 'tracing.otlpEndpoint');
   const protocol = t.otlpProtocol === undefined ? 'http/json' : otlpProtocol(t.otlpProtocol, 'tracing.otlpProtocol');
   const headers = t.otlpHeaders === undefined ? {} : object(t.otlpHeaders, 'tracing.otlpHeaders');
@@ -133,10 +133,9 @@ export function otlpProtocol(value: unknown, at: string): OtlpProtocol {
 function checkHeader(name: string, value: unknown, protocol: OtlpProtocol): void {
   const at = `tracing.otlpHeaders.${name}`;
   if (typeof value !== 'string') throw invalid(`${at} must be a string, got ${describe(value)}`);
-  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw invalid(`tracing.otlpHeaders: ${describe(name)} is not an HTTP header name`);
+  if (!isHttpToken(name)) throw invalid(`tracing.otlpHeaders: ${describe(name)} is not an HTTP header name`);
   if (protocol === 'grpc' && (!/^[0-9a-z_.-]+$/.test(name.toLowerCase()) || name.toLowerCase().endsWith('-bin')))
     throw invalid(`tracing.otlpHeaders: ${describe(name)} is not a gRPC metadata key (0-9a-z_.-, not -bin)`);
-  const printable = protocol === 'grpc' ? /^[\x20-\x7e]*$/ : /^[\t\x20-\x7e\x80-\xff]*$/;
-  if (!printable.test(value))
+  if (protocol === 'grpc' ? !/^[\x20-\x7e]*$/.test(value) : !isHttpHeaderValue(value))
     throw invalid(`${at} must be printable ${protocol === 'grpc' ? 'ASCII' : 'text'} without line breaks, got ${describe(value)}`);
 }
