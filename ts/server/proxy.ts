@@ -274,7 +274,8 @@ export async function tokenize(ctx: ProxyContext, read: ReadRequest, trace: Requ
   const t0 = performance.now();
   const step = trace.step('tokenize', { 'kvroute.tokenizer': ctx.tokenizer.kind });
   try {
-    const tokens = await engineTokens(ctx.tokenizer, read, trace.headersOf(step));
+    // Only an engine asked to tokenize receives the step's context (a local tokenizer has no use for it).
+    const tokens = await engineTokens(ctx.tokenizer, read, ctx.tokenizer.kind === 'engine' ? trace.headersOf(step) : undefined);
     ctx.metrics.tokenizing.observe({ tokenizer: ctx.tokenizer.kind }, (performance.now() - t0) / 1000);
     step?.setAttribute('kvroute.prompt_tokens', tokens.length);
     return tokens;
