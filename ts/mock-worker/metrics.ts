@@ -15,7 +15,7 @@ import type { MockRank } from './rank.js';
 const SOURCES = {
   local_compute: (r: MockRank) => r.counters.computedPromptTokens,
   local_cache_hit: (r: MockRank) => r.counters.prefixHits,
-  external_kv_transfer: (r: MockRank) => r.counters.hostHits,
+  external_kv_transfer: (r: MockRank) => r.counters.hostHits + r.counters.pulledTokens,
 } as const;
 
 export function mockMetrics(model: string, ranks: () => readonly MockRank[], opts: { offload: boolean; speculative: boolean }): Registry {

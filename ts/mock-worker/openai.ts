@@ -8,6 +8,7 @@
 import { contentText, isRecord, readChatPrompt, renderChatPrompt } from '../chat/prompt.js';
 import { isTokenId } from '../validate.js';
 import { BadRequest, NotFound } from './bad-request.js';
+import { type KvTransfer, readKvTransfer } from './kv-transfer.js';
 import type { LoraAdapters } from './lora-adapters.js';
 import type { ResolvedMockOptions } from './options.js';
 import type { LoraRef } from './rank.js';
@@ -41,6 +42,8 @@ export interface ParsedRequest {
   echoOnly: boolean;
   /** What a chat's `echo` puts before the answer: the last message's content when it is the assistant's (else empty). */
   chatEcho: string;
+  /** A leg of a disaggregated request (`kv_transfer_params`): a prefill's KV offered, or a decode's pulled. */
+  kvTransfer: KvTransfer | undefined;
 }
 
 /** The most sequences (`n`) one request may sample from a prompt. */
@@ -236,6 +239,7 @@ export function parseRequest(
     sampling,
     echoOnly,
     chatEcho: chat && sampling.echo ? assistantContent(b.messages) : '',
+    kvTransfer: readKvTransfer(b),
   };
 }
 

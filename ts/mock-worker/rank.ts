@@ -53,6 +53,13 @@ export interface LiveRequest {
   cacheSalt?: string;
   /** The whole output this request will produce (its length is `max_tokens`). */
   output: number[];
+  /**
+   * Prompt tokens whose KV a prefill worker computed, pulled instead of computed (a decode leg
+   * of a disaggregated request, `kv_transfer_params.do_remote_prefill`). Default 0.
+   */
+  remoteTokens?: number;
+  /** Told the pool ids of the prompt's full blocks once they are named (a prefill leg offers them to the decode worker). */
+  onBlocks?(ids: number[]): void;
   /** New tokens since the last call; `first` on the first one. */
   onTokens(tokens: number[], first: boolean): void;
   /** Finished normally; `cachedTokens` of the prompt came from the prefix cache. */
@@ -127,13 +134,15 @@ export class MockRank {
   /**
    * Totals for `/metrics`, counted when a request's first token comes out. Prompt tokens split by
    * where their KV came from, as vLLM's `prompt_tokens_by_source`: the GPU prefix cache
-   * (`prefixHits`), host memory (`hostHits`, vLLM's external connector hits), or computed.
+   * (`prefixHits`), host memory (`hostHits`, vLLM's external connector hits), a prefill worker
+   * (`pulledTokens`, a disaggregated decode's), or computed.
    */
   readonly counters = {
     prefixQueries: 0,
     prefixHits: 0,
     hostQueries: 0,
     hostHits: 0,
+    pulledTokens: 0,
     computedPromptTokens: 0,
     finished: 0,
     promptTokens: 0,
@@ -236,7 +245,9 @@ export class MockRank {
       parent = block.seq;
     }
     entry.sim = new SimRequest(uid, req.prompt.length, Math.max(1, req.output.length), blocks);
+    entry.sim.remoteTokens = Math.min(req.remoteTokens ?? 0, req.prompt.length);
     entry.sim.arrivalMs = performance.now();
+    req.onBlocks?.(blocks.map((b) => b.id));
     this.engine.enqueue(entry.sim);
     this.wakeEarly?.();
     this.kick();
@@ -306,7 +317,10 @@ export class MockRank {
         c.prefixHits += r.reusedTokens - r.reusedHostTokens;
         if (this.engine.cache.host) c.hostQueries += r.inputLength;
         c.hostHits += r.reusedHostTokens;
-        c.computedPromptTokens += r.inputLength - r.reusedTokens;
+        // A decode leg pulls what its own cache lacks.
+        const pulled = Math.max(0, Math.min(r.remoteTokens, r.inputLength) - r.reusedTokens);
+        c.pulledTokens += pulled;
+        c.computedPromptTokens += r.inputLength - r.reusedTokens - pulled;
         c.promptTokens += r.inputLength;
       }
       this.deliver(new Set(pass.finished));

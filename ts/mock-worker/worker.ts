@@ -5,10 +5,12 @@
  * @module
  */
 
+import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { acceptedTokens } from '../replay/speculative.js';
+import { offeredParams } from './kv-transfer.js';
 import { LoraAdapters, registerLoraUpdating } from './lora-adapters.js';
 import { registerMessages } from './messages.js';
 import { mockMetrics } from './metrics.js';
@@ -78,6 +80,12 @@ export interface MockWorkerStats {
   batchesDropped: number;
   /** Replay requests answered. */
   replayRequests: number;
+  /**
+   * Legs of disaggregated requests (`kv_transfer_params`): prefill legs answered with the
+   * parameters that offer their KV to a decode worker, and decode legs that pulled their
+   * prompt's KV (filled in without compute).
+   */
+  kvTransfers: { offered: number; pulled: number };
   /** With `speculative`: vLLM's `spec_decode_*` totals, all ranks (as `/metrics` gives them); absent without. */
   speculative?: {
     /** Decode steps that verified drafts. */
@@ -140,6 +148,10 @@ class Worker implements MockWorker {
   private readonly timers: NodeJS.Timeout[] = [];
   private nextRank = 0;
   private counter = 0;
+  /** The engine id a prefill leg's answer names (vLLM's `remote_engine_id`). */
+  private readonly engineId = randomUUID();
+  /** Disaggregated legs served (see `MockWorkerStats.kvTransfers`). */
+  private readonly kvTransfers = { offered: 0, pulled: 0 };
   private readonly hanging = new Set<FastifyReply>();
   /** Called when a crash fault stops the worker (the CLI exits the process). */
   onCrash: (() => void) | undefined;
@@ -332,6 +344,9 @@ class Worker implements MockWorker {
     const cancelAll = () => {
       for (const cancel of cancels) cancel();
     };
+    // A decode leg pulls its prompt's KV; a prefill leg offers its first prompt's blocks.
+    if (parsed.kvTransfer === 'pull') this.kvTransfers.pulled++;
+    let offered: number[] = [];
     const submit = (
       k: number,
       onTokens: (tokens: number[], first: boolean) => void,
@@ -344,6 +359,8 @@ class Worker implements MockWorker {
           lora: parsed.lora,
           cacheSalt: parsed.cacheSalt,
           output: sequences[k].output,
+          remoteTokens: parsed.kvTransfer === 'pull' ? sequences[k].prompt.length : 0,
+          ...(parsed.kvTransfer === 'offer' && k === 0 ? { onBlocks: (ids: number[]) => (offered = ids) } : {}),
           onTokens,
           onDone: (c) => {
             cachedOf[k] = c;
@@ -367,7 +384,18 @@ class Worker implements MockWorker {
               if (--left > 0) return;
               ended(generated);
               const choices = sequences.map((s) => s.choice());
-              resolve(fullResponse(parsed, id, created, choices, usage(promptTokens, generated, cached())));
+              const answer = fullResponse(parsed, id, created, choices, usage(promptTokens, generated, cached()));
+              if (parsed.kvTransfer !== 'offer') return resolve(answer);
+              this.kvTransfers.offered++;
+              const { hostname, port } = new URL(this.url);
+              const params = offeredParams({
+                engineId: this.engineId,
+                requestId: id,
+                blockIds: offered,
+                host: hostname,
+                port: Number(port),
+              });
+              resolve({ ...(answer as object), kv_transfer_params: params });
             },
             (reason) => {
               cancelAll();
@@ -506,6 +534,7 @@ class Worker implements MockWorker {
       batchesPublished: this.publishers.reduce((n, p) => n + p.stats.batches, 0),
       batchesDropped: this.publishers.reduce((n, p) => n + p.stats.dropped, 0),
       replayRequests: this.publishers.reduce((n, p) => n + p.stats.replayRequests, 0),
+      kvTransfers: { ...this.kvTransfers },
       ...(this.options.speculative
         ? {
             speculative: {

@@ -229,6 +229,7 @@ export class Engine {
     r.promptTaken = 0;
     r.outputFull = 0;
     r.prefilled = 0;
+    r.remoteTokens = 0;
     r.admitted = false;
   }
 
@@ -496,8 +497,10 @@ export class Engine {
       }
       const chunk = Math.min(r.context - r.prefilled, budget);
       if (this.ensurePreempting(r, r.prefilled + chunk) !== 'ok') break;
-      if (!dynamo) prefillTime += prefillMs(chunk);
-      prefillTokens += chunk;
+      // Pulled KV (see `SimRequest.remoteTokens`) is filled in without compute.
+      const computed = chunk - Math.min(chunk, Math.max(0, r.remoteTokens - r.prefilled));
+      if (!dynamo) prefillTime += prefillMs(computed);
+      prefillTokens += computed;
       r.prefilled += chunk;
       budget -= chunk;
       if (r.prefilled < r.context) break;

@@ -50,6 +50,13 @@ export class SimRequest {
   loadReadyMs = -1;
   /** While it loads: the Stored event of the blocks its load fills, announced when it ends. */
   loadStored: CacheEvent | undefined = undefined;
+  /**
+   * Prompt tokens whose KV a prefill worker computed and this rank pulls (a disaggregated
+   * decode): prefilling them takes no compute time, as Dynamo's decode workers skip prefill
+   * time. Lost at a preemption (the prefill worker freed them after the transfer). Only the live
+   * mock worker sets it, so the Rust twin, which replay alone drives, does not keep it.
+   */
+  remoteTokens = 0;
 
   constructor(
     readonly uid: number,
