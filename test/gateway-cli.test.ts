@@ -158,6 +158,10 @@ describe('kvroute serve as a command', () => {
     flag.match.catch(() => undefined);
     expect(await flag.exited).toBe(2);
     expect(flag.errors()).toMatch(/--worker: "uri=http:\/\/x"/);
+    const role = runCommand(['serve', '--block-size', '16', '--worker', 'id=1,url=http://127.0.0.1:1,role=both'], /never/);
+    role.match.catch(() => undefined);
+    expect(await role.exited).toBe(2);
+    expect(role.errors()).toMatch(/workers\[0\]\.role must be one of 'aggregated', 'prefill', 'decode', got "both"/);
     const policy = runCommand(
       [
         'serve',

@@ -19,6 +19,7 @@ import { BadRequest, engineTokens, readRequest } from './prompt.js';
 import { inScope, routingScope } from './scope.js';
 import { sessionKey } from './session-key.js';
 import type { PromptTokenizer } from './tokenize.js';
+import type { WorkerRole } from './worker-role.js';
 import type { WorkerSetChanges } from './worker-set.js';
 
 export interface AdminContext {
@@ -56,6 +57,8 @@ export interface WorkerView {
   dpSize: number;
   /** Its relative capacity (a worker of weight 2 is charged half the cost). */
   weight: number;
+  /** What it serves: whole requests, or the prefill or decode legs of a disaggregated fleet's. */
+  role: WorkerRole;
   /** Its ranks' KV-event endpoints, or null without events. */
   kvEvents: string[] | null;
   /** Its ranks' replay endpoints, or null. */
@@ -79,6 +82,7 @@ export function describeWorker(m: FleetWorker, fleet: Fleet): WorkerView {
     model: m.model ?? null,
     dpSize: m.spec.dpSize,
     weight: m.spec.weight,
+    role: m.spec.role,
     kvEvents: m.spec.kvEvents ?? null,
     replay: m.spec.replay ?? null,
     listeners: fleet.listenerStatus(m),

@@ -45,7 +45,7 @@ const FLAGS: Flags = {
   'block-size': { kind: 'number', help: 'tokens per KV block of the engines (required here or in the config)' },
   worker: {
     kind: 'string',
-    value: 'id=1,url=http://…,kv-events=tcp://…,replay=tcp://…,dp-size=N,max-num-batched-tokens=N,weight=W',
+    value: 'id=1,url=http://…,kv-events=tcp://…,replay=tcp://…,dp-size=N,max-num-batched-tokens=N,weight=W,role=aggregated|prefill|decode',
     help: 'a worker; repeat for several',
     multiple: true,
   },

@@ -40,6 +40,7 @@ const WORKER_FLAG_KEYS: Record<string, keyof GatewayWorker> = {
   'dp-size': 'dpSize',
   'max-num-batched-tokens': 'maxNumBatchedTokens',
   weight: 'weight',
+  role: 'role',
 };
 const NUMERIC = new Set<keyof GatewayWorker>(['dpSize', 'maxNumBatchedTokens', 'weight']);
 

@@ -86,6 +86,16 @@ function routeRefusal(ctx: ProxyContext, err: unknown, signal: AbortSignal): Ref
   return { refused: 400, message: (err as Error).message };
 }
 
+/**
+ * What a worker is sent, and which workers may take it: the request as the client sent it
+ * (`whole`), or one leg of a disaggregated request (`prefill`, `decode`; see disaggregation.ts).
+ */
+export interface Leg {
+  kind: 'whole' | 'prefill' | 'decode';
+  /** The JSON body sent to the worker. */
+  body: string;
+}
+
 /** A worker's answer to a routed request, its status and headers read, its body not yet. */
 export interface Upstream {
   decision: RouteDecision;
@@ -107,6 +117,7 @@ export async function connect(
   signal: AbortSignal,
   outcome: Outcome,
   only?: bigint,
+  leg: Leg = { kind: 'whole', body: read.forward },
 ): Promise<Upstream | Refusal> {
   const tried = new Set<bigint>();
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
@@ -115,17 +126,21 @@ export async function connect(
   const fields = {
     ...scope.hash,
     ...(read.priority === undefined ? {} : { priority: -read.priority }),
-    ...(read.sessionId === undefined ? {} : { sessionId: sessionKey(read.sessionId, read.model) }),
+    // A session keeps to the workers holding its prefix: the prefill workers, when the request
+    // is split (binding its decode legs too would move the binding at every leg).
+    ...(read.sessionId === undefined || leg.kind === 'decode' ? {} : { sessionId: sessionKey(read.sessionId, read.model) }),
     // `n` samples generate up to n × max_tokens in all, and the stream's tokens are counted over
-    // all of them (see `eventWatcher`).
-    ...(read.maxOutputTokens === undefined
-      ? {}
-      : { maxOutputTokens: Math.min(read.maxOutputTokens * read.choicesPerPrompt, Number.MAX_SAFE_INTEGER) }),
+    // all of them (see `eventWatcher`). A prefill leg generates one token.
+    ...(leg.kind === 'prefill'
+      ? { maxOutputTokens: 1 }
+      : read.maxOutputTokens === undefined
+        ? {}
+        : { maxOutputTokens: Math.min(read.maxOutputTokens * read.choicesPerPrompt, Number.MAX_SAFE_INTEGER) }),
   };
   const queueKey = scope.workers ? (read.model ?? '') : '';
   let lastFailure = '';
   for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
-    const routable = ctx.fleet.routable();
+    const routable = ctx.fleet.routableByRole()[leg.kind];
     const allowed = tried.size === 0 && !scope.workers ? routable : routable.filter((id) => !tried.has(id) && inScope(scope, id));
     if (allowed.length === 0) break;
     const decision = await routeOnce(ctx, tokens, allowed, fields, queueKey, signal, outcome);
@@ -133,20 +148,24 @@ export async function connect(
       outcome.status = decision.refused;
       return decision;
     }
+    // A decode worker pulls the prompt's KV rather than compute it: its booking carries no prefill work.
+    if (leg.kind === 'decode') ctx.router.markPrefillCompleted(outcome.id);
     outcome.attempts++;
     outcome.worker = decision.workerId;
     outcome.dpRank = decision.dpRank;
     // A follow-up's prediction covers its own turn only (the earlier ones are on its worker, which
     // the gateway did not tokenize): compared with the engine's count it would read as a miss.
     outcome.expected = expectedCachedTokens(decision, ctx.opts.blockSize, tokens.length);
-    outcome.predicted = only === undefined ? outcome.expected : undefined;
+    // Nor is a decode leg's (its prefill worker's report is compared instead: disaggregation.ts).
+    outcome.predicted = only === undefined && leg.kind !== 'decode' ? outcome.expected : undefined;
     tried.add(decision.workerId);
     const member = ctx.fleet.get(decision.workerId);
     const pool = member?.pool;
     const resend = outcome.attempts - 1;
-    const attempt = outcome.trace.attempt(`POST ${path}`, () =>
-      upstreamAttributes(member?.spec.url, path, 'POST', decision.workerId, decision.dpRank, resend),
-    );
+    const attempt = outcome.trace.attempt(`POST ${path}`, () => ({
+      ...upstreamAttributes(member?.spec.url, path, 'POST', decision.workerId, decision.dpRank, resend),
+      ...(leg.kind === 'whole' ? {} : { 'kvroute.leg': leg.kind }),
+    }));
     let res: Dispatcher.ResponseData | undefined;
     try {
       if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
@@ -160,7 +179,7 @@ export async function connect(
           'x-request-id': outcome.clientId ?? outcome.id,
           ...attempt.headers,
         },
-        body: read.forward,
+        body: leg.body,
         signal,
       });
     } catch (err) {

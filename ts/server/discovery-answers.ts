@@ -33,6 +33,7 @@ function worker(o: ResolvedDiscovery, host: string, port: number, kvPort?: numbe
     ...(kvPort === undefined || replayPort === undefined ? {} : { replay: `tcp://${host}:${replayPort}` }),
     dpSize: o.dpSize,
     weight: o.weight,
+    role: o.role,
     ...(o.maxNumBatchedTokens === undefined ? {} : { maxNumBatchedTokens: o.maxNumBatchedTokens }),
   };
 }

@@ -7,6 +7,7 @@
 import { Resolver } from 'node:dns/promises';
 import { describe, positiveNumber } from '../validate.js';
 import { int, invalid, record } from './option-checks.js';
+import { type WorkerRole, workerRole } from './worker-role.js';
 
 /**
  * Workers found in DNS (see the README's "Changing the fleet"), one of two ways:
@@ -47,6 +48,8 @@ export interface DiscoveryOptions {
   maxNumBatchedTokens?: number;
   /** Weight of every discovered worker. Default 1. */
   weight?: number;
+  /** Role of every discovered worker (a Service per pool: one for prefill, one for decode). Default `'aggregated'`. */
+  role?: WorkerRole;
 }
 
 /** Where one discovery reads its workers: SRV records by pod, or one name's addresses on fixed ports. @internal */
@@ -65,11 +68,12 @@ export interface ResolvedDiscovery {
   dpSize: number;
   maxNumBatchedTokens?: number;
   weight: number;
+  role: WorkerRole;
 }
 
 const SRV_KEYS = ['srv', 'kvEventsSrv', 'replaySrv'];
 const HOST_KEYS = ['host', 'port', 'kvEventsPort', 'replayPort'];
-const KEYS = [...SRV_KEYS, ...HOST_KEYS, 'intervalMs', 'timeoutMs', 'servers', 'dpSize', 'maxNumBatchedTokens', 'weight'];
+const KEYS = [...SRV_KEYS, ...HOST_KEYS, 'intervalMs', 'timeoutMs', 'servers', 'dpSize', 'maxNumBatchedTokens', 'weight', 'role'];
 
 function name(value: unknown, at: string): string {
   if (typeof value !== 'string' || !/^[A-Za-z0-9_.-]{1,253}$/.test(value))
@@ -105,6 +109,7 @@ export function resolveDiscovery(value: unknown, at = 'discovery'): ResolvedDisc
     maxNumBatchedTokens:
       o.maxNumBatchedTokens === undefined ? undefined : int(o.maxNumBatchedTokens, `${at}.maxNumBatchedTokens`, 1, 2 ** 31),
     weight: positiveNumber(o.weight, `${at}.weight`, 1),
+    role: workerRole(o.role, `${at}.role`),
   };
 }
 

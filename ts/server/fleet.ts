@@ -17,6 +17,17 @@ import { Breaker, type FailureKind, type WorkerHealthState } from './breaker.js'
 import { CacheAccuracy } from './cache-accuracy.js';
 import type { ResolvedGatewayOptions, ResolvedWorker } from './options.js';
 
+/** The routable workers, by the part of a request they may take (see `Fleet.routableByRole`). */
+export interface RoutableWorkers {
+  all: bigint[];
+  /** Those that take whole requests: all but the prefill workers. */
+  whole: bigint[];
+  /** The prefill workers. */
+  prefill: bigint[];
+  /** The decode workers. */
+  decode: bigint[];
+}
+
 /** A worker as the fleet holds it; `url` is undefined for an index-only worker (`POST /register`). */
 export interface FleetWorker {
   readonly spec: ResolvedWorker;
@@ -71,7 +82,7 @@ export class Fleet {
   private readonly modelListeners: ((m: FleetWorker) => void)[] = [];
   private readonly membershipListeners: ((id: bigint, present: boolean) => void)[] = [];
   /** `routable()`'s answer until membership or health changes (read on every request). */
-  private routableCache: bigint[] | undefined;
+  private routableCache: RoutableWorkers | undefined;
 
   /** Headers every request to a worker carries: the workers' API key, when configured. */
   readonly upstreamHeaders: Readonly<Record<string, string>>;
@@ -118,9 +129,25 @@ export class Fleet {
 
   /** Workers that may take requests now: with a URL, not down. Shared: do not modify it. */
   routable(): readonly bigint[] {
+    return this.routableByRole().all;
+  }
+
+  /**
+   * The routable workers by what they take: whole requests (aggregated and decode workers),
+   * prefill legs, decode legs. Shared: do not modify them.
+   */
+  routableByRole(): RoutableWorkers {
     if (this.routableCache) return this.routableCache;
-    const out: bigint[] = [];
-    for (const m of this.members.values()) if (m.pool && m.breaker.state !== 'down') out.push(m.spec.id);
+    const out: RoutableWorkers = { all: [], whole: [], prefill: [], decode: [] };
+    for (const m of this.members.values()) {
+      if (!m.pool || m.breaker.state === 'down') continue;
+      out.all.push(m.spec.id);
+      if (m.spec.role === 'prefill') out.prefill.push(m.spec.id);
+      else out.whole.push(m.spec.id);
+      if (m.spec.role === 'decode') out.decode.push(m.spec.id);
+    }
+    // Without roles every list but the legs' is the same one (the common case costs nothing more).
+    if (out.whole.length === out.all.length) out.whole = out.all;
     this.routableCache = out;
     return out;
   }
@@ -183,15 +210,16 @@ export class Fleet {
   }
 
   /**
-   * Changes a worker's weight and batch budget in place: its index entries, load and event
+   * Changes a worker's weight, batch budget and role in place: its index entries, load and event
    * sources stay (a worker down gets them when it returns).
    */
-  retune(id: bigint, weight: number, maxNumBatchedTokens: number | undefined): void {
+  retune(id: bigint, { weight, maxNumBatchedTokens, role }: Pick<ResolvedWorker, 'weight' | 'maxNumBatchedTokens' | 'role'>): void {
     const m = this.members.get(id);
     if (!m) return;
-    Object.assign(m.spec, { weight, maxNumBatchedTokens });
+    Object.assign(m.spec, { weight, maxNumBatchedTokens, role });
+    this.routableCache = undefined;
     if (m.inRouter) this.router.updateWorker(id, this.workerConfig(m.spec));
-    this.log.info({ worker: String(id), weight, maxNumBatchedTokens }, 'worker updated');
+    this.log.info({ worker: String(id), weight, maxNumBatchedTokens, role }, 'worker updated');
   }
 
   get isClosed(): boolean {

@@ -45,6 +45,8 @@ export class GatewayMetrics {
   readonly predictions: Counter<'worker' | 'outcome'>;
   readonly predictionError: Histogram;
   readonly retries: Counter<'reason'>;
+  readonly prefillLegs: Counter<'result'>;
+  readonly prefillLegTime: Histogram;
   readonly rejected: Counter<'reason'>;
   readonly traceContexts: Counter<'result'>;
   readonly spans: Counter<'result'>;
@@ -147,6 +149,21 @@ export class GatewayMetrics {
       name: 'kvroute_gateway_retries_total',
       help: 'Requests retried on another worker, by the first failure.',
       labelNames: ['reason'],
+      registers,
+    });
+    this.prefillLegs = new Counter({
+      name: 'kvroute_gateway_prefill_legs_total',
+      help:
+        'Prefill legs of disaggregated requests, by result: transferred (the decode leg got KV-transfer parameters), ' +
+        'no_transfer_params (the prefill worker answered none: the decode worker computes the prompt), refused (the ' +
+        "prefill worker's 4xx, given to the client), failed (no prefill worker answered: the request went whole to a decode worker).",
+      labelNames: ['result'],
+      registers,
+    });
+    this.prefillLegTime = new Histogram({
+      name: 'kvroute_gateway_prefill_leg_seconds',
+      help: 'Time from routing a prefill leg to its answer read whole (the decode leg starts then).',
+      buckets: LATENCY,
       registers,
     });
     this.rejected = new Counter({

@@ -164,7 +164,16 @@ function register(b: Record<string, unknown>, ctx: IndexerContext): number {
     if (rank !== 0) throw new ApiError(400, `register dp_rank 0 of instance ${id} first (ranks are registered in order)`);
     const url = b.url === undefined ? undefined : new URL(String(b.url)).origin;
     const added = ctx.fleet.add(
-      { id, url, kvEvents: [endpoint], replay: replay ? [replay] : undefined, dpSize: 1, maxNumBatchedTokens: undefined, weight: 1 },
+      {
+        id,
+        url,
+        kvEvents: [endpoint],
+        replay: replay ? [replay] : undefined,
+        dpSize: 1,
+        maxNumBatchedTokens: undefined,
+        weight: 1,
+        role: 'aggregated',
+      },
       'indexer',
     );
     // An index-only worker serves what it was registered under; one with a URL says itself (`/v1/models`).

@@ -19,6 +19,7 @@ import { int, invalid, object, record, str } from './option-checks.js';
 import { type ResolvedTls, resolveTls, type TlsOptions } from './tls.js';
 import { type ResolvedTracing, resolveTracing, type TracingOptions } from './tracing/options.js';
 import { type ResolvedUpstreamTls, resolveUpstreamTls, type UpstreamTlsOptions } from './upstream-tls.js';
+import { type WorkerRole, workerRole } from './worker-role.js';
 
 /**
  * One worker behind the gateway.
@@ -39,6 +40,13 @@ export interface GatewayWorker {
   maxNumBatchedTokens?: number;
   /** Relative capacity: a worker of weight 2 is charged half the cost of one of weight 1. Default 1. */
   weight?: number;
+  /**
+   * What the worker does in a disaggregated fleet (vLLM's NixlConnector): `'prefill'` workers
+   * take only the prefill leg of a request, `'decode'` workers its decode leg (and whole
+   * requests), `'aggregated'` workers whole requests. Default `'aggregated'`. See
+   * {@link WorkerRole}.
+   */
+  role?: WorkerRole;
 }
 
 /**
@@ -265,6 +273,7 @@ export interface ResolvedWorker {
   dpSize: number;
   maxNumBatchedTokens: number | undefined;
   weight: number;
+  role: WorkerRole;
 }
 
 /** @internal */
@@ -328,7 +337,7 @@ const UPSTREAM_LIMITS: Required<Omit<UpstreamOptions, 'apiKey' | 'tls'>> = {
   bodyTimeoutMs: 60_000,
   connections: 128,
 };
-const WORKER_KEYS = ['id', 'url', 'kvEvents', 'replay', 'dpSize', 'maxNumBatchedTokens', 'weight'];
+const WORKER_KEYS = ['id', 'url', 'kvEvents', 'replay', 'dpSize', 'maxNumBatchedTokens', 'weight', 'role'];
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'];
 
 /** A worker id from a number, bigint or decimal string, as a u64. */
@@ -371,6 +380,7 @@ export function resolveWorker(value: unknown, at: string): ResolvedWorker {
   const replay = endpointList(w.replay, `${at}.replay`, dpSize);
   const kvEvents = endpointList(w.kvEvents, `${at}.kvEvents`, dpSize);
   if (replay && !kvEvents) throw invalid(`${at}.replay needs ${at}.kvEvents`);
+  const role = workerRole(w.role, `${at}.role`);
   return {
     id: parseWorkerIdValue(w.id, `${at}.id`),
     url: url.origin,
@@ -380,6 +390,7 @@ export function resolveWorker(value: unknown, at: string): ResolvedWorker {
     maxNumBatchedTokens:
       w.maxNumBatchedTokens === undefined ? undefined : int(w.maxNumBatchedTokens, `${at}.maxNumBatchedTokens`, 1, 2 ** 31),
     weight,
+    role,
   };
 }
 

@@ -19,7 +19,8 @@ import type { KvRouter } from '../router/kv-router.js';
 import type { RouteDecision } from '../router/types.js';
 import { apiError, openAiError, streamErrorEvent } from './api-errors.js';
 import { proxyBatch } from './batch.js';
-import { connect } from './connect.js';
+import { connect, type Leg } from './connect.js';
+import { type AfterPrefill, type PrefillLeg, prefillLeg, splits } from './disaggregation.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
@@ -123,6 +124,8 @@ export interface Outcome {
   trace: RequestTrace;
   /** The try that got the worker's answer, ended with the request. */
   attempt: Attempt | undefined;
+  /** The prefill worker of a request served in two legs (see disaggregation.ts). */
+  prefill: PrefillLeg | undefined;
   /** The metrics' `model` label: the model the request named when a worker serves it, `none` or `unknown`. */
   model: string;
   status: number | 'client_closed' | 'upstream_error';
@@ -248,7 +251,7 @@ async function routed(
   trace.set(() => ({ 'kvroute.request_id': outcome.id, 'gen_ai.usage.input_tokens': tokens.length }));
   ctx.metrics.inFlight.inc();
   try {
-    await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started, owner);
+    await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started, owner, kind);
   } finally {
     ctx.metrics.inFlight.dec();
     finish(ctx, outcome, read, path, started);
@@ -312,6 +315,7 @@ export function newOutcome(ctx: ProxyContext, { id, clientId, trace, tokens, mod
     clientId,
     trace,
     attempt: undefined,
+    prefill: undefined,
     model: modelLabel(ctx, model),
     status: 0,
     worker: undefined,
@@ -345,6 +349,7 @@ export function finish(ctx: ProxyContext, outcome: Outcome, read: ReadRequest, p
         path,
         worker: outcome.worker === undefined ? null : String(outcome.worker),
         dpRank: outcome.dpRank ?? null,
+        ...(outcome.prefill ? { prefillWorker: String(outcome.prefill.worker), prefillDpRank: outcome.prefill.dpRank } : {}),
         model: read.model ?? null,
         // Whether a salt scoped it; never the salt, which keeps tenants' caches apart.
         salted: read.cacheSalt !== undefined,
@@ -372,8 +377,23 @@ async function forward(
   outcome: Outcome,
   started: number,
   only: bigint | undefined,
+  kind: RequestKind,
 ): Promise<void> {
-  const up = await connect(ctx, read, tokens, path, signal, outcome, only);
+  let leg: Leg | undefined;
+  if (splits(ctx, read, kind, only)) {
+    let after: AfterPrefill;
+    try {
+      after = await prefillLeg(ctx, reply, read, tokens, path, signal, outcome);
+    } catch (err) {
+      if (!(err instanceof BadRequest)) throw err;
+      outcome.status = 400;
+      void reply.code(400).send(openAiError(err.message, 'BadRequestError', 400));
+      return;
+    }
+    if ('answered' in after) return;
+    if ('decode' in after) leg = after.decode;
+  }
+  const up = await connect(ctx, read, tokens, path, signal, outcome, only, leg);
   if ('refused' in up) {
     refuse(ctx, reply, up);
     return;
@@ -386,13 +406,19 @@ async function forward(
 }
 
 export function ourHeaders(decision: RouteDecision, outcome: Outcome): Record<string, string> {
-  return {
+  const headers: Record<string, string> = {
     'x-kvroute-request-id': outcome.id,
     'x-kvroute-worker': String(decision.workerId),
     'x-kvroute-dp-rank': String(decision.dpRank),
-    'x-kvroute-cached-tokens': String(outcome.expected ?? decision.cachedTokens),
+    // A request served in two legs finds its cache on the prefill worker.
+    'x-kvroute-cached-tokens': String(outcome.prefill?.cachedTokens ?? outcome.expected ?? decision.cachedTokens),
     'x-kvroute-attempts': String(outcome.attempts),
   };
+  if (outcome.prefill) {
+    headers['x-kvroute-prefill-worker'] = String(outcome.prefill.worker);
+    headers['x-kvroute-prefill-dp-rank'] = String(outcome.prefill.dpRank);
+  }
+  return headers;
 }
 
 /** Writes to a client's response, waiting while its buffer is full (or until it closes). */

@@ -33,7 +33,7 @@ export interface WorkerSetChanges {
   removed: bigint[];
   /** Workers whose URL, KV-event or replay endpoints or `dpSize` changed: removed and added again. */
   replaced: bigint[];
-  /** Workers whose `weight` or `maxNumBatchedTokens` changed, applied in place. */
+  /** Workers whose `weight`, `maxNumBatchedTokens` or `role` changed, applied in place. */
   updated: bigint[];
   /** Workers listed as they already were. */
   unchanged: bigint[];
@@ -98,7 +98,8 @@ export function planWorkerSet(
     const was = held.get(id)?.spec;
     if (was === undefined) changes.added.push(id);
     else if (!sameEngine(was, spec)) changes.replaced.push(id);
-    else if (was.weight !== spec.weight || was.maxNumBatchedTokens !== spec.maxNumBatchedTokens) changes.updated.push(id);
+    else if (was.weight !== spec.weight || was.maxNumBatchedTokens !== spec.maxNumBatchedTokens || was.role !== spec.role)
+      changes.updated.push(id);
     else changes.unchanged.push(id);
   }
   return { wanted: [...wanted.values()], changes };
@@ -129,7 +130,7 @@ export function setFleetWorkers(
   for (const id of [...changes.replaced, ...changes.added]) fleet.add(specs.get(id) as ResolvedWorker, origin);
   for (const id of changes.updated) {
     const spec = specs.get(id) as ResolvedWorker;
-    fleet.retune(id, spec.weight, spec.maxNumBatchedTokens);
+    fleet.retune(id, spec);
   }
   return changes;
 }

@@ -1,0 +1,298 @@
+/**
+ * Disaggregated serving through the gateway: prefill and decode workers (real mock workers, whose
+ * HTTP APIs sit behind TCP proxies that keep what the gateway sent them), each request's prefill
+ * leg routed by KV overlap among the prefill workers and its decode leg among the decode workers,
+ * with the prefill worker's KV-transfer parameters, as vLLM's disaggregation proxy sends them.
+ */
+
+import { afterEach, describe, expect, test } from 'vitest';
+import { type BackendName, createGateway, type GatewayOptions, type MockWorker, writeMockTokenizer } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { closeFleetsAfterEach, startWorker, workerEntry } from './helpers/gateway.js';
+import { type Json, postJson, sse } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
+import { scratchDir } from './helpers/scratch-dir.js';
+import { headsOn, TcpProxy } from './helpers/tcp-proxy.js';
+import { sleep, waitFor } from './helpers/wait.js';
+
+closeFleetsAfterEach();
+
+type Role = 'aggregated' | 'prefill' | 'decode';
+
+interface PdFleet {
+  url: string;
+  workers: MockWorker[];
+  /** What the gateway sent each worker, by worker id (1-based). */
+  wires: TcpProxy[];
+  gateway: ReturnType<typeof createGateway>;
+  /** The routed requests worker `id` received (not the engine tokenizer's `/tokenize` calls), bodies parsed. */
+  received(id: number): { path: string; head: Record<string, string>; body: Json }[];
+}
+
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
+});
+
+/** Workers 1 and 2 prefill, 3 and 4 decode (unless `roles` says otherwise), each behind a wire. */
+async function pdFleet(
+  backend: BackendName,
+  roles: Role[] = ['prefill', 'prefill', 'decode', 'decode'],
+  opts: Partial<GatewayOptions> = {},
+) {
+  const workers = await Promise.all(roles.map(() => startWorker()));
+  const wires = await Promise.all(
+    workers.map(async (w) => {
+      const wire = new TcpProxy(Number(new URL(w.url).port));
+      await wire.open();
+      return wire;
+    }),
+  );
+  const gateway = createGateway({
+    blockSize: 16,
+    backend,
+    logLevel: false,
+    health: { intervalMs: 0 },
+    ...opts,
+    workers: workers.map((w, i) => ({ ...workerEntry(w, i + 1), url: `http://127.0.0.1:${wires[i].port}`, role: roles[i] })),
+  });
+  closers.push(async () => {
+    await gateway.close({ now: true });
+    for (const wire of wires) await wire.cut();
+  });
+  const { url } = await gateway.listen();
+  await sleep(300);
+  const fleet: PdFleet = {
+    url,
+    workers,
+    wires,
+    gateway,
+    received: (id) =>
+      headsOn(wires[id - 1].sent)
+        .filter((r) => r.line.startsWith('POST ') && r.line !== 'POST /tokenize')
+        .map((r) => ({ path: r.line.split(' ')[1], head: r.head, body: JSON.parse(r.body) })),
+  };
+  return fleet;
+}
+
+const text = (n: number, seed: string) => Array.from({ length: n }, (_, i) => `${seed}${i}`).join(' ');
+
+describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
+  test('a completion is prefilled on a prefill worker and decoded on a decode worker, with the KV-transfer parameters the prefill answered', async () => {
+    const f = await pdFleet(backend);
+    const body = { model: 'mock-model', prompt: text(60, 'alpha'), max_tokens: 5, min_tokens: 2, temperature: 0 };
+    const r = await postJson(`${f.url}/v1/completions`, body, { 'x-request-id': 'pd-1' });
+    expect(r.status).toBe(200);
+    expect(r.json.choices[0].text.length).toBeGreaterThan(0);
+    expect(r.json.usage.completion_tokens).toBe(5);
+    const prefillWorker = Number(r.headers.get('x-kvroute-prefill-worker'));
+    const decodeWorker = Number(r.headers.get('x-kvroute-worker'));
+    expect([1, 2]).toContain(prefillWorker);
+    expect([3, 4]).toContain(decodeWorker);
+    expect(r.headers.get('x-kvroute-prefill-dp-rank')).toBe('0');
+
+    // The prefill leg: one token, unstreamed, asking the connector to keep the KV for a remote decode.
+    const [prefill, ...morePrefills] = f.received(prefillWorker);
+    expect(morePrefills).toEqual([]);
+    expect(prefill.path).toBe('/v1/completions');
+    expect(prefill.head['x-request-id']).toBe('pd-1');
+    expect(prefill.body).toEqual({
+      model: 'mock-model',
+      prompt: body.prompt,
+      temperature: 0,
+      stream: false,
+      max_tokens: 1,
+      kv_transfer_params: {
+        do_remote_decode: true,
+        do_remote_prefill: false,
+        remote_engine_id: null,
+        remote_block_ids: null,
+        remote_host: null,
+        remote_port: null,
+      },
+    });
+    // The decode leg: the request itself, with what the prefill worker answered.
+    const [decode, ...moreDecodes] = f.received(decodeWorker);
+    expect(moreDecodes).toEqual([]);
+    expect(decode.head['x-request-id']).toBe('pd-1');
+    const { kv_transfer_params: params, ...rest } = decode.body;
+    expect(rest).toEqual(body);
+    const promptTokens = r.json.usage.prompt_tokens;
+    expect(params).toMatchObject({
+      do_remote_prefill: true,
+      do_remote_decode: false,
+      remote_request_id: 'cmpl-pd-1',
+      remote_host: '127.0.0.1',
+      remote_port: Number(new URL(f.workers[prefillWorker - 1].url).port),
+    });
+    expect(params.remote_block_ids).toHaveLength(Math.floor(promptTokens / 16));
+    expect(typeof params.remote_engine_id).toBe('string');
+    // Nobody else was asked.
+    for (const id of [1, 2, 3, 4]) if (id !== prefillWorker && id !== decodeWorker) expect(f.received(id)).toEqual([]);
+
+    expect(f.workers[prefillWorker - 1].stats().kvTransfers).toEqual({ offered: 1, pulled: 0 });
+    expect(f.workers[decodeWorker - 1].stats().kvTransfers).toEqual({ offered: 0, pulled: 1 });
+    // The decode worker pulled the prompt rather than compute it.
+    const engine = await scrape(`${f.workers[decodeWorker - 1].url}/metrics`);
+    expect(engine.sum('vllm:prompt_tokens_by_source_total', { source: 'external_kv_transfer' })).toBe(promptTokens);
+    expect(engine.sum('vllm:prompt_tokens_by_source_total', { source: 'local_compute' })).toBe(0);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { result: 'transferred' })).toBe(1);
+    expect(m.sum('kvroute_gateway_prefill_leg_seconds')).toBe(1);
+    expect(m.sum('kvroute_gateway_requests_total', { worker: String(decodeWorker), status: '200' })).toBe(1);
+  });
+
+  test('prefill legs go by KV overlap: a request sharing a long prefix is prefilled where that prefix is cached', async () => {
+    const f = await pdFleet(backend);
+    for (const seed of ['p', 'q', 'r', 's']) {
+      const prefix = text(80, seed);
+      const first = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: `${prefix} one`, max_tokens: 2 });
+      expect(first.status).toBe(200);
+      const holder = first.headers.get('x-kvroute-prefill-worker');
+      // The prefill worker's KV events reach the index.
+      await sleep(150);
+      const second = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: `${prefix} two`, max_tokens: 2 });
+      expect(second.status).toBe(200);
+      expect(second.headers.get('x-kvroute-prefill-worker')).toBe(holder);
+      // The prediction is for the prefill worker's cache, and its report matches it.
+      expect(Number(second.headers.get('x-kvroute-cached-tokens'))).toBeGreaterThanOrEqual(16 * 10);
+    }
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_cache_predictions_total', { outcome: 'exact' })).toBe(8);
+  });
+
+  test('a stream is the decode leg’s; the prefill leg is unstreamed and keeps no stream options', async () => {
+    const f = await pdFleet(backend);
+    const body = {
+      model: 'mock-model',
+      messages: [{ role: 'user', content: text(40, 'chat') }],
+      max_completion_tokens: 4,
+      stream: true,
+      stream_options: { include_usage: true },
+    };
+    const r = await sse(`${f.url}/v1/chat/completions`, body);
+    expect(r.status).toBe(200);
+    expect(r.events.at(-1)).toBe('[DONE]');
+    expect(r.events.at(-2).usage.completion_tokens).toBe(4);
+    const prefill = f.received(Number(r.headers.get('x-kvroute-prefill-worker')))[0];
+    expect(prefill.path).toBe('/v1/chat/completions');
+    expect(prefill.body.stream).toBe(false);
+    expect(prefill.body.stream_options).toBeUndefined();
+    expect(prefill.body.max_tokens).toBe(1);
+    expect(prefill.body.max_completion_tokens).toBe(1);
+    const decode = f.received(Number(r.headers.get('x-kvroute-worker')))[0];
+    expect(decode.body.stream).toBe(true);
+    expect(decode.body.max_completion_tokens).toBe(4);
+    expect(decode.body.kv_transfer_params.do_remote_prefill).toBe(true);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_time_to_first_token_seconds')).toBe(1);
+  });
+
+  test('with every prefill worker unreachable the request goes whole to a decode worker, counted', async () => {
+    // A local tokenizer: the engine's /tokenize would meet the unreachable workers first.
+    const f = await pdFleet(backend, undefined, { tokenizer: writeMockTokenizer(scratchDir('kvroute-pd-tok-')) });
+    await f.wires[0].cut();
+    await f.wires[1].cut();
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: text(30, 'down'), max_tokens: 3 });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-kvroute-prefill-worker')).toBeNull();
+    const decodeWorker = Number(r.headers.get('x-kvroute-worker'));
+    expect([3, 4]).toContain(decodeWorker);
+    expect(r.headers.get('x-kvroute-attempts')).toBe('3');
+    expect(f.received(decodeWorker)[0].body.kv_transfer_params).toBeUndefined();
+    expect(f.workers[decodeWorker - 1].stats().kvTransfers.pulled).toBe(0);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { result: 'failed' })).toBe(1);
+    expect(m.sum('kvroute_gateway_retries_total')).toBe(2);
+  });
+
+  test('a prefill worker’s 400 is the client’s answer, and no decode leg runs', async () => {
+    const f = await pdFleet(backend);
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'hello there', max_tokens: 3, top_p: 7 });
+    expect(r.status).toBe(400);
+    expect(r.json.error.message).toMatch(/top_p/);
+    expect([1, 2]).toContain(Number(r.headers.get('x-kvroute-worker')));
+    expect(f.received(3)).toEqual([]);
+    expect(f.received(4)).toEqual([]);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { result: 'refused' })).toBe(1);
+  });
+
+  test('a request carrying its own kv_transfer_params is refused in a disaggregated fleet, and passed on in an aggregated one', async () => {
+    const f = await pdFleet(backend);
+    const own = { model: 'mock-model', prompt: 'hello', max_tokens: 2, kv_transfer_params: { do_remote_decode: true } };
+    const r = await postJson(`${f.url}/v1/completions`, own);
+    expect(r.status).toBe(400);
+    expect(r.json.error.message).toMatch(/kv_transfer_params is set by the gateway/);
+    for (const id of [1, 2, 3, 4]) expect(f.received(id)).toEqual([]);
+    const whole = await pdFleet(backend, ['aggregated', 'aggregated']);
+    const passed = await postJson(`${whole.url}/v1/completions`, own);
+    expect(passed.status).toBe(200);
+    expect(passed.json.kv_transfer_params.do_remote_prefill).toBe(true);
+  });
+
+  test('what cannot be split (a batch, the Responses API) goes whole to decode workers, never to a prefill worker', async () => {
+    const f = await pdFleet(backend);
+    const batch = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: ['one two', 'three four'], max_tokens: 2 });
+    expect(batch.status).toBe(200);
+    const responses = await postJson(`${f.url}/v1/responses`, { model: 'mock-model', input: 'hello', max_output_tokens: 2 });
+    expect(responses.status).toBe(200);
+    expect(f.received(1)).toEqual([]);
+    expect(f.received(2)).toEqual([]);
+    const decoded = [...f.received(3), ...f.received(4)];
+    expect(decoded.map((d) => d.path).sort()).toEqual(['/v1/completions', '/v1/completions', '/v1/responses']);
+    expect(decoded.every((d) => d.body.kv_transfer_params === undefined)).toBe(true);
+  });
+
+  test('roles change in place: a fleet given roles by setWorkers splits its next requests', async () => {
+    const f = await pdFleet(backend, ['aggregated', 'aggregated', 'aggregated', 'aggregated']);
+    const before = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'first', max_tokens: 2 });
+    expect(before.headers.get('x-kvroute-prefill-worker')).toBeNull();
+    const roles: Role[] = ['prefill', 'prefill', 'decode', 'decode'];
+    const changes = f.gateway.setWorkers(
+      f.workers.map((w, i) => ({ ...workerEntry(w, i + 1), url: `http://127.0.0.1:${f.wires[i].port}`, role: roles[i] })),
+    );
+    expect(changes.updated).toEqual([1n, 2n, 3n, 4n]);
+    const after = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'second', max_tokens: 2 });
+    expect(after.status).toBe(200);
+    expect(['1', '2']).toContain(after.headers.get('x-kvroute-prefill-worker'));
+    expect(['3', '4']).toContain(after.headers.get('x-kvroute-worker'));
+  });
+
+  test('a bad role is refused by name', () => {
+    let error: unknown;
+    try {
+      createGateway({ blockSize: 16, backend, logLevel: false, workers: [{ id: 1, url: 'http://127.0.0.1:1', role: 'both' as never }] });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toMatchObject({ code: 'ERR_INVALID_ARG' });
+    expect((error as Error).message).toMatch(/workers\[0\]\.role must be one of 'aggregated', 'prefill', 'decode', got "both"/);
+  });
+});
+
+describe('the mock worker’s KV-transfer parameters', () => {
+  test('a prefill leg offers its blocks under a stable engine id; a bad pull is refused', async () => {
+    const w = await startWorker();
+    const ask = (body: Json) => postJson(`${w.url}/v1/completions`, { model: 'mock-model', max_tokens: 1, ...body });
+    const a = await ask({ prompt: text(50, 'm'), kv_transfer_params: { do_remote_decode: true } });
+    const b = await ask({ prompt: text(20, 'n'), kv_transfer_params: { do_remote_decode: true } });
+    expect(a.status).toBe(200);
+    expect(a.json.kv_transfer_params.remote_block_ids).toHaveLength(Math.floor(a.json.usage.prompt_tokens / 16));
+    expect(b.json.kv_transfer_params.remote_engine_id).toBe(a.json.kv_transfer_params.remote_engine_id);
+    const plain = await ask({ prompt: 'no transfer' });
+    expect(plain.json.kv_transfer_params).toBeUndefined();
+    for (const bad of [
+      [1, 2],
+      { do_remote_decode: true, do_remote_prefill: true },
+      { do_remote_prefill: true, remote_engine_id: 'e' },
+      { do_remote_prefill: true, remote_block_ids: [1] },
+    ]) {
+      const r = await ask({ prompt: 'x', kv_transfer_params: bad });
+      expect(r.status).toBe(400);
+      expect(r.json.error.param).toBe('kv_transfer_params');
+    }
+    expect(w.stats().kvTransfers).toEqual({ offered: 2, pulled: 0 });
+    await waitFor(() => w.stats().finished[0] === 3, 'the three requests');
+  });
+});

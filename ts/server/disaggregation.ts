@@ -1,0 +1,167 @@
+/**
+ * Disaggregated serving: a request's prefill on one worker, its decode on another, the KV cache
+ * passed between them by the engines' connector (vLLM's NixlConnector, and those that take the
+ * same parameters). The gateway does what vLLM's disaggregation proxy does, with both legs
+ * routed by the router instead of in turn:
+ *
+ * 1. the prefill leg goes to a `prefill` worker, chosen by KV overlap and load like any request,
+ *    as a copy of the request that generates one token, unstreamed, with
+ *    `kv_transfer_params.do_remote_decode`; its answer carries the parameters the decode worker
+ *    needs to pull the KV (`remote_engine_id`, `remote_block_ids`, ...);
+ * 2. the decode leg goes to a `decode` worker, chosen among the decode pool by the same cost (a
+ *    decode worker already holding the prompt's prefix pulls less of it), as the request itself
+ *    with those parameters; its answer is the client's, streamed or not. Its booking's prefill
+ *    ends at once: a decode worker computes none.
+ *
+ * A prefill leg is routed and retried like a whole request. When no prefill worker answers it,
+ * the request goes whole to a decode worker (a vLLM worker with a connector also serves requests
+ * that carry no parameters), so a lost prefill pool slows requests but does not fail them. A
+ * prefill worker's 4xx is the request's fault and is the client's answer.
+ * @internal
+ * @module
+ */
+
+import type { FastifyReply } from 'fastify';
+import { connect, type Leg } from './connect.js';
+import { describeError, failureKind } from './fleet.js';
+import { BadRequest, type ReadRequest, type RequestKind } from './prompt.js';
+import { contentType, type Outcome, ourHeaders, type ProxyContext, refuse } from './proxy.js';
+import { inScope, routingScope } from './scope.js';
+import { usageFacts } from './sse.js';
+import { reported } from './stream-watch.js';
+
+/** What the prefill leg asks of the prefill worker's connector (vLLM's proxy sends the same). */
+const PREFILL_TRANSFER = {
+  do_remote_decode: true,
+  do_remote_prefill: false,
+  remote_engine_id: null,
+  remote_block_ids: null,
+  remote_host: null,
+  remote_port: null,
+};
+
+/** The prefill worker that served a request's prefill leg. */
+export interface PrefillLeg {
+  worker: bigint;
+  dpRank: number;
+  /** The prompt tokens it should have found cached (see `expectedCachedTokens`). */
+  cachedTokens: number;
+}
+
+/**
+ * Whether a request is served in two legs: a completion or chat of one prompt, not pinned to a
+ * worker, with a prefill and a decode worker routable for its model.
+ */
+export function splits(ctx: ProxyContext, read: ReadRequest, kind: RequestKind, only: bigint | undefined): boolean {
+  if ((kind !== 'completion' && kind !== 'chat') || read.batch || only !== undefined) return false;
+  const { prefill, decode } = ctx.fleet.routableByRole();
+  if (prefill.length === 0 || decode.length === 0) return false;
+  const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
+  return prefill.some((id) => inScope(scope, id)) && decode.some((id) => inScope(scope, id));
+}
+
+/** The body the client sent, as forwarded: both legs are made from it. */
+function forwardedBody(read: ReadRequest): Record<string, unknown> {
+  const body = JSON.parse(read.forward) as Record<string, unknown>;
+  // The gateway sets the connector's parameters of both legs; a client's own would be lost or
+  // contradicted, silently.
+  if (body.kv_transfer_params !== undefined && body.kv_transfer_params !== null)
+    throw new BadRequest('kv_transfer_params is set by the gateway when it serves a request in prefill and decode legs: leave it out');
+  return body;
+}
+
+/**
+ * The prefill leg's body: one token, unstreamed, asking the connector to keep the KV for a
+ * remote decode; the options that concern the output alone (`stream_options`, `min_tokens`)
+ * stay with the decode leg.
+ */
+function prefillBody(body: Record<string, unknown>): string {
+  const { stream_options: _options, min_tokens: _min, min_completion_tokens: _minCompletion, ...rest } = body;
+  return JSON.stringify({
+    ...rest,
+    stream: false,
+    max_tokens: 1,
+    ...(body.max_completion_tokens === undefined ? {} : { max_completion_tokens: 1 }),
+    kv_transfer_params: PREFILL_TRANSFER,
+  });
+}
+
+/** The KV-transfer parameters of a prefill worker's answer, when it gave any. */
+function transferParams(answer: unknown): Record<string, unknown> | undefined {
+  const params = (answer as { kv_transfer_params?: unknown } | null)?.kv_transfer_params;
+  return params !== null && typeof params === 'object' && !Array.isArray(params) ? (params as Record<string, unknown>) : undefined;
+}
+
+/** What the prefill leg left to do: the decode leg, the whole request (no prefill worker answered), or nothing (the client has its answer). */
+export type AfterPrefill = { decode: Leg } | { whole: true } | { answered: true };
+
+/**
+ * Runs a request's prefill leg (see the module's description).
+ * @throws {BadRequest} for a request carrying its own `kv_transfer_params`.
+ */
+export async function prefillLeg(
+  ctx: ProxyContext,
+  reply: FastifyReply,
+  read: ReadRequest,
+  tokens: number[],
+  path: string,
+  signal: AbortSignal,
+  outcome: Outcome,
+): Promise<AfterPrefill> {
+  const body = forwardedBody(read);
+  const t0 = performance.now();
+  const up = await connect(ctx, read, tokens, path, signal, outcome, undefined, { kind: 'prefill', body: prefillBody(body) });
+  if ('refused' in up) {
+    if (up.reason === 'upstream_failed' || up.reason === 'no_worker') {
+      ctx.metrics.prefillLegs.inc({ result: 'failed' });
+      return { whole: true };
+    }
+    refuse(ctx, reply, up);
+    return { answered: true };
+  }
+  const { decision, res } = up;
+  const attempt = outcome.attempt;
+  outcome.attempt = undefined;
+  let text: string;
+  try {
+    text = await res.body.text();
+  } catch (err) {
+    ctx.router.free(outcome.id);
+    if (signal.aborted) {
+      attempt?.end('client_closed');
+      outcome.status = 'client_closed';
+      return { answered: true };
+    }
+    attempt?.end('upstream_error', describeError(err));
+    ctx.fleet.failure(decision.workerId, failureKind(err), describeError(err));
+    ctx.metrics.prefillLegs.inc({ result: 'failed' });
+    return { whole: true };
+  } finally {
+    ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
+  }
+  ctx.router.free(outcome.id);
+  ctx.fleet.success(decision.workerId);
+  attempt?.end(res.statusCode);
+  if (res.statusCode !== 200) {
+    // Below 500 (connect retries the rest): the request's own fault, answered as the worker put it.
+    ctx.metrics.prefillLegs.inc({ result: 'refused' });
+    outcome.status = res.statusCode;
+    void reply.code(res.statusCode).headers(ourHeaders(decision, outcome)).type(contentType(res.headers, 'application/json')).send(text);
+    return { answered: true };
+  }
+  let answer: unknown;
+  try {
+    answer = JSON.parse(text);
+  } catch {
+    answer = undefined;
+  }
+  // The prefill worker's cache is the one the router predicted for: its report is compared here;
+  // the decode worker's is not comparable.
+  reported(ctx, outcome, usageFacts((answer as { usage?: never } | undefined)?.usage).cachedTokens);
+  outcome.prefill = { worker: decision.workerId, dpRank: decision.dpRank, cachedTokens: outcome.expected ?? decision.cachedTokens };
+  outcome.predicted = undefined;
+  const params = transferParams(answer);
+  ctx.metrics.prefillLegs.inc({ result: params ? 'transferred' : 'no_transfer_params' });
+  // Without parameters (a worker without a connector) the decode worker computes the prompt itself, as vLLM's proxy lets it.
+  return { decode: { kind: 'decode', body: params ? JSON.stringify({ ...body, kv_transfer_params: params }) : read.forward } };
+}
