@@ -8,7 +8,8 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { type BackendName, createGateway, type GatewayOptions, type MockWorker, writeMockTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, startWorker, workerEntry } from './helpers/gateway.js';
+import { DnsServer as Dns, type DnsServer, type SrvRecord } from './helpers/dns-server.js';
+import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { type Json, postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
@@ -30,8 +31,10 @@ interface PdFleet {
 }
 
 const closers: (() => Promise<void>)[] = [];
+const dnsServers: DnsServer[] = [];
 afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
+  for (const dns of dnsServers.splice(0)) await dns.stop();
 });
 
 /** Workers 1 and 2 prefill, 3 and 4 decode (unless `roles` says otherwise), each behind a wire. */
@@ -161,6 +164,28 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
     expect(m.sum('kvroute_gateway_cache_predictions_total', { outcome: 'exact' })).toBe(8);
   });
 
+  test('a session keeps to its prefill worker (session affinity binds the prefill legs; the decode legs leave the binding be)', async () => {
+    const f = await pdFleet(backend, undefined, { router: { sessionAffinityTtlSecs: 60 } });
+    const session = { 'x-kvroute-session-id': 'agent-7' };
+    const first = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: text(40, 'turn-one'), max_tokens: 2 }, session);
+    const bound = first.headers.get('x-kvroute-prefill-worker');
+    // The other prefill worker caches the next turn's prompt: by cost alone it would take it.
+    const other = bound === '1' ? 2 : 1;
+    const next = text(80, 'turn-two');
+    expect(
+      (await postJson(`${f.workers[other - 1].url}/v1/completions`, { model: 'mock-model', prompt: next, max_tokens: 1 })).status,
+    ).toBe(200);
+    await sleep(200);
+    const alone = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: `${next} alone`, max_tokens: 2 });
+    expect(alone.headers.get('x-kvroute-prefill-worker')).toBe(String(other));
+    for (let i = 0; i < 2; i++) {
+      const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: `${next} ${i}`, max_tokens: 2 }, session);
+      expect(r.status).toBe(200);
+      expect(r.headers.get('x-kvroute-prefill-worker')).toBe(bound);
+      expect(['3', '4']).toContain(r.headers.get('x-kvroute-worker'));
+    }
+  });
+
   test('a stream is the decode leg’s; the prefill leg is unstreamed and keeps no stream options', async () => {
     const f = await pdFleet(backend);
     const body = {
@@ -259,6 +284,67 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
     expect(['3', '4']).toContain(after.headers.get('x-kvroute-worker'));
   });
 
+  test('a decode leg is booked on its decode worker with its blocks and no prefill work (it pulls the prompt rather than compute it)', async () => {
+    const f = await pdFleet(backend, ['prefill', 'decode'], { tokenizer: writeMockTokenizer(scratchDir('kvroute-pd-tok-')) });
+    f.workers[1].fault({ kind: 'hang' });
+    const client = new AbortController();
+    const pending = fetch(`${f.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'mock-model', prompt: text(60, 'held'), max_tokens: 4 }),
+      signal: client.signal,
+    }).catch(() => undefined);
+    const gauge = async (name: string) => (await scrape(`${f.url}/metrics`)).sum(name, { worker: '2' });
+    await waitFor(async () => (await gauge('kvroute_router_in_flight_requests')) === 1, 'the decode leg booked');
+    expect(await gauge('kvroute_router_active_prefill_tokens')).toBe(0);
+    expect(await gauge('kvroute_router_active_blocks')).toBeGreaterThan(0);
+    // The prefill leg was freed when its answer came.
+    expect((await scrape(`${f.url}/metrics`)).sum('kvroute_router_in_flight_requests', { worker: '1' })).toBe(0);
+    client.abort();
+    await pending;
+    f.workers[1].fault({ kind: 'recover' });
+  });
+
+  test('one Service per pool: DNS discovery gives each pool its role, and requests are split between them', async () => {
+    const [p, d] = await Promise.all([startWorker(), startWorker()]);
+    const port = (endpoint: string) => Number(new URL(endpoint).port);
+    const records = (svc: string, w: MockWorker): SrvRecord[] => [
+      [`_http._tcp.${svc}.test`, `pod-1.${svc}.test`, port(w.url)],
+      [`_kv-events._tcp.${svc}.test`, `pod-1.${svc}.test`, port(w.kvEventsEndpoints[0])],
+    ];
+    const dns = new Dns();
+    dnsServers.push(dns);
+    await dns.serve([...records('prefill', p), ...records('decode', d)], ['pod-1.prefill.test', 'pod-1.decode.test']);
+    const entry = (svc: string, role: Role) => ({
+      srv: `_http._tcp.${svc}.test`,
+      kvEventsSrv: `_kv-events._tcp.${svc}.test`,
+      servers: [dns.server],
+      intervalMs: 150,
+      timeoutMs: 200,
+      role,
+    });
+    const f = await startFleet(backend, 0, { workers: [], discovery: [entry('prefill', 'prefill'), entry('decode', 'decode')] });
+    await waitFor(() => f.gateway.workers().length === 2, 'both pools');
+    expect(
+      f.gateway
+        .workers()
+        .map((w) => [w.url, w.role])
+        .sort(),
+    ).toEqual(
+      [
+        [p.url, 'prefill'],
+        [d.url, 'decode'],
+      ].sort(),
+    );
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: text(40, 'dns'), max_tokens: 2 });
+    expect(r.status).toBe(200);
+    expect(p.stats().kvTransfers).toEqual({ offered: 1, pulled: 0 });
+    expect(d.stats().kvTransfers).toEqual({ offered: 0, pulled: 1 });
+    const byUrl = new Map(f.gateway.workers().map((w) => [String(w.id), w.url]));
+    expect(byUrl.get(r.headers.get('x-kvroute-prefill-worker') as string)).toBe(p.url);
+    expect(byUrl.get(r.headers.get('x-kvroute-worker') as string)).toBe(d.url);
+  });
+
   test('a bad role is refused by name', () => {
     let error: unknown;
     try {
@@ -268,6 +354,9 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
     }
     expect(error).toMatchObject({ code: 'ERR_INVALID_ARG' });
     expect((error as Error).message).toMatch(/workers\[0\]\.role must be one of 'aggregated', 'prefill', 'decode', got "both"/);
+    expect(() => createGateway({ blockSize: 16, backend, logLevel: false, discovery: { srv: 'a.test', role: 'prefil' as never } })).toThrow(
+      /discovery\.role must be one of 'aggregated', 'prefill', 'decode', got "prefil"/,
+    );
   });
 });
 

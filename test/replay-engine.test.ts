@@ -154,6 +154,26 @@ describe('engine (classic timing; scheduling is the same under both models)', ()
     expect(cold.durationMs - pass.durationMs).toBeCloseTo(prefillMs(12) - prefillMs(4), 9);
   });
 
+  test("pulled KV (a disaggregated decode's prompt) takes no prefill time; the tokens past it do", () => {
+    const cold = new Engine(config());
+    cold.enqueue(request(1, [1, 2], 2, 3));
+    const computed = cold.step(0);
+    const pulled = new Engine(config());
+    const r = request(1, [1, 2], 2, 3); // 10 prompt tokens
+    r.remoteTokens = 10;
+    pulled.enqueue(r);
+    const pass = pulled.step(0);
+    expect(pass.firstTokens).toEqual([r]);
+    expect(pass.durationMs).toBeCloseTo(decodeMs(3 / 64), 9);
+    expect(computed.durationMs - pass.durationMs).toBeCloseTo(prefillMs(10), 9);
+    // Part pulled: the rest is computed.
+    const partly = new Engine(config());
+    const q = request(1, [1, 2], 2, 3);
+    q.remoteTokens = 8;
+    partly.enqueue(q);
+    expect(partly.step(0).durationMs).toBeCloseTo(prefillMs(2) + decodeMs(3 / 64), 9);
+  });
+
   test('long prompts are prefilled in chunks of the batch budget', () => {
     const e = new Engine(config({ maxNumBatchedTokens: 16 }));
     const r = request(1, [1, 2, 3, 4, 5, 6, 7, 8], 0, 1); // 32 tokens
