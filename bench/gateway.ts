@@ -15,6 +15,8 @@
  *   direct, a client keeps its
  *   conversation on the worker that answered its first turn; through the gateway, the gateway
  *   sends each follow-up there.
+ * - disaggregated: a second gateway over the same workers, half of them prefill and half decode,
+ *   the short requests again (each one a prefill leg and a decode leg).
  * Goals (issue 13): ≥ 3,000 short requests/s; < 1 ms p99 added for the 4,096-token prompt.
  */
 
@@ -34,26 +36,33 @@ const fleet = await spawnLine([join(ROOT, 'bench', 'gateway-fleet.ts'), String(W
 const workers = JSON.parse(fleet.match[1]) as { url: string; kvEvents: string; replay: string }[];
 const tokenizerDir = mkdtempSync(join(tmpdir(), 'kvroute-bench-tok-'));
 const tokenizer = writeMockTokenizer(tokenizerDir);
-const serve = await spawnLine(
-  [
-    join(ROOT, 'ts', 'bin.ts'),
-    'serve',
-    '--port',
-    '0',
-    '--block-size',
-    '16',
-    '--log-level',
-    'warn',
-    '--tokenizer',
-    tokenizer,
-    ...workers.flatMap((w, i) => ['--worker', `id=${i + 1},url=${w.url},kv-events=${w.kvEvents},replay=${w.replay}`]),
-    // More `kvroute serve` flags, space-separated, for an A/B of one option (e.g. --allowed-origins []).
-    ...(process.env.BENCH_GATEWAY_ARGS ?? '').split(' ').filter(Boolean),
-  ],
-  /proxy (http:\/\/127\.0\.0\.1:\d+)/,
-  // e.g. --cpu-prof to profile the gateway process.
-  (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean),
-);
+/** A `kvroute serve` over the fleet; `role(i)` is worker i's role (a disaggregated gateway's). */
+function startServe(role: (i: number) => string | undefined) {
+  return spawnLine(
+    [
+      join(ROOT, 'ts', 'bin.ts'),
+      'serve',
+      '--port',
+      '0',
+      '--block-size',
+      '16',
+      '--log-level',
+      'warn',
+      '--tokenizer',
+      tokenizer,
+      ...workers.flatMap((w, i) => [
+        '--worker',
+        `id=${i + 1},url=${w.url},kv-events=${w.kvEvents},replay=${w.replay}${role(i) ? `,role=${role(i)}` : ''}`,
+      ]),
+      // More `kvroute serve` flags, space-separated, for an A/B of one option (e.g. --allowed-origins []).
+      ...(process.env.BENCH_GATEWAY_ARGS ?? '').split(' ').filter(Boolean),
+    ],
+    /proxy (http:\/\/127\.0\.0\.1:\d+)/,
+    // e.g. --cpu-prof to profile the gateway process.
+    (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean),
+  );
+}
+const serve = await startServe(() => undefined);
 const gatewayUrl = serve.match[1];
 await new Promise((r) => setTimeout(r, 500));
 
@@ -135,6 +144,17 @@ const direct = await latencies(workers[0].url, numbered);
 const viaText = await latencies(gatewayUrl, numbered);
 const viaIds = await latencies(gatewayUrl, (n) => mockTokenize(numbered(n)));
 const viaRepeatedText = await latencies(gatewayUrl, () => text);
+// Disaggregated: a second gateway over the same workers, the first half prefill, the rest decode,
+// so every short request runs in two legs (a prefill answer read whole, then the decode).
+serve.child.kill('SIGTERM');
+const pd = await startServe((i) => (i < WORKERS / 2 ? 'prefill' : 'decode'));
+const pdUrl = pd.match[1];
+await new Promise((r) => setTimeout(r, 500));
+const pdCpuBefore = cpuSeconds(pd.child.pid);
+const pdStarted = performance.now();
+const pdRps = await throughput(() => pdUrl);
+const pdPerCoreRps = (pdRps * ((performance.now() - pdStarted) / 1000)) / (cpuSeconds(pd.child.pid) - pdCpuBefore);
+pd.child.kill('SIGTERM');
 const added = (s: Float64Array, p: number) => percentile(s, p) - percentile(direct, p);
 const figures = {
   directRequestsPerSec: directRps,
@@ -144,6 +164,8 @@ const figures = {
   directResponsesPerSec: directResponsesRps,
   gatewayResponsesPerSec: gatewayResponsesRps,
   gatewayResponsesPerCpuSecond: responsesPerCoreRps,
+  disaggregatedRequestsPerSec: pdRps,
+  disaggregatedRequestsPerCpuSecond: pdPerCoreRps,
   directP50ms: percentile(direct, 50),
   directP99ms: percentile(direct, 99),
   addedP50msLocalTokenizer: added(viaText, 50),
@@ -163,6 +185,13 @@ printTable(`gateway: Responses API conversations of ${TURNS} turns (3 by previou
   { path: 'through kvroute serve', 'requests/s': fmt(gatewayResponsesRps, 0) },
   { path: 'kvroute serve, per second of its CPU', 'requests/s': fmt(responsesPerCoreRps, 0) },
 ]);
+printTable(
+  `gateway: disaggregated, ${WORKERS / 2} prefill and ${WORKERS / 2} decode workers, short requests with ${CLIENTS} clients for ${SECONDS} s`,
+  [
+    { path: 'through kvroute serve (two legs each)', 'requests/s': fmt(pdRps, 0) },
+    { path: 'kvroute serve, per second of its CPU', 'requests/s': fmt(pdPerCoreRps, 0) },
+  ],
+);
 printTable(`gateway: added latency, 4,096-token prompt, one client, ${LATENCY_REQUESTS} requests`, [
   { prompt: 'direct (baseline)', 'p50 ms': fmt(figures.directP50ms, 3), 'p99 ms': fmt(figures.directP99ms, 3) },
   {
@@ -182,6 +211,5 @@ writeResult('gateway', {
   figures,
 });
 await closePools();
-serve.child.kill('SIGTERM');
 fleet.child.kill('SIGTERM');
 rmSync(tokenizerDir, { recursive: true, force: true });
