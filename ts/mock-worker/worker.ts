@@ -85,7 +85,12 @@ export interface MockWorkerStats {
    * parameters that offer their KV to a decode worker, and decode legs that pulled their
    * prompt's KV (filled in without compute).
    */
-  kvTransfers: { offered: number; pulled: number };
+  kvTransfers: {
+    /** Prefill legs answered with the parameters that offer their KV. */
+    offered: number;
+    /** Decode legs that pulled their prompt's KV. */
+    pulled: number;
+  };
   /** With `speculative`: vLLM's `spec_decode_*` totals, all ranks (as `/metrics` gives them); absent without. */
   speculative?: {
     /** Decode steps that verified drafts. */
