@@ -162,6 +162,13 @@ describe('kvroute serve as a command', () => {
     role.match.catch(() => undefined);
     expect(await role.exited).toBe(2);
     expect(role.errors()).toMatch(/workers\[0\]\.role must be one of 'aggregated', 'prefill', 'decode', got "both"/);
+    const bypass = runCommand(
+      ['serve', '--block-size', '16', '--worker', 'id=1,url=http://127.0.0.1:1', '--disaggregation-bypass-below-tokens', '1.5'],
+      /never/,
+    );
+    bypass.match.catch(() => undefined);
+    expect(await bypass.exited).toBe(2);
+    expect(bypass.errors()).toMatch(/disaggregation\.bypassBelowTokens must be an integer in \[0, 2147483648\], got 1\.5/);
     const policy = runCommand(
       [
         'serve',

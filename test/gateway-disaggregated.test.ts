@@ -305,6 +305,36 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
     f.workers[1].fault({ kind: 'recover' });
   });
 
+  test('disaggregation.bypassBelowTokens: a prompt a decode worker holds all but a few tokens of skips the prefill leg', async () => {
+    const f = await pdFleet(backend, ['prefill', 'decode'], { disaggregation: { bypassBelowTokens: 32 } });
+    const prompt = text(100, 'bypass');
+    const first = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 2 });
+    expect(first.headers.get('x-kvroute-prefill-worker')).toBe('1');
+    const promptTokens: number = first.json.usage.prompt_tokens;
+    expect(promptTokens).toBeGreaterThan(200);
+    // The decode worker now holds the prompt's blocks (it pulled them, and published them as stored).
+    await sleep(200);
+    const again = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: `${prompt} x`, max_tokens: 2 });
+    expect(again.status).toBe(200);
+    expect(again.headers.get('x-kvroute-prefill-worker')).toBeNull();
+    expect(again.headers.get('x-kvroute-worker')).toBe('2');
+    expect(f.received(1)).toHaveLength(1);
+    expect(f.received(2).at(-1)?.body.kv_transfer_params).toBeUndefined();
+    // A prompt the decode worker does not hold is split again.
+    const fresh = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: text(100, 'fresh'), max_tokens: 2 });
+    expect(fresh.headers.get('x-kvroute-prefill-worker')).toBe('1');
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { result: 'bypassed' })).toBe(1);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { result: 'transferred' })).toBe(2);
+    let error: unknown;
+    try {
+      createGateway({ blockSize: 16, backend, logLevel: false, disaggregation: { bypassBelowTokens: -1 } });
+    } catch (err) {
+      error = err;
+    }
+    expect((error as Error).message).toMatch(/disaggregation\.bypassBelowTokens must be an integer in \[0, 2147483648\], got -1/);
+  });
+
   test('one Service per pool: DNS discovery gives each pool its role, and requests are split between them', async () => {
     const [p, d] = await Promise.all([startWorker(), startWorker()]);
     const port = (endpoint: string) => Number(new URL(endpoint).port);

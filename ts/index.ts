@@ -149,6 +149,7 @@ export { createGateway } from './server/gateway.js';
 export type {
   AdminListenOptions,
   AuthOptions,
+  DisaggregationOptions,
   GatewayOptions,
   GatewayWorker,
   HealthOptions,

@@ -104,6 +104,11 @@ const FLAGS: Flags = {
     help: 'on SIGTERM, serve on this long with /ready answering 503 before closing (a second signal ends it)',
     default: '0',
   },
+  'disaggregation-bypass-below-tokens': {
+    kind: 'number',
+    help: "with prefill and decode workers: serve a request whole on the decode workers when one holds all but at most this many of its prompt's tokens",
+    default: 'never',
+  },
   'drain-timeout-secs': { kind: 'number', help: 'then cut requests still in flight after this long (0: no limit)', default: '0' },
   'otlp-traces-endpoint': {
     kind: 'string',
@@ -308,6 +313,8 @@ function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   if (v['metrics-port'] !== undefined) o.admin = { port: v['metrics-port'], host: v['metrics-host'] ?? '127.0.0.1' };
   if (v.model !== undefined) o.model = v.model;
   if (v.backend !== undefined) o.backend = v.backend;
+  if (v['disaggregation-bypass-below-tokens'] !== undefined)
+    o.disaggregation = { ...((o.disaggregation as object) ?? {}), bypassBelowTokens: v['disaggregation-bypass-below-tokens'] };
   discoveryFlags(v, o);
   tracingFlags(v, o);
   for (const [flag, key] of [

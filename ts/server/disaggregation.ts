@@ -50,14 +50,31 @@ export interface PrefillLeg {
 
 /**
  * Whether a request is served in two legs: a completion or chat of one prompt, not pinned to a
- * worker, with a prefill and a decode worker routable for its model.
+ * worker, with a prefill and a decode worker routable for its model; the decode workers that
+ * may take it when so.
  */
-export function splits(ctx: ProxyContext, read: ReadRequest, kind: RequestKind, only: bigint | undefined): boolean {
-  if ((kind !== 'completion' && kind !== 'chat') || read.batch || only !== undefined) return false;
+export function splits(ctx: ProxyContext, read: ReadRequest, kind: RequestKind, only: bigint | undefined): bigint[] | undefined {
+  if ((kind !== 'completion' && kind !== 'chat') || read.batch || only !== undefined) return undefined;
   const { prefill, decode } = ctx.fleet.routableByRole();
-  if (prefill.length === 0 || decode.length === 0) return false;
+  if (prefill.length === 0 || decode.length === 0) return undefined;
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
-  return prefill.some((id) => inScope(scope, id)) && decode.some((id) => inScope(scope, id));
+  const decoders = decode.filter((id) => inScope(scope, id));
+  return decoders.length > 0 && prefill.some((id) => inScope(scope, id)) ? decoders : undefined;
+}
+
+/**
+ * Whether a request that could be split skips its prefill leg (`disaggregation.bypassBelowTokens`):
+ * the decode worker caching the longest prefix of its prompt holds all but at most that many of
+ * its tokens, so computing them there costs less than a prefill worker's leg and a KV transfer.
+ */
+export function bypassesPrefill(ctx: ProxyContext, read: ReadRequest, tokens: number[], decoders: bigint[]): boolean {
+  const limit = ctx.opts.disaggregation.bypassBelowTokens;
+  if (limit === null) return false;
+  const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
+  let held = 0;
+  for (const c of ctx.router.potentialLoads({ requestId: 'kvroute-prefill-bypass', tokens, allowedWorkers: decoders, ...scope.hash }))
+    held = Math.max(held, c.overlapBlocks);
+  return tokens.length - held * ctx.opts.blockSize <= limit;
 }
 
 /** The body the client sent, as forwarded: both legs are made from it. */

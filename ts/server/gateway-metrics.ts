@@ -156,7 +156,8 @@ export class GatewayMetrics {
       help:
         'Prefill legs of disaggregated requests, by result: transferred (the decode leg got KV-transfer parameters), ' +
         'no_transfer_params (the prefill worker answered none: the decode worker computes the prompt), refused (the ' +
-        "prefill worker's 4xx, given to the client), failed (no prefill worker answered: the request went whole to a decode worker).",
+        "prefill worker's 4xx, given to the client), failed (no prefill worker answered: the request went whole to a decode worker), " +
+        'bypassed (a decode worker held all but disaggregation.bypassBelowTokens of the prompt: no prefill leg, the request went whole).',
       labelNames: ['result'],
       registers,
     });

@@ -145,6 +145,22 @@ export interface ResponsesOptions {
 }
 
 /**
+ * Disaggregated serving (workers with `role` `prefill` and `decode`; see {@link WorkerRole}).
+ * @group Gateway
+ */
+export interface DisaggregationOptions {
+  /**
+   * Skip the prefill leg of a request whose prompt a decode worker already holds all but at most
+   * this many tokens of (by the index: the decode worker caching the longest prefix): the request
+   * goes whole to the decode workers, which compute those tokens themselves rather than wait for
+   * a prefill worker and a KV transfer. Dynamo's conditional prefill (`token_cap` policy,
+   * `conditional_prefill_bypass_below_tokens`). Default `null`: every request that can be split
+   * is.
+   */
+  bypassBelowTokens?: number | null;
+}
+
+/**
  * How `close()` (SIGTERM for `kvroute serve`) ends the gateway. Behind a load balancer that
  * learns of a replica's end late (a Kubernetes Service's endpoints follow a pod's termination by a
  * few seconds), closing the listener at once refuses the requests still sent to it: `delayMs`
@@ -229,6 +245,8 @@ export interface GatewayOptions {
   queue?: QueueOptions;
   /** Where Responses API follow-ups go. */
   responses?: ResponsesOptions;
+  /** Disaggregated serving's choices (when some workers have the `prefill` and `decode` roles). */
+  disaggregation?: DisaggregationOptions;
   /** Largest request body, bytes. Default 8 MiB. */
   bodyLimitBytes?: number;
   /** How `close()` ends the gateway: a delay while not ready, a bound on the drain. Default: at once, no bound. */
@@ -291,6 +309,7 @@ export interface ResolvedGatewayOptions {
   upstream: Required<Omit<UpstreamOptions, 'apiKey' | 'tls'>> & { apiKey: string | undefined; tls: ResolvedUpstreamTls | undefined };
   queue: Required<QueueOptions>;
   responses: Required<ResponsesOptions>;
+  disaggregation: { bypassBelowTokens: number | null };
   shutdown: Required<ShutdownOptions>;
   discovery: ResolvedDiscovery[];
   bodyLimitBytes: number;
@@ -320,6 +339,7 @@ const TOP_KEYS = [
   'upstream',
   'queue',
   'responses',
+  'disaggregation',
   'bodyLimitBytes',
   'shutdown',
   'discovery',
@@ -417,6 +437,14 @@ function section<T extends object>(value: unknown, at: string, defaults: Require
   return out as Required<T>;
 }
 
+function disaggregation(value: unknown): ResolvedGatewayOptions['disaggregation'] {
+  const d = value === undefined ? {} : record(value, 'disaggregation', ['bypassBelowTokens']);
+  const bypass = d.bypassBelowTokens;
+  return {
+    bypassBelowTokens: bypass === undefined || bypass === null ? null : int(bypass, 'disaggregation.bypassBelowTokens', 0, 2 ** 31),
+  };
+}
+
 function upstream(value: unknown): ResolvedGatewayOptions['upstream'] {
   const { apiKey, tls, ...limits } =
     value === undefined ? {} : record(value, 'upstream', [...Object.keys(UPSTREAM_LIMITS), 'apiKey', 'tls']);
@@ -489,6 +517,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     upstream: upstream(o.upstream),
     queue: section<QueueOptions>(o.queue, 'queue', { maxQueued: 1024, timeoutMs: 30_000, retryAfterSecs: 1 }),
     responses: section<ResponsesOptions>(o.responses, 'responses', { maxRemembered: 100_000, lookupTimeoutMs: 2000 }),
+    disaggregation: disaggregation(o.disaggregation),
     shutdown: section<ShutdownOptions>(o.shutdown, 'shutdown', { delayMs: 0, drainTimeoutMs: 0 }),
     discovery: discoveryList(o.discovery),
     bodyLimitBytes: int(o.bodyLimitBytes, 'bodyLimitBytes', 1, 2 ** 30, 8 << 20),

@@ -20,7 +20,7 @@ import type { RouteDecision } from '../router/types.js';
 import { apiError, openAiError, streamErrorEvent } from './api-errors.js';
 import { proxyBatch } from './batch.js';
 import { connect, type Leg } from './connect.js';
-import { type AfterPrefill, type PrefillLeg, prefillLeg, splits } from './disaggregation.js';
+import { type AfterPrefill, bypassesPrefill, type PrefillLeg, prefillLeg, splits } from './disaggregation.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
@@ -380,7 +380,9 @@ async function forward(
   kind: RequestKind,
 ): Promise<void> {
   let leg: Leg | undefined;
-  if (splits(ctx, read, kind, only)) {
+  const decoders = splits(ctx, read, kind, only);
+  if (decoders && bypassesPrefill(ctx, read, tokens, decoders)) ctx.metrics.prefillLegs.inc({ result: 'bypassed' });
+  else if (decoders) {
     let after: AfterPrefill;
     try {
       after = await prefillLeg(ctx, reply, read, tokens, path, signal, outcome);
