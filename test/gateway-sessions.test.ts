@@ -45,6 +45,31 @@ describe.each(BACKENDS)('gateway session affinity (%s)', (backend) => {
   });
 });
 
+describe.each(BACKENDS)("gateway session affinity from coding agents' own ids (%s)", (backend) => {
+  test("Claude Code's X-Claude-Code-Session-Id and an OpenAI client's prompt_cache_key keep a session on its worker; the gateway's own headers come first", async () => {
+    const f = await startFleet(backend, 3, { router: { sessionAffinityTtlSecs: 60 } });
+    const ask = (i: number, headers: Record<string, string>, body: Record<string, unknown> = {}) =>
+      postJson(`${f.url}/v1/chat/completions`, { messages: [{ role: 'user', content: turn(i) }], max_tokens: 2, ...body }, headers);
+    const claude = await ask(0, { 'x-claude-code-session-id': 'c0ffee00-0000-4000-8000-000000000001' });
+    const codex = await ask(1, {}, { prompt_cache_key: 'codex-thread-1' });
+    expect([claude.status, codex.status]).toEqual([200, 200]);
+    for (let i = 2; i < 6; i++) {
+      const a = await ask(i, { 'x-claude-code-session-id': 'c0ffee00-0000-4000-8000-000000000001' });
+      const b = await ask(i + 10, {}, { prompt_cache_key: 'codex-thread-1' });
+      expect(a.headers.get('x-kvroute-worker'), `turn ${i}`).toBe(claude.headers.get('x-kvroute-worker'));
+      expect(b.headers.get('x-kvroute-worker'), `turn ${i}`).toBe(codex.headers.get('x-kvroute-worker'));
+    }
+    expect(f.gateway.router.stats().sessions?.bindings).toBe(2);
+    // The gateway's own header names the session when both are sent; an agent's id too long to use is passed over, not refused.
+    const both = await ask(20, { 'x-kvroute-session-id': 'mine', 'x-claude-code-session-id': 'c0ffee00-0000-4000-8000-000000000001' });
+    expect(both.status).toBe(200);
+    expect(f.gateway.router.stats().sessions?.bindings).toBe(3);
+    const long = await ask(21, { 'x-claude-code-session-id': 'x'.repeat(1025) }, { prompt_cache_key: 'y'.repeat(1025) });
+    expect(long.status).toBe(200);
+    expect(f.gateway.router.stats().sessions?.bindings).toBe(3);
+  });
+});
+
 describe.each(BACKENDS)('gateway session affinity with several models (%s)', (backend) => {
   test("an agent's session that calls two models keeps a worker per model", async () => {
     const workers = await Promise.all(['m-a', 'm-a', 'm-b', 'm-b'].map((model) => startWorker({ model })));

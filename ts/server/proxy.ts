@@ -77,29 +77,41 @@ const MAX_CLIENT_REQUEST_ID = 512;
  * @throws {BadRequest} for a value longer than 512 characters.
  */
 export function clientRequestId(req: FastifyRequest): string | undefined {
-  const value = req.headers['x-request-id'];
-  const id = Array.isArray(value) ? value[0] : value;
-  if (id === undefined || id === '') return undefined;
+  const id = headerValue(req, 'x-request-id');
+  if (id === undefined) return undefined;
   if (id.length > MAX_CLIENT_REQUEST_ID)
     throw new BadRequest(`X-Request-Id must be at most ${MAX_CLIENT_REQUEST_ID} characters, got ${id.length}`);
   return id;
 }
 
 /**
- * The client's session (`X-Kvroute-Session-Id`, or Dynamo's `X-Dynamo-Session-ID`): the router
- * keeps a session's requests on one worker when `sessionAffinityTtlSecs` is set.
- * @throws {BadRequest} for a value longer than `MAX_SESSION_ID_LENGTH` (1024) characters.
+ * The client's session: `X-Kvroute-Session-Id`, or Dynamo's `X-Dynamo-Session-ID`, else what
+ * coding agents send of their own accord: Claude Code's `X-Claude-Code-Session-Id` on every
+ * request, or an OpenAI client's `prompt_cache_key` (Codex CLI's), which OpenAI defines as a hint
+ * for routing to its cache. The router keeps a session's requests on one worker when
+ * `sessionAffinityTtlSecs` is set.
+ * @throws {BadRequest} for a session header meant for the gateway longer than `MAX_SESSION_ID_LENGTH`
+ * (1024) characters; an agent's own id that long is passed over (it was not sent for the gateway).
  */
 export function clientSessionId(req: FastifyRequest): string | undefined {
   for (const name of ['x-kvroute-session-id', 'x-dynamo-session-id']) {
-    const value = req.headers[name];
-    const id = Array.isArray(value) ? value[0] : value;
-    if (id === undefined || id === '') continue;
+    const id = headerValue(req, name);
+    if (id === undefined) continue;
     if (id.length > MAX_SESSION_ID_LENGTH)
       throw new BadRequest(`${name} must be at most ${MAX_SESSION_ID_LENGTH} characters, got ${id.length}`);
     return id;
   }
-  return undefined;
+  const claude = headerValue(req, 'x-claude-code-session-id');
+  if (claude !== undefined && claude.length <= MAX_SESSION_ID_LENGTH) return claude;
+  const key = (req.body as { prompt_cache_key?: unknown } | null | undefined)?.prompt_cache_key;
+  return typeof key === 'string' && key !== '' && key.length <= MAX_SESSION_ID_LENGTH ? key : undefined;
+}
+
+/** A request header's first value, when not empty. */
+function headerValue(req: FastifyRequest, name: string): string | undefined {
+  const value = req.headers[name];
+  const first = Array.isArray(value) ? value[0] : value;
+  return first === undefined || first === '' ? undefined : first;
 }
 
 /**
