@@ -256,17 +256,42 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
     expect(passed.json.kv_transfer_params.do_remote_prefill).toBe(true);
   });
 
-  test('what cannot be split (a batch, the Responses API) goes whole to decode workers, never to a prefill worker', async () => {
+  test("a batch's prompts are split one by one, as requests of their own; the Responses API goes whole to a decode worker", async () => {
     const f = await pdFleet(backend);
-    const batch = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: ['one two', 'three four'], max_tokens: 2 });
+    const batch = await postJson(
+      `${f.url}/v1/completions`,
+      { model: 'mock-model', prompt: [text(30, 'one'), text(30, 'two')], max_tokens: 2 },
+      { 'x-request-id': 'b' },
+    );
     expect(batch.status).toBe(200);
+    expect(batch.json.choices.map((c: Json) => c.index)).toEqual([0, 1]);
+    const prefills = (batch.headers.get('x-kvroute-prefill-worker') as string).split(',');
+    expect(prefills).toHaveLength(2);
+    for (const id of prefills) expect(['1', '2']).toContain(id);
+    const prefilled = [...f.received(1), ...f.received(2)];
+    expect(prefilled.map((r) => [r.head['x-request-id'], r.body.max_tokens, r.body.kv_transfer_params.do_remote_decode]).sort()).toEqual([
+      ['b-0', 1, true],
+      ['b-1', 1, true],
+    ]);
+    const decoded = [...f.received(3), ...f.received(4)];
+    expect(decoded.map((r) => [r.head['x-request-id'], r.body.prompt, r.body.kv_transfer_params.do_remote_prefill]).sort()).toEqual([
+      ['b-0', text(30, 'one'), true],
+      ['b-1', text(30, 'two'), true],
+    ]);
     const responses = await postJson(`${f.url}/v1/responses`, { model: 'mock-model', input: 'hello', max_output_tokens: 2 });
     expect(responses.status).toBe(200);
-    expect(f.received(1)).toEqual([]);
-    expect(f.received(2)).toEqual([]);
-    const decoded = [...f.received(3), ...f.received(4)];
-    expect(decoded.map((d) => d.path).sort()).toEqual(['/v1/completions', '/v1/completions', '/v1/responses']);
-    expect(decoded.every((d) => d.body.kv_transfer_params === undefined)).toBe(true);
+    expect(prefilled.length).toBe(f.received(1).length + f.received(2).length);
+    const after = [...f.received(3), ...f.received(4)].filter((r) => r.path === '/v1/responses');
+    expect(after).toHaveLength(1);
+    expect(after[0].body.kv_transfer_params).toBeUndefined();
+  });
+
+  test("a batch prompt's prefill 400 fails the batch, as vLLM's would", async () => {
+    const f = await pdFleet(backend);
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: ['good one', 'good two'], max_tokens: 2, top_p: 7 });
+    expect(r.status).toBe(400);
+    expect(r.json.error.message).toMatch(/top_p/);
+    expect([...f.received(3), ...f.received(4)]).toEqual([]);
   });
 
   test('roles change in place: a fleet given roles by setWorkers splits its next requests', async () => {

@@ -18,6 +18,7 @@
 import type { FastifyReply } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { connect, type Upstream } from './connect.js';
+import { firstLeg, splits } from './disaggregation.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, failureKind } from './fleet.js';
 import type { ReadRequest } from './prompt.js';
@@ -91,7 +92,14 @@ export async function proxyBatch(
   try {
     ups = await Promise.all(
       prompts.map(async (p, i) => {
-        const up = await connect(ctx, p, tokens[i], path, stop.signal, outcomes[i]);
+        // In a disaggregated fleet each prompt is split as a request of its own would be.
+        const first = await firstLeg(ctx, p, tokens[i], path, stop.signal, outcomes[i], splits(ctx, p, 'completion', undefined));
+        const up =
+          'refusal' in first
+            ? first.refusal
+            : 'answer' in first
+              ? first.answer
+              : await connect(ctx, p, tokens[i], path, stop.signal, outcomes[i], undefined, first.leg);
         if ('refused' in up) stop.abort();
         return up;
       }),
@@ -133,11 +141,11 @@ function ofPrompt(err: unknown, i: number): Error {
   return err instanceof KvRouteError ? new KvRouteError(err.code, message) : new Error(message);
 }
 
-/** The gateway's headers, one comma-separated value per prompt. */
+/** The gateway's headers, one comma-separated value per prompt (empty for a prompt without one: a prefill worker for a prompt served whole). */
 function batchHeaders(base: string, ups: Upstream[], outcomes: Outcome[]): Record<string, string> {
   const each = ups.map((u, i) => ourHeaders(u.decision, outcomes[i]));
   const joined: Record<string, string> = {};
-  for (const key of Object.keys(each[0])) joined[key] = each.map((h) => h[key]).join(',');
+  for (const key of new Set(each.flatMap((h) => Object.keys(h)))) joined[key] = each.map((h) => h[key] ?? '').join(',');
   joined['x-kvroute-request-id'] = base;
   return joined;
 }

@@ -21,11 +21,10 @@
  * @module
  */
 
-import type { FastifyReply } from 'fastify';
-import { connect, type Leg } from './connect.js';
+import { connect, type Leg, type Upstream } from './connect.js';
 import { describeError, failureKind } from './fleet.js';
 import { BadRequest, type ReadRequest, type RequestKind } from './prompt.js';
-import { contentType, type Outcome, ourHeaders, type ProxyContext, refuse } from './proxy.js';
+import type { Outcome, ProxyContext, Refusal } from './proxy.js';
 import { inScope, routingScope } from './scope.js';
 import { usageFacts } from './sse.js';
 import { reported } from './stream-watch.js';
@@ -49,9 +48,9 @@ export interface PrefillLeg {
 }
 
 /**
- * Whether a request is served in two legs: a completion or chat of one prompt, not pinned to a
- * worker, with a prefill and a decode worker routable for its model; the decode workers that
- * may take it when so.
+ * Whether a request is served in two legs: a completion or chat of one prompt (a batch's
+ * prompts are asked one by one), not pinned to a worker, with a prefill and a decode worker
+ * routable for its model; the decode workers that may take it when so.
  */
 export function splits(ctx: ProxyContext, read: ReadRequest, kind: RequestKind, only: bigint | undefined): bigint[] | undefined {
   if ((kind !== 'completion' && kind !== 'chat') || read.batch || only !== undefined) return undefined;
@@ -109,23 +108,30 @@ function transferParams(answer: unknown): Record<string, unknown> | undefined {
   return params !== null && typeof params === 'object' && !Array.isArray(params) ? (params as Record<string, unknown>) : undefined;
 }
 
-/** What the prefill leg left to do: the decode leg, the whole request (no prefill worker answered), or nothing (the client has its answer). */
-export type AfterPrefill = { decode: Leg } | { whole: true } | { answered: true };
-
 /**
- * Runs a request's prefill leg (see the module's description).
- * @throws {BadRequest} for a request carrying its own `kv_transfer_params`.
+ * What the prefill leg left to do: the decode leg; the whole request (no prefill worker
+ * answered); nothing but to refuse it (the gateway's refusal, or a client gone); or nothing but
+ * to give the client the prefill worker's own answer (a 4xx, its body unread).
  */
+export type AfterPrefill = { decode: Leg } | { whole: true } | { refusal: Refusal } | { answer: Upstream };
+
+/** Runs a request's prefill leg (see the module's description). */
 export async function prefillLeg(
   ctx: ProxyContext,
-  reply: FastifyReply,
   read: ReadRequest,
   tokens: number[],
   path: string,
   signal: AbortSignal,
   outcome: Outcome,
 ): Promise<AfterPrefill> {
-  const body = forwardedBody(read);
+  let body: Record<string, unknown>;
+  try {
+    body = forwardedBody(read);
+  } catch (err) {
+    if (!(err instanceof BadRequest)) throw err;
+    outcome.status = 400;
+    return { refusal: { refused: 400, message: err.message } };
+  }
   const t0 = performance.now();
   const up = await connect(ctx, read, tokens, path, signal, outcome, undefined, { kind: 'prefill', body: prefillBody(body) });
   if ('refused' in up) {
@@ -133,10 +139,16 @@ export async function prefillLeg(
       ctx.metrics.prefillLegs.inc({ result: 'failed' });
       return { whole: true };
     }
-    refuse(ctx, reply, up);
-    return { answered: true };
+    return { refusal: up };
   }
   const { decision, res } = up;
+  if (res.statusCode !== 200) {
+    // Below 500 (connect retries the rest): the request's own fault. The worker's answer is the
+    // client's, and its try ends with the request, as a whole request's would.
+    ctx.metrics.prefillLegs.inc({ result: 'refused' });
+    ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
+    return { answer: up };
+  }
   const attempt = outcome.attempt;
   outcome.attempt = undefined;
   let text: string;
@@ -147,7 +159,7 @@ export async function prefillLeg(
     if (signal.aborted) {
       attempt?.end('client_closed');
       outcome.status = 'client_closed';
-      return { answered: true };
+      return { refusal: { refused: 'client_closed', message: 'the client went away' } };
     }
     attempt?.end('upstream_error', describeError(err));
     ctx.fleet.failure(decision.workerId, failureKind(err), describeError(err));
@@ -159,13 +171,6 @@ export async function prefillLeg(
   ctx.router.free(outcome.id);
   ctx.fleet.success(decision.workerId);
   attempt?.end(res.statusCode);
-  if (res.statusCode !== 200) {
-    // Below 500 (connect retries the rest): the request's own fault, answered as the worker put it.
-    ctx.metrics.prefillLegs.inc({ result: 'refused' });
-    outcome.status = res.statusCode;
-    void reply.code(res.statusCode).headers(ourHeaders(decision, outcome)).type(contentType(res.headers, 'application/json')).send(text);
-    return { answered: true };
-  }
   let answer: unknown;
   try {
     answer = JSON.parse(text);
@@ -181,4 +186,30 @@ export async function prefillLeg(
   ctx.metrics.prefillLegs.inc({ result: params ? 'transferred' : 'no_transfer_params' });
   // Without parameters (a worker without a connector) the decode worker computes the prompt itself, as vLLM's proxy lets it.
   return { decode: { kind: 'decode', body: params ? JSON.stringify({ ...body, kv_transfer_params: params }) : read.forward } };
+}
+
+/**
+ * Where a request that may be split starts (`decoders`: what {@link splits} answered): its
+ * prefill leg, unless it is not split or `disaggregation.bypassBelowTokens` skips it. Says what
+ * is left: the leg to connect (undefined: the request whole), a refusal, or the prefill
+ * worker's own answer.
+ */
+export async function firstLeg(
+  ctx: ProxyContext,
+  read: ReadRequest,
+  tokens: number[],
+  path: string,
+  signal: AbortSignal,
+  outcome: Outcome,
+  decoders: bigint[] | undefined,
+): Promise<{ leg: Leg | undefined } | { refusal: Refusal } | { answer: Upstream }> {
+  if (!decoders) return { leg: undefined };
+  if (bypassesPrefill(ctx, read, tokens, decoders)) {
+    ctx.metrics.prefillLegs.inc({ result: 'bypassed' });
+    return { leg: undefined };
+  }
+  const after = await prefillLeg(ctx, read, tokens, path, signal, outcome);
+  if ('decode' in after) return { leg: after.decode };
+  if ('whole' in after) return { leg: undefined };
+  return after;
 }

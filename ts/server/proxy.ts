@@ -19,8 +19,8 @@ import type { KvRouter } from '../router/kv-router.js';
 import type { RouteDecision } from '../router/types.js';
 import { apiError, openAiError, streamErrorEvent } from './api-errors.js';
 import { proxyBatch } from './batch.js';
-import { connect, type Leg } from './connect.js';
-import { type AfterPrefill, bypassesPrefill, type PrefillLeg, prefillLeg, splits } from './disaggregation.js';
+import { connect } from './connect.js';
+import { firstLeg, type PrefillLeg, splits } from './disaggregation.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
@@ -391,23 +391,12 @@ async function forward(
   only: bigint | undefined,
   kind: RequestKind,
 ): Promise<void> {
-  let leg: Leg | undefined;
-  const decoders = splits(ctx, read, kind, only);
-  if (decoders && bypassesPrefill(ctx, read, tokens, decoders)) ctx.metrics.prefillLegs.inc({ result: 'bypassed' });
-  else if (decoders) {
-    let after: AfterPrefill;
-    try {
-      after = await prefillLeg(ctx, reply, read, tokens, path, signal, outcome);
-    } catch (err) {
-      if (!(err instanceof BadRequest)) throw err;
-      outcome.status = 400;
-      void reply.code(400).send(openAiError(err.message, 'BadRequestError', 400));
-      return;
-    }
-    if ('answered' in after) return;
-    if ('decode' in after) leg = after.decode;
+  const first = await firstLeg(ctx, read, tokens, path, signal, outcome, splits(ctx, read, kind, only));
+  if ('refusal' in first) {
+    refuse(ctx, reply, first.refusal);
+    return;
   }
-  const up = await connect(ctx, read, tokens, path, signal, outcome, only, leg);
+  const up = 'answer' in first ? first.answer : await connect(ctx, read, tokens, path, signal, outcome, only, first.leg);
   if ('refused' in up) {
     refuse(ctx, reply, up);
     return;
