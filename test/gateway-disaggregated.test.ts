@@ -345,6 +345,12 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
     expect(again.headers.get('x-kvroute-worker')).toBe('2');
     expect(f.received(1)).toHaveLength(1);
     expect(f.received(2).at(-1)?.body.kv_transfer_params).toBeUndefined();
+    // The admin API's explain says the same, nothing booked.
+    const ids = (list: Json[]) => list.map((c) => c.workerId);
+    const held = await postJson(`${f.url}/admin/explain`, { model: 'mock-model', prompt: `${prompt} x` });
+    expect([held.json.split, ids(held.json.candidates), held.json.decodeCandidates]).toEqual([false, [2], undefined]);
+    const other = await postJson(`${f.url}/admin/explain`, { model: 'mock-model', prompt: text(100, 'fresh') });
+    expect([other.json.split, ids(other.json.candidates), ids(other.json.decodeCandidates)]).toEqual([true, [1], [2]]);
     // A prompt the decode worker does not hold is split again.
     const fresh = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: text(100, 'fresh'), max_tokens: 2 });
     expect(fresh.headers.get('x-kvroute-prefill-worker')).toBe('1');

@@ -12,6 +12,7 @@ import { stringifyLossless } from '../events/json.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { WorkerHealthState } from './breaker.js';
 import type { CacheAccuracySnapshot } from './cache-accuracy.js';
+import { netNewTokens } from './disaggregation.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import type { Fleet, FleetWorker, ListenerStatus } from './fleet.js';
 import { parseWorkerIdValue, resolveWorker } from './options.js';
@@ -30,6 +31,9 @@ export interface AdminContext {
   sessionAffinity: boolean;
   /** `Gateway.setWorkers` for `PUT /admin/workers`. */
   setWorkers: (workers: unknown) => WorkerSetChanges;
+  /** `disaggregation.bypassBelowTokens`, and the block size it is counted in (for explain). */
+  bypassBelowTokens: number | null;
+  blockSize: number;
 }
 
 /**
@@ -125,8 +129,9 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
   app.post('/admin/explain', async (req, reply) => {
     const b = (req.body ?? {}) as Record<string, unknown>;
     let read: ReturnType<typeof readRequest>;
+    const kind = b.input !== undefined ? 'responses' : b.messages !== undefined ? 'chat' : 'completion';
     try {
-      read = readRequest(b, b.input !== undefined ? 'responses' : b.messages !== undefined ? 'chat' : 'completion');
+      read = readRequest(b, kind);
     } catch (err) {
       if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
       throw err;
@@ -138,8 +143,23 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
       throw new EngineRefusal(404, `The model \`${read.model}\` does not exist.`);
     const tokens = await engineTokens(ctx.tokenizer, read);
     const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
-    const allowed = ctx.fleet.routable().filter((id) => inScope(scope, id));
-    const candidates = ctx.router.potentialLoads({ requestId: 'explain', tokens, allowedWorkers: allowed, ...scope.hash });
-    return reply.type('application/json').send(json({ promptTokens: tokens.length, tokens, candidates }));
+    const pools = ctx.fleet.routableByRole();
+    const weigh = (workers: readonly bigint[]) =>
+      ctx.router.potentialLoads({
+        requestId: 'explain',
+        tokens,
+        allowedWorkers: workers.filter((id) => inScope(scope, id)),
+        ...scope.hash,
+      });
+    // As the proxy serves it: split in a prefill and a decode leg when both pools serve the model
+    // (a chat or completion, not skipped by bypassBelowTokens), else whole.
+    const prefill = pools.prefill.some((id) => inScope(scope, id));
+    const decodeCandidates = pools.decode.some((id) => inScope(scope, id)) && kind !== 'responses' ? weigh(pools.decode) : [];
+    const bypassed =
+      ctx.bypassBelowTokens !== null && netNewTokens(tokens.length, decodeCandidates, ctx.blockSize) <= ctx.bypassBelowTokens;
+    const split = prefill && decodeCandidates.length > 0 && !bypassed;
+    const candidates = weigh(split ? pools.prefill : pools.whole);
+    const legs = split ? { split, decodeCandidates } : { split };
+    return reply.type('application/json').send(json({ promptTokens: tokens.length, tokens, candidates, ...legs }));
   });
 }

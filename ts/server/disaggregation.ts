@@ -21,6 +21,7 @@
  * @module
  */
 
+import type { PotentialLoad } from '../router/types.js';
 import { connect, type Leg, type Upstream } from './connect.js';
 import { describeError, failureKind } from './fleet.js';
 import { BadRequest, type ReadRequest, type RequestKind } from './prompt.js';
@@ -70,10 +71,18 @@ export function bypassesPrefill(ctx: ProxyContext, read: ReadRequest, tokens: nu
   const limit = ctx.opts.disaggregation.bypassBelowTokens;
   if (limit === null) return false;
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
+  const loads = ctx.router.potentialLoads({ requestId: 'kvroute-prefill-bypass', tokens, allowedWorkers: decoders, ...scope.hash });
+  return netNewTokens(tokens.length, loads, ctx.opts.blockSize) <= limit;
+}
+
+/**
+ * A prompt's tokens that the decode worker caching its longest prefix lacks (Dynamo's net new
+ * tokens of conditional prefill), from the decode workers' `potentialLoads`.
+ */
+export function netNewTokens(promptTokens: number, decodeLoads: readonly PotentialLoad[], blockSize: number): number {
   let held = 0;
-  for (const c of ctx.router.potentialLoads({ requestId: 'kvroute-prefill-bypass', tokens, allowedWorkers: decoders, ...scope.hash }))
-    held = Math.max(held, c.overlapBlocks);
-  return tokens.length - held * ctx.opts.blockSize <= limit;
+  for (const c of decodeLoads) held = Math.max(held, c.overlapBlocks);
+  return Math.max(0, promptTokens - held * blockSize);
 }
 
 /** The body the client sent, as forwarded: both legs are made from it. */

@@ -418,6 +418,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
       tokenizer,
       sessionAffinity: (o.router.sessionAffinityTtlSecs ?? null) !== null,
       setWorkers: (workers) => setWorkers(workers, 'admin', 'body'),
+      bypassBelowTokens: o.disaggregation.bypassBelowTokens,
+      blockSize: o.blockSize,
     });
     indexerRoutes(admin, { fleet, router, blockSize: o.blockSize, model });
   });
