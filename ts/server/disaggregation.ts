@@ -16,7 +16,10 @@
  * A prefill leg is routed and retried like a whole request. When no prefill worker answers it,
  * the request goes whole to a decode worker (a vLLM worker with a connector also serves requests
  * that carry no parameters), so a lost prefill pool slows requests but does not fail them. A
- * prefill worker's 4xx is the request's fault and is the client's answer.
+ * prefill worker's 4xx is the request's fault and is the client's answer. A batch's prompts,
+ * which the gateway routes one by one, are split one by one. With
+ * `disaggregation.bypassBelowTokens`, a prompt a decode worker already holds all but a few
+ * tokens of skips the prefill leg (Dynamo's conditional prefill).
  * @internal
  * @module
  */
@@ -67,7 +70,7 @@ export function splits(ctx: ProxyContext, read: ReadRequest, kind: RequestKind, 
  * the decode worker caching the longest prefix of its prompt holds all but at most that many of
  * its tokens, so computing them there costs less than a prefill worker's leg and a KV transfer.
  */
-export function bypassesPrefill(ctx: ProxyContext, read: ReadRequest, tokens: number[], decoders: bigint[]): boolean {
+function bypassesPrefill(ctx: ProxyContext, read: ReadRequest, tokens: number[], decoders: bigint[]): boolean {
   const limit = ctx.opts.disaggregation.bypassBelowTokens;
   if (limit === null) return false;
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
@@ -122,10 +125,10 @@ function transferParams(answer: unknown): Record<string, unknown> | undefined {
  * answered); nothing but to refuse it (the gateway's refusal, or a client gone); or nothing but
  * to give the client the prefill worker's own answer (a 4xx, its body unread).
  */
-export type AfterPrefill = { decode: Leg } | { whole: true } | { refusal: Refusal } | { answer: Upstream };
+type AfterPrefill = { decode: Leg } | { whole: true } | { refusal: Refusal } | { answer: Upstream };
 
 /** Runs a request's prefill leg (see the module's description). */
-export async function prefillLeg(
+async function prefillLeg(
   ctx: ProxyContext,
   read: ReadRequest,
   tokens: number[],
