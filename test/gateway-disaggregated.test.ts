@@ -5,6 +5,8 @@
  * with the prefill worker's KV-transfer parameters, as vLLM's disaggregation proxy sends them.
  */
 
+import { SpanKind } from '@opentelemetry/api';
+import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, test } from 'vitest';
 import { type BackendName, createGateway, type GatewayOptions, type MockWorker, writeMockTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
@@ -140,7 +142,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
     expect(engine.sum('vllm:prompt_tokens_by_source_total', { source: 'external_kv_transfer' })).toBe(promptTokens);
     expect(engine.sum('vllm:prompt_tokens_by_source_total', { source: 'local_compute' })).toBe(0);
     const m = await scrape(`${f.url}/metrics`);
-    expect(m.sum('kvroute_gateway_prefill_legs_total', { result: 'transferred' })).toBe(1);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { worker: String(prefillWorker), result: 'transferred' })).toBe(1);
     expect(m.sum('kvroute_gateway_prefill_leg_seconds')).toBe(1);
     expect(m.sum('kvroute_gateway_requests_total', { worker: String(decodeWorker), status: '200' })).toBe(1);
   });
@@ -183,6 +185,32 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
       expect(r.status).toBe(200);
       expect(r.headers.get('x-kvroute-prefill-worker')).toBe(bound);
       expect(['3', '4']).toContain(r.headers.get('x-kvroute-worker'));
+    }
+  });
+
+  test("the request's trace holds both legs: a CLIENT span each, the engine's context the leg's own", async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const f = await pdFleet(backend, undefined, { tracing: { tracerProvider: provider } });
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: text(30, 'traced'), max_tokens: 2 });
+    expect(r.status).toBe(200);
+    const isRequest = (s: ReadableSpan) => s.kind === SpanKind.SERVER;
+    await waitFor(() => exporter.getFinishedSpans().some(isRequest), 'the request span');
+    const spans = exporter.getFinishedSpans();
+    const request = spans.find(isRequest) as ReadableSpan;
+    const tries = spans.filter((s) => s.kind === SpanKind.CLIENT && s.name === 'POST /v1/completions');
+    expect(tries.map((s) => [s.attributes['kvroute.leg'], s.attributes['kvroute.worker']]).sort()).toEqual(
+      [
+        ['decode', r.headers.get('x-kvroute-worker')],
+        ['prefill', r.headers.get('x-kvroute-prefill-worker')],
+      ].sort(),
+    );
+    for (const t of tries) expect(t.spanContext().traceId).toBe(request.spanContext().traceId);
+    // Each worker received its own leg's span as its parent.
+    for (const t of tries) {
+      const worker = Number(t.attributes['kvroute.worker']);
+      const [sent] = f.received(worker);
+      expect(sent.head.traceparent).toBe(`00-${t.spanContext().traceId}-${t.spanContext().spanId}-01`);
     }
   });
 

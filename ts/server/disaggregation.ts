@@ -148,7 +148,7 @@ async function prefillLeg(
   const up = await connect(ctx, read, tokens, path, signal, outcome, undefined, { kind: 'prefill', body: prefillBody(body) });
   if ('refused' in up) {
     if (up.reason === 'upstream_failed' || up.reason === 'no_worker') {
-      ctx.metrics.prefillLegs.inc({ result: 'failed' });
+      ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'failed' });
       return { whole: true };
     }
     return { refusal: up };
@@ -157,7 +157,7 @@ async function prefillLeg(
   if (res.statusCode !== 200) {
     // Below 500 (connect retries the rest): the request's own fault. The worker's answer is the
     // client's, and its try ends with the request, as a whole request's would.
-    ctx.metrics.prefillLegs.inc({ result: 'refused' });
+    ctx.metrics.prefillLegs.inc({ worker: String(decision.workerId), result: 'refused' });
     ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
     return { answer: up };
   }
@@ -175,7 +175,7 @@ async function prefillLeg(
     }
     attempt?.end('upstream_error', describeError(err));
     ctx.fleet.failure(decision.workerId, failureKind(err), describeError(err));
-    ctx.metrics.prefillLegs.inc({ result: 'failed' });
+    ctx.metrics.prefillLegs.inc({ worker: String(decision.workerId), result: 'failed' });
     return { whole: true };
   } finally {
     ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
@@ -195,7 +195,7 @@ async function prefillLeg(
   outcome.prefill = { worker: decision.workerId, dpRank: decision.dpRank, cachedTokens: outcome.expected ?? decision.cachedTokens };
   outcome.predicted = undefined;
   const params = transferParams(answer);
-  ctx.metrics.prefillLegs.inc({ result: params ? 'transferred' : 'no_transfer_params' });
+  ctx.metrics.prefillLegs.inc({ worker: String(decision.workerId), result: params ? 'transferred' : 'no_transfer_params' });
   // Without parameters (a worker without a connector) the decode worker computes the prompt itself, as vLLM's proxy lets it.
   return { decode: { kind: 'decode', body: params ? JSON.stringify({ ...body, kv_transfer_params: params }) : read.forward } };
 }
@@ -217,7 +217,7 @@ export async function firstLeg(
 ): Promise<{ leg: Leg | undefined } | { refusal: Refusal } | { answer: Upstream }> {
   if (!decoders) return { leg: undefined };
   if (bypassesPrefill(ctx, read, tokens, decoders)) {
-    ctx.metrics.prefillLegs.inc({ result: 'bypassed' });
+    ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'bypassed' });
     return { leg: undefined };
   }
   const after = await prefillLeg(ctx, read, tokens, path, signal, outcome);

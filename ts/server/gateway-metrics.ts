@@ -45,7 +45,7 @@ export class GatewayMetrics {
   readonly predictions: Counter<'worker' | 'outcome'>;
   readonly predictionError: Histogram;
   readonly retries: Counter<'reason'>;
-  readonly prefillLegs: Counter<'result'>;
+  readonly prefillLegs: Counter<'worker' | 'result'>;
   readonly prefillLegTime: Histogram;
   readonly rejected: Counter<'reason'>;
   readonly traceContexts: Counter<'result'>;
@@ -157,8 +157,9 @@ export class GatewayMetrics {
         'Prefill legs of disaggregated requests, by result: transferred (the decode leg got KV-transfer parameters), ' +
         'no_transfer_params (the prefill worker answered none: the decode worker computes the prompt), refused (the ' +
         "prefill worker's 4xx, given to the client), failed (no prefill worker answered: the request went whole to a decode worker), " +
-        'bypassed (a decode worker held all but disaggregation.bypassBelowTokens of the prompt: no prefill leg, the request went whole).',
-      labelNames: ['result'],
+        'bypassed (a decode worker held all but disaggregation.bypassBelowTokens of the prompt: no prefill leg, the request went whole). ' +
+        'By the prefill worker that answered ("none" for failed without an answer, and bypassed).',
+      labelNames: ['worker', 'result'],
       registers,
     });
     this.prefillLegTime = new Histogram({
