@@ -11,11 +11,11 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { type BackendName, createGateway, type GatewayOptions, type MockWorker, writeMockTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { DnsServer as Dns, type DnsServer, type SrvRecord } from './helpers/dns-server.js';
-import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
+import { closeFleetsAfterEach, startFleet, startWorker, wireTo, workerEntry } from './helpers/gateway.js';
 import { type Json, postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
-import { headsOn, TcpProxy } from './helpers/tcp-proxy.js';
+import { headsOn, type TcpProxy } from './helpers/tcp-proxy.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
@@ -46,13 +46,7 @@ async function pdFleet(
   opts: Partial<GatewayOptions> = {},
 ) {
   const workers = await Promise.all(roles.map(() => startWorker()));
-  const wires = await Promise.all(
-    workers.map(async (w) => {
-      const wire = new TcpProxy(Number(new URL(w.url).port));
-      await wire.open();
-      return wire;
-    }),
-  );
+  const wires = await Promise.all(workers.map(wireTo));
   const gateway = createGateway({
     blockSize: 16,
     backend,

@@ -87,14 +87,20 @@ export async function startFleet(
   return { workers, gateway, url, adminUrl };
 }
 
+/** A TCP proxy in front of a worker's HTTP API that keeps what was sent to it (`wire.sent`); the caller cuts it. */
+export async function wireTo(worker: MockWorker): Promise<TcpProxy> {
+  const wire = new TcpProxy(Number(new URL(worker.url).port));
+  await wire.open();
+  return wire;
+}
+
 /**
  * One gateway over one real worker whose HTTP API sits behind a TCP proxy that keeps what the
  * gateway sent (`wire.sent`); its KV events go direct. `close()` closes both.
  */
 export async function gatewayBehindWire(backend: BackendName, opts: Partial<GatewayOptions> = {}) {
   const worker = await startWorker();
-  const wire = new TcpProxy(Number(new URL(worker.url).port));
-  await wire.open();
+  const wire = await wireTo(worker);
   const gateway = createGateway({
     blockSize: 16,
     backend,
