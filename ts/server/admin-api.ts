@@ -12,7 +12,7 @@ import { stringifyLossless } from '../events/json.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { WorkerHealthState } from './breaker.js';
 import type { CacheAccuracySnapshot } from './cache-accuracy.js';
-import { netNewTokens } from './disaggregation.js';
+import { skipsPrefill, splits } from './disaggregation.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import type { Fleet, FleetWorker, ListenerStatus } from './fleet.js';
 import { parseWorkerIdValue, resolveWorker } from './options.js';
@@ -151,13 +151,10 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
         allowedWorkers: workers.filter((id) => inScope(scope, id)),
         ...scope.hash,
       });
-    // As the proxy serves it: split in a prefill and a decode leg when both pools serve the model
-    // (a chat or completion, not skipped by bypassBelowTokens), else whole.
-    const prefill = pools.prefill.some((id) => inScope(scope, id));
-    const decodeCandidates = pools.decode.some((id) => inScope(scope, id)) && kind !== 'responses' ? weigh(pools.decode) : [];
-    const bypassed =
-      ctx.bypassBelowTokens !== null && netNewTokens(tokens.length, decodeCandidates, ctx.blockSize) <= ctx.bypassBelowTokens;
-    const split = prefill && decodeCandidates.length > 0 && !bypassed;
+    // As the proxy serves it: in a prefill and a decode leg, or whole.
+    const decoders = splits(ctx.fleet, read, kind, undefined);
+    const decodeCandidates = decoders ? weigh(decoders) : [];
+    const split = decoders !== undefined && !skipsPrefill(tokens.length, decodeCandidates, ctx.blockSize, ctx.bypassBelowTokens);
     const candidates = weigh(split ? pools.prefill : pools.whole);
     const legs = split ? { split, decodeCandidates } : { split };
     return reply.type('application/json').send(json({ promptTokens: tokens.length, tokens, candidates, ...legs }));

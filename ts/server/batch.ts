@@ -93,7 +93,7 @@ export async function proxyBatch(
     ups = await Promise.all(
       prompts.map(async (p, i) => {
         // In a disaggregated fleet each prompt is split as a request of its own would be.
-        const first = await firstLeg(ctx, p, tokens[i], path, stop.signal, outcomes[i], splits(ctx, p, 'completion', undefined));
+        const first = await firstLeg(ctx, p, tokens[i], path, stop.signal, outcomes[i], splits(ctx.fleet, p, 'completion', undefined));
         const up =
           'refusal' in first
             ? first.refusal

@@ -26,7 +26,7 @@
 
 import type { PotentialLoad } from '../router/types.js';
 import { connect, type Leg, type Upstream } from './connect.js';
-import { describeError, failureKind } from './fleet.js';
+import { describeError, type Fleet, failureKind } from './fleet.js';
 import { BadRequest, type ReadRequest, type RequestKind } from './prompt.js';
 import type { Outcome, ProxyContext, Refusal } from './proxy.js';
 import { inScope, routingScope } from './scope.js';
@@ -56,11 +56,11 @@ export interface PrefillLeg {
  * prompts are asked one by one), not pinned to a worker, with a prefill and a decode worker
  * routable for its model; the decode workers that may take it when so.
  */
-export function splits(ctx: ProxyContext, read: ReadRequest, kind: RequestKind, only: bigint | undefined): bigint[] | undefined {
+export function splits(fleet: Fleet, read: ReadRequest, kind: RequestKind, only: bigint | undefined): bigint[] | undefined {
   if ((kind !== 'completion' && kind !== 'chat') || read.batch || only !== undefined) return undefined;
-  const { prefill, decode } = ctx.fleet.routableByRole();
+  const { prefill, decode } = fleet.routableByRole();
   if (prefill.length === 0 || decode.length === 0) return undefined;
-  const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
+  const scope = routingScope(read.model, read.cacheSalt, fleet);
   const decoders = decode.filter((id) => inScope(scope, id));
   return decoders.length > 0 && prefill.some((id) => inScope(scope, id)) ? decoders : undefined;
 }
@@ -75,14 +75,24 @@ function bypassesPrefill(ctx: ProxyContext, read: ReadRequest, tokens: number[],
   if (limit === null) return false;
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
   const loads = ctx.router.potentialLoads({ requestId: 'kvroute-prefill-bypass', tokens, allowedWorkers: decoders, ...scope.hash });
-  return netNewTokens(tokens.length, loads, ctx.opts.blockSize) <= limit;
+  return skipsPrefill(tokens.length, loads, ctx.opts.blockSize, limit);
+}
+
+/** The bypass rule: the prompt's tokens the best-placed decode worker lacks are at most `limit` (null: never). */
+export function skipsPrefill(
+  promptTokens: number,
+  decodeLoads: readonly PotentialLoad[],
+  blockSize: number,
+  limit: number | null,
+): boolean {
+  return limit !== null && netNewTokens(promptTokens, decodeLoads, blockSize) <= limit;
 }
 
 /**
  * A prompt's tokens that the decode worker caching its longest prefix lacks (Dynamo's net new
  * tokens of conditional prefill), from the decode workers' `potentialLoads`.
  */
-export function netNewTokens(promptTokens: number, decodeLoads: readonly PotentialLoad[], blockSize: number): number {
+function netNewTokens(promptTokens: number, decodeLoads: readonly PotentialLoad[], blockSize: number): number {
   let held = 0;
   for (const c of decodeLoads) held = Math.max(held, c.overlapBlocks);
   return Math.max(0, promptTokens - held * blockSize);

@@ -391,7 +391,7 @@ async function forward(
   only: bigint | undefined,
   kind: RequestKind,
 ): Promise<void> {
-  const first = await firstLeg(ctx, read, tokens, path, signal, outcome, splits(ctx, read, kind, only));
+  const first = await firstLeg(ctx, read, tokens, path, signal, outcome, splits(ctx.fleet, read, kind, only));
   if ('refusal' in first) {
     refuse(ctx, reply, first.refusal);
     return;
