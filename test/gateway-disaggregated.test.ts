@@ -253,6 +253,26 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
     expect(m.sum('kvroute_gateway_retries_total')).toBe(2);
   });
 
+  test('a decode leg whose worker is unreachable is retried on another decode worker, with the same KV-transfer parameters', async () => {
+    const f = await pdFleet(backend, ['prefill', 'decode', 'decode'], { tokenizer: writeMockTokenizer(scratchDir('kvroute-pd-tok-')) });
+    const prompt = text(80, 'retry');
+    // Decode worker 2 caches the prompt, so the router prefers it for the decode leg; then it becomes unreachable.
+    expect((await postJson(`${f.workers[1].url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 1 })).status).toBe(200);
+    await sleep(200);
+    const preferred = await postJson(`${f.url}/admin/explain`, { model: 'mock-model', prompt });
+    expect(preferred.json.decodeCandidates.find((c: Json) => c.workerId === 2).overlapBlocks).toBeGreaterThan(10);
+    await f.wires[1].cut();
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 2 }, { 'x-request-id': 'again' });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-kvroute-worker')).toBe('3');
+    expect(r.headers.get('x-kvroute-attempts')).toBe('3');
+    const [decode] = f.received(3);
+    expect(decode.head['x-request-id']).toBe('again');
+    expect(decode.body.kv_transfer_params.remote_request_id).toBe('cmpl-again');
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_retries_total')).toBe(1);
+  });
+
   test('a prefill worker’s 400 is the client’s answer, and no decode leg runs', async () => {
     const f = await pdFleet(backend);
     const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'hello there', max_tokens: 3, top_p: 7 });
