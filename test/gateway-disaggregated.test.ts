@@ -8,7 +8,15 @@
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, test } from 'vitest';
-import { type BackendName, createGateway, type GatewayOptions, type MockWorker, writeMockTokenizer } from '../ts/index.js';
+import {
+  type BackendName,
+  createGateway,
+  type Gateway,
+  type GatewayOptions,
+  type MockWorker,
+  type WorkerRole,
+  writeMockTokenizer,
+} from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { DnsServer as Dns, type DnsServer, type SrvRecord } from './helpers/dns-server.js';
 import { closeFleetsAfterEach, startFleet, startWorker, wireTo, workerEntry } from './helpers/gateway.js';
@@ -20,14 +28,12 @@ import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
 
-type Role = 'aggregated' | 'prefill' | 'decode';
-
 interface PdFleet {
   url: string;
   workers: MockWorker[];
   /** What the gateway sent each worker, by worker id (1-based). */
   wires: TcpProxy[];
-  gateway: ReturnType<typeof createGateway>;
+  gateway: Gateway;
   /** The routed requests worker `id` received (not the engine tokenizer's `/tokenize` calls), bodies parsed. */
   received(id: number): { path: string; head: Record<string, string>; body: Json }[];
 }
@@ -42,7 +48,7 @@ afterEach(async () => {
 /** Workers 1 and 2 prefill, 3 and 4 decode (unless `roles` says otherwise), each behind a wire. */
 async function pdFleet(
   backend: BackendName,
-  roles: Role[] = ['prefill', 'prefill', 'decode', 'decode'],
+  roles: WorkerRole[] = ['prefill', 'prefill', 'decode', 'decode'],
   opts: Partial<GatewayOptions> = {},
 ) {
   const workers = await Promise.all(roles.map(() => startWorker()));
@@ -340,7 +346,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
     const f = await pdFleet(backend, ['aggregated', 'aggregated', 'aggregated', 'aggregated']);
     const before = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'first', max_tokens: 2 });
     expect(before.headers.get('x-kvroute-prefill-worker')).toBeNull();
-    const roles: Role[] = ['prefill', 'prefill', 'decode', 'decode'];
+    const roles: WorkerRole[] = ['prefill', 'prefill', 'decode', 'decode'];
     const changes = f.gateway.setWorkers(
       f.workers.map((w, i) => ({ ...workerEntry(w, i + 1), url: `http://127.0.0.1:${f.wires[i].port}`, role: roles[i] })),
     );
@@ -418,7 +424,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
     const dns = new Dns();
     dnsServers.push(dns);
     await dns.serve([...records('prefill', p), ...records('decode', d)], ['pod-1.prefill.test', 'pod-1.decode.test']);
-    const entry = (svc: string, role: Role) => ({
+    const entry = (svc: string, role: WorkerRole) => ({
       srv: `_http._tcp.${svc}.test`,
       kvEventsSrv: `_kv-events._tcp.${svc}.test`,
       servers: [dns.server],
