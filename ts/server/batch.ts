@@ -18,7 +18,7 @@
 import type { FastifyReply } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { connect, type Upstream } from './connect.js';
-import { firstLeg, splits } from './disaggregation.js';
+import { firstLeg, splits, WHOLE } from './disaggregation.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, failureKind } from './fleet.js';
 import type { ReadRequest } from './prompt.js';
@@ -93,7 +93,8 @@ export async function proxyBatch(
     ups = await Promise.all(
       prompts.map(async (p, i) => {
         // In a disaggregated fleet each prompt is split as a request of its own would be.
-        const first = await firstLeg(ctx, p, tokens[i], path, stop.signal, outcomes[i], splits(ctx.fleet, p, 'completion', undefined));
+        const decoders = splits(ctx.fleet, p, 'completion', undefined);
+        const first = decoders ? await firstLeg(ctx, p, tokens[i], path, stop.signal, outcomes[i], decoders) : WHOLE;
         const up =
           'refusal' in first
             ? first.refusal

@@ -210,11 +210,15 @@ async function prefillLeg(
   return { decode: { kind: 'decode', body: params ? JSON.stringify({ ...body, kv_transfer_params: params }) : read.forward } };
 }
 
+/** What is left after a request's first leg: the leg to connect (undefined: the request whole), a refusal, or the prefill worker's own answer. */
+export type FirstLeg = { leg: Leg | undefined } | { refusal: Refusal } | { answer: Upstream };
+
+/** A request served whole: what callers use for one that {@link splits} does not split, without awaiting anything. */
+export const WHOLE: FirstLeg = { leg: undefined };
+
 /**
  * Where a request that may be split starts (`decoders`: what {@link splits} answered): its
- * prefill leg, unless it is not split or `disaggregation.bypassBelowTokens` skips it. Says what
- * is left: the leg to connect (undefined: the request whole), a refusal, or the prefill
- * worker's own answer.
+ * prefill leg, unless `disaggregation.bypassBelowTokens` skips it.
  */
 export async function firstLeg(
   ctx: ProxyContext,
@@ -223,15 +227,14 @@ export async function firstLeg(
   path: string,
   signal: AbortSignal,
   outcome: Outcome,
-  decoders: bigint[] | undefined,
-): Promise<{ leg: Leg | undefined } | { refusal: Refusal } | { answer: Upstream }> {
-  if (!decoders) return { leg: undefined };
+  decoders: bigint[],
+): Promise<FirstLeg> {
   if (bypassesPrefill(ctx, read, tokens, decoders)) {
     ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'bypassed' });
-    return { leg: undefined };
+    return WHOLE;
   }
   const after = await prefillLeg(ctx, read, tokens, path, signal, outcome);
   if ('decode' in after) return { leg: after.decode };
-  if ('whole' in after) return { leg: undefined };
+  if ('whole' in after) return WHOLE;
   return after;
 }

@@ -20,7 +20,7 @@ import type { RouteDecision } from '../router/types.js';
 import { apiError, openAiError, streamErrorEvent } from './api-errors.js';
 import { proxyBatch } from './batch.js';
 import { connect } from './connect.js';
-import { firstLeg, type PrefillLeg, splits } from './disaggregation.js';
+import { firstLeg, type PrefillLeg, splits, WHOLE } from './disaggregation.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
@@ -391,7 +391,9 @@ async function forward(
   only: bigint | undefined,
   kind: RequestKind,
 ): Promise<void> {
-  const first = await firstLeg(ctx, read, tokens, path, signal, outcome, splits(ctx.fleet, read, kind, only));
+  // Only a request that is split waits for its first leg; a whole one goes on at once.
+  const decoders = splits(ctx.fleet, read, kind, only);
+  const first = decoders ? await firstLeg(ctx, read, tokens, path, signal, outcome, decoders) : WHOLE;
   if ('refusal' in first) {
     refuse(ctx, reply, first.refusal);
     return;
