@@ -2,7 +2,8 @@
  * One request's run on a rank of the mock engine, as the Responses and Messages APIs drive it:
  * its `llm_request` span told of the first token and the end (whichever way it ends), and, for
  * an answer sent whole, the wait for it: 503 when the engine stops it, cancelled when the client
- * goes away.
+ * goes away. Every streamed answer (completions, chat, Responses, Messages) opens its event
+ * stream here.
  * @internal
  * @module
  */
@@ -104,5 +105,15 @@ export function runStreamed(
     if (done) return;
     cancel();
     run.ended('the client went away');
+  });
+}
+
+/** Opens an answer's event stream, naming the rank that serves it as vLLM does. */
+export function openEventStream(res: ServerResponse, dpRank: number): void {
+  res.writeHead(200, {
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+    'x-data-parallel-rank': String(dpRank),
   });
 }

@@ -14,7 +14,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { anthropicToChat } from '../chat/anthropic-messages.js';
 import { anthropicError } from '../server/api-errors.js';
 import { BadRequest } from './bad-request.js';
-import { engineRun, runStreamed, runWhole } from './engine-run.js';
+import { engineRun, openEventStream, runStreamed, runWhole } from './engine-run.js';
 import { chatTokens, checkFits, requestedLora } from './openai.js';
 import { mockOutput } from './output.js';
 import type { LoraRef } from './rank.js';
@@ -106,12 +106,7 @@ function serve(engine: ResponsesEngine, req: FastifyRequest, reply: FastifyReply
   const res = reply.raw;
   const send = (type: string, fields: Record<string, unknown>) =>
     res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...fields })}\n\n`);
-  res.writeHead(200, {
-    'content-type': 'text/event-stream',
-    'cache-control': 'no-cache',
-    connection: 'keep-alive',
-    'x-data-parallel-rank': String(rank.dpRank),
-  });
+  openEventStream(res, rank.dpRank);
   let sent = 0;
   runStreamed(
     rank,

@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BadRequest, invalidField, NotFound } from './bad-request.js';
-import { engineRun, runStreamed, runWhole } from './engine-run.js';
+import { engineRun, openEventStream, runStreamed, runWhole } from './engine-run.js';
 import { chatLogprobs, positionLogprobs } from './logprobs.js';
 import { chatTokens, checkFits, readCacheSalt, requestedLora, type Served } from './openai.js';
 import type { ResolvedMockOptions } from './options.js';
@@ -308,12 +308,7 @@ function serve(
   // vLLM's stream: named events, each numbered, and no `[DONE]`.
   const send = (type: string, fields: Record<string, unknown>) =>
     res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...fields })}\n\n`);
-  res.writeHead(200, {
-    'content-type': 'text/event-stream',
-    'cache-control': 'no-cache',
-    connection: 'keep-alive',
-    'x-data-parallel-rank': String(rank.dpRank),
-  });
+  openEventStream(res, rank.dpRank);
   const initial = responseObject(p, created, 'in_progress', [], null);
   send('response.created', { response: initial });
   send('response.in_progress', { response: initial });

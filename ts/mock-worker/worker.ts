@@ -10,6 +10,7 @@ import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { acceptedTokens } from '../replay/speculative.js';
+import { openEventStream } from './engine-run.js';
 import { offeredParams } from './kv-transfer.js';
 import { LoraAdapters, registerLoraUpdating } from './lora-adapters.js';
 import { registerMessages } from './messages.js';
@@ -420,12 +421,7 @@ class Worker implements MockWorker {
     }
     reply.hijack();
     const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-      'x-data-parallel-rank': String(rank.dpRank),
-    });
+    openEventStream(res, rank.dpRank);
     const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
     let done = false;
     let generated = 0;
