@@ -101,7 +101,9 @@ export {
 export { mockTokenizerConfig, mockTokenizerJson, writeMockTokenizer } from './mock-worker/tokenizer-json.js';
 export type { WireAllBlocksCleared, WireBlockRemoved, WireBlockStored, WireEvent, WireFormat } from './mock-worker/wire.js';
 export { encodeBatch as encodeEngineBatch } from './mock-worker/wire.js';
-export type { MockWorker, MockWorkerStats } from './mock-worker/worker.js';
+export type { DisaggregationMode } from './mock-worker/bootstrap.js';
+export type { MockWorkerStats } from './mock-worker/stats.js';
+export type { MockWorker } from './mock-worker/worker.js';
 export { startMockWorker } from './mock-worker/worker.js';
 export type { GenerateTraceOptions } from './replay/generate.js';
 export { generateTrace, traceToJsonl } from './replay/generate.js';

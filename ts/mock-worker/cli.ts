@@ -67,6 +67,18 @@ const FLAGS: Flags = {
     help: "generated tokens per streamed chunk after a sequence's first (vLLM's flag)",
     default: '1',
   },
+  'disaggregation-mode': {
+    kind: 'string',
+    value: 'prefill|decode',
+    help: "serve one leg of SGLang-style disaggregated requests, meeting the other in their bootstrap_room (SGLang's flag)",
+    default: 'whole requests',
+  },
+  'disaggregation-bootstrap-port': {
+    kind: 'number',
+    help: "a prefill worker's bootstrap server port (SGLang's flag; 0: any free port)",
+    default: '8998',
+  },
+  'bootstrap-timeout-ms': { kind: 'number', help: 'how long a leg waits for its peer before failing with 500', default: '30000' },
   model: { kind: 'string', help: 'model name served', default: 'mock-model' },
   'ssl-certfile': { kind: 'string', value: 'file', help: "serve HTTPS with this PEM certificate (vLLM's flag)" },
   'ssl-keyfile': { kind: 'string', value: 'file', help: "the certificate's PEM private key (vLLM's flag)" },
@@ -153,6 +165,9 @@ function optionsFrom(
     ...speculative,
     preemptionMode: s('preemption-mode') as MockWorkerOptions['preemptionMode'],
     streamInterval: n('stream-interval'),
+    disaggregationMode: s('disaggregation-mode') as MockWorkerOptions['disaggregationMode'],
+    bootstrapPort: n('disaggregation-bootstrap-port'),
+    bootstrapTimeoutMs: n('bootstrap-timeout-ms'),
     model: s('model'),
     loraModules: s('lora-modules')
       ?.split(',')
@@ -178,12 +193,15 @@ function optionsFrom(
   };
 }
 
+/** Options whose flag is not their name in kebab case (SGLang's flag names). */
+const FLAG_OF: Record<string, string> = { bootstrapPort: 'disaggregation-bootstrap-port' };
+
 /** An option error from startMockWorker, in the flags' names: `opts.dpSize` is `--dp-size` here. */
 function flagNamed(err: unknown): unknown {
   if (!(err instanceof KvRouteError) || err.code !== 'ERR_INVALID_ARG') return err;
   const message = err.message.replace(
     /\bopts\.([a-zA-Z]+)/g,
-    (_, key: string) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`,
+    (_, key: string) => `--${FLAG_OF[key] ?? key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`,
   );
   return new KvRouteError(err.code, message, { cause: err });
 }
@@ -209,7 +227,9 @@ export async function runMockWorker(argv: string[]): Promise<number> {
   const events = worker.kvEventsEndpoints.length > 0 ? `, KV events ${worker.kvEventsEndpoints.join(' ')}` : ', no KV events';
   const replay = worker.replayEndpoints.length > 0 ? `, replay ${worker.replayEndpoints.join(' ')}` : '';
   const loras = worker.options.loraModules.length > 0 ? ` (LoRA ${worker.options.loraModules.join(', ')})` : '';
-  process.stdout.write(`mock worker ${worker.options.model}${loras}: ${worker.url}${events}${replay}\n`);
+  const mode = worker.options.disaggregationMode;
+  const leg = mode === null ? '' : `, ${mode} legs${worker.bootstrapPort === undefined ? '' : ` (bootstrap port ${worker.bootstrapPort})`}`;
+  process.stdout.write(`mock worker ${worker.options.model}${loras}: ${worker.url}${events}${replay}${leg}\n`);
   return await new Promise<number>((resolve) => {
     const stop = () => void worker.close().then(() => resolve(0));
     process.once('SIGINT', stop);

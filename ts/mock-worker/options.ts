@@ -16,6 +16,7 @@ import {
 import { checkOtlpEndpoint, type OtlpProtocol, otlpProtocol } from '../server/tracing/options.js';
 import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
 import { checkOptions, describe, nonNegativeNumber, optionalBoolean, positiveNumber } from '../validate.js';
+import type { DisaggregationMode } from './bootstrap.js';
 import type { WireFormat } from './wire.js';
 
 /**
@@ -160,6 +161,20 @@ export interface MockWorkerOptions {
    * an engine's do under speculative decoding. Default 1: a chunk per token.
    */
   streamInterval?: number;
+  /**
+   * SGLang's `--disaggregation-mode`: the worker serves one leg of each request of a
+   * disaggregated fleet, meeting its peer in the request's `bootstrap_room` (see
+   * {@link DisaggregationMode}). A `prefill` worker runs a bootstrap server on `bootstrapPort`,
+   * waits for the decode worker to join, computes the prompt and answers with one token; a
+   * `decode` worker joins the prefill worker's room and fills the prompt without compute once
+   * its KV is handed over. Requests without the bootstrap fields get 400. Default `null`: whole
+   * requests (bootstrap fields are ignored, as SGLang ignores them).
+   */
+  disaggregationMode?: DisaggregationMode | null;
+  /** A prefill worker's bootstrap server port (SGLang's `--disaggregation-bootstrap-port`); 0 picks a free one. Default 8998. */
+  bootstrapPort?: number;
+  /** How long a leg waits for its peer (the decode worker's arrival, or the KV) before failing with 500, ms. Default 30000. */
+  bootstrapTimeoutMs?: number;
   /** Model name served. Default `mock-model`. */
   model?: string;
   /**
@@ -271,6 +286,9 @@ const KEYS = [
   'speculative',
   'preemptionMode',
   'streamInterval',
+  'disaggregationMode',
+  'bootstrapPort',
+  'bootstrapTimeoutMs',
   'model',
   'loraModules',
   'apiKey',
@@ -292,6 +310,12 @@ const KEYS = [
 ] as const;
 const WIRES: readonly WireFormat[] = ['vllm-0.33', 'vllm-0.11', 'sglang'];
 export const FAULT_KINDS = ['crash', 'hang', 'slow', 'drop-events', 'restart', 'recover'] as const;
+
+function disaggregationMode(v: unknown): DisaggregationMode | null {
+  if (v === undefined || v === null) return null;
+  if (v === 'prefill' || v === 'decode') return v;
+  throw new KvRouteError('ERR_INVALID_ARG', `opts.disaggregationMode must be 'prefill', 'decode' or null, got ${describe(v)}`);
+}
 
 function contentFormat(v: unknown): ContentFormatOption {
   if (v === undefined) return 'auto';
@@ -423,6 +447,9 @@ export function resolveMockOptions(opts: MockWorkerOptions | undefined): Resolve
     speculative,
     preemptionMode: preemptionMode(o.preemptionMode, 'opts.preemptionMode'),
     streamInterval: int(o.streamInterval, 'opts.streamInterval', 1, 1 << 20, 1),
+    disaggregationMode: disaggregationMode(o.disaggregationMode),
+    bootstrapPort: int(o.bootstrapPort, 'opts.bootstrapPort', 0, 65535, 8998),
+    bootstrapTimeoutMs: int(o.bootstrapTimeoutMs, 'opts.bootstrapTimeoutMs', 1, 3_600_000, 30_000),
     model,
     loraModules: [...loraModules],
     ...(o.apiKey === undefined ? {} : { apiKey: o.apiKey }),

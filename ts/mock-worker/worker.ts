@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { KvRouteError } from '../errors.js';
-import { acceptedTokens } from '../replay/speculative.js';
+import { type AdmittedLeg, BootstrapLegs } from './bootstrap.js';
 import { openEventStream } from './engine-run.js';
 import { offeredParams } from './kv-transfer.js';
 import { LoraAdapters, registerLoraUpdating } from './lora-adapters.js';
@@ -19,15 +19,12 @@ import { modelList } from './models.js';
 import {
   BadRequest,
   chatOpening,
-  chatTokens,
   checkFits,
   chunk,
-  completionTokens,
   errorBody,
   fullResponse,
   type ParsedRequest,
   parseRequest,
-  requestedLora,
   usage,
   usageChunk,
 } from './openai.js';
@@ -43,69 +40,10 @@ import { RankPublisher } from './publisher.js';
 import { type LiveRequest, MockRank } from './rank.js';
 import { type ResponsesEngine, registerResponses } from './responses.js';
 import { MockSequence } from './sequence.js';
+import { collectStats, type MockWorkerStats } from './stats.js';
 import { chunkDue } from './stream-interval.js';
-import { detokenize } from './tokenizer.js';
+import { registerTokenize } from './tokenize-routes.js';
 import { EngineTracer, engineRequestSpan } from './tracing.js';
-
-/**
- * What a mock worker did so far.
- * @group Mock worker
- */
-export interface MockWorkerStats {
-  /** Requests finished, per rank in rank order. */
-  finished: number[];
-  /** Requests cut by a client disconnect or a fault. */
-  aborted: number;
-  /**
-   * Running requests preempted for lack of KV blocks, all ranks (`/metrics`:
-   * `vllm:num_preemptions_total`); which one goes is `preemptionMode`'s choice.
-   */
-  preemptions: number;
-  /** Running requests, per rank. */
-  running: number[];
-  /** Waiting requests, per rank. */
-  waiting: number[];
-  /** KV pool usage per rank (0 to 1). */
-  kvUsage: number[];
-  /** Prompt tokens looked up in the prefix cache, all ranks. */
-  prefixQueries: number;
-  /** Prompt tokens the prefix cache served, all ranks (blocks loaded back from host memory included). */
-  prefixHits: number;
-  /** Blocks held in host memory per rank (with `cpuOffloadBlocks`). */
-  hostBlocks: number[];
-  /** Blocks loaded back from host memory instead of recomputed, all ranks (since each rank's last restart). */
-  hostLoadedBlocks: number;
-  /** KV-event batches published, all ranks. */
-  batchesPublished: number;
-  /** Batches not sent live because of `drop-events` faults. */
-  batchesDropped: number;
-  /** Replay requests answered. */
-  replayRequests: number;
-  /**
-   * Legs of disaggregated requests (`kv_transfer_params`): prefill legs answered with the
-   * parameters that offer their KV to a decode worker, and decode legs that pulled their
-   * prompt's KV (filled in without compute).
-   */
-  kvTransfers: {
-    /** Prefill legs answered with the parameters that offer their KV. */
-    offered: number;
-    /** Decode legs that pulled their prompt's KV. */
-    pulled: number;
-  };
-  /** With `speculative`: vLLM's `spec_decode_*` totals, all ranks (as `/metrics` gives them); absent without. */
-  speculative?: {
-    /** Decode steps that verified drafts. */
-    drafts: number;
-    /** Drafts verified. */
-    draftTokens: number;
-    /** Drafts accepted (counted as drawn, before a request's end cut its last burst). */
-    acceptedTokens: number;
-  };
-  /** Faults applied, in order. */
-  faults: MockFault['kind'][];
-  /** True after a `crash` fault or `close()`. */
-  closed: boolean;
-}
 
 /**
  * A running mock worker.
@@ -120,6 +58,8 @@ export interface MockWorker {
   readonly kvEventsEndpoints: string[];
   /** Every rank's replay endpoint, in rank order (empty without replay). */
   readonly replayEndpoints: string[];
+  /** A `disaggregationMode: 'prefill'` worker's bootstrap server port as bound; undefined otherwise. */
+  readonly bootstrapPort: number | undefined;
   /** The resolved options. */
   readonly options: Readonly<ResolvedMockOptions>;
   /** Counters and gauges of the worker. */
@@ -158,6 +98,8 @@ class Worker implements MockWorker {
   private readonly engineId = randomUUID();
   /** Disaggregated legs served (see `MockWorkerStats.kvTransfers`). */
   private readonly kvTransfers = { offered: 0, pulled: 0 };
+  /** SGLang-style legs' meeting (with `disaggregationMode`). */
+  private bootstrap: BootstrapLegs | undefined;
   private readonly hanging = new Set<FastifyReply>();
   /** Called when a crash fault stops the worker (the CLI exits the process). */
   onCrash: (() => void) | undefined;
@@ -183,6 +125,10 @@ class Worker implements MockWorker {
     return this.kvEventsEndpoints[0];
   }
 
+  get bootstrapPort(): number | undefined {
+    return this.bootstrap?.port;
+  }
+
   async start(): Promise<void> {
     const o = this.options;
     try {
@@ -206,6 +152,8 @@ class Worker implements MockWorker {
         this.sockets.add(s);
         s.on('close', () => this.sockets.delete(s));
       });
+      if (o.disaggregationMode)
+        this.bootstrap = await BootstrapLegs.open(o.disaggregationMode, o.host, o.bootstrapPort, o.bootstrapTimeoutMs);
       const address = await this.app.listen({ port: o.port, host: o.host });
       this.url = address.replace('[::1]', '127.0.0.1');
     } catch (err) {
@@ -255,21 +203,7 @@ class Worker implements MockWorker {
       return reply.code(200).send();
     });
     app.get('/v1/models', async () => modelList(o.model, this.adapters.names(), o.maxModelLen));
-    app.post('/tokenize', async (req) => {
-      const b = (req.body ?? {}) as Record<string, unknown>;
-      requestedLora(b.model, this.served);
-      let tokens: number[];
-      if (b.messages !== undefined) tokens = chatTokens(b, o);
-      else if (typeof b.prompt === 'string') tokens = completionTokens(b);
-      else throw new BadRequest('prompt must be a string, or give messages');
-      return { count: tokens.length, max_model_len: o.maxModelLen, tokens };
-    });
-    app.post('/detokenize', async (req) => {
-      const b = (req.body ?? {}) as Record<string, unknown>;
-      if (!Array.isArray(b.tokens) || !b.tokens.every((t) => Number.isInteger(t) && t >= 0))
-        throw new BadRequest('tokens must be a list of token ids');
-      return { prompt: detokenize(b.tokens as number[]) };
-    });
+    registerTokenize(app, o, this.served);
     const metrics = mockMetrics(o.model, () => this.ranks, { offload: o.cpuOffloadBlocks > 0, speculative: o.speculative !== undefined });
     app.get('/metrics', async (_req, reply) => reply.header('content-type', metrics.contentType).send(await metrics.metrics()));
     app.post('/admin/fault', async (req) => {
@@ -313,12 +247,29 @@ class Worker implements MockWorker {
             `this model's maximum context length is ${o.maxModelLen} tokens; the request needs ${needs}`,
           );
         }
-        return this.serve(req, reply, parsed);
+        const leg = await this.admitLeg(req, reply, parsed);
+        return this.serve(req, reply, parsed, leg);
       });
     }
   }
 
-  private serve(req: FastifyRequest, reply: FastifyReply, parsed: ParsedRequest): Promise<unknown> {
+  /**
+   * With `disaggregationMode`, waits for the request's peer leg (bootstrap.ts): a decode leg's
+   * prompt is then pulled, a prefill leg generates its one token and hands its KV over.
+   */
+  private async admitLeg(req: FastifyRequest, reply: FastifyReply, parsed: ParsedRequest): Promise<AdmittedLeg | undefined> {
+    if (!this.bootstrap) return undefined;
+    const leg = await this.bootstrap.admit(req.body as Record<string, unknown>);
+    if (leg.pull) parsed.kvTransfer = 'pull';
+    else {
+      this.kvTransfers.offered++;
+      parsed.maxTokens = 1;
+      reply.raw.on('close', () => leg.drop?.());
+    }
+    return leg;
+  }
+
+  private serve(req: FastifyRequest, reply: FastifyReply, parsed: ParsedRequest, leg?: AdmittedLeg): Promise<unknown> {
     const rank = this.chooseRank(req);
     // vLLM names a request after the client's X-Request-Id when it sends one.
     const named = req.headers['x-request-id'];
@@ -367,7 +318,10 @@ class Worker implements MockWorker {
           output: sequences[k].output,
           remoteTokens: parsed.kvTransfer === 'pull' ? sequences[k].prompt.length : 0,
           ...(parsed.kvTransfer === 'offer' && k === 0 ? { onBlocks: (ids: number[]) => (offered = ids) } : {}),
-          onTokens,
+          onTokens: (tokens, first) => {
+            if (first && k === 0) leg?.handOver?.(sequences[0].prompt.length);
+            onTokens(tokens, first);
+          },
           onDone: (c) => {
             cachedOf[k] = c;
             onDone();
@@ -520,34 +474,14 @@ class Worker implements MockWorker {
   }
 
   stats(): MockWorkerStats {
-    const sum = (f: (r: MockRank) => number) => this.ranks.reduce((n, r) => n + f(r), 0);
-    return {
-      finished: this.ranks.map((r) => r.counters.finished),
-      aborted: sum((r) => r.counters.aborted),
-      preemptions: sum((r) => r.counters.preemptions),
-      running: this.ranks.map((r) => r.running),
-      waiting: this.ranks.map((r) => r.waiting),
-      kvUsage: this.ranks.map((r) => r.kvUsage),
-      prefixQueries: sum((r) => r.counters.prefixQueries),
-      prefixHits: sum((r) => r.counters.prefixHits),
-      hostBlocks: this.ranks.map((r) => r.host.blocks),
-      hostLoadedBlocks: sum((r) => r.host.loaded),
-      batchesPublished: this.publishers.reduce((n, p) => n + p.stats.batches, 0),
-      batchesDropped: this.publishers.reduce((n, p) => n + p.stats.dropped, 0),
-      replayRequests: this.publishers.reduce((n, p) => n + p.stats.replayRequests, 0),
-      kvTransfers: { ...this.kvTransfers },
-      ...(this.options.speculative
-        ? {
-            speculative: {
-              drafts: sum((r) => r.speculative?.drafts ?? 0),
-              draftTokens: sum((r) => r.speculative?.draftTokens ?? 0),
-              acceptedTokens: sum((r) => (r.speculative ? acceptedTokens(r.speculative) : 0)),
-            },
-          }
-        : {}),
-      faults: [...this.faults],
-      closed: this.closed,
-    };
+    return collectStats(
+      this.ranks,
+      this.publishers,
+      { ...this.kvTransfers },
+      this.options.speculative !== undefined,
+      this.faults,
+      this.closed,
+    );
   }
 
   async close(): Promise<void> {
@@ -560,6 +494,7 @@ class Worker implements MockWorker {
     }
     for (const reply of this.hanging) reply.raw.destroy();
     for (const p of this.publishers) p.close();
+    await this.bootstrap?.close();
     await this.app.close();
     // The last requests' spans go out before close() resolves; an unreachable collector is not the caller's failure.
     await this.tracer?.shutdown().catch(() => undefined);
