@@ -78,6 +78,7 @@ export type {
 } from './kv-index.js';
 export { KvIndex } from './kv-index.js';
 export { MAX_BLOCKS_PER_EVENT, MAX_RANKS_PER_WORKER, MAX_SESSION_ID_LENGTH, MAX_TOKENS_PER_REQUEST, MAX_WORKERS } from './limits.js';
+export type { DisaggregationMode } from './mock-worker/bootstrap.js';
 export type {
   CrashFault,
   DropEventsFault,
@@ -91,6 +92,7 @@ export type {
   ScheduledFault,
   SlowFault,
 } from './mock-worker/options.js';
+export type { MockWorkerStats } from './mock-worker/stats.js';
 export type { ChatContentPart, ChatMessage, ChatToolCall } from './mock-worker/tokenizer.js';
 export {
   detokenize as mockDetokenize,
@@ -101,8 +103,6 @@ export {
 export { mockTokenizerConfig, mockTokenizerJson, writeMockTokenizer } from './mock-worker/tokenizer-json.js';
 export type { WireAllBlocksCleared, WireBlockRemoved, WireBlockStored, WireEvent, WireFormat } from './mock-worker/wire.js';
 export { encodeBatch as encodeEngineBatch } from './mock-worker/wire.js';
-export type { DisaggregationMode } from './mock-worker/bootstrap.js';
-export type { MockWorkerStats } from './mock-worker/stats.js';
 export type { MockWorker } from './mock-worker/worker.js';
 export { startMockWorker } from './mock-worker/worker.js';
 export type { GenerateTraceOptions } from './replay/generate.js';
@@ -166,7 +166,7 @@ export { metrics } from './server/router-metrics.js';
 export type { TlsFileOptions, TlsOptions, TlsPemOptions } from './server/tls.js';
 export type { OtlpProtocol, TracingOptions } from './server/tracing/options.js';
 export type { UpstreamTlsOptions } from './server/upstream-tls.js';
-export type { WorkerRole } from './server/worker-role.js';
+export type { DisaggregationProtocol, WorkerRole } from './server/worker-role.js';
 export type { WorkerSetChanges } from './server/worker-set.js';
 export type { TokenizerPrefixCacheStats } from './tokenizer/prefix-cache.js';
 export {

@@ -63,6 +63,8 @@ export interface WorkerView {
   weight: number;
   /** What it serves: whole requests, or the prefill or decode legs of a disaggregated fleet's. */
   role: WorkerRole;
+  /** A prefill worker's SGLang bootstrap port as configured, null when not (8998 is sent). */
+  bootstrapPort: number | null;
   /** Its ranks' KV-event endpoints, or null without events. */
   kvEvents: string[] | null;
   /** Its ranks' replay endpoints, or null. */
@@ -87,6 +89,7 @@ export function describeWorker(m: FleetWorker, fleet: Fleet): WorkerView {
     dpSize: m.spec.dpSize,
     weight: m.spec.weight,
     role: m.spec.role,
+    bootstrapPort: m.spec.bootstrapPort ?? null,
     kvEvents: m.spec.kvEvents ?? null,
     replay: m.spec.replay ?? null,
     listeners: fleet.listenerStatus(m),

@@ -18,9 +18,10 @@
 import type { FastifyReply } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { connect, type Upstream } from './connect.js';
-import { firstLeg, splits, WHOLE } from './disaggregation.js';
+import { firstLeg, splits } from './disaggregation.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, failureKind } from './fleet.js';
+import { WHOLE } from './legs.js';
 import type { ReadRequest } from './prompt.js';
 import {
   contentType,

@@ -45,7 +45,8 @@ const FLAGS: Flags = {
   'block-size': { kind: 'number', help: 'tokens per KV block of the engines (required here or in the config)' },
   worker: {
     kind: 'string',
-    value: 'id=1,url=http://…,kv-events=tcp://…,replay=tcp://…,dp-size=N,max-num-batched-tokens=N,weight=W,role=aggregated|prefill|decode',
+    value:
+      'id=1,url=http://…,kv-events=tcp://…,replay=tcp://…,dp-size=N,max-num-batched-tokens=N,weight=W,role=aggregated|prefill|decode,bootstrap-port=N',
     help: 'a worker; repeat for several',
     multiple: true,
   },
@@ -108,6 +109,12 @@ const FLAGS: Flags = {
     kind: 'number',
     help: "with prefill and decode workers: serve a request whole on the decode workers when one holds all but at most this many of its prompt's tokens",
     default: 'never',
+  },
+  'disaggregation-protocol': {
+    kind: 'string',
+    value: 'vllm|sglang',
+    help: "how prefill and decode workers pass the KV: vLLM's kv_transfer_params (prefill leg, then decode leg) or SGLang's bootstrap room (both legs at once)",
+    default: 'vllm',
   },
   'drain-timeout-secs': { kind: 'number', help: 'then cut requests still in flight after this long (0: no limit)', default: '0' },
   'otlp-traces-endpoint': {
@@ -315,6 +322,8 @@ function optionsFrom(v: Record<string, unknown>): GatewayOptions {
   if (v.backend !== undefined) o.backend = v.backend;
   if (v['disaggregation-bypass-below-tokens'] !== undefined)
     o.disaggregation = { ...((o.disaggregation as object) ?? {}), bypassBelowTokens: v['disaggregation-bypass-below-tokens'] };
+  if (v['disaggregation-protocol'] !== undefined)
+    o.disaggregation = { ...((o.disaggregation as object) ?? {}), protocol: v['disaggregation-protocol'] };
   discoveryFlags(v, o);
   tracingFlags(v, o);
   for (const [flag, key] of [

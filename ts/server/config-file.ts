@@ -41,8 +41,9 @@ const WORKER_FLAG_KEYS: Record<string, keyof GatewayWorker> = {
   'max-num-batched-tokens': 'maxNumBatchedTokens',
   weight: 'weight',
   role: 'role',
+  'bootstrap-port': 'bootstrapPort',
 };
-const NUMERIC = new Set<keyof GatewayWorker>(['dpSize', 'maxNumBatchedTokens', 'weight']);
+const NUMERIC = new Set<keyof GatewayWorker>(['dpSize', 'maxNumBatchedTokens', 'weight', 'bootstrapPort']);
 
 /** `id=1,url=http://…,kv-events=tcp://…,replay=tcp://…,dp-size=2` → a worker (validated later). */
 export function parseWorkerFlag(spec: string): Record<string, unknown> {

@@ -14,18 +14,26 @@ import type { RouteDecision, RouteRequest } from '../router/types.js';
 import { describeError, failureKind } from './fleet.js';
 import type { ReadRequest } from './prompt.js';
 import type { Outcome, ProxyContext, Refusal } from './proxy.js';
-import { inScope, routingScope } from './scope.js';
+import { inScope, type RoutingScope, routingScope } from './scope.js';
 import { sessionKey } from './session-key.js';
-import { upstreamAttributes } from './tracing/request-trace.js';
+import { type Attempt, upstreamAttributes } from './tracing/request-trace.js';
 
-async function routeOnce(
+/** What a route asks of the router besides the tokens and workers (see {@link routeFields}). */
+export type RouteFields = Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority' | 'maxOutputTokens' | 'sessionId'>;
+
+/**
+ * Routes one try of a request among `allowed`, booked under `requestId` (the request's id; a
+ * leg sent beside another has its own), queued when the router queues.
+ */
+export async function routeOnce(
   ctx: ProxyContext,
   tokens: number[],
   allowed: readonly bigint[],
-  fields: Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority' | 'maxOutputTokens' | 'sessionId'>,
+  fields: RouteFields,
   queueKey: string,
   signal: AbortSignal,
   outcome: Outcome,
+  requestId = outcome.id,
 ): Promise<RouteDecision | Refusal> {
   const waiting = ctx.routing.get(queueKey) ?? 0;
   if (waiting >= ctx.opts.queue.maxQueued) {
@@ -44,7 +52,7 @@ async function routeOnce(
   const timer = stop ? setTimeout(() => stop.abort(), ctx.opts.queue.timeoutMs) : undefined;
   try {
     const decision = await ctx.router.route({
-      requestId: outcome.id,
+      requestId,
       tokens,
       allowedWorkers: allowed,
       signal: stop?.signal ?? signal,
@@ -87,6 +95,12 @@ function routeRefusal(ctx: ProxyContext, err: unknown, signal: AbortSignal): Ref
 }
 
 /**
+ * Why a leg sent beside another (SGLang's protocol) was cut: its peer failed, so it would wait in
+ * vain. Its abort reason, and its try's end.
+ */
+export const LEG_ABANDONED = 'leg_abandoned';
+
+/**
  * What a worker is sent, and which workers may take it: the request as the client sent it
  * (`whole`), or one leg of a disaggregated request (`prefill`, `decode`; see disaggregation.ts).
  */
@@ -94,6 +108,74 @@ export interface Leg {
   kind: 'whole' | 'prefill' | 'decode';
   /** The JSON body sent to the worker. */
   body: string;
+}
+
+/** The route's fields of a request's leg: its cache scope, priority, session and output length. */
+export function routeFields(read: ReadRequest, scope: RoutingScope, kind: Leg['kind']): RouteFields {
+  // The router's queue serves higher priorities first; vLLM's `priority` is the other way round.
+  return {
+    ...scope.hash,
+    ...(read.priority === undefined ? {} : { priority: -read.priority }),
+    // A session keeps to the workers holding its prefix: the prefill workers, when the request
+    // is split (binding its decode legs too would move the binding at every leg).
+    ...(read.sessionId === undefined || kind === 'decode' ? {} : { sessionId: sessionKey(read.sessionId, read.model) }),
+    // `n` samples generate up to n × max_tokens in all, and the stream's tokens are counted over
+    // all of them (see `eventWatcher`). A prefill leg generates one token.
+    ...(kind === 'prefill'
+      ? { maxOutputTokens: 1 }
+      : read.maxOutputTokens === undefined
+        ? {}
+        : { maxOutputTokens: Math.min(read.maxOutputTokens * read.choicesPerPrompt, Number.MAX_SAFE_INTEGER) }),
+  };
+}
+
+/** Which of `ctx.routing`'s counts a route waits under: its model's when only some workers serve it. */
+export function queueKeyOf(read: ReadRequest, scope: RoutingScope): string {
+  return scope.workers ? (read.model ?? '') : '';
+}
+
+/** One try of a leg: its `CLIENT` span, and the worker's answer (headers read) or why there is none. */
+interface SentLeg {
+  attempt: Attempt;
+  res: Dispatcher.ResponseData | undefined;
+  err: unknown;
+}
+
+/** Sends a leg to the routed worker and rank, as one try of the request (a `CLIENT` span of its trace). */
+export async function sendLeg(
+  ctx: ProxyContext,
+  decision: RouteDecision,
+  path: string,
+  leg: Leg,
+  signal: AbortSignal,
+  outcome: Outcome,
+): Promise<SentLeg> {
+  const member = ctx.fleet.get(decision.workerId);
+  const pool = member?.pool;
+  const resend = outcome.attempts - 1;
+  const attempt = outcome.trace.attempt(`POST ${path}`, () => ({
+    ...upstreamAttributes(member?.spec.url, path, 'POST', decision.workerId, decision.dpRank, resend),
+    ...(leg.kind === 'whole' ? {} : { 'kvroute.leg': leg.kind }),
+  }));
+  try {
+    if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
+    const res = await pool.request({
+      method: 'POST',
+      path,
+      headers: {
+        ...ctx.fleet.upstreamHeaders,
+        'content-type': 'application/json',
+        'x-data-parallel-rank': String(decision.dpRank),
+        'x-request-id': outcome.clientId ?? outcome.id,
+        ...attempt.headers,
+      },
+      body: leg.body,
+      signal,
+    });
+    return { attempt, res, err: undefined };
+  } catch (err) {
+    return { attempt, res: undefined, err };
+  }
 }
 
 /** A worker's answer to a routed request, its status and headers read, its body not yet. */
@@ -122,22 +204,8 @@ export async function connect(
   const tried = new Set<bigint>();
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
   if (only !== undefined) scope.workers = new Set([only]);
-  // The router's queue serves higher priorities first; vLLM's `priority` is the other way round.
-  const fields = {
-    ...scope.hash,
-    ...(read.priority === undefined ? {} : { priority: -read.priority }),
-    // A session keeps to the workers holding its prefix: the prefill workers, when the request
-    // is split (binding its decode legs too would move the binding at every leg).
-    ...(read.sessionId === undefined || leg.kind === 'decode' ? {} : { sessionId: sessionKey(read.sessionId, read.model) }),
-    // `n` samples generate up to n × max_tokens in all, and the stream's tokens are counted over
-    // all of them (see `eventWatcher`). A prefill leg generates one token.
-    ...(leg.kind === 'prefill'
-      ? { maxOutputTokens: 1 }
-      : read.maxOutputTokens === undefined
-        ? {}
-        : { maxOutputTokens: Math.min(read.maxOutputTokens * read.choicesPerPrompt, Number.MAX_SAFE_INTEGER) }),
-  };
-  const queueKey = scope.workers ? (read.model ?? '') : '';
+  const fields = routeFields(read, scope, leg.kind);
+  const queueKey = queueKeyOf(read, scope);
   let lastFailure = '';
   for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
     const routable = ctx.fleet.routableByRole()[leg.kind];
@@ -159,33 +227,11 @@ export async function connect(
     // Nor is a decode leg's (its prefill worker's report is compared instead: disaggregation.ts).
     outcome.predicted = only === undefined && leg.kind !== 'decode' ? outcome.expected : undefined;
     tried.add(decision.workerId);
-    const member = ctx.fleet.get(decision.workerId);
-    const pool = member?.pool;
-    const resend = outcome.attempts - 1;
-    const attempt = outcome.trace.attempt(`POST ${path}`, () => ({
-      ...upstreamAttributes(member?.spec.url, path, 'POST', decision.workerId, decision.dpRank, resend),
-      ...(leg.kind === 'whole' ? {} : { 'kvroute.leg': leg.kind }),
-    }));
-    let res: Dispatcher.ResponseData | undefined;
-    try {
-      if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
-      res = await pool.request({
-        method: 'POST',
-        path,
-        headers: {
-          ...ctx.fleet.upstreamHeaders,
-          'content-type': 'application/json',
-          'x-data-parallel-rank': String(decision.dpRank),
-          'x-request-id': outcome.clientId ?? outcome.id,
-          ...attempt.headers,
-        },
-        body: leg.body,
-        signal,
-      });
-    } catch (err) {
+    const { attempt, res, err } = await sendLeg(ctx, decision, path, leg, signal, outcome);
+    if (res === undefined) {
       ctx.router.free(outcome.id);
       if (signal.aborted) {
-        attempt.end('client_closed');
+        attempt.end(signal.reason === LEG_ABANDONED ? LEG_ABANDONED : 'client_closed');
         outcome.status = 'client_closed';
         return { refused: 'client_closed', message: 'the client went away' };
       }
@@ -214,8 +260,15 @@ export async function connect(
   return {
     refused,
     reason: lastFailure ? 'upstream_failed' : 'no_worker',
-    message: `no worker could serve the request (${lastFailure || 'no healthy worker'})`,
+    message: `no worker could serve the request (${lastFailure || noneHealthy(ctx, leg.kind)})`,
   };
+}
+
+/** Why no worker was tried: none healthy, or (a whole request) only workers that serve one leg of disaggregated requests. */
+function noneHealthy(ctx: ProxyContext, kind: Leg['kind']): string {
+  if (kind !== 'whole' || ctx.fleet.routableByRole().all.length === 0) return 'no healthy worker';
+  const legs = ctx.opts.disaggregation.protocol === 'sglang' ? 'prefill and decode workers (SGLang’s)' : 'prefill workers';
+  return `no healthy worker takes whole requests: ${legs} serve one leg of a disaggregated request`;
 }
 
 /**

@@ -19,14 +19,17 @@
  * prefill worker's 4xx is the request's fault and is the client's answer. A batch's prompts,
  * which the gateway routes one by one, are split one by one. With
  * `disaggregation.bypassBelowTokens`, a prompt a decode worker already holds all but a few
- * tokens of skips the prefill leg (Dynamo's conditional prefill).
+ * tokens of skips the prefill leg (Dynamo's conditional prefill). SGLang's engines pass the KV
+ * otherwise, both legs at once: `bootstrap-legs.ts`.
  * @internal
  * @module
  */
 
 import type { PotentialLoad } from '../router/types.js';
+import { bootstrapLegs } from './bootstrap-legs.js';
 import { connect, type Leg, type Upstream } from './connect.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
+import { type FirstLeg, forwardedBody, WHOLE } from './legs.js';
 import { BadRequest, type ReadRequest, type RequestKind } from './prompt.js';
 import type { Outcome, ProxyContext, Refusal } from './proxy.js';
 import { inScope, routingScope } from './scope.js';
@@ -96,16 +99,6 @@ function netNewTokens(promptTokens: number, decodeLoads: readonly PotentialLoad[
   let held = 0;
   for (const c of decodeLoads) held = Math.max(held, c.overlapBlocks);
   return Math.max(0, promptTokens - held * blockSize);
-}
-
-/** The body the client sent, as forwarded: both legs are made from it. */
-function forwardedBody(read: ReadRequest): Record<string, unknown> {
-  const body = JSON.parse(read.forward) as Record<string, unknown>;
-  // The gateway sets the connector's parameters of both legs; a client's own would be lost or
-  // contradicted, silently.
-  if (body.kv_transfer_params !== undefined && body.kv_transfer_params !== null)
-    throw new BadRequest('kv_transfer_params is set by the gateway when it serves a request in prefill and decode legs: leave it out');
-  return body;
 }
 
 /**
@@ -210,15 +203,10 @@ async function prefillLeg(
   return { decode: { kind: 'decode', body: params ? JSON.stringify({ ...body, kv_transfer_params: params }) : read.forward } };
 }
 
-/** What is left after a request's first leg: the leg to connect (undefined: the request whole), a refusal, or the prefill worker's own answer. */
-export type FirstLeg = { leg: Leg | undefined } | { refusal: Refusal } | { answer: Upstream };
-
-/** A request served whole: what callers use for one that {@link splits} does not split, without awaiting anything. */
-export const WHOLE: FirstLeg = { leg: undefined };
-
 /**
  * Where a request that may be split starts (`decoders`: what {@link splits} answered): its
- * prefill leg, unless `disaggregation.bypassBelowTokens` skips it.
+ * prefill leg, unless `disaggregation.bypassBelowTokens` skips it; with SGLang's protocol, both
+ * legs at once (bootstrap-legs.ts), the decode worker's answer left to deliver.
  */
 export async function firstLeg(
   ctx: ProxyContext,
@@ -229,6 +217,7 @@ export async function firstLeg(
   outcome: Outcome,
   decoders: bigint[],
 ): Promise<FirstLeg> {
+  if (ctx.opts.disaggregation.protocol === 'sglang') return bootstrapLegs(ctx, read, tokens, path, signal, outcome);
   if (bypassesPrefill(ctx, read, tokens, decoders)) {
     ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'bypassed' });
     return WHOLE;

@@ -34,6 +34,7 @@ function worker(o: ResolvedDiscovery, host: string, port: number, kvPort?: numbe
     dpSize: o.dpSize,
     weight: o.weight,
     role: o.role,
+    ...(o.bootstrapPort === undefined ? {} : { bootstrapPort: o.bootstrapPort }),
     ...(o.maxNumBatchedTokens === undefined ? {} : { maxNumBatchedTokens: o.maxNumBatchedTokens }),
   };
 }

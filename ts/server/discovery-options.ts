@@ -7,7 +7,7 @@
 import { Resolver } from 'node:dns/promises';
 import { describe, positiveNumber } from '../validate.js';
 import { int, invalid, record } from './option-checks.js';
-import { type WorkerRole, workerRole } from './worker-role.js';
+import { bootstrapPort, type WorkerRole, workerRole } from './worker-role.js';
 
 /**
  * Workers found in DNS (see the README's "Changing the fleet"), one of two ways:
@@ -50,6 +50,8 @@ export interface DiscoveryOptions {
   weight?: number;
   /** Role of every discovered worker (a Service per pool: one for prefill, one for decode). Default `'aggregated'`. */
   role?: WorkerRole;
+  /** SGLang's bootstrap port of every discovered prefill worker (see {@link GatewayWorker.bootstrapPort}). Default 8998. */
+  bootstrapPort?: number;
 }
 
 /** Where one discovery reads its workers: SRV records by pod, or one name's addresses on fixed ports. @internal */
@@ -69,11 +71,23 @@ export interface ResolvedDiscovery {
   maxNumBatchedTokens?: number;
   weight: number;
   role: WorkerRole;
+  bootstrapPort: number | undefined;
 }
 
 const SRV_KEYS = ['srv', 'kvEventsSrv', 'replaySrv'];
 const HOST_KEYS = ['host', 'port', 'kvEventsPort', 'replayPort'];
-const KEYS = [...SRV_KEYS, ...HOST_KEYS, 'intervalMs', 'timeoutMs', 'servers', 'dpSize', 'maxNumBatchedTokens', 'weight', 'role'];
+const KEYS = [
+  ...SRV_KEYS,
+  ...HOST_KEYS,
+  'intervalMs',
+  'timeoutMs',
+  'servers',
+  'dpSize',
+  'maxNumBatchedTokens',
+  'weight',
+  'role',
+  'bootstrapPort',
+];
 
 function name(value: unknown, at: string): string {
   if (typeof value !== 'string' || !/^[A-Za-z0-9_.-]{1,253}$/.test(value))
@@ -99,6 +113,7 @@ export function resolveDiscovery(value: unknown, at = 'discovery'): ResolvedDisc
       throw invalid(`${at}.servers: ${(err as Error).message}`);
     }
   }
+  const role = workerRole(o.role, `${at}.role`);
   return {
     name: source.kind === 'srv' ? source.srv : source.host,
     source,
@@ -109,7 +124,8 @@ export function resolveDiscovery(value: unknown, at = 'discovery'): ResolvedDisc
     maxNumBatchedTokens:
       o.maxNumBatchedTokens === undefined ? undefined : int(o.maxNumBatchedTokens, `${at}.maxNumBatchedTokens`, 1, 2 ** 31),
     weight: positiveNumber(o.weight, `${at}.weight`, 1),
-    role: workerRole(o.role, `${at}.role`),
+    role,
+    bootstrapPort: bootstrapPort(o.bootstrapPort, role, `${at}.bootstrapPort`),
   };
 }
 

@@ -83,6 +83,8 @@ export class Fleet {
   private readonly membershipListeners: ((id: bigint, present: boolean) => void)[] = [];
   /** `routable()`'s answer until membership or health changes (read on every request). */
   private routableCache: RoutableWorkers | undefined;
+  /** Whether decode workers take whole requests too (vLLM's do; SGLang's meet a prefill worker or fail). */
+  private readonly decodeServesWhole: boolean;
 
   /** Headers every request to a worker carries: the workers' API key, when configured. */
   readonly upstreamHeaders: Readonly<Record<string, string>>;
@@ -95,6 +97,7 @@ export class Fleet {
     private readonly connect?: buildConnector.connector,
   ) {
     this.upstreamHeaders = opts.upstream.apiKey === undefined ? {} : { authorization: `Bearer ${opts.upstream.apiKey}` };
+    this.decodeServesWhole = opts.disaggregation.protocol === 'vllm';
   }
 
   /** Starts the active probes (none when `health.intervalMs` is 0). */
@@ -133,8 +136,8 @@ export class Fleet {
   }
 
   /**
-   * The routable workers by what they take: whole requests (aggregated and decode workers),
-   * prefill legs, decode legs. Shared: do not modify them.
+   * The routable workers by what they take: whole requests (aggregated workers, and decode
+   * workers but with SGLang's protocol), prefill legs, decode legs. Shared: do not modify them.
    */
   routableByRole(): RoutableWorkers {
     if (this.routableCache) return this.routableCache;
@@ -143,7 +146,7 @@ export class Fleet {
       if (!m.pool || m.breaker.state === 'down') continue;
       out.all.push(m.spec.id);
       if (m.spec.role === 'prefill') out.prefill.push(m.spec.id);
-      else out.whole.push(m.spec.id);
+      else if (m.spec.role === 'aggregated' || this.decodeServesWhole) out.whole.push(m.spec.id);
       if (m.spec.role === 'decode') out.decode.push(m.spec.id);
     }
     // Without roles every list but the legs' is the same one (the common case costs nothing more).
@@ -213,10 +216,13 @@ export class Fleet {
    * Changes a worker's weight, batch budget and role in place: its index entries, load and event
    * sources stay (a worker down gets them when it returns).
    */
-  retune(id: bigint, { weight, maxNumBatchedTokens, role }: Pick<ResolvedWorker, 'weight' | 'maxNumBatchedTokens' | 'role'>): void {
+  retune(
+    id: bigint,
+    { weight, maxNumBatchedTokens, role, bootstrapPort }: Pick<ResolvedWorker, 'weight' | 'maxNumBatchedTokens' | 'role' | 'bootstrapPort'>,
+  ): void {
     const m = this.members.get(id);
     if (!m) return;
-    Object.assign(m.spec, { weight, maxNumBatchedTokens, role });
+    Object.assign(m.spec, { weight, maxNumBatchedTokens, role, bootstrapPort });
     this.routableCache = undefined;
     if (m.inRouter) this.router.updateWorker(id, this.workerConfig(m.spec));
     this.log.info({ worker: String(id), weight, maxNumBatchedTokens, role }, 'worker updated');

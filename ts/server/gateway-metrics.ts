@@ -154,9 +154,11 @@ export class GatewayMetrics {
     this.prefillLegs = new Counter({
       name: 'kvroute_gateway_prefill_legs_total',
       help:
-        'Prefill legs of disaggregated requests, by result: transferred (the decode leg got KV-transfer parameters), ' +
+        'Prefill legs of disaggregated requests, by result: transferred (the decode leg got KV-transfer parameters; with ' +
+        "SGLang's protocol, the prefill worker answered beside its decode worker), " +
         'no_transfer_params (the prefill worker answered none: the decode worker computes the prompt), refused (the ' +
-        "prefill worker's 4xx, given to the client), failed (no prefill worker answered: the request went whole to a decode worker), " +
+        "prefill worker's 4xx, given to the client), failed (no prefill worker answered: the request went whole to a decode worker, " +
+        "or with SGLang's protocol was refused with 502), " +
         'bypassed (a decode worker held all but disaggregation.bypassBelowTokens of the prompt: no prefill leg, the request went whole). ' +
         'By the prefill worker that answered ("none" for failed without an answer, and bypassed).',
       labelNames: ['worker', 'result'],
@@ -164,7 +166,9 @@ export class GatewayMetrics {
     });
     this.prefillLegTime = new Histogram({
       name: 'kvroute_gateway_prefill_leg_seconds',
-      help: 'Time from routing a prefill leg to its answer read whole (the decode leg starts then).',
+      help:
+        "Time from routing a prefill leg to its answer read whole (the decode leg starts then; with SGLang's protocol it is sent " +
+        'beside the decode leg, from their sending).',
       buckets: LATENCY,
       registers,
     });

@@ -173,6 +173,7 @@ function register(b: Record<string, unknown>, ctx: IndexerContext): number {
         maxNumBatchedTokens: undefined,
         weight: 1,
         role: 'aggregated',
+        bootstrapPort: undefined,
       },
       'indexer',
     );

@@ -19,7 +19,7 @@ import { int, invalid, object, record, str } from './option-checks.js';
 import { type ResolvedTls, resolveTls, type TlsOptions } from './tls.js';
 import { type ResolvedTracing, resolveTracing, type TracingOptions } from './tracing/options.js';
 import { type ResolvedUpstreamTls, resolveUpstreamTls, type UpstreamTlsOptions } from './upstream-tls.js';
-import { type WorkerRole, workerRole } from './worker-role.js';
+import { bootstrapPort, DISAGGREGATION_PROTOCOLS, type DisaggregationProtocol, type WorkerRole, workerRole } from './worker-role.js';
 
 /**
  * One worker behind the gateway.
@@ -47,6 +47,12 @@ export interface GatewayWorker {
    * {@link WorkerRole}.
    */
   role?: WorkerRole;
+  /**
+   * A prefill worker's SGLang bootstrap port (`--disaggregation-bootstrap-port`), sent as
+   * `bootstrap_port` to both legs with `disaggregation.protocol: 'sglang'`. Prefill workers only.
+   * Default 8998 (SGLang's).
+   */
+  bootstrapPort?: number;
 }
 
 /**
@@ -158,6 +164,13 @@ export interface DisaggregationOptions {
    * is.
    */
   bypassBelowTokens?: number | null;
+  /**
+   * How the engines pass the KV between the legs: vLLM's KV connectors (`'vllm'`: the prefill
+   * leg, then the decode leg with its `kv_transfer_params`) or SGLang's bootstrap protocol
+   * (`'sglang'`: both legs at once, meeting in a `bootstrap_room`). See
+   * {@link DisaggregationProtocol}. Default `'vllm'`.
+   */
+  protocol?: DisaggregationProtocol;
 }
 
 /**
@@ -292,6 +305,8 @@ export interface ResolvedWorker {
   maxNumBatchedTokens: number | undefined;
   weight: number;
   role: WorkerRole;
+  /** SGLang's bootstrap port of a prefill worker, when given (8998 otherwise). */
+  bootstrapPort: number | undefined;
 }
 
 /** @internal */
@@ -309,7 +324,7 @@ export interface ResolvedGatewayOptions {
   upstream: Required<Omit<UpstreamOptions, 'apiKey' | 'tls'>> & { apiKey: string | undefined; tls: ResolvedUpstreamTls | undefined };
   queue: Required<QueueOptions>;
   responses: Required<ResponsesOptions>;
-  disaggregation: { bypassBelowTokens: number | null };
+  disaggregation: { bypassBelowTokens: number | null; protocol: DisaggregationProtocol };
   shutdown: Required<ShutdownOptions>;
   discovery: ResolvedDiscovery[];
   bodyLimitBytes: number;
@@ -357,7 +372,7 @@ const UPSTREAM_LIMITS: Required<Omit<UpstreamOptions, 'apiKey' | 'tls'>> = {
   bodyTimeoutMs: 60_000,
   connections: 128,
 };
-const WORKER_KEYS = ['id', 'url', 'kvEvents', 'replay', 'dpSize', 'maxNumBatchedTokens', 'weight', 'role'];
+const WORKER_KEYS = ['id', 'url', 'kvEvents', 'replay', 'dpSize', 'maxNumBatchedTokens', 'weight', 'role', 'bootstrapPort'];
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'];
 
 /** A worker id from a number, bigint or decimal string, as a u64. */
@@ -411,6 +426,7 @@ export function resolveWorker(value: unknown, at: string): ResolvedWorker {
       w.maxNumBatchedTokens === undefined ? undefined : int(w.maxNumBatchedTokens, `${at}.maxNumBatchedTokens`, 1, 2 ** 31),
     weight,
     role,
+    bootstrapPort: bootstrapPort(w.bootstrapPort, role, `${at}.bootstrapPort`),
   };
 }
 
@@ -438,11 +454,18 @@ function section<T extends object>(value: unknown, at: string, defaults: Require
 }
 
 function disaggregation(value: unknown): ResolvedGatewayOptions['disaggregation'] {
-  const d = value === undefined ? {} : record(value, 'disaggregation', ['bypassBelowTokens']);
+  const d = value === undefined ? {} : record(value, 'disaggregation', ['bypassBelowTokens', 'protocol']);
   const bypass = d.bypassBelowTokens;
-  return {
-    bypassBelowTokens: bypass === undefined || bypass === null ? null : int(bypass, 'disaggregation.bypassBelowTokens', 0, 2 ** 31),
-  };
+  const protocol = d.protocol ?? 'vllm';
+  if (!DISAGGREGATION_PROTOCOLS.includes(protocol as DisaggregationProtocol))
+    throw invalid(
+      `disaggregation.protocol must be one of ${DISAGGREGATION_PROTOCOLS.map((p) => `'${p}'`).join(', ')}, got ${describe(protocol)}`,
+    );
+  const bypassBelowTokens = bypass === undefined || bypass === null ? null : int(bypass, 'disaggregation.bypassBelowTokens', 0, 2 ** 31);
+  // A bypassed request goes whole to the decode workers, which SGLang's cannot serve.
+  if (bypassBelowTokens !== null && protocol === 'sglang')
+    throw invalid("disaggregation.bypassBelowTokens needs decode workers that serve requests whole: not with protocol 'sglang'");
+  return { bypassBelowTokens, protocol: protocol as DisaggregationProtocol };
 }
 
 function upstream(value: unknown): ResolvedGatewayOptions['upstream'] {

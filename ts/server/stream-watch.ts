@@ -17,12 +17,22 @@ export function firstToken(ctx: ProxyContext, outcome: Outcome, started: number)
   outcome.trace.event('first_token', { 'kvroute.request_id': outcome.id });
 }
 
-export function reported(ctx: ProxyContext, outcome: Outcome, cached: number | undefined): void {
-  if (cached === undefined || outcome.predicted === undefined) return;
+/**
+ * Records an engine's cached-token report against the prediction for the worker that made it:
+ * the request's own, unless `by` names another (the prefill worker of a request whose legs ran
+ * at once).
+ */
+export function reported(
+  ctx: ProxyContext,
+  outcome: Outcome,
+  cached: number | undefined,
+  by: Pick<Outcome, 'worker' | 'predicted'> = outcome,
+): void {
+  if (cached === undefined || by.predicted === undefined) return;
   outcome.reported = cached;
-  const worker = outcome.worker === undefined ? undefined : ctx.fleet.get(outcome.worker);
-  const result = worker?.accuracy.record(outcome.predicted, cached);
-  ctx.metrics.prediction(outcome.worker, outcome.predicted, cached, result);
+  const worker = by.worker === undefined ? undefined : ctx.fleet.get(by.worker);
+  const result = worker?.accuracy.record(by.predicted, cached);
+  ctx.metrics.prediction(by.worker, by.predicted, cached, result);
 }
 
 /**

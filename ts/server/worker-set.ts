@@ -33,7 +33,7 @@ export interface WorkerSetChanges {
   removed: bigint[];
   /** Workers whose URL, KV-event or replay endpoints or `dpSize` changed: removed and added again. */
   replaced: bigint[];
-  /** Workers whose `weight`, `maxNumBatchedTokens` or `role` changed, applied in place. */
+  /** Workers whose `weight`, `maxNumBatchedTokens`, `role` or `bootstrapPort` changed, applied in place. */
   updated: bigint[];
   /** Workers listed as they already were. */
   unchanged: bigint[];
@@ -98,7 +98,12 @@ export function planWorkerSet(
     const was = held.get(id)?.spec;
     if (was === undefined) changes.added.push(id);
     else if (!sameEngine(was, spec)) changes.replaced.push(id);
-    else if (was.weight !== spec.weight || was.maxNumBatchedTokens !== spec.maxNumBatchedTokens || was.role !== spec.role)
+    else if (
+      was.weight !== spec.weight ||
+      was.maxNumBatchedTokens !== spec.maxNumBatchedTokens ||
+      was.role !== spec.role ||
+      was.bootstrapPort !== spec.bootstrapPort
+    )
       changes.updated.push(id);
     else changes.unchanged.push(id);
   }

@@ -1,0 +1,351 @@
+/**
+ * Disaggregated serving over SGLang's bootstrap protocol (`disaggregation.protocol: 'sglang'`):
+ * each request's prefill and decode legs sent at once, each with the prefill worker's bootstrap
+ * host and port and one fresh room. The mock workers run in SGLang's disaggregation modes, where
+ * neither leg finishes without the other (a prefill leg waits for its decode worker to join its
+ * room, a decode leg for the room's KV), so a gateway that sent the legs in turn, or to the wrong
+ * room, would get no answer. Their HTTP APIs sit behind TCP proxies that keep what was sent.
+ */
+
+import { afterEach, describe, expect, test } from 'vitest';
+import {
+  type BackendName,
+  createGateway,
+  type Gateway,
+  type GatewayOptions,
+  type MockWorker,
+  type WorkerRole,
+  writeMockTokenizer,
+} from '../ts/index.js';
+import { parseWorkerFlag } from '../ts/server/config-file.js';
+import { BACKENDS } from './helpers/backends.js';
+import { closeFleetsAfterEach, startWorker, wireTo, workerEntry } from './helpers/gateway.js';
+import { type Json, postJson, sse } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
+import { scratchDir } from './helpers/scratch-dir.js';
+import { headsOn, type TcpProxy } from './helpers/tcp-proxy.js';
+import { sleep, waitFor } from './helpers/wait.js';
+
+closeFleetsAfterEach();
+
+/** How long a mock leg waits for its peer: short, so that a missed meeting fails the test rather than hangs it. */
+const PEER_TIMEOUT_MS = 4000;
+
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
+});
+
+interface SglangFleet {
+  url: string;
+  workers: MockWorker[];
+  wires: TcpProxy[];
+  gateway: Gateway;
+  /** The routed requests worker `id` (1-based) received, bodies parsed. */
+  received(id: number): { path: string; head: Record<string, string>; body: Json }[];
+}
+
+/** Workers in SGLang's modes by `roles` (aggregated ones serve whole requests), each behind a wire. */
+async function sglangFleet(
+  backend: BackendName,
+  roles: WorkerRole[] = ['prefill', 'prefill', 'decode', 'decode'],
+  opts: Partial<GatewayOptions> = {},
+): Promise<SglangFleet> {
+  const workers = await Promise.all(
+    roles.map((role) =>
+      startWorker({
+        disaggregationMode: role === 'aggregated' ? null : role,
+        bootstrapPort: 0,
+        bootstrapTimeoutMs: PEER_TIMEOUT_MS,
+      }),
+    ),
+  );
+  const wires = await Promise.all(workers.map(wireTo));
+  const gateway = createGateway({
+    blockSize: 16,
+    backend,
+    logLevel: false,
+    health: { intervalMs: 0 },
+    disaggregation: { protocol: 'sglang' },
+    ...opts,
+    workers: workers.map((w, i) => ({
+      ...workerEntry(w, i + 1),
+      url: `http://127.0.0.1:${wires[i].port}`,
+      role: roles[i],
+      ...(roles[i] === 'prefill' ? { bootstrapPort: w.bootstrapPort } : {}),
+    })),
+  });
+  closers.push(async () => {
+    await gateway.close({ now: true });
+    for (const wire of wires) await wire.cut();
+  });
+  const { url } = await gateway.listen();
+  await sleep(300);
+  return {
+    url,
+    workers,
+    wires,
+    gateway,
+    received: (id) =>
+      headsOn(wires[id - 1].sent)
+        .filter((r) => r.line.startsWith('POST ') && r.line !== 'POST /tokenize')
+        .map((r) => ({ path: r.line.split(' ')[1], head: r.head, body: JSON.parse(r.body) })),
+  };
+}
+
+const text = (n: number, seed: string) => Array.from({ length: n }, (_, i) => `${seed}${i}`).join(' ');
+const roomOf = (body: Json) => ({ host: body.bootstrap_host, port: body.bootstrap_port, room: body.bootstrap_room });
+
+describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol (%s)", (backend) => {
+  test('both legs go at once with the prefill worker’s bootstrap host and port and one room; the client gets the decode worker’s answer', async () => {
+    const f = await sglangFleet(backend);
+    const body = { model: 'mock-model', prompt: text(60, 'alpha'), max_tokens: 5, temperature: 0 };
+    const r = await postJson(`${f.url}/v1/completions`, body, { 'x-request-id': 'sg-1' });
+    expect(r.status).toBe(200);
+    expect(r.json.usage.completion_tokens).toBe(5);
+    const prefillWorker = Number(r.headers.get('x-kvroute-prefill-worker'));
+    const decodeWorker = Number(r.headers.get('x-kvroute-worker'));
+    expect([1, 2]).toContain(prefillWorker);
+    expect([3, 4]).toContain(decodeWorker);
+
+    const [prefill, ...morePrefills] = f.received(prefillWorker);
+    const [decode, ...moreDecodes] = f.received(decodeWorker);
+    expect([morePrefills, moreDecodes]).toEqual([[], []]);
+    const room = roomOf(decode.body);
+    expect(room.host).toBe('127.0.0.1');
+    expect(room.port).toBe(f.workers[prefillWorker - 1].bootstrapPort);
+    expect(Number.isSafeInteger(room.room) && room.room >= 0).toBe(true);
+    // The prefill leg: the request unstreamed, in the same room; the decode leg: the request itself.
+    expect(prefill.body).toEqual({ ...body, ...decode.body, stream: false });
+    const { bootstrap_host: _h, bootstrap_port: _p, bootstrap_room: _r, ...rest } = decode.body;
+    expect(rest).toEqual(body);
+    expect([prefill.head['x-request-id'], decode.head['x-request-id']]).toEqual(['sg-1', 'sg-1']);
+    for (const id of [1, 2, 3, 4]) if (id !== prefillWorker && id !== decodeWorker) expect(f.received(id)).toEqual([]);
+
+    // They met: the prefill worker handed its KV over, the decode worker filled the prompt without compute.
+    expect(f.workers[prefillWorker - 1].stats().kvTransfers).toEqual({ offered: 1, pulled: 0 });
+    expect(f.workers[decodeWorker - 1].stats().kvTransfers).toEqual({ offered: 0, pulled: 1 });
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { worker: String(prefillWorker), result: 'transferred' })).toBe(1);
+    expect(m.sum('kvroute_gateway_prefill_leg_seconds')).toBe(1);
+    // Both legs were booked (each on its own worker) and both bookings are freed.
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+    expect(m.sum('kvroute_gateway_requests_total', { worker: String(decodeWorker), status: '200' })).toBe(1);
+  });
+
+  test('a streamed chat is streamed from the decode worker; every request meets in a room of its own', async () => {
+    const f = await sglangFleet(backend, ['prefill', 'decode']);
+    const body = {
+      model: 'mock-model',
+      messages: [{ role: 'user', content: text(40, 'chat') }],
+      max_tokens: 4,
+      stream: true,
+      stream_options: { include_usage: true },
+    };
+    const first = await sse(`${f.url}/v1/chat/completions`, body);
+    expect(first.status).toBe(200);
+    expect(first.events.at(-1)).toBe('[DONE]');
+    expect(first.events.at(-2).usage.completion_tokens).toBe(4);
+    const second = await sse(`${f.url}/v1/chat/completions`, body);
+    expect(second.status).toBe(200);
+    const prefills = f.received(1);
+    const decodes = f.received(2);
+    expect(prefills.map((p) => [p.body.stream, p.body.stream_options])).toEqual([
+      [false, undefined],
+      [false, undefined],
+    ]);
+    expect(decodes.map((d) => [d.body.stream, d.body.stream_options])).toEqual([
+      [true, { include_usage: true }],
+      [true, { include_usage: true }],
+    ]);
+    expect(prefills.map((p) => p.body.bootstrap_room)).toEqual(decodes.map((d) => d.body.bootstrap_room));
+    expect(decodes[0].body.bootstrap_room).not.toBe(decodes[1].body.bootstrap_room);
+    // The second prefill found the first one's prompt cached: its report is the prefill worker's.
+    expect(Number(second.headers.get('x-kvroute-cached-tokens'))).toBeGreaterThan(0);
+  });
+
+  test('a prefill worker that fails is replaced: the pair is sent again, with a new room, to another prefill worker', async () => {
+    const f = await sglangFleet(backend, ['prefill', 'prefill', 'decode']);
+    const prompt = text(80, 'retry');
+    const warm = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 1 });
+    expect(warm.status).toBe(200);
+    const cached = Number(warm.headers.get('x-kvroute-prefill-worker'));
+    const other = cached === 1 ? 2 : 1;
+    await sleep(200);
+    // The prefill worker holding the prompt (the router's choice) goes away.
+    f.workers[cached - 1].fault({ kind: 'crash' });
+    await sleep(100);
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 3 }, { 'x-request-id': 'again' });
+    expect(r.status).toBe(200);
+    expect(r.json.usage.completion_tokens).toBe(3);
+    expect(r.headers.get('x-kvroute-prefill-worker')).toBe(String(other));
+    const [retried] = f.received(other);
+    const decodes = f.received(3).filter((d) => d.head['x-request-id'] === 'again');
+    expect(decodes.at(-1)?.body.bootstrap_room).toBe(retried.body.bootstrap_room);
+    expect(roomOf(decodes.at(-1)?.body).port).toBe(f.workers[other - 1].bootstrapPort);
+    // The crashed worker's room is not reused.
+    const crashedRoom = f.received(cached).at(-1)?.body.bootstrap_room;
+    expect(crashedRoom).not.toBe(retried.body.bootstrap_room);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_retries_total')).toBeGreaterThanOrEqual(1);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { worker: String(other), result: 'transferred' })).toBe(1);
+  });
+
+  test('without a prefill worker that answers, the request is refused (an SGLang decode worker cannot serve it alone)', async () => {
+    // A local tokenizer: the engine's /tokenize would meet the unreachable worker first.
+    const tokenizer = writeMockTokenizer(scratchDir('kvroute-sglang-tok-'));
+    const f = await sglangFleet(backend, ['prefill', 'decode'], { upstream: { retries: 1 }, tokenizer });
+    await f.wires[0].cut();
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'hello there', max_tokens: 2 });
+    expect(r.status).toBe(502);
+    expect(r.json.error.message).toMatch(/no prefill worker could serve the request \(worker 1: /);
+    expect(r.headers.get('retry-after')).not.toBeNull();
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { worker: 'none', result: 'failed' })).toBe(1);
+    expect(m.sum('kvroute_gateway_rejected_total', { reason: 'upstream_failed' })).toBe(1);
+    expect(f.workers[1].stats().kvTransfers.pulled).toBe(0);
+    // With the prefill worker gone from the routable workers, the request is not split, and no worker takes it whole.
+    f.workers[0].fault({ kind: 'crash' });
+    await waitFor(async () => (await f.gateway.workers()).find((w) => w.id === 1n)?.routable === false, 'the crashed worker is down');
+    const alone = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'hello there', max_tokens: 2 });
+    expect(alone.status).toBe(503);
+    expect(alone.json.error.message).toMatch(
+      /no healthy worker takes whole requests: prefill and decode workers \(SGLang’s\) serve one leg/,
+    );
+    expect(f.received(2).every((d) => d.body.bootstrap_room !== undefined)).toBe(true);
+  });
+
+  test('when no decode worker answers, the prefill leg is cut at once rather than left waiting for its room', async () => {
+    const f = await sglangFleet(backend, ['prefill', 'decode']);
+    await f.wires[1].cut();
+    const t0 = performance.now();
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'hello there', max_tokens: 2 });
+    expect(r.status).toBe(502);
+    // Well before the prefill worker's own wait for its peer would end.
+    expect(performance.now() - t0).toBeLessThan(PEER_TIMEOUT_MS);
+    expect(r.json.error.message).toMatch(/no worker could serve the request \(worker 2: /);
+    expect(f.received(1).length).toBeLessThanOrEqual(1);
+    expect(f.workers[0].stats().kvTransfers.offered).toBe(0);
+  });
+
+  test('a prefill worker’s 400 is the client’s answer; a client’s own bootstrap fields are refused', async () => {
+    const f = await sglangFleet(backend, ['prefill', 'decode']);
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'hello there', max_tokens: 3, top_p: 7 });
+    expect(r.status).toBe(400);
+    expect(r.json.error.message).toMatch(/top_p/);
+    expect(r.headers.get('x-kvroute-worker')).toBe('1');
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { result: 'refused' })).toBe(1);
+    const own = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'hi', max_tokens: 1, bootstrap_room: 7 });
+    expect(own.status).toBe(400);
+    expect(own.json.error.message).toMatch(/bootstrap_room is set by the gateway/);
+    expect(f.received(1)).toHaveLength(1);
+  });
+
+  test("a batch's prompts each meet in a room of their own; whole requests go to aggregated workers only", async () => {
+    const f = await sglangFleet(backend, ['prefill', 'decode', 'aggregated']);
+    const batch = await postJson(
+      `${f.url}/v1/completions`,
+      { model: 'mock-model', prompt: [text(30, 'one'), text(30, 'two')], max_tokens: 2 },
+      { 'x-request-id': 'b' },
+    );
+    expect(batch.status).toBe(200);
+    expect(batch.json.choices.map((c: Json) => c.index)).toEqual([0, 1]);
+    const prefills = f.received(1);
+    const decodes = f.received(2);
+    expect(prefills.map((p) => [p.head['x-request-id'], p.body.bootstrap_room]).sort()).toEqual(
+      decodes.map((d) => [d.head['x-request-id'], d.body.bootstrap_room]).sort(),
+    );
+    expect(new Set(decodes.map((d) => d.body.bootstrap_room)).size).toBe(2);
+    expect(f.received(3)).toEqual([]);
+    // The Responses API is not split: it goes whole, to the aggregated worker (not to an SGLang decode worker).
+    const responses = await postJson(`${f.url}/v1/responses`, { model: 'mock-model', input: 'hello', max_output_tokens: 2 });
+    expect(responses.status).toBe(200);
+    expect(responses.headers.get('x-kvroute-worker')).toBe('3');
+
+    const noWhole = await sglangFleet(backend, ['prefill', 'decode']);
+    const refused = await postJson(`${noWhole.url}/v1/responses`, { model: 'mock-model', input: 'hello', max_output_tokens: 2 });
+    expect(refused.status).toBe(503);
+    expect(noWhole.received(2)).toEqual([]);
+  });
+
+  test('options: the protocol and bootstrap ports are checked by name; a changed port is applied in place', async () => {
+    const worker = { id: 1, url: 'http://127.0.0.1:1' };
+    const make = (o: Partial<GatewayOptions>) => () => createGateway({ blockSize: 16, backend, logLevel: false, workers: [worker], ...o });
+    expect(make({ disaggregation: { protocol: 'nixl' as never } })).toThrow(
+      /disaggregation\.protocol must be one of 'vllm', 'sglang', got "nixl"/,
+    );
+    expect(make({ disaggregation: { protocol: 'sglang', bypassBelowTokens: 64 } })).toThrow(
+      /bypassBelowTokens .*not with protocol 'sglang'/,
+    );
+    expect(make({ workers: [{ ...worker, role: 'decode', bootstrapPort: 8998 }] })).toThrow(
+      /workers\[0\]\.bootstrapPort is a prefill worker's .*the role is 'decode'/,
+    );
+    expect(make({ workers: [{ ...worker, role: 'prefill', bootstrapPort: 70000 }] })).toThrow(
+      /workers\[0\]\.bootstrapPort must be a TCP port/,
+    );
+    expect(make({ discovery: { srv: 'a.test', role: 'aggregated', bootstrapPort: 8998 } })).toThrow(
+      /discovery\.bootstrapPort is a prefill/,
+    );
+    expect(parseWorkerFlag('id=1,url=http://p:8000,role=prefill,bootstrap-port=9000')).toMatchObject({ bootstrapPort: 9000 });
+
+    const g = createGateway({
+      blockSize: 16,
+      backend,
+      logLevel: false,
+      health: { intervalMs: 0 },
+      disaggregation: { protocol: 'sglang' },
+      workers: [{ ...worker, role: 'prefill' }],
+    });
+    closers.push(() => g.close({ now: true }));
+    expect(g.workers()[0].bootstrapPort).toBeNull();
+    const changes = g.setWorkers([{ ...worker, role: 'prefill', bootstrapPort: 9000 }]);
+    expect(changes.updated).toEqual([1n]);
+    expect(g.workers()[0].bootstrapPort).toBe(9000);
+  });
+});
+
+describe('the mock worker in SGLang’s disaggregation modes', () => {
+  const ask = (w: MockWorker, body: Json) =>
+    postJson(`${w.url}/v1/completions`, { model: 'mock-model', prompt: 'hi there', max_tokens: 2, ...body });
+
+  test('a leg without its peer fails with 500 after bootstrapTimeoutMs; a leg without a room is refused', async () => {
+    const p = await startWorker({ disaggregationMode: 'prefill', bootstrapPort: 0, bootstrapTimeoutMs: 300 });
+    const d = await startWorker({ disaggregationMode: 'decode', bootstrapTimeoutMs: 300 });
+    const alone = await ask(p, { bootstrap_host: '127.0.0.1', bootstrap_port: p.bootstrapPort, bootstrap_room: 1 });
+    expect(alone.status).toBe(500);
+    expect(alone.json.error.message).toMatch(/no decode worker joined bootstrap room 1 within 300 ms/);
+    const lost = await ask(d, { bootstrap_host: '127.0.0.1', bootstrap_port: p.bootstrapPort, bootstrap_room: 2 });
+    expect(lost.status).toBe(500);
+    expect(lost.json.error.message).toMatch(/bootstrap room 2 at 127\.0\.0\.1:\d+ gave no KV: answered 504/);
+    for (const w of [p, d]) {
+      const none = await ask(w, {});
+      expect(none.status).toBe(400);
+      expect(none.json.error.param).toBe('bootstrap_room');
+    }
+    const partial = await ask(d, { bootstrap_host: '127.0.0.1', bootstrap_room: 3 });
+    expect([partial.status, partial.json.error.param]).toEqual([400, 'bootstrap_port']);
+    expect([p.stats().kvTransfers, d.stats().kvTransfers]).toEqual([
+      { offered: 0, pulled: 0 },
+      { offered: 0, pulled: 0 },
+    ]);
+  });
+
+  test('a pair meets: the prefill answers one token, the decode the whole output; a worker serving whole requests ignores the fields', async () => {
+    const p = await startWorker({ disaggregationMode: 'prefill', bootstrapPort: 0, bootstrapTimeoutMs: 3000 });
+    const d = await startWorker({ disaggregationMode: 'decode', bootstrapTimeoutMs: 3000 });
+    const room = { bootstrap_host: '127.0.0.1', bootstrap_port: p.bootstrapPort, bootstrap_room: 42 };
+    const [prefill, decode] = await Promise.all([ask(p, { ...room, max_tokens: 6 }), ask(d, { ...room, max_tokens: 6 })]);
+    expect([prefill.status, decode.status]).toEqual([200, 200]);
+    expect([prefill.json.usage.completion_tokens, decode.json.usage.completion_tokens]).toEqual([1, 6]);
+    expect(p.stats().kvTransfers.offered).toBe(1);
+    expect(d.stats().kvTransfers.pulled).toBe(1);
+    const whole = await startWorker();
+    expect(whole.bootstrapPort).toBeUndefined();
+    const plain = await ask(whole, room);
+    expect([plain.status, plain.json.usage.completion_tokens]).toEqual([200, 2]);
+    await expect(startWorker({ disaggregationMode: 'both' as never })).rejects.toThrow(
+      /opts\.disaggregationMode must be 'prefill', 'decode' or null/,
+    );
+  });
+});

@@ -1,0 +1,265 @@
+/**
+ * Disaggregated serving over SGLang's bootstrap protocol (`disaggregation.protocol: 'sglang'`):
+ * a prefill worker (`--disaggregation-mode prefill`) runs a bootstrap server beside its HTTP API;
+ * a request's two legs go out at once, each the request itself with the prefill worker's
+ * `bootstrap_host` and `bootstrap_port` and one fresh `bootstrap_room`. The decode worker meets
+ * the prefill worker in that room and receives the prompt's KV; the prefill worker computes the
+ * prompt, hands the KV over and answers with its first token. Neither leg can finish without the
+ * other, so they cannot be sent in turn as vLLM's are (disaggregation.ts).
+ *
+ * Both legs are routed by the router's cost, each in its pool: the prefill leg booked under its
+ * own id beside the decode leg's booking (which carries no prefill work, as a decode worker
+ * computes none), and freed when the prefill worker answers. The client gets the decode worker's
+ * answer once the prefill worker's has come, so that a failed prefill leg is retried, with a new
+ * room and a new decode leg, on another prefill worker before anything reaches the client. A
+ * prefill worker's 4xx is the request's fault and is the client's answer.
+ * @internal
+ * @module
+ */
+
+import type { FailureKind } from './breaker.js';
+import {
+  connect,
+  expectedCachedTokens,
+  LEG_ABANDONED,
+  type Leg,
+  queueKeyOf,
+  routeFields,
+  routeOnce,
+  sendLeg,
+  type Upstream,
+} from './connect.js';
+import { describeError, failureKind } from './fleet.js';
+import { type FirstLeg, forwardedBody } from './legs.js';
+import { BadRequest, type ReadRequest } from './prompt.js';
+import type { Outcome, ProxyContext } from './proxy.js';
+import { inScope, routingScope } from './scope.js';
+import { usageFacts } from './sse.js';
+import { reported } from './stream-watch.js';
+import type { Attempt } from './tracing/request-trace.js';
+import { SGLANG_BOOTSTRAP_PORT } from './worker-role.js';
+
+/** The fields SGLang's bootstrap protocol adds to both legs; the gateway sets them. */
+const BOOTSTRAP_FIELDS = ['bootstrap_host', 'bootstrap_port', 'bootstrap_room'] as const;
+
+/** A room number: random, as SGLang's own load balancer draws them, below 2^53 so that JSON keeps it exact. */
+function newRoom(): number {
+  return Math.floor(Math.random() * Number.MAX_SAFE_INTEGER);
+}
+
+/** The host a decode worker reaches a prefill worker's bootstrap server at: its URL's, IPv6 in brackets as in a URL. */
+function bootstrapHost(url: string | undefined): string {
+  return url === undefined ? '' : new URL(url).hostname;
+}
+
+/** The client's body, as both legs start from it. @throws {BadRequest} when it sets what the gateway sets. */
+function clientBody(read: ReadRequest): Record<string, unknown> {
+  const body = forwardedBody(read);
+  const own = BOOTSTRAP_FIELDS.find((k) => body[k] !== undefined && body[k] !== null);
+  if (own !== undefined)
+    throw new BadRequest(`${own} is set by the gateway when it serves a request in prefill and decode legs: leave it out`);
+  return body;
+}
+
+/** The prefill leg's body: the request, unstreamed (its answer is read whole, never the client's but for a 4xx). */
+function prefillBody(body: Record<string, unknown>, room: Record<string, unknown>): string {
+  const { stream_options: _options, ...rest } = body;
+  return JSON.stringify({ ...rest, ...room, stream: false });
+}
+
+/**
+ * How a prefill leg ended: answered (its engine's cached-token report), refused by a 4xx, failed
+ * (why), or cut because its decode leg could not be served (`abandoned`).
+ */
+type PrefillEnd =
+  | { ok: true; cached: number | undefined }
+  | { answer: Upstream; attempt: Attempt }
+  | { failed: string }
+  | { abandoned: true };
+
+/** Sends the prefill leg and reads its answer; its booking (`bookedAs`) is freed when it ends. */
+async function prefillAnswer(
+  ctx: ProxyContext,
+  decision: Upstream['decision'],
+  path: string,
+  leg: Leg,
+  signal: AbortSignal,
+  outcome: Outcome,
+  bookedAs: string,
+): Promise<PrefillEnd> {
+  const worker = decision.workerId;
+  const { attempt, res, err } = await sendLeg(ctx, decision, path, leg, signal, outcome);
+  const failed = (why: number | string, kind: FailureKind, detail: string): PrefillEnd => {
+    ctx.router.free(bookedAs);
+    if (signal.aborted) {
+      attempt.end(signal.reason === LEG_ABANDONED ? LEG_ABANDONED : 'client_closed');
+      return { abandoned: true };
+    }
+    attempt.end(why, detail);
+    ctx.fleet.failure(worker, kind, detail);
+    ctx.metrics.retries.inc({ reason: kind });
+    return { failed: `worker ${worker}: ${detail}` };
+  };
+  if (res === undefined) return failed(failureKind(err), failureKind(err), describeError(err));
+  if (res.statusCode >= 500) {
+    await res.body.dump().catch(() => undefined);
+    return failed(res.statusCode, 'status', `answered ${res.statusCode}`);
+  }
+  if (res.statusCode !== 200) {
+    // The request's own fault: the client's answer, its try ending with the request.
+    ctx.router.free(bookedAs);
+    return { answer: { decision, res }, attempt };
+  }
+  let text: string;
+  try {
+    text = await res.body.text();
+  } catch (e) {
+    return failed('upstream_error', failureKind(e), describeError(e));
+  }
+  ctx.router.free(bookedAs);
+  ctx.fleet.success(worker);
+  attempt.end(200);
+  let answer: { usage?: never } | undefined;
+  try {
+    answer = JSON.parse(text) as { usage?: never };
+  } catch {
+    answer = undefined;
+  }
+  return { ok: true, cached: usageFacts(answer?.usage).cachedTokens };
+}
+
+/** Drops a decode leg's answer the client will not get (its prefill leg failed or refused). */
+async function abandon(ctx: ProxyContext, outcome: Outcome, decode: Upstream | { refused: unknown }): Promise<void> {
+  if ('refused' in decode) return;
+  outcome.attempt?.end(LEG_ABANDONED);
+  outcome.attempt = undefined;
+  await decode.res.body.dump().catch(() => undefined);
+  ctx.router.free(outcome.id);
+}
+
+/** Sends one pair of legs, the prefill leg to the routed prefill worker; `retry` when that worker failed. */
+async function sendPair(
+  ctx: ProxyContext,
+  read: ReadRequest,
+  tokens: number[],
+  path: string,
+  signal: AbortSignal,
+  outcome: Outcome,
+  prefill: Upstream['decision'],
+  body: Record<string, unknown>,
+): Promise<FirstLeg | { retry: string }> {
+  const spec = ctx.fleet.get(prefill.workerId)?.spec;
+  const room = {
+    bootstrap_host: bootstrapHost(spec?.url),
+    bootstrap_port: spec?.bootstrapPort ?? SGLANG_BOOTSTRAP_PORT,
+    bootstrap_room: newRoom(),
+  };
+  const bookedAs = `${outcome.id}/prefill`;
+  const expected = expectedCachedTokens(prefill, ctx.opts.blockSize, tokens.length);
+  // Either leg ending without its part done ends the other, which would wait for its peer in vain.
+  const prefillStop = new AbortController();
+  const decodeStop = new AbortController();
+  const onClientGone = () => {
+    prefillStop.abort('client_closed');
+    decodeStop.abort('client_closed');
+  };
+  signal.addEventListener('abort', onClientGone, { once: true });
+  const t0 = performance.now();
+  try {
+    const [p, d] = await Promise.all([
+      prefillAnswer(ctx, prefill, path, { kind: 'prefill', body: prefillBody(body, room) }, prefillStop.signal, outcome, bookedAs).then(
+        (r) => {
+          if ('ok' in r) ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
+          else decodeStop.abort(LEG_ABANDONED);
+          return r;
+        },
+      ),
+      connect(ctx, read, tokens, path, decodeStop.signal, outcome, undefined, {
+        kind: 'decode',
+        body: JSON.stringify({ ...body, ...room }),
+      }).then((r) => {
+        if ('refused' in r) prefillStop.abort(LEG_ABANDONED);
+        return r;
+      }),
+    ]);
+    if (signal.aborted) {
+      await abandon(ctx, outcome, d);
+      outcome.status = 'client_closed';
+      return { refusal: { refused: 'client_closed', message: 'the client went away' } };
+    }
+    if ('failed' in p) {
+      await abandon(ctx, outcome, d);
+      outcome.status = 0;
+      return { retry: p.failed };
+    }
+    // The decode leg found no decode worker that answered (its refusal says why).
+    if ('abandoned' in p) return { refusal: 'refused' in d ? d : { refused: 502, message: 'the prefill leg was cut' } };
+    if ('answer' in p) {
+      await abandon(ctx, outcome, d);
+      ctx.metrics.prefillLegs.inc({ worker: String(prefill.workerId), result: 'refused' });
+      outcome.status = 0;
+      outcome.worker = prefill.workerId;
+      outcome.dpRank = prefill.dpRank;
+      outcome.attempt = p.attempt;
+      return { answer: p.answer };
+    }
+    ctx.metrics.prefillLegs.inc({ worker: String(prefill.workerId), result: 'transferred' });
+    // The prefill worker's cache is the one the router predicted for: its report is compared.
+    reported(ctx, outcome, p.cached, { worker: prefill.workerId, predicted: expected });
+    outcome.prefill = { worker: prefill.workerId, dpRank: prefill.dpRank, cachedTokens: expected };
+    if ('refused' in d) return { refusal: d };
+    return { answer: d };
+  } finally {
+    signal.removeEventListener('abort', onClientGone);
+  }
+}
+
+/**
+ * Serves a request's two legs over SGLang's bootstrap protocol (see the module's description): a
+ * prefill worker routed, both legs sent, retried on another prefill worker when it fails.
+ */
+export async function bootstrapLegs(
+  ctx: ProxyContext,
+  read: ReadRequest,
+  tokens: number[],
+  path: string,
+  signal: AbortSignal,
+  outcome: Outcome,
+): Promise<FirstLeg> {
+  let body: Record<string, unknown>;
+  try {
+    body = clientBody(read);
+  } catch (err) {
+    if (!(err instanceof BadRequest)) throw err;
+    outcome.status = 400;
+    return { refusal: { refused: 400, message: err.message } };
+  }
+  const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
+  const fields = routeFields(read, scope, 'prefill');
+  const tried = new Set<bigint>();
+  let lastFailure = '';
+  for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
+    const allowed = ctx.fleet.routableByRole().prefill.filter((id) => !tried.has(id) && inScope(scope, id));
+    if (allowed.length === 0) break;
+    const prefill = await routeOnce(ctx, tokens, allowed, fields, queueKeyOf(read, scope), signal, outcome, `${outcome.id}/prefill`);
+    if ('refused' in prefill) {
+      outcome.status = prefill.refused;
+      return { refusal: prefill };
+    }
+    tried.add(prefill.workerId);
+    outcome.attempts++;
+    const pair = await sendPair(ctx, read, tokens, path, signal, outcome, prefill, body);
+    if (!('retry' in pair)) return pair;
+    lastFailure = pair.retry;
+  }
+  ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'failed' });
+  const refused = lastFailure ? 502 : 503;
+  outcome.status = refused;
+  return {
+    refusal: {
+      refused,
+      reason: lastFailure ? 'upstream_failed' : 'no_worker',
+      message: `no prefill worker could serve the request (${lastFailure || 'no healthy prefill worker'})`,
+    },
+  };
+}
