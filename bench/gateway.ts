@@ -16,7 +16,9 @@
  *   conversation on the worker that answered its first turn; through the gateway, the gateway
  *   sends each follow-up there.
  * - disaggregated: a second gateway over the same workers, half of them prefill and half decode,
- *   the short requests again (each one a prefill leg and a decode leg).
+ *   the short requests again (each one a prefill leg and a decode leg);
+ * - SGLang's protocol: a third gateway over a second fleet of 16 in SGLang's prefill and decode
+ *   modes (`--disaggregation-protocol sglang`), the short requests again (both legs at once).
  * Goals (issue 13): ≥ 3,000 short requests/s; < 1 ms p99 added for the 4,096-token prompt.
  */
 
@@ -33,11 +35,12 @@ const LATENCY_REQUESTS = QUICK ? 50 : 400;
 const TURNS = 4;
 
 const fleet = await spawnLine([join(ROOT, 'bench', 'gateway-fleet.ts'), String(WORKERS)], /^(\[.*\])\n/);
-const workers = JSON.parse(fleet.match[1]) as { url: string; kvEvents: string; replay: string }[];
+type FleetWorker = { url: string; kvEvents: string; replay: string; bootstrapPort?: number };
+const workers = JSON.parse(fleet.match[1]) as FleetWorker[];
 const tokenizerDir = mkdtempSync(join(tmpdir(), 'kvroute-bench-tok-'));
 const tokenizer = writeMockTokenizer(tokenizerDir);
-/** A `kvroute serve` over the fleet; `role(i)` is worker i's role (a disaggregated gateway's). */
-function startServe(role: (i: number) => string | undefined) {
+/** A `kvroute serve` over `over`; `role(i)` is worker i's role (a disaggregated gateway's). */
+function startServe(role: (i: number) => string | undefined, over: FleetWorker[] = workers, flags: string[] = []) {
   return spawnLine(
     [
       join(ROOT, 'ts', 'bin.ts'),
@@ -50,10 +53,13 @@ function startServe(role: (i: number) => string | undefined) {
       'warn',
       '--tokenizer',
       tokenizer,
-      ...workers.flatMap((w, i) => [
+      ...over.flatMap((w, i) => [
         '--worker',
-        `id=${i + 1},url=${w.url},kv-events=${w.kvEvents},replay=${w.replay}${role(i) ? `,role=${role(i)}` : ''}`,
+        `id=${i + 1},url=${w.url},kv-events=${w.kvEvents},replay=${w.replay}${role(i) ? `,role=${role(i)}` : ''}${
+          role(i) === 'prefill' && w.bootstrapPort !== undefined ? `,bootstrap-port=${w.bootstrapPort}` : ''
+        }`,
       ]),
+      ...flags,
       // More `kvroute serve` flags, space-separated, for an A/B of one option (e.g. --allowed-origins []).
       ...(process.env.BENCH_GATEWAY_ARGS ?? '').split(' ').filter(Boolean),
     ],
@@ -155,6 +161,18 @@ const pdStarted = performance.now();
 const pdRps = await throughput(() => pdUrl);
 const pdPerCoreRps = (pdRps * ((performance.now() - pdStarted) / 1000)) / (cpuSeconds(pd.child.pid) - pdCpuBefore);
 pd.child.kill('SIGTERM');
+// SGLang's protocol: a fleet in its disaggregation modes, both legs of each request sent at once.
+const sglangFleet = await spawnLine([join(ROOT, 'bench', 'gateway-fleet.ts'), String(WORKERS), '1000', 'sglang'], /^(\[.*\])\n/);
+const sglangWorkers = JSON.parse(sglangFleet.match[1]) as FleetWorker[];
+const sg = await startServe((i) => (i < WORKERS / 2 ? 'prefill' : 'decode'), sglangWorkers, ['--disaggregation-protocol', 'sglang']);
+const sgUrl = sg.match[1];
+await new Promise((r) => setTimeout(r, 500));
+const sgCpuBefore = cpuSeconds(sg.child.pid);
+const sgStarted = performance.now();
+const sgRps = await throughput(() => sgUrl);
+const sgPerCoreRps = (sgRps * ((performance.now() - sgStarted) / 1000)) / (cpuSeconds(sg.child.pid) - sgCpuBefore);
+sg.child.kill('SIGTERM');
+sglangFleet.child.kill('SIGTERM');
 const added = (s: Float64Array, p: number) => percentile(s, p) - percentile(direct, p);
 const figures = {
   directRequestsPerSec: directRps,
@@ -166,6 +184,8 @@ const figures = {
   gatewayResponsesPerCpuSecond: responsesPerCoreRps,
   disaggregatedRequestsPerSec: pdRps,
   disaggregatedRequestsPerCpuSecond: pdPerCoreRps,
+  sglangDisaggregatedRequestsPerSec: sgRps,
+  sglangDisaggregatedRequestsPerCpuSecond: sgPerCoreRps,
   directP50ms: percentile(direct, 50),
   directP99ms: percentile(direct, 99),
   addedP50msLocalTokenizer: added(viaText, 50),
@@ -190,6 +210,8 @@ printTable(
   [
     { path: 'through kvroute serve (two legs each)', 'requests/s': fmt(pdRps, 0) },
     { path: 'kvroute serve, per second of its CPU', 'requests/s': fmt(pdPerCoreRps, 0) },
+    { path: "SGLang's protocol: through kvroute serve (both legs at once)", 'requests/s': fmt(sgRps, 0) },
+    { path: "SGLang's protocol: kvroute serve, per second of its CPU", 'requests/s': fmt(sgPerCoreRps, 0) },
   ],
 );
 printTable(`gateway: added latency, 4,096-token prompt, one client, ${LATENCY_REQUESTS} requests`, [
