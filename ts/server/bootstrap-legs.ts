@@ -30,8 +30,8 @@ import {
   type Upstream,
 } from './connect.js';
 import { describeError, failureKind } from './fleet.js';
-import { type FirstLeg, forwardedBody } from './legs.js';
-import { BadRequest, type ReadRequest } from './prompt.js';
+import { type FirstLeg, legsBody } from './legs.js';
+import type { ReadRequest } from './prompt.js';
 import type { Outcome, ProxyContext } from './proxy.js';
 import { inScope, routingScope } from './scope.js';
 import { usageFacts } from './sse.js';
@@ -50,15 +50,6 @@ function newRoom(): number {
 /** The host a decode worker reaches a prefill worker's bootstrap server at: its URL's, IPv6 in brackets as in a URL. */
 function bootstrapHost(url: string | undefined): string {
   return url === undefined ? '' : new URL(url).hostname;
-}
-
-/** The client's body, as both legs start from it. @throws {BadRequest} when it sets what the gateway sets. */
-function clientBody(read: ReadRequest): Record<string, unknown> {
-  const body = forwardedBody(read);
-  const own = BOOTSTRAP_FIELDS.find((k) => body[k] !== undefined && body[k] !== null);
-  if (own !== undefined)
-    throw new BadRequest(`${own} is set by the gateway when it serves a request in prefill and decode legs: leave it out`);
-  return body;
 }
 
 /** The prefill leg's body: the request, unstreamed (its answer is read whole, never the client's but for a 4xx). */
@@ -226,14 +217,9 @@ export async function bootstrapLegs(
   signal: AbortSignal,
   outcome: Outcome,
 ): Promise<FirstLeg> {
-  let body: Record<string, unknown>;
-  try {
-    body = clientBody(read);
-  } catch (err) {
-    if (!(err instanceof BadRequest)) throw err;
-    outcome.status = 400;
-    return { refusal: { refused: 400, message: err.message } };
-  }
+  const start = legsBody(read, outcome, BOOTSTRAP_FIELDS);
+  if ('refusal' in start) return start;
+  const { body } = start;
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
   const fields = routeFields(read, scope, 'prefill');
   const tried = new Set<bigint>();

@@ -29,8 +29,8 @@ import type { PotentialLoad } from '../router/types.js';
 import { bootstrapLegs } from './bootstrap-legs.js';
 import { connect, type Leg, type Upstream } from './connect.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
-import { type FirstLeg, forwardedBody, WHOLE } from './legs.js';
-import { BadRequest, type ReadRequest, type RequestKind } from './prompt.js';
+import { type FirstLeg, legsBody, WHOLE } from './legs.js';
+import type { ReadRequest, RequestKind } from './prompt.js';
 import type { Outcome, ProxyContext, Refusal } from './proxy.js';
 import { inScope, routingScope } from './scope.js';
 import { usageFacts } from './sse.js';
@@ -139,14 +139,9 @@ async function prefillLeg(
   signal: AbortSignal,
   outcome: Outcome,
 ): Promise<AfterPrefill> {
-  let body: Record<string, unknown>;
-  try {
-    body = forwardedBody(read);
-  } catch (err) {
-    if (!(err instanceof BadRequest)) throw err;
-    outcome.status = 400;
-    return { refusal: { refused: 400, message: err.message } };
-  }
+  const start = legsBody(read, outcome);
+  if ('refusal' in start) return start;
+  const { body } = start;
   const t0 = performance.now();
   const up = await connect(ctx, read, tokens, path, signal, outcome, undefined, { kind: 'prefill', body: prefillBody(body) });
   if ('refused' in up) {
