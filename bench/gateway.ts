@@ -126,21 +126,23 @@ function cpuSeconds(pid: number | undefined): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/**
+ * A phase's rate through a gateway and per second of the gateway's CPU: what one gateway core
+ * sustains when it is not sharing the machine's two cores with the load generator and the workers.
+ */
+async function gatewayRate(pid: number | undefined, run: () => Promise<number>): Promise<{ rps: number; perCpu: number; cpu: number }> {
+  const cpuBefore = cpuSeconds(pid);
+  const started = performance.now();
+  const rps = await run();
+  const cpu = cpuSeconds(pid) - cpuBefore;
+  return { rps, perCpu: (rps * ((performance.now() - started) / 1000)) / cpu, cpu };
+}
+
 let rr = 0;
 const directRps = await throughput(() => workers[rr++ % WORKERS].url);
-const cpuBefore = cpuSeconds(serve.child.pid);
-const requestsBefore = performance.now();
-const gatewayRps = await throughput(() => gatewayUrl);
-// Requests per second of gateway CPU: what one gateway core sustains when it is not sharing the
-// machine's two cores with the load generator and the workers.
-const gatewayCpu = cpuSeconds(serve.child.pid) - cpuBefore;
-const perCoreRps = (gatewayRps * ((performance.now() - requestsBefore) / 1000)) / gatewayCpu;
+const { rps: gatewayRps, perCpu: perCoreRps, cpu: gatewayCpu } = await gatewayRate(serve.child.pid, () => throughput(() => gatewayUrl));
 const directResponsesRps = await converse(() => workers[rr++ % WORKERS].url);
-const responsesCpuBefore = cpuSeconds(serve.child.pid);
-const responsesStarted = performance.now();
-const gatewayResponsesRps = await converse(() => gatewayUrl);
-const responsesPerCoreRps =
-  (gatewayResponsesRps * ((performance.now() - responsesStarted) / 1000)) / (cpuSeconds(serve.child.pid) - responsesCpuBefore);
+const { rps: gatewayResponsesRps, perCpu: responsesPerCoreRps } = await gatewayRate(serve.child.pid, () => converse(() => gatewayUrl));
 const text = 'The quick brown fox jumps over the lazy dog. '.repeat(92).slice(0, 4096);
 const ids = mockTokenize(text);
 /** The 4,096-byte text with its last 8 characters the request's number. */
@@ -156,10 +158,7 @@ serve.child.kill('SIGTERM');
 const pd = await startServe((i) => (i < WORKERS / 2 ? 'prefill' : 'decode'));
 const pdUrl = pd.match[1];
 await new Promise((r) => setTimeout(r, 500));
-const pdCpuBefore = cpuSeconds(pd.child.pid);
-const pdStarted = performance.now();
-const pdRps = await throughput(() => pdUrl);
-const pdPerCoreRps = (pdRps * ((performance.now() - pdStarted) / 1000)) / (cpuSeconds(pd.child.pid) - pdCpuBefore);
+const { rps: pdRps, perCpu: pdPerCoreRps } = await gatewayRate(pd.child.pid, () => throughput(() => pdUrl));
 pd.child.kill('SIGTERM');
 // SGLang's protocol: a fleet in its disaggregation modes, both legs of each request sent at once.
 const sglangFleet = await spawnLine([join(ROOT, 'bench', 'gateway-fleet.ts'), String(WORKERS), '1000', 'sglang'], /^(\[.*\])\n/);
@@ -167,10 +166,7 @@ const sglangWorkers = JSON.parse(sglangFleet.match[1]) as FleetWorker[];
 const sg = await startServe((i) => (i < WORKERS / 2 ? 'prefill' : 'decode'), sglangWorkers, ['--disaggregation-protocol', 'sglang']);
 const sgUrl = sg.match[1];
 await new Promise((r) => setTimeout(r, 500));
-const sgCpuBefore = cpuSeconds(sg.child.pid);
-const sgStarted = performance.now();
-const sgRps = await throughput(() => sgUrl);
-const sgPerCoreRps = (sgRps * ((performance.now() - sgStarted) / 1000)) / (cpuSeconds(sg.child.pid) - sgCpuBefore);
+const { rps: sgRps, perCpu: sgPerCoreRps } = await gatewayRate(sg.child.pid, () => throughput(() => sgUrl));
 sg.child.kill('SIGTERM');
 sglangFleet.child.kill('SIGTERM');
 const added = (s: Float64Array, p: number) => percentile(s, p) - percentile(direct, p);
