@@ -73,6 +73,54 @@ describe('kvroute serve as a command', () => {
     for (const w of workers) w.child.kill('SIGTERM');
   });
 
+  test("SGLang's disaggregation from the command line: mock workers in its modes, a gateway speaking its protocol", async () => {
+    requireDist();
+    const prefill = runCommand(
+      ['mock-worker', '--port', '0', '--disaggregation-mode', 'prefill', '--disaggregation-bootstrap-port', '0', '--speedup', '20'],
+      /(http:\/\/127\.0\.0\.1:\d+), no KV events, prefill legs \(bootstrap port (\d+)\)/,
+    );
+    const decode = runCommand(
+      ['mock-worker', '--port', '0', '--disaggregation-mode', 'decode', '--speedup', '20'],
+      /(http:\/\/127\.0\.0\.1:\d+), no KV events, decode legs\n/,
+    );
+    const [p, d] = await Promise.all([prefill.match, decode.match]);
+    const serve = runCommand(
+      [
+        'serve',
+        '--block-size',
+        '16',
+        '--port',
+        '0',
+        '--disaggregation-protocol',
+        'sglang',
+        '--router-config',
+        '{"useKvEvents":false}',
+        '--worker',
+        `id=1,url=${p[1]},role=prefill,bootstrap-port=${p[2]}`,
+        '--worker',
+        `id=2,url=${d[1]},role=decode`,
+      ],
+      /proxy (http:\/\/127\.0\.0\.1:\d+)/,
+    );
+    const url = (await serve.match)[1];
+    await sleep(300);
+    const r = await postJson(`${url}/v1/completions`, { model: 'mock-model', prompt: 'hello there, from the command line', max_tokens: 3 });
+    expect(r.status).toBe(200);
+    expect(r.json.usage.completion_tokens).toBe(3);
+    expect([r.headers.get('x-kvroute-prefill-worker'), r.headers.get('x-kvroute-worker')]).toEqual(['1', '2']);
+    serve.child.kill('SIGTERM');
+    expect(await serve.exited).toBe(0);
+    const bad = runCommand(['serve', '--block-size', '16', '--disaggregation-protocol', 'nixl'], /never/);
+    bad.match.catch(() => undefined);
+    expect(await bad.exited).toBe(2);
+    expect(bad.errors()).toMatch(/disaggregation\.protocol must be one of 'vllm', 'sglang', got "nixl"/);
+    const badPort = runCommand(['mock-worker', '--port', '0', '--disaggregation-bootstrap-port', '70000'], /never/);
+    badPort.match.catch(() => undefined);
+    expect(await badPort.exited).toBe(2);
+    expect(badPort.errors()).toMatch(/--disaggregation-bootstrap-port must be/);
+    for (const w of [prefill, decode]) w.child.kill('SIGTERM');
+  });
+
   test("vLLM's chat-template flags shape the local tokenizer; with the engine tokenizer they are a usage error", async () => {
     requireDist();
     const dir = scratchDir('kvroute-serve-');
