@@ -42,7 +42,7 @@ export interface ParsedRequest {
   echoOnly: boolean;
   /** What a chat's `echo` puts before the answer: the last message's content when it is the assistant's (else empty). */
   chatEcho: string;
-  /** A leg of a disaggregated request (`kv_transfer_params`): a prefill's KV offered, or a decode's pulled. */
+  /** A leg of a disaggregated request (`kv_transfer_params`, `disaggregated_params`): a prefill's KV offered, or a decode's pulled. */
   kvTransfer: KvTransfer | undefined;
 }
 
@@ -225,10 +225,13 @@ export function parseRequest(
     throw new BadRequest(`a request may run at most ${MAX_SEQUENCES} sequences (prompts × n), got ${prompts.length * n}`);
   const cacheSalt = readCacheSalt(b);
   const options = b.stream_options as { include_usage?: unknown; continuous_usage_stats?: unknown } | undefined;
+  const kvTransfer = readKvTransfer(b);
+  // TensorRT-LLM's context-only request generates its first token alone.
+  const contextOnly = kvTransfer?.kind === 'offer' && kvTransfer.via === 'disaggregated_params';
   return {
     chat,
     prompts,
-    maxTokens: echoOnly ? 1 : asked,
+    maxTokens: echoOnly || contextOnly ? 1 : asked,
     stream: b.stream === true,
     includeUsage: options?.include_usage === true,
     continuousUsage: options?.include_usage === true && options.continuous_usage_stats === true,
@@ -239,7 +242,7 @@ export function parseRequest(
     sampling,
     echoOnly,
     chatEcho: chat && sampling.echo ? assistantContent(b.messages) : '',
-    kvTransfer: readKvTransfer(b),
+    kvTransfer,
   };
 }
 

@@ -11,7 +11,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { KvRouteError } from '../errors.js';
 import { type AdmittedLeg, BootstrapLegs } from './bootstrap.js';
 import { openEventStream } from './engine-run.js';
-import { offeredParams } from './kv-transfer.js';
+import { contextParams, type KvTransfer, offeredParams } from './kv-transfer.js';
 import { LoraAdapters, registerLoraUpdating } from './lora-adapters.js';
 import { registerMessages } from './messages.js';
 import { mockMetrics } from './metrics.js';
@@ -260,13 +260,31 @@ class Worker implements MockWorker {
   private async admitLeg(req: FastifyRequest, reply: FastifyReply, parsed: ParsedRequest): Promise<AdmittedLeg | undefined> {
     if (!this.bootstrap) return undefined;
     const leg = await this.bootstrap.admit(req.body as Record<string, unknown>);
-    if (leg.pull) parsed.kvTransfer = 'pull';
+    if (leg.pull) parsed.kvTransfer = { kind: 'pull', via: 'kv_transfer_params' };
     else {
       this.kvTransfers.offered++;
       parsed.maxTokens = 1;
       reply.raw.on('close', () => leg.drop?.());
     }
     return leg;
+  }
+
+  /** A prefill leg's answer with what its decode leg needs, in the words of the engine it was asked in. */
+  private offering(
+    answer: Record<string, unknown>,
+    via: KvTransfer['via'],
+    id: string,
+    blockIds: number[],
+    first: MockSequence,
+  ): Record<string, unknown> {
+    if (via === 'disaggregated_params') {
+      const params = contextParams({ requestId: this.counter++, firstToken: first.output[0], engineId: this.engineId, blockIds });
+      const [choice, ...rest] = answer.choices as Record<string, unknown>[];
+      return { ...answer, choices: [{ ...choice, disaggregated_params: params }, ...rest], prompt_token_ids: first.prompt };
+    }
+    const { hostname, port } = new URL(this.url);
+    const params = offeredParams({ engineId: this.engineId, requestId: id, blockIds, host: hostname, port: Number(port) });
+    return { ...answer, kv_transfer_params: params };
   }
 
   private serve(req: FastifyRequest, reply: FastifyReply, parsed: ParsedRequest, leg?: AdmittedLeg): Promise<unknown> {
@@ -302,7 +320,7 @@ class Worker implements MockWorker {
       for (const cancel of cancels) cancel();
     };
     // A decode leg pulls its prompt's KV; a prefill leg offers its first prompt's blocks.
-    if (parsed.kvTransfer === 'pull') this.kvTransfers.pulled++;
+    if (parsed.kvTransfer?.kind === 'pull') this.kvTransfers.pulled++;
     let offered: number[] = [];
     const submit = (
       k: number,
@@ -316,8 +334,8 @@ class Worker implements MockWorker {
           lora: parsed.lora,
           cacheSalt: parsed.cacheSalt,
           output: sequences[k].output,
-          remoteTokens: parsed.kvTransfer === 'pull' ? sequences[k].prompt.length : 0,
-          ...(parsed.kvTransfer === 'offer' && k === 0 ? { onBlocks: (ids: number[]) => (offered = ids) } : {}),
+          remoteTokens: parsed.kvTransfer?.kind === 'pull' ? sequences[k].prompt.length : 0,
+          ...(parsed.kvTransfer?.kind === 'offer' && k === 0 ? { onBlocks: (ids: number[]) => (offered = ids) } : {}),
           onTokens: (tokens, first) => {
             if (first && k === 0) leg?.handOver?.(sequences[0].prompt.length);
             onTokens(tokens, first);
@@ -345,17 +363,9 @@ class Worker implements MockWorker {
               ended(generated);
               const choices = sequences.map((s) => s.choice());
               const answer = fullResponse(parsed, id, created, choices, usage(promptTokens, generated, cached()));
-              if (parsed.kvTransfer !== 'offer') return resolve(answer);
+              if (parsed.kvTransfer?.kind !== 'offer') return resolve(answer);
               this.kvTransfers.offered++;
-              const { hostname, port } = new URL(this.url);
-              const params = offeredParams({
-                engineId: this.engineId,
-                requestId: id,
-                blockIds: offered,
-                host: hostname,
-                port: Number(port),
-              });
-              resolve({ ...(answer as object), kv_transfer_params: params });
+              resolve(this.offering(answer as Record<string, unknown>, parsed.kvTransfer.via, id, offered, sequences[0]));
             },
             (reason) => {
               cancelAll();
