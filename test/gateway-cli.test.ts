@@ -113,7 +113,7 @@ describe('kvroute serve as a command', () => {
     const bad = runCommand(['serve', '--block-size', '16', '--disaggregation-protocol', 'nixl'], /never/);
     bad.match.catch(() => undefined);
     expect(await bad.exited).toBe(2);
-    expect(bad.errors()).toMatch(/disaggregation\.protocol must be one of 'vllm', 'sglang', got "nixl"/);
+    expect(bad.errors()).toMatch(/disaggregation\.protocol must be one of 'vllm', 'trtllm', 'sglang', got "nixl"/);
     const badPort = runCommand(['mock-worker', '--port', '0', '--disaggregation-bootstrap-port', '70000'], /never/);
     badPort.match.catch(() => undefined);
     expect(await badPort.exited).toBe(2);

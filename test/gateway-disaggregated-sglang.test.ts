@@ -7,23 +7,15 @@
  * room, would get no answer. Their HTTP APIs sit behind TCP proxies that keep what was sent.
  */
 
-import { afterEach, describe, expect, test } from 'vitest';
-import {
-  type BackendName,
-  createGateway,
-  type Gateway,
-  type GatewayOptions,
-  type MockWorker,
-  type WorkerRole,
-  writeMockTokenizer,
-} from '../ts/index.js';
+import { describe, expect, test } from 'vitest';
+import { type BackendName, createGateway, type GatewayOptions, type MockWorker, type WorkerRole, writeMockTokenizer } from '../ts/index.js';
 import { parseWorkerFlag } from '../ts/server/config-file.js';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, startWorker, wireTo, workerEntry } from './helpers/gateway.js';
+import { disaggregatedFleet, type FleetShape, text } from './helpers/disaggregated-fleet.js';
+import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
 import { type Json, postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
-import { headsOn, type TcpProxy } from './helpers/tcp-proxy.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
@@ -31,69 +23,15 @@ closeFleetsAfterEach();
 /** How long a mock leg waits for its peer: short, so that a missed meeting fails the test rather than hangs it. */
 const PEER_TIMEOUT_MS = 4000;
 
-const closers: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
-});
+/** Workers in SGLang's modes by role (aggregated ones serve whole requests), prefill workers listed with their bootstrap ports. */
+const SGLANG: FleetShape = {
+  worker: (role) => ({ disaggregationMode: role === 'aggregated' ? null : role, bootstrapPort: 0, bootstrapTimeoutMs: PEER_TIMEOUT_MS }),
+  entry: (w, role) => (role === 'prefill' ? { bootstrapPort: w.bootstrapPort } : {}),
+};
 
-interface SglangFleet {
-  url: string;
-  workers: MockWorker[];
-  wires: TcpProxy[];
-  gateway: Gateway;
-  /** The routed requests worker `id` (1-based) received, bodies parsed. */
-  received(id: number): { path: string; head: Record<string, string>; body: Json }[];
-}
+const sglangFleet = (backend: BackendName, roles?: WorkerRole[], opts: Partial<GatewayOptions> = {}) =>
+  disaggregatedFleet(backend, roles, { disaggregation: { protocol: 'sglang' }, ...opts }, SGLANG);
 
-/** Workers in SGLang's modes by `roles` (aggregated ones serve whole requests), each behind a wire. */
-async function sglangFleet(
-  backend: BackendName,
-  roles: WorkerRole[] = ['prefill', 'prefill', 'decode', 'decode'],
-  opts: Partial<GatewayOptions> = {},
-): Promise<SglangFleet> {
-  const workers = await Promise.all(
-    roles.map((role) =>
-      startWorker({
-        disaggregationMode: role === 'aggregated' ? null : role,
-        bootstrapPort: 0,
-        bootstrapTimeoutMs: PEER_TIMEOUT_MS,
-      }),
-    ),
-  );
-  const wires = await Promise.all(workers.map(wireTo));
-  const gateway = createGateway({
-    blockSize: 16,
-    backend,
-    logLevel: false,
-    health: { intervalMs: 0 },
-    disaggregation: { protocol: 'sglang' },
-    ...opts,
-    workers: workers.map((w, i) => ({
-      ...workerEntry(w, i + 1),
-      url: `http://127.0.0.1:${wires[i].port}`,
-      role: roles[i],
-      ...(roles[i] === 'prefill' ? { bootstrapPort: w.bootstrapPort } : {}),
-    })),
-  });
-  closers.push(async () => {
-    await gateway.close({ now: true });
-    for (const wire of wires) await wire.cut();
-  });
-  const { url } = await gateway.listen();
-  await sleep(300);
-  return {
-    url,
-    workers,
-    wires,
-    gateway,
-    received: (id) =>
-      headsOn(wires[id - 1].sent)
-        .filter((r) => r.line.startsWith('POST ') && r.line !== 'POST /tokenize')
-        .map((r) => ({ path: r.line.split(' ')[1], head: r.head, body: JSON.parse(r.body) })),
-  };
-}
-
-const text = (n: number, seed: string) => Array.from({ length: n }, (_, i) => `${seed}${i}`).join(' ');
 const roomOf = (body: Json) => ({ host: body.bootstrap_host, port: body.bootstrap_port, room: body.bootstrap_room });
 
 describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol (%s)", (backend) => {
@@ -273,7 +211,7 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     const worker = { id: 1, url: 'http://127.0.0.1:1' };
     const make = (o: Partial<GatewayOptions>) => () => createGateway({ blockSize: 16, backend, logLevel: false, workers: [worker], ...o });
     expect(make({ disaggregation: { protocol: 'nixl' as never } })).toThrow(
-      /disaggregation\.protocol must be one of 'vllm', 'sglang', got "nixl"/,
+      /disaggregation\.protocol must be one of 'vllm', 'trtllm', 'sglang', got "nixl"/,
     );
     expect(make({ disaggregation: { protocol: 'sglang', bypassBelowTokens: 64 } })).toThrow(
       /bypassBelowTokens .*not with protocol 'sglang'/,
@@ -297,11 +235,14 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
       disaggregation: { protocol: 'sglang' },
       workers: [{ ...worker, role: 'prefill' }],
     });
-    closers.push(() => g.close({ now: true }));
-    expect(g.workers()[0].bootstrapPort).toBeNull();
-    const changes = g.setWorkers([{ ...worker, role: 'prefill', bootstrapPort: 9000 }]);
-    expect(changes.updated).toEqual([1n]);
-    expect(g.workers()[0].bootstrapPort).toBe(9000);
+    try {
+      expect(g.workers()[0].bootstrapPort).toBeNull();
+      const changes = g.setWorkers([{ ...worker, role: 'prefill', bootstrapPort: 9000 }]);
+      expect(changes.updated).toEqual([1n]);
+      expect(g.workers()[0].bootstrapPort).toBe(9000);
+    } finally {
+      await g.close({ now: true });
+    }
   });
 });
 

@@ -8,83 +8,26 @@
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, test } from 'vitest';
-import {
-  type BackendName,
-  createGateway,
-  type Gateway,
-  type GatewayOptions,
-  type MockWorker,
-  type WorkerRole,
-  writeMockTokenizer,
-} from '../ts/index.js';
+import { createGateway, type MockWorker, type WorkerRole, writeMockTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { disaggregatedFleet, text } from './helpers/disaggregated-fleet.js';
 import { DnsServer as Dns, type DnsServer, type SrvRecord } from './helpers/dns-server.js';
-import { closeFleetsAfterEach, startFleet, startWorker, wireTo, workerEntry } from './helpers/gateway.js';
+import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { type Json, postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
-import { headsOn, type TcpProxy } from './helpers/tcp-proxy.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
 
-interface PdFleet {
-  url: string;
-  workers: MockWorker[];
-  /** What the gateway sent each worker, by worker id (1-based). */
-  wires: TcpProxy[];
-  gateway: Gateway;
-  /** The routed requests worker `id` received (not the engine tokenizer's `/tokenize` calls), bodies parsed. */
-  received(id: number): { path: string; head: Record<string, string>; body: Json }[];
-}
-
-const closers: (() => Promise<void>)[] = [];
 const dnsServers: DnsServer[] = [];
 afterEach(async () => {
-  for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
   for (const dns of dnsServers.splice(0)) await dns.stop();
 });
 
-/** Workers 1 and 2 prefill, 3 and 4 decode (unless `roles` says otherwise), each behind a wire. */
-async function pdFleet(
-  backend: BackendName,
-  roles: WorkerRole[] = ['prefill', 'prefill', 'decode', 'decode'],
-  opts: Partial<GatewayOptions> = {},
-) {
-  const workers = await Promise.all(roles.map(() => startWorker()));
-  const wires = await Promise.all(workers.map(wireTo));
-  const gateway = createGateway({
-    blockSize: 16,
-    backend,
-    logLevel: false,
-    health: { intervalMs: 0 },
-    ...opts,
-    workers: workers.map((w, i) => ({ ...workerEntry(w, i + 1), url: `http://127.0.0.1:${wires[i].port}`, role: roles[i] })),
-  });
-  closers.push(async () => {
-    await gateway.close({ now: true });
-    for (const wire of wires) await wire.cut();
-  });
-  const { url } = await gateway.listen();
-  await sleep(300);
-  const fleet: PdFleet = {
-    url,
-    workers,
-    wires,
-    gateway,
-    received: (id) =>
-      headsOn(wires[id - 1].sent)
-        .filter((r) => r.line.startsWith('POST ') && r.line !== 'POST /tokenize')
-        .map((r) => ({ path: r.line.split(' ')[1], head: r.head, body: JSON.parse(r.body) })),
-  };
-  return fleet;
-}
-
-const text = (n: number, seed: string) => Array.from({ length: n }, (_, i) => `${seed}${i}`).join(' ');
-
 describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   test('a completion is prefilled on a prefill worker and decoded on a decode worker, with the KV-transfer parameters the prefill answered', async () => {
-    const f = await pdFleet(backend);
+    const f = await disaggregatedFleet(backend);
     const body = { model: 'mock-model', prompt: text(60, 'alpha'), max_tokens: 5, min_tokens: 2, temperature: 0 };
     const r = await postJson(`${f.url}/v1/completions`, body, { 'x-request-id': 'pd-1' });
     expect(r.status).toBe(200);
@@ -148,7 +91,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   });
 
   test('prefill legs go by KV overlap: a request sharing a long prefix is prefilled where that prefix is cached', async () => {
-    const f = await pdFleet(backend);
+    const f = await disaggregatedFleet(backend);
     for (const seed of ['p', 'q', 'r', 's']) {
       const prefix = text(80, seed);
       const first = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: `${prefix} one`, max_tokens: 2 });
@@ -167,7 +110,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   });
 
   test('a session keeps to its prefill worker (session affinity binds the prefill legs; the decode legs leave the binding be)', async () => {
-    const f = await pdFleet(backend, undefined, { router: { sessionAffinityTtlSecs: 60 } });
+    const f = await disaggregatedFleet(backend, undefined, { router: { sessionAffinityTtlSecs: 60 } });
     const session = { 'x-kvroute-session-id': 'agent-7' };
     const first = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: text(40, 'turn-one'), max_tokens: 2 }, session);
     const bound = first.headers.get('x-kvroute-prefill-worker');
@@ -191,7 +134,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   test("the request's trace holds both legs: a CLIENT span each, the engine's context the leg's own", async () => {
     const exporter = new InMemorySpanExporter();
     const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
-    const f = await pdFleet(backend, undefined, { tracing: { tracerProvider: provider } });
+    const f = await disaggregatedFleet(backend, undefined, { tracing: { tracerProvider: provider } });
     const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: text(30, 'traced'), max_tokens: 2 });
     expect(r.status).toBe(200);
     const isRequest = (s: ReadableSpan) => s.kind === SpanKind.SERVER;
@@ -215,7 +158,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   });
 
   test('a stream is the decode leg’s; the prefill leg is unstreamed and keeps no stream options', async () => {
-    const f = await pdFleet(backend);
+    const f = await disaggregatedFleet(backend);
     const body = {
       model: 'mock-model',
       messages: [{ role: 'user', content: text(40, 'chat') }],
@@ -243,7 +186,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
 
   test('with every prefill worker unreachable the request goes whole to a decode worker, counted', async () => {
     // A local tokenizer: the engine's /tokenize would meet the unreachable workers first.
-    const f = await pdFleet(backend, undefined, { tokenizer: writeMockTokenizer(scratchDir('kvroute-pd-tok-')) });
+    const f = await disaggregatedFleet(backend, undefined, { tokenizer: writeMockTokenizer(scratchDir('kvroute-pd-tok-')) });
     await f.wires[0].cut();
     await f.wires[1].cut();
     const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: text(30, 'down'), max_tokens: 3 });
@@ -260,7 +203,9 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   });
 
   test('a decode leg whose worker is unreachable is retried on another decode worker, with the same KV-transfer parameters', async () => {
-    const f = await pdFleet(backend, ['prefill', 'decode', 'decode'], { tokenizer: writeMockTokenizer(scratchDir('kvroute-pd-tok-')) });
+    const f = await disaggregatedFleet(backend, ['prefill', 'decode', 'decode'], {
+      tokenizer: writeMockTokenizer(scratchDir('kvroute-pd-tok-')),
+    });
     const prompt = text(80, 'retry');
     // Decode worker 2 caches the prompt, so the router prefers it for the decode leg; then it becomes unreachable.
     expect((await postJson(`${f.workers[1].url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 1 })).status).toBe(200);
@@ -280,7 +225,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   });
 
   test('a prefill worker’s 400 is the client’s answer, and no decode leg runs', async () => {
-    const f = await pdFleet(backend);
+    const f = await disaggregatedFleet(backend);
     const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'hello there', max_tokens: 3, top_p: 7 });
     expect(r.status).toBe(400);
     expect(r.json.error.message).toMatch(/top_p/);
@@ -292,20 +237,20 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   });
 
   test('a request carrying its own kv_transfer_params is refused in a disaggregated fleet, and passed on in an aggregated one', async () => {
-    const f = await pdFleet(backend);
+    const f = await disaggregatedFleet(backend);
     const own = { model: 'mock-model', prompt: 'hello', max_tokens: 2, kv_transfer_params: { do_remote_decode: true } };
     const r = await postJson(`${f.url}/v1/completions`, own);
     expect(r.status).toBe(400);
     expect(r.json.error.message).toMatch(/kv_transfer_params is set by the gateway/);
     for (const id of [1, 2, 3, 4]) expect(f.received(id)).toEqual([]);
-    const whole = await pdFleet(backend, ['aggregated', 'aggregated']);
+    const whole = await disaggregatedFleet(backend, ['aggregated', 'aggregated']);
     const passed = await postJson(`${whole.url}/v1/completions`, own);
     expect(passed.status).toBe(200);
     expect(passed.json.kv_transfer_params.do_remote_prefill).toBe(true);
   });
 
   test("a batch's prompts are split one by one, as requests of their own; the Responses API goes whole to a decode worker", async () => {
-    const f = await pdFleet(backend);
+    const f = await disaggregatedFleet(backend);
     const batch = await postJson(
       `${f.url}/v1/completions`,
       { model: 'mock-model', prompt: [text(30, 'one'), text(30, 'two')], max_tokens: 2 },
@@ -335,7 +280,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   });
 
   test("a batch prompt's prefill 400 fails the batch, as vLLM's would", async () => {
-    const f = await pdFleet(backend);
+    const f = await disaggregatedFleet(backend);
     const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: ['good one', 'good two'], max_tokens: 2, top_p: 7 });
     expect(r.status).toBe(400);
     expect(r.json.error.message).toMatch(/top_p/);
@@ -343,7 +288,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   });
 
   test('roles change in place: a fleet given roles by setWorkers splits its next requests', async () => {
-    const f = await pdFleet(backend, ['aggregated', 'aggregated', 'aggregated', 'aggregated']);
+    const f = await disaggregatedFleet(backend, ['aggregated', 'aggregated', 'aggregated', 'aggregated']);
     const before = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'first', max_tokens: 2 });
     expect(before.headers.get('x-kvroute-prefill-worker')).toBeNull();
     const roles: WorkerRole[] = ['prefill', 'prefill', 'decode', 'decode'];
@@ -358,7 +303,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   });
 
   test('a decode leg is booked on its decode worker with its blocks and no prefill work (it pulls the prompt rather than compute it)', async () => {
-    const f = await pdFleet(backend, ['prefill', 'decode'], { tokenizer: writeMockTokenizer(scratchDir('kvroute-pd-tok-')) });
+    const f = await disaggregatedFleet(backend, ['prefill', 'decode'], { tokenizer: writeMockTokenizer(scratchDir('kvroute-pd-tok-')) });
     f.workers[1].fault({ kind: 'hang' });
     const client = new AbortController();
     const pending = fetch(`${f.url}/v1/completions`, {
@@ -379,7 +324,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
   });
 
   test('disaggregation.bypassBelowTokens: a prompt a decode worker holds all but a few tokens of skips the prefill leg', async () => {
-    const f = await pdFleet(backend, ['prefill', 'decode'], { disaggregation: { bypassBelowTokens: 32 } });
+    const f = await disaggregatedFleet(backend, ['prefill', 'decode'], { disaggregation: { bypassBelowTokens: 32 } });
     const prompt = text(100, 'bypass');
     const first = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 2 });
     expect(first.headers.get('x-kvroute-prefill-worker')).toBe('1');

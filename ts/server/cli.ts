@@ -112,8 +112,8 @@ const FLAGS: Flags = {
   },
   'disaggregation-protocol': {
     kind: 'string',
-    value: 'vllm|sglang',
-    help: "how prefill and decode workers pass the KV: vLLM's kv_transfer_params (prefill leg, then decode leg) or SGLang's bootstrap room (both legs at once)",
+    value: 'vllm|trtllm|sglang',
+    help: "how prefill and decode workers pass the KV: vLLM's kv_transfer_params or TensorRT-LLM's disaggregated_params (prefill leg, then decode leg), or SGLang's bootstrap room (both legs at once)",
     default: 'vllm',
   },
   'drain-timeout-secs': { kind: 'number', help: 'then cut requests still in flight after this long (0: no limit)', default: '0' },

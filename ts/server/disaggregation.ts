@@ -1,50 +1,47 @@
 /**
  * Disaggregated serving: a request's prefill on one worker, its decode on another, the KV cache
- * passed between them by the engines' connector (vLLM's NixlConnector, and those that take the
- * same parameters). The gateway does what vLLM's disaggregation proxy does, with both legs
- * routed by the router instead of in turn:
+ * passed between them by the engines. For engines that hand it over in two steps (vLLM's
+ * connectors, `vllm-handover.ts`; TensorRT-LLM's, `trtllm-handover.ts`) the gateway does what
+ * their own disaggregation proxies do, with both legs routed by the router instead of in turn:
  *
  * 1. the prefill leg goes to a `prefill` worker, chosen by KV overlap and load like any request,
- *    as a copy of the request that generates one token, unstreamed, with
- *    `kv_transfer_params.do_remote_decode`; its answer carries the parameters the decode worker
- *    needs to pull the KV (`remote_engine_id`, `remote_block_ids`, ...);
+ *    as a copy of the request, unstreamed, asking its engine to keep the KV for a remote decode;
+ *    its answer carries the parameters the decode worker needs to receive it;
  * 2. the decode leg goes to a `decode` worker, chosen among the decode pool by the same cost (a
- *    decode worker already holding the prompt's prefix pulls less of it), as the request itself
- *    with those parameters; its answer is the client's, streamed or not. Its booking's prefill
- *    ends at once: a decode worker computes none.
+ *    decode worker already holding the prompt's prefix receives less of it), as the request
+ *    itself with those parameters; its answer is the client's, streamed or not. Its booking's
+ *    prefill ends at once: a decode worker computes none.
  *
  * A prefill leg is routed and retried like a whole request. When no prefill worker answers it,
- * the request goes whole to a decode worker (a vLLM worker with a connector also serves requests
+ * the request goes whole to a decode worker (both engines' decode workers also serve requests
  * that carry no parameters), so a lost prefill pool slows requests but does not fail them. A
- * prefill worker's 4xx is the request's fault and is the client's answer. A batch's prompts,
- * which the gateway routes one by one, are split one by one. With
- * `disaggregation.bypassBelowTokens`, a prompt a decode worker already holds all but a few
- * tokens of skips the prefill leg (Dynamo's conditional prefill). SGLang's engines pass the KV
- * otherwise, both legs at once: `bootstrap-legs.ts`.
+ * prefill worker's 4xx is the request's fault and is the client's answer, as is a prefill answer
+ * that already finished the request (TensorRT-LLM's rule). A batch's prompts, which the gateway
+ * routes one by one, are split one by one. With `disaggregation.bypassBelowTokens`, a prompt a
+ * decode worker already holds all but a few tokens of skips the prefill leg (Dynamo's
+ * conditional prefill). SGLang's engines pass the KV otherwise, both legs at once:
+ * `bootstrap-legs.ts`.
  * @internal
  * @module
  */
 
 import type { PotentialLoad } from '../router/types.js';
+import { answeredUpstream } from './answered.js';
 import { bootstrapLegs } from './bootstrap-legs.js';
 import { connect, type Leg, type Upstream } from './connect.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
-import { type FirstLeg, legsBody, WHOLE } from './legs.js';
+import { type FirstLeg, legsBody, type TwoStepProtocol, WHOLE } from './legs.js';
 import type { ReadRequest, RequestKind } from './prompt.js';
 import type { Outcome, ProxyContext, Refusal } from './proxy.js';
 import { inScope, routingScope } from './scope.js';
 import { usageFacts } from './sse.js';
 import { reported } from './stream-watch.js';
+import { TRTLLM_HANDOVER } from './trtllm-handover.js';
+import { VLLM_HANDOVER } from './vllm-handover.js';
+import type { DisaggregationProtocol } from './worker-role.js';
 
-/** What the prefill leg asks of the prefill worker's connector (vLLM's proxy sends the same). */
-const PREFILL_TRANSFER = {
-  do_remote_decode: true,
-  do_remote_prefill: false,
-  remote_engine_id: null,
-  remote_block_ids: null,
-  remote_host: null,
-  remote_port: null,
-};
+/** How each two-step protocol hands the KV over (SGLang's sends both legs at once: bootstrap-legs.ts). */
+const HANDOVERS: Record<Exclude<DisaggregationProtocol, 'sglang'>, TwoStepProtocol> = { vllm: VLLM_HANDOVER, trtllm: TRTLLM_HANDOVER };
 
 /** The prefill worker that served a request's prefill leg. */
 export interface PrefillLeg {
@@ -102,28 +99,6 @@ function netNewTokens(promptTokens: number, decodeLoads: readonly PotentialLoad[
 }
 
 /**
- * The prefill leg's body: one token, unstreamed, asking the connector to keep the KV for a
- * remote decode; the options that concern the output alone (`stream_options`, `min_tokens`)
- * stay with the decode leg.
- */
-function prefillBody(body: Record<string, unknown>): string {
-  const { stream_options: _options, min_tokens: _min, min_completion_tokens: _minCompletion, ...rest } = body;
-  return JSON.stringify({
-    ...rest,
-    stream: false,
-    max_tokens: 1,
-    ...(body.max_completion_tokens === undefined ? {} : { max_completion_tokens: 1 }),
-    kv_transfer_params: PREFILL_TRANSFER,
-  });
-}
-
-/** The KV-transfer parameters of a prefill worker's answer, when it gave any. */
-function transferParams(answer: unknown): Record<string, unknown> | undefined {
-  const params = (answer as { kv_transfer_params?: unknown } | null)?.kv_transfer_params;
-  return params !== null && typeof params === 'object' && !Array.isArray(params) ? (params as Record<string, unknown>) : undefined;
-}
-
-/**
  * What the prefill leg left to do: the decode leg; the whole request (no prefill worker
  * answered); nothing but to refuse it (the gateway's refusal, or a client gone); or nothing but
  * to give the client the prefill worker's own answer (a 4xx, its body unread).
@@ -138,12 +113,10 @@ async function prefillLeg(
   path: string,
   signal: AbortSignal,
   outcome: Outcome,
+  { protocol, body }: { protocol: TwoStepProtocol; body: Record<string, unknown> },
 ): Promise<AfterPrefill> {
-  const start = legsBody(read, outcome);
-  if ('refusal' in start) return start;
-  const { body } = start;
   const t0 = performance.now();
-  const up = await connect(ctx, read, tokens, path, signal, outcome, undefined, { kind: 'prefill', body: prefillBody(body) });
+  const up = await connect(ctx, read, tokens, path, signal, outcome, undefined, { kind: 'prefill', body: protocol.prefillBody(body) });
   if ('refused' in up) {
     if (up.reason === 'upstream_failed' || up.reason === 'no_worker') {
       ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'failed' });
@@ -190,12 +163,17 @@ async function prefillLeg(
   // The prefill worker's cache is the one the router predicted for: its report is compared here;
   // the decode worker's is not comparable.
   reported(ctx, outcome, usageFacts((answer as { usage?: never } | undefined)?.usage).cachedTokens);
-  outcome.prefill = { worker: decision.workerId, dpRank: decision.dpRank, cachedTokens: outcome.expected ?? decision.cachedTokens };
   outcome.predicted = undefined;
-  const params = transferParams(answer);
-  ctx.metrics.prefillLegs.inc({ worker: String(decision.workerId), result: params ? 'transferred' : 'no_transfer_params' });
-  // Without parameters (a worker without a connector) the decode worker computes the prompt itself, as vLLM's proxy lets it.
-  return { decode: { kind: 'decode', body: params ? JSON.stringify({ ...body, kv_transfer_params: params }) : read.forward } };
+  const next = protocol.decodeBody(body, answer, read.forward);
+  if ('finished' in next) {
+    // The prefill worker finished the request (TensorRT-LLM's context answer that stopped at its
+    // first token): its answer is the client's, and no decode leg runs.
+    ctx.metrics.prefillLegs.inc({ worker: String(decision.workerId), result: 'finished' });
+    return { answer: answeredUpstream(decision, next.finished, read.stream) };
+  }
+  outcome.prefill = { worker: decision.workerId, dpRank: decision.dpRank, cachedTokens: outcome.expected ?? decision.cachedTokens };
+  ctx.metrics.prefillLegs.inc({ worker: String(decision.workerId), result: next.transferred ? 'transferred' : 'no_transfer_params' });
+  return { decode: { kind: 'decode', body: next.body } };
 }
 
 /**
@@ -213,11 +191,15 @@ export async function firstLeg(
   decoders: bigint[],
 ): Promise<FirstLeg> {
   if (ctx.opts.disaggregation.protocol === 'sglang') return bootstrapLegs(ctx, read, tokens, path, signal, outcome);
+  const protocol = HANDOVERS[ctx.opts.disaggregation.protocol];
+  // A client's own hand-over parameters are refused whether or not the prefill leg is skipped.
+  const start = legsBody(read, outcome, protocol.gatewaySet);
+  if ('refusal' in start) return start;
   if (bypassesPrefill(ctx, read, tokens, decoders)) {
     ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'bypassed' });
     return WHOLE;
   }
-  const after = await prefillLeg(ctx, read, tokens, path, signal, outcome);
+  const after = await prefillLeg(ctx, read, tokens, path, signal, outcome, { protocol, body: start.body });
   if ('decode' in after) return { leg: after.decode };
   if ('whole' in after) return WHOLE;
   return after;

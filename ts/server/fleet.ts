@@ -83,7 +83,7 @@ export class Fleet {
   private readonly membershipListeners: ((id: bigint, present: boolean) => void)[] = [];
   /** `routable()`'s answer until membership or health changes (read on every request). */
   private routableCache: RoutableWorkers | undefined;
-  /** Whether decode workers take whole requests too (vLLM's do; SGLang's meet a prefill worker or fail). */
+  /** Whether decode workers take whole requests too (vLLM's and TensorRT-LLM's do; SGLang's meet a prefill worker or fail). */
   private readonly decodeServesWhole: boolean;
 
   /** Headers every request to a worker carries: the workers' API key, when configured. */
@@ -97,7 +97,7 @@ export class Fleet {
     private readonly connect?: buildConnector.connector,
   ) {
     this.upstreamHeaders = opts.upstream.apiKey === undefined ? {} : { authorization: `Bearer ${opts.upstream.apiKey}` };
-    this.decodeServesWhole = opts.disaggregation.protocol === 'vllm';
+    this.decodeServesWhole = opts.disaggregation.protocol !== 'sglang';
   }
 
   /** Starts the active probes (none when `health.intervalMs` is 0). */

@@ -157,7 +157,7 @@ export class GatewayMetrics {
         'Prefill legs of disaggregated requests, by result: transferred (the decode leg got KV-transfer parameters; with ' +
         "SGLang's protocol, the prefill worker answered beside its decode worker), " +
         'no_transfer_params (the prefill worker answered none: the decode worker computes the prompt), refused (the ' +
-        "prefill worker's 4xx, given to the client), failed (no prefill worker answered: the request went whole to a decode worker, " +
+        "prefill worker's 4xx, given to the client), finished (TensorRT-LLM's context answer ended the request: it is the client's), failed (no prefill worker answered: the request went whole to a decode worker, " +
         "or with SGLang's protocol was refused with 502), " +
         'bypassed (a decode worker held all but disaggregation.bypassBelowTokens of the prompt: no prefill leg, the request went whole). ' +
         'By the prefill worker that answered ("none" for failed without an answer, and bypassed).',

@@ -166,8 +166,9 @@ export interface DisaggregationOptions {
   bypassBelowTokens?: number | null;
   /**
    * How the engines pass the KV between the legs: vLLM's KV connectors (`'vllm'`: the prefill
-   * leg, then the decode leg with its `kv_transfer_params`) or SGLang's bootstrap protocol
-   * (`'sglang'`: both legs at once, meeting in a `bootstrap_room`). See
+   * leg, then the decode leg with its `kv_transfer_params`), TensorRT-LLM's (`'trtllm'`: the
+   * context leg, then the generation leg with its `disaggregated_params`) or SGLang's bootstrap
+   * protocol (`'sglang'`: both legs at once, meeting in a `bootstrap_room`). See
    * {@link DisaggregationProtocol}. Default `'vllm'`.
    */
   protocol?: DisaggregationProtocol;

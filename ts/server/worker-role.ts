@@ -26,6 +26,11 @@ export type WorkerRole = 'aggregated' | 'prefill' | 'decode';
  * - `'vllm'`: vLLM's KV connectors (NixlConnector and those taking the same parameters). The
  *   prefill leg first (`max_tokens` 1, `kv_transfer_params.do_remote_decode`), then the decode
  *   leg with the `kv_transfer_params` the prefill worker answered.
+ * - `'trtllm'`: TensorRT-LLM's (`trtllm-serve` context and generation servers). The context leg
+ *   first (`disaggregated_params.request_type: "context_only"`), then the generation leg with the
+ *   `disaggregated_params` of the context answer's first choice as `"generation_only"` (and a
+ *   completion's prompt as the context server's token ids). A context answer that already ended
+ *   is the client's answer.
  * - `'sglang'`: SGLang's bootstrap protocol (`--disaggregation-mode prefill|decode`). Both legs at
  *   once, each the request with the prefill worker's `bootstrap_host` and `bootstrap_port` and a
  *   fresh `bootstrap_room`: the decode worker meets the prefill worker there and receives the KV.
@@ -33,10 +38,10 @@ export type WorkerRole = 'aggregated' | 'prefill' | 'decode';
  *   workers only.
  * @group Gateway
  */
-export type DisaggregationProtocol = 'vllm' | 'sglang';
+export type DisaggregationProtocol = 'vllm' | 'trtllm' | 'sglang';
 
 /** The protocols `disaggregation.protocol` may name. */
-export const DISAGGREGATION_PROTOCOLS: readonly DisaggregationProtocol[] = ['vllm', 'sglang'];
+export const DISAGGREGATION_PROTOCOLS: readonly DisaggregationProtocol[] = ['vllm', 'trtllm', 'sglang'];
 
 /** The roles a worker may have. */
 export const WORKER_ROLES: readonly WorkerRole[] = ['aggregated', 'prefill', 'decode'];

@@ -1,0 +1,85 @@
+/**
+ * A disaggregated fleet for the gateway's suites: real mock workers by role, each one's HTTP API
+ * behind a TCP proxy that keeps what the gateway sent it (`received`), their KV events direct,
+ * and a listening gateway. Closed after each test (with `closeFleetsAfterEach`).
+ */
+
+import { afterEach } from 'vitest';
+import {
+  type BackendName,
+  createGateway,
+  type Gateway,
+  type GatewayOptions,
+  type GatewayWorker,
+  type MockWorker,
+  type MockWorkerOptions,
+  type WorkerRole,
+} from '../../ts/index.js';
+import { startWorker, wireTo, workerEntry } from './gateway.js';
+import type { Json } from './http.js';
+import { headsOn, type TcpProxy } from './tcp-proxy.js';
+import { sleep } from './wait.js';
+
+export interface DisaggregatedFleet {
+  url: string;
+  workers: MockWorker[];
+  /** What the gateway sent each worker, by worker id (1-based). */
+  wires: TcpProxy[];
+  gateway: Gateway;
+  /** The routed requests worker `id` received (not the engine tokenizer's `/tokenize` calls), bodies parsed. */
+  received(id: number): { path: string; head: Record<string, string>; body: Json }[];
+}
+
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
+});
+
+/** How the fleet's workers start and are listed: each role's mock options, and its entry's extra keys. */
+export interface FleetShape {
+  worker?: (role: WorkerRole) => MockWorkerOptions;
+  entry?: (worker: MockWorker, role: WorkerRole) => Partial<GatewayWorker>;
+}
+
+/** Workers 1 and 2 prefill, 3 and 4 decode (unless `roles` says otherwise), each behind a wire. */
+export async function disaggregatedFleet(
+  backend: BackendName,
+  roles: WorkerRole[] = ['prefill', 'prefill', 'decode', 'decode'],
+  opts: Partial<GatewayOptions> = {},
+  shape: FleetShape = {},
+): Promise<DisaggregatedFleet> {
+  const workers = await Promise.all(roles.map((role) => startWorker(shape.worker?.(role) ?? {})));
+  const wires = await Promise.all(workers.map(wireTo));
+  const gateway = createGateway({
+    blockSize: 16,
+    backend,
+    logLevel: false,
+    health: { intervalMs: 0 },
+    ...opts,
+    workers: workers.map((w, i) => ({
+      ...workerEntry(w, i + 1),
+      url: `http://127.0.0.1:${wires[i].port}`,
+      role: roles[i],
+      ...shape.entry?.(w, roles[i]),
+    })),
+  });
+  closers.push(async () => {
+    await gateway.close({ now: true });
+    for (const wire of wires) await wire.cut();
+  });
+  const { url } = await gateway.listen();
+  await sleep(300);
+  return {
+    url,
+    workers,
+    wires,
+    gateway,
+    received: (id) =>
+      headsOn(wires[id - 1].sent)
+        .filter((r) => r.line.startsWith('POST ') && r.line !== 'POST /tokenize')
+        .map((r) => ({ path: r.line.split(' ')[1], head: r.head, body: JSON.parse(r.body) })),
+  };
+}
+
+/** `n` words `seed0 seed1 …`: a prompt of its own per seed. */
+export const text = (n: number, seed: string) => Array.from({ length: n }, (_, i) => `${seed}${i}`).join(' ');
