@@ -17,7 +17,9 @@
  *   sends each follow-up there.
  * - disaggregated: a second gateway over the same workers, half of them prefill and half decode,
  *   the short requests again (each one a prefill leg and a decode leg);
- * - SGLang's protocol: a third gateway over a second fleet of 16 in SGLang's prefill and decode
+ * - TensorRT-LLM's hand-over: a third gateway over the same workers (`--disaggregation-protocol
+ *   trtllm`), the short requests again;
+ * - SGLang's protocol: a fourth gateway over a second fleet of 16 in SGLang's prefill and decode
  *   modes (`--disaggregation-protocol sglang`), the short requests again (both legs at once).
  * Goals (issue 13): ≥ 3,000 short requests/s; < 1 ms p99 added for the 4,096-token prompt.
  */
@@ -160,6 +162,11 @@ const pdUrl = pd.match[1];
 await new Promise((r) => setTimeout(r, 500));
 const { rps: pdRps, perCpu: pdPerCoreRps } = await gatewayRate(pd.child.pid, () => throughput(() => pdUrl));
 pd.child.kill('SIGTERM');
+// TensorRT-LLM's hand-over: the same two steps with its parameters, over the same workers.
+const trt = await startServe((i) => (i < WORKERS / 2 ? 'prefill' : 'decode'), workers, ['--disaggregation-protocol', 'trtllm']);
+await new Promise((r) => setTimeout(r, 500));
+const { rps: trtRps, perCpu: trtPerCoreRps } = await gatewayRate(trt.child.pid, () => throughput(() => trt.match[1]));
+trt.child.kill('SIGTERM');
 // SGLang's protocol: a fleet in its disaggregation modes, both legs of each request sent at once.
 const sglangFleet = await spawnLine([join(ROOT, 'bench', 'gateway-fleet.ts'), String(WORKERS), '1000', 'sglang'], /^(\[.*\])\n/);
 const sglangWorkers = JSON.parse(sglangFleet.match[1]) as FleetWorker[];
@@ -180,6 +187,8 @@ const figures = {
   gatewayResponsesPerCpuSecond: responsesPerCoreRps,
   disaggregatedRequestsPerSec: pdRps,
   disaggregatedRequestsPerCpuSecond: pdPerCoreRps,
+  trtllmDisaggregatedRequestsPerSec: trtRps,
+  trtllmDisaggregatedRequestsPerCpuSecond: trtPerCoreRps,
   sglangDisaggregatedRequestsPerSec: sgRps,
   sglangDisaggregatedRequestsPerCpuSecond: sgPerCoreRps,
   directP50ms: percentile(direct, 50),
@@ -206,6 +215,8 @@ printTable(
   [
     { path: 'through kvroute serve (two legs each)', 'requests/s': fmt(pdRps, 0) },
     { path: 'kvroute serve, per second of its CPU', 'requests/s': fmt(pdPerCoreRps, 0) },
+    { path: "TensorRT-LLM's hand-over: through kvroute serve (two legs each)", 'requests/s': fmt(trtRps, 0) },
+    { path: "TensorRT-LLM's hand-over: kvroute serve, per second of its CPU", 'requests/s': fmt(trtPerCoreRps, 0) },
     { path: "SGLang's protocol: through kvroute serve (both legs at once)", 'requests/s': fmt(sgRps, 0) },
     { path: "SGLang's protocol: kvroute serve, per second of its CPU", 'requests/s': fmt(sgPerCoreRps, 0) },
   ],
