@@ -95,13 +95,9 @@ export async function proxyBatch(
       prompts.map(async (p, i) => {
         // In a disaggregated fleet each prompt is split as a request of its own would be.
         const decoders = splits(ctx.fleet, p, 'completion', undefined);
-        const first = decoders ? await firstLeg(ctx, p, tokens[i], path, stop.signal, outcomes[i], decoders) : WHOLE;
-        const up =
-          'refusal' in first
-            ? first.refusal
-            : 'answer' in first
-              ? first.answer
-              : await connect(ctx, p, tokens[i], path, stop.signal, outcomes[i], undefined, first.leg);
+        const routed = { ctx, read: p, tokens: tokens[i], path, signal: stop.signal, outcome: outcomes[i] };
+        const first = decoders ? await firstLeg(routed, decoders) : WHOLE;
+        const up = 'refusal' in first ? first.refusal : 'answer' in first ? first.answer : await connect(routed, undefined, first.leg);
         if ('refused' in up) stop.abort();
         return up;
       }),

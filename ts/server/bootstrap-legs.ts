@@ -24,6 +24,7 @@ import {
   LEG_ABANDONED,
   type Leg,
   queueKeyOf,
+  type Routed,
   routeFields,
   routeOnce,
   sendLeg,
@@ -31,7 +32,6 @@ import {
 } from './connect.js';
 import { describeError, failureKind } from './fleet.js';
 import { type FirstLeg, legsBody } from './legs.js';
-import type { ReadRequest } from './prompt.js';
 import type { Outcome, ProxyContext } from './proxy.js';
 import { inScope, routingScope } from './scope.js';
 import { usageFacts } from './sse.js';
@@ -129,16 +129,8 @@ async function abandon(ctx: ProxyContext, outcome: Outcome, decode: Upstream | {
 }
 
 /** Sends one pair of legs, the prefill leg to the routed prefill worker; `retry` when that worker failed. */
-async function sendPair(
-  ctx: ProxyContext,
-  read: ReadRequest,
-  tokens: number[],
-  path: string,
-  signal: AbortSignal,
-  outcome: Outcome,
-  prefill: Upstream['decision'],
-  body: Record<string, unknown>,
-): Promise<FirstLeg | { retry: string }> {
+async function sendPair(r: Routed, prefill: Upstream['decision'], body: Record<string, unknown>): Promise<FirstLeg | { retry: string }> {
+  const { ctx, tokens, path, signal, outcome } = r;
   const spec = ctx.fleet.get(prefill.workerId)?.spec;
   const room = {
     bootstrap_host: bootstrapHost(spec?.url),
@@ -165,7 +157,7 @@ async function sendPair(
           return r;
         },
       ),
-      connect(ctx, read, tokens, path, decodeStop.signal, outcome, undefined, {
+      connect({ ...r, signal: decodeStop.signal }, undefined, {
         kind: 'decode',
         body: JSON.stringify({ ...body, ...room }),
       }).then((r) => {
@@ -209,14 +201,8 @@ async function sendPair(
  * Serves a request's two legs over SGLang's bootstrap protocol (see the module's description): a
  * prefill worker routed, both legs sent, retried on another prefill worker when it fails.
  */
-export async function bootstrapLegs(
-  ctx: ProxyContext,
-  read: ReadRequest,
-  tokens: number[],
-  path: string,
-  signal: AbortSignal,
-  outcome: Outcome,
-): Promise<FirstLeg> {
+export async function bootstrapLegs(r: Routed): Promise<FirstLeg> {
+  const { ctx, read, tokens, signal, outcome } = r;
   const start = legsBody(read, outcome, BOOTSTRAP_FIELDS);
   if ('refusal' in start) return start;
   const { body } = start;
@@ -234,7 +220,7 @@ export async function bootstrapLegs(
     }
     tried.add(prefill.workerId);
     outcome.attempts++;
-    const pair = await sendPair(ctx, read, tokens, path, signal, outcome, prefill, body);
+    const pair = await sendPair(r, prefill, body);
     if (!('retry' in pair)) return pair;
     lastFailure = pair.retry;
   }

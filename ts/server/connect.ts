@@ -178,6 +178,20 @@ export async function sendLeg(
   }
 }
 
+/**
+ * A request being routed: what each of its legs is routed and sent with (its tokens, the path
+ * it goes to on the worker, the signal that ends it, and the outcome its log line and metrics
+ * are made of).
+ */
+export interface Routed {
+  ctx: ProxyContext;
+  read: ReadRequest;
+  tokens: number[];
+  path: string;
+  signal: AbortSignal;
+  outcome: Outcome;
+}
+
 /** A worker's answer to a routed request, its status and headers read, its body not yet. */
 export interface Upstream {
   decision: RouteDecision;
@@ -191,16 +205,8 @@ export interface Upstream {
  * API request answered is remembered under its response id.
  * @param only the one worker that may take the request (the one holding the response it continues)
  */
-export async function connect(
-  ctx: ProxyContext,
-  read: ReadRequest,
-  tokens: number[],
-  path: string,
-  signal: AbortSignal,
-  outcome: Outcome,
-  only?: bigint,
-  leg: Leg = { kind: 'whole', body: read.forward },
-): Promise<Upstream | Refusal> {
+export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whole', body: r.read.forward }): Promise<Upstream | Refusal> {
+  const { ctx, read, tokens, path, signal, outcome } = r;
   const tried = new Set<bigint>();
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
   if (only !== undefined) scope.workers = new Set([only]);

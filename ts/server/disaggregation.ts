@@ -28,11 +28,11 @@
 import type { PotentialLoad } from '../router/types.js';
 import { answeredUpstream } from './answered.js';
 import { bootstrapLegs } from './bootstrap-legs.js';
-import { connect, type Leg, type Upstream } from './connect.js';
+import { connect, type Leg, type Routed, type Upstream } from './connect.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import { type FirstLeg, legsBody, type TwoStepProtocol, WHOLE } from './legs.js';
 import type { ReadRequest, RequestKind } from './prompt.js';
-import type { Outcome, ProxyContext, Refusal } from './proxy.js';
+import type { ProxyContext, Refusal } from './proxy.js';
 import { inScope, routingScope } from './scope.js';
 import { usageFacts } from './sse.js';
 import { reported } from './stream-watch.js';
@@ -107,16 +107,12 @@ type AfterPrefill = { decode: Leg } | { whole: true } | { refusal: Refusal } | {
 
 /** Runs a request's prefill leg (see the module's description). */
 async function prefillLeg(
-  ctx: ProxyContext,
-  read: ReadRequest,
-  tokens: number[],
-  path: string,
-  signal: AbortSignal,
-  outcome: Outcome,
+  r: Routed,
   { protocol, body }: { protocol: TwoStepProtocol; body: Record<string, unknown> },
 ): Promise<AfterPrefill> {
+  const { ctx, read, signal, outcome } = r;
   const t0 = performance.now();
-  const up = await connect(ctx, read, tokens, path, signal, outcome, undefined, { kind: 'prefill', body: protocol.prefillBody(body) });
+  const up = await connect(r, undefined, { kind: 'prefill', body: protocol.prefillBody(body) });
   if ('refused' in up) {
     if (up.reason === 'upstream_failed' || up.reason === 'no_worker') {
       ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'failed' });
@@ -181,16 +177,9 @@ async function prefillLeg(
  * prefill leg, unless `disaggregation.bypassBelowTokens` skips it; with SGLang's protocol, both
  * legs at once (bootstrap-legs.ts), the decode worker's answer left to deliver.
  */
-export async function firstLeg(
-  ctx: ProxyContext,
-  read: ReadRequest,
-  tokens: number[],
-  path: string,
-  signal: AbortSignal,
-  outcome: Outcome,
-  decoders: bigint[],
-): Promise<FirstLeg> {
-  if (ctx.opts.disaggregation.protocol === 'sglang') return bootstrapLegs(ctx, read, tokens, path, signal, outcome);
+export async function firstLeg(r: Routed, decoders: bigint[]): Promise<FirstLeg> {
+  const { ctx, read, tokens, outcome } = r;
+  if (ctx.opts.disaggregation.protocol === 'sglang') return bootstrapLegs(r);
   const protocol = HANDOVERS[ctx.opts.disaggregation.protocol];
   // A client's own hand-over parameters are refused whether or not the prefill leg is skipped.
   const start = legsBody(read, outcome, protocol.gatewaySet);
@@ -199,7 +188,7 @@ export async function firstLeg(
     ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'bypassed' });
     return WHOLE;
   }
-  const after = await prefillLeg(ctx, read, tokens, path, signal, outcome, { protocol, body: start.body });
+  const after = await prefillLeg(r, { protocol, body: start.body });
   if ('decode' in after) return { leg: after.decode };
   if ('whole' in after) return WHOLE;
   return after;

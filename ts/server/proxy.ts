@@ -394,12 +394,13 @@ async function forward(
 ): Promise<void> {
   // Only a request that is split waits for its first leg; a whole one goes on at once.
   const decoders = splits(ctx.fleet, read, kind, only);
-  const first = decoders ? await firstLeg(ctx, read, tokens, path, signal, outcome, decoders) : WHOLE;
+  const routed = { ctx, read, tokens, path, signal, outcome };
+  const first = decoders ? await firstLeg(routed, decoders) : WHOLE;
   if ('refusal' in first) {
     refuse(ctx, reply, first.refusal);
     return;
   }
-  const up = 'answer' in first ? first.answer : await connect(ctx, read, tokens, path, signal, outcome, only, first.leg);
+  const up = 'answer' in first ? first.answer : await connect(routed, only, first.leg);
   if ('refused' in up) {
     refuse(ctx, reply, up);
     return;
