@@ -11,9 +11,9 @@ import { describe, expect, test } from 'vitest';
 import { type BackendName, createGateway, type GatewayOptions, type MockWorker, type WorkerRole, writeMockTokenizer } from '../ts/index.js';
 import { parseWorkerFlag } from '../ts/server/config-file.js';
 import { BACKENDS } from './helpers/backends.js';
-import { disaggregatedFleet, type FleetShape, text } from './helpers/disaggregated-fleet.js';
+import { disaggregatedFleet, type FleetShape, streamedChat, text } from './helpers/disaggregated-fleet.js';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
-import { type Json, postJson, sse } from './helpers/http.js';
+import { type Json, postJson } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 import { sleep, waitFor } from './helpers/wait.js';
@@ -73,19 +73,8 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
 
   test('a streamed chat is streamed from the decode worker; every request meets in a room of its own', async () => {
     const f = await sglangFleet(backend, ['prefill', 'decode']);
-    const body = {
-      model: 'mock-model',
-      messages: [{ role: 'user', content: text(40, 'chat') }],
-      max_tokens: 4,
-      stream: true,
-      stream_options: { include_usage: true },
-    };
-    const first = await sse(`${f.url}/v1/chat/completions`, body);
-    expect(first.status).toBe(200);
-    expect(first.events.at(-1)).toBe('[DONE]');
-    expect(first.events.at(-2).usage.completion_tokens).toBe(4);
-    const second = await sse(`${f.url}/v1/chat/completions`, body);
-    expect(second.status).toBe(200);
+    await streamedChat(f.url, { max_tokens: 4 });
+    const second = await streamedChat(f.url, { max_tokens: 4 });
     const prefills = f.received(1);
     const decodes = f.received(2);
     expect(prefills.map((p) => [p.body.stream, p.body.stream_options])).toEqual([

@@ -9,7 +9,7 @@
 import { describe, expect, test } from 'vitest';
 import { type BackendName, createGateway, type GatewayOptions, type WorkerRole } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { disaggregatedFleet, text } from './helpers/disaggregated-fleet.js';
+import { disaggregatedFleet, streamedChat, text } from './helpers/disaggregated-fleet.js';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
 import { type Json, postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
@@ -57,17 +57,7 @@ describe.each(BACKENDS)("disaggregated serving over TensorRT-LLM's hand-over (%s
 
   test('a streamed chat keeps its messages and stream options on the generation leg', async () => {
     const f = await trtllmFleet(backend, ['prefill', 'decode']);
-    const body = {
-      model: 'mock-model',
-      messages: [{ role: 'user', content: text(40, 'chat') }],
-      max_tokens: 4,
-      stream: true,
-      stream_options: { include_usage: true },
-    };
-    const r = await sse(`${f.url}/v1/chat/completions`, body);
-    expect(r.status).toBe(200);
-    expect(r.events.at(-1)).toBe('[DONE]');
-    expect(r.events.at(-2).usage.completion_tokens).toBe(4);
+    const { body } = await streamedChat(f.url, { max_tokens: 4 });
     const [context] = f.received(1);
     expect([context.body.stream, context.body.stream_options, context.body.disaggregated_params]).toEqual([
       false,

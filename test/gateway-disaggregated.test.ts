@@ -10,10 +10,10 @@ import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, TracerPro
 import { afterEach, describe, expect, test } from 'vitest';
 import { createGateway, type MockWorker, type WorkerRole, writeMockTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { disaggregatedFleet, text } from './helpers/disaggregated-fleet.js';
+import { disaggregatedFleet, streamedChat, text } from './helpers/disaggregated-fleet.js';
 import { DnsServer as Dns, type DnsServer, type SrvRecord } from './helpers/dns-server.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
-import { type Json, postJson, sse } from './helpers/http.js';
+import { type Json, postJson } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 import { sleep, waitFor } from './helpers/wait.js';
@@ -159,17 +159,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
 
   test('a stream is the decode leg’s; the prefill leg is unstreamed and keeps no stream options', async () => {
     const f = await disaggregatedFleet(backend);
-    const body = {
-      model: 'mock-model',
-      messages: [{ role: 'user', content: text(40, 'chat') }],
-      max_completion_tokens: 4,
-      stream: true,
-      stream_options: { include_usage: true },
-    };
-    const r = await sse(`${f.url}/v1/chat/completions`, body);
-    expect(r.status).toBe(200);
-    expect(r.events.at(-1)).toBe('[DONE]');
-    expect(r.events.at(-2).usage.completion_tokens).toBe(4);
+    const r = await streamedChat(f.url, { max_completion_tokens: 4 });
     const prefill = f.received(Number(r.headers.get('x-kvroute-prefill-worker')))[0];
     expect(prefill.path).toBe('/v1/chat/completions');
     expect(prefill.body.stream).toBe(false);

@@ -4,7 +4,7 @@
  * and a listening gateway. Closed after each test (with `closeFleetsAfterEach`).
  */
 
-import { afterEach } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import {
   type BackendName,
   createGateway,
@@ -16,7 +16,7 @@ import {
   type WorkerRole,
 } from '../../ts/index.js';
 import { startWorker, wireTo, workerEntry } from './gateway.js';
-import type { Json } from './http.js';
+import { type Json, sse } from './http.js';
 import { headsOn, type TcpProxy } from './tcp-proxy.js';
 import { sleep } from './wait.js';
 
@@ -83,3 +83,23 @@ export async function disaggregatedFleet(
 
 /** `n` words `seed0 seed1 …`: a prompt of its own per seed. */
 export const text = (n: number, seed: string) => Array.from({ length: n }, (_, i) => `${seed}${i}`).join(' ');
+
+/**
+ * A streamed chat of one user message with its usage asked for, through `url`; checks that its
+ * stream ends with the usage of `limit`'s tokens and `[DONE]`. `limit`: `{ max_tokens: 4 }` or
+ * `{ max_completion_tokens: 4 }`.
+ */
+export async function streamedChat(url: string, limit: Record<string, number>): Promise<{ body: Json; events: Json[]; headers: Headers }> {
+  const body = {
+    model: 'mock-model',
+    messages: [{ role: 'user', content: text(40, 'chat') }],
+    ...limit,
+    stream: true,
+    stream_options: { include_usage: true },
+  };
+  const r = await sse(`${url}/v1/chat/completions`, body);
+  expect(r.status).toBe(200);
+  expect(r.events.at(-1)).toBe('[DONE]');
+  expect(r.events.at(-2).usage.completion_tokens).toBe(Object.values(limit)[0]);
+  return { body, events: r.events, headers: r.headers };
+}
