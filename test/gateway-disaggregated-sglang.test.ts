@@ -11,7 +11,7 @@ import { describe, expect, test } from 'vitest';
 import { type BackendName, createGateway, type GatewayOptions, type MockWorker, type WorkerRole, writeMockTokenizer } from '../ts/index.js';
 import { parseWorkerFlag } from '../ts/server/config-file.js';
 import { BACKENDS } from './helpers/backends.js';
-import { disaggregatedFleet, type FleetShape, streamedChat, text } from './helpers/disaggregated-fleet.js';
+import { disaggregatedFleet, type FleetShape, streamedChat, text, twoPromptBatch } from './helpers/disaggregated-fleet.js';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
 import { type Json, postJson } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
@@ -171,13 +171,7 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
 
   test("a batch's prompts each meet in a room of their own; whole requests go to aggregated workers only", async () => {
     const f = await sglangFleet(backend, ['prefill', 'decode', 'aggregated']);
-    const batch = await postJson(
-      `${f.url}/v1/completions`,
-      { model: 'mock-model', prompt: [text(30, 'one'), text(30, 'two')], max_tokens: 2 },
-      { 'x-request-id': 'b' },
-    );
-    expect(batch.status).toBe(200);
-    expect(batch.json.choices.map((c: Json) => c.index)).toEqual([0, 1]);
+    const _batch = await twoPromptBatch(f.url);
     const prefills = f.received(1);
     const decodes = f.received(2);
     expect(prefills.map((p) => [p.head['x-request-id'], p.body.bootstrap_room]).sort()).toEqual(

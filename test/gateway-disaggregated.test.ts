@@ -10,7 +10,7 @@ import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, TracerPro
 import { afterEach, describe, expect, test } from 'vitest';
 import { createGateway, type MockWorker, type WorkerRole, writeMockTokenizer } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { disaggregatedFleet, streamedChat, text } from './helpers/disaggregated-fleet.js';
+import { disaggregatedFleet, streamedChat, text, twoPromptBatch } from './helpers/disaggregated-fleet.js';
 import { DnsServer as Dns, type DnsServer, type SrvRecord } from './helpers/dns-server.js';
 import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { type Json, postJson } from './helpers/http.js';
@@ -241,13 +241,7 @@ describe.each(BACKENDS)('disaggregated serving (%s)', (backend) => {
 
   test("a batch's prompts are split one by one, as requests of their own; the Responses API goes whole to a decode worker", async () => {
     const f = await disaggregatedFleet(backend);
-    const batch = await postJson(
-      `${f.url}/v1/completions`,
-      { model: 'mock-model', prompt: [text(30, 'one'), text(30, 'two')], max_tokens: 2 },
-      { 'x-request-id': 'b' },
-    );
-    expect(batch.status).toBe(200);
-    expect(batch.json.choices.map((c: Json) => c.index)).toEqual([0, 1]);
+    const batch = await twoPromptBatch(f.url);
     const prefills = (batch.headers.get('x-kvroute-prefill-worker') as string).split(',');
     expect(prefills).toHaveLength(2);
     for (const id of prefills) expect(['1', '2']).toContain(id);

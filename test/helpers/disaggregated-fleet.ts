@@ -16,7 +16,7 @@ import {
   type WorkerRole,
 } from '../../ts/index.js';
 import { startWorker, wireTo, workerEntry } from './gateway.js';
-import { type Json, sse } from './http.js';
+import { type Json, postJson, sse } from './http.js';
 import { headsOn, type TcpProxy } from './tcp-proxy.js';
 import { sleep } from './wait.js';
 
@@ -102,4 +102,16 @@ export async function streamedChat(url: string, limit: Record<string, number>): 
   expect(r.events.at(-1)).toBe('[DONE]');
   expect(r.events.at(-2).usage.completion_tokens).toBe(Object.values(limit)[0]);
   return { body, events: r.events, headers: r.headers };
+}
+
+/** A completion batch of two prompts (`text(30, 'one')`, `text(30, 'two')`) as request `b`; checks that both choices came. */
+export async function twoPromptBatch(url: string): Promise<Awaited<ReturnType<typeof postJson>>> {
+  const batch = await postJson(
+    `${url}/v1/completions`,
+    { model: 'mock-model', prompt: [text(30, 'one'), text(30, 'two')], max_tokens: 2 },
+    { 'x-request-id': 'b' },
+  );
+  expect(batch.status).toBe(200);
+  expect(batch.json.choices.map((c: Json) => c.index)).toEqual([0, 1]);
+  return batch;
 }
