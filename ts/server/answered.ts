@@ -11,8 +11,8 @@ import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import type { Upstream } from './connect.js';
 
+/** A choice of an answer: a chat's carries its `message`. */
 interface Choice {
-  index?: number;
   message?: Record<string, unknown>;
   [key: string]: unknown;
 }
@@ -27,8 +27,8 @@ export function asEvents(answer: Record<string, unknown>): string {
   const chat = object === 'chat.completion';
   const chunkObject = chat ? 'chat.completion.chunk' : object;
   const each = ((choices ?? []) as Choice[]).map(({ message, ...c }) => (chat ? { ...c, delta: message ?? {} } : c));
-  const events = [{ ...head, object: chunkObject, choices: each }];
-  if (usage !== undefined) events.push({ ...head, object: chunkObject, choices: [], usage } as never);
+  const events: Record<string, unknown>[] = [{ ...head, object: chunkObject, choices: each }];
+  if (usage !== undefined) events.push({ ...head, object: chunkObject, choices: [], usage });
   return `${events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('')}data: [DONE]\n\n`;
 }
 

@@ -151,18 +151,18 @@ async function sendPair(r: Routed, prefill: Upstream['decision'], body: Record<s
   try {
     const [p, d] = await Promise.all([
       prefillAnswer(ctx, prefill, path, { kind: 'prefill', body: prefillBody(body, room) }, prefillStop.signal, outcome, bookedAs).then(
-        (r) => {
-          if ('ok' in r) ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
+        (end) => {
+          if ('ok' in end) ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
           else decodeStop.abort(LEG_ABANDONED);
-          return r;
+          return end;
         },
       ),
       connect({ ...r, signal: decodeStop.signal }, undefined, {
         kind: 'decode',
         body: JSON.stringify({ ...body, ...room }),
-      }).then((r) => {
-        if ('refused' in r) prefillStop.abort(LEG_ABANDONED);
-        return r;
+      }).then((up) => {
+        if ('refused' in up) prefillStop.abort(LEG_ABANDONED);
+        return up;
       }),
     ]);
     if (signal.aborted) {

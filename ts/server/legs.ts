@@ -1,7 +1,7 @@
 /**
- * What both protocols of disaggregated serving share (vLLM's in `disaggregation.ts`, SGLang's
- * in `bootstrap-legs.ts`): the body both legs start from, and what a request's first step leaves
- * the proxy to do.
+ * What the protocols of disaggregated serving share (the two-step ones in `disaggregation.ts`,
+ * SGLang's in `bootstrap-legs.ts`): the hand-over of a two-step protocol, the body both legs
+ * start from, and what a request's first step leaves the proxy to do.
  * @internal
  * @module
  */
@@ -53,12 +53,12 @@ function forwardedBody(read: ReadRequest, gatewaySet: readonly string[]): Record
 
 /**
  * The client's body both legs start from, or the 400 refusal of one that sets what the gateway
- * sets (`kv_transfer_params`, and the protocol's own `gatewaySet`).
+ * sets for the engines (the protocol's `gatewaySet`).
  */
 export function legsBody(
   read: ReadRequest,
   outcome: Outcome,
-  gatewaySet: readonly string[] = [],
+  gatewaySet: readonly string[],
 ): { body: Record<string, unknown> } | { refusal: Refusal } {
   try {
     return { body: forwardedBody(read, gatewaySet) };
