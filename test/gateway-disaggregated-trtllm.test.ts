@@ -89,9 +89,27 @@ describe.each(BACKENDS)("disaggregated serving over TensorRT-LLM's hand-over (%s
     const streamed = await sse(`${f.url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 6, stop: [stop], stream: true });
     expect(streamed.status).toBe(200);
     expect(streamed.events.map((e: Json) => (e === '[DONE]' ? e : e.choices[0].finish_reason))).toEqual(['stop', '[DONE]']);
+    // A chat's stream has its message as the delta, and the usage the client asked for.
+    const messages = [{ role: 'user', content: prompt }];
+    const chatFirst = await postJson(`${f.workers[1].url}/v1/chat/completions`, { model: 'mock-model', messages, max_tokens: 1 });
+    const chat = await sse(`${f.url}/v1/chat/completions`, {
+      model: 'mock-model',
+      messages,
+      max_tokens: 6,
+      stop: [chatFirst.json.choices[0].message.content],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    expect(chat.status).toBe(200);
+    expect(chat.events[0]).toMatchObject({
+      object: 'chat.completion.chunk',
+      choices: [{ delta: { role: 'assistant' }, finish_reason: 'stop' }],
+    });
+    expect(chat.events[1]).toMatchObject({ object: 'chat.completion.chunk', choices: [], usage: { completion_tokens: 1 } });
+    expect(chat.events[2]).toBe('[DONE]');
     expect(f.received(2)).toEqual([]);
     const m = await scrape(`${f.url}/metrics`);
-    expect(m.sum('kvroute_gateway_prefill_legs_total', { worker: '1', result: 'finished' })).toBe(2);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { worker: '1', result: 'finished' })).toBe(3);
   });
 
   test('a client’s own disaggregated_params are refused; conditional prefill applies (its generation servers serve whole requests)', async () => {
