@@ -79,7 +79,11 @@ async function prefillAnswer(
   bookedAs: string,
 ): Promise<PrefillEnd> {
   const worker = decision.workerId;
-  const { attempt, res, err } = await sendLeg(ctx, decision, path, leg, signal, outcome);
+  const { attempt, response } = sendLeg(ctx, decision, path, leg, signal, outcome);
+  const { res, err } = await response.then(
+    (ok) => ({ res: ok, err: undefined }),
+    (failure: unknown) => ({ res: undefined, err: failure }),
+  );
   const failed = (why: number | string, kind: FailureKind, detail: string): PrefillEnd => {
     ctx.router.free(bookedAs);
     if (signal.aborted) {

@@ -134,22 +134,25 @@ export function queueKeyOf(read: ReadRequest, scope: RoutingScope): string {
   return scope.workers ? (read.model ?? '') : '';
 }
 
-/** One try of a leg: its `CLIENT` span, and the worker's answer (headers read) or why there is none. */
+/**
+ * One try of a leg: its `CLIENT` span, and the worker's answer (its headers read) to await. Not
+ * itself async, so that a whole request's try awaits the worker's answer alone, as before the
+ * legs had a function of their own.
+ */
 interface SentLeg {
   attempt: Attempt;
-  res: Dispatcher.ResponseData | undefined;
-  err: unknown;
+  response: Promise<Dispatcher.ResponseData>;
 }
 
 /** Sends a leg to the routed worker and rank, as one try of the request (a `CLIENT` span of its trace). */
-export async function sendLeg(
+export function sendLeg(
   ctx: ProxyContext,
   decision: RouteDecision,
   path: string,
   leg: Leg,
   signal: AbortSignal,
   outcome: Outcome,
-): Promise<SentLeg> {
+): SentLeg {
   const member = ctx.fleet.get(decision.workerId);
   const pool = member?.pool;
   const resend = outcome.attempts - 1;
@@ -157,9 +160,10 @@ export async function sendLeg(
     ...upstreamAttributes(member?.spec.url, path, 'POST', decision.workerId, decision.dpRank, resend),
     ...(leg.kind === 'whole' ? {} : { 'kvroute.leg': leg.kind }),
   }));
+  let response: Promise<Dispatcher.ResponseData>;
   try {
     if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
-    const res = await pool.request({
+    response = pool.request({
       method: 'POST',
       path,
       headers: {
@@ -172,10 +176,11 @@ export async function sendLeg(
       body: leg.body,
       signal,
     });
-    return { attempt, res, err: undefined };
   } catch (err) {
-    return { attempt, res: undefined, err };
+    // Whatever stops the request being sent is its try's failure, as a refused connection is.
+    response = Promise.reject(err);
   }
+  return { attempt, response };
 }
 
 /**
@@ -233,8 +238,11 @@ export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whol
     // Nor is a decode leg's (its prefill worker's report is compared instead: disaggregation.ts).
     outcome.predicted = only === undefined && leg.kind !== 'decode' ? outcome.expected : undefined;
     tried.add(decision.workerId);
-    const { attempt, res, err } = await sendLeg(ctx, decision, path, leg, signal, outcome);
-    if (res === undefined) {
+    const { attempt, response } = sendLeg(ctx, decision, path, leg, signal, outcome);
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await response;
+    } catch (err) {
       ctx.router.free(outcome.id);
       if (signal.aborted) {
         attempt.end(signal.reason === LEG_ABANDONED ? LEG_ABANDONED : 'client_closed');
