@@ -28,11 +28,11 @@
 import type { PotentialLoad } from '../router/types.js';
 import { answeredUpstream } from './answered.js';
 import { bootstrapLegs } from './bootstrap-legs.js';
-import { connect, type Leg, type Routed, type Upstream } from './connect.js';
+import { connect, type Routed } from './connect.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import { type FirstLeg, legsBody, type TwoStepProtocol, WHOLE } from './legs.js';
 import type { ReadRequest, RequestKind } from './prompt.js';
-import type { ProxyContext, Refusal } from './proxy.js';
+import type { ProxyContext } from './proxy.js';
 import { inScope, routingScope } from './scope.js';
 import { usageFacts } from './sse.js';
 import { reported } from './stream-watch.js';
@@ -99,24 +99,18 @@ function netNewTokens(promptTokens: number, decodeLoads: readonly PotentialLoad[
 }
 
 /**
- * What the prefill leg left to do: the decode leg; the whole request (no prefill worker
- * answered); nothing but to refuse it (the gateway's refusal, or a client gone); or nothing but
- * to give the client the prefill worker's own answer (a 4xx, its body unread).
+ * Runs a request's prefill leg (see the module's description); what it leaves is the decode leg,
+ * the whole request (no prefill worker answered), a refusal (the gateway's, or a client gone), or
+ * a prefill worker's answer for the client (a 4xx, its body unread; a finished request).
  */
-type AfterPrefill = { decode: Leg } | { whole: true } | { refusal: Refusal } | { answer: Upstream };
-
-/** Runs a request's prefill leg (see the module's description). */
-async function prefillLeg(
-  r: Routed,
-  { protocol, body }: { protocol: TwoStepProtocol; body: Record<string, unknown> },
-): Promise<AfterPrefill> {
+async function prefillLeg(r: Routed, { protocol, body }: { protocol: TwoStepProtocol; body: Record<string, unknown> }): Promise<FirstLeg> {
   const { ctx, read, signal, outcome } = r;
   const t0 = performance.now();
   const up = await connect(r, undefined, { kind: 'prefill', body: protocol.prefillBody(body) });
   if ('refused' in up) {
     if (up.reason === 'upstream_failed' || up.reason === 'no_worker') {
       ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'failed' });
-      return { whole: true };
+      return WHOLE;
     }
     return { refusal: up };
   }
@@ -143,7 +137,7 @@ async function prefillLeg(
     attempt?.end('upstream_error', describeError(err));
     ctx.fleet.failure(decision.workerId, failureKind(err), describeError(err));
     ctx.metrics.prefillLegs.inc({ worker: String(decision.workerId), result: 'failed' });
-    return { whole: true };
+    return WHOLE;
   } finally {
     ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
   }
@@ -169,7 +163,7 @@ async function prefillLeg(
   }
   outcome.prefill = { worker: decision.workerId, dpRank: decision.dpRank, cachedTokens: outcome.expected ?? decision.cachedTokens };
   ctx.metrics.prefillLegs.inc({ worker: String(decision.workerId), result: next.transferred ? 'transferred' : 'no_transfer_params' });
-  return { decode: { kind: 'decode', body: next.body } };
+  return { leg: { kind: 'decode', body: next.body } };
 }
 
 /**
@@ -188,8 +182,5 @@ export async function firstLeg(r: Routed, decoders: bigint[]): Promise<FirstLeg>
     ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'bypassed' });
     return WHOLE;
   }
-  const after = await prefillLeg(r, { protocol, body: start.body });
-  if ('decode' in after) return { leg: after.decode };
-  if ('whole' in after) return WHOLE;
-  return after;
+  return prefillLeg(r, { protocol, body: start.body });
 }

@@ -83,8 +83,6 @@ export class Fleet {
   private readonly membershipListeners: ((id: bigint, present: boolean) => void)[] = [];
   /** `routable()`'s answer until membership or health changes (read on every request). */
   private routableCache: RoutableWorkers | undefined;
-  /** Whether decode workers take whole requests too (vLLM's and TensorRT-LLM's do; SGLang's meet a prefill worker or fail). */
-  private readonly decodeServesWhole: boolean;
 
   /** Headers every request to a worker carries: the workers' API key, when configured. */
   readonly upstreamHeaders: Readonly<Record<string, string>>;
@@ -97,7 +95,6 @@ export class Fleet {
     private readonly connect?: buildConnector.connector,
   ) {
     this.upstreamHeaders = opts.upstream.apiKey === undefined ? {} : { authorization: `Bearer ${opts.upstream.apiKey}` };
-    this.decodeServesWhole = opts.disaggregation.protocol !== 'sglang';
   }
 
   /** Starts the active probes (none when `health.intervalMs` is 0). */
@@ -142,11 +139,13 @@ export class Fleet {
   routableByRole(): RoutableWorkers {
     if (this.routableCache) return this.routableCache;
     const out: RoutableWorkers = { all: [], whole: [], prefill: [], decode: [] };
+    // vLLM's and TensorRT-LLM's decode workers take whole requests too; SGLang's meet a prefill worker or fail.
+    const decodeServesWhole = this.opts.disaggregation.protocol !== 'sglang';
     for (const m of this.members.values()) {
       if (!m.pool || m.breaker.state === 'down') continue;
       out.all.push(m.spec.id);
       if (m.spec.role === 'prefill') out.prefill.push(m.spec.id);
-      else if (m.spec.role === 'aggregated' || this.decodeServesWhole) out.whole.push(m.spec.id);
+      else if (m.spec.role === 'aggregated' || decodeServesWhole) out.whole.push(m.spec.id);
       if (m.spec.role === 'decode') out.decode.push(m.spec.id);
     }
     // Without roles every list but the legs' is the same one (the common case costs nothing more).
