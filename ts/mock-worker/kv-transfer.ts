@@ -18,7 +18,8 @@ import { BadRequest } from './bad-request.js';
 /** What a request's hand-over parameters ask, and in which engine's words. */
 export interface KvTransfer {
   kind: 'offer' | 'pull';
-  via: 'kv_transfer_params' | 'disaggregated_params';
+  /** The engine's words: vLLM's and TensorRT-LLM's parameters, or SGLang's bootstrap room (met before the request runs). */
+  via: 'kv_transfer_params' | 'disaggregated_params' | 'bootstrap_room';
 }
 
 /**

@@ -260,7 +260,7 @@ class Worker implements MockWorker {
   private async admitLeg(req: FastifyRequest, reply: FastifyReply, parsed: ParsedRequest): Promise<AdmittedLeg | undefined> {
     if (!this.bootstrap) return undefined;
     const leg = await this.bootstrap.admit(req.body as Record<string, unknown>);
-    if (leg.pull) parsed.kvTransfer = { kind: 'pull', via: 'kv_transfer_params' };
+    if (leg.pull) parsed.kvTransfer = { kind: 'pull', via: 'bootstrap_room' };
     else {
       this.kvTransfers.offered++;
       parsed.maxTokens = 1;
