@@ -229,11 +229,12 @@ export async function runMockWorker(argv: string[]): Promise<number> {
   const loras = worker.options.loraModules.length > 0 ? ` (LoRA ${worker.options.loraModules.join(', ')})` : '';
   const mode = worker.options.disaggregationMode;
   const leg = mode === null ? '' : `, ${mode} legs${worker.bootstrapPort === undefined ? '' : ` (bootstrap port ${worker.bootstrapPort})`}`;
-  process.stdout.write(`mock worker ${worker.options.model}${loras}: ${worker.url}${events}${replay}${leg}\n`);
   return await new Promise<number>((resolve) => {
     const stop = () => void worker.close().then(() => resolve(0));
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     onMockCrash(worker, () => resolve(1));
+    // Announced once a signal would be heard: a supervisor may stop it as soon as it reads this.
+    process.stdout.write(`mock worker ${worker.options.model}${loras}: ${worker.url}${events}${replay}${leg}\n`);
   });
 }

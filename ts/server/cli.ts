@@ -375,7 +375,6 @@ export async function runServe(argv: string[]): Promise<number> {
       : new KvRouteError('ERR_INVALID_ARG', `cannot listen: ${(err as Error).message}`, { cause: err });
   }
   const workers = gateway.workers().length;
-  process.stdout.write(`kvroute serve: proxy ${address.url}, admin ${address.adminUrl}, ${workers} worker${workers === 1 ? '' : 's'}\n`);
   return await new Promise<number>((resolve) => {
     // A second signal ends the shutdown delay at once.
     let signalled = false;
@@ -386,5 +385,7 @@ export async function runServe(argv: string[]): Promise<number> {
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
+    // Announced once a signal would be heard: a supervisor may stop it as soon as it reads this.
+    process.stdout.write(`kvroute serve: proxy ${address.url}, admin ${address.adminUrl}, ${workers} worker${workers === 1 ? '' : 's'}\n`);
   });
 }
