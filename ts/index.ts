@@ -164,7 +164,7 @@ export type {
 } from './server/options.js';
 export { metrics } from './server/router-metrics.js';
 export type { TlsFileOptions, TlsOptions, TlsPemOptions } from './server/tls.js';
-export type { OtlpProtocol, TracingOptions } from './server/tracing/options.js';
+export type { OtlpProtocol, OtlpTlsOptions, TracingOptions } from './server/tracing/options.js';
 export type { UpstreamTlsOptions } from './server/upstream-tls.js';
 export type { DisaggregationProtocol, WorkerRole } from './server/worker-role.js';
 export type { WorkerSetChanges } from './server/worker-set.js';

@@ -5,9 +5,13 @@
  * the `TraceService/Export` calls. It keeps the spans, so a test reads what a collector would
  * have received. (An OpenTelemetry Collector itself is a Go binary published on GitHub, out of
  * this machine's reach.) `answer` sets the HTTP status it replies with, to test refused exports.
+ * Either transport serves TLS when given a certificate, as a collector's `tls` setting makes it,
+ * and with `clientCa` requires a client certificate that CA signed.
  */
 
-import { createServer, type Server } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import { Server as GrpcServer, ServerCredentials } from '@grpc/grpc-js';
 import { decodeTraceRequest, TRACE_EXPORT_PATH } from './otlp-proto.js';
 
@@ -45,7 +49,20 @@ function plain(v: AnyValue): unknown {
   return v.boolValue;
 }
 
+/** A receiver's TLS: its certificate and key files, and the CA that signs the clients' certificates it requires. */
+export interface ReceiverTls {
+  certFile: string;
+  keyFile: string;
+  clientCa?: string;
+}
+
 const flat = (kvs: KeyValue[] | undefined) => Object.fromEntries((kvs ?? []).map((kv) => [kv.key, plain(kv.value)]));
+
+function grpcCredentials(tls: ReceiverTls | undefined): ServerCredentials {
+  if (!tls) return ServerCredentials.createInsecure();
+  const pair = { cert_chain: readFileSync(tls.certFile), private_key: readFileSync(tls.keyFile) };
+  return ServerCredentials.createSsl(tls.clientCa ? readFileSync(tls.clientCa) : null, [pair], tls.clientCa !== undefined);
+}
 
 export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
@@ -60,9 +77,9 @@ export class OtlpReceiver {
   private server: Server | undefined;
   private grpc: GrpcServer | undefined;
 
-  /** Listens on a free port of 127.0.0.1; resolves the traces URL. */
-  async start(): Promise<string> {
-    this.server = createServer((req, res) => {
+  /** Listens on a free port of 127.0.0.1 (over TLS with `tls`); resolves the traces URL. */
+  async start(tls?: ReceiverTls): Promise<string> {
+    const handle = (req: IncomingMessage, res: ServerResponse) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
@@ -83,15 +100,25 @@ export class OtlpReceiver {
         this.take(JSON.parse(body.toString('utf8')));
         res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       });
-    });
+    };
+    this.server = tls
+      ? createTlsServer(
+          {
+            cert: readFileSync(tls.certFile),
+            key: readFileSync(tls.keyFile),
+            ...(tls.clientCa ? { ca: readFileSync(tls.clientCa), requestCert: true, rejectUnauthorized: true } : {}),
+          },
+          handle,
+        )
+      : createServer(handle);
     await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
     const address = this.server.address();
     if (address === null || typeof address === 'string') throw new Error('no port');
-    return `http://127.0.0.1:${address.port}/v1/traces`;
+    return `${tls ? 'https' : 'http'}://127.0.0.1:${address.port}/v1/traces`;
   }
 
-  /** Serves OTLP/gRPC (without TLS) on a free port of 127.0.0.1; resolves the endpoint URL. */
-  async startGrpc(): Promise<string> {
+  /** Serves OTLP/gRPC on a free port of 127.0.0.1 (over TLS with `tls`); resolves the endpoint URL. */
+  async startGrpc(tls?: ReceiverTls): Promise<string> {
     const server = new GrpcServer();
     this.grpc = server;
     const identity = (b: Buffer) => b;
@@ -119,9 +146,9 @@ export class OtlpReceiver {
       },
     );
     const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+      server.bindAsync('127.0.0.1:0', grpcCredentials(tls), (err, p) => (err ? reject(err) : resolve(p))),
     );
-    return `http://127.0.0.1:${port}`;
+    return `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   }
 
   async close(): Promise<void> {

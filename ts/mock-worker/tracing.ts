@@ -41,7 +41,9 @@ export class EngineTracer {
   /** A tracer exporting to `endpoint` over `protocol`, or `undefined` without one (the worker then makes no spans). */
   static to(endpoint: string | undefined, protocol: OtlpProtocol, serviceName: string): EngineTracer | undefined {
     if (endpoint === undefined) return undefined;
-    return new EngineTracer(otlpTracer({ endpoint, protocol, headers: {}, serviceName, sampleRatio: 1, exportDelayMs: 5000 }));
+    return new EngineTracer(
+      otlpTracer({ endpoint, protocol, headers: {}, tls: undefined, serviceName, sampleRatio: 1, exportDelayMs: 5000 }),
+    );
   }
 
   /** Starts a request's span under its `traceparent` (vLLM extracts the W3C context the same way). */

@@ -9,6 +9,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { type Flags, helpText, parseCommand, UsageError } from '../cli-args.js';
 import { KvRouteError } from '../errors.js';
+import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
 import { parseWorkerFlag, readConfigFile } from './config-file.js';
 import { reloadConfigOnSignal } from './config-reload.js';
 import { createGateway } from './gateway.js';
@@ -266,7 +267,8 @@ function envSampleRatio(env: NodeJS.ProcessEnv): number | undefined {
  * `OTEL_SDK_DISABLED=true` turns them off), as an OpenTelemetry SDK reads them: an operator that
  * injects them into every pod traces the gateway too. --otlp-traces-protocol,
  * `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` or `OTEL_EXPORTER_OTLP_PROTOCOL`, and `OTEL_TRACES_SAMPLER`
- * set the protocol and the sample ratio the config does not.
+ * set the protocol and the sample ratio the config does not, and OpenTelemetry's certificate
+ * variables the TLS of an `https` endpoint ({@link otlpTlsFromEnv}).
  */
 function tracingFlags(v: Record<string, unknown>, o: Record<string, unknown>): void {
   const env = process.env;
@@ -292,6 +294,37 @@ function tracingFlags(v: Record<string, unknown>, o: Record<string, unknown>): v
     tracing.otlpProtocol = protocol;
   const ratio = tracing.sampleRatio === undefined ? envSampleRatio(env) : undefined;
   if (ratio !== undefined) tracing.sampleRatio = ratio;
+  if (tracing.otlpTls === undefined && String(tracing.otlpEndpoint).startsWith('https:')) {
+    const tls = otlpTlsFromEnv(env);
+    if (tls) tracing.otlpTls = tls;
+  }
+}
+
+/**
+ * `tracing.otlpTls` from OpenTelemetry's certificate variables (the traces' own, else the shared
+ * ones), as its exporters read them, but checked now and named in the error: an exporter that
+ * cannot read one goes on without it, and every export then fails.
+ */
+function otlpTlsFromEnv(env: NodeJS.ProcessEnv): Record<string, string> | undefined {
+  const named = (what: string) => {
+    const own = `OTEL_EXPORTER_OTLP_TRACES_${what}`;
+    const shared = `OTEL_EXPORTER_OTLP_${what}`;
+    const name = env[own]?.trim() ? own : shared;
+    const path = env[name]?.trim();
+    return path ? { name, path } : undefined;
+  };
+  const ca = named('CERTIFICATE');
+  const cert = named('CLIENT_CERTIFICATE');
+  const key = named('CLIENT_KEY');
+  if (!ca && !cert && !key) return undefined;
+  if ((cert === undefined) !== (key === undefined))
+    throw new UsageError(
+      `a client certificate and its key go together: ${cert?.name ?? key?.name} is set, ${cert ? 'no CLIENT_KEY' : 'no CLIENT_CERTIFICATE'}`,
+      USAGE,
+    );
+  if (ca) checkCaBundle(readPemFile(ca.path, ca.name), ca.name);
+  if (cert && key) checkKeyPair(readPemFile(cert.path, cert.name), readPemFile(key.path, key.name), `${cert.name} and ${key.name}`);
+  return { ...(ca ? { caFile: ca.path } : {}), ...(cert && key ? { certFile: cert.path, keyFile: key.path } : {}) };
 }
 
 function optionsFrom(v: Record<string, unknown>): GatewayOptions {

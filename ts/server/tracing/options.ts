@@ -7,6 +7,7 @@
 import type { TracerProvider } from '@opentelemetry/api';
 import { describe, nonNegativeNumber } from '../../validate.js';
 import { int, invalid, isHttpHeaderValue, isHttpToken, object, record, str } from '../option-checks.js';
+import { type OtlpTlsMaterial, resolveOtlpTls } from './otlp-tls.js';
 
 /**
  * Where the gateway's spans go (see the README's "Tracing"). Without this option they go to the
@@ -33,6 +34,14 @@ export interface TracingOptions {
   otlpProtocol?: OtlpProtocol;
   /** Headers sent with every export (a vendor's API key, say); gRPC metadata with `'grpc'`. */
   otlpHeaders?: Record<string, string>;
+  /**
+   * TLS of the export, for an `https` endpoint whose certificate a private CA signed, or a
+   * collector that requires a client certificate (see {@link OtlpTlsOptions}). Without it the
+   * exporter checks the endpoint against Node's CAs, and reads OpenTelemetry's
+   * `OTEL_EXPORTER_OTLP_CERTIFICATE`, `…_CLIENT_CERTIFICATE` and `…_CLIENT_KEY` itself
+   * (`kvroute serve` reads them into this option, so that a bad file stops it at start).
+   */
+  otlpTls?: OtlpTlsOptions;
   /** The spans' `service.name`. Default `'kvroute'`. */
   serviceName?: string;
   /**
@@ -47,6 +56,20 @@ export interface TracingOptions {
    * `otlpEndpoint` and the keys beside it.
    */
   tracerProvider?: TracerProvider;
+}
+
+/**
+ * TLS of the gateway's OTLP export (`tracing.otlpTls`), over HTTP and gRPC alike. The files are
+ * read and checked when the gateway is created; a renewed certificate takes a restart.
+ * @group Gateway
+ */
+export interface OtlpTlsOptions {
+  /** A file of PEM CA certificates the collector's certificate is checked against, instead of Node's CAs. */
+  caFile?: string;
+  /** A file holding the PEM client certificate to present to a collector that requires one. With `keyFile`. */
+  certFile?: string;
+  /** The client certificate's PEM private key. */
+  keyFile?: string;
 }
 
 /**
@@ -68,12 +91,14 @@ export type ResolvedTracing =
       endpoint: string;
       protocol: OtlpProtocol;
       headers: Record<string, string>;
+      /** `otlpTls`'s files, read and checked; `undefined` leaves TLS to the exporter's defaults. */
+      tls: OtlpTlsMaterial | undefined;
       serviceName: string;
       sampleRatio: number;
       exportDelayMs: number;
     };
 
-const KEYS = ['otlpEndpoint', 'otlpProtocol', 'otlpHeaders', 'serviceName', 'sampleRatio', 'exportDelayMs', 'tracerProvider'];
+const KEYS = ['otlpEndpoint', 'otlpProtocol', 'otlpHeaders', 'otlpTls', 'serviceName', 'sampleRatio', 'exportDelayMs', 'tracerProvider'];
 
 /** An OTLP/HTTP endpoint: an http(s) URL; `ERR_INVALID_ARG` naming `at` otherwise. */
 export function checkOtlpEndpoint(value: unknown, at: string): string {
@@ -105,6 +130,7 @@ export function resolveTracing(value: unknown): ResolvedTracing {
   const protocol = t.otlpProtocol === undefined ? 'http/json' : otlpProtocol(t.otlpProtocol, 'tracing.otlpProtocol');
   const headers = t.otlpHeaders === undefined ? {} : object(t.otlpHeaders, 'tracing.otlpHeaders');
   for (const [k, v] of Object.entries(headers)) checkHeader(k, v, protocol);
+  const tls = t.otlpTls === undefined ? undefined : resolveOtlpTls(t.otlpTls, endpoint);
   const sampleRatio = nonNegativeNumber(t.sampleRatio, 'tracing.sampleRatio', 1);
   if (sampleRatio > 1) throw invalid(`tracing.sampleRatio must be in [0, 1], got ${sampleRatio}`);
   return {
@@ -112,6 +138,7 @@ export function resolveTracing(value: unknown): ResolvedTracing {
     endpoint,
     protocol,
     headers: headers as Record<string, string>,
+    tls,
     serviceName: t.serviceName === undefined ? 'kvroute' : str(t.serviceName, 'tracing.serviceName'),
     sampleRatio,
     exportDelayMs: int(t.exportDelayMs, 'tracing.exportDelayMs', 1, 3_600_000, 5000),

@@ -64,21 +64,30 @@ export type OtlpExport = Omit<Extract<ResolvedTracing, { kind: 'otlp' }>, 'kind'
 const PURPOSE = 'exporting spans to an OTLP endpoint';
 const HINT = 'or leave the OTLP endpoint out';
 
-/** The exporter of `o.protocol`, from its optional package: OTLP/HTTP with JSON or protobuf, or OTLP/gRPC. */
+/**
+ * The exporter of `o.protocol`, from its optional package: OTLP/HTTP with JSON or protobuf, or
+ * OTLP/gRPC. With `o.tls`, its connections use those CAs and that client certificate; without
+ * it, the exporter's own defaults (Node's CAs, and OpenTelemetry's certificate variables).
+ */
 function otlpExporter(o: OtlpExport): SpanExporter {
-  if (o.protocol === 'http/json') {
-    const { OTLPTraceExporter } = loadOptional<OtlpHttp>('@opentelemetry/exporter-trace-otlp-http', PURPOSE, HINT);
-    return new OTLPTraceExporter({ url: o.endpoint, headers: o.headers });
-  }
-  if (o.protocol === 'http/protobuf') {
-    const { OTLPTraceExporter } = loadOptional<OtlpProto>('@opentelemetry/exporter-trace-otlp-proto', PURPOSE, HINT);
-    return new OTLPTraceExporter({ url: o.endpoint, headers: o.headers });
+  if (o.protocol === 'http/json' || o.protocol === 'http/protobuf') {
+    const { OTLPTraceExporter } =
+      o.protocol === 'http/json'
+        ? loadOptional<OtlpHttp>('@opentelemetry/exporter-trace-otlp-http', PURPOSE, HINT)
+        : loadOptional<OtlpProto>('@opentelemetry/exporter-trace-otlp-proto', PURPOSE, HINT);
+    // The exporter's own agent options: kept alive as its default agent is.
+    return new OTLPTraceExporter({
+      url: o.endpoint,
+      headers: o.headers,
+      ...(o.tls ? { httpAgentOptions: { keepAlive: true, ...o.tls } } : {}),
+    });
   }
   const { OTLPTraceExporter } = loadOptional<OtlpGrpc>('@opentelemetry/exporter-trace-otlp-grpc', PURPOSE, HINT);
-  const { Metadata } = loadOptional<Grpc>('@grpc/grpc-js', PURPOSE, HINT);
+  const { Metadata, credentials } = loadOptional<Grpc>('@grpc/grpc-js', PURPOSE, HINT);
   const metadata = new Metadata();
   for (const [key, value] of Object.entries(o.headers)) metadata.set(key, value);
-  return new OTLPTraceExporter({ url: o.endpoint, metadata });
+  const tls = o.tls ? { credentials: credentials.createSsl(o.tls.ca ?? null, o.tls.key ?? null, o.tls.cert ?? null) } : {};
+  return new OTLPTraceExporter({ url: o.endpoint, metadata, ...tls });
 }
 
 /**
