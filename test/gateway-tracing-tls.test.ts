@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { createGateway, type GatewayOptions, KvRouteError, type OtlpProtocol } from '../ts/index.js';
@@ -69,6 +69,50 @@ describe.each(BACKENDS)('gateway: spans to an OTLP endpoint over TLS (%s)', (bac
       } finally {
         await trusted.close();
         await anonymous.close();
+        await receiver.close();
+      }
+    },
+  );
+
+  test.each(['http/json', 'grpc'] as const)(
+    '%s: a client certificate renewed on disk is presented by later exports without a restart; a torn one is rejected, counted',
+    async (protocol) => {
+      const p = pki();
+      const { receiver, endpoint } = await mutualTlsReceiver(p, protocol);
+      // The gateway starts with a certificate the collector does not trust (another CA signed it).
+      const stranger = makeClientCert(p.dir, 'stranger', makeCa(p.dir, 'strangers-ca'));
+      const presented = { certFile: join(p.dir, 'presented.crt'), keyFile: join(p.dir, 'presented.key') };
+      copyFileSync(stranger.certFile, presented.certFile);
+      copyFileSync(stranger.keyFile, presented.keyFile);
+      const g = await gatewayBehindWire(backend, {
+        tracing: {
+          otlpEndpoint: endpoint,
+          otlpProtocol: protocol,
+          exportDelayMs: 50,
+          otlpTls: { caFile: p.collectorCa.certFile, ...presented, watchIntervalMs: 50 },
+        },
+      });
+      const reloads = async (result: string) =>
+        (await scrape(`${g.url}/metrics`)).sum('kvroute_gateway_otlp_tls_reloads_total', { result });
+      try {
+        expect((await postJson(`${g.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 })).status).toBe(200);
+        await waitFor(async () => (await spans(g.url, 'failed')) === 4, 'the refused export counted', 30_000);
+
+        copyFileSync(p.gateway.certFile, presented.certFile);
+        copyFileSync(p.gateway.keyFile, presented.keyFile);
+        await waitFor(async () => (await reloads('applied')) === 1, 'the renewed certificate applied');
+        expect((await postJson(`${g.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 }, { traceparent: PARENT })).status).toBe(200);
+        await waitFor(() => receiver.spans.length === 4, 'the later spans at the receiver');
+        expect(receiver.spans.every((s) => s.traceId === PARENT.split('-')[1])).toBe(true);
+
+        // A key that does not match: rejected, and the certificate in use stays.
+        writeFileSync(presented.keyFile, readFileSync(p.collector.keyFile));
+        await waitFor(async () => (await reloads('rejected')) === 1, 'the torn pair rejected');
+        expect(await reloads('applied')).toBe(1);
+        expect((await postJson(`${g.url}/v1/completions`, { prompt: 'hi', max_tokens: 1 })).status).toBe(200);
+        await waitFor(() => receiver.spans.length === 8, 'the spans after the rejected change');
+      } finally {
+        await g.close();
         await receiver.close();
       }
     },

@@ -308,7 +308,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     return plan.changes;
   };
   try {
-    tracing = gatewayTracer(o.tracing, gm.spans);
+    tracing = gatewayTracer(o.tracing, gm.spans, { registry, log: app.log });
     tokenizer = makeTokenizer(o, fleet, app.log);
     tokenizeCacheMetrics(tokenizer, registry);
     logPrefixCache(tokenizer, app.log);

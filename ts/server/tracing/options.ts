@@ -7,7 +7,7 @@
 import type { TracerProvider } from '@opentelemetry/api';
 import { describe, nonNegativeNumber } from '../../validate.js';
 import { int, invalid, isHttpHeaderValue, isHttpToken, object, record, str } from '../option-checks.js';
-import { type OtlpTlsMaterial, resolveOtlpTls } from './otlp-tls.js';
+import { type ResolvedOtlpTls, resolveOtlpTls } from './otlp-tls.js';
 
 /**
  * Where the gateway's spans go (see the README's "Tracing"). Without this option they go to the
@@ -60,7 +60,10 @@ export interface TracingOptions {
 
 /**
  * TLS of the gateway's OTLP export (`tracing.otlpTls`), over HTTP and gRPC alike. The files are
- * read and checked when the gateway is created; a renewed certificate takes a restart.
+ * read and checked when the gateway is created, and again when they change (settled, as the
+ * gateway's other TLS files are): later exports then use them, so a client certificate renewed
+ * on disk is presented without a restart. Files that do not load are logged and counted in
+ * `kvroute_gateway_otlp_tls_reloads_total{result="rejected"}`, and the last good ones stay.
  * @group Gateway
  */
 export interface OtlpTlsOptions {
@@ -70,6 +73,8 @@ export interface OtlpTlsOptions {
   certFile?: string;
   /** The client certificate's PEM private key. */
   keyFile?: string;
+  /** How often the files are looked at, ms. Default 10000. */
+  watchIntervalMs?: number;
 }
 
 /**
@@ -91,8 +96,8 @@ export type ResolvedTracing =
       endpoint: string;
       protocol: OtlpProtocol;
       headers: Record<string, string>;
-      /** `otlpTls`'s files, read and checked; `undefined` leaves TLS to the exporter's defaults. */
-      tls: OtlpTlsMaterial | undefined;
+      /** `otlpTls`, its files checked; `undefined` leaves TLS to the exporter's defaults. */
+      tls: ResolvedOtlpTls | undefined;
       serviceName: string;
       sampleRatio: number;
       exportDelayMs: number;

@@ -17,6 +17,8 @@ import type { Counter } from 'prom-client';
 import { loadOptional } from '../../js/ingest/deps.js';
 import { packageVersion } from '../../version.js';
 import type { ResolvedTracing } from './options.js';
+import { type OtlpTlsMaterial, readOtlpTls } from './otlp-tls.js';
+import { ReloadingExporter, type ReloadReporting } from './reloading-exporter.js';
 
 type SdkTrace = typeof import('@opentelemetry/sdk-trace');
 type OtlpHttp = typeof import('@opentelemetry/exporter-trace-otlp-http');
@@ -66,10 +68,10 @@ const HINT = 'or leave the OTLP endpoint out';
 
 /**
  * The exporter of `o.protocol`, from its optional package: OTLP/HTTP with JSON or protobuf, or
- * OTLP/gRPC. With `o.tls`, its connections use those CAs and that client certificate; without
+ * OTLP/gRPC. With `tls`, its connections use those CAs and that client certificate; without
  * it, the exporter's own defaults (Node's CAs, and OpenTelemetry's certificate variables).
  */
-function otlpExporter(o: OtlpExport): SpanExporter {
+function otlpExporter(o: OtlpExport, tls: OtlpTlsMaterial | undefined): SpanExporter {
   if (o.protocol === 'http/json' || o.protocol === 'http/protobuf') {
     const { OTLPTraceExporter } =
       o.protocol === 'http/json'
@@ -79,27 +81,36 @@ function otlpExporter(o: OtlpExport): SpanExporter {
     return new OTLPTraceExporter({
       url: o.endpoint,
       headers: o.headers,
-      ...(o.tls ? { httpAgentOptions: { keepAlive: true, ...o.tls } } : {}),
+      ...(tls ? { httpAgentOptions: { keepAlive: true, ...tls } } : {}),
     });
   }
   const { OTLPTraceExporter } = loadOptional<OtlpGrpc>('@opentelemetry/exporter-trace-otlp-grpc', PURPOSE, HINT);
   const { Metadata, credentials } = loadOptional<Grpc>('@grpc/grpc-js', PURPOSE, HINT);
   const metadata = new Metadata();
   for (const [key, value] of Object.entries(o.headers)) metadata.set(key, value);
-  const tls = o.tls ? { credentials: credentials.createSsl(o.tls.ca ?? null, o.tls.key ?? null, o.tls.cert ?? null) } : {};
-  return new OTLPTraceExporter({ url: o.endpoint, metadata, ...tls });
+  const secure = tls ? { credentials: credentials.createSsl(tls.ca ?? null, tls.key ?? null, tls.cert ?? null) } : {};
+  return new OTLPTraceExporter({ url: o.endpoint, metadata, ...secure });
 }
 
 /**
  * An OpenTelemetry SDK exporting OTLP (`o.protocol`) in batches, its spans counted in `spans`
- * when given; `ERR_DEPENDENCY_MISSING` without the optional SDK packages. The gateway's and the
- * mock worker's (`--otlp-traces-endpoint` on both).
+ * when given, its TLS files (`o.tls`) read again when they change if `reporting` says where to
+ * count and log that; `ERR_DEPENDENCY_MISSING` without the optional SDK packages. The gateway's
+ * and the mock worker's (`--otlp-traces-endpoint` on both).
  */
-export function otlpTracer(o: OtlpExport, spans?: Counter<'result'>): GatewayTracer {
+export function otlpTracer(o: OtlpExport, spans?: Counter<'result'>, reporting?: ReloadReporting): GatewayTracer {
   const sdk = loadOptional<SdkTrace>('@opentelemetry/sdk-trace', PURPOSE, HINT);
   const { resourceFromAttributes } = loadOptional<Resources>('@opentelemetry/resources', PURPOSE, HINT);
+  const { tls } = o;
+  // TLS files are read again when they change, where there is a registry to count that in.
+  const exporter =
+    tls === undefined
+      ? otlpExporter(o, undefined)
+      : reporting
+        ? new ReloadingExporter((material) => otlpExporter(o, material), tls, reporting)
+        : otlpExporter(o, readOtlpTls(tls));
   const processor = new sdk.BatchSpanProcessor({
-    exporter: otlpExporter(o),
+    exporter,
     scheduledDelayMillis: o.exportDelayMs,
     ...(spans ? { selfObsMeterProvider: spanCounting(spans) } : {}),
   });
@@ -112,8 +123,8 @@ export function otlpTracer(o: OtlpExport, spans?: Counter<'result'>): GatewayTra
 }
 
 /** The tracer `tracing` asks for; `ERR_DEPENDENCY_MISSING` when an OTLP endpoint is set without the SDK installed. */
-export function gatewayTracer(tracing: ResolvedTracing, spans: Counter<'result'>): GatewayTracer {
+export function gatewayTracer(tracing: ResolvedTracing, spans: Counter<'result'>, reporting: ReloadReporting): GatewayTracer {
   if (tracing.kind === 'global') return { tracer: trace.getTracer(TRACER_NAME, packageVersion()), shutdown: async () => {} };
   if (tracing.kind === 'provider') return { tracer: tracing.provider.getTracer(TRACER_NAME, packageVersion()), shutdown: async () => {} };
-  return otlpTracer(tracing, spans);
+  return otlpTracer(tracing, spans, reporting);
 }
