@@ -121,7 +121,7 @@ const FLAGS: Flags = {
   'otlp-traces-endpoint': {
     kind: 'string',
     value: 'url',
-    help: "export the gateway's spans to this OTLP traces endpoint, e.g. http://collector:4318/v1/traces (vLLM's flag; see --otlp-traces-protocol)",
+    help: "export the gateway's spans to this OTLP traces endpoint, e.g. http://collector:4318/v1/traces (vLLM's flag; see --otlp-traces-protocol); an https one's TLS from OTEL_EXPORTER_OTLP_CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY",
     default: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT (+ /v1/traces over HTTP), else none',
   },
   'otlp-traces-protocol': {
