@@ -11,6 +11,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { KvRouteError } from '../errors.js';
 import { type AdmittedLeg, BootstrapLegs } from './bootstrap.js';
 import { openEventStream } from './engine-run.js';
+import { registerGenerate } from './generate.js';
 import { contextParams, type KvTransfer, offeredParams } from './kv-transfer.js';
 import { LoraAdapters, registerLoraUpdating } from './lora-adapters.js';
 import { registerMessages } from './messages.js';
@@ -231,6 +232,14 @@ class Worker implements MockWorker {
     };
     registerResponses(app, engine);
     registerMessages(app, engine);
+    registerGenerate(app, {
+      ...engine,
+      admitLeg: async (body, reply) => {
+        const leg = await this.meetPeer(body, reply);
+        if (leg?.pull) this.kvTransfers.pulled++;
+        return leg;
+      },
+    });
     for (const [path, chat] of [
       ['/v1/completions', false],
       ['/v1/chat/completions', true],
@@ -258,12 +267,18 @@ class Worker implements MockWorker {
    * prompt is then pulled, a prefill leg generates its one token and hands its KV over.
    */
   private async admitLeg(req: FastifyRequest, reply: FastifyReply, parsed: ParsedRequest): Promise<AdmittedLeg | undefined> {
+    const leg = await this.meetPeer(req.body as Record<string, unknown>, reply);
+    if (leg?.pull) parsed.kvTransfer = { kind: 'pull', via: 'bootstrap_room' };
+    else if (leg) parsed.maxTokens = 1;
+    return leg;
+  }
+
+  /** A leg's meeting in its bootstrap room (none without `disaggregationMode`); an offer is counted, and dropped if its client goes. */
+  private async meetPeer(body: Record<string, unknown>, reply: FastifyReply): Promise<AdmittedLeg | undefined> {
     if (!this.bootstrap) return undefined;
-    const leg = await this.bootstrap.admit(req.body as Record<string, unknown>);
-    if (leg.pull) parsed.kvTransfer = { kind: 'pull', via: 'bootstrap_room' };
-    else {
+    const leg = await this.bootstrap.admit(body);
+    if (!leg.pull) {
       this.kvTransfers.offered++;
-      parsed.maxTokens = 1;
       reply.raw.on('close', () => leg.drop?.());
     }
     return leg;
