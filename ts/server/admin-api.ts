@@ -132,7 +132,14 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
   app.post('/admin/explain', async (req, reply) => {
     const b = (req.body ?? {}) as Record<string, unknown>;
     let read: ReturnType<typeof readRequest>;
-    const kind = b.input !== undefined ? 'responses' : b.messages !== undefined ? 'chat' : 'completion';
+    const kind =
+      b.input !== undefined
+        ? 'responses'
+        : b.messages !== undefined
+          ? 'chat'
+          : b.text !== undefined || b.input_ids !== undefined
+            ? 'generate'
+            : 'completion';
     try {
       read = readRequest(b, kind);
     } catch (err) {

@@ -34,7 +34,7 @@ import { describeError, failureKind } from './fleet.js';
 import { type FirstLeg, legsBody } from './legs.js';
 import type { Outcome, ProxyContext } from './proxy.js';
 import { inScope, routingScope } from './scope.js';
-import { usageFacts } from './sse.js';
+import { answerCachedTokens } from './sse.js';
 import { reported } from './stream-watch.js';
 import type { Attempt } from './tracing/request-trace.js';
 import { SGLANG_BOOTSTRAP_PORT } from './worker-role.js';
@@ -114,13 +114,13 @@ async function prefillAnswer(
   ctx.router.free(bookedAs);
   ctx.fleet.success(worker);
   attempt.end(200);
-  let answer: { usage?: never } | undefined;
+  let answer: unknown;
   try {
-    answer = JSON.parse(text) as { usage?: never };
+    answer = JSON.parse(text);
   } catch {
     answer = undefined;
   }
-  return { ok: true, cached: usageFacts(answer?.usage).cachedTokens };
+  return { ok: true, cached: answerCachedTokens(answer) };
 }
 
 /** Drops a decode leg's answer the client will not get (its prefill leg failed or refused). */

@@ -16,6 +16,7 @@ import type { KvRouter } from '../router/kv-router.js';
 import { Breaker, type FailureKind, type WorkerHealthState } from './breaker.js';
 import { CacheAccuracy } from './cache-accuracy.js';
 import type { ResolvedGatewayOptions, ResolvedWorker } from './options.js';
+import type { DisaggregationProtocol } from './worker-role.js';
 
 /** The routable workers, by the part of a request they may take (see `Fleet.routableByRole`). */
 export interface RoutableWorkers {
@@ -125,6 +126,11 @@ export class Fleet {
 
   list(): FleetWorker[] {
     return [...this.members.values()];
+  }
+
+  /** How its prefill and decode workers pass a request's KV (`disaggregation.protocol`). */
+  get protocol(): DisaggregationProtocol {
+    return this.opts.disaggregation.protocol;
   }
 
   /** Workers that may take requests now: with a URL, not down. Shared: do not modify it. */

@@ -361,6 +361,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
     proxy.post('/v1/responses', (req, reply) => proxyCompletion(ctx, req, reply, 'responses'));
     // Anthropic's Messages API, as vLLM serves it: routed by the chat it becomes; refusals in Anthropic's shape.
     proxy.post('/v1/messages', { onSend: anthropicErrorBodies }, (req, reply) => proxyCompletion(ctx, req, reply, 'messages'));
+    // SGLang's native generation API, routed by its prompt as a completion is.
+    proxy.post('/generate', (req, reply) => proxyCompletion(ctx, req, reply, 'generate'));
     registerResponses(proxy, ctx);
     registerPassthrough(proxy, ctx);
     registerLoraUpdates(proxy, ctx);

@@ -23,6 +23,7 @@ import {
   truncated,
 } from '../mock-worker/openai.js';
 import { newResponseId, readResponsesPrompt, responsesMessages } from '../mock-worker/responses-input.js';
+import { readGenerateRequest } from './generate-request.js';
 import type { PromptInput, PromptTokenizer } from './tokenize.js';
 
 // The mock worker's reading of `prompt` and `messages` is OpenAI's; its BadRequest is answered 400 here too.
@@ -88,8 +89,8 @@ function responseIdField(b: Record<string, unknown>, key: 'request_id' | 'previo
   return v;
 }
 
-/** The endpoints the gateway routes: completions, chat completions, the Responses API and Anthropic's Messages API. */
-export type RequestKind = 'completion' | 'chat' | 'responses' | 'messages';
+/** The endpoints the gateway routes: completions, chat completions, the Responses API, Anthropic's Messages API and SGLang's `/generate`. */
+export type RequestKind = 'completion' | 'chat' | 'responses' | 'messages' | 'generate';
 
 /**
  * An Anthropic Messages API request: routed by the chat vLLM converts it to (see
@@ -181,6 +182,7 @@ export function readRequest(body: unknown, kind: RequestKind, countOutput = fals
   const b = body as Record<string, unknown>;
   if (kind === 'responses') return readResponsesRequest(b);
   if (kind === 'messages') return readMessagesRequest(b);
+  if (kind === 'generate') return readGenerateRequest(b);
   const chat = kind === 'chat';
   const batch = chat ? undefined : promptBatch(b.prompt);
   if (batch) {

@@ -29,7 +29,7 @@ import { WHOLE } from './legs.js';
 import type { ResolvedGatewayOptions } from './options.js';
 import { BadRequest, engineTokens, type ReadRequest, type RequestKind, readRequest } from './prompt.js';
 import { findOwner, type ResponseOwners } from './response-owners.js';
-import { SseSplitter, usageFacts, withoutUsage } from './sse.js';
+import { answerCachedTokens, SseSplitter, withoutUsage } from './sse.js';
 import { eventWatcher, firstToken, reported } from './stream-watch.js';
 import type { PromptTokenizer } from './tokenize.js';
 import { readTraceContext } from './tracing/context.js';
@@ -64,6 +64,7 @@ const PATHS: Record<RequestKind, string> = {
   chat: '/v1/chat/completions',
   responses: '/v1/responses',
   messages: '/v1/messages',
+  generate: '/generate',
 };
 
 export { openAiError } from './api-errors.js';
@@ -464,7 +465,7 @@ async function deliver(
     if (res.statusCode === 200) {
       firstToken(ctx, outcome, started);
       try {
-        reported(ctx, outcome, usageFacts((JSON.parse(text) as { usage?: never }).usage).cachedTokens);
+        reported(ctx, outcome, answerCachedTokens(JSON.parse(text)));
       } catch {
         // Not JSON: passed on as is.
       }

@@ -4,10 +4,13 @@
  * buffered beyond one event. Each event is also read for what the gateway measures: the first
  * token, the token chunks after it, and the usage chunk with `cached_tokens`. The Responses API
  * streams named events instead of chunks: its tokens come in `….delta` events and its usage in
- * `response.completed`; Anthropic's Messages API's in `content_block_delta` and `message_delta`.
+ * `response.completed`; Anthropic's Messages API's in `content_block_delta` and `message_delta`;
+ * SGLang's `/generate` puts both in every event's `meta_info` (generate-facts.ts).
  * @internal
  * @module
  */
+
+import { generateAnswerCachedTokens, generateEventFacts, isGenerateChunk } from './generate-facts.js';
 
 /** Splits a byte stream into SSE events (each returned with its terminating blank line). */
 export class SseSplitter {
@@ -93,6 +96,7 @@ export function inspectEvent(event: string): EventFacts {
     return NONE;
   }
   if (chunk === null || typeof chunk !== 'object') return NONE;
+  if (isGenerateChunk(chunk)) return generateEventFacts(chunk);
   if (typeof chunk.type === 'string')
     return {
       ...(MESSAGES_EVENTS.has(chunk.type) ? messagesEventFacts(chunk as MessagesEvent) : responsesEventFacts(chunk as ResponsesEvent)),
@@ -242,4 +246,10 @@ export function usageFacts(usage: Usage | undefined | null): Pick<EventFacts, 'c
     promptTokens: typeof prompt === 'number' ? prompt : undefined,
     completionTokens: typeof completion === 'number' ? completion : undefined,
   };
+}
+
+/** The cached tokens a whole answer reports: in its `usage` (any of the three APIs'), or in SGLang `/generate`'s `meta_info`. */
+export function answerCachedTokens(answer: unknown): number | undefined {
+  if (answer === null || typeof answer !== 'object') return undefined;
+  return usageFacts((answer as { usage?: Usage }).usage).cachedTokens ?? generateAnswerCachedTokens(answer);
 }

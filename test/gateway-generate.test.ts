@@ -1,0 +1,141 @@
+/**
+ * SGLang's native `POST /generate` through the gateway: routed by its prompt's prefix as a
+ * completion is (`input_ids` as they are, `text` tokenized), the engine's `meta_info` read for
+ * the first token and the cached tokens, the body passed on as it came, and the answer (a stream
+ * too) passed back unchanged. The mock workers serve `/generate` as an SGLang server does.
+ */
+
+import { describe, expect, test } from 'vitest';
+import { BACKENDS } from './helpers/backends.js';
+import { closeFleetsAfterEach, gatewayBehindWire, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
+import { postJson, sse } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
+import { headsOn } from './helpers/tcp-proxy.js';
+import { waitFor } from './helpers/wait.js';
+
+closeFleetsAfterEach();
+
+/** A prompt of `n` token ids from `from`. */
+const ids = (n: number, from = 1) => Array.from({ length: n }, (_, i) => from + i);
+
+describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
+  test('input_ids are routed by their prefix: a follow-up goes to the worker holding it, whose meta_info reports what was predicted', async () => {
+    const f = await startFleet(backend, 3);
+    const prompt = ids(80);
+    const first = await postJson(`${f.url}/generate`, { input_ids: prompt, sampling_params: { max_new_tokens: 4 } });
+    expect(first.status).toBe(200);
+    expect(first.json.meta_info).toMatchObject({ prompt_tokens: 80, completion_tokens: 4, cached_tokens: 0 });
+    expect(first.json.output_ids).toHaveLength(4);
+    const holder = first.headers.get('x-kvroute-worker');
+    await waitFor(() => f.gateway.router.stats().index.blocks >= 5, 'the stored blocks to be indexed');
+
+    const again = await postJson(`${f.url}/generate`, {
+      input_ids: [...prompt, 500, 501],
+      sampling_params: { max_new_tokens: 2 },
+      rid: 'turn-2',
+    });
+    expect(again.status).toBe(200);
+    expect(again.headers.get('x-kvroute-worker')).toBe(holder);
+    expect(again.headers.get('x-kvroute-cached-tokens')).toBe('80');
+    expect(again.json.meta_info).toMatchObject({ id: 'turn-2', cached_tokens: 80, completion_tokens: 2 });
+    const m = await scrape(`${f.adminUrl}/metrics`);
+    expect(m.sum('kvroute_gateway_cache_predictions_total', { worker: String(holder), outcome: 'exact' })).toBe(2);
+    expect(m.sum('kvroute_gateway_requests_total', { status: '200' })).toBe(2);
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+  });
+
+  test("a streamed /generate is passed on event by event to [DONE]; its first event is the first token, its last the engine's cached tokens", async () => {
+    const f = await startFleet(backend, 2, {}, { streamInterval: 1 });
+    const prompt = ids(48, 1000);
+    await postJson(`${f.url}/generate`, { input_ids: prompt, sampling_params: { max_new_tokens: 1 } });
+    await waitFor(() => f.gateway.router.stats().index.blocks >= 3, 'the stored blocks to be indexed');
+    const r = await sse(`${f.url}/generate`, { input_ids: prompt, sampling_params: { max_new_tokens: 5 }, stream: true });
+    expect(r.status).toBe(200);
+    expect(r.events.at(-1)).toBe('[DONE]');
+    const chunks = r.events.slice(0, -1) as { text: string; output_ids: number[]; meta_info: Record<string, unknown> }[];
+    expect(chunks.map((c) => c.meta_info.completion_tokens)).toEqual([1, 2, 3, 4, 5]);
+    // SGLang's events hold the text so far; the last is the whole answer.
+    expect(chunks.at(-1)?.output_ids).toHaveLength(5);
+    expect(chunks.at(-1)?.meta_info).toMatchObject({ finish_reason: { type: 'length', length: 5 }, cached_tokens: 32 });
+    expect(r.headers.get('x-kvroute-cached-tokens')).toBe('32');
+    const m = await scrape(`${f.adminUrl}/metrics`);
+    expect(m.sum('kvroute_gateway_time_to_first_token_seconds')).toBe(2);
+    // Four gaps between the five token events.
+    expect(m.sum('kvroute_gateway_inter_token_latency_seconds')).toBe(4);
+    expect(m.sum('kvroute_gateway_cache_predictions_total', { outcome: 'exact' })).toBe(2);
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+  });
+
+  test('text is tokenized as a completion prompt is (the engine tokenizer), and the body reaches the worker as it came', async () => {
+    const g = await gatewayBehindWire(backend);
+    try {
+      const body = {
+        text: 'the quick brown fox jumps over the lazy dog',
+        sampling_params: { max_new_tokens: 3, temperature: 0 },
+        rid: 'r-1',
+      };
+      const r = await postJson(`${g.url}/generate`, body);
+      expect(r.status).toBe(200);
+      expect(r.json.meta_info.id).toBe('r-1');
+      const sent = headsOn(g.wire.sent).filter((h) => h.line.startsWith('POST '));
+      expect(sent.map((h) => h.line)).toEqual(['POST /tokenize', 'POST /generate']);
+      expect(JSON.parse(sent[1].body)).toEqual(body);
+      // The gateway's count of the prompt is the engine's.
+      expect(Number(r.headers.get('x-kvroute-cached-tokens'))).toBe(0);
+      const tokenized = JSON.parse(sent[0].body);
+      expect(tokenized).toMatchObject({ prompt: body.text });
+    } finally {
+      await g.close();
+    }
+  });
+
+  test('lora_path routes to the workers serving that adapter, under its name', async () => {
+    const base = await startWorker();
+    const withAdapter = await startWorker({ loraModules: ['sql-lora'] });
+    const f = await startFleet(backend, 0, { workers: [workerEntry(base, 1), workerEntry(withAdapter, 2)] });
+    await waitFor(async () => {
+      const models = (await (await fetch(`${f.url}/v1/models`)).json()) as { data: { id: string }[] };
+      return models.data.some((m) => m.id === 'sql-lora');
+    }, 'the adapter listed');
+    for (let i = 0; i < 6; i++) {
+      const r = await postJson(`${f.url}/generate`, {
+        input_ids: ids(40, 100 * i),
+        lora_path: 'sql-lora',
+        sampling_params: { max_new_tokens: 1 },
+      });
+      expect(r.status).toBe(200);
+      expect(r.headers.get('x-kvroute-worker')).toBe('2');
+    }
+    const finished = (w: typeof base) => w.stats().finished.reduce((a, b) => a + b, 0);
+    expect([finished(base), finished(withAdapter)]).toEqual([0, 6]);
+  });
+
+  test('a batch, input_embeds, and malformed prompts are refused with 400, naming the field, and reach no worker', async () => {
+    const g = await gatewayBehindWire(backend);
+    try {
+      const bad: [unknown, RegExp][] = [
+        [{ text: ['a', 'b'] }, /text is a list of 2 prompts.*one prompt per \/generate request/],
+        [{ input_ids: [[1, 2], [3]] }, /input_ids is a list of 2 prompts/],
+        [{ input_ids: [1, 2], sampling_params: [{}, {}] }, /sampling_params is a list/],
+        [{ input_ids: [1, 2], lora_path: ['a', 'b'] }, /lora_path is a list/],
+        [{ text: 'a', input_ids: [1] }, /exactly one of text and input_ids/],
+        [{ sampling_params: { max_new_tokens: 1 } }, /exactly one of text and input_ids/],
+        [{ input_embeds: [[0.1, 0.2]] }, /input_embeds carry no tokens/],
+        [{ input_ids: [1, -2] }, /input_ids\[1\] must be a token id/],
+        [{ input_ids: [] }, /input_ids must be a non-empty list/],
+        [{ text: '' }, /text must be a non-empty string/],
+        [{ input_ids: [1], stream: 'yes' }, /stream must be a boolean/],
+        [{ input_ids: [1], sampling_params: 3 }, /sampling_params must be an object/],
+        [[1, 2], /the body must be a JSON object/],
+      ];
+      for (const [body, message] of bad) {
+        const r = await postJson(`${g.url}/generate`, body);
+        expect(r.status, JSON.stringify(body)).toBe(400);
+        expect(r.json.error.message, JSON.stringify(body)).toMatch(message);
+      }
+      expect(headsOn(g.wire.sent).filter((h) => h.line.startsWith('POST '))).toEqual([]);
+    } finally {
+      await g.close();
+    }
+  });
+});
