@@ -13,7 +13,7 @@ import { parseWorkerFlag } from '../ts/server/config-file.js';
 import { BACKENDS } from './helpers/backends.js';
 import { disaggregatedFleet, type FleetShape, streamedChat, text, twoPromptBatch } from './helpers/disaggregated-fleet.js';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
-import { type Json, postJson } from './helpers/http.js';
+import { type Json, postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 import { sleep, waitFor } from './helpers/wait.js';
@@ -89,6 +89,36 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     expect(decodes[0].body.bootstrap_room).not.toBe(decodes[1].body.bootstrap_room);
     // The second prefill found the first one's prompt cached: its report is the prefill worker's.
     expect(Number(second.headers.get('x-kvroute-cached-tokens'))).toBeGreaterThan(0);
+  });
+
+  test("SGLang's /generate is split the same way: its legs meet in one room, the client gets the decode worker's streamed answer", async () => {
+    const f = await sglangFleet(backend, ['prefill', 'decode']);
+    const input = Array.from({ length: 70 }, (_, i) => 300 + i);
+    const body = { input_ids: input, sampling_params: { max_new_tokens: 4 }, stream: true, rid: 'gen-1' };
+    const first = await sse(`${f.url}/generate`, body);
+    expect(first.status).toBe(200);
+    expect(first.events.at(-1)).toBe('[DONE]');
+    expect((first.events.at(-2) as Json).meta_info).toMatchObject({ id: 'gen-1', completion_tokens: 4 });
+    expect([first.headers.get('x-kvroute-prefill-worker'), first.headers.get('x-kvroute-worker')]).toEqual(['1', '2']);
+    const [prefill] = f.received(1);
+    const [decode] = f.received(2);
+    expect([prefill.path, decode.path]).toEqual(['/generate', '/generate']);
+    // The prefill leg: the request unstreamed, in the decode leg's room.
+    expect(prefill.body).toEqual({ ...decode.body, stream: false });
+    const { bootstrap_host: _h, bootstrap_port: _p, bootstrap_room: _r, ...rest } = decode.body;
+    expect(rest).toEqual(body);
+    expect(roomOf(decode.body).port).toBe(f.workers[0].bootstrapPort);
+    expect(f.workers[0].stats().kvTransfers).toEqual({ offered: 1, pulled: 0 });
+    expect(f.workers[1].stats().kvTransfers).toEqual({ offered: 0, pulled: 1 });
+    // The second request's prefill found the first one's prompt cached; the prefill worker's meta_info said so.
+    await sleep(300);
+    const second = await postJson(`${f.url}/generate`, { input_ids: [...input, 1, 2], sampling_params: { max_new_tokens: 2 } });
+    expect(second.status).toBe(200);
+    expect(second.headers.get('x-kvroute-cached-tokens')).toBe('64');
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { worker: '1', result: 'transferred' })).toBe(2);
+    expect(m.sum('kvroute_gateway_cache_predictions_total', { worker: '1', outcome: 'exact' })).toBe(2);
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
   });
 
   test('a prefill worker that fails is replaced: the pair is sent again, with a new room, to another prefill worker', async () => {

@@ -1,0 +1,58 @@
+import { describe, expect, test } from 'vitest';
+import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
+import { postJson, sse } from './helpers/http.js';
+
+closeFleetsAfterEach();
+
+describe("the mock worker's /generate (SGLang's native API)", () => {
+  test('answers {text, output_ids, meta_info}; a repeated prompt reports its cached tokens; max_new_tokens defaults to 128', async () => {
+    const w = await startWorker();
+    const input = Array.from({ length: 40 }, (_, i) => 65 + (i % 26));
+    const first = await postJson(`${w.url}/generate`, { input_ids: input, sampling_params: { max_new_tokens: 3 }, rid: 'a' });
+    expect(first.status).toBe(200);
+    expect(Object.keys(first.json)).toEqual(['text', 'output_ids', 'meta_info']);
+    expect(first.json.output_ids).toHaveLength(3);
+    expect(first.json.meta_info).toMatchObject({
+      id: 'a',
+      finish_reason: { type: 'length', length: 3 },
+      prompt_tokens: 40,
+      completion_tokens: 3,
+      cached_tokens: 0,
+    });
+    const again = await postJson(`${w.url}/generate`, { input_ids: input, sampling_params: { max_new_tokens: 3 } });
+    // The same prompt: the same output, its full blocks (less the last token's) cached.
+    expect(again.json.output_ids).toEqual(first.json.output_ids);
+    expect(again.json.meta_info.cached_tokens).toBe(32);
+    expect(again.json.meta_info.id).toMatch(/^[0-9a-f]{32}$/);
+    const text = await postJson(`${w.url}/generate`, { text: 'hello there' });
+    expect(text.json.meta_info.completion_tokens).toBe(128);
+  });
+
+  test('streams the text and output ids so far in each event, the finish reason in the last, then [DONE]', async () => {
+    const w = await startWorker({ streamInterval: 2 });
+    const r = await sse(`${w.url}/generate`, { text: 'stream me', sampling_params: { max_new_tokens: 5 }, stream: true });
+    expect(r.events.at(-1)).toBe('[DONE]');
+    const events = r.events.slice(0, -1) as { text: string; output_ids: number[]; meta_info: Record<string, unknown> }[];
+    // The first token at once, then every second one, the last with the rest.
+    expect(events.map((e) => e.output_ids.length)).toEqual([1, 3, 5]);
+    expect(events.map((e) => e.meta_info.finish_reason)).toEqual([null, null, { type: 'length', length: 5 }]);
+    for (const [i, e] of events.entries()) if (i > 0) expect(e.text.startsWith(events[i - 1].text)).toBe(true);
+  });
+
+  test('refuses what it cannot run with 400: a batch, both prompts or none, n above 1, embeddings', async () => {
+    const w = await startWorker();
+    const bad: [unknown, RegExp][] = [
+      [{ text: ['a', 'b'] }, /one prompt per \/generate request/],
+      [{ text: 'a', input_ids: [1] }, /exactly one of text and input_ids/],
+      [{}, /exactly one of text and input_ids/],
+      [{ text: 'a', sampling_params: { n: 2 } }, /one sequence per \/generate request/],
+      [{ input_embeds: [[0.5]] }, /not input_embeds/],
+      [{ text: 'a', sampling_params: { max_new_tokens: 0 } }, /max_new_tokens must be a positive integer/],
+    ];
+    for (const [body, message] of bad) {
+      const r = await postJson(`${w.url}/generate`, body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.json.error.message, JSON.stringify(body)).toMatch(message);
+    }
+  });
+});
