@@ -38,6 +38,12 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
     expect(again.headers.get('x-kvroute-worker')).toBe(holder);
     expect(again.headers.get('x-kvroute-cached-tokens')).toBe('80');
     expect(again.json.meta_info).toMatchObject({ id: 'turn-2', cached_tokens: 80, completion_tokens: 2 });
+    // /admin/explain takes a /generate body as the proxy reads it.
+    const explain = await postJson(`${f.adminUrl}/admin/explain`, { input_ids: prompt });
+    expect(explain.json.tokens).toEqual(prompt);
+    const best = explain.json.candidates.find((c: { workerId: number }) => String(c.workerId) === holder);
+    expect(best.overlapBlocks).toBe(5);
+    expect((await postJson(`${f.adminUrl}/admin/explain`, { input_ids: [prompt, prompt] })).status).toBe(400);
     const m = await scrape(`${f.adminUrl}/metrics`);
     expect(m.sum('kvroute_gateway_cache_predictions_total', { worker: String(holder), outcome: 'exact' })).toBe(2);
     expect(m.sum('kvroute_gateway_requests_total', { status: '200' })).toBe(2);
