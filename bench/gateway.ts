@@ -4,7 +4,8 @@
  * them with the mock model's tokenizer.json as its local tokenizer, and this process as the
  * load generator (keep-alive undici pools). Two phases, each run direct and through the gateway
  * back to back:
- * - throughput: 64 concurrent clients, short non-streaming completions (1 output token);
+ * - throughput: 64 concurrent clients, short non-streaming completions (1 output token); the
+ *   same prompts as SGLang's `/generate` (`text`, `max_new_tokens` 1), direct and through the gateway;
  * - added latency: one client, a 4,096-token prompt (4,096 bytes of text for the byte
  *   tokenizer), non-streaming, 1 output token, its last 8 characters a request counter (so the
  *   gateway's tokenizer cache misses and the workers' prefix caches hit all but the last block);
@@ -103,12 +104,17 @@ async function converse(target: () => string): Promise<number> {
   return n / seconds;
 }
 
-async function throughput(target: (i: number) => string): Promise<number> {
+async function throughput(target: (i: number) => string, send = completion): Promise<number> {
   let n = 0;
   const seconds = await closedLoop(CLIENTS, SECONDS, async (c) => {
-    await completion(target(n), `Short question ${c}-${n++}?`);
+    await send(target(n), `Short question ${c}-${n++}?`);
   });
   return n / seconds;
+}
+
+/** One SGLang `/generate` of one output token. */
+async function generate(url: string, text: string | number[]): Promise<number> {
+  return (await timedPost(pool(url), url, '/generate', { text, sampling_params: { max_new_tokens: 1 } })).ms;
 }
 
 let sent = 0;
@@ -143,6 +149,10 @@ async function gatewayRate(pid: number | undefined, run: () => Promise<number>):
 let rr = 0;
 const directRps = await throughput(() => workers[rr++ % WORKERS].url);
 const { rps: gatewayRps, perCpu: perCoreRps, cpu: gatewayCpu } = await gatewayRate(serve.child.pid, () => throughput(() => gatewayUrl));
+const directGenerateRps = await throughput(() => workers[rr++ % WORKERS].url, generate);
+const { rps: gatewayGenerateRps, perCpu: generatePerCoreRps } = await gatewayRate(serve.child.pid, () =>
+  throughput(() => gatewayUrl, generate),
+);
 const directResponsesRps = await converse(() => workers[rr++ % WORKERS].url);
 const { rps: gatewayResponsesRps, perCpu: responsesPerCoreRps } = await gatewayRate(serve.child.pid, () => converse(() => gatewayUrl));
 const text = 'The quick brown fox jumps over the lazy dog. '.repeat(92).slice(0, 4096);
@@ -182,6 +192,9 @@ const figures = {
   gatewayRequestsPerSec: gatewayRps,
   gatewayCpuSeconds: gatewayCpu,
   gatewayRequestsPerCpuSecond: perCoreRps,
+  directGeneratePerSec: directGenerateRps,
+  gatewayGeneratePerSec: gatewayGenerateRps,
+  gatewayGeneratePerCpuSecond: generatePerCoreRps,
   directResponsesPerSec: directResponsesRps,
   gatewayResponsesPerSec: gatewayResponsesRps,
   gatewayResponsesPerCpuSecond: responsesPerCoreRps,
@@ -204,6 +217,9 @@ printTable(`gateway: ${WORKERS} mock workers, short requests with ${CLIENTS} cli
   { path: 'direct (client round robin)', 'requests/s': fmt(directRps, 0) },
   { path: 'through kvroute serve', 'requests/s': fmt(gatewayRps, 0) },
   { path: 'kvroute serve, per second of its CPU', 'requests/s': fmt(perCoreRps, 0) },
+  { path: "SGLang's /generate: direct (client round robin)", 'requests/s': fmt(directGenerateRps, 0) },
+  { path: "SGLang's /generate: through kvroute serve", 'requests/s': fmt(gatewayGenerateRps, 0) },
+  { path: "SGLang's /generate: kvroute serve, per second of its CPU", 'requests/s': fmt(generatePerCoreRps, 0) },
 ]);
 printTable(`gateway: Responses API conversations of ${TURNS} turns (3 by previous_response_id), ${CLIENTS} clients for ${SECONDS} s`, [
   { path: 'direct (each conversation kept on its worker)', 'requests/s': fmt(directResponsesRps, 0) },
