@@ -116,6 +116,29 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
     expect([finished(base), finished(withAdapter)]).toEqual([0, 6]);
   });
 
+  test("queued /generate requests are served in SGLang's priority order (higher first), then in arrival order", async () => {
+    const f = await startFleet(backend, 0, { router: { routerQueueThreshold: 0.01 }, queue: { timeoutMs: 30_000 } });
+    const w = await startWorker({ speedup: 0.2 });
+    f.gateway.addWorker({ ...workerEntry(w, 1), maxNumBatchedTokens: 256 });
+    const order: string[] = [];
+    const send = (name: string, priority?: number) =>
+      postJson(`${f.url}/generate`, {
+        input_ids: ids(600),
+        sampling_params: { max_new_tokens: 1 },
+        ...(priority === undefined ? {} : { priority }),
+      }).then((r) => order.push(`${name}:${r.status}`));
+    const busy = send('busy');
+    await waitFor(() => f.gateway.router.stats().inFlight === 1, 'the first request to be in flight');
+    const later = [send('lazy', -5)];
+    await waitFor(() => f.gateway.router.stats().queued === 1, 'the lazy one to queue');
+    later.push(send('plain'));
+    await waitFor(() => f.gateway.router.stats().queued === 2, 'the plain one to queue');
+    later.push(send('urgent', 5));
+    await waitFor(() => f.gateway.router.stats().queued === 3, 'the urgent one to queue');
+    await Promise.all([busy, ...later]);
+    expect(order).toEqual(['busy:200', 'urgent:200', 'plain:200', 'lazy:200']);
+  });
+
   test('a batch, input_embeds, and malformed prompts are refused with 400, naming the field, and reach no worker', async () => {
     const g = await gatewayBehindWire(backend);
     try {

@@ -3,7 +3,8 @@
  * routed as they are, or `text`, tokenized as a completion's prompt is, special tokens added as
  * SGLang's tokenizer adds them), `lora_path` (the adapter, which scopes the prompt's KV blocks
  * as a `model` naming an adapter does), `sampling_params.max_new_tokens` and `.n` (the output
- * the router expects), and `stream`. The body goes to the worker as it came.
+ * the router expects), `priority` (the router's queue order, higher first as SGLang's default)
+ * and `stream`. The body goes to the worker as it came.
  *
  * A batch (`text` or `input_ids` a list of prompts, or `sampling_params` a list) is refused: it
  * runs on one worker, so routing it by one prompt would book the others where their prefixes may
@@ -73,7 +74,9 @@ export function readGenerateRequest(b: Record<string, unknown>): ReadRequest {
     forward: JSON.stringify(b),
     model,
     cacheSalt: undefined,
-    priority: undefined,
+    // SGLang serves higher priorities first (unless --schedule-low-priority-values-first); the
+    // field read here is vLLM's way round.
+    priority: Number.isSafeInteger(b.priority) ? -(b.priority as number) : undefined,
     maxOutputTokens: positiveInteger(sampling.max_new_tokens) ?? SGLANG_MAX_NEW_TOKENS,
     truncation: undefined,
     choicesPerPrompt: positiveInteger(sampling.n) ?? 1,
