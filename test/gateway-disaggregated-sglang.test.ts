@@ -213,6 +213,13 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     const responses = await postJson(`${f.url}/v1/responses`, { model: 'mock-model', input: 'hello', max_output_tokens: 2 });
     expect(responses.status).toBe(200);
     expect(responses.headers.get('x-kvroute-worker')).toBe('3');
+    // Nor is a /generate batch (one room meets one prompt): whole, to the aggregated worker, its answer a list.
+    const generated = await postJson(`${f.url}/generate`, { text: ['one', 'two'], sampling_params: { max_new_tokens: 2 } });
+    expect([generated.status, generated.headers.get('x-kvroute-worker'), generated.json.length]).toEqual([200, '3', 2]);
+    expect(f.received(3).map((r) => [r.path, r.body.bootstrap_room])).toEqual([
+      ['/v1/responses', undefined],
+      ['/generate', undefined],
+    ]);
 
     const noWhole = await sglangFleet(backend, ['prefill', 'decode']);
     const refused = await postJson(`${noWhole.url}/v1/responses`, { model: 'mock-model', input: 'hello', max_output_tokens: 2 });

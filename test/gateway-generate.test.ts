@@ -43,7 +43,9 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
     expect(explain.json.tokens).toEqual(prompt);
     const best = explain.json.candidates.find((c: { workerId: number }) => String(c.workerId) === holder);
     expect(best.overlapBlocks).toBe(5);
-    expect((await postJson(`${f.adminUrl}/admin/explain`, { input_ids: [prompt, prompt] })).status).toBe(400);
+    // A batch is routed by its first prompt: that is what explain weighs.
+    const batch = await postJson(`${f.adminUrl}/admin/explain`, { input_ids: [prompt, ids(8, 9000)] });
+    expect(batch.json.tokens).toEqual(prompt);
     const m = await scrape(`${f.adminUrl}/metrics`);
     expect(m.sum('kvroute_gateway_cache_predictions_total', { worker: String(holder), outcome: 'exact' })).toBe(2);
     expect(m.sum('kvroute_gateway_requests_total', { status: '200' })).toBe(2);
@@ -116,6 +118,32 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
     expect([finished(base), finished(withAdapter)]).toEqual([0, 6]);
   });
 
+  test("a batch goes whole to the worker its first prompt routes to, as SGLang's router sends it; its answer is the worker's list, a stream its indexed events", async () => {
+    const f = await startFleet(backend, 3);
+    const shared = ids(64, 2000);
+    const warm = await postJson(`${f.url}/generate`, { input_ids: shared, sampling_params: { max_new_tokens: 1 } });
+    const holder = warm.headers.get('x-kvroute-worker');
+    await waitFor(() => f.gateway.router.stats().index.blocks >= 3, 'the stored blocks to be indexed');
+    const body = { input_ids: [[...shared, 7], ids(30, 5000), [...shared, 8]], sampling_params: { max_new_tokens: 2 } };
+    const r = await postJson(`${f.url}/generate`, body);
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-kvroute-worker')).toBe(holder);
+    expect(r.json.map((a: { meta_info: { prompt_tokens: number } }) => a.meta_info.prompt_tokens)).toEqual([65, 30, 65]);
+    // The first prompt's cached tokens are the ones predicted.
+    expect(r.json[0].meta_info.cached_tokens).toBe(64);
+    expect(r.headers.get('x-kvroute-cached-tokens')).toBe('64');
+    const streamed = await sse(`${f.url}/generate`, { ...body, stream: true });
+    expect(streamed.headers.get('x-kvroute-worker')).toBe(holder);
+    expect(streamed.events.at(-1)).toBe('[DONE]');
+    const last = (streamed.events.slice(0, -1) as { index: number; meta_info: { finish_reason: unknown } }[]).filter(
+      (e) => e.meta_info.finish_reason !== null,
+    );
+    expect(last.map((e) => e.index).sort()).toEqual([0, 1, 2]);
+    const m = await scrape(`${f.adminUrl}/metrics`);
+    expect(m.sum('kvroute_gateway_cache_predictions_total', { worker: String(holder), outcome: 'exact' })).toBe(3);
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+  });
+
   test("queued /generate requests are served in SGLang's priority order (higher first), then in arrival order", async () => {
     const f = await startFleet(backend, 0, { router: { routerQueueThreshold: 0.01 }, queue: { timeoutMs: 30_000 } });
     const w = await startWorker({ speedup: 0.2 });
@@ -139,20 +167,31 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
     expect(order).toEqual(['busy:200', 'urgent:200', 'plain:200', 'lazy:200']);
   });
 
-  test('a batch, input_embeds, and malformed prompts are refused with 400, naming the field, and reach no worker', async () => {
+  test('input_embeds and malformed prompts are refused with 400, naming the field, and reach no worker', async () => {
     const g = await gatewayBehindWire(backend);
     try {
       const bad: [unknown, RegExp][] = [
-        [{ text: ['a', 'b'] }, /text is a list of 2 prompts.*one prompt per \/generate request/],
-        [{ input_ids: [[1, 2], [3]] }, /input_ids is a list of 2 prompts/],
-        [{ input_ids: [1, 2], sampling_params: [{}, {}] }, /sampling_params is a list/],
-        [{ input_ids: [1, 2], lora_path: ['a', 'b'] }, /lora_path is a list/],
+        [{ text: ['a', 3] }, /text\[1\] must be a string/],
+        [{ text: [] }, /text must hold a prompt/],
+        [{ input_ids: [[1, 2], []] }, /input_ids\[1\] must be a non-empty list of token ids/],
+        [
+          {
+            input_ids: [
+              [1, 2],
+              [3, -1],
+            ],
+          },
+          /input_ids\[1\]\[1\] must be a token id/,
+        ],
+        [{ input_ids: [1, 2], sampling_params: [3] }, /sampling_params must be an object, or a list of them for a batch/],
+        [{ input_ids: [1, 2], lora_path: [4] }, /lora_path must be a string, or a list of them for a batch/],
         [{ text: 'a', input_ids: [1] }, /exactly one of text and input_ids/],
         [{ sampling_params: { max_new_tokens: 1 } }, /exactly one of text and input_ids/],
         [{ input_embeds: [[0.1, 0.2]] }, /input_embeds carry no tokens/],
         [{ input_ids: [1, -2] }, /input_ids\[1\] must be a token id/],
         [{ input_ids: [] }, /input_ids must be a non-empty list/],
         [{ text: '' }, /text must be a non-empty string/],
+        [{ text: 5 }, /text must be a string or a list of strings/],
         [{ input_ids: [1], stream: 'yes' }, /stream must be a boolean/],
         [{ input_ids: [1], sampling_params: 3 }, /sampling_params must be an object/],
         [[1, 2], /the body must be a JSON object/],

@@ -39,13 +39,48 @@ describe("the mock worker's /generate (SGLang's native API)", () => {
     for (const [i, e] of events.entries()) if (i > 0) expect(e.text.startsWith(events[i - 1].text)).toBe(true);
   });
 
-  test('refuses what it cannot run with 400: a batch, both prompts or none, n above 1, embeddings', async () => {
+  test("a batch's answer is a list in its order; streamed, each event names its prompt's index, and [DONE] comes after the last", async () => {
+    const w = await startWorker();
+    const batch = {
+      input_ids: [
+        [1, 2, 3, 4],
+        [5, 6, 7],
+      ],
+      sampling_params: [{ max_new_tokens: 2 }, { max_new_tokens: 3 }],
+      rid: ['x', 'y'],
+    };
+    const whole = await postJson(`${w.url}/generate`, batch);
+    expect(whole.status).toBe(200);
+    expect(
+      whole.json.map((a: { meta_info: Record<string, unknown> }) => [
+        a.meta_info.id,
+        a.meta_info.prompt_tokens,
+        a.meta_info.completion_tokens,
+      ]),
+    ).toEqual([
+      ['x', 4, 2],
+      ['y', 3, 3],
+    ]);
+    const streamed = await sse(`${w.url}/generate`, { text: ['one', 'two'], sampling_params: { max_new_tokens: 2 }, stream: true });
+    expect(streamed.events.at(-1)).toBe('[DONE]');
+    const events = streamed.events.slice(0, -1) as { index: number; meta_info: { finish_reason: unknown } }[];
+    expect(
+      events
+        .filter((e) => e.meta_info.finish_reason !== null)
+        .map((e) => e.index)
+        .sort(),
+    ).toEqual([0, 1]);
+    expect(new Set(events.map((e) => e.index))).toEqual(new Set([0, 1]));
+    const mismatched = await postJson(`${w.url}/generate`, { text: ['a', 'b'], sampling_params: [{}] });
+    expect([mismatched.status, mismatched.json.error.message]).toEqual([400, 'sampling_params has 1 entries for 2 prompts']);
+  });
+
+  test('refuses what it cannot run with 400: both prompts or none, n above 1, embeddings', async () => {
     const w = await startWorker();
     const bad: [unknown, RegExp][] = [
-      [{ text: ['a', 'b'] }, /one prompt per \/generate request/],
       [{ text: 'a', input_ids: [1] }, /exactly one of text and input_ids/],
       [{}, /exactly one of text and input_ids/],
-      [{ text: 'a', sampling_params: { n: 2 } }, /one sequence per \/generate request/],
+      [{ text: 'a', sampling_params: { n: 2 } }, /one sequence per prompt/],
       [{ input_embeds: [[0.5]] }, /not input_embeds/],
       [{ text: 'a', sampling_params: { max_new_tokens: 0 } }, /max_new_tokens must be a positive integer/],
     ];

@@ -1,14 +1,16 @@
 /**
- * SGLang's native `POST /generate` on the mock worker, as an SGLang server answers it: one prompt
- * as `text` or `input_ids`, `sampling_params` (`max_new_tokens`, 128 by default, `temperature`,
- * `top_p`), `rid`, `lora_path` and `stream`. The answer is `{text, output_ids, meta_info}`, the
- * `meta_info` holding the request's id, its `finish_reason` (`{type: "length", length}` once
+ * SGLang's native `POST /generate` on the mock worker, as an SGLang server answers it: a prompt
+ * as `text` or `input_ids`, or a batch of them (a list of texts, a list of token-id lists),
+ * `sampling_params` (`max_new_tokens`, 128 by default, `temperature`, `top_p`; for a batch one
+ * object for all or a list, one per prompt), `rid` (a list for a batch), `lora_path` and
+ * `stream`. The answer is `{text, output_ids, meta_info}` (a list of them, in the batch's order),
+ * the `meta_info` holding the request's id, its `finish_reason` (`{type: "length", length}` once
  * done, `null` before), `prompt_tokens`, `completion_tokens` and `cached_tokens`; streamed, each
- * event carries the text and output ids so far (SGLang's default, not increments) and the
- * stream ends with `data: [DONE]`. With `disaggregationMode` the request is one leg of an
- * SGLang-disaggregated request, met in its bootstrap room as a completion's is (bootstrap.ts).
- * The mock runs one sequence per request: a batch of prompts, `n` above 1 and `input_embeds` get
- * 400.
+ * event carries the text and output ids so far (SGLang's default, not increments), a batch's
+ * events their prompt's `index`, and the stream ends with `data: [DONE]` once every prompt is
+ * done. With `disaggregationMode` the request is one leg of an SGLang-disaggregated request, met
+ * in its bootstrap room as a completion's is (bootstrap.ts). The mock runs one sequence per
+ * prompt: `n` above 1 and `input_embeds` get 400.
  * @internal
  * @module
  */
@@ -35,39 +37,66 @@ export interface GenerateEngine extends ResponsesEngine {
   admitLeg(body: Record<string, unknown>, reply: FastifyReply): Promise<AdmittedLeg | undefined>;
 }
 
-interface ParsedGenerate {
+/** One prompt of a request, with its own sampling. */
+interface GenerateItem {
   prompt: number[];
   maxTokens: number;
-  stream: boolean;
   id: string;
-  model: string;
-  lora: LoraRef | undefined;
   temperature: number;
   topP: number;
 }
 
-function parse(body: unknown, engine: ResponsesEngine): ParsedGenerate {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
-  const b = body as Record<string, unknown>;
+interface ParsedGenerate {
+  items: GenerateItem[];
+  /** A batch: the answer is a list, and streamed events name their prompt's `index`. */
+  batch: boolean;
+  stream: boolean;
+  model: string;
+  lora: LoraRef | undefined;
+}
+
+/** The prompts of `text` or `input_ids` (exactly one), and whether they came as a batch. */
+function readPrompts(b: Record<string, unknown>): { prompts: number[][]; batch: boolean } {
   if (b.input_embeds !== undefined && b.input_embeds !== null)
     throw new BadRequest('the mock worker takes text or input_ids, not input_embeds');
-  const given = [b.text, b.input_ids].filter((v) => v !== undefined && v !== null).length;
-  if (given !== 1) throw new BadRequest('give exactly one of text and input_ids');
-  const input = b.text ?? b.input_ids;
-  if (Array.isArray(input) && (input.length === 0 || typeof input[0] !== 'number'))
-    throw new BadRequest('the mock worker runs one prompt per /generate request, not a batch');
-  const prompt = completionTokens({ prompt: input });
-  if (prompt.length === 0) throw new BadRequest('the prompt is empty');
-  const sampling = b.sampling_params ?? {};
+  const given = [b.text, b.input_ids].filter((v) => v !== undefined && v !== null);
+  if (given.length !== 1) throw new BadRequest('give exactly one of text and input_ids');
+  const input = given[0];
+  const batch = Array.isArray(input) && (typeof input[0] === 'string' || Array.isArray(input[0]));
+  const prompts = (batch ? (input as unknown[]) : [input]).map((p, i) => {
+    const tokens = completionTokens({ prompt: p });
+    if (tokens.length === 0) throw new BadRequest(batch ? `prompt ${i} is empty` : 'the prompt is empty');
+    return tokens;
+  });
+  if (prompts.length === 0) throw new BadRequest('the batch is empty');
+  return { prompts, batch };
+}
+
+/** Item `i`'s entry of a field that a batch may give per prompt (`what`) or once for all. */
+function perPrompt(value: unknown, i: number, count: number, batch: boolean, what: string): unknown {
+  if (!batch || !Array.isArray(value)) return value;
+  if (value.length !== count) throw new BadRequest(`${what} has ${value.length} entries for ${count} prompts`);
+  return value[i];
+}
+
+function parseItem(
+  b: Record<string, unknown>,
+  prompt: number[],
+  i: number,
+  count: number,
+  batch: boolean,
+  engine: ResponsesEngine,
+): GenerateItem {
+  const sampling = perPrompt(b.sampling_params ?? {}, i, count, batch, 'sampling_params') ?? {};
   if (sampling === null || typeof sampling !== 'object' || Array.isArray(sampling))
     throw new BadRequest('sampling_params must be an object');
   const s = sampling as Record<string, unknown>;
   const maxTokens = s.max_new_tokens ?? DEFAULT_MAX_NEW_TOKENS;
   if (!Number.isSafeInteger(maxTokens) || (maxTokens as number) < 1)
     throw new BadRequest('sampling_params.max_new_tokens must be a positive integer');
-  if (s.n !== undefined && s.n !== 1) throw new BadRequest('the mock worker runs one sequence per /generate request (n 1)');
-  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
-  if (b.rid !== undefined && typeof b.rid !== 'string') throw new BadRequest('rid must be a string');
+  if (s.n !== undefined && s.n !== 1) throw new BadRequest('the mock worker runs one sequence per prompt (n 1)');
+  const rid = perPrompt(b.rid, i, count, batch, 'rid');
+  if (rid !== undefined && typeof rid !== 'string') throw new BadRequest('rid must be a string (a list of them for a batch)');
   const o = engine.options;
   checkFits(
     prompt.length,
@@ -75,18 +104,20 @@ function parse(body: unknown, engine: ResponsesEngine): ParsedGenerate {
     o,
     `the request needs ${prompt.length + (maxTokens as number)} tokens, more than ${o.maxModelLen}`,
   );
-  const lora = requestedLora(b.lora_path, engine.served);
   const { temperature, topP } = readTemperatureTopPTopK(s);
-  return {
-    prompt,
-    maxTokens: maxTokens as number,
-    stream: b.stream === true,
-    id: (b.rid as string | undefined) ?? randomUUID().replaceAll('-', ''),
-    model: lora?.name ?? o.model,
-    lora,
-    temperature,
-    topP,
-  };
+  return { prompt, maxTokens: maxTokens as number, id: (rid as string | undefined) ?? randomUUID().replaceAll('-', ''), temperature, topP };
+}
+
+function parse(body: unknown, engine: ResponsesEngine): ParsedGenerate {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('the body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  const { prompts, batch } = readPrompts(b);
+  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
+  const items = prompts.map((prompt, i) => parseItem(b, prompt, i, prompts.length, batch, engine));
+  const loras = prompts.map((_, i) => perPrompt(b.lora_path, i, prompts.length, batch, 'lora_path'));
+  if (loras.some((l) => l !== loras[0])) throw new BadRequest('the mock worker runs a batch under one lora_path');
+  const lora = requestedLora(loras[0], engine.served);
+  return { items, batch, stream: b.stream === true, model: lora?.name ?? engine.options.model, lora };
 }
 
 export function registerGenerate(app: FastifyInstance, engine: GenerateEngine): void {
@@ -94,10 +125,71 @@ export function registerGenerate(app: FastifyInstance, engine: GenerateEngine): 
     if (engine.hang(reply)) return reply;
     const parsed = parse(req.body, engine);
     const leg = await engine.admitLeg(req.body as Record<string, unknown>, reply);
+    if (leg && parsed.batch) throw new BadRequest('the mock worker meets one prompt per bootstrap room, not a batch');
     // A prefill leg generates the first token alone, and hands its KV over then.
-    if (leg && !leg.pull) parsed.maxTokens = 1;
+    if (leg && !leg.pull) parsed.items[0].maxTokens = 1;
     return serve(engine, req, reply, parsed, leg);
   });
+}
+
+/** One prompt's run: its engine request, and its answer (or event) so far. */
+interface ItemRun {
+  run: EngineRun;
+  generated: number[];
+  output: number[];
+  answer(cached: number, done: boolean): Record<string, unknown>;
+}
+
+function itemRun(
+  engine: GenerateEngine,
+  req: FastifyRequest,
+  p: ParsedGenerate,
+  item: GenerateItem,
+  leg: AdmittedLeg | undefined,
+): ItemRun {
+  const started = performance.now();
+  const output = mockOutput(item.prompt, item.maxTokens, engine.options.seed);
+  const generated: number[] = [];
+  const span = engine.requestSpan(req, {
+    id: item.id,
+    model: p.model,
+    maxTokens: item.maxTokens,
+    n: 1,
+    temperature: item.temperature,
+    topP: item.topP,
+  });
+  const run = engineRun({ prompt: item.prompt, lora: p.lora, cacheSalt: undefined, output }, span, () => generated.length);
+  return {
+    generated,
+    output,
+    // A decode leg's prompt comes from its prefill worker; a prefill leg's KV goes once its token is out.
+    run: {
+      ended: run.ended,
+      job: (onTokens, onDone, onAbort) => ({
+        ...run.job(
+          (tokens, first) => {
+            if (first) leg?.handOver?.(item.prompt.length);
+            onTokens(tokens, first);
+          },
+          onDone,
+          onAbort,
+        ),
+        remoteTokens: leg?.pull ? item.prompt.length : 0,
+      }),
+    },
+    answer: (cached, done) => ({
+      text: detokenize(generated),
+      output_ids: [...generated],
+      meta_info: {
+        id: item.id,
+        finish_reason: done ? { type: 'length', length: generated.length } : null,
+        prompt_tokens: item.prompt.length,
+        completion_tokens: generated.length,
+        cached_tokens: cached,
+        ...(done ? { e2e_latency: (performance.now() - started) / 1000 } : {}),
+      },
+    }),
+  };
 }
 
 function serve(
@@ -107,83 +199,55 @@ function serve(
   p: ParsedGenerate,
   leg: AdmittedLeg | undefined,
 ): Promise<unknown> {
-  const started = performance.now();
-  const output = mockOutput(p.prompt, p.maxTokens, engine.options.seed);
-  const generated: number[] = [];
-  const span = engine.requestSpan(req, {
-    id: p.id,
-    model: p.model,
-    maxTokens: p.maxTokens,
-    n: 1,
-    temperature: p.temperature,
-    topP: p.topP,
-  });
-  const run = engineRun({ prompt: p.prompt, lora: p.lora, cacheSalt: undefined, output }, span, () => generated.length);
-  // A decode leg's prompt comes from its prefill worker; a prefill leg's KV goes once its token is out.
-  const legRun: EngineRun = {
-    ended: run.ended,
-    job: (onTokens, onDone, onAbort) => ({
-      ...run.job(
-        (tokens, first) => {
-          if (first) leg?.handOver?.(p.prompt.length);
-          onTokens(tokens, first);
-        },
-        onDone,
-        onAbort,
-      ),
-      remoteTokens: leg?.pull ? p.prompt.length : 0,
-    }),
-  };
-  const metaInfo = (cached: number, done: boolean) => ({
-    id: p.id,
-    finish_reason: done ? { type: 'length', length: generated.length } : null,
-    prompt_tokens: p.prompt.length,
-    completion_tokens: generated.length,
-    cached_tokens: cached,
-    ...(done ? { e2e_latency: (performance.now() - started) / 1000 } : {}),
-  });
-  const answer = (cached: number, done: boolean) => ({
-    text: detokenize(generated),
-    output_ids: [...generated],
-    meta_info: metaInfo(cached, done),
-  });
+  const runs = p.items.map((item) => itemRun(engine, req, p, item, leg));
   const rank = engine.rankFor(req);
   if (!p.stream) {
     void reply.header('x-data-parallel-rank', String(rank.dpRank));
-    return runWhole(
-      rank,
-      reply,
-      legRun,
-      (t) => generated.push(...t),
-      (cached) => answer(cached, true),
+    const answers = runs.map((r) =>
+      runWhole(
+        rank,
+        reply,
+        r.run,
+        (t) => r.generated.push(...t),
+        (cached) => r.answer(cached, true),
+      ),
     );
+    return p.batch ? Promise.all(answers) : answers[0];
   }
   reply.hijack();
   const res = reply.raw;
   const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
   openEventStream(res, rank.dpRank);
-  let sent = 0;
+  let left = runs.length;
+  let stopped = false;
   // The mock's engine tells the prompt's cached tokens at the request's end, so the events before
   // the last carry 0 (SGLang's carry the count from the first); the gateway reads the last one's.
-  runStreamed(
-    rank,
-    res,
-    legRun,
-    (tokens) => {
-      generated.push(...tokens);
-      if (generated.length < output.length && chunkDue(generated.length, sent, output.length, engine.options.streamInterval)) {
-        sent = generated.length;
-        send(answer(0, false));
-      }
-    },
-    (cached) => {
-      send(answer(cached, true));
-      res.end('data: [DONE]\n\n');
-    },
-    (reason) => {
-      send({ error: { message: `the engine stopped: ${reason}` } });
-      res.destroy();
-    },
-  );
+  runs.forEach((r, index) => {
+    const event = (cached: number, done: boolean) => (p.batch ? { ...r.answer(cached, done), index } : r.answer(cached, done));
+    let sent = 0;
+    runStreamed(
+      rank,
+      res,
+      r.run,
+      (tokens) => {
+        r.generated.push(...tokens);
+        if (r.generated.length < r.output.length && chunkDue(r.generated.length, sent, r.output.length, engine.options.streamInterval)) {
+          sent = r.generated.length;
+          send(event(0, false));
+        }
+      },
+      (cached) => {
+        if (stopped) return;
+        send(event(cached, true));
+        if (--left === 0) res.end('data: [DONE]\n\n');
+      },
+      (reason) => {
+        if (stopped) return;
+        stopped = true;
+        send({ error: { message: `the engine stopped: ${reason}` } });
+        res.destroy();
+      },
+    );
+  });
   return Promise.resolve(reply);
 }

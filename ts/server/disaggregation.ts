@@ -53,13 +53,13 @@ export interface PrefillLeg {
 
 /**
  * Whether a request is served in two legs: a completion or chat of one prompt (a batch's
- * prompts are asked one by one), or with SGLang's protocol an SGLang `/generate` (whose legs meet
+ * prompts are asked one by one), or with SGLang's protocol an SGLang `/generate` of one prompt (whose legs meet
  * in a bootstrap room as a completion's do), not pinned to a worker, with a prefill and a decode
  * worker routable for its model; the decode workers that may take it when so.
  */
 export function splits(fleet: Fleet, read: ReadRequest, kind: RequestKind, only: bigint | undefined): bigint[] | undefined {
   const splittable = kind === 'completion' || kind === 'chat' || (kind === 'generate' && fleet.protocol === 'sglang');
-  if (!splittable || read.batch || only !== undefined) return undefined;
+  if (!splittable || read.batch || read.wholeBatch || only !== undefined) return undefined;
   const { prefill, decode } = fleet.routableByRole();
   if (prefill.length === 0 || decode.length === 0) return undefined;
   const scope = routingScope(read.model, read.cacheSalt, fleet);

@@ -1,14 +1,16 @@
 /**
- * The part of an SGLang `POST /generate` request the gateway reads: its one prompt (`input_ids`,
+ * The part of an SGLang `POST /generate` request the gateway reads: its prompt (`input_ids`,
  * routed as they are, or `text`, tokenized as a completion's prompt is, special tokens added as
  * SGLang's tokenizer adds them), `lora_path` (the adapter, which scopes the prompt's KV blocks
  * as a `model` naming an adapter does), `sampling_params.max_new_tokens` and `.n` (the output
  * the router expects), `priority` (the router's queue order, higher first as SGLang's default)
  * and `stream`. The body goes to the worker as it came.
  *
- * A batch (`text` or `input_ids` a list of prompts, or `sampling_params` a list) is refused: it
- * runs on one worker, so routing it by one prompt would book the others where their prefixes may
- * not be. `input_embeds` carry no tokens to route by and are refused too.
+ * A batch (`text` or `input_ids` a list of prompts) runs on one SGLang server, whose answer is a
+ * list: the gateway sends it whole to the worker its first prompt routes to, as SGLang's own
+ * router does, booked as that prompt with the batch's sequences as its output (each prompt's
+ * `max_new_tokens` and `n` may differ: the first one's are taken). `input_embeds` carry no
+ * tokens to route by and are refused.
  * @internal
  * @module
  */
@@ -20,36 +22,51 @@ import type { PromptInput } from './tokenize.js';
 /** SGLang's default `max_new_tokens`, the output the router expects when a request names none. */
 const SGLANG_MAX_NEW_TOKENS = 128;
 
-const ONE_PROMPT = 'kvroute routes each prompt by its own prefix: send one prompt per /generate request';
+/** One prompt's input: a non-empty text, or a non-empty list of token ids. */
+function promptInput(p: unknown, at: string, model: string | undefined): PromptInput {
+  if (typeof p === 'string') {
+    if (p === '') throw new BadRequest(`${at} must be a non-empty string`);
+    return { kind: 'text', text: p, ...(model === undefined ? {} : { model }) };
+  }
+  if (!Array.isArray(p) || p.length === 0) throw new BadRequest(`${at} must be a non-empty list of token ids`);
+  for (const [i, id] of p.entries())
+    if (!Number.isSafeInteger(id) || (id as number) < 0) throw new BadRequest(`${at}[${i}] must be a token id (a non-negative integer)`);
+  return { kind: 'ids', ids: p as number[] };
+}
 
-const prompts = (n: number) => `${n} prompt${n === 1 ? '' : 's'}`;
-
-/** The prompt of `text` or `input_ids`, exactly one of them. */
-function readPromptInput(b: Record<string, unknown>, model: string | undefined): PromptInput {
+/** The first prompt of `text` or `input_ids` (exactly one of them), and how many the request holds. */
+function readPrompts(b: Record<string, unknown>, model: string | undefined): { first: PromptInput; count: number } {
   if (b.input_embeds !== undefined && b.input_embeds !== null)
     throw new BadRequest('input_embeds carry no tokens to route by: send text or input_ids');
   const text = b.text ?? undefined;
   const ids = b.input_ids ?? undefined;
   if ((text === undefined) === (ids === undefined)) throw new BadRequest('give exactly one of text and input_ids');
-  if (text !== undefined) {
-    if (Array.isArray(text)) throw new BadRequest(`text is a list of ${prompts(text.length)} (a batch); ${ONE_PROMPT}`);
-    if (typeof text !== 'string' || text === '') throw new BadRequest('text must be a non-empty string');
-    return { kind: 'text', text, ...(model === undefined ? {} : { model }) };
-  }
-  if (!Array.isArray(ids) || ids.length === 0) throw new BadRequest('input_ids must be a non-empty list of token ids');
-  if (Array.isArray(ids[0])) throw new BadRequest(`input_ids is a list of ${prompts(ids.length)} (a batch); ${ONE_PROMPT}`);
-  for (const [i, id] of ids.entries())
-    if (!Number.isSafeInteger(id) || (id as number) < 0)
-      throw new BadRequest(`input_ids[${i}] must be a token id (a non-negative integer)`);
-  return { kind: 'ids', ids: ids as number[] };
+  const field = text !== undefined ? 'text' : 'input_ids';
+  const given = text ?? ids;
+  if (text !== undefined && typeof text !== 'string' && !Array.isArray(text))
+    throw new BadRequest('text must be a string or a list of strings');
+  const batch = Array.isArray(given) && (text !== undefined || Array.isArray(given[0]));
+  if (!batch) return { first: promptInput(given, field, model), count: 1 };
+  const prompts = given as unknown[];
+  if (prompts.length === 0) throw new BadRequest(`${field} must hold a prompt`);
+  // Every prompt is checked, as the engine will read each; routing reads the first.
+  const inputs = prompts.map((p, i) => {
+    if (text !== undefined && typeof p !== 'string') throw new BadRequest(`text[${i}] must be a string`);
+    return promptInput(p, `${field}[${i}]`, model);
+  });
+  return { first: inputs[0], count: prompts.length };
 }
 
-/** `sampling_params`, an object when present. */
+/** A field a batch may give once for all prompts or as a list, one per prompt: the first prompt's. */
+function firstOf(value: unknown): unknown {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** `sampling_params` of the first prompt, an object when present. */
 function samplingParams(b: Record<string, unknown>): Record<string, unknown> {
-  const s = b.sampling_params;
+  const s = firstOf(b.sampling_params);
   if (s === undefined || s === null) return {};
-  if (Array.isArray(s)) throw new BadRequest(`sampling_params is a list, one per prompt of a batch; ${ONE_PROMPT}`);
-  if (typeof s !== 'object') throw new BadRequest('sampling_params must be an object');
+  if (typeof s !== 'object' || Array.isArray(s)) throw new BadRequest('sampling_params must be an object, or a list of them for a batch');
   return s as Record<string, unknown>;
 }
 
@@ -60,14 +77,15 @@ function positiveInteger(v: unknown): number | undefined {
 
 /** Reads an SGLang `/generate` request (an object: `readRequest` checked it). */
 export function readGenerateRequest(b: Record<string, unknown>): ReadRequest {
-  if (b.lora_path !== undefined && b.lora_path !== null && typeof b.lora_path !== 'string')
-    throw new BadRequest(`lora_path is a list, one per prompt of a batch; ${ONE_PROMPT}`);
-  const model = typeof b.lora_path === 'string' && b.lora_path !== '' ? b.lora_path : undefined;
-  const input = readPromptInput(b, model);
+  const lora = firstOf(b.lora_path);
+  if (lora !== undefined && lora !== null && typeof lora !== 'string')
+    throw new BadRequest('lora_path must be a string, or a list of them for a batch');
+  const model = typeof lora === 'string' && lora !== '' ? lora : undefined;
+  const { first, count } = readPrompts(b, model);
   const sampling = samplingParams(b);
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
   return {
-    input,
+    input: first,
     stream: b.stream === true,
     // Every event carries the request's `meta_info`: nothing is asked on the client's behalf.
     clientWantsUsage: true,
@@ -79,6 +97,8 @@ export function readGenerateRequest(b: Record<string, unknown>): ReadRequest {
     priority: Number.isSafeInteger(b.priority) ? -(b.priority as number) : undefined,
     maxOutputTokens: positiveInteger(sampling.max_new_tokens) ?? SGLANG_MAX_NEW_TOKENS,
     truncation: undefined,
-    choicesPerPrompt: positiveInteger(sampling.n) ?? 1,
+    // A batch's sequences all run on the worker chosen, each holding its own output blocks.
+    choicesPerPrompt: count * (positiveInteger(sampling.n) ?? 1),
+    ...(count > 1 ? { wholeBatch: count } : {}),
   };
 }

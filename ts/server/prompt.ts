@@ -61,6 +61,12 @@ export interface ReadRequest {
    * routed by its own prefix (see batch.ts); the fields above are the first prompt's.
    */
   batch?: ReadRequest[];
+  /**
+   * An SGLang `/generate` batch, sent whole to the worker its first prompt routes to (the fields
+   * above are that prompt's): its prompt count. Never split into legs (one bootstrap room meets
+   * one prompt).
+   */
+  wholeBatch?: number;
   /** Choices per prompt (`n`, 1 when absent or not a positive integer: the worker checks it). */
   choicesPerPrompt: number;
   /**

@@ -241,6 +241,7 @@ async function routed(
     ...(read.model === undefined ? {} : { 'gen_ai.request.model': read.model }),
     'kvroute.stream': read.stream,
     ...(read.batch ? { 'kvroute.prompts': read.batch.length } : {}),
+    ...(read.wholeBatch ? { 'kvroute.prompts': read.wholeBatch } : {}),
   }));
   // The client going away aborts the queue wait and the upstream request.
   const abort = new AbortController();
