@@ -192,6 +192,7 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
         [{ input_ids: [] }, /input_ids must be a non-empty list/],
         [{ text: '' }, /text must be a non-empty string/],
         [{ text: 5 }, /text must be a string or a list of strings/],
+        [{ input_ids: 'hello' }, /input_ids must be a list of token ids/],
         [{ input_ids: [1], stream: 'yes' }, /stream must be a boolean/],
         [{ input_ids: [1], sampling_params: 3 }, /sampling_params must be an object/],
         [[1, 2], /the body must be a JSON object/],

@@ -64,6 +64,18 @@ const ROUTES: [string, Record<string, unknown>][] = [
       stream: false,
     },
   ],
+  ['/generate', { text: 'hello there', sampling_params: { max_new_tokens: 2 }, rid: 'r', lora_path: null, priority: 0, stream: false }],
+  [
+    '/generate',
+    {
+      input_ids: [
+        [1, 2, 3],
+        [4, 5],
+      ],
+      sampling_params: [{ max_new_tokens: 1 }, { max_new_tokens: 2 }],
+      stream: true,
+    },
+  ],
   ['/tokenize', { model: 'mock-model', prompt: 'hi' }],
   ['/admin/explain', { prompt: 'hello there' }],
   ['/query', { model_name: 'mock-model', token_ids: [1, 2, 3, 4] }],

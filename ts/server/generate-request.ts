@@ -22,9 +22,10 @@ import type { PromptInput } from './tokenize.js';
 /** SGLang's default `max_new_tokens`, the output the router expects when a request names none. */
 const SGLANG_MAX_NEW_TOKENS = 128;
 
-/** One prompt's input: a non-empty text, or a non-empty list of token ids. */
-function promptInput(p: unknown, at: string, model: string | undefined): PromptInput {
-  if (typeof p === 'string') {
+/** One prompt's input: a non-empty text (of `text`), or a non-empty list of token ids (of `input_ids`). */
+function promptInput(p: unknown, field: 'text' | 'input_ids', at: string, model: string | undefined): PromptInput {
+  if (field === 'text') {
+    if (typeof p !== 'string') throw new BadRequest(`${at} must be a string`);
     if (p === '') throw new BadRequest(`${at} must be a non-empty string`);
     return { kind: 'text', text: p, ...(model === undefined ? {} : { model }) };
   }
@@ -41,19 +42,18 @@ function readPrompts(b: Record<string, unknown>, model: string | undefined): { f
   const text = b.text ?? undefined;
   const ids = b.input_ids ?? undefined;
   if ((text === undefined) === (ids === undefined)) throw new BadRequest('give exactly one of text and input_ids');
-  const field = text !== undefined ? 'text' : 'input_ids';
+  const field: 'text' | 'input_ids' = text !== undefined ? 'text' : 'input_ids';
   const given = text ?? ids;
   if (text !== undefined && typeof text !== 'string' && !Array.isArray(text))
     throw new BadRequest('text must be a string or a list of strings');
+  if (ids !== undefined && !Array.isArray(ids))
+    throw new BadRequest('input_ids must be a list of token ids, or a list of such lists for a batch');
   const batch = Array.isArray(given) && (text !== undefined || Array.isArray(given[0]));
-  if (!batch) return { first: promptInput(given, field, model), count: 1 };
+  if (!batch) return { first: promptInput(given, field, field, model), count: 1 };
   const prompts = given as unknown[];
   if (prompts.length === 0) throw new BadRequest(`${field} must hold a prompt`);
   // Every prompt is checked, as the engine will read each; routing reads the first.
-  const inputs = prompts.map((p, i) => {
-    if (text !== undefined && typeof p !== 'string') throw new BadRequest(`text[${i}] must be a string`);
-    return promptInput(p, `${field}[${i}]`, model);
-  });
+  const inputs = prompts.map((p, i) => promptInput(p, field, `${field}[${i}]`, model));
   return { first: inputs[0], count: prompts.length };
 }
 
