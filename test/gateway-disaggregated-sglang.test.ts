@@ -121,6 +121,27 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
   });
 
+  test("with return_logprob, the prompt's log probabilities the prefill worker computed come first in the decode worker's answer, as SGLang's load balancer merges them", async () => {
+    const f = await sglangFleet(backend, ['prefill', 'decode']);
+    const input = Array.from({ length: 20 }, (_, i) => 40 + i);
+    const body = { input_ids: input, sampling_params: { max_new_tokens: 3 }, return_logprob: true };
+    const whole = await postJson(`${f.url}/generate`, body);
+    expect(whole.status).toBe(200);
+    const logprobs = whole.json.meta_info.input_token_logprobs as [number | null, number, null][];
+    expect(logprobs.map(([, token]) => token)).toEqual(input);
+    expect(logprobs[0][0]).toBeNull();
+    expect(logprobs.slice(1).every(([lp]) => typeof lp === 'number' && lp < 0)).toBe(true);
+    expect(whole.json.meta_info.output_token_logprobs).toHaveLength(3);
+    // Streamed: every event that carries them gets them.
+    const streamed = await sse(`${f.url}/generate`, { ...body, stream: true });
+    const events = streamed.events.slice(0, -1) as Json[];
+    expect(events.length).toBeGreaterThan(0);
+    for (const e of events) expect(e.meta_info.input_token_logprobs).toEqual(logprobs);
+    // Without return_logprob nothing is added.
+    const plain = await postJson(`${f.url}/generate`, { input_ids: input, sampling_params: { max_new_tokens: 1 } });
+    expect(plain.json.meta_info.input_token_logprobs).toBeUndefined();
+  });
+
   test('a prefill worker that fails is replaced: the pair is sent again, with a new room, to another prefill worker', async () => {
     const f = await sglangFleet(backend, ['prefill', 'prefill', 'decode']);
     const prompt = text(80, 'retry');

@@ -2,8 +2,9 @@
  * SGLang's native `POST /generate` on the mock worker, as an SGLang server answers it: a prompt
  * as `text` or `input_ids`, or a batch of them (a list of texts, a list of token-id lists),
  * `sampling_params` (`max_new_tokens`, 128 by default, `temperature`, `top_p`; for a batch one
- * object for all or a list, one per prompt), `rid` (a list for a batch), `lora_path` and
- * `stream`. The answer is `{text, output_ids, meta_info}` (a list of them, in the batch's order),
+ * object for all or a list, one per prompt), `rid` (a list for a batch), `return_logprob` (the
+ * prompt's and output's log probabilities in `meta_info`, a decode leg's prompt left to its
+ * prefill worker), `lora_path` and `stream`. The answer is `{text, output_ids, meta_info}` (a list of them, in the batch's order),
  * the `meta_info` holding the request's id, its `finish_reason` (`{type: "length", length}` once
  * done, `null` before), `prompt_tokens`, `completion_tokens` and `cached_tokens`; streamed, each
  * event carries the text and output ids so far (SGLang's default, not increments), a batch's
@@ -20,6 +21,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BadRequest } from './bad-request.js';
 import type { AdmittedLeg } from './bootstrap.js';
 import { type EngineRun, engineRun, openEventStream, runStreamed, runWhole } from './engine-run.js';
+import { positionLogprobs } from './logprobs.js';
 import { checkFits, completionTokens, requestedLora } from './openai.js';
 import { mockOutput } from './output.js';
 import type { LoraRef } from './rank.js';
@@ -44,6 +46,8 @@ interface GenerateItem {
   id: string;
   temperature: number;
   topP: number;
+  /** `return_logprob`: the prompt's and the output's log probabilities in `meta_info`. */
+  logprobs: boolean;
 }
 
 interface ParsedGenerate {
@@ -96,6 +100,8 @@ function parseItem(
     throw new BadRequest('sampling_params.max_new_tokens must be a positive integer');
   if (s.n !== undefined && s.n !== 1) throw new BadRequest('the mock worker runs one sequence per prompt (n 1)');
   const rid = perPrompt(b.rid, i, count, batch, 'rid');
+  const logprobs = perPrompt(b.return_logprob, i, count, batch, 'return_logprob') ?? false;
+  if (typeof logprobs !== 'boolean') throw new BadRequest('return_logprob must be a boolean (a list of them for a batch)');
   if (rid !== undefined && typeof rid !== 'string') throw new BadRequest('rid must be a string (a list of them for a batch)');
   const o = engine.options;
   checkFits(
@@ -105,7 +111,14 @@ function parseItem(
     `the request needs ${prompt.length + (maxTokens as number)} tokens, more than ${o.maxModelLen}`,
   );
   const { temperature, topP } = readTemperatureTopPTopK(s);
-  return { prompt, maxTokens: maxTokens as number, id: (rid as string | undefined) ?? randomUUID().replaceAll('-', ''), temperature, topP };
+  return {
+    prompt,
+    maxTokens: maxTokens as number,
+    id: (rid as string | undefined) ?? randomUUID().replaceAll('-', ''),
+    temperature,
+    topP,
+    logprobs,
+  };
 }
 
 function parse(body: unknown, engine: ResponsesEngine): ParsedGenerate {
@@ -186,9 +199,23 @@ function itemRun(
         prompt_tokens: item.prompt.length,
         completion_tokens: generated.length,
         cached_tokens: cached,
+        // A decode leg computed no prompt: its prefill worker holds those (the gateway merges them).
+        ...(item.logprobs ? tokenLogprobs(leg?.pull ? [] : item.prompt, item.prompt, generated) : {}),
         ...(done ? { e2e_latency: (performance.now() - started) / 1000 } : {}),
       },
     }),
+  };
+}
+
+/**
+ * SGLang's `input_token_logprobs` and `output_token_logprobs`: `[logprob, token id, text]` per
+ * position (the text `null`, as without `return_text_in_logprobs`), the prompt's first `null`
+ * (nothing precedes it). `computed` is the part of the prompt this worker ran.
+ */
+function tokenLogprobs(computed: readonly number[], prompt: readonly number[], output: readonly number[]): Record<string, unknown> {
+  return {
+    input_token_logprobs: computed.map((token, i) => [i === 0 ? null : positionLogprobs(i, token, 0).logprob, token, null]),
+    output_token_logprobs: output.map((token, i) => [positionLogprobs(prompt.length + i, token, 0).logprob, token, null]),
   };
 }
 

@@ -31,6 +31,7 @@ import {
   type Upstream,
 } from './connect.js';
 import { describeError, failureKind } from './fleet.js';
+import { inputLogprobsOf } from './generate-facts.js';
 import { type FirstLeg, legsBody } from './legs.js';
 import type { Outcome, ProxyContext } from './proxy.js';
 import { inScope, routingScope } from './scope.js';
@@ -63,7 +64,7 @@ function prefillBody(body: Record<string, unknown>, room: Record<string, unknown
  * (why), or cut because its decode leg could not be served (`abandoned`).
  */
 type PrefillEnd =
-  | { ok: true; cached: number | undefined }
+  | { ok: true; cached: number | undefined; inputLogprobs: unknown[] | undefined }
   | { answer: Upstream; attempt: Attempt }
   | { failed: string }
   | { abandoned: true };
@@ -120,7 +121,7 @@ async function prefillAnswer(
   } catch {
     answer = undefined;
   }
-  return { ok: true, cached: answerCachedTokens(answer) };
+  return { ok: true, cached: answerCachedTokens(answer), inputLogprobs: inputLogprobsOf(answer) };
 }
 
 /** Drops a decode leg's answer the client will not get (its prefill leg failed or refused). */
@@ -195,7 +196,8 @@ async function sendPair(r: Routed, prefill: Upstream['decision'], body: Record<s
     reported(ctx, outcome, p.cached, { worker: prefill.workerId, predicted: expected });
     outcome.prefill = { worker: prefill.workerId, dpRank: prefill.dpRank, cachedTokens: expected };
     if ('refused' in d) return { refusal: d };
-    return { answer: d };
+    // The prompt's log probabilities are the prefill worker's (SGLang's `/generate` with `return_logprob`).
+    return p.inputLogprobs === undefined ? { answer: d } : { answer: d, prefillInputLogprobs: p.inputLogprobs };
   } finally {
     signal.removeEventListener('abort', onClientGone);
   }

@@ -4,7 +4,9 @@
  * `completion_tokens` so far, `cached_tokens`, and `finish_reason`, `null` until the last event).
  * With `n` above 1 an answer is a list, one per sequence, and each event names its sequence by
  * `index`; the cached tokens are read from the first sequence's, as a completion's usage counts
- * the prompt once.
+ * the prompt once. With SGLang's protocol a decode worker's answer lacks the prompt's log
+ * probabilities, which its prefill worker computed: they are put back in front of its own, as
+ * SGLang's load balancer does ({@link withPrefillInputLogprobs}).
  * @internal
  * @module
  */
@@ -12,6 +14,7 @@
 import type { EventFacts } from './sse.js';
 
 interface MetaInfo {
+  input_token_logprobs?: unknown;
   prompt_tokens?: unknown;
   completion_tokens?: unknown;
   cached_tokens?: unknown;
@@ -60,4 +63,22 @@ export function generateEventFacts(chunk: GenerateChunk & Record<string, unknown
 export function generateAnswerCachedTokens(answer: unknown): number | undefined {
   const one = (Array.isArray(answer) ? answer[0] : answer) as GenerateChunk | null | undefined;
   return one !== null && typeof one === 'object' ? count(one.meta_info?.cached_tokens) : undefined;
+}
+
+/** A prefill worker's `meta_info.input_token_logprobs`, when its answer holds that list. */
+export function inputLogprobsOf(answer: unknown): unknown[] | undefined {
+  if (answer === null || typeof answer !== 'object' || Array.isArray(answer)) return undefined;
+  const logprobs = (answer as GenerateChunk).meta_info?.input_token_logprobs;
+  return Array.isArray(logprobs) ? logprobs : undefined;
+}
+
+/**
+ * A decode worker's `/generate` answer or event with the prefill worker's prompt log probabilities
+ * in front of its own; `undefined` when it holds no `input_token_logprobs` list to extend.
+ */
+export function withPrefillInputLogprobs(chunk: unknown, prefill: readonly unknown[]): Record<string, unknown> | undefined {
+  const own = inputLogprobsOf(chunk);
+  if (own === undefined) return undefined;
+  const c = chunk as Record<string, unknown> & { meta_info: Record<string, unknown> };
+  return { ...c, meta_info: { ...c.meta_info, input_token_logprobs: [...prefill, ...own] } };
 }

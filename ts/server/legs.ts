@@ -32,7 +32,17 @@ export interface TwoStepProtocol {
 }
 
 /** What is left after a request's first leg: the leg to connect (undefined: the request whole), a refusal, or a worker's answer to give the client. */
-export type FirstLeg = { leg: Leg | undefined } | { refusal: Refusal } | { answer: Upstream };
+export type FirstLeg =
+  | { leg: Leg | undefined }
+  | { refusal: Refusal }
+  | {
+      answer: Upstream;
+      /**
+       * The prompt's log probabilities from the prefill worker, to put in front of the answer's own
+       * (SGLang's `/generate` with `return_logprob`, whose decode worker computed no prompt).
+       */
+      prefillInputLogprobs?: unknown[];
+    };
 
 /** A request served whole: what callers use for one that is not split, without awaiting anything. */
 export const WHOLE: FirstLeg = { leg: undefined };

@@ -24,6 +24,7 @@ import { firstLeg, type PrefillLeg, splits } from './disaggregation.js';
 import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, type Fleet, failureKind } from './fleet.js';
 import type { GatewayMetrics } from './gateway-metrics.js';
+import { withPrefillInputLogprobs } from './generate-facts.js';
 import { errorType } from './http-status.js';
 import { WHOLE } from './legs.js';
 import type { ResolvedGatewayOptions } from './options.js';
@@ -407,8 +408,9 @@ async function forward(
     refuse(ctx, reply, up);
     return;
   }
+  const prefillLogprobs = 'answer' in first ? first.prefillInputLogprobs : undefined;
   try {
-    await deliver(ctx, reply, read, up.decision, up.res, signal, outcome, started);
+    await deliver(ctx, reply, read, up.decision, up.res, signal, outcome, started, prefillLogprobs);
   } finally {
     ctx.router.free(outcome.id);
   }
@@ -446,6 +448,7 @@ async function deliver(
   signal: AbortSignal,
   outcome: Outcome,
   started: number,
+  prefillLogprobs?: unknown[],
 ): Promise<void> {
   const worker = decision.workerId;
   const streaming = read.stream && res.statusCode === 200;
@@ -466,7 +469,10 @@ async function deliver(
     if (res.statusCode === 200) {
       firstToken(ctx, outcome, started);
       try {
-        reported(ctx, outcome, answerCachedTokens(JSON.parse(text)));
+        const answer: unknown = JSON.parse(text);
+        reported(ctx, outcome, answerCachedTokens(answer));
+        const merged = prefillLogprobs && withPrefillInputLogprobs(answer, prefillLogprobs);
+        if (merged) text = JSON.stringify(merged);
       } catch {
         // Not JSON: passed on as is.
       }
@@ -494,6 +500,11 @@ async function deliver(
         const facts = watch(event);
         // The usage the gateway asked for on the client's behalf is not the client's.
         if (facts.usageOnly && !read.clientWantsUsage) continue;
+        const merged = prefillLogprobs && facts.chunk && withPrefillInputLogprobs(facts.chunk, prefillLogprobs);
+        if (merged) {
+          await write(`data: ${JSON.stringify(merged)}\n\n`);
+          continue;
+        }
         await write(facts.chunkUsage && read.ownChunkUsage && facts.chunk ? withoutUsage(facts.chunk) : event);
       }
     }
