@@ -398,6 +398,20 @@ export class MockRank {
     this.publisher?.restart();
   }
 
+  /**
+   * Drops the prefix cache, as vLLM's `/reset_prefix_cache` and SGLang's `/flush_cache` do: a new
+   * engine of the same incarnation (block names and the publisher's seq go on), announced with
+   * `AllBlocksCleared`. Refused (false) while requests run, as both engines refuse it then.
+   */
+  resetPrefixCache(): boolean {
+    if (this.live.size > 0) return false;
+    this.engine = this.newEngine();
+    this.blocks.clear();
+    this.liveRefs.clear();
+    this.publisher?.publish(encodeBatch(Date.now() / 1000, [{ type: 'AllBlocksCleared' }], this.dpRank, this.config.wire));
+    return true;
+  }
+
   abortAll(reason: string): void {
     for (const [uid, entry] of [...this.live]) {
       // Gone already: an earlier request's onAbort cancelled it (its sibling sequences, `n` > 1).

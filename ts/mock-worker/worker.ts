@@ -10,6 +10,7 @@ import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { KvRouteError } from '../errors.js';
 import { type AdmittedLeg, BootstrapLegs } from './bootstrap.js';
+import { registerCacheReset } from './cache-reset.js';
 import { openEventStream } from './engine-run.js';
 import { registerGenerate } from './generate.js';
 import { contextParams, type KvTransfer, offeredParams } from './kv-transfer.js';
@@ -205,6 +206,7 @@ class Worker implements MockWorker {
     });
     app.get('/v1/models', async () => modelList(o.model, this.adapters.names(), o.maxModelLen));
     registerTokenize(app, o, this.served);
+    registerCacheReset(app, () => this.ranks);
     const metrics = mockMetrics(o.model, () => this.ranks, { offload: o.cpuOffloadBlocks > 0, speculative: o.speculative !== undefined });
     app.get('/metrics', async (_req, reply) => reply.header('content-type', metrics.contentType).send(await metrics.metrics()));
     app.post('/admin/fault', async (req) => {

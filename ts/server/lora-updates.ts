@@ -24,10 +24,9 @@
  */
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { describeError, failureKind } from './fleet.js';
 import { finishPassedOn, startPassedOn } from './passthrough.js';
-import { openAiError, type ProxyContext, reject } from './proxy.js';
-import { type RequestTrace, upstreamAttributes } from './tracing/request-trace.js';
+import { type ProxyContext, reject } from './proxy.js';
+import { answerAll, ask, errorText } from './worker-broadcast.js';
 
 const PATHS = ['/v1/load_lora_adapter', '/v1/unload_lora_adapter'] as const;
 
@@ -80,13 +79,6 @@ export function registerLoraUpdates(proxy: FastifyInstance, ctx: ProxyContext): 
   });
 }
 
-/** One worker's answer: its status (`undefined` when it could not be reached) and its text. */
-interface WorkerAnswer {
-  worker: bigint;
-  status: number | undefined;
-  text: string;
-}
-
 async function broadcast(
   ctx: ProxyContext,
   req: FastifyRequest,
@@ -123,69 +115,5 @@ async function broadcast(
   }
   // Requests naming the adapter go to the workers holding it from now on.
   await ctx.fleet.refreshModels(workers);
-  const failed = answers.filter((a) => a.status !== 200);
-  const status = failed.length === 0 ? 200 : (failed[0].status ?? 502);
-  // One span for the request, whose tries are the workers' answers (finishPassedOn counts each).
-  start.trace.end(status);
-  for (const a of answers)
-    finishPassedOn(
-      ctx,
-      { id: start.id, clientId: start.clientId, trace: start.trace, path, worker: a.worker, status: a.status ?? 502, started },
-      {},
-    );
-  void reply.header('x-kvroute-request-id', start.id).header('x-kvroute-workers', workers.join(','));
-  if (failed.length === 0) return reply.code(200).type('text/plain').send(answers[0].text);
-  const done = answers.filter((a) => a.status === 200).map((a) => a.worker);
-  const told = failed.map((a) => `worker ${a.worker} answered ${a.status ?? 'nothing'}: ${errorText(a.text)}`).join('; ');
-  const message = `${done.length > 0 ? `done on workers ${done.join(', ')}, not on the others` : 'done on no worker'} (${told})`;
-  return reply.code(status).send(openAiError(message, status >= 500 ? 'ServiceUnavailableError' : 'BadRequestError', status));
-}
-
-/** Sends `body` to one worker; with `trace`, as a try (a `CLIENT` span) of the client's request. */
-async function ask(
-  ctx: ProxyContext,
-  worker: bigint,
-  path: string,
-  body: object,
-  headers: Record<string, string>,
-  signal: AbortSignal,
-  trace?: RequestTrace,
-): Promise<WorkerAnswer> {
-  const member = ctx.fleet.get(worker);
-  const pool = member?.pool;
-  if (!pool) return { worker, status: undefined, text: 'the worker was removed' };
-  const attempt = trace?.attempt(`POST ${path}`, () => upstreamAttributes(member.spec.url, path, 'POST', worker, undefined, 0));
-  try {
-    const res = await pool.request({
-      method: 'POST',
-      path,
-      headers: { ...ctx.fleet.upstreamHeaders, 'content-type': 'application/json', ...headers, ...attempt?.headers },
-      body: JSON.stringify(body),
-      signal,
-    });
-    const text = await res.body.text();
-    attempt?.end(res.statusCode);
-    if (res.statusCode >= 500) ctx.fleet.failure(worker, 'status', `answered ${res.statusCode}`);
-    return { worker, status: res.statusCode, text };
-  } catch (err) {
-    attempt?.end(signal.aborted ? 'client_closed' : failureKind(err), describeError(err));
-    if (!signal.aborted) ctx.fleet.failure(worker, failureKind(err), describeError(err));
-    return { worker, status: undefined, text: describeError(err) };
-  }
-}
-
-/**
- * The message of a worker's answer: an OpenAI error's `message` (or a bare `message`, or
- * FastAPI's `detail`, as for a route the worker does not serve), else the text as it came (cut
- * at 300 characters).
- */
-function errorText(text: string): string {
-  try {
-    const body = JSON.parse(text) as { error?: { message?: unknown }; message?: unknown; detail?: unknown };
-    const message = body.error?.message ?? body.message ?? body.detail;
-    if (typeof message === 'string') return message;
-  } catch {
-    // Not JSON: the text itself.
-  }
-  return text.length > 300 ? `${text.slice(0, 300)}…` : text;
+  return answerAll(ctx, reply, { start, started, path, workers }, answers);
 }

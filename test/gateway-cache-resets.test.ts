@@ -1,0 +1,86 @@
+/**
+ * The engines' cache resets through the gateway (vLLM's `/reset_prefix_cache`, SGLang's
+ * `/flush_cache`): sent to every healthy worker, each worker's cache dropped and its
+ * `AllBlocksCleared` event emptying the index, and a refusal (a cache its running requests hold)
+ * reported with which workers did what.
+ */
+
+import { describe, expect, test } from 'vitest';
+import { BACKENDS } from './helpers/backends.js';
+import { closeFleetsAfterEach, gatewayBehindWire, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
+import { postJson } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
+import { headsOn } from './helpers/tcp-proxy.js';
+import { waitFor } from './helpers/wait.js';
+
+closeFleetsAfterEach();
+
+const ids = (n: number, from: number) => Array.from({ length: n }, (_, i) => from + i);
+
+describe.each(BACKENDS)("gateway: the engines' cache resets (%s)", (backend) => {
+  test("SGLang's /flush_cache goes to every worker: their caches and the index's blocks are gone", async () => {
+    const f = await startFleet(backend, 2);
+    // Two prompts cached, on whichever workers the router chose.
+    const a = ids(64, 1000);
+    const b = ids(64, 5000);
+    for (const p of [a, b])
+      expect((await postJson(`${f.url}/generate`, { input_ids: p, sampling_params: { max_new_tokens: 1 } })).status).toBe(200);
+    await waitFor(() => f.gateway.router.stats().index.blocks >= 8, 'both prompts indexed');
+    const again = await postJson(`${f.url}/generate`, { input_ids: a, sampling_params: { max_new_tokens: 1 } });
+    expect(again.json.meta_info.cached_tokens).toBe(48);
+
+    const flushed = await fetch(`${f.url}/flush_cache`, { method: 'POST' });
+    expect(flushed.status).toBe(200);
+    expect(await flushed.text()).toMatch(/^Cache flushed\./);
+    expect(flushed.headers.get('x-kvroute-workers')?.split(',').sort()).toEqual(['1', '2']);
+    await waitFor(() => f.gateway.router.stats().index.blocks === 0, 'the index emptied by the engines’ AllBlocksCleared');
+    const cold = await postJson(`${f.url}/generate`, { input_ids: a, sampling_params: { max_new_tokens: 1 } });
+    expect([cold.json.meta_info.cached_tokens, cold.headers.get('x-kvroute-cached-tokens')]).toEqual([0, '0']);
+    // GET, as SGLang takes it too.
+    expect((await fetch(`${f.url}/flush_cache`)).status).toBe(200);
+    const m = await scrape(`${f.adminUrl}/metrics`);
+    expect(m.sum('kvroute_gateway_passed_on_requests_total', { path: '/flush_cache', status: '200' })).toBe(4);
+  });
+
+  test("vLLM's /reset_prefix_cache is passed on with its query (the gateway's own ?model= left out)", async () => {
+    const g = await gatewayBehindWire(backend);
+    try {
+      const r = await fetch(`${g.url}/reset_prefix_cache?device=gpu&model=mock-model`, { method: 'POST' });
+      expect(r.status).toBe(200);
+      const sent = headsOn(g.wire.sent).filter((h) => h.line.startsWith('POST '));
+      expect(sent.map((h) => h.line)).toEqual(['POST /reset_prefix_cache?device=gpu']);
+    } finally {
+      await g.close();
+    }
+  });
+
+  test('a worker whose running requests hold its cache refuses: the answer says which workers did what, and its blocks stay indexed', async () => {
+    const idle = await startWorker();
+    const busy = await startWorker({ speedup: 0.05 });
+    const f = await startFleet(backend, 0, { workers: [workerEntry(idle, 1), workerEntry(busy, 2)] });
+    // A long generation on the busy worker, sent to it directly (its KV events reach the index all the same).
+    const running = fetch(`${busy.url}/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ input_ids: ids(64, 300), sampling_params: { max_new_tokens: 200 } }),
+    });
+    await waitFor(() => busy.stats().running.reduce((x, y) => x + y, 0) === 1, 'the busy worker running');
+    await waitFor(() => f.gateway.router.stats().index.blocks >= 4, 'its prompt indexed');
+    const r = await fetch(`${f.url}/reset_prefix_cache`, { method: 'POST' });
+    expect(r.status).toBe(400);
+    const body = (await r.json()) as { error: { message: string } };
+    expect(body.error.message).toBe(
+      'done on workers 1, not on the others (worker 2 answered 400: the prefix cache is in use by running requests)',
+    );
+    expect(f.gateway.router.stats().index.blocks).toBeGreaterThanOrEqual(4);
+    await busy.close();
+    await running.catch(() => undefined);
+  });
+
+  test('without a healthy worker: 503', async () => {
+    const f = await startFleet(backend, 0, { workers: [] });
+    const r = await fetch(`${f.url}/flush_cache`, { method: 'POST' });
+    expect(r.status).toBe(503);
+    expect(((await r.json()) as { error: { message: string } }).error.message).toBe('no healthy worker to send /flush_cache to');
+  });
+});
