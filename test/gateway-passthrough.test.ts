@@ -3,8 +3,9 @@ import type { AddressInfo } from 'node:net';
 import { describe, expect, test } from 'vitest';
 import { mockTokenize } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
+import { closeFleetsAfterEach, gatewayBehindWire, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
+import { headsOn } from './helpers/tcp-proxy.js';
 import { waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
@@ -41,6 +42,27 @@ describe.each(BACKENDS)('gateway: vLLM endpoints passed on (%s)', (backend) => {
       { message: 'kvroute serve has no route POST /v1/audio/transcriptions', type: 'NotFoundError', param: null, code: 404 },
     ]);
     expect(await (await fetch(`${f.url}/metrics`)).text()).toMatch(/kvroute_gateway_rejected_total\{reason="not_found"\} 1/);
+  });
+
+  test("the engines' GET descriptions (/version, SGLang's /get_model_info and /get_server_info) are passed on, query and all", async () => {
+    const f = await startFleet(backend, 2);
+    const info = await fetch(`${f.url}/get_model_info`);
+    expect(info.status).toBe(200);
+    expect(await info.json()).toMatchObject({ model_path: 'mock-model', is_generation: true });
+    expect(['1', '2']).toContain(info.headers.get('x-kvroute-worker'));
+    const server = (await (await fetch(`${f.url}/get_server_info?verbose=1`)).json()) as Record<string, unknown>;
+    expect(server).toMatchObject({ model_path: 'mock-model', page_size: 16 });
+    expect(((await (await fetch(`${f.url}/version`)).json()) as { version: string }).version).toMatch(/^\d+\.\d+/);
+    const metrics = await (await fetch(`${f.url}/metrics`)).text();
+    expect(metrics).toMatch(/kvroute_gateway_passed_on_requests_total\{path="\/get_model_info",worker="[12]",status="200"\} 1/);
+    expect(f.gateway.router.stats().routed).toBe(0);
+    const g = await gatewayBehindWire(backend);
+    try {
+      expect((await fetch(`${g.url}/get_server_info?verbose=1`)).status).toBe(200);
+      expect(headsOn(g.wire.sent).map((h) => h.line)).toContain('GET /get_server_info?verbose=1');
+    } finally {
+      await g.close();
+    }
   });
 
   test('a worker that fails before answering counts against its health and the request goes to another', async () => {

@@ -42,6 +42,7 @@ import { RankPublisher } from './publisher.js';
 import { type LiveRequest, MockRank } from './rank.js';
 import { type ResponsesEngine, registerResponses } from './responses.js';
 import { MockSequence } from './sequence.js';
+import { registerServerInfo } from './server-info.js';
 import { collectStats, type MockWorkerStats } from './stats.js';
 import { chunkDue } from './stream-interval.js';
 import { registerTokenize } from './tokenize-routes.js';
@@ -207,6 +208,7 @@ class Worker implements MockWorker {
     app.get('/v1/models', async () => modelList(o.model, this.adapters.names(), o.maxModelLen));
     registerTokenize(app, o, this.served);
     registerCacheReset(app, () => this.ranks);
+    registerServerInfo(app, o);
     const metrics = mockMetrics(o.model, () => this.ranks, { offload: o.cpuOffloadBlocks > 0, speculative: o.speculative !== undefined });
     app.get('/metrics', async (_req, reply) => reply.header('content-type', metrics.contentType).send(await metrics.metrics()));
     app.post('/admin/fault', async (req) => {

@@ -1,7 +1,8 @@
 /**
- * vLLM's endpoints besides completions, passed on unchanged to a worker serving the request's
- * `model`: tokenizing (`/tokenize`, `/detokenize`) and the pooling APIs (embeddings, scores,
- * reranking, classification). Clients of a vLLM server call them at the same address as the
+ * The engines' endpoints besides completions, passed on unchanged to a worker serving the
+ * request's `model`: vLLM's tokenizing (`/tokenize`, `/detokenize`) and pooling APIs
+ * (embeddings, scores, reranking, classification), and the engines' descriptions of themselves
+ * (GET `/version`, SGLang's `/get_model_info` and `/get_server_info`). Clients of an engine call them at the same address as the
  * completions, so a gateway in front of vLLM that answered 404 would break them. They carry no
  * generation whose KV cache routing could reuse, so each goes to the worker with the fewest
  * passed-on requests in flight (then in turn), not through the router. A worker that fails
@@ -35,6 +36,13 @@ export const PASSTHROUGH_PATHS = [
   '/v1/messages/count_tokens',
 ] as const;
 
+/**
+ * The GET routes passed on, query string and all: the engine's version (vLLM's and SGLang's
+ * `/version`) and SGLang's model and server descriptions, which its own clients read when they
+ * connect (SGLang's `RuntimeEndpoint` asks `/get_model_info` first).
+ */
+export const PASSTHROUGH_GET_PATHS = ['/version', '/get_model_info', '/get_server_info', '/server_info'] as const;
+
 /** Registers the passed-on routes on the proxy (behind its API-key check). */
 export function registerPassthrough(proxy: FastifyInstance, ctx: ProxyContext): void {
   const inFlight = new Map<bigint, number>();
@@ -49,24 +57,29 @@ export function registerPassthrough(proxy: FastifyInstance, ctx: ProxyContext): 
   for (const path of PASSTHROUGH_PATHS) {
     // The Messages API's clients read Anthropic's error shape.
     const options = path.startsWith('/v1/messages') ? { onSend: anthropicErrorBodies } : {};
-    proxy.post(path, options, (req, reply) => passOn(ctx, req, reply, path, order, inFlight));
+    proxy.post(path, options, (req, reply) => passOn(ctx, req, reply, 'POST', path, order, inFlight));
   }
+  for (const path of PASSTHROUGH_GET_PATHS) proxy.get(path, (req, reply) => passOn(ctx, req, reply, 'GET', path, order, inFlight));
 }
 
 async function passOn(
   ctx: ProxyContext,
   req: FastifyRequest,
   reply: FastifyReply,
+  method: 'GET' | 'POST',
   path: string,
   order: (model: unknown) => bigint[],
   inFlight: Map<bigint, number>,
 ): Promise<FastifyReply> {
   const started = performance.now();
-  const body = req.body as object;
-  const start = startPassedOn(ctx, req, reply, path, true);
+  // A POST's JSON body, or a GET's query string, goes on as it came.
+  const body = method === 'POST' ? (req.body as object) : undefined;
+  const target = method === 'POST' ? path : req.url;
+  const start = startPassedOn(ctx, req, reply, path, method === 'POST');
   if (!start) return reply;
   const { clientId, id, abort, trace } = start;
-  const candidates = order((body as { model?: unknown }).model);
+  const model = body === undefined ? (req.query as { model?: unknown }).model : (body as { model?: unknown }).model;
+  const candidates = order(model);
   let worker: bigint | undefined;
   let status: number | 'client_closed' | undefined;
   let lastFailure = '';
@@ -79,9 +92,9 @@ async function passOn(
       worker = candidate;
       inFlight.set(candidate, (inFlight.get(candidate) ?? 0) + 1);
       const url = ctx.fleet.get(candidate)?.spec.url;
-      const attempt = trace.attempt(`POST ${path}`, () => upstreamAttributes(url, path, 'POST', candidate, undefined, resend));
+      const attempt = trace.attempt(`${method} ${path}`, () => upstreamAttributes(url, path, method, candidate, undefined, resend));
       try {
-        const res = await request(ctx, pool, path, body, { 'x-request-id': clientId ?? id, ...attempt.headers }, abort.signal);
+        const res = await request(ctx, pool, target, body, { 'x-request-id': clientId ?? id, ...attempt.headers }, abort.signal);
         if (res.statusCode >= 500) {
           await res.body.dump().catch(() => undefined);
           attempt.end(res.statusCode);
@@ -126,7 +139,6 @@ async function passOn(
       `no worker could serve ${path} (${lastFailure || 'no healthy worker'})`,
     );
   } finally {
-    const model = (body as { model?: unknown }).model;
     finishPassedOn(ctx, { id, clientId, trace, path, worker, status, started }, { model: typeof model === 'string' ? model : null });
   }
 }
@@ -211,14 +223,16 @@ export function finishPassedOn(ctx: ProxyContext, o: PassedOnOutcome, extra: Rec
     );
 }
 
+/** POSTs `body` as JSON, or GETs `path` when there is none. */
 function request(
   ctx: ProxyContext,
   pool: Dispatcher,
   path: string,
-  body: object,
+  body: object | undefined,
   headers: Record<string, string>,
   signal: AbortSignal,
 ): Promise<Dispatcher.ResponseData> {
+  if (body === undefined) return pool.request({ method: 'GET', path, headers: { ...ctx.fleet.upstreamHeaders, ...headers }, signal });
   return pool.request({
     method: 'POST',
     path,
