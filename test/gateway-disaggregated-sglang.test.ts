@@ -237,8 +237,12 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     // Nor is a /generate batch (one room meets one prompt): whole, to the aggregated worker, its answer a list.
     const generated = await postJson(`${f.url}/generate`, { text: ['one', 'two'], sampling_params: { max_new_tokens: 2 } });
     expect([generated.status, generated.headers.get('x-kvroute-worker'), generated.json.length]).toEqual([200, '3', 2]);
+    // A batch of one is a list too (its answer a list), so it goes whole as well.
+    const single = await postJson(`${f.url}/generate`, { input_ids: [[1, 2, 3]], sampling_params: { max_new_tokens: 1 } });
+    expect([single.status, single.headers.get('x-kvroute-worker'), single.json.length]).toEqual([200, '3', 1]);
     expect(f.received(3).map((r) => [r.path, r.body.bootstrap_room])).toEqual([
       ['/v1/responses', undefined],
+      ['/generate', undefined],
       ['/generate', undefined],
     ]);
 

@@ -35,8 +35,8 @@ function promptInput(p: unknown, field: 'text' | 'input_ids', at: string, model:
   return { kind: 'ids', ids: p as number[] };
 }
 
-/** The first prompt of `text` or `input_ids` (exactly one of them), and how many the request holds. */
-function readPrompts(b: Record<string, unknown>, model: string | undefined): { first: PromptInput; count: number } {
+/** The first prompt of `text` or `input_ids` (exactly one of them), how many the request holds, and whether as a batch (a list, even of one). */
+function readPrompts(b: Record<string, unknown>, model: string | undefined): { first: PromptInput; count: number; batch: boolean } {
   if (b.input_embeds !== undefined && b.input_embeds !== null)
     throw new BadRequest('input_embeds carry no tokens to route by: send text or input_ids');
   const text = b.text ?? undefined;
@@ -49,12 +49,12 @@ function readPrompts(b: Record<string, unknown>, model: string | undefined): { f
   if (ids !== undefined && !Array.isArray(ids))
     throw new BadRequest('input_ids must be a list of token ids, or a list of such lists for a batch');
   const batch = Array.isArray(given) && (text !== undefined || Array.isArray(given[0]));
-  if (!batch) return { first: promptInput(given, field, field, model), count: 1 };
+  if (!batch) return { first: promptInput(given, field, field, model), count: 1, batch };
   const prompts = given as unknown[];
   if (prompts.length === 0) throw new BadRequest(`${field} must hold a prompt`);
   // Every prompt is checked, as the engine will read each; routing reads the first.
   const inputs = prompts.map((p, i) => promptInput(p, field, `${field}[${i}]`, model));
-  return { first: inputs[0], count: prompts.length };
+  return { first: inputs[0], count: prompts.length, batch };
 }
 
 /** A field a batch may give once for all prompts or as a list, one per prompt: the first prompt's. */
@@ -81,7 +81,7 @@ export function readGenerateRequest(b: Record<string, unknown>): ReadRequest {
   if (lora !== undefined && lora !== null && typeof lora !== 'string')
     throw new BadRequest('lora_path must be a string, or a list of them for a batch');
   const model = typeof lora === 'string' && lora !== '' ? lora : undefined;
-  const { first, count } = readPrompts(b, model);
+  const { first, count, batch } = readPrompts(b, model);
   const sampling = samplingParams(b);
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
   return {
@@ -99,6 +99,7 @@ export function readGenerateRequest(b: Record<string, unknown>): ReadRequest {
     truncation: undefined,
     // A batch's sequences all run on the worker chosen, each holding its own output blocks.
     choicesPerPrompt: count * (positiveInteger(sampling.n) ?? 1),
-    ...(count > 1 ? { wholeBatch: count } : {}),
+    // A batch's answer is a list, even of one, which one bootstrap room cannot serve.
+    ...(batch ? { wholeBatch: count } : {}),
   };
 }

@@ -2,8 +2,9 @@
  * The engines' endpoints besides completions, passed on unchanged to a worker serving the
  * request's `model`: vLLM's tokenizing (`/tokenize`, `/detokenize`) and pooling APIs
  * (embeddings, scores, reranking, classification), and the engines' descriptions of themselves
- * (GET `/version`, SGLang's `/get_model_info` and `/get_server_info`). Clients of an engine call them at the same address as the
- * completions, so a gateway in front of vLLM that answered 404 would break them. They carry no
+ * (GET `/version`, SGLang's `/get_model_info` and `/get_server_info`). Clients of an engine call
+ * them at the same address as the completions, so a gateway in front of it that answered 404
+ * would break them. They carry no
  * generation whose KV cache routing could reuse, so each goes to the worker with the fewest
  * passed-on requests in flight (then in turn), not through the router. A worker that fails
  * before it answers (no connection, 5xx) counts against its health and the request goes to the
