@@ -15,9 +15,8 @@
  */
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { finishPassedOn, startPassedOn } from './passthrough.js';
-import { type ProxyContext, reject } from './proxy.js';
-import { answerAll, ask } from './worker-broadcast.js';
+import type { ProxyContext } from './proxy.js';
+import { answerAll, ask, startBroadcast } from './worker-broadcast.js';
 
 /** The engines' cache-reset routes: vLLM's and SGLang's. */
 export const CACHE_RESET_PATHS = ['/reset_prefix_cache', '/flush_cache'] as const;
@@ -37,21 +36,16 @@ function forwardedQuery(req: FastifyRequest): string {
 }
 
 async function resetAll(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply, path: string): Promise<FastifyReply> {
-  const started = performance.now();
-  const start = startPassedOn(ctx, req, reply, path);
-  if (!start) return reply;
-  const base = (req.query as { model?: unknown }).model;
-  const workers = ctx.fleet.routableFor(typeof base === 'string' ? base : undefined);
-  if (workers.length === 0) {
-    finishPassedOn(ctx, { id: start.id, clientId: start.clientId, trace: start.trace, path, worker: undefined, status: 503, started }, {});
-    return reject(ctx, reply, 503, 'no_worker', `no healthy worker to send ${path} to`);
-  }
+  const r = startBroadcast(ctx, req, reply, path, false);
+  if (!r) return reply;
   const target = `${path}${forwardedQuery(req)}`;
-  const headers = { 'x-request-id': start.clientId ?? start.id };
-  const answers = await Promise.all(workers.map((worker) => ask(ctx, worker, target, undefined, headers, start.abort.signal, start.trace)));
-  if (start.abort.signal.aborted) {
-    start.trace.end('client_closed');
+  const headers = { 'x-request-id': r.start.clientId ?? r.start.id };
+  const answers = await Promise.all(
+    r.workers.map((worker) => ask(ctx, worker, target, undefined, headers, r.start.abort.signal, r.start.trace)),
+  );
+  if (r.start.abort.signal.aborted) {
+    r.start.trace.end('client_closed');
     return reply;
   }
-  return answerAll(ctx, reply, { start, started, path, workers }, answers);
+  return answerAll(ctx, reply, r, answers);
 }

@@ -24,9 +24,8 @@
  */
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { finishPassedOn, startPassedOn } from './passthrough.js';
-import { type ProxyContext, reject } from './proxy.js';
-import { answerAll, ask, errorText } from './worker-broadcast.js';
+import type { ProxyContext } from './proxy.js';
+import { answerAll, ask, errorText, startBroadcast } from './worker-broadcast.js';
 
 const PATHS = ['/v1/load_lora_adapter', '/v1/unload_lora_adapter'] as const;
 
@@ -86,16 +85,11 @@ async function broadcast(
   path: string,
   loaded: Map<string, Loaded>,
 ): Promise<FastifyReply> {
-  const started = performance.now();
+  const r = startBroadcast(ctx, req, reply, path, true);
+  if (!r) return reply;
+  const { start, workers } = r;
   const body = req.body as object;
-  const start = startPassedOn(ctx, req, reply, path, true);
-  if (!start) return reply;
   const base = (req.query as { model?: unknown }).model;
-  const workers = ctx.fleet.routableFor(typeof base === 'string' ? base : undefined);
-  if (workers.length === 0) {
-    finishPassedOn(ctx, { id: start.id, clientId: start.clientId, trace: start.trace, path, worker: undefined, status: 503, started }, {});
-    return reject(ctx, reply, 503, 'no_worker', `no healthy worker to send ${path} to`);
-  }
   const name = (body as { lora_name?: unknown }).lora_name;
   // Forgotten before the unload goes out, so that no model-list read meanwhile loads it again.
   const unloading = path === PATHS[1] && typeof name === 'string' ? loaded.get(name) : undefined;
@@ -115,5 +109,5 @@ async function broadcast(
   }
   // Requests naming the adapter go to the workers holding it from now on.
   await ctx.fleet.refreshModels(workers);
-  return answerAll(ctx, reply, { start, started, path, workers }, answers);
+  return answerAll(ctx, reply, r, answers);
 }

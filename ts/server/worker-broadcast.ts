@@ -10,10 +10,10 @@
  * @module
  */
 
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describeError, failureKind } from './fleet.js';
-import { finishPassedOn, type PassedOn } from './passthrough.js';
-import { openAiError, type ProxyContext } from './proxy.js';
+import { finishPassedOn, type PassedOn, startPassedOn } from './passthrough.js';
+import { openAiError, type ProxyContext, reject } from './proxy.js';
 import { type RequestTrace, upstreamAttributes } from './tracing/request-trace.js';
 
 /** One worker's answer: its status (`undefined` when it could not be reached) and its text. */
@@ -29,6 +29,29 @@ export interface BroadcastRequest {
   started: number;
   path: string;
   workers: readonly bigint[];
+}
+
+/**
+ * Starts a request for every healthy worker (those serving the base model `?model=` names, in a
+ * fleet of several); undefined when it was answered already: 400 for a bad request id (or, with
+ * `objectBody`, a body that is not a JSON object), 503 when no worker is healthy.
+ */
+export function startBroadcast(
+  ctx: ProxyContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  path: string,
+  objectBody: boolean,
+): BroadcastRequest | undefined {
+  const started = performance.now();
+  const start = startPassedOn(ctx, req, reply, path, objectBody);
+  if (!start) return undefined;
+  const base = (req.query as { model?: unknown }).model;
+  const workers = ctx.fleet.routableFor(typeof base === 'string' ? base : undefined);
+  if (workers.length > 0) return { start, started, path, workers };
+  finishPassedOn(ctx, { id: start.id, clientId: start.clientId, trace: start.trace, path, worker: undefined, status: 503, started }, {});
+  reject(ctx, reply, 503, 'no_worker', `no healthy worker to send ${path} to`);
+  return undefined;
 }
 
 /** Answers the client from every worker's answer (see the module's description), each counted. */
