@@ -20,11 +20,11 @@ import { checkOptions, describe } from '../validate.js';
 import { adminRoutes, describeWorker, type WorkerView } from './admin-api.js';
 import { anthropicErrorBodies } from './api-errors.js';
 import { bearerGuard } from './auth.js';
-import { registerCacheResets } from './cache-resets.js';
 import { corsMetrics, registerCors } from './cors.js';
 import { Discovery, DiscoveryMetrics } from './discovery.js';
 import { askWorkersToTokenize } from './engine-tokenize.js';
 import { Fleet } from './fleet.js';
+import { registerFleetCommands } from './fleet-commands.js';
 import { buildInfo, GatewayMetrics } from './gateway-metrics.js';
 import { errorType, statusOf } from './http-status.js';
 import { indexerRoutes } from './indexer-api.js';
@@ -367,7 +367,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     registerResponses(proxy, ctx);
     registerPassthrough(proxy, ctx);
     registerLoraUpdates(proxy, ctx);
-    registerCacheResets(proxy, ctx);
+    registerFleetCommands(proxy, ctx);
     // The base models (the configured name first), then the LoRA adapters the workers list: a
     // request naming one is routed to the workers serving it.
     proxy.get('/v1/models', async () => {

@@ -1,11 +1,11 @@
 /**
  * A request the gateway sends to every healthy worker rather than to one, because each engine
  * keeps its own copy of what it changes: vLLM's runtime LoRA adapters (lora-updates.ts), the
- * engines' prefix caches (cache-resets.ts). One try per worker, each a `CLIENT` span of the
- * client's request and counted in `kvroute_gateway_passed_on_requests_total{path,worker,status}`;
- * the client gets the engines' answer when every worker agrees, else the first failure's status
- * with a message saying which workers did what, so that a change made on some workers is told
- * from one made on none.
+ * engines' own state (fleet-commands.ts: prefix caches, sleep, aborts, weights). One try per
+ * worker, each a `CLIENT` span of the client's request and counted in
+ * `kvroute_gateway_passed_on_requests_total{path,worker,status}`; the client gets the engines'
+ * answer when every worker agrees, else the first failure's status with a message saying which
+ * workers did what, so that a change made on some workers is told from one made on none.
  * @internal
  * @module
  */

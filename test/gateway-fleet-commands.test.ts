@@ -1,13 +1,14 @@
 /**
- * The engines' cache resets through the gateway (vLLM's `/reset_prefix_cache`, SGLang's
- * `/flush_cache`): sent to every healthy worker, each worker's cache dropped and its
- * `AllBlocksCleared` event emptying the index, and a refusal (a cache its running requests hold)
- * reported with which workers did what.
+ * The engines' control routes through the gateway: sent to every healthy worker, body and query
+ * as they came. The cache resets (vLLM's `/reset_prefix_cache`, SGLang's `/flush_cache`) drop
+ * each worker's cache, whose `AllBlocksCleared` event empties the index; a refusal (a cache its
+ * running requests hold), or a route a worker does not serve, is reported with which workers did
+ * what.
  */
 
 import { describe, expect, test } from 'vitest';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, gatewayBehindWire, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
+import { closeFleetsAfterEach, gatewayBehindWire, startFleet, startWorker, wireTo, workerEntry } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { headsOn } from './helpers/tcp-proxy.js';
@@ -17,7 +18,7 @@ closeFleetsAfterEach();
 
 const ids = (n: number, from: number) => Array.from({ length: n }, (_, i) => from + i);
 
-describe.each(BACKENDS)("gateway: the engines' cache resets (%s)", (backend) => {
+describe.each(BACKENDS)("gateway: the engines' control routes (%s)", (backend) => {
   test("SGLang's /flush_cache goes to every worker: their caches and the index's blocks are gone", async () => {
     const f = await startFleet(backend, 2);
     // Two prompts cached, on whichever workers the router chose.
@@ -75,6 +76,30 @@ describe.each(BACKENDS)("gateway: the engines' cache resets (%s)", (backend) => 
     expect(f.gateway.router.stats().index.blocks).toBeGreaterThanOrEqual(4);
     await busy.close();
     await running.catch(() => undefined);
+  });
+
+  test("SGLang's /abort_request and vLLM's /sleep go to every worker with their body and query; the mock serves neither, whose 404s are told per worker", async () => {
+    const workers = [await startWorker(), await startWorker()];
+    const f = await startFleet(backend, 0, { workers: workers.map((w, i) => workerEntry(w, i + 1)) });
+    const wires = await Promise.all(workers.map(wireTo));
+    try {
+      f.gateway.setWorkers(workers.map((w, i) => ({ ...workerEntry(w, i + 1), url: `http://127.0.0.1:${wires[i].port}` })));
+      await waitFor(() => f.gateway.workers().every((w) => w.health === 'healthy'), 'the wired workers healthy');
+      const abort = await postJson(`${f.url}/abort_request`, { rid: 'rollout-7', abort_all: false });
+      expect(abort.status).toBe(404);
+      expect(abort.json.error.message).toMatch(/^done on no worker \(worker [12] answered 404: .*; worker [12] answered 404: /);
+      const sleep = await fetch(`${f.url}/sleep?level=1&model=mock-model`, { method: 'POST' });
+      expect(sleep.status).toBe(404);
+      for (const wire of wires) {
+        const sent = headsOn(wire.sent).filter((h) => h.line.startsWith('POST /abort_request') || h.line.startsWith('POST /sleep'));
+        expect(sent.map((h) => h.line)).toEqual(['POST /abort_request', 'POST /sleep?level=1']);
+        expect(JSON.parse(sent[0].body)).toEqual({ rid: 'rollout-7', abort_all: false });
+      }
+      // A body that is not a JSON object is refused before any worker sees it.
+      expect((await postJson(`${f.url}/abort_request`, [1, 2])).status).toBe(400);
+    } finally {
+      for (const wire of wires) await wire.cut();
+    }
   });
 
   test('without a healthy worker: 503', async () => {
