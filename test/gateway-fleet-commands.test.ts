@@ -78,18 +78,29 @@ describe.each(BACKENDS)("gateway: the engines' control routes (%s)", (backend) =
     await running.catch(() => undefined);
   });
 
-  test("SGLang's /abort_request and vLLM's /sleep go to every worker with their body and query; the mock serves neither, whose 404s are told per worker", async () => {
-    const workers = [await startWorker(), await startWorker()];
+  test("SGLang's /abort_request goes to every worker with its body, and ends the generation wherever it runs; vLLM's /sleep, which the mock does not serve, is told per worker", async () => {
+    const workers = [await startWorker({ speedup: 0.05 }), await startWorker({ speedup: 0.05 })];
     const f = await startFleet(backend, 0, { workers: workers.map((w, i) => workerEntry(w, i + 1)) });
     const wires = await Promise.all(workers.map(wireTo));
     try {
       f.gateway.setWorkers(workers.map((w, i) => ({ ...workerEntry(w, i + 1), url: `http://127.0.0.1:${wires[i].port}` })));
       await waitFor(() => f.gateway.workers().every((w) => w.health === 'healthy'), 'the wired workers healthy');
+      // A long generation, named by its rid, through the gateway.
+      const long = postJson(`${f.url}/generate`, { input_ids: ids(32, 10), sampling_params: { max_new_tokens: 500 }, rid: 'rollout-7' });
+      await waitFor(() => f.gateway.router.stats().inFlight === 1, 'the generation in flight');
+      await waitFor(() => workers.some((w) => w.stats().running.some((n) => n > 0)), 'the generation running');
       const abort = await postJson(`${f.url}/abort_request`, { rid: 'rollout-7', abort_all: false });
-      expect(abort.status).toBe(404);
-      expect(abort.json.error.message).toMatch(/^done on no worker \(worker [12] answered 404: .*; worker [12] answered 404: /);
+      expect([abort.status, abort.headers.get('x-kvroute-workers')?.split(',').sort()]).toEqual([200, ['1', '2']]);
+      const ended = await long;
+      expect(ended.status).toBe(200);
+      expect(ended.json.meta_info.finish_reason.type).toBe('abort');
+      expect(ended.json.meta_info.completion_tokens).toBeLessThan(500);
+      expect(f.gateway.router.stats().inFlight).toBe(0);
       const sleep = await fetch(`${f.url}/sleep?level=1&model=mock-model`, { method: 'POST' });
       expect(sleep.status).toBe(404);
+      expect(((await sleep.json()) as { error: { message: string } }).error.message).toMatch(
+        /^done on no worker \(worker [12] answered 404: .*; worker [12] answered 404: /,
+      );
       for (const wire of wires) {
         const sent = headsOn(wire.sent).filter((h) => h.line.startsWith('POST /abort_request') || h.line.startsWith('POST /sleep'));
         expect(sent.map((h) => h.line)).toEqual(['POST /abort_request', 'POST /sleep?level=1']);

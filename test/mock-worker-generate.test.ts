@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
+import { waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
 
@@ -73,6 +74,24 @@ describe("the mock worker's /generate (SGLang's native API)", () => {
     expect(new Set(events.map((e) => e.index))).toEqual(new Set([0, 1]));
     const mismatched = await postJson(`${w.url}/generate`, { text: ['a', 'b'], sampling_params: [{}] });
     expect([mismatched.status, mismatched.json.error.message]).toEqual([400, 'sampling_params has 1 entries for 2 prompts']);
+  });
+
+  test('/abort_request with abort_all ends a streamed generation: its last event says abort, then [DONE]', async () => {
+    const w = await startWorker({ speedup: 0.05 });
+    const streamed = sse(`${w.url}/generate`, { input_ids: [1, 2, 3, 4, 5], sampling_params: { max_new_tokens: 500 }, stream: true });
+    await waitFor(() => w.stats().running.some((n) => n > 0), 'the generation running');
+    const aborted = await fetch(`${w.url}/abort_request`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"abort_all":true}',
+    });
+    expect(aborted.status).toBe(200);
+    const r = await streamed;
+    expect(r.events.at(-1)).toBe('[DONE]');
+    const last = r.events.at(-2) as { meta_info: { finish_reason: { type: string }; completion_tokens: number } };
+    expect(last.meta_info.finish_reason.type).toBe('abort');
+    expect(last.meta_info.completion_tokens).toBeLessThan(500);
+    expect(w.stats().running.reduce((a, b) => a + b, 0)).toBe(0);
   });
 
   test('refuses what it cannot run with 400: both prompts or none, n above 1, embeddings', async () => {

@@ -10,8 +10,10 @@
  * event carries the text and output ids so far (SGLang's default, not increments), a batch's
  * events their prompt's `index`, and the stream ends with `data: [DONE]` once every prompt is
  * done. With `disaggregationMode` the request is one leg of an SGLang-disaggregated request, met
- * in its bootstrap room as a completion's is (bootstrap.ts). The mock runs one sequence per
- * prompt: `n` above 1 and `input_embeds` get 400.
+ * in its bootstrap room as a completion's is (bootstrap.ts). SGLang's `POST /abort_request`
+ * (`rid`, or `abort_all`) ends the requests named at once, answered with what they generated and
+ * the finish reason `abort`. The mock runs one sequence per prompt: `n` above 1 and
+ * `input_embeds` get 400.
  * @internal
  * @module
  */
@@ -24,7 +26,7 @@ import { type EngineRun, engineRun, openEventStream, runStreamed, runWhole } fro
 import { positionLogprobs } from './logprobs.js';
 import { checkFits, completionTokens, requestedLora } from './openai.js';
 import { mockOutput } from './output.js';
-import type { LoraRef } from './rank.js';
+import type { LiveRequest, LoraRef } from './rank.js';
 import type { ResponsesEngine } from './responses.js';
 import { readTemperatureTopPTopK } from './sampling.js';
 import { chunkDue } from './stream-interval.js';
@@ -134,6 +136,15 @@ function parse(body: unknown, engine: ResponsesEngine): ParsedGenerate {
 }
 
 export function registerGenerate(app: FastifyInstance, engine: GenerateEngine): void {
+  const running: Running = new Map();
+  // SGLang's: the request named by `rid` (or every one, with `abort_all`) ends now; 200 either way.
+  app.post('/abort_request', async (req, reply) => {
+    const b = (req.body ?? {}) as { rid?: unknown; abort_all?: unknown };
+    if (b === null || typeof b !== 'object' || Array.isArray(b)) throw new BadRequest('the body must be a JSON object');
+    const ids = b.abort_all === true ? [...running.keys()] : typeof b.rid === 'string' ? [b.rid] : [];
+    for (const id of ids) for (const abort of [...(running.get(id) ?? [])]) abort();
+    return reply.code(200).send();
+  });
   app.post('/generate', async (req, reply) => {
     if (engine.hang(reply)) return reply;
     const parsed = parse(req.body, engine);
@@ -141,17 +152,26 @@ export function registerGenerate(app: FastifyInstance, engine: GenerateEngine): 
     if (leg && parsed.batch) throw new BadRequest('the mock worker meets one prompt per bootstrap room, not a batch');
     // A prefill leg generates the first token alone, and hands its KV over then.
     if (leg && !leg.pull) parsed.items[0].maxTokens = 1;
-    return serve(engine, req, reply, parsed, leg);
+    return serve(engine, req, reply, parsed, leg, running);
   });
 }
 
 /** One prompt's run: its engine request, and its answer (or event) so far. */
 interface ItemRun {
+  id: string;
   run: EngineRun;
   generated: number[];
   output: number[];
+  /** Ended by `/abort_request`: its finish reason is `abort`. */
+  aborted: boolean;
   answer(cached: number, done: boolean): Record<string, unknown>;
 }
+
+/** The generations running, by request id: how to abort each (`/abort_request`). */
+type Running = Map<string, Set<() => void>>;
+
+/** What SGLang says of a request `/abort_request` ended. */
+const ABORTED = { type: 'abort', message: 'Abort in waiting queue or running batch by /abort_request.' };
 
 function itemRun(
   engine: GenerateEngine,
@@ -172,9 +192,11 @@ function itemRun(
     topP: item.topP,
   });
   const run = engineRun({ prompt: item.prompt, lora: p.lora, cacheSalt: undefined, output }, span, () => generated.length);
-  return {
+  const r: ItemRun = {
+    id: item.id,
     generated,
     output,
+    aborted: false,
     // A decode leg's prompt comes from its prefill worker; a prefill leg's KV goes once its token is out.
     run: {
       ended: run.ended,
@@ -195,7 +217,7 @@ function itemRun(
       output_ids: [...generated],
       meta_info: {
         id: item.id,
-        finish_reason: done ? { type: 'length', length: generated.length } : null,
+        finish_reason: done ? (r.aborted ? ABORTED : { type: 'length', length: generated.length }) : null,
         prompt_tokens: item.prompt.length,
         completion_tokens: generated.length,
         cached_tokens: cached,
@@ -204,6 +226,46 @@ function itemRun(
         ...(done ? { e2e_latency: (performance.now() - started) / 1000 } : {}),
       },
     }),
+  };
+  return r;
+}
+
+/**
+ * A rank that runs `r` so that `/abort_request` can end it: the engine drops it, and it ends as
+ * done, its finish reason `abort` (SGLang answers an aborted request so, with what it generated).
+ */
+function abortable(rank: { run(job: LiveRequest): () => void }, r: ItemRun, running: Running): { run(job: LiveRequest): () => void } {
+  return {
+    run: (job) => {
+      const aborts = running.get(r.id) ?? new Set<() => void>();
+      running.set(r.id, aborts);
+      const forget = () => {
+        aborts.delete(abort);
+        if (aborts.size === 0 && running.get(r.id) === aborts) running.delete(r.id);
+      };
+      const cancel = rank.run({
+        ...job,
+        onDone: (cached) => {
+          forget();
+          job.onDone(cached);
+        },
+        onAbort: (reason) => {
+          forget();
+          job.onAbort(reason);
+        },
+      });
+      function abort(): void {
+        forget();
+        cancel();
+        r.aborted = true;
+        job.onDone(0);
+      }
+      aborts.add(abort);
+      return () => {
+        forget();
+        cancel();
+      };
+    },
   };
 }
 
@@ -225,14 +287,16 @@ function serve(
   reply: FastifyReply,
   p: ParsedGenerate,
   leg: AdmittedLeg | undefined,
+  running: Running,
 ): Promise<unknown> {
   const runs = p.items.map((item) => itemRun(engine, req, p, item, leg));
-  const rank = engine.rankFor(req);
+  const rankFor = engine.rankFor(req);
+  const rank = (r: ItemRun) => abortable(rankFor, r, running);
   if (!p.stream) {
-    void reply.header('x-data-parallel-rank', String(rank.dpRank));
+    void reply.header('x-data-parallel-rank', String(rankFor.dpRank));
     const answers = runs.map((r) =>
       runWhole(
-        rank,
+        rank(r),
         reply,
         r.run,
         (t) => r.generated.push(...t),
@@ -244,7 +308,7 @@ function serve(
   reply.hijack();
   const res = reply.raw;
   const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
-  openEventStream(res, rank.dpRank);
+  openEventStream(res, rankFor.dpRank);
   let left = runs.length;
   let stopped = false;
   // The mock's engine tells the prompt's cached tokens at the request's end, so the events before
@@ -253,7 +317,7 @@ function serve(
     const event = (cached: number, done: boolean) => (p.batch ? { ...r.answer(cached, done), index } : r.answer(cached, done));
     let sent = 0;
     runStreamed(
-      rank,
+      rank(r),
       res,
       r.run,
       (tokens) => {
