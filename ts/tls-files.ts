@@ -44,3 +44,37 @@ export function readPemFile(path: string, at: string): Buffer {
     throw invalidArg(`${at} cannot be read: ${(err as Error).message}`);
   }
 }
+
+/** The PEM bytes of a TLS option's files: a CA bundle, and a certificate with its key. */
+export interface TlsMaterial {
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+}
+
+/** What each file is called in errors: the option's keys under `at` (`upstream.tls.caFile`…). */
+export function tlsFileNames(at: string): { caFile: string; certFile: string; keyFile: string } {
+  return { caFile: `${at}.caFile`, certFile: `${at}.certFile`, keyFile: `${at}.keyFile` };
+}
+
+/**
+ * Reads a CA bundle and a certificate with its key (the pair only when both are given) and
+ * checks each as a TLS context will load it; `ERR_INVALID_ARG` naming the file at fault as
+ * `names` calls it (an option's key, or an environment variable).
+ */
+export function readTlsFiles(
+  files: { caFile?: string | undefined; certFile?: string | undefined; keyFile?: string | undefined },
+  names: { caFile: string; certFile: string; keyFile: string },
+): TlsMaterial {
+  const out: TlsMaterial = {};
+  if (files.caFile !== undefined) {
+    out.ca = readPemFile(files.caFile, names.caFile);
+    checkCaBundle(out.ca, names.caFile);
+  }
+  if (files.certFile !== undefined && files.keyFile !== undefined) {
+    out.cert = readPemFile(files.certFile, names.certFile);
+    out.key = readPemFile(files.keyFile, names.keyFile);
+    checkKeyPair(out.cert, out.key, `${names.certFile} and ${names.keyFile}`);
+  }
+  return out;
+}

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { KvRouteError } from '../errors.js';
-import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
+import { readTlsFiles, tlsFileNames } from '../tls-files.js';
 import { checkOptions, describe, positiveNumber } from '../validate.js';
 import type { ReplicaTransport } from './transport.js';
 
@@ -148,13 +148,7 @@ function resolveNatsTls(value: unknown, where: string): NatsTlsOptions {
   }
   if ((out.certFile === undefined) !== (out.keyFile === undefined))
     throw new KvRouteError('ERR_INVALID_ARG', `${where}.certFile and ${where}.keyFile go together`);
-  if (out.caFile !== undefined) checkCaBundle(readPemFile(out.caFile, `${where}.caFile`), `${where}.caFile`);
-  if (out.certFile !== undefined && out.keyFile !== undefined)
-    checkKeyPair(
-      readPemFile(out.certFile, `${where}.certFile`),
-      readPemFile(out.keyFile, `${where}.keyFile`),
-      `${where}.certFile and ${where}.keyFile`,
-    );
+  readTlsFiles(out, tlsFileNames(where));
   return out;
 }
 

@@ -9,7 +9,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { type Flags, helpText, parseCommand, UsageError } from '../cli-args.js';
 import { KvRouteError } from '../errors.js';
-import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
+import { readTlsFiles } from '../tls-files.js';
 import { parseWorkerFlag, readConfigFile } from './config-file.js';
 import { reloadConfigOnSignal } from './config-reload.js';
 import { createGateway } from './gateway.js';
@@ -322,8 +322,10 @@ function otlpTlsFromEnv(env: NodeJS.ProcessEnv): Record<string, string> | undefi
       `a client certificate and its key go together: ${cert?.name ?? key?.name} is set, ${cert ? 'no CLIENT_KEY' : 'no CLIENT_CERTIFICATE'}`,
       USAGE,
     );
-  if (ca) checkCaBundle(readPemFile(ca.path, ca.name), ca.name);
-  if (cert && key) checkKeyPair(readPemFile(cert.path, cert.name), readPemFile(key.path, key.name), `${cert.name} and ${key.name}`);
+  readTlsFiles(
+    { caFile: ca?.path, certFile: cert?.path, keyFile: key?.path },
+    { caFile: ca?.name ?? '', certFile: cert?.name ?? '', keyFile: key?.name ?? '' },
+  );
   return { ...(ca ? { caFile: ca.path } : {}), ...(cert && key ? { certFile: cert.path, keyFile: key.path } : {}) };
 }
 

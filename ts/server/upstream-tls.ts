@@ -16,7 +16,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Registry } from 'prom-client';
 import { buildConnector } from 'undici';
-import { checkCaBundle, checkKeyPair, readPemFile } from '../tls-files.js';
+import { readTlsFiles, type TlsMaterial, tlsFileNames } from '../tls-files.js';
 import { watchReloads } from './file-watch.js';
 import { int, invalid, record, str } from './option-checks.js';
 
@@ -43,26 +43,8 @@ export interface ResolvedUpstreamTls {
   watchIntervalMs: number;
 }
 
-interface Material {
-  ca?: Buffer;
-  cert?: Buffer;
-  key?: Buffer;
-}
-
 /** Reads the files and checks them; `ERR_INVALID_ARG` naming the one at fault. */
-function read(t: ResolvedUpstreamTls): Material {
-  const out: Material = {};
-  if (t.caFile !== undefined) {
-    out.ca = readPemFile(t.caFile, 'upstream.tls.caFile');
-    checkCaBundle(out.ca, 'upstream.tls.caFile');
-  }
-  if (t.certFile !== undefined && t.keyFile !== undefined) {
-    out.cert = readPemFile(t.certFile, 'upstream.tls.certFile');
-    out.key = readPemFile(t.keyFile, 'upstream.tls.keyFile');
-    checkKeyPair(out.cert, out.key, 'upstream.tls.certFile and upstream.tls.keyFile');
-  }
-  return out;
-}
+const read = (t: ResolvedUpstreamTls): TlsMaterial => readTlsFiles(t, tlsFileNames('upstream.tls'));
 
 /** Reads `upstream.tls`, loading its files once (so a bad one fails `createGateway`). */
 export function resolveUpstreamTls(value: unknown): ResolvedUpstreamTls | undefined {

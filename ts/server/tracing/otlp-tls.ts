@@ -8,15 +8,11 @@
  * @module
  */
 
-import { checkCaBundle, checkKeyPair, readPemFile } from '../../tls-files.js';
+import { readTlsFiles, type TlsMaterial, tlsFileNames } from '../../tls-files.js';
 import { int, invalid, record, str } from '../option-checks.js';
 
 /** The PEM bytes of `tracing.otlpTls`'s files. */
-export interface OtlpTlsMaterial {
-  ca?: Buffer;
-  cert?: Buffer;
-  key?: Buffer;
-}
+export type OtlpTlsMaterial = TlsMaterial;
 
 /** `tracing.otlpTls`, checked: its files and how often they are looked at. */
 export interface ResolvedOtlpTls {
@@ -49,17 +45,7 @@ export function resolveOtlpTls(value: unknown, endpoint: string): ResolvedOtlpTl
 
 /** The files' bytes, each checked as a TLS context will load it; `ERR_INVALID_ARG` naming the one at fault. */
 export function readOtlpTls(t: ResolvedOtlpTls): OtlpTlsMaterial {
-  const out: OtlpTlsMaterial = {};
-  if (t.caFile !== undefined) {
-    out.ca = readPemFile(t.caFile, `${AT}.caFile`);
-    checkCaBundle(out.ca, `${AT}.caFile`);
-  }
-  if (t.certFile !== undefined && t.keyFile !== undefined) {
-    out.cert = readPemFile(t.certFile, `${AT}.certFile`);
-    out.key = readPemFile(t.keyFile, `${AT}.keyFile`);
-    checkKeyPair(out.cert, out.key, `${AT}.certFile and ${AT}.keyFile`);
-  }
-  return out;
+  return readTlsFiles(t, tlsFileNames(AT));
 }
 
 /** The files to watch for changes. */
