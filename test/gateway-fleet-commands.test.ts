@@ -8,7 +8,7 @@
 
 import { describe, expect, test } from 'vitest';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, gatewayBehindWire, startFleet, startWorker, wireTo, workerEntry } from './helpers/gateway.js';
+import { closeFleetsAfterEach, gatewayBehindWire, startFleet, startWorker, wiredEntry, wireTo, workerEntry } from './helpers/gateway.js';
 import { postJson } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { headsOn } from './helpers/tcp-proxy.js';
@@ -83,7 +83,7 @@ describe.each(BACKENDS)("gateway: the engines' control routes (%s)", (backend) =
     const f = await startFleet(backend, 0, { workers: workers.map((w, i) => workerEntry(w, i + 1)) });
     const wires = await Promise.all(workers.map(wireTo));
     try {
-      f.gateway.setWorkers(workers.map((w, i) => ({ ...workerEntry(w, i + 1), url: `http://127.0.0.1:${wires[i].port}` })));
+      f.gateway.setWorkers(workers.map((w, i) => wiredEntry(w, i + 1, wires[i])));
       await waitFor(() => f.gateway.workers().every((w) => w.health === 'healthy'), 'the wired workers healthy');
       // A long generation, named by its rid, through the gateway.
       const long = postJson(`${f.url}/generate`, { input_ids: ids(32, 10), sampling_params: { max_new_tokens: 500 }, rid: 'rollout-7' });

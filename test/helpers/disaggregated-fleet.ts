@@ -5,17 +5,8 @@
  */
 
 import { afterEach, expect } from 'vitest';
-import {
-  type BackendName,
-  createGateway,
-  type Gateway,
-  type GatewayOptions,
-  type GatewayWorker,
-  type MockWorker,
-  type MockWorkerOptions,
-  type WorkerRole,
-} from '../../ts/index.js';
-import { startWorker, wireTo, workerEntry } from './gateway.js';
+import type { BackendName, Gateway, GatewayOptions, GatewayWorker, MockWorker, MockWorkerOptions, WorkerRole } from '../../ts/index.js';
+import { quietGateway, startWorker, wiredEntry, wireTo } from './gateway.js';
 import { type Json, postJson, sse } from './http.js';
 import { headsOn, type TcpProxy } from './tcp-proxy.js';
 import { sleep } from './wait.js';
@@ -50,19 +41,11 @@ export async function disaggregatedFleet(
 ): Promise<DisaggregatedFleet> {
   const workers = await Promise.all(roles.map((role) => startWorker(shape.worker?.(role) ?? {})));
   const wires = await Promise.all(workers.map(wireTo));
-  const gateway = createGateway({
-    blockSize: 16,
+  const gateway = quietGateway(
     backend,
-    logLevel: false,
-    health: { intervalMs: 0 },
-    ...opts,
-    workers: workers.map((w, i) => ({
-      ...workerEntry(w, i + 1),
-      url: `http://127.0.0.1:${wires[i].port}`,
-      role: roles[i],
-      ...shape.entry?.(w, roles[i]),
-    })),
-  });
+    opts,
+    workers.map((w, i) => ({ ...wiredEntry(w, i + 1, wires[i]), role: roles[i], ...shape.entry?.(w, roles[i]) })),
+  );
   closers.push(async () => {
     await gateway.close({ now: true });
     for (const wire of wires) await wire.cut();

@@ -94,6 +94,20 @@ export async function wireTo(worker: MockWorker): Promise<TcpProxy> {
   return wire;
 }
 
+/** A worker's entry with its HTTP API reached through `wire` (its KV events direct). */
+export function wiredEntry(w: MockWorker, id: number, wire: TcpProxy): NonNullable<GatewayOptions['workers']>[number] {
+  return { ...workerEntry(w, id), url: `http://127.0.0.1:${wire.port}` };
+}
+
+/** A gateway over `workers` for the suites that read what it sent: no health probes (their requests would be on the wires too), no log. */
+export function quietGateway(
+  backend: BackendName,
+  opts: Partial<GatewayOptions>,
+  workers: NonNullable<GatewayOptions['workers']>,
+): Gateway {
+  return createGateway({ blockSize: 16, backend, logLevel: false, health: { intervalMs: 0 }, ...opts, workers });
+}
+
 /**
  * One gateway over one real worker whose HTTP API sits behind a TCP proxy that keeps what the
  * gateway sent (`wire.sent`); its KV events go direct. `close()` closes both.
@@ -101,14 +115,7 @@ export async function wireTo(worker: MockWorker): Promise<TcpProxy> {
 export async function gatewayBehindWire(backend: BackendName, opts: Partial<GatewayOptions> = {}) {
   const worker = await startWorker();
   const wire = await wireTo(worker);
-  const gateway = createGateway({
-    blockSize: 16,
-    backend,
-    logLevel: false,
-    health: { intervalMs: 0 },
-    ...opts,
-    workers: [{ ...workerEntry(worker, 1), url: `http://127.0.0.1:${wire.port}` }],
-  });
+  const gateway = quietGateway(backend, opts, [wiredEntry(worker, 1, wire)]);
   const { url } = await gateway.listen();
   return {
     url,
