@@ -17,6 +17,7 @@
 
 import { BadRequest } from '../mock-worker/openai.js';
 import type { ReadRequest } from './prompt.js';
+import { positiveInteger } from './request-fields.js';
 import type { PromptInput } from './tokenize.js';
 
 /** SGLang's default `max_new_tokens`, the output the router expects when a request names none. */
@@ -68,11 +69,6 @@ function samplingParams(b: Record<string, unknown>): Record<string, unknown> {
   if (s === undefined || s === null) return {};
   if (typeof s !== 'object' || Array.isArray(s)) throw new BadRequest('sampling_params must be an object, or a list of them for a batch');
   return s as Record<string, unknown>;
-}
-
-/** `v` when it is a positive safe integer (the worker checks the field otherwise). */
-function positiveInteger(v: unknown): number | undefined {
-  return Number.isSafeInteger(v) && (v as number) > 0 ? (v as number) : undefined;
 }
 
 /** Reads an SGLang `/generate` request (an object: `readRequest` checked it). */

@@ -24,6 +24,7 @@ import {
 } from '../mock-worker/openai.js';
 import { newResponseId, readResponsesPrompt, responsesMessages } from '../mock-worker/responses-input.js';
 import { readGenerateRequest } from './generate-request.js';
+import { positiveInteger } from './request-fields.js';
 import type { PromptInput, PromptTokenizer } from './tokenize.js';
 
 // The mock worker's reading of `prompt` and `messages` is OpenAI's; its BadRequest is answered 400 here too.
@@ -151,11 +152,6 @@ function readResponsesRequest(b: Record<string, unknown>): ReadRequest {
     ...(b.store === false ? {} : { responseId }),
     ...(previous === undefined ? {} : { previousResponseId: previous }),
   };
-}
-
-/** `v` when it is a positive safe integer (the worker checks the field otherwise). */
-function positiveInteger(v: unknown): number | undefined {
-  return Number.isSafeInteger(v) && (v as number) > 0 ? (v as number) : undefined;
 }
 
 /**
