@@ -356,11 +356,20 @@ export interface TextTokenizerBackend {
 /**
  * Where each figure of a request sits in `ReplayFleetBackend.outcomes()`: arrival, first token,
  * last token (ms), reused prompt tokens (the best over admissions, then at the first admission,
- * before any preemption), preemptions.
+ * before any preemption), preemptions, and the reused prompt tokens of a disaggregated
+ * request's prefill leg (the best over its admissions; in an aggregated run the first figure).
  */
-export const OUTCOME = { arrivalMs: 0, firstTokenMs: 1, lastTokenMs: 2, reusedTokens: 3, firstReusedTokens: 4, preemptions: 5 } as const;
+export const OUTCOME = {
+  arrivalMs: 0,
+  firstTokenMs: 1,
+  lastTokenMs: 2,
+  reusedTokens: 3,
+  firstReusedTokens: 4,
+  preemptions: 5,
+  prefillReusedTokens: 6,
+} as const;
 /** Numbers per request in `ReplayFleetBackend.outcomes()`. */
-export const OUTCOME_FIGURES = 6;
+export const OUTCOME_FIGURES = 7;
 
 /** What a replay fleet simulates. */
 export interface ReplayFleetSpec {
@@ -383,6 +392,15 @@ export interface ReplayFleetSpec {
   /** One rank per (workers[i], dpRanks[i]). */
   workers: number[];
   dpRanks: number[];
+  /**
+   * What each rank serves (default: all `'aggregated'`). A disaggregated fleet's arrivals go to
+   * `'prefill'` ranks, which run the prompt and one token; the request is then handed over
+   * (`run` returns 3) and goes to a `'decode'` rank, which receives the prompt's KV whole, with
+   * no prefill time, and generates the whole output. Decode ranks publish no KV events.
+   */
+  roles?: ReplayRankRole[];
+  /** How long a prefill leg's KV takes to reach the decode pool: per request and per prompt token (ms; default 0, 0). */
+  handoff?: { fixedMs: number; msPerToken: number };
   /** Requests of the run (uids 0..requests-1). */
   requests: number;
   /** Whether passes deliver their KV events (off in approximate mode). */
@@ -394,12 +412,16 @@ export interface ReplayFleetSpec {
   indexes: IndexBackend[];
 }
 
+/** What a rank of a replay fleet serves (see `ReplayFleetSpec.roles`). */
+export type ReplayRankRole = 'aggregated' | 'prefill' | 'decode';
+
 /**
  * The engine ranks of one replay run and the clock that steps them: `ts/replay/fleet.ts` (JS)
  * and `kvroute_core::replay::Fleet` (native). `run` steps engine passes until the caller must
  * act: 1 = a request arrives (add it, route it, `enqueue` it), 2 = a pass ended with first
- * tokens or completions, 0 = done. `header` gets the clock and the subject (the arriving uid or
- * the rank). Each pass's KV events are sent to the indexes as it ends; they are flushed (visible)
+ * tokens or completions (a prefill rank's completions are handed over, not done), 3 = a request's
+ * KV reached the decode pool (route it there, `enqueue` it on a decode rank), 0 = done. `header`
+ * gets the clock and the subject (the arriving or handed-over uid, or the rank). Each pass's KV events are sent to the indexes as it ends; they are flushed (visible)
  * before each arrival wake, and on `syncIndexes()`.
  */
 export interface ReplayFleetBackend {

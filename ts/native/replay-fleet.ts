@@ -4,10 +4,13 @@
  * @module
  */
 
-import type { ReplayFleetBackend, ReplayFleetSpec } from '../backend-types.js';
+import type { ReplayFleetBackend, ReplayFleetSpec, ReplayRankRole } from '../backend-types.js';
 import { callNative, KvRouteError } from '../errors.js';
 import type { NativeBinding } from './binding.js';
 import { rawIndexes } from './index.js';
+
+/** The binding's numbers for the ranks' roles. */
+const ROLE_NUMBERS: Record<ReplayRankRole, number> = { aggregated: 0, prefill: 1, decode: 2 };
 
 export function nativeReplayFleet(binding: NativeBinding, spec: ReplayFleetSpec): ReplayFleetBackend {
   const engine = Float64Array.of(
@@ -32,10 +35,15 @@ export function nativeReplayFleet(binding: NativeBinding, spec: ReplayFleetSpec)
         spec.preemptionMode,
         Float64Array.from(spec.workers),
         Uint32Array.from(spec.dpRanks),
+        Uint32Array.from(spec.workers, (_, i) => ROLE_NUMBERS[spec.roles?.[i] ?? 'aggregated']),
         spec.requests,
         spec.publishEvents,
       ),
   );
+  if (spec.handoff) {
+    const { fixedMs, msPerToken } = spec.handoff;
+    callNative(() => fleet.setHandoffDelay(fixedMs, msPerToken));
+  }
   for (const index of spec.indexes) {
     const raw = rawIndexes.get(index);
     if (!raw) throw new KvRouteError('ERR_INTERNAL', 'a native replay fleet needs native indexes');

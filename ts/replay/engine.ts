@@ -411,7 +411,8 @@ export class Engine {
     let blocks = 0;
     let decoding = false;
     for (const r of this.decode) {
-      if ((r.justPrefilled && firstFromPrefill) || !r.inDecode) continue;
+      // A decode leg's first token needs a forward of its own: the prefill's ran elsewhere.
+      if ((r.justPrefilled && firstFromPrefill && r.remoteTokens === 0) || !r.inDecode) continue;
       decoding = true;
       blocks += Math.ceil(r.context / bs);
     }
@@ -495,14 +496,16 @@ export class Engine {
           continue;
         }
       }
-      const chunk = Math.min(r.context - r.prefilled, budget);
+      // Pulled KV (see `SimRequest.remoteTokens`) is filled in whole, without compute and outside
+      // the pass's token budget (a compute budget); what is left is computed, chunked as usual.
+      const pulled = Math.max(0, Math.min(r.remoteTokens, r.context) - r.prefilled);
+      const computed = Math.min(r.context - r.prefilled - pulled, budget);
+      const chunk = pulled + computed;
       if (this.ensurePreempting(r, r.prefilled + chunk) !== 'ok') break;
-      // Pulled KV (see `SimRequest.remoteTokens`) is filled in without compute.
-      const computed = chunk - Math.min(chunk, Math.max(0, r.remoteTokens - r.prefilled));
       if (!dynamo) prefillTime += prefillMs(computed);
       prefillTokens += computed;
       r.prefilled += chunk;
-      budget -= chunk;
+      budget -= computed;
       if (r.prefilled < r.context) break;
       this.prefill.shift();
       r.justPrefilled = r.generated === 0;

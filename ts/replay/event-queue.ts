@@ -1,17 +1,18 @@
 /**
  * The replay's events in (at, seq) order: deterministic for simultaneous events. The events
  * known up front (the trace's arrivals) wait in a sorted array; a binary min-heap holds the rest
- * (engine passes, loads that end, later turns of sessions), so it stays as small as the fleet
+ * (engine passes, loads that end, later turns of sessions, handoffs), so it stays as small as the fleet
  * instead of as long as the trace. Mirrored by `kvroute_core::replay::event_queue`.
  * @internal
  * @module
  */
 
 /**
- * What happens: an arrival (of request `subject`), the end of a pass (of rank `subject`), or the
- * end of the first load from host memory of a rank (`subject`) that had nothing else to run.
+ * What happens: an arrival (of request `subject`), the end of a pass (of rank `subject`), the
+ * end of the first load from host memory of a rank (`subject`) that had nothing else to run, or
+ * a disaggregated request's KV reaching the decode pool (request `subject`).
  */
-export type SimEventKind = 'arrival' | 'pass' | 'load';
+export type SimEventKind = 'arrival' | 'pass' | 'load' | 'handoff';
 
 export interface SimEvent {
   at: number;

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { OUTCOME_FIGURES, type ReplayFleetBackend, type ReplayFleetSpec } from '../backend-types.js';
+import { OUTCOME_FIGURES, type ReplayFleetBackend, type ReplayFleetSpec, type ReplayRankRole } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import {
   FLAG_DEVICE_TIER,
@@ -64,6 +64,7 @@ function packCacheEvents(events: CacheEvent[], workerId: number, dpRank: number)
 interface Rank {
   workerId: number;
   dpRank: number;
+  role: ReplayRankRole;
   engine: Engine;
   busy: boolean;
   /** The pass in flight (delivered when it ends). */
@@ -71,6 +72,8 @@ interface Rank {
   /** When a `load` wake of this rank is queued for (NaN for none), so it is queued once. */
   wakeAt: number;
 }
+
+const ROLES: readonly ReplayRankRole[] = ['aggregated', 'prefill', 'decode'];
 
 /** What the previous wake left to do before the next event (besides the deferred passes). */
 type Resume = { kind: 'nothing' } | { kind: 'pass'; rank: number };
@@ -91,6 +94,8 @@ export class JsFleet implements ReplayFleetBackend {
   private readonly blockIds = new BlockIds();
   private readonly promptIds: Int32Array[];
   private readonly enqueued = new Set<number>();
+  /** Disaggregated: how long a prefill leg's KV takes to reach the decode pool (ms per request, per prompt token). */
+  private readonly handoff: { fixedMs: number; msPerToken: number };
 
   constructor(private readonly spec: ReplayFleetSpec) {
     const sizes = [spec.blockSize, spec.numGpuBlocks, spec.maxNumSeqs, spec.maxNumBatchedTokens];
@@ -106,10 +111,20 @@ export class JsFleet implements ReplayFleetBackend {
       throw new KvRouteError('ERR_INVALID_ARG', 'the host load time must be a number >= 0');
     checkEngineSpeculative(spec.speculative);
     preemptionMode(spec.preemptionMode);
-    if (spec.workers.length !== spec.dpRanks.length) throw new KvRouteError('ERR_INVALID_ARG', 'workers and dp ranks differ in length');
+    const roles = spec.roles ?? spec.workers.map(() => 'aggregated' as const);
+    if (spec.workers.length !== spec.dpRanks.length || spec.workers.length !== roles.length)
+      throw new KvRouteError('ERR_INVALID_ARG', 'workers, dp ranks and roles differ in length');
+    const bad = roles.find((r) => !ROLES.includes(r));
+    if (bad !== undefined)
+      throw new KvRouteError('ERR_INVALID_ARG', `a rank's role must be aggregated, prefill or decode, got ${String(bad)}`);
+    this.handoff = spec.handoff ?? { fixedMs: 0, msPerToken: 0 };
+    const delayOk = (v: number) => Number.isFinite(v) && v >= 0;
+    if (!delayOk(this.handoff.fixedMs) || !delayOk(this.handoff.msPerToken))
+      throw new KvRouteError('ERR_INVALID_ARG', 'the handoff delays must be finite numbers >= 0');
     this.ranks = spec.workers.map((workerId, i) => ({
       workerId,
       dpRank: spec.dpRanks[i],
+      role: roles[i],
       engine: new Engine(spec, i),
       busy: false,
       result: undefined,
@@ -159,6 +174,16 @@ export class JsFleet implements ReplayFleetBackend {
     const sim = this.reqs[this.uid(uid)];
     if (!sim) throw new KvRouteError('ERR_INVALID_ARG', `request ${uid} was not added`);
     if (this.enqueued.has(uid)) throw new KvRouteError('ERR_INVALID_ARG', `request ${uid} is enqueued already`);
+    const role = this.ranks[rank].role;
+    if (sim.handedOver !== (role === 'decode')) {
+      throw new KvRouteError(
+        'ERR_INVALID_ARG',
+        sim.handedOver
+          ? `request ${uid} was handed over: it goes to a decode rank, not rank ${rank}`
+          : `rank ${rank} is a decode rank: request ${uid} must go through a prefill rank first`,
+      );
+    }
+    if (role === 'prefill') sim.startPrefillLeg();
     this.enqueued.add(uid);
     this.ranks[rank].engine.enqueue(sim);
     this.requestPass(rank);
@@ -220,6 +245,7 @@ export class JsFleet implements ReplayFleetBackend {
         this.syncIndexes();
         return 1;
       }
+      if (e.kind === 'handoff') return 3;
       const rank = this.ranks[e.subject];
       if (e.kind === 'load') {
         if (rank.wakeAt === e.at) rank.wakeAt = Number.NaN;
@@ -232,6 +258,10 @@ export class JsFleet implements ReplayFleetBackend {
       this.deliver(rank, result);
       if (result.firstTokens.length > 0 || result.finished.length > 0) {
         for (const r of result.finished) {
+          if (rank.role === 'prefill') {
+            this.handOver(r);
+            continue;
+          }
           const turn = this.nextTurn.get(r.uid);
           if (turn) this.queue.push(this.clock + turn.delayMs, 'arrival', turn.next);
         }
@@ -247,9 +277,20 @@ export class JsFleet implements ReplayFleetBackend {
     return 0;
   }
 
-  /** Sends a pass's KV events to every index, stamped with the pass's end time. */
+  /** A prefill leg ended: its request's KV reaches the decode pool after the handoff delay. */
+  private handOver(r: SimRequest): void {
+    r.startDecodeLeg();
+    this.enqueued.delete(r.uid);
+    const delay = this.handoff.fixedMs + r.inputLength * this.handoff.msPerToken;
+    this.queue.push(this.clock + delay, 'handoff', r.uid);
+  }
+
+  /**
+   * Sends a pass's KV events to every index, stamped with the pass's end time. Decode ranks
+   * publish to no router: the decode pool's does not weigh overlap.
+   */
   private deliver(rank: Rank, result: PassResult): void {
-    if (!this.spec.publishEvents || this.spec.indexes.length === 0 || result.events.length === 0) return;
+    if (!this.spec.publishEvents || this.spec.indexes.length === 0 || result.events.length === 0 || rank.role === 'decode') return;
     const { meta, words } = packCacheEvents(result.events, rank.workerId, rank.dpRank);
     for (const index of this.spec.indexes) index.applyPacked(meta, words, this.clock);
     this.unflushed = true;
@@ -276,7 +317,11 @@ export class JsFleet implements ReplayFleetBackend {
   outcomes(): Float64Array {
     const out = new Float64Array(OUTCOME_FIGURES * this.reqs.length);
     this.reqs.forEach((r, uid) => {
-      out.set([r.arrivalMs, r.firstTokenMs, r.lastTokenMs, r.reusedTokens, r.firstReusedTokens, r.preemptions], OUTCOME_FIGURES * uid);
+      const prefillReused = r.handedOver ? r.prefillReusedTokens : r.reusedTokens;
+      out.set(
+        [r.arrivalMs, r.firstTokenMs, r.lastTokenMs, r.reusedTokens, r.firstReusedTokens, r.preemptions, prefillReused],
+        OUTCOME_FIGURES * uid,
+      );
     });
     return out;
   }

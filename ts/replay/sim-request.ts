@@ -52,19 +52,48 @@ export class SimRequest {
   loadStored: CacheEvent | undefined = undefined;
   /**
    * Prompt tokens whose KV a prefill worker computed and this rank pulls (a disaggregated
-   * decode): prefilling them takes no compute time, as Dynamo's decode workers skip prefill
-   * time. Lost at a preemption (the prefill worker freed them after the transfer). Only the live
-   * mock worker sets it, so the Rust twin, which replay alone drives, does not keep it.
+   * decode): they are filled in whole, outside the pass's token budget, with no compute time (as
+   * Dynamo's decode workers skip prefill time), and the first token after them takes a decode step (the prefill's forward ran
+   * elsewhere). Lost at a preemption (the prefill worker freed them after the transfer). Set by
+   * the live mock worker's decode legs and by a disaggregated replay's (`startDecodeLeg`).
    */
   remoteTokens = 0;
+  /** Disaggregated replay: the output the decode leg generates, kept while the prefill leg asks for one token; 0 otherwise. */
+  decodeOutputLength = 0;
+  /** Disaggregated replay: the prefill leg ended and this is the decode leg. */
+  handedOver = false;
+  /** Disaggregated replay: the prompt tokens the prefill leg found cached (best over its admissions). */
+  prefillReusedTokens = 0;
 
   constructor(
     readonly uid: number,
     readonly inputLength: number,
-    readonly outputLength: number,
+    /** Tokens to generate (one on a disaggregated replay's prefill leg). */
+    public outputLength: number,
     /** Full prompt blocks at the engine block size. */
     readonly promptBlocks: FullBlock[],
   ) {}
+
+  /** Makes this the prefill leg of a disaggregated request: its prompt and one token. */
+  startPrefillLeg(): void {
+    this.decodeOutputLength = this.outputLength;
+    this.outputLength = 1;
+  }
+
+  /**
+   * After the prefill leg ended (its blocks released): the decode leg, the whole output to
+   * generate again from the prompt's KV received by transfer. What the report reads (arrival,
+   * reused tokens at the best and the first admission, preemptions) carries over.
+   */
+  startDecodeLeg(): void {
+    this.outputLength = this.decodeOutputLength;
+    this.prefillReusedTokens = this.reusedTokens;
+    this.generated = 0;
+    this.firstTokenMs = -1;
+    this.lastTokenMs = -1;
+    this.remoteTokens = this.inputLength;
+    this.handedOver = true;
+  }
 
   get context(): number {
     return this.inputLength + this.generated;

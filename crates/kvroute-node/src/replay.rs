@@ -5,7 +5,8 @@
 use crate::convert::{guard, invalid_arg, to_node_error};
 use crate::index::NativeKvIndex;
 use kvroute_core::replay::{
-    EngineConfig, Fleet, FleetRank, PreemptionMode, Speculative, TimingModel, Wake, MAX_DRAFT_TOKENS,
+    EngineConfig, Fleet, FleetRank, HandoffDelay, PreemptionMode, RankRole, Speculative, TimingModel, Wake,
+    MAX_DRAFT_TOKENS,
 };
 use napi::bindgen_prelude::{Float64Array, Float64ArraySlice, Uint32Array};
 use napi::Result;
@@ -54,7 +55,8 @@ impl NativeReplayFleet {
     /// speedup, host-memory blocks (an integer; 0: no CPU offload), the ms to load one block
     /// back from host memory and the decode speedup; `speculative`: draft tokens (0: none), the
     /// seed, then one acceptance rate per draft; `timing`: "dynamo" or "classic"; `preemption`:
-    /// "lifo" or "fifo"; one rank per (`workers[i]`, `dpRanks[i]`).
+    /// "lifo" or "fifo"; one rank per (`workers[i]`, `dpRanks[i]`), serving as `roles[i]` says
+    /// (0 aggregated, 1 prefill, 2 decode).
     #[napi(constructor)]
     #[allow(clippy::too_many_arguments)] // flat arguments: a JS constructor call, converted once
     pub fn new(
@@ -64,6 +66,7 @@ impl NativeReplayFleet {
         preemption: String,
         workers: &[f64],
         dp_ranks: &[u32],
+        roles: &[u32],
         requests: u32,
         publish_events: bool,
     ) -> Result<Self, &'static str> {
@@ -83,13 +86,22 @@ impl NativeReplayFleet {
                 "fifo" => PreemptionMode::Fifo,
                 other => return Err(invalid_arg(format!("preemptionMode must be 'lifo' or 'fifo', got {other:?}"))),
             };
-            if workers.len() != dp_ranks.len() {
-                return Err(invalid_arg("workers and dp ranks differ in length"));
+            if workers.len() != dp_ranks.len() || workers.len() != roles.len() {
+                return Err(invalid_arg("workers, dp ranks and roles differ in length"));
             }
             let ranks = workers
                 .iter()
                 .zip(dp_ranks)
-                .map(|(&w, &dp_rank)| Ok(FleetRank { worker_id: count_arg(w, "worker id")?, dp_rank }))
+                .zip(roles)
+                .map(|((&w, &dp_rank), &role)| {
+                    let role = match role {
+                        0 => RankRole::Aggregated,
+                        1 => RankRole::Prefill,
+                        2 => RankRole::Decode,
+                        _ => return Err(invalid_arg(format!("a rank's role must be 0, 1 or 2, got {role}"))),
+                    };
+                    Ok(FleetRank { worker_id: count_arg(w, "worker id")?, dp_rank, role })
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             let speculative = speculative_arg(speculative)?;
             let config = EngineConfig {
@@ -108,6 +120,13 @@ impl NativeReplayFleet {
             let inner = Fleet::new(config, &ranks, requests as usize, publish_events).map_err(to_node_error)?;
             Ok(Self { inner })
         })
+    }
+
+    /// Disaggregated: a prefill leg's KV reaches the decode pool `fixed_ms` + `ms_per_token` per
+    /// prompt token after the leg ends.
+    #[napi(js_name = "setHandoffDelay")]
+    pub fn set_handoff_delay(&mut self, fixed_ms: f64, ms_per_token: f64) -> Result<(), &'static str> {
+        guard(|| self.inner.set_handoff_delay(HandoffDelay { fixed_ms, ms_per_token }).map_err(to_node_error))
     }
 
     /// Delivers every pass's KV events to this index (one per router replica).
@@ -147,8 +166,9 @@ impl NativeReplayFleet {
         guard(|| self.inner.enqueue(rank as usize, uid).map_err(to_node_error))
     }
 
-    /// Runs to the next wake: 0 done, 1 an arrival, 2 a pass with output. `header` gets the
-    /// clock and the subject (the arriving uid, or the rank whose pass ended).
+    /// Runs to the next wake: 0 done, 1 an arrival, 2 a pass with output, 3 a handoff. `header`
+    /// gets the clock and the subject (the arriving or handed-over uid, or the rank whose pass
+    /// ended).
     #[napi]
     pub fn run(&mut self, mut header: Float64ArraySlice<'_>) -> Result<u32, &'static str> {
         guard(|| {
@@ -164,6 +184,7 @@ impl NativeReplayFleet {
                 Wake::Done => (0, 0.0),
                 Wake::Arrival(uid) => (1, f64::from(uid)),
                 Wake::Output(rank) => (2, rank as f64),
+                Wake::Handoff(uid) => (3, f64::from(uid)),
             };
             header[1] = subject;
             Ok(kind)
@@ -203,6 +224,7 @@ impl NativeReplayFleet {
                 o.reused_tokens as f64,
                 o.first_reused_tokens as f64,
                 f64::from(o.preemptions),
+                o.prefill_reused_tokens as f64,
             ]);
         }
         Float64Array::new(out)

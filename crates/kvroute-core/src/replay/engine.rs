@@ -185,6 +185,7 @@ impl Engine {
         r.prompt_taken = 0;
         r.output_full = 0;
         r.prefilled = 0;
+        r.remote_tokens = 0;
         r.admitted = false;
     }
 
@@ -402,7 +403,8 @@ impl Engine {
         let mut decoding = false;
         for &uid in &self.decode {
             let r = &reqs[uid as usize];
-            if (r.just_prefilled && first_from_prefill) || !r.in_decode {
+            // A decode leg's first token needs a forward of its own: the prefill's ran elsewhere.
+            if (r.just_prefilled && first_from_prefill && r.remote_tokens == 0) || !r.in_decode {
                 continue;
             }
             decoding = true;
@@ -464,18 +466,23 @@ impl Engine {
                 }
             }
             let r = &reqs[uid as usize];
-            let chunk = (r.context() - r.prefilled).min(budget as u64);
+            // Received KV (see `SimRequest::remote_tokens`) is filled in whole, without compute
+            // and outside the pass's token budget (a compute budget); what is left is computed,
+            // chunked as usual.
+            let pulled = r.remote_tokens.min(r.context()).saturating_sub(r.prefilled);
+            let computed = (r.context() - r.prefilled - pulled).min(budget as u64);
+            let chunk = pulled + computed;
             let target = r.prefilled + chunk;
             if self.ensure_preempting(reqs, uid, target) != Room::Made {
                 break;
             }
             if !dynamo {
-                prefill_time += prefill_ms(chunk as f64);
+                prefill_time += prefill_ms(computed as f64);
             }
-            prefill_tokens += chunk;
+            prefill_tokens += computed;
             let r = &mut reqs[uid as usize];
             r.prefilled += chunk;
-            budget -= chunk as i64;
+            budget -= computed as i64;
             if r.prefilled < r.context() {
                 break;
             }

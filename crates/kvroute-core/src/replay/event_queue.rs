@@ -12,6 +12,8 @@ pub(super) enum Kind {
     Pass(usize),
     /// A rank with nothing to run but loads from host memory: the first one ends.
     LoadReady(usize),
+    /// Disaggregated: a request's KV has reached the decode pool (`handoff.rs`).
+    Handoff(u32),
 }
 
 #[derive(Clone, Copy)]

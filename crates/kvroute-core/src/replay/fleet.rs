@@ -6,6 +6,7 @@
 
 use super::engine::{Engine, EngineConfig, PassOutput};
 use super::event_queue::{EventQueue, Kind};
+use super::handoff::{HandoffDelay, RankRole};
 use super::kv_cache::{Block, PackedEvents};
 use super::request::SimRequest;
 #[cfg(test)]
@@ -21,6 +22,7 @@ use std::sync::Arc;
 pub struct FleetRank {
     pub worker_id: u64,
     pub dp_rank: u32,
+    pub role: RankRole,
 }
 
 /// Why [`Fleet::run`] returned.
@@ -33,8 +35,12 @@ pub enum Wake {
     Arrival(u32),
     /// The pass of this rank ended with first tokens or completions to tell the router
     /// ([`Fleet::first_tokens`], [`Fleet::finished`]). The indexes may lag: call
-    /// [`Fleet::sync_indexes`] first if telling the router may make it route.
+    /// [`Fleet::sync_indexes`] first if telling the router may make it route. A prefill rank's
+    /// completions are prefill legs: their requests are handed over ([`Wake::Handoff`]), not done.
     Output(usize),
+    /// Disaggregated: request `uid`'s KV reached the decode pool: route it there and enqueue it
+    /// on a decode rank, then run again.
+    Handoff(u32),
 }
 
 /// A request's figures at the end of the simulation.
@@ -48,10 +54,14 @@ pub struct RequestOutcome {
     /// all admissions: a preempted request often comes back to its own blocks).
     pub first_reused_tokens: u64,
     pub preemptions: u32,
+    /// Disaggregated: the prompt tokens its prefill leg found cached (`reused_tokens` is the best
+    /// over both legs' admissions, as Dynamo reports it); otherwise `reused_tokens`.
+    pub prefill_reused_tokens: u64,
 }
 
 struct RankState {
     engine: Engine,
+    role: RankRole,
     busy: bool,
     output: PassOutput,
     /// The KV events of the pass in flight.
@@ -101,6 +111,8 @@ pub struct Fleet {
     to_start: Vec<usize>,
     in_to_start: Vec<bool>,
     publish_events: bool,
+    /// Disaggregated: how long a prefill leg's KV takes to reach the decode pool.
+    handoff: HandoffDelay,
     clock: f64,
     resume: Resume,
 }
@@ -135,6 +147,7 @@ impl Fleet {
             .enumerate()
             .map(|(i, r)| RankState {
                 engine: Engine::new(config, r.worker_id, r.dp_rank, i as u32),
+                role: r.role,
                 busy: false,
                 output: PassOutput::default(),
                 events: PackedEvents::default(),
@@ -156,6 +169,7 @@ impl Fleet {
             to_start: Vec::new(),
             in_to_start: vec![false; n],
             publish_events,
+            handoff: HandoffDelay::default(),
             clock: 0.0,
             resume: Resume::Nothing,
         })
@@ -192,6 +206,13 @@ impl Fleet {
             return Err(KvError::invalid_arg("a turn's delay must be a finite number >= 0"));
         }
         self.next_turn.insert(prev, (next, delay_ms));
+        Ok(())
+    }
+
+    /// Disaggregated: how long a prefill leg's KV takes to reach the decode pool (default none).
+    pub fn set_handoff_delay(&mut self, delay: HandoffDelay) -> Result<(), KvError> {
+        delay.validate()?;
+        self.handoff = delay;
         Ok(())
     }
 
@@ -258,8 +279,10 @@ impl Fleet {
     /// indexes' writer threads apply them while the simulation runs on (measured: holding them
     /// for one burst per arrival took 1.3-1.5× as long on the conversation trace).
     fn deliver(&mut self, i: usize) -> Result<(), KvError> {
-        let events = &mut self.ranks[i].events;
-        if !self.publish_events || self.indexes.is_empty() || events.is_empty() {
+        let rank = &mut self.ranks[i];
+        let events = &mut rank.events;
+        // Decode ranks publish to no router: the decode pool's does not weigh overlap.
+        if !self.publish_events || self.indexes.is_empty() || events.is_empty() || rank.role == RankRole::Decode {
             events.clear();
             return Ok(());
         }
@@ -288,7 +311,8 @@ impl Fleet {
         Ok(())
     }
 
-    /// Puts a routed request in a rank's waiting queue.
+    /// Puts a routed request in a rank's waiting queue: an arrival on an aggregated or a prefill
+    /// rank, a request handed over ([`Wake::Handoff`]) on a decode rank.
     pub fn enqueue(&mut self, rank: usize, uid: u32) -> Result<(), KvError> {
         if rank >= self.ranks.len() {
             return Err(KvError::invalid_arg(format!("rank {rank} is out of range (0..{})", self.ranks.len())));
@@ -298,6 +322,18 @@ impl Fleet {
             RequestState::Unknown => return Err(KvError::invalid_arg(format!("request {uid} was not added"))),
             RequestState::Enqueued => return Err(KvError::invalid_arg(format!("request {uid} is enqueued already"))),
             RequestState::Added => {}
+        }
+        let role = self.ranks[rank].role;
+        let handed_over = self.reqs[i].handed_over;
+        if handed_over != (role == RankRole::Decode) {
+            return Err(KvError::invalid_arg(if handed_over {
+                format!("request {uid} was handed over: it goes to a decode rank, not rank {rank}")
+            } else {
+                format!("rank {rank} is a decode rank: request {uid} must go through a prefill rank first")
+            }));
+        }
+        if role == RankRole::Prefill {
+            self.reqs[i].start_prefill_leg();
         }
         self.states[i] = RequestState::Enqueued;
         self.ranks[rank].engine.enqueue(uid);
@@ -396,6 +432,10 @@ impl Fleet {
                     if !output.first_tokens.is_empty() || !output.finished.is_empty() {
                         for k in 0..output.finished.len() {
                             let uid = self.ranks[i].output.finished[k];
+                            if self.ranks[i].role == RankRole::Prefill {
+                                self.hand_over(uid);
+                                continue;
+                            }
                             // Finished requests are done with their blocks.
                             self.reqs[uid as usize].prompt = Vec::new();
                             if let Some(&(next, delay)) = self.next_turn.get(&uid) {
@@ -408,6 +448,7 @@ impl Fleet {
                     self.request_pass(i)?;
                     self.start_deferred()?;
                 }
+                Kind::Handoff(uid) => return Ok(Wake::Handoff(uid)),
                 Kind::LoadReady(i) => {
                     if self.ranks[i].wake_at == e.at {
                         self.ranks[i].wake_at = f64::NAN;
@@ -419,6 +460,15 @@ impl Fleet {
         }
         self.sync_indexes()?;
         Ok(Wake::Done)
+    }
+
+    /// A prefill leg ended: its request's KV reaches the decode pool after the handoff delay.
+    fn hand_over(&mut self, uid: u32) {
+        let r = &mut self.reqs[uid as usize];
+        r.start_decode_leg();
+        self.states[uid as usize] = RequestState::Added;
+        let delay = self.handoff.of(r.input_length);
+        self.queue.push(self.clock + delay, Kind::Handoff(uid));
     }
 
     /// First tokens of the pass that woke the caller.
@@ -442,6 +492,7 @@ impl Fleet {
                 reused_tokens: r.reused_tokens,
                 first_reused_tokens: r.first_reused_tokens,
                 preemptions: r.preemptions,
+                prefill_reused_tokens: if r.handed_over { r.prefill_reused_tokens } else { r.reused_tokens },
             })
             .collect()
     }
@@ -495,15 +546,77 @@ mod tests {
                     fleet.add_request(uid, 9, 3, &seqs, &seqs).expect("adds");
                     fleet.enqueue(0, uid).expect("enqueues");
                 }
+                // Disaggregated fleets in these tests: rank 0 prefills, rank 1 decodes.
+                Wake::Handoff(uid) => fleet.enqueue(1, uid).expect("enqueues the decode leg"),
                 Wake::Output(_) => {}
             }
         }
     }
 
+    fn disaggregated(delay: HandoffDelay) -> Fleet {
+        let ranks = [
+            FleetRank { worker_id: 0, dp_rank: 0, role: RankRole::Prefill },
+            FleetRank { worker_id: 1, dp_rank: 0, role: RankRole::Decode },
+        ];
+        let mut fleet = Fleet::new(config(TimingModel::Dynamo), &ranks, 1, true).expect("fleet");
+        fleet.set_handoff_delay(delay).expect("a valid delay");
+        fleet
+    }
+
+    #[test]
+    fn a_disaggregated_request_prefills_then_decodes_after_the_handoff() {
+        let mut fleet = disaggregated(HandoffDelay { fixed_ms: 2.0, ms_per_token: 0.5 });
+        fleet.load(&[0.0], &[0]).expect("load");
+        let wakes = drive(&mut fleet, &[1, 2]);
+        let prefill_end = super::super::prefill_ms(9.0);
+        let handoff_at = prefill_end + 2.0 + 9.0 * 0.5;
+        assert!(
+            wakes.iter().any(|&(at, w)| w == Wake::Handoff(0) && at == handoff_at),
+            "the request is handed over 2 ms + 9 tokens × 0.5 ms after its prefill: {wakes:?}"
+        );
+        let o = fleet.outcomes()[0];
+        // The decode rank computes no prompt: its first token is one decode step over the
+        // request's 3 blocks (of 64) after the KV arrives.
+        let step = super::super::decode_ms(3.0 / 64.0);
+        assert_eq!(o.first_token_ms, handoff_at + step);
+        assert!(o.last_token_ms > o.first_token_ms, "two more tokens follow on the decode rank");
+        assert_eq!((o.arrival_ms, o.reused_tokens, o.prefill_reused_tokens), (0.0, 0, 0));
+    }
+
+    #[test]
+    fn legs_go_to_ranks_of_their_role() {
+        let mut fleet = disaggregated(HandoffDelay::default());
+        fleet.load(&[0.0], &[0]).expect("load");
+        assert_eq!(fleet.run().expect("runs"), Wake::Arrival(0));
+        fleet.add_request(0, 9, 3, &[101, 102], &[101, 102]).expect("adds");
+        let err = fleet.enqueue(1, 0).expect_err("an arrival cannot go to a decode rank");
+        assert!(err.to_string().contains("must go through a prefill rank"), "{err}");
+        fleet.enqueue(0, 0).expect("enqueues the prefill leg");
+        loop {
+            match fleet.run().expect("runs") {
+                Wake::Handoff(uid) => {
+                    let err = fleet.enqueue(0, uid).expect_err("a decode leg cannot go to a prefill rank");
+                    assert!(err.to_string().contains("goes to a decode rank"), "{err}");
+                    fleet.enqueue(1, uid).expect("enqueues the decode leg");
+                }
+                Wake::Done => break,
+                _ => {}
+            }
+        }
+        assert!(fleet.outcomes()[0].last_token_ms > 0.0);
+        let bad = HandoffDelay { fixed_ms: f64::NAN, ms_per_token: 0.0 };
+        assert!(fleet.set_handoff_delay(bad).is_err(), "a NaN delay is refused");
+    }
+
     #[test]
     fn same_instant_arrivals_share_a_pass_under_dynamo_timing() {
-        let mut fleet =
-            Fleet::new(config(TimingModel::Dynamo), &[FleetRank { worker_id: 0, dp_rank: 0 }], 2, true).expect("fleet");
+        let mut fleet = Fleet::new(
+            config(TimingModel::Dynamo),
+            &[FleetRank { worker_id: 0, dp_rank: 0, role: RankRole::Aggregated }],
+            2,
+            true,
+        )
+        .expect("fleet");
         fleet.load(&[0.0, 0.0], &[0, 1]).expect("load");
         let wakes = drive(&mut fleet, &[1, 2]);
         let outcomes = fleet.outcomes();
@@ -518,8 +631,13 @@ mod tests {
 
     #[test]
     fn classic_timing_starts_a_pass_at_the_first_arrival() {
-        let mut fleet = Fleet::new(config(TimingModel::Classic), &[FleetRank { worker_id: 0, dp_rank: 0 }], 2, true)
-            .expect("fleet");
+        let mut fleet = Fleet::new(
+            config(TimingModel::Classic),
+            &[FleetRank { worker_id: 0, dp_rank: 0, role: RankRole::Aggregated }],
+            2,
+            true,
+        )
+        .expect("fleet");
         fleet.load(&[0.0, 0.0], &[0, 1]).expect("load");
         drive(&mut fleet, &[1, 2]);
         let outcomes = fleet.outcomes();
@@ -544,7 +662,9 @@ mod tests {
             (10_000.0, 9, &[1, 2]),
             (10_010.0, 5, &[20]),
         ];
-        let mut fleet = Fleet::new(config, &[FleetRank { worker_id: 0, dp_rank: 0 }], 4, true).expect("fleet");
+        let mut fleet =
+            Fleet::new(config, &[FleetRank { worker_id: 0, dp_rank: 0, role: RankRole::Aggregated }], 4, true)
+                .expect("fleet");
         let at: Vec<f64> = requests.iter().map(|r| r.0).collect();
         fleet.load(&at, &[0, 1, 2, 3]).expect("load");
         loop {
@@ -556,7 +676,7 @@ mod tests {
                     fleet.add_request(uid, input, 2, &seqs, &seqs).expect("adds");
                     fleet.enqueue(0, uid).expect("enqueues");
                 }
-                Wake::Output(_) => {}
+                Wake::Output(_) | Wake::Handoff(_) => {}
             }
         }
         assert_eq!(fleet.host_loaded_blocks(), 2);
@@ -567,8 +687,13 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_typed_errors() {
-        let mut fleet =
-            Fleet::new(config(TimingModel::Dynamo), &[FleetRank { worker_id: 0, dp_rank: 0 }], 1, true).expect("fleet");
+        let mut fleet = Fleet::new(
+            config(TimingModel::Dynamo),
+            &[FleetRank { worker_id: 0, dp_rank: 0, role: RankRole::Aggregated }],
+            1,
+            true,
+        )
+        .expect("fleet");
         assert!(fleet.enqueue(3, 0).is_err());
         assert!(fleet.load(&[0.0], &[5]).is_err());
         assert!(fleet.set_next_turn(0, 0, f64::NAN).is_err());

@@ -1,7 +1,8 @@
 //! The engine simulation behind `kvroute replay`: a fleet of vLLM-like engine ranks (continuous
 //! batching, chunked prefill, a prefix-caching block pool, recompute preemption) stepped in
 //! virtual time with Dynamo's mocker timing model, optionally with host memory behind each
-//! pool (CPU offload, `--cpu-offload-blocks`).
+//! pool (CPU offload, `--cpu-offload-blocks`), aggregated or as the prefill and decode pools of a
+//! disaggregated fleet (`handoff.rs`).
 //!
 //! This is the Rust twin of `ts/replay/{engine,kv-cache,host-pool,lru-blocks,event-queue}.ts`
 //! and of the pass scheduling in `ts/replay/fleet.ts`; the two must give identical results (the
@@ -14,6 +15,7 @@
 mod engine;
 mod event_queue;
 mod fleet;
+mod handoff;
 mod host_pool;
 mod kv_cache;
 mod lru;
@@ -24,6 +26,7 @@ mod timing;
 
 pub use engine::EngineConfig;
 pub use fleet::{Fleet, FleetRank, RequestOutcome, Wake};
+pub use handoff::{HandoffDelay, RankRole};
 pub use preemption::PreemptionMode;
 pub use speculative::{Speculative, MAX_DRAFT_TOKENS};
 pub use timing::{decode_ms, prefill_ms, TimingModel};

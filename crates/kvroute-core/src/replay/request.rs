@@ -37,6 +37,19 @@ pub(crate) struct SimRequest {
     pub load_ready_ms: f64,
     /// While it loads: the parent and blocks its load fills, announced when it ends.
     pub load_stored: (Option<u64>, Vec<Block>),
+    /// Disaggregated: the output the decode leg generates, kept while the prefill leg asks for
+    /// one token (`handoff.rs`); 0 otherwise.
+    pub decode_output_length: u64,
+    /// Prompt tokens whose KV a prefill rank computed and this rank receives (a decode leg):
+    /// they are filled in whole, outside the pass's token budget, with no compute time (Dynamo's
+    /// decode workers skip prefill time), and the first token after them takes a decode step (the
+    /// prefill's forward ran elsewhere). Lost at a preemption (the prefill rank freed them after
+    /// the transfer).
+    pub remote_tokens: u64,
+    /// Disaggregated: the prefill leg ended and this is the decode leg.
+    pub handed_over: bool,
+    /// Disaggregated: the prompt tokens the prefill leg found cached (best over its admissions).
+    pub prefill_reused_tokens: u64,
 }
 
 impl SimRequest {
@@ -53,6 +66,25 @@ impl SimRequest {
             load_ready_ms: -1.0,
             ..Self::default()
         }
+    }
+
+    /// Makes this the prefill leg of a disaggregated request: its prompt and one token.
+    pub(crate) fn start_prefill_leg(&mut self) {
+        self.decode_output_length = self.output_length;
+        self.output_length = 1;
+    }
+
+    /// After the prefill leg ended (its blocks released): the decode leg, the whole output to
+    /// generate again from the prompt's KV received by transfer. What the report reads (arrival,
+    /// reused tokens at the best and the first admission, preemptions) carries over.
+    pub(crate) fn start_decode_leg(&mut self) {
+        self.output_length = self.decode_output_length;
+        self.prefill_reused_tokens = self.reused_tokens;
+        self.generated = 0;
+        self.first_token_ms = -1.0;
+        self.last_token_ms = -1.0;
+        self.remote_tokens = self.input_length;
+        self.handed_over = true;
     }
 
     pub(crate) fn context(&self) -> u64 {

@@ -1,0 +1,49 @@
+//! Disaggregated serving in the replay: a request's prefill on a prefill rank, its decode on a
+//! decode rank, the KV cache handed over between them, as Dynamo's offline disaggregated replay
+//! models it. A prefill rank runs the request as if it asked for one output token (its prefill
+//! and the token that ends it); when that token is out, the request is handed over after the
+//! transfer delay, routed again by the decode pool's router and run there whole. On the decode
+//! rank the prompt's KV arrives by transfer (`SimRequest::remote_tokens`): it is taken in one go,
+//! outside the pass's token budget and with no prefill time (Dynamo's decode workers skip prefill
+//! compute), and the first token takes a decode step; a recompute after a preemption there is
+//! computed as any other. The Rust twin of the handoff in
+//! `ts/replay/fleet.ts`.
+
+use crate::KvError;
+
+/// What a rank of the fleet serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RankRole {
+    /// Whole requests (no disaggregation).
+    #[default]
+    Aggregated,
+    /// Prefill legs: the prompt and one token, then the handoff.
+    Prefill,
+    /// Decode legs: the prompt's KV received, then every output token. Publishes no KV events
+    /// (the decode pool's router does not weigh overlap, as in Dynamo's replay).
+    Decode,
+}
+
+/// How long the KV cache takes to reach the decode rank once the prefill leg ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HandoffDelay {
+    /// Per request (ms, the transfer's setup).
+    pub fixed_ms: f64,
+    /// Per prompt token (ms: KV bytes per token over the link's bandwidth).
+    pub ms_per_token: f64,
+}
+
+impl HandoffDelay {
+    pub(crate) fn validate(&self) -> Result<(), KvError> {
+        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        if !ok(self.fixed_ms) || !ok(self.ms_per_token) {
+            return Err(KvError::invalid_arg("the handoff delays must be finite numbers >= 0"));
+        }
+        Ok(())
+    }
+
+    /// The delay of a prompt of `input_length` tokens (ms).
+    pub(crate) fn of(&self, input_length: u64) -> f64 {
+        self.fixed_ms + input_length as f64 * self.ms_per_token
+    }
+}
