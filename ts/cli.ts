@@ -11,6 +11,7 @@ import type { BackendName } from './backend-types.js';
 import { type Flags, helpText, parseCommand, UsageError } from './cli-args.js';
 import { KvRouteError } from './errors.js';
 import { runMockWorker } from './mock-worker/cli.js';
+import { DISAGGREGATION_FLAGS, disaggregationFromFlags } from './replay/disaggregation-flags.js';
 import { generateTrace, traceToJsonl } from './replay/generate.js';
 import { renderHtml } from './replay/html.js';
 import { PREEMPTION_MODES, type PreemptionMode } from './replay/preemption.js';
@@ -53,6 +54,7 @@ const REPLAY_FLAGS: Flags = {
     default: '1',
   },
   ...SPECULATIVE_FLAGS,
+  ...DISAGGREGATION_FLAGS,
   'no-enable-prefix-caching': {
     kind: 'boolean',
     help: "engines without prefix caching (vLLM's flag): nothing reused, no KV events; the baseline",
@@ -226,6 +228,10 @@ function table(report: ReplayReport): string {
     ['E2E mean ms', (x) => f(x.e2eMs.mean)],
     ['E2E p99 ms', (x) => f(x.e2eMs.p99)],
     ['hit ratio', (x) => `${f(100 * x.hitRatio)}%`],
+    // Only in a disaggregated run: the prefill pool's own hits, what routing prefills buys.
+    ...(p.some((x) => x.prefillHitRatio !== undefined)
+      ? [['hit ratio, prefill pool', (x: PolicyReport) => `${f(100 * (x.prefillHitRatio ?? 0))}%`] as [string, (x: PolicyReport) => string]]
+      : []),
     // Only when requests were preempted (a preempted request often comes back to its own blocks).
     ...(p.some((x) => x.preemptions > 0)
       ? [
@@ -280,6 +286,7 @@ function table(report: ReplayReport): string {
     prefixCaching?: boolean;
     speculative?: ResolvedSpeculative;
     preemptionMode?: PreemptionMode;
+    disaggregation?: { prefillWorkers: number; decodeWorkers: number; handoffMs: number; transferUsPerToken: number };
   };
   const routers =
     (c.replicas ?? 1) > 1
@@ -292,7 +299,11 @@ function table(report: ReplayReport): string {
     : '';
   const fifo = c.preemptionMode === 'fifo' ? '; FIFO preemption (the oldest running request goes first)' : '';
   const spread = c.arrivalSpreadMs ? `; arrivals spread over ${c.arrivalSpreadMs} ms` : '';
-  return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${c.workers} workers${routers}; ${caching}${spec}${fifo}${spread}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
+  const d = c.disaggregation;
+  const fleet = d
+    ? `${d.prefillWorkers} prefill + ${d.decodeWorkers} decode workers (KV handoff ${d.handoffMs} ms + ${d.transferUsPerToken} µs per prompt token)`
+    : `${c.workers} workers`;
+  return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${fleet}${routers}; ${caching}${spec}${fifo}${spread}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
 }
 
 /** `--preemption-mode`'s value, checked before the trace is read. */
@@ -356,6 +367,7 @@ async function runReplay(argv: string[]): Promise<void> {
     speedup: num('speedup'),
     decodeSpeedup: num('decode-speedup'),
     ...speculativeFromFlags(v, REPLAY_USAGE),
+    ...disaggregationFromFlags(v, REPLAY_USAGE),
     ...(v['no-enable-prefix-caching'] === true ? { prefixCaching: false } : {}),
     ...(v.timing !== undefined ? { timing: v.timing as TimingModel } : {}),
     ...(v['preemption-mode'] !== undefined ? { preemptionMode: preemptionModeFlag(v['preemption-mode']) } : {}),

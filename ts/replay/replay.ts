@@ -15,6 +15,7 @@ import type { Selector } from '../router/select.js';
 import { describe, nonNegativeInteger, nonNegativeNumber, optionalBoolean, positiveInteger, positiveNumber } from '../validate.js';
 import { BlockIds } from './block-ids.js';
 import { prefixCeiling } from './ceiling.js';
+import { checkDisaggregation, type ReplayDisaggregation } from './disaggregation.js';
 import { generateTrace } from './generate.js';
 import { type PreemptionMode, preemptionMode } from './preemption.js';
 import { type PolicyReport, type ReplayReport, summarise } from './report.js';
@@ -151,6 +152,13 @@ export interface ReplayOptions {
    * hashing a session header would; requests without one at random). Default `'random'`.
    */
   replicaBalancer?: ReplicaBalancer;
+  /**
+   * A disaggregated fleet in place of `workers`: a prefill pool and a decode pool, each behind a
+   * router of its own (each replica has one of each), the KV handed over between them, as
+   * Dynamo's offline disaggregated replay runs it (see {@link ReplayDisaggregation}). Default:
+   * none (aggregated workers).
+   */
+  disaggregation?: ReplayDisaggregation;
   /** Called as requests complete (about 100 times per policy). */
   onProgress?: (policy: string, done: number, total: number) => void;
 }
@@ -221,6 +229,8 @@ function replicaSettings(opts: ReplayOptions): SimConfig['replicas'] {
 interface ResolvedPolicy {
   name: string;
   selector: Selector | undefined;
+  /** A disaggregated run's decode pool's choice: a built-in policy's own instance (its own turn, its own draws); a custom selector itself. */
+  decodeSelector: Selector | undefined;
   routerConfig: Partial<KvRouterOptions>;
 }
 
@@ -238,7 +248,10 @@ function resolvePolicies(policies: readonly ReplayPolicy[], seed: number, router
 }
 
 function resolvePolicy(policy: ReplayPolicy, i: number, seed: number, routerConfig: Partial<KvRouterOptions>): ResolvedPolicy {
-  if (typeof policy === 'string') return { ...policySelector(policy, seed), routerConfig: {} };
+  if (typeof policy === 'string') {
+    const { name, selector } = policySelector(policy, seed);
+    return { name, selector, decodeSelector: policySelector(policy, seed ^ DECODE_SEED).selector, routerConfig: {} };
+  }
   if (!policy || typeof policy !== 'object' || typeof policy.name !== 'string' || policy.name === '') throw unknownPolicy(policy);
   if (policy.selector !== undefined && typeof policy.selector !== 'function')
     throw new KvRouteError('ERR_INVALID_ARG', `policies[${i}].selector must be a function, got ${describe(policy.selector)}`);
@@ -246,9 +259,13 @@ function resolvePolicy(policy: ReplayPolicy, i: number, seed: number, routerConf
   return {
     name: policy.name,
     selector: policy.selector,
+    decodeSelector: policy.selector,
     routerConfig: checkRouterConfig(policy.routerConfig, `policies[${i}].routerConfig`, routerConfig),
   };
 }
+
+/** Mixed into the seed of the decode pool's `random` policy, so its draws are not the prefill pool's. */
+const DECODE_SEED = 0xdec0de;
 
 function policySelector(policy: 'kv' | 'round-robin' | 'random', seed: number): { name: string; selector: Selector | undefined } {
   if (policy === 'kv') return { name: 'kv', selector: undefined };
@@ -313,8 +330,14 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
   const decodeSpeedup = positiveNumber(opts.decodeSpeedup, 'decodeSpeedup', 1);
   const speculative = checkSpeculative(opts.speculative, 'speculative');
   if (speculative && decodeSpeedup !== 1) throw new KvRouteError('ERR_INVALID_ARG', SPECULATIVE_WITH_DECODE_SPEEDUP(''));
+  const disaggregation = checkDisaggregation(opts.disaggregation);
+  if (disaggregation && opts.workers !== undefined)
+    throw new KvRouteError(
+      'ERR_INVALID_ARG',
+      'workers and disaggregation exclude each other: a disaggregated fleet has disaggregation.prefillWorkers + disaggregation.decodeWorkers',
+    );
   const cfg: SimConfig = {
-    workers: positiveInteger(opts.workers, 'workers', 16),
+    workers: disaggregation ? disaggregation.prefillWorkers + disaggregation.decodeWorkers : positiveInteger(opts.workers, 'workers', 16),
     dpSize: positiveInteger(opts.dpSize, 'dpSize', 1),
     engine: {
       blockSize,
@@ -336,6 +359,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
     routerConfig: checkRouterConfig(opts.routerConfig, 'routerConfig'),
     prefixCaching: optionalBoolean(opts.prefixCaching, 'prefixCaching') ?? true,
     replicas: replicaSettings(opts),
+    ...(disaggregation ? { disaggregation } : {}),
   };
   for (const r of trace.requests) {
     const needed = Math.ceil((r.inputLength + r.outputLength) / cfg.engine.blockSize);
@@ -349,12 +373,16 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
   const policies = resolvePolicies(opts.policies ?? ['kv'], seed, cfg.routerConfig);
   const reports: PolicyReport[] = [];
   let ceiling = 0;
-  for (const { name, selector, routerConfig } of policies) {
-    const run = await simulatePolicy(trace, selector, {
-      ...cfg,
-      routerConfig: { ...cfg.routerConfig, ...routerConfig },
-      onProgress: opts.onProgress && ((d, t) => opts.onProgress?.(name, d, t)),
-    });
+  for (const { name, selector, decodeSelector, routerConfig } of policies) {
+    const run = await simulatePolicy(
+      trace,
+      { arrivals: selector, decode: decodeSelector },
+      {
+        ...cfg,
+        routerConfig: { ...cfg.routerConfig, ...routerConfig },
+        onProgress: opts.onProgress && ((d, t) => opts.onProgress?.(name, d, t)),
+      },
+    );
     reports.push(summarise(name, run, cfg.workers));
     ceiling = run.upperBoundHitRatio;
   }
@@ -380,6 +408,16 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       replicaSync: cfg.replicas.sync,
       replicaSyncDelayMs: cfg.replicas.syncDelayMs,
       replicaBalancer: cfg.replicas.balancer,
+      ...(disaggregation
+        ? {
+            disaggregation: {
+              prefillWorkers: disaggregation.prefillWorkers,
+              decodeWorkers: disaggregation.decodeWorkers,
+              handoffMs: disaggregation.handoffMs,
+              transferUsPerToken: disaggregation.transferMsPerToken * 1000,
+            },
+          }
+        : {}),
       policies: policies.map((p) => p.name),
       // Each policy's own router options, by name (over `routerConfig`), for those that have some.
       policyRouterConfigs: Object.fromEntries(

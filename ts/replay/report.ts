@@ -34,8 +34,14 @@ export interface WorkerShare {
   requests: number;
   /** Their prompt tokens. */
   promptTokens: number;
-  /** Prompt tokens served from its prefix cache. */
+  /**
+   * Prompt tokens served from its prefix cache. Disaggregated: a prefill worker's prefill legs'
+   * (at their best admission); 0 on a decode worker, which receives the prompt's KV and computes
+   * none of it.
+   */
   cachedTokens: number;
+  /** Disaggregated: the worker's pool (prefill workers first); absent when aggregated. */
+  role?: 'prefill' | 'decode';
 }
 
 /**
@@ -132,6 +138,13 @@ export interface PolicyReport {
    * summed over the replicas. Absent without.
    */
   sessions?: SessionCounts;
+  /**
+   * Disaggregated: the prompt tokens the prefill pool found cached over all prompt tokens (each
+   * request's prefill leg at its best admission), what KV-aware routing of prefills buys.
+   * `hitRatio` is the best over both legs' admissions, as Dynamo reports it. Absent when
+   * aggregated.
+   */
+  prefillHitRatio?: number;
   /** Traffic per worker. */
   workers: WorkerShare[];
   /** Evenly spaced quantiles of TTFT and E2E, for CDF plots. */
@@ -177,6 +190,7 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
   const firstReused = reqs.reduce((n, r) => n + r.firstReusedTokens, 0);
   const output = reqs.reduce((n, r) => n + r.outputLength, 0);
   const seconds = run.simulatedMs / 1000;
+  const decodePlacement = run.decodePlacement;
   const shares: WorkerShare[] = Array.from({ length: workers }, (_, workerId) => ({
     workerId,
     requests: 0,
@@ -187,8 +201,16 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
     const s = shares[run.placement[uid].workerId];
     s.requests++;
     s.promptTokens += r.inputLength;
-    s.cachedTokens += r.reusedTokens;
+    s.cachedTokens += decodePlacement ? r.prefillReusedTokens : r.reusedTokens;
+    // A decode worker receives the prompt's KV: it computes none of it, so caches none that counts.
+    if (decodePlacement) {
+      const d = shares[decodePlacement[uid].workerId];
+      d.requests++;
+      d.promptTokens += r.inputLength;
+    }
   });
+  if (decodePlacement) for (const s of shares) s.role = s.workerId < (run.prefillWorkers ?? 0) ? 'prefill' : 'decode';
+  const prefillReused = reqs.reduce((n, r) => n + r.prefillReusedTokens, 0);
   return {
     name,
     requests: reqs.length,
@@ -205,6 +227,7 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
     firstAdmissionHitRatio: prompt > 0 ? firstReused / prompt : 0,
     preemptions: reqs.reduce((n, r) => n + r.preemptions, 0),
     hostLoadedBlocks: run.hostLoadedBlocks,
+    ...(decodePlacement ? { prefillHitRatio: prompt > 0 ? prefillReused / prompt : 0 } : {}),
     ...(run.speculativeSteps[0] > 0 ? { acceptLength: run.speculativeSteps[1] / run.speculativeSteps[0] } : {}),
     ...(run.sessions ? { sessions: run.sessions } : {}),
     workers: shares,

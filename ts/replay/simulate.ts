@@ -11,7 +11,7 @@
 
 import { createHash } from 'node:crypto';
 import { resolveBackend } from '../backend.js';
-import { OUTCOME, OUTCOME_FIGURES } from '../backend-types.js';
+import { OUTCOME, OUTCOME_FIGURES, type ReplayRankRole } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import { blockHashes, sequenceHashes } from '../hashing.js';
 import { indexInternals } from '../kv-index.js';
@@ -20,6 +20,7 @@ import { ReplicaBus } from '../replicas/transport.js';
 import { KvRouter } from '../router/kv-router.js';
 import type { KvRouterOptions } from '../router/options.js';
 import type { Selector } from '../router/select.js';
+import { decodeRouterOptions, prefillRouterOptions, type SimDisaggregation } from './disaggregation.js';
 import type { EngineConfig } from './engine.js';
 import { promptTokens, type Trace } from './trace.js';
 
@@ -36,13 +37,19 @@ export interface RequestOutcome {
   /** Prompt tokens found in a cache at the first admission, before any preemption. */
   firstReusedTokens: number;
   preemptions: number;
+  /** Disaggregated: prompt tokens its prefill leg found cached (best over its admissions); otherwise `reusedTokens`. */
+  prefillReusedTokens: number;
 }
 
 /** What one policy's run produced, before summarising. */
 export interface PolicyRun {
   requests: RequestOutcome[];
-  /** (worker, dp rank) of each request, by uid. */
+  /** (worker, dp rank) of each request, by uid (its prefill worker's in a disaggregated run). */
   placement: Array<{ workerId: number; dpRank: number }>;
+  /** Disaggregated: the decode worker of each request, by uid. */
+  decodePlacement?: Array<{ workerId: number; dpRank: number }>;
+  /** Disaggregated: workers 0 .. prefillWorkers − 1 are the prefill pool, the rest the decode pool. */
+  prefillWorkers?: number;
   simulatedMs: number;
   wallMs: number;
   routeWallMs: number;
@@ -97,6 +104,8 @@ export interface SimConfig {
   prefixCaching: boolean;
   /** Router replicas behind a load balancer (1: a single router). */
   replicas: ReplaySimReplicas;
+  /** A prefill and a decode pool in place of `workers` (`disaggregation.ts`); undefined: aggregated. */
+  disaggregation?: SimDisaggregation;
   onProgress?: (done: number, total: number) => void;
 }
 
@@ -123,11 +132,13 @@ function sessionReplica(sessionId: string, replicas: number): number {
 }
 
 /**
- * The routers of a run: `count` replicas, each with its own index fed by every engine (as each
- * replica subscribes to every engine), sharing load over an in-process bus when `sync` is on.
+ * The routers of a run (of one pool of a disaggregated run, with that pool's `options`): `count`
+ * replicas, each with its own index fed by every engine (as each replica subscribes to every
+ * engine), sharing load over an in-process bus when `sync` is on.
  */
 function makeRouters(
   cfg: SimConfig,
+  options: Partial<KvRouterOptions>,
   selector: Selector | undefined,
   now: () => number,
 ): { routers: KvRouter[]; bus: ReplicaBus | undefined } {
@@ -136,7 +147,7 @@ function makeRouters(
     { length: cfg.replicas.count },
     (_, i) =>
       new KvRouter({
-        ...cfg.routerConfig,
+        ...options,
         blockSize: cfg.engine.blockSize,
         // Replicas draw different tie-breaks (as a fleet's random default seeds would), reproducibly.
         seed: cfg.seed + i,
@@ -149,11 +160,25 @@ function makeRouters(
   return { routers, bus };
 }
 
-/** Runs one policy over the trace. `selector` is undefined for the KV-aware default. */
-export async function simulatePolicy(trace: Trace, selector: Selector | undefined, cfg: SimConfig): Promise<PolicyRun> {
+/**
+ * The choice among scored candidates of a policy's routers (undefined: the KV-aware default):
+ * the arrivals' routers and, in a disaggregated run, the decode pool's.
+ */
+export interface PolicySelectors {
+  arrivals: Selector | undefined;
+  decode?: Selector | undefined;
+}
+
+/** Runs one policy over the trace. */
+export async function simulatePolicy(trace: Trace, selectors: PolicySelectors, cfg: SimConfig): Promise<PolicyRun> {
+  const selector = selectors.arrivals;
   const wallStart = performance.now();
   let clock = 0;
-  const { routers, bus } = makeRouters(cfg, selector, () => clock);
+  const split = cfg.disaggregation;
+  // The routers arrivals go to (the prefill pool's in a disaggregated run), and the decode pool's.
+  const { routers, bus } = makeRouters(cfg, split ? prefillRouterOptions(cfg.routerConfig) : cfg.routerConfig, selector, () => clock);
+  const decodeSide = split ? makeRouters(cfg, decodeRouterOptions(cfg.routerConfig), selectors.decode, () => clock) : undefined;
+  const decodeRouters = decodeSide?.routers ?? [];
   // The load balancer in front of the replicas, and which replica routed each request.
   const balancer = new SeededRandom(cfg.seed ^ 0x5eed);
   let nextReplica = 0;
@@ -164,12 +189,17 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
   };
   const total = trace.requests.length;
   const owner: KvRouter[] = new Array(total);
+  // Disaggregated: the replica that routed each request (its decode leg goes to the same one's decode router).
+  const replicaOf = new Uint32Array(total);
   // Engines without prefix caching publish nothing (vLLM's KV events come from its prefix cache).
   const publishEvents = cfg.prefixCaching && cfg.routerConfig.useKvEvents !== false;
   const ranks: Array<{ workerId: number; dpRank: number }> = [];
+  const roles: ReplayRankRole[] = [];
   const rankOf = new Map<string, number>();
-  for (let w = 0; w < cfg.workers; w++) {
-    for (const router of routers) {
+  const workers = split ? split.prefillWorkers + split.decodeWorkers : cfg.workers;
+  for (let w = 0; w < workers; w++) {
+    const role: ReplayRankRole = !split ? 'aggregated' : w < split.prefillWorkers ? 'prefill' : 'decode';
+    for (const router of role === 'decode' ? decodeRouters : routers) {
       router.addWorker(w, {
         dataParallelSize: cfg.dpSize,
         maxNumBatchedTokens: cfg.engine.maxNumBatchedTokens,
@@ -180,6 +210,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     for (let r = 0; r < cfg.dpSize; r++) {
       rankOf.set(`${w}:${r}`, ranks.length);
       ranks.push({ workerId: w, dpRank: r });
+      roles.push(role);
     }
   }
   const backend = resolveBackend(cfg.backend);
@@ -197,6 +228,8 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     hostLoadMsPerBlock: cfg.engine.hostLoadMsPerBlock ?? 0,
     workers: ranks.map((r) => r.workerId),
     dpRanks: ranks.map((r) => r.dpRank),
+    roles,
+    ...(split ? { handoff: { fixedMs: split.handoffMs, msPerToken: split.transferMsPerToken } } : {}),
     requests: total,
     publishEvents,
     indexes: publishEvents ? routers.map((r) => indexInternals(r.index).inner) : [],
@@ -223,6 +256,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
   });
   fleet.load(Float64Array.from(arrivalAt), Uint32Array.from(arrivalUid));
   const placement: PolicyRun['placement'] = new Array(total);
+  const decodePlacement: PolicyRun['placement'] = split ? new Array(total) : [];
   const hashOptions = cfg.backend ? { backend: cfg.backend } : {};
   let done = 0;
   let reported = -1;
@@ -232,13 +266,34 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
   // and thrown by the loop.
   let failure: unknown;
 
-  const dispatch = (uid: number, decision: { workerId: bigint; dpRank: number }) => {
-    const i = rankOf.get(`${decision.workerId}:${decision.dpRank}`) as number;
-    placement[uid] = ranks[i];
-    fleet.enqueue(i, uid);
+  let pendingRoutes = 0;
+  /** Routes a request (an arrival, or a disaggregated request's decode leg) and enqueues it where it was sent. */
+  const route = (router: KvRouter, uid: number, tokens: Uint32Array, placed: PolicyRun['placement']) => {
+    const req = trace.requests[uid];
+    const t0 = performance.now();
+    // A session's turns carry its id: with `sessionAffinityTtlSecs` the router keeps them together.
+    const session = req.sessionId === undefined ? {} : { sessionId: req.sessionId };
+    const routed = router.route({ requestId: String(uid), tokens, maxOutputTokens: req.outputLength, ...session });
+    routeWallMs += performance.now() - t0;
+    pendingRoutes++;
+    routed.then(
+      (d) => {
+        pendingRoutes--;
+        try {
+          const i = rankOf.get(`${d.workerId}:${d.dpRank}`) as number;
+          placed[uid] = ranks[i];
+          fleet.enqueue(i, uid);
+        } catch (err) {
+          failure ??= err;
+        }
+      },
+      (err: unknown) => {
+        pendingRoutes--;
+        failure ??= err;
+      },
+    );
   };
 
-  let pendingRoutes = 0;
   let sessions: SessionCounts | undefined;
   const header = new Float64Array(2);
   try {
@@ -246,6 +301,7 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
       clock = header[0];
       // Sync messages that have reached the other replicas by now (no routing happens between events).
       bus?.deliverDue();
+      decodeSide?.bus?.deliverDue();
       if (kind === 1) {
         const uid = header[1];
         const req = trace.requests[uid];
@@ -255,37 +311,29 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
         const locals = blockHashes(tokens, cfg.engine.blockSize, own);
         const seqs = sequenceHashes(locals, hashOptions);
         fleet.addRequest(uid, req.inputLength, req.outputLength, seqs, locals);
-        const router = routers.length === 1 ? routers[0] : routers[pick(req.sessionId)];
-        owner[uid] = router;
-        const t0 = performance.now();
-        // A session's turns carry its id: with `sessionAffinityTtlSecs` the router keeps them together.
-        const session = req.sessionId === undefined ? {} : { sessionId: req.sessionId };
-        const routed = router.route({ requestId: String(uid), tokens, maxOutputTokens: req.outputLength, ...session });
-        routeWallMs += performance.now() - t0;
-        pendingRoutes++;
-        routed.then(
-          (d) => {
-            pendingRoutes--;
-            try {
-              dispatch(uid, d);
-            } catch (err) {
-              failure ??= err;
-            }
-          },
-          (err: unknown) => {
-            pendingRoutes--;
-            failure ??= err;
-          },
-        );
+        const replica = routers.length === 1 ? 0 : pick(req.sessionId);
+        replicaOf[uid] = replica;
+        owner[uid] = routers[replica];
+        route(routers[replica], uid, tokens, placement);
+        await null;
+      } else if (kind === 3) {
+        // Disaggregated: the request's KV reached the decode pool; its replica's decode router places it.
+        const uid = header[1];
+        route(decodeRouters[replicaOf[uid]], uid, promptTokens(trace.requests[uid], trace.traceBlockSize), decodePlacement);
         await null;
       } else {
         const i = header[1];
         // Completions release queued routes, which are scheduled at once: on the index as of
         // now (the fleet brings the indexes up to date by itself only before arrivals).
         if (pendingRoutes > 0) fleet.syncIndexes();
-        for (const uid of fleet.firstTokens(i)) owner[uid].markPrefillCompleted(String(uid));
+        // A decode rank's requests were placed by their replica's decode router; a prefill rank's
+        // completions are prefill legs, handed over (`kind === 3` later), not done.
+        const decodeRank = roles[i] === 'decode';
+        const routerOf = (uid: number) => (decodeRank ? decodeRouters[replicaOf[uid]] : owner[uid]);
+        for (const uid of fleet.firstTokens(i)) routerOf(uid).markPrefillCompleted(String(uid));
         for (const uid of fleet.finished(i)) {
-          owner[uid].free(String(uid));
+          routerOf(uid).free(String(uid));
+          if (roles[i] === 'prefill') continue;
           done++;
           if (cfg.onProgress && done % progressEvery === 0) {
             cfg.onProgress(done, total);
@@ -297,9 +345,9 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
       }
       if (failure !== undefined) throw failure;
     }
-    sessions = sessionCounts(routers);
+    sessions = sessionCounts([...routers, ...decodeRouters]);
   } finally {
-    for (const router of routers) router.close();
+    for (const router of [...routers, ...decodeRouters]) router.close();
   }
   if (done !== total) throw new KvRouteError('ERR_INTERNAL', `replay ended with ${total - done} of ${total} requests unfinished`);
   // The last report, unless the loop just made it.
@@ -315,10 +363,12 @@ export async function simulatePolicy(trace: Trace, selector: Selector | undefine
     reusedTokens: figures[OUTCOME_FIGURES * uid + OUTCOME.reusedTokens],
     firstReusedTokens: figures[OUTCOME_FIGURES * uid + OUTCOME.firstReusedTokens],
     preemptions: figures[OUTCOME_FIGURES * uid + OUTCOME.preemptions],
+    prefillReusedTokens: figures[OUTCOME_FIGURES * uid + OUTCOME.prefillReusedTokens],
   }));
   return {
     requests,
     placement,
+    ...(split ? { decodePlacement, prefillWorkers: split.prefillWorkers } : {}),
     simulatedMs: clock,
     wallMs: performance.now() - wallStart,
     routeWallMs,

@@ -1,0 +1,92 @@
+/**
+ * Disaggregated serving in `replay`: a prefill pool and a decode pool, each behind a router of
+ * its own, as Dynamo's offline disaggregated replay runs them. A request is routed to a prefill
+ * worker, which computes its prompt and one token; its KV then reaches the decode pool after
+ * the handoff delay, where the decode router picks a worker that receives the KV (no prefill
+ * time there; its first token takes a decode step) and generates the whole output. TTFT and the
+ * token gaps are the decode worker's. The rank side is `kvroute_core::replay::handoff` and its
+ * twin in `fleet.ts`.
+ *
+ * The two routers get Dynamo's settings over the policy's options: the prefill router does not
+ * count in-flight requests' blocks as load (a prefill worker holds them for one token), the
+ * decode router does not weigh overlap, count prefill or assume KV reuse (its workers receive
+ * the KV whatever they hold, and publish no KV events).
+ * @internal
+ * @module
+ */
+
+import { KvRouteError } from '../errors.js';
+import type { KvRouterOptions } from '../router/options.js';
+import { describe, nonNegativeNumber, positiveInteger } from '../validate.js';
+
+/**
+ * A disaggregated fleet for {@link replay}: `prefillWorkers` + `decodeWorkers` workers in place
+ * of `workers`, the KV handed over `handoffMs` + `transferUsPerToken` µs per prompt token after
+ * a request's prefill ends.
+ * @group Replay
+ */
+export interface ReplayDisaggregation {
+  /** Workers of the prefill pool (worker ids 0 .. prefillWorkers − 1). */
+  prefillWorkers: number;
+  /** Workers of the decode pool (worker ids after the prefill pool's). */
+  decodeWorkers: number;
+  /** Fixed delay of each handoff (ms, the transfer's setup; not divided by `speedup`). Default 0. */
+  handoffMs?: number;
+  /**
+   * Transfer time per prompt token (µs: the KV bytes per token over the link's bandwidth, e.g.
+   * 160 KB over 50 GB/s is 3.2 µs; not divided by `speedup`). Default 0.
+   */
+  transferUsPerToken?: number;
+}
+
+/** The disaggregation of a run, checked. @internal */
+export interface SimDisaggregation {
+  prefillWorkers: number;
+  decodeWorkers: number;
+  handoffMs: number;
+  transferMsPerToken: number;
+}
+
+const KNOWN = ['prefillWorkers', 'decodeWorkers', 'handoffMs', 'transferUsPerToken'];
+
+/** `ReplayOptions.disaggregation`, checked; undefined for an aggregated fleet. */
+export function checkDisaggregation(value: unknown): SimDisaggregation | undefined {
+  if (value === undefined) return undefined;
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new KvRouteError('ERR_INVALID_ARG', `disaggregation must be an object, got ${describe(value)}`);
+  const o = value as Record<string, unknown>;
+  const unknown = Object.keys(o).find((k) => !KNOWN.includes(k));
+  if (unknown !== undefined)
+    throw new KvRouteError('ERR_INVALID_ARG', `disaggregation has no option ${JSON.stringify(unknown)} (known: ${KNOWN.join(', ')})`);
+  for (const pool of ['prefillWorkers', 'decodeWorkers'])
+    if (o[pool] === undefined) throw new KvRouteError('ERR_INVALID_ARG', `disaggregation.${pool} is required`);
+  return {
+    prefillWorkers: positiveInteger(o.prefillWorkers, 'disaggregation.prefillWorkers', 1),
+    decodeWorkers: positiveInteger(o.decodeWorkers, 'disaggregation.decodeWorkers', 1),
+    handoffMs: nonNegativeNumber(o.handoffMs, 'disaggregation.handoffMs', 0),
+    transferMsPerToken: nonNegativeNumber(o.transferUsPerToken, 'disaggregation.transferUsPerToken', 0) / 1000,
+  };
+}
+
+/**
+ * The prefill pool's router options: the policy's, without in-flight blocks (nor their output
+ * blocks) as load (Dynamo's `router_track_active_blocks: false`).
+ */
+export function prefillRouterOptions(options: Partial<KvRouterOptions>): Partial<KvRouterOptions> {
+  return { ...options, routerTrackActiveBlocks: false, routerTrackOutputBlocks: false };
+}
+
+/**
+ * The decode pool's router options: the policy's, with no overlap weight, no prefill tracking
+ * and no KV reuse assumed (Dynamo's decode router in its replay), on the linear cost (`'lmetric'`
+ * weighs prefill work, which a decode pool has none of).
+ */
+export function decodeRouterOptions(options: Partial<KvRouterOptions>): Partial<KvRouterOptions> {
+  return {
+    ...options,
+    selectionPolicy: 'linear',
+    overlapScoreWeight: 0,
+    routerTrackPrefillTokens: false,
+    routerAssumeKvReuse: false,
+  };
+}
