@@ -25,6 +25,11 @@
  * not finish within `--dynamo-timeout-s` (default 1,800) is stopped and the bench prints
  * kvroute's figures alone (until `bench/vs-dynamo` ran Dynamo's replay outside its async main,
  * the KV replay with offload never finished there: `replay_bench.rs`).
+ *
+ * Disaggregated fleets: `--prefill-workers P --decode-workers D` replays on P prefill and D
+ * decode workers in both (kvroute's `disaggregation`, Dynamo's
+ * `simulate_trace_file_disagg_with_router_mode` through `replay_disagg_bench.rs`, the same engine
+ * settings for both pools), with no handoff delay in either (Dynamo's offline default).
  */
 
 import { execFileSync } from 'node:child_process';
@@ -65,6 +70,11 @@ const prefixCaching = !process.argv.includes('--no-enable-prefix-caching');
 const modeArg = process.argv.indexOf('--preemption-mode');
 /** `--preemption-mode lifo|fifo`: which running request both preempt (default lifo, both systems' default). */
 const preemptionMode = modeArg > 0 ? (process.argv[modeArg + 1] as 'lifo' | 'fifo') : 'lifo';
+/** `--prefill-workers P --decode-workers D`: a disaggregated fleet in both (0: the 16 aggregated workers). */
+const prefillWorkers = numberArg('--prefill-workers', 0);
+const decodeWorkers = numberArg('--decode-workers', 0);
+const disaggregated = prefillWorkers > 0 && decodeWorkers > 0;
+if (disaggregated !== (prefillWorkers > 0 || decodeWorkers > 0)) throw new Error('give both --prefill-workers and --decode-workers');
 /** Each Dynamo run is stopped after this long (`--dynamo-timeout-s`, default 30 minutes). */
 const dynamoTimeoutS = numberArg('--dynamo-timeout-s', 1800);
 /** Dynamo's host offload moves bytes at this rate each way (its default), per worker. */
@@ -103,7 +113,10 @@ const binary = join(ROOT, 'bench', 'vs-dynamo', 'target', 'release', 'kvroute-vs
 function dynamo(policy: 'kv' | 'round-robin', speed: number): { metrics: Metrics; wall: number } | undefined {
   let text: string;
   try {
-    text = execFileSync(binary, ['replay', TRACE_PATH, policy, String(speed), dynamoRouterConfig, dynamoEngineFields], {
+    const args = disaggregated
+      ? ['replay-disagg', TRACE_PATH, policy, String(prefillWorkers), String(decodeWorkers)]
+      : ['replay', TRACE_PATH, policy];
+    text = execFileSync(binary, [...args, String(speed), dynamoRouterConfig, dynamoEngineFields], {
       encoding: 'utf8',
       maxBuffer: 1 << 26,
       timeout: dynamoTimeoutS * 1000,
@@ -134,7 +147,7 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
   const report = await replay({
     trace: TRACE_PATH,
     policies: ['kv', 'round-robin'],
-    workers: 16,
+    ...(disaggregated ? { disaggregation: { prefillWorkers, decodeWorkers } } : { workers: 16 }),
     blockSize: 64,
     traceBlockSize: 512,
     numGpuBlocks: gpuBlocks,
@@ -176,6 +189,7 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
   ) as Record<'kv' | 'round-robin', { wall: number; preemptions: number; metrics: Metrics }>;
 }
 
+const fleet = disaggregated ? `${prefillWorkers} prefill + ${decodeWorkers} decode workers` : '16 workers';
 mkdirSync(RESULTS, { recursive: true });
 const loadBefore = loadavg();
 const results: Record<string, unknown> = {};
@@ -223,13 +237,14 @@ for (const speed of speeds) {
     'kvroute RR (dynamo timing)': `${fmt(ourWall, 1)} (${fmt(ourWall / dynWall, 2)}× Dynamo's)`,
   });
   printTable(
-    `${TRACE_PATH} at arrival speed ×${speed}, router ${JSON.stringify(routerConfig)}, engines ${dynamoEngineFields}: kvroute replay vs Dynamo 1.6.1's offline replay`,
+    `${TRACE_PATH} at arrival speed ×${speed}, ${fleet}, router ${JSON.stringify(routerConfig)}, engines ${dynamoEngineFields}: kvroute replay vs Dynamo 1.6.1's offline replay`,
     rows,
   );
   results[`×${speed}`] = { dynamo: { roundRobin: rr, kv: kvRuns }, kvroute: ours, table: rows };
 }
-writeResult('replay-vs-dynamo', {
+writeResult(disaggregated ? 'replay-disagg-vs-dynamo' : 'replay-vs-dynamo', {
   trace: TRACE_PATH,
+  fleet,
   speeds,
   routerConfig,
   dynamoEngineFields,

@@ -1,6 +1,7 @@
 //! Harnesses: `index` (see `index_bench.rs`: the `bench:index` workload's write path, reads and
 //! memory), `scaling` (see `scaling.rs`: 1, 2 and 4 writers, writes concurrent with reads, memory
-//! accounting), `replay` (see `replay_bench.rs`: Dynamo's own offline replay), `ingest` (below),
+//! accounting), `replay` (see `replay_bench.rs`: Dynamo's own offline replay), `replay-disagg` (see
+//! `replay_disagg_bench.rs`: its disaggregated replay), `ingest` (below),
 //! profiling probes (`probes.rs`), and `clock`: the effective clock of the CPU it runs on
 //! (`cpu::effective_ghz`), which the driver measures on each CPU before and after a sitting.
 //!
@@ -17,6 +18,7 @@ mod cpu;
 mod index_bench;
 mod probes;
 mod replay_bench;
+mod replay_disagg_bench;
 mod scaling;
 mod workload;
 
@@ -89,8 +91,8 @@ async fn main() {
         return println!("{:.3}", cpu::effective_ghz(200));
     }
     assert!(
-        args.len() >= 3 && ["ingest", "index", "scaling", "replay", "tree", "find", "lockstep", "ingest-only", "ingest-rounds", "ingest-once", "mix", "concurrent"].contains(&args[1].as_str()),
-        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep|ingest-only|ingest-rounds|mix|concurrent <workload> [rounds], ingest-once <workload> <kvroute|dynamo>, replay <trace> <kv|round-robin> [arrival speedup] [router config JSON] [engine fields JSON], or clock"
+        args.len() >= 3 && ["ingest", "index", "scaling", "replay", "replay-disagg", "tree", "find", "lockstep", "ingest-only", "ingest-rounds", "ingest-once", "mix", "concurrent"].contains(&args[1].as_str()),
+        "usage: kvroute-vs-dynamo ingest|index|scaling|tree|find|lockstep|ingest-only|ingest-rounds|mix|concurrent <workload> [rounds], ingest-once <workload> <kvroute|dynamo>, replay <trace> <kv|round-robin> [arrival speedup] [router config JSON] [engine fields JSON], replay-disagg <trace> <kv|round-robin> <prefill workers> <decode workers> [arrival speedup] [router config JSON] [engine fields JSON], or clock"
     );
     match args[1].as_str() {
         "tree" => return println!("{}", probes::tree_only(&args[2])),
@@ -106,6 +108,19 @@ async fn main() {
             let (router, engine) = (args.get(5).cloned(), args.get(6).cloned());
             let (trace, policy) = (args[2].clone(), args[3].clone());
             return println!("{}", replay_bench::run_outside_tasks(trace, policy, speedup, router, engine));
+        }
+        "replay-disagg" => {
+            let workers = |i: usize| args.get(i).and_then(|n| n.parse().ok()).expect("prefill and decode workers");
+            let run = replay_disagg_bench::DisaggRun {
+                trace: args[2].clone(),
+                policy: args.get(3).cloned().expect("a policy"),
+                prefill_workers: workers(4),
+                decode_workers: workers(5),
+                arrival_speedup: args.get(6).map_or(1.0, |r| r.parse().expect("arrival speedup")),
+                router_fields: args.get(7).cloned(),
+                engine_fields: args.get(8).cloned(),
+            };
+            return println!("{}", replay_disagg_bench::run_outside_tasks(run));
         }
         "scaling" => {
             let rounds: usize = args.get(3).map_or(3, |r| r.parse().expect("rounds"));

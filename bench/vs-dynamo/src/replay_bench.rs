@@ -16,7 +16,7 @@ use std::time::Instant;
 
 /// Dynamo's default router config with `fields` (a JSON object) set on top, through its own
 /// deserialiser, so its validation and aliases apply.
-fn router_config(fields: Option<&str>) -> KvRouterConfig {
+pub(crate) fn router_config(fields: Option<&str>) -> KvRouterConfig {
     let mut config = serde_json::to_value(KvRouterConfig::default()).expect("router config as JSON");
     if let Some(fields) = fields {
         let fields: serde_json::Map<String, serde_json::Value> =
