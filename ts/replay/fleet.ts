@@ -3,7 +3,9 @@
  * `kvroute_core::replay::Fleet` (see `ReplayFleetBackend`). It runs engine passes by itself and
  * wakes the simulation loop (which owns the routers) only when a request arrives or a pass
  * produced first tokens, completions or KV events; both twins order every event, ties included,
- * the same way, so they give identical reports.
+ * the same way, so they give identical reports. In a disaggregated fleet its prefill ranks' legs
+ * end in a handoff (`handOver`, the twin of `kvroute_core::replay::handoff`): the request comes
+ * back to the loop once its KV reached the decode pool.
  * @internal
  * @module
  */
