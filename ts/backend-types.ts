@@ -356,20 +356,11 @@ export interface TextTokenizerBackend {
 /**
  * Where each figure of a request sits in `ReplayFleetBackend.outcomes()`: arrival, first token,
  * last token (ms), reused prompt tokens (the best over admissions, then at the first admission,
- * before any preemption), preemptions, and the reused prompt tokens of a disaggregated
- * request's prefill leg (the best over its admissions; in an aggregated run the first figure).
+ * before any preemption; a disaggregated request's prefill leg's), preemptions.
  */
-export const OUTCOME = {
-  arrivalMs: 0,
-  firstTokenMs: 1,
-  lastTokenMs: 2,
-  reusedTokens: 3,
-  firstReusedTokens: 4,
-  preemptions: 5,
-  prefillReusedTokens: 6,
-} as const;
+export const OUTCOME = { arrivalMs: 0, firstTokenMs: 1, lastTokenMs: 2, reusedTokens: 3, firstReusedTokens: 4, preemptions: 5 } as const;
 /** Numbers per request in `ReplayFleetBackend.outcomes()`. */
-export const OUTCOME_FIGURES = 7;
+export const OUTCOME_FIGURES = 6;
 
 /** What a replay fleet simulates. */
 export interface ReplayFleetSpec {

@@ -228,10 +228,6 @@ function table(report: ReplayReport): string {
     ['E2E mean ms', (x) => f(x.e2eMs.mean)],
     ['E2E p99 ms', (x) => f(x.e2eMs.p99)],
     ['hit ratio', (x) => `${f(100 * x.hitRatio)}%`],
-    // Only in a disaggregated run: the prefill pool's own hits, what routing prefills buys.
-    ...(p.some((x) => x.prefillHitRatio !== undefined)
-      ? [['hit ratio, prefill pool', (x: PolicyReport) => `${f(100 * (x.prefillHitRatio ?? 0))}%`] as [string, (x: PolicyReport) => string]]
-      : []),
     // Only when requests were preempted (a preempted request often comes back to its own blocks).
     ...(p.some((x) => x.preemptions > 0)
       ? [

@@ -319,7 +319,9 @@ export class Engine {
       host.load(r.promptBlocks.slice(hit, r.promptTaken));
     }
     const cached = Math.min(r.promptTaken * bs, r.inputLength);
-    if (cached >= r.reusedTokens) {
+    // A decode leg's own hits save no prompt compute: its KV came by transfer. The hit ratio is the
+    // prefill pool's, as Dynamo's disaggregated replay reports it.
+    if (cached >= r.reusedTokens && !r.handedOver) {
       r.reusedTokens = cached;
       r.reusedHostTokens = cached - Math.min(hit * bs, r.inputLength);
     }

@@ -319,11 +319,7 @@ export class JsFleet implements ReplayFleetBackend {
   outcomes(): Float64Array {
     const out = new Float64Array(OUTCOME_FIGURES * this.reqs.length);
     this.reqs.forEach((r, uid) => {
-      const prefillReused = r.handedOver ? r.prefillReusedTokens : r.reusedTokens;
-      out.set(
-        [r.arrivalMs, r.firstTokenMs, r.lastTokenMs, r.reusedTokens, r.firstReusedTokens, r.preemptions, prefillReused],
-        OUTCOME_FIGURES * uid,
-      );
+      out.set([r.arrivalMs, r.firstTokenMs, r.lastTokenMs, r.reusedTokens, r.firstReusedTokens, r.preemptions], OUTCOME_FIGURES * uid);
     });
     return out;
   }

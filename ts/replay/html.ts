@@ -135,7 +135,6 @@ ${row('ITL mean / p99 ms', (x) => `${fmt(x.itlMs.mean)} / ${fmt(x.itlMs.p99)}`)}
 ${row('E2E mean / p99 ms', (x) => `${fmt(x.e2eMs.mean)} / ${fmt(x.e2eMs.p99)}`)}
 ${row('prefix-cache hit ratio', (x) => `${(100 * x.hitRatio).toFixed(1)}%`)}
 ${p.some((x) => x.preemptions > 0) ? row('hit ratio at first admission', (x) => `${(100 * x.firstAdmissionHitRatio).toFixed(1)}%`) : ''}
-${p.some((x) => x.prefillHitRatio !== undefined) ? row('hit ratio of the prefill pool', (x) => `${(100 * (x.prefillHitRatio ?? 0)).toFixed(1)}%`) : ''}
 ${row('throughput req/s, output tok/s', (x) => `${fmt(x.throughput.requestsPerSec)}, ${fmt(x.throughput.outputTokensPerSec)}`)}
 ${row('simulated s', (x) => fmt(x.simulatedSeconds))}
 ${row('preemptions', (x) => String(x.preemptions))}

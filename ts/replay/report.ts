@@ -35,9 +35,8 @@ export interface WorkerShare {
   /** Their prompt tokens. */
   promptTokens: number;
   /**
-   * Prompt tokens served from its prefix cache. Disaggregated: a prefill worker's prefill legs'
-   * (at their best admission); 0 on a decode worker, which receives the prompt's KV and computes
-   * none of it.
+   * Prompt tokens served from its prefix cache. Disaggregated: a prefill worker's; 0 on a decode
+   * worker, which receives the prompt's KV and computes none of it.
    */
   cachedTokens: number;
   /** Disaggregated: the worker's pool (prefill workers first); absent when aggregated. */
@@ -138,13 +137,6 @@ export interface PolicyReport {
    * summed over the replicas. Absent without.
    */
   sessions?: SessionCounts;
-  /**
-   * Disaggregated: the prompt tokens the prefill pool found cached over all prompt tokens (each
-   * request's prefill leg at its best admission), what KV-aware routing of prefills buys.
-   * `hitRatio` is the best over both legs' admissions, as Dynamo reports it. Absent when
-   * aggregated.
-   */
-  prefillHitRatio?: number;
   /** Traffic per worker. */
   workers: WorkerShare[];
   /** Evenly spaced quantiles of TTFT and E2E, for CDF plots. */
@@ -201,7 +193,7 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
     const s = shares[run.placement[uid].workerId];
     s.requests++;
     s.promptTokens += r.inputLength;
-    s.cachedTokens += decodePlacement ? r.prefillReusedTokens : r.reusedTokens;
+    s.cachedTokens += r.reusedTokens;
     // A decode worker receives the prompt's KV: it computes none of it, so caches none that counts.
     if (decodePlacement) {
       const d = shares[decodePlacement[uid].workerId];
@@ -210,7 +202,6 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
     }
   });
   if (decodePlacement) for (const s of shares) s.role = s.workerId < (run.prefillWorkers ?? 0) ? 'prefill' : 'decode';
-  const prefillReused = reqs.reduce((n, r) => n + r.prefillReusedTokens, 0);
   return {
     name,
     requests: reqs.length,
@@ -227,7 +218,6 @@ export function summarise(name: string, run: PolicyRun, workers: number): Policy
     firstAdmissionHitRatio: prompt > 0 ? firstReused / prompt : 0,
     preemptions: reqs.reduce((n, r) => n + r.preemptions, 0),
     hostLoadedBlocks: run.hostLoadedBlocks,
-    ...(decodePlacement ? { prefillHitRatio: prompt > 0 ? prefillReused / prompt : 0 } : {}),
     ...(run.speculativeSteps[0] > 0 ? { acceptLength: run.speculativeSteps[1] / run.speculativeSteps[0] } : {}),
     ...(run.sessions ? { sessions: run.sessions } : {}),
     workers: shares,

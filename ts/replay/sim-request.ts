@@ -62,8 +62,6 @@ export class SimRequest {
   decodeOutputLength = 0;
   /** Disaggregated replay: the prefill leg ended and this is the decode leg. */
   handedOver = false;
-  /** Disaggregated replay: the prompt tokens the prefill leg found cached (best over its admissions). */
-  prefillReusedTokens = 0;
 
   constructor(
     readonly uid: number,
@@ -83,11 +81,11 @@ export class SimRequest {
   /**
    * After the prefill leg ended (its blocks released): the decode leg, the whole output to
    * generate again from the prompt's KV received by transfer. What the report reads (arrival,
-   * reused tokens at the best and the first admission, preemptions) carries over.
+   * reused tokens at the best and the first admission, preemptions) carries over; the decode
+   * leg's admissions add no reused tokens (see `Engine.admit`).
    */
   startDecodeLeg(): void {
     this.outputLength = this.decodeOutputLength;
-    this.prefillReusedTokens = this.reusedTokens;
     this.generated = 0;
     this.firstTokenMs = -1;
     this.lastTokenMs = -1;

@@ -37,8 +37,6 @@ export interface RequestOutcome {
   /** Prompt tokens found in a cache at the first admission, before any preemption. */
   firstReusedTokens: number;
   preemptions: number;
-  /** Disaggregated: prompt tokens its prefill leg found cached (best over its admissions); otherwise `reusedTokens`. */
-  prefillReusedTokens: number;
 }
 
 /** What one policy's run produced, before summarising. */
@@ -363,7 +361,6 @@ export async function simulatePolicy(trace: Trace, selectors: PolicySelectors, c
     reusedTokens: figures[OUTCOME_FIGURES * uid + OUTCOME.reusedTokens],
     firstReusedTokens: figures[OUTCOME_FIGURES * uid + OUTCOME.firstReusedTokens],
     preemptions: figures[OUTCOME_FIGURES * uid + OUTCOME.preemptions],
-    prefillReusedTokens: figures[OUTCOME_FIGURES * uid + OUTCOME.prefillReusedTokens],
   }));
   return {
     requests,

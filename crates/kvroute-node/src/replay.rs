@@ -224,7 +224,6 @@ impl NativeReplayFleet {
                 o.reused_tokens as f64,
                 o.first_reused_tokens as f64,
                 f64::from(o.preemptions),
-                o.prefill_reused_tokens as f64,
             ]);
         }
         Float64Array::new(out)

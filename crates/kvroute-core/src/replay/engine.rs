@@ -271,7 +271,11 @@ impl Engine {
             }
         }
         let cached = (r.prompt_taken as u64 * bs).min(r.input_length);
-        r.reused_tokens = r.reused_tokens.max(cached);
+        // A decode leg's own hits save no prompt compute: its KV came by transfer. The hit ratio is
+        // the prefill pool's, as Dynamo's disaggregated replay reports it.
+        if !r.handed_over {
+            r.reused_tokens = r.reused_tokens.max(cached);
+        }
         if first {
             r.first_reused_tokens = cached;
         }

@@ -54,9 +54,6 @@ pub struct RequestOutcome {
     /// all admissions: a preempted request often comes back to its own blocks).
     pub first_reused_tokens: u64,
     pub preemptions: u32,
-    /// Disaggregated: the prompt tokens its prefill leg found cached (`reused_tokens` is the best
-    /// over both legs' admissions, as Dynamo reports it); otherwise `reused_tokens`.
-    pub prefill_reused_tokens: u64,
 }
 
 struct RankState {
@@ -492,7 +489,6 @@ impl Fleet {
                 reused_tokens: r.reused_tokens,
                 first_reused_tokens: r.first_reused_tokens,
                 preemptions: r.preemptions,
-                prefill_reused_tokens: if r.handed_over { r.prefill_reused_tokens } else { r.reused_tokens },
             })
             .collect()
     }
@@ -580,7 +576,7 @@ mod tests {
         let step = super::super::decode_ms(3.0 / 64.0);
         assert_eq!(o.first_token_ms, handoff_at + step);
         assert!(o.last_token_ms > o.first_token_ms, "two more tokens follow on the decode rank");
-        assert_eq!((o.arrival_ms, o.reused_tokens, o.prefill_reused_tokens), (0.0, 0, 0));
+        assert_eq!((o.arrival_ms, o.reused_tokens), (0.0, 0));
     }
 
     #[test]

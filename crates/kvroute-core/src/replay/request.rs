@@ -48,8 +48,6 @@ pub(crate) struct SimRequest {
     pub remote_tokens: u64,
     /// Disaggregated: the prefill leg ended and this is the decode leg.
     pub handed_over: bool,
-    /// Disaggregated: the prompt tokens the prefill leg found cached (best over its admissions).
-    pub prefill_reused_tokens: u64,
 }
 
 impl SimRequest {
@@ -76,10 +74,10 @@ impl SimRequest {
 
     /// After the prefill leg ended (its blocks released): the decode leg, the whole output to
     /// generate again from the prompt's KV received by transfer. What the report reads (arrival,
-    /// reused tokens at the best and the first admission, preemptions) carries over.
+    /// reused tokens at the best and the first admission, preemptions) carries over; the decode
+    /// leg's admissions add no reused tokens (see `Engine::admit`).
     pub(crate) fn start_decode_leg(&mut self) {
         self.output_length = self.decode_output_length;
-        self.prefill_reused_tokens = self.reused_tokens;
         self.generated = 0;
         self.first_token_ms = -1.0;
         self.last_token_ms = -1.0;
