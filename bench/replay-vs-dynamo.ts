@@ -29,7 +29,10 @@
  * Disaggregated fleets: `--prefill-workers P --decode-workers D` replays on P prefill and D
  * decode workers in both (kvroute's `disaggregation`, Dynamo's
  * `simulate_trace_file_disagg_with_router_mode` through `replay_disagg_bench.rs`, the same engine
- * settings for both pools), with no handoff delay in either (Dynamo's offline default).
+ * settings for both pools), with no handoff delay in either (Dynamo's offline default), or with
+ * `--transfer-us-per-token T` a transfer of T µs per prompt token in both (kvroute's
+ * `transferUsPerToken`; Dynamo's `kv_transfer_bytes_per_token` T × 64,000 over
+ * `kv_transfer_bandwidth` 64 GB/s, its full-prompt timing).
  */
 
 import { execFileSync } from 'node:child_process';
@@ -74,6 +77,10 @@ const preemptionMode = modeArg > 0 ? (process.argv[modeArg + 1] as 'lifo' | 'fif
 const prefillWorkers = numberArg('--prefill-workers', 0);
 const decodeWorkers = numberArg('--decode-workers', 0);
 const disaggregated = prefillWorkers > 0 && decodeWorkers > 0;
+/** `--transfer-us-per-token T`: KV transfer µs per prompt token in a disaggregated fleet (0: none). */
+const transferUsPerToken = numberArg('--transfer-us-per-token', 0);
+/** The link Dynamo's transfer timing is given (GB/s): T µs per token is T × 64,000 bytes per token over it. */
+const TRANSFER_GBPS = 64;
 if (disaggregated !== (prefillWorkers > 0 || decodeWorkers > 0)) throw new Error('give both --prefill-workers and --decode-workers');
 /** Each Dynamo run is stopped after this long (`--dynamo-timeout-s`, default 30 minutes). */
 const dynamoTimeoutS = numberArg('--dynamo-timeout-s', 1800);
@@ -85,6 +92,9 @@ const dynamoEngineFields = JSON.stringify({
   ...(decodeSpeedup !== 1 ? { decode_speedup_ratio: decodeSpeedup } : {}),
   ...(prefixCaching ? {} : { enable_prefix_caching: false }),
   ...(preemptionMode !== 'lifo' ? { preemption_mode: preemptionMode } : {}),
+  ...(transferUsPerToken > 0
+    ? { kv_transfer_bytes_per_token: Math.round(transferUsPerToken * TRANSFER_GBPS * 1000), kv_transfer_bandwidth: TRANSFER_GBPS }
+    : {}),
   ...(draftTokens > 0 ? { aic_nextn: draftTokens, ...(acceptRates ? { aic_nextn_accept_rates: acceptRates } : {}) } : {}),
   ...(cpuOffloadBlocks > 0
     ? {
@@ -107,8 +117,13 @@ console.log('building bench/vs-dynamo (the first build compiles dynamo-mocker 1.
 execFileSync('cargo', ['build', '--release', '--manifest-path', manifest], { stdio: 'inherit' });
 const binary = join(ROOT, 'bench', 'vs-dynamo', 'target', 'release', 'kvroute-vs-dynamo');
 
+/** Why the last Dynamo run that returned undefined gave no report. */
+let dynamoFailure = '';
+
 /**
- * One run of Dynamo's replay, or undefined when it did not finish within `dynamoTimeoutS`.
+ * One run of Dynamo's replay, or undefined when it did not finish within `dynamoTimeoutS` or
+ * failed (Dynamo 1.6.1's disaggregated replay stops on an invariant of its own in some settings:
+ * `dynamoFailure` says which).
  */
 function dynamo(policy: 'kv' | 'round-robin', speed: number): { metrics: Metrics; wall: number } | undefined {
   let text: string;
@@ -123,8 +138,16 @@ function dynamo(policy: 'kv' | 'round-robin', speed: number): { metrics: Metrics
       killSignal: 'SIGKILL',
     });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ETIMEDOUT') return undefined;
-    throw err;
+    if ((err as NodeJS.ErrnoException).code === 'ETIMEDOUT') {
+      dynamoFailure = `did not finish within ${dynamoTimeoutS} s`;
+      return undefined;
+    }
+    const stderr = String((err as { stderr?: unknown }).stderr ?? '');
+    const lines = stderr.split('\n');
+    const message = lines.find((line) => line.includes('replay:')) ?? lines.find((line) => line.includes('panicked'));
+    if (message === undefined) throw err;
+    dynamoFailure = `failed: ${message.trim()}`;
+    return undefined;
   }
   const out = JSON.parse(text);
   const r = out.report as Record<string, number>;
@@ -147,7 +170,7 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
   const report = await replay({
     trace: TRACE_PATH,
     policies: ['kv', 'round-robin'],
-    ...(disaggregated ? { disaggregation: { prefillWorkers, decodeWorkers } } : { workers: 16 }),
+    ...(disaggregated ? { disaggregation: { prefillWorkers, decodeWorkers, transferUsPerToken } } : { workers: 16 }),
     blockSize: 64,
     traceBlockSize: 512,
     numGpuBlocks: gpuBlocks,
@@ -199,7 +222,7 @@ for (const speed of speeds) {
   const ours = { dynamo: await kvroute('dynamo', speed), classic: await kvroute('classic', speed) };
   if (rr === undefined || first === undefined) {
     const which = rr === undefined ? 'round-robin' : 'KV';
-    console.log(`\n×${speed}: Dynamo's ${which} replay did not finish within ${dynamoTimeoutS} s; kvroute's, for the record:`);
+    console.log(`\n×${speed}: Dynamo's ${which} replay ${dynamoFailure}; kvroute's, for the record:`);
     for (const [timing, r] of Object.entries(ours))
       for (const [p, { wall, metrics }] of Object.entries(r))
         console.log(
@@ -208,7 +231,7 @@ for (const speed of speeds) {
             .map(([k, v]) => `${k} ${fmt(v, 2)}`)
             .join(', '),
         );
-    results[`×${speed}`] = { dynamo: { unfinished: which, timeoutS: dynamoTimeoutS, roundRobin: rr }, kvroute: ours };
+    results[`×${speed}`] = { dynamo: { unfinished: which, why: dynamoFailure, roundRobin: rr }, kvroute: ours };
     continue;
   }
   const kvRuns = [first, ...[dynamo('kv', speed), dynamo('kv', speed)].filter((r) => r !== undefined)];
