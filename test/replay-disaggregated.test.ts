@@ -180,6 +180,9 @@ describe.each(BACKENDS)('replay of a disaggregated fleet (%s)', (backend) => {
     await bad(pools(1, 1, { transferUsPerToken: Number.NaN }), /disaggregation\.transferUsPerToken/);
     await bad(pools(1, 1, { handoff: 3 }), /no option "handoff"/);
     await bad({ disaggregation: [1, 1] }, /disaggregation must be an object/);
+    await bad({ ...pools(1, 1), routerConfig: { routerTrackActiveBlocks: true } }, /routerConfig\.routerTrackActiveBlocks is set per pool/);
+    const own = { name: 'decode-cost', routerConfig: { workerType: 'decode' as const } };
+    await bad({ ...pools(1, 1), policies: [own] }, /policies\[0\]\.routerConfig\.workerType is set per pool/);
   });
 });
 

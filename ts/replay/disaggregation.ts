@@ -69,6 +69,24 @@ export function checkDisaggregation(value: unknown): SimDisaggregation | undefin
 }
 
 /**
+ * Router options a disaggregated run sets per pool, refused in the policy's options (they would
+ * be overridden): what each says instead. The decode router's other settings (no overlap weight,
+ * no prefill tracking, no KV reuse, the linear cost) override the policy's on that pool only.
+ */
+const SET_PER_POOL: Record<string, string> = {
+  routerTrackActiveBlocks: "the prefill pool's router counts no in-flight blocks as load, the decode pool's does",
+  workerType: 'each pool has its own router',
+};
+
+/** Refuses the router options a disaggregated run sets per pool (`name`: the options' path in the message). */
+export function checkPoolOptions(options: Partial<KvRouterOptions>, name: string): void {
+  for (const key of Object.keys(options)) {
+    if (key in SET_PER_POOL)
+      throw new KvRouteError('ERR_INVALID_ARG', `${name}.${key} is set per pool in a disaggregated replay: ${SET_PER_POOL[key]}`);
+  }
+}
+
+/**
  * The prefill pool's router options: the policy's, without in-flight blocks (nor their output
  * blocks) as load (Dynamo's `router_track_active_blocks: false`).
  */

@@ -15,7 +15,7 @@ import type { Selector } from '../router/select.js';
 import { describe, nonNegativeInteger, nonNegativeNumber, optionalBoolean, positiveInteger, positiveNumber } from '../validate.js';
 import { BlockIds } from './block-ids.js';
 import { prefixCeiling } from './ceiling.js';
-import { checkDisaggregation, type ReplayDisaggregation } from './disaggregation.js';
+import { checkDisaggregation, checkPoolOptions, type ReplayDisaggregation } from './disaggregation.js';
 import { generateTrace } from './generate.js';
 import { type PreemptionMode, preemptionMode } from './preemption.js';
 import { type PolicyReport, type ReplayReport, summarise } from './report.js';
@@ -371,6 +371,10 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
     }
   }
   const policies = resolvePolicies(opts.policies ?? ['kv'], seed, cfg.routerConfig);
+  if (disaggregation) {
+    checkPoolOptions(cfg.routerConfig, 'routerConfig');
+    policies.forEach((p, i) => checkPoolOptions(p.routerConfig, `policies[${i}].routerConfig`));
+  }
   const reports: PolicyReport[] = [];
   let ceiling = 0;
   for (const { name, selector, decodeSelector, routerConfig } of policies) {
