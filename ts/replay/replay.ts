@@ -373,7 +373,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
   const policies = resolvePolicies(opts.policies ?? ['kv'], seed, cfg.routerConfig);
   if (disaggregation) {
     checkPoolOptions(cfg.routerConfig, 'routerConfig');
-    policies.forEach((p, i) => checkPoolOptions(p.routerConfig, `policies[${i}].routerConfig`));
+    for (const [i, p] of policies.entries()) checkPoolOptions(p.routerConfig, `policies[${i}].routerConfig`);
   }
   const reports: PolicyReport[] = [];
   let ceiling = 0;
