@@ -211,13 +211,17 @@ describe('kvroute replay --prefill-workers --decode-workers', () => {
     requireDist();
     writeFileSync(join(dir, 't.jsonl'), traceToJsonl(generateTrace({ requests: 120, seed: 4 })));
     const args = ['--prefill-workers', '2', '--decode-workers', '3', '--handoff-ms', '4', '--transfer-us-per-token', '2.5'];
-    const run = cli(['replay', 't.jsonl', '--compare', 'kv,round-robin', ...args, '--report', 'd.json']);
+    const run = cli(['replay', 't.jsonl', '--compare', 'kv,round-robin', ...args, '--report', 'd.json', '--html', 'd.html']);
     expect(run.stderr).not.toMatch(/error/i);
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/2 prefill \+ 3 decode workers \(KV handoff 4 ms \+ 2\.5 µs per prompt token\)/);
     const report = JSON.parse(readFileSync(join(dir, 'd.json'), 'utf8')) as ReplayReport;
     expect(report.config.disaggregation).toEqual({ prefillWorkers: 2, decodeWorkers: 3, handoffMs: 4, transferUsPerToken: 2.5 });
     expect(report.policies[0].workers.map((w) => w.role)).toEqual(['prefill', 'prefill', 'decode', 'decode', 'decode']);
+    const html = readFileSync(join(dir, 'd.html'), 'utf8');
+    expect(html).toContain('2 prefill + 3 decode workers (KV handoff 4 ms + 2.5 µs per prompt token)');
+    expect(html).toMatch(/<title>kv, decode worker 4: \d+ requests/);
+    expect(html).toMatch(/>1 P<\/text>.*>2 D<\/text>/s);
     const plain = cli(['replay', 't.jsonl', '--workers', '2']);
     expect(plain.stdout).not.toMatch(/prefill/);
   });

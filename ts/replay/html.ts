@@ -71,6 +71,15 @@ function cdfChart(title: string, series: Array<{ name: string; points: number[] 
   );
 }
 
+/** The fleet in words: "16 workers", or a disaggregated run's "8 prefill + 8 decode workers (KV handoff …)". */
+function fleetWords(config: Record<string, unknown>): string {
+  const d = config.disaggregation as
+    | { prefillWorkers: number; decodeWorkers: number; handoffMs: number; transferUsPerToken: number }
+    | undefined;
+  if (!d) return `${String(config.workers)} workers`;
+  return `${d.prefillWorkers} prefill + ${d.decodeWorkers} decode workers (KV handoff ${d.handoffMs} ms + ${d.transferUsPerToken} µs per prompt token)`;
+}
+
 /** One bar group per worker, one bar per policy, each bar with its value above it. */
 function barChart(
   title: string,
@@ -97,13 +106,16 @@ function barChart(
       const bx = m.l + k * gw + i * bw;
       const share = p.workers[k];
       parts.push(
-        `<rect x="${bx}" y="${h - m.b - bh}" width="${bw - 2}" height="${bh}" fill="${color(i)}"><title>${esc(p.name)}, worker ${share.workerId}: ${share.requests} requests, ${share.cachedTokens} of ${share.promptTokens} prompt tokens cached</title></rect>`,
+        `<rect x="${bx}" y="${h - m.b - bh}" width="${bw - 2}" height="${bh}" fill="${color(i)}"><title>${esc(p.name)}, ${share.role ? `${share.role} ` : ''}worker ${share.workerId}: ${share.requests} requests, ${share.cachedTokens} of ${share.promptTokens} prompt tokens cached</title></rect>`,
         `<text class="value" x="${bx + (bw - 2) / 2}" y="${h - m.b - bh - 3}" text-anchor="middle" font-size="8">${label(v)}</text>`,
       );
     }
   }
   for (let k = 0; k < workers; k++) {
-    parts.push(`<text class="tick" x="${m.l + k * gw + (gw - 10) / 2}" y="${h - m.b + 14}" text-anchor="middle">${k}</text>`);
+    // A disaggregated fleet's pools: P for a prefill worker, D for a decode one.
+    const role = policies[0]?.workers[k]?.role;
+    const tag = role === undefined ? '' : role === 'prefill' ? ' P' : ' D';
+    parts.push(`<text class="tick" x="${m.l + k * gw + (gw - 10) / 2}" y="${h - m.b + 14}" text-anchor="middle">${k}${tag}</text>`);
   }
   parts.push(
     `<line x1="${m.l - 4}" x2="${w - 8}" y1="${h - m.b}" y2="${h - m.b}" stroke="#999"/>`,
@@ -149,7 +161,7 @@ ${p.some((x) => x.acceptLength !== undefined) ? row('accept length (tokens a dec
 <style>body{font-family:sans-serif;margin:16px;color:#222;max-width:1200px}table{border-collapse:collapse;margin:12px 0;max-width:100%;display:block;overflow-x:auto}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}th{background:#f4f4f4}caption{text-align:left;font-weight:bold;padding:4px 0}.charts{display:flex;flex-wrap:wrap;gap:16px}.charts>svg{flex:1 1 320px}</style>
 </head><body>
 <h1>kvroute replay</h1>
-<p>${report.trace.requests} requests from ${esc(report.trace.path ?? 'the built-in generated workload')}; ${esc(String(report.config.workers))} workers.
+<p>${report.trace.requests} requests from ${esc(report.trace.path ?? 'the built-in generated workload')}; ${esc(fleetWords(report.config))}.
 ${report.config.prefixCaching === false ? 'Engines without prefix caching: nothing is reused.' : `Ceiling of the prefix-cache hit ratio (one infinite cache): ${(100 * report.trace.upperBoundHitRatio).toFixed(1)}%.`}</p>
 ${table}
 ${configTable(report.config)}
