@@ -11,6 +11,7 @@ import type { BackendName } from './backend-types.js';
 import { type Flags, helpText, parseCommand, UsageError } from './cli-args.js';
 import { KvRouteError } from './errors.js';
 import { runMockWorker } from './mock-worker/cli.js';
+import { fleetWords } from './replay/disaggregation.js';
 import { DISAGGREGATION_FLAGS, disaggregationFromFlags } from './replay/disaggregation-flags.js';
 import { generateTrace, traceToJsonl } from './replay/generate.js';
 import { renderHtml } from './replay/html.js';
@@ -282,7 +283,6 @@ function table(report: ReplayReport): string {
     prefixCaching?: boolean;
     speculative?: ResolvedSpeculative;
     preemptionMode?: PreemptionMode;
-    disaggregation?: { prefillWorkers: number; decodeWorkers: number; handoffMs: number; transferUsPerToken: number };
   };
   const routers =
     (c.replicas ?? 1) > 1
@@ -295,10 +295,7 @@ function table(report: ReplayReport): string {
     : '';
   const fifo = c.preemptionMode === 'fifo' ? '; FIFO preemption (the oldest running request goes first)' : '';
   const spread = c.arrivalSpreadMs ? `; arrivals spread over ${c.arrivalSpreadMs} ms` : '';
-  const d = c.disaggregation;
-  const fleet = d
-    ? `${d.prefillWorkers} prefill + ${d.decodeWorkers} decode workers (KV handoff ${d.handoffMs} ms + ${d.transferUsPerToken} µs per prompt token)`
-    : `${c.workers} workers`;
+  const fleet = fleetWords(report.config);
   return `${report.trace.requests} requests (${report.trace.path ?? 'built-in generated workload'}), ${fleet}${routers}; ${caching}${spec}${fifo}${spread}\n\n${[line(head), ...body.map(line)].join('\n')}\n`;
 }
 

@@ -108,3 +108,12 @@ export function decodeRouterOptions(options: Partial<KvRouterOptions>): Partial<
     routerAssumeKvReuse: false,
   };
 }
+
+/** The fleet in words: "16 workers", or a disaggregated run's "8 prefill + 8 decode workers (KV handoff …)". */
+export function fleetWords(config: Record<string, unknown>): string {
+  const d = config.disaggregation as
+    | { prefillWorkers: number; decodeWorkers: number; handoffMs: number; transferUsPerToken: number }
+    | undefined;
+  if (!d) return `${String(config.workers)} workers`;
+  return `${d.prefillWorkers} prefill + ${d.decodeWorkers} decode workers (KV handoff ${d.handoffMs} ms + ${d.transferUsPerToken} µs per prompt token)`;
+}

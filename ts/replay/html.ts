@@ -8,6 +8,7 @@
  * @module
  */
 
+import { fleetWords } from './disaggregation.js';
 import type { PolicyReport, ReplayReport } from './report.js';
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
@@ -69,15 +70,6 @@ function cdfChart(title: string, series: Array<{ name: string; points: number[] 
     series.map((s) => s.name),
     parts.join(''),
   );
-}
-
-/** The fleet in words: "16 workers", or a disaggregated run's "8 prefill + 8 decode workers (KV handoff …)". */
-function fleetWords(config: Record<string, unknown>): string {
-  const d = config.disaggregation as
-    | { prefillWorkers: number; decodeWorkers: number; handoffMs: number; transferUsPerToken: number }
-    | undefined;
-  if (!d) return `${String(config.workers)} workers`;
-  return `${d.prefillWorkers} prefill + ${d.decodeWorkers} decode workers (KV handoff ${d.handoffMs} ms + ${d.transferUsPerToken} µs per prompt token)`;
 }
 
 /** One bar group per worker, one bar per policy, each bar with its value above it. */
