@@ -326,12 +326,12 @@ export async function simulatePolicy(trace: Trace, selectors: PolicySelectors, c
         if (pendingRoutes > 0) fleet.syncIndexes();
         // A decode rank's requests were placed by their replica's decode router; a prefill rank's
         // completions are prefill legs, handed over (`kind === 3` later), not done.
-        const decodeRank = roles[i] === 'decode';
-        const routerOf = (uid: number) => (decodeRank ? decodeRouters[replicaOf[uid]] : owner[uid]);
-        for (const uid of fleet.firstTokens(i)) routerOf(uid).markPrefillCompleted(String(uid));
+        const role = roles[i];
+        for (const uid of fleet.firstTokens(i))
+          (role === 'decode' ? decodeRouters[replicaOf[uid]] : owner[uid]).markPrefillCompleted(String(uid));
         for (const uid of fleet.finished(i)) {
-          routerOf(uid).free(String(uid));
-          if (roles[i] === 'prefill') continue;
+          (role === 'decode' ? decodeRouters[replicaOf[uid]] : owner[uid]).free(String(uid));
+          if (role === 'prefill') continue;
           done++;
           if (cfg.onProgress && done % progressEvery === 0) {
             cfg.onProgress(done, total);
