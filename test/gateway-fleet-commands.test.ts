@@ -78,7 +78,7 @@ describe.each(BACKENDS)("gateway: the engines' control routes (%s)", (backend) =
     await running.catch(() => undefined);
   });
 
-  test("SGLang's /abort_request goes to every worker with its body, and ends the generation wherever it runs; vLLM's /sleep, which the mock does not serve, is told per worker", async () => {
+  test("SGLang's /abort_request goes to every worker with its body, and ends the generation wherever it runs; a route the mock does not serve is told per worker", async () => {
     const workers = [await startWorker({ speedup: 0.05 }), await startWorker({ speedup: 0.05 })];
     const f = await startFleet(backend, 0, { workers: workers.map((w, i) => workerEntry(w, i + 1)) });
     const wires = await Promise.all(workers.map(wireTo));
@@ -96,14 +96,16 @@ describe.each(BACKENDS)("gateway: the engines' control routes (%s)", (backend) =
       expect(ended.json.meta_info.finish_reason.type).toBe('abort');
       expect(ended.json.meta_info.completion_tokens).toBeLessThan(500);
       expect(f.gateway.router.stats().inFlight).toBe(0);
-      const sleep = await fetch(`${f.url}/sleep?level=1&model=mock-model`, { method: 'POST' });
-      expect(sleep.status).toBe(404);
-      expect(((await sleep.json()) as { error: { message: string } }).error.message).toMatch(
+      const update = await fetch(`${f.url}/update_weights_from_disk?model=mock-model`, { method: 'POST' });
+      expect(update.status).toBe(404);
+      expect(((await update.json()) as { error: { message: string } }).error.message).toMatch(
         /^done on no worker \(worker [12] answered 404: .*; worker [12] answered 404: /,
       );
       for (const wire of wires) {
-        const sent = headsOn(wire.sent).filter((h) => h.line.startsWith('POST /abort_request') || h.line.startsWith('POST /sleep'));
-        expect(sent.map((h) => h.line)).toEqual(['POST /abort_request', 'POST /sleep?level=1']);
+        const sent = headsOn(wire.sent).filter(
+          (h) => h.line.startsWith('POST /abort_request') || h.line.startsWith('POST /update_weights'),
+        );
+        expect(sent.map((h) => h.line)).toEqual(['POST /abort_request', 'POST /update_weights_from_disk']);
         expect(JSON.parse(sent[0].body)).toEqual({ rid: 'rollout-7', abort_all: false });
       }
       // A body that is not a JSON object is refused before any worker sees it.

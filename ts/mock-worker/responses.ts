@@ -34,7 +34,7 @@ export interface ResponsesEngine {
   options: ResolvedMockOptions;
   /** The model and the adapters served now. */
   served: Served;
-  /** Holds the reply while the worker is hung (true: held). */
+  /** Takes the reply when the worker cannot serve now: 503 while asleep, held while hung (true: taken). */
   hang(reply: FastifyReply): boolean;
   /** The rank a request runs on (its `X-data-parallel-rank`, or the least loaded): its number, and a way to run a prompt there (returning its cancel). */
   rankFor(req: FastifyRequest): { dpRank: number; run(job: LiveRequest): () => void };

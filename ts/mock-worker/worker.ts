@@ -41,6 +41,7 @@ import {
 import { RankPublisher } from './publisher.js';
 import { type LiveRequest, MockRank } from './rank.js';
 import { type ResponsesEngine, registerResponses } from './responses.js';
+import { registerRestRoutes, SleepMode } from './rest-routes.js';
 import { MockSequence } from './sequence.js';
 import { registerServerInfo } from './server-info.js';
 import { collectStats, type MockWorkerStats } from './stats.js';
@@ -104,6 +105,8 @@ class Worker implements MockWorker {
   /** SGLang-style legs' meeting (with `disaggregationMode`). */
   private bootstrap: BootstrapLegs | undefined;
   private readonly hanging = new Set<FastifyReply>();
+  /** vLLM's sleep mode: asleep, generation requests get 503 until woken. */
+  private readonly sleepMode = new SleepMode();
   /** Called when a crash fault stops the worker (the CLI exits the process). */
   onCrash: (() => void) | undefined;
   /** vLLM's request spans, with `otlpTracesEndpoint`. */
@@ -187,6 +190,19 @@ class Worker implements MockWorker {
     return true;
   }
 
+  /**
+   * Takes a generation request the worker cannot serve now: answered 503 while asleep
+   * (`rest-routes.ts`; its health probe still answers, as vLLM's does), held while hung. False
+   * when it can be served.
+   */
+  private unavailable(reply: FastifyReply): boolean {
+    if (this.sleepMode.sleeping) {
+      void reply.code(503).send(errorBody('the engine is sleeping (POST /wake_up)', 503));
+      return true;
+    }
+    return this.hang(reply);
+  }
+
   private routes(): void {
     const app = this.app;
     const o = this.options;
@@ -208,6 +224,7 @@ class Worker implements MockWorker {
     app.get('/v1/models', async () => modelList(o.model, this.adapters.names(), o.maxModelLen));
     registerTokenize(app, o, this.served);
     registerCacheReset(app, () => this.ranks);
+    registerRestRoutes(app, this.sleepMode, () => this.ranks);
     registerServerInfo(app, o);
     const metrics = mockMetrics(o.model, () => this.ranks, { offload: o.cpuOffloadBlocks > 0, speculative: o.speculative !== undefined });
     app.get('/metrics', async (_req, reply) => reply.header('content-type', metrics.contentType).send(await metrics.metrics()));
@@ -227,7 +244,7 @@ class Worker implements MockWorker {
     const engine: ResponsesEngine = {
       options: o,
       served: this.served,
-      hang: (reply) => this.hang(reply),
+      hang: (reply) => this.unavailable(reply),
       rankFor: (req) => {
         const rank = this.chooseRank(req);
         return { dpRank: rank.dpRank, run: (job: LiveRequest) => rank.submit(job) };
@@ -249,7 +266,7 @@ class Worker implements MockWorker {
       ['/v1/chat/completions', true],
     ] as const) {
       app.post(path, async (req, reply) => {
-        if (this.hang(reply)) return reply;
+        if (this.unavailable(reply)) return reply;
         const parsed = parseRequest(req.body, chat, this.served);
         for (const prompt of parsed.prompts) {
           const needs = prompt.length + parsed.maxTokens;
