@@ -167,6 +167,7 @@ export { metrics } from './server/router-metrics.js';
 export type { TlsFileOptions, TlsOptions, TlsPemOptions } from './server/tls.js';
 export type { OtlpProtocol, OtlpTlsOptions, TracingOptions } from './server/tracing/options.js';
 export type { UpstreamTlsOptions } from './server/upstream-tls.js';
+export type { RestReason } from './server/worker-rest.js';
 export type { DisaggregationProtocol, WorkerRole } from './server/worker-role.js';
 export type { WorkerSetChanges } from './server/worker-set.js';
 export type { TokenizerPrefixCacheStats } from './tokenizer/prefix-cache.js';

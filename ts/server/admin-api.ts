@@ -20,6 +20,7 @@ import { BadRequest, engineTokens, readRequest } from './prompt.js';
 import { inScope, routingScope } from './scope.js';
 import { sessionKey } from './session-key.js';
 import type { PromptTokenizer } from './tokenize.js';
+import type { RestReason } from './worker-rest.js';
 import type { WorkerRole } from './worker-role.js';
 import type { WorkerSetChanges } from './worker-set.js';
 
@@ -55,6 +56,8 @@ export interface WorkerView {
   consecutiveFailures: number;
   /** Whether requests may go to it now. */
   routable: boolean;
+  /** Why it rests, out of routing until woken (asleep, paused, its memory released through the control routes); empty when it does not. */
+  resting: RestReason[];
   /** The model it serves (the first name its `/v1/models` lists), once read. */
   model: string | null;
   /** Its data-parallel ranks. */
@@ -84,7 +87,8 @@ export function describeWorker(m: FleetWorker, fleet: Fleet): WorkerView {
     health: m.breaker.state,
     healthReason: m.breaker.reason,
     consecutiveFailures: m.breaker.failures,
-    routable: m.inRouter && m.pool !== undefined && m.breaker.state !== 'down',
+    routable: m.inRouter && m.pool !== undefined && m.breaker.state !== 'down' && !m.rest.isResting,
+    resting: m.rest.reasons,
     model: m.model ?? null,
     dpSize: m.spec.dpSize,
     weight: m.spec.weight,

@@ -278,11 +278,19 @@ export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whol
   };
 }
 
-/** Why no worker was tried: none healthy, or (a whole request) only workers that serve one leg of disaggregated requests. */
+/**
+ * Why no worker was tried: none healthy (saying how many rest, put to sleep or paused through the
+ * control routes), or (a whole request) only workers that serve one leg of disaggregated requests.
+ */
 function noneHealthy(ctx: ProxyContext, kind: Leg['kind']): string {
-  if (kind !== 'whole' || ctx.fleet.routableByRole().all.length === 0) return 'no healthy worker';
-  const legs = ctx.opts.disaggregation.protocol === 'sglang' ? 'prefill and decode workers (SGLang’s)' : 'prefill workers';
-  return `no healthy worker takes whole requests: ${legs} serve one leg of a disaggregated request`;
+  const routable = ctx.fleet.routableByRole();
+  if (kind === 'whole' && routable.whole.length === 0 && routable.all.length > 0) {
+    const legs = ctx.opts.disaggregation.protocol === 'sglang' ? 'prefill and decode workers (SGLang’s)' : 'prefill workers';
+    return `no healthy worker takes whole requests: ${legs} serve one leg of a disaggregated request`;
+  }
+  const resting = ctx.fleet.restingCount();
+  if (resting === 0) return 'no healthy worker';
+  return `no healthy worker: ${resting} resting (put to sleep, paused or their memory released through the control routes) until /wake_up, /continue_generation or /resume_memory_occupation`;
 }
 
 /**

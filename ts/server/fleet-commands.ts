@@ -9,6 +9,9 @@
  *   `/abort_request` (`rid`, or `abort_all`: a worker not running the request answers 200 all the
  *   same), `/pause_generation`, `/continue_generation`, `/release_memory_occupation`,
  *   `/resume_memory_occupation` and `/update_weights_from_disk`.
+ * The calls go to resting workers too: a worker that answered 200 to `/sleep`,
+ * `/pause_generation` or `/release_memory_occupation` is out of routing until it answers 200 to
+ * the call that undoes it (worker-rest.ts).
  * A cache dropped this way is announced by its engine with `AllBlocksCleared`, and the index
  * forgets its blocks from that event: the gateway changes nothing itself, so an engine that
  * refused (none drops a cache its running requests hold) keeps its blocks in the index too.
@@ -21,6 +24,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ProxyContext } from './proxy.js';
 import { answerAll, ask, startBroadcast } from './worker-broadcast.js';
+import { restChange } from './worker-rest.js';
 
 /** The engines' control routes (POST), vLLM's then SGLang's. */
 export const FLEET_COMMAND_PATHS = [
@@ -53,9 +57,10 @@ function forwardedQuery(req: FastifyRequest): string {
 async function sendToAll(ctx: ProxyContext, req: FastifyRequest, reply: FastifyReply, path: string): Promise<FastifyReply> {
   const body = req.method === 'POST' && req.body !== undefined && req.body !== null ? req.body : undefined;
   // A body, when there is one, is an engine request's: a JSON object.
-  const r = startBroadcast(ctx, req, reply, path, body !== undefined);
+  const r = startBroadcast(ctx, req, reply, path, body !== undefined, true);
   if (!r) return reply;
-  const target = `${path}${forwardedQuery(req)}`;
+  const query = forwardedQuery(req);
+  const target = `${path}${query}`;
   const headers = { 'x-request-id': r.start.clientId ?? r.start.id };
   const answers = await Promise.all(
     r.workers.map((worker) => ask(ctx, worker, target, body as object | undefined, headers, r.start.abort.signal, r.start.trace)),
@@ -64,5 +69,8 @@ async function sendToAll(ctx: ProxyContext, req: FastifyRequest, reply: FastifyR
     r.start.trace.end('client_closed');
     return reply;
   }
+  // A worker put to sleep or paused rests (out of routing) until it answers the call that wakes it.
+  const change = restChange(path, new URLSearchParams(query.slice(1)), body);
+  if (change) for (const a of answers) if (a.status === 200) ctx.fleet.rested(a.worker, change);
   return answerAll(ctx, reply, r, answers);
 }

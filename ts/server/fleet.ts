@@ -16,6 +16,7 @@ import type { KvRouter } from '../router/kv-router.js';
 import { Breaker, type FailureKind, type WorkerHealthState } from './breaker.js';
 import { CacheAccuracy } from './cache-accuracy.js';
 import type { ResolvedGatewayOptions, ResolvedWorker } from './options.js';
+import { type RestChange, type RestReason, WorkerRest } from './worker-rest.js';
 import type { DisaggregationProtocol } from './worker-role.js';
 
 /** The routable workers, by the part of a request they may take (see `Fleet.routableByRole`). */
@@ -50,6 +51,8 @@ export interface FleetWorker {
   readonly origin: 'config' | 'admin' | 'indexer' | 'discovery';
   /** Its engine's reported cached tokens against the predictions, since it joined. */
   readonly accuracy: CacheAccuracy;
+  /** Whether it rests (asleep, paused, its memory released through the control routes): out of routing until woken. */
+  readonly rest: WorkerRest;
 }
 
 /** What a worker's `/v1/models` says of a model beyond its name. */
@@ -82,6 +85,7 @@ export class Fleet {
   private readonly listeners: ((c: HealthChange) => void)[] = [];
   private readonly modelListeners: ((m: FleetWorker) => void)[] = [];
   private readonly membershipListeners: ((id: bigint, present: boolean) => void)[] = [];
+  private readonly restListeners: ((id: bigint, reasons: readonly RestReason[]) => void)[] = [];
   /** `routable()`'s answer until membership or health changes (read on every request). */
   private routableCache: RoutableWorkers | undefined;
 
@@ -115,6 +119,29 @@ export class Fleet {
     this.membershipListeners.push(fn);
   }
 
+  /** Called when a worker starts or stops resting (`reasons` empty: back in routing). */
+  onRestChange(fn: (id: bigint, reasons: readonly RestReason[]) => void): void {
+    this.restListeners.push(fn);
+  }
+
+  /** A control route the worker answered 200 to: it may rest now, or be back (see `worker-rest.ts`). */
+  rested(id: bigint, change: RestChange): void {
+    const m = this.members.get(id);
+    if (!m || !m.rest.apply(change)) return;
+    this.routableCache = undefined;
+    const reasons = m.rest.reasons;
+    if (reasons.length > 0) this.log.info({ worker: String(id), reasons }, 'worker resting: out of routing until woken');
+    else this.log.info({ worker: String(id) }, 'worker woken: back in routing');
+    for (const fn of this.restListeners) fn(id, reasons);
+  }
+
+  /** Workers resting now (healthy, but out of routing until woken). */
+  restingCount(): number {
+    let n = 0;
+    for (const m of this.members.values()) if (m.rest.isResting) n++;
+    return n;
+  }
+
   /** Called after each successful read of a worker's `/v1/models` (its `modelNames` and `adapters` fresh). */
   onModelsRead(fn: (m: FleetWorker) => void): void {
     this.modelListeners.push(fn);
@@ -133,7 +160,7 @@ export class Fleet {
     return this.opts.disaggregation.protocol;
   }
 
-  /** Workers that may take requests now: with a URL, not down. Shared: do not modify it. */
+  /** Workers that may take requests now: with a URL, not down, not resting. Shared: do not modify it. */
   routable(): readonly bigint[] {
     return this.routableByRole().all;
   }
@@ -148,7 +175,7 @@ export class Fleet {
     // vLLM's and TensorRT-LLM's decode workers take whole requests too; SGLang's meet a prefill worker or fail.
     const decodeServesWhole = this.opts.disaggregation.protocol !== 'sglang';
     for (const m of this.members.values()) {
-      if (!m.pool || m.breaker.state === 'down') continue;
+      if (!m.pool || m.breaker.state === 'down' || m.rest.isResting) continue;
       out.all.push(m.spec.id);
       if (m.spec.role === 'prefill') out.prefill.push(m.spec.id);
       else if (m.spec.role === 'aggregated' || decodeServesWhole) out.whole.push(m.spec.id);
@@ -188,6 +215,7 @@ export class Fleet {
       modelsReadAt: Number.NEGATIVE_INFINITY,
       origin,
       accuracy: new CacheAccuracy(),
+      rest: new WorkerRest(),
     };
     try {
       this.enter(member);
@@ -451,6 +479,20 @@ export class Fleet {
   routableFor(model: unknown): readonly bigint[] {
     const serving = typeof model === 'string' ? this.servingWorkers(model)?.workers : undefined;
     return serving ? this.routable().filter((id) => serving.includes(id)) : this.routable();
+  }
+
+  /**
+   * The workers a control route goes to for `model` (as `routableFor`): those routable and those
+   * resting, which the call may wake.
+   */
+  reachableFor(model: unknown): readonly bigint[] {
+    const serving = typeof model === 'string' ? this.servingWorkers(model)?.workers : undefined;
+    const out: bigint[] = [];
+    for (const m of this.members.values()) {
+      if (!m.pool || m.breaker.state === 'down' || (serving && !serving.includes(m.spec.id))) continue;
+      out.push(m.spec.id);
+    }
+    return out;
   }
 
   /** The names the workers serve their base models under, in the order they were added. */

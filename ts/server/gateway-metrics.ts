@@ -52,6 +52,8 @@ export class GatewayMetrics {
   readonly spans: Counter<'result'>;
   readonly inFlight: Gauge;
   readonly health: Gauge<'worker' | 'state'>;
+  /** 1 per reason a worker rests (asleep, paused, memory released through the control routes); absent when it does not. */
+  readonly resting: Gauge<'worker' | 'reason'>;
   readonly transitions: Counter<'worker' | 'state'>;
 
   constructor(registry: Registry) {
@@ -197,12 +199,26 @@ export class GatewayMetrics {
       labelNames: ['worker', 'state'],
       registers,
     });
+    this.resting = new Gauge({
+      name: 'kvroute_gateway_worker_resting',
+      help: 'Workers resting, out of routing until woken, by why (sleep, pause, release): put to rest through the control routes.',
+      labelNames: ['worker', 'reason'],
+      registers,
+    });
     this.transitions = new Counter({
       name: 'kvroute_gateway_worker_health_changes_total',
       help: 'Worker health transitions, by the state entered.',
       labelNames: ['worker', 'state'],
       registers,
     });
+  }
+
+  /** A worker's resting reasons now (none: it serves, or left the fleet). */
+  setResting(worker: bigint, reasons: readonly string[]): void {
+    for (const reason of ['sleep', 'pause', 'release']) {
+      if (reasons.includes(reason)) this.resting.set({ worker: String(worker), reason }, 1);
+      else this.resting.remove({ worker: String(worker), reason });
+    }
   }
 
   setHealth(worker: bigint, state: WorkerHealthState | undefined): void {

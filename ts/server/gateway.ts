@@ -279,7 +279,11 @@ export function createGateway(opts: GatewayOptions): Gateway {
   buildInfo(registry, router.backend);
   const stopTls = o.tls ? serveTls(app.server as HttpsServer, o.tls, registry, app.log) : () => {};
   // Every way in or out (config, admin API, indexer API, setWorkers) passes here.
-  fleet.onMembership((id, present) => gm.setHealth(id, present ? 'healthy' : undefined));
+  fleet.onMembership((id, present) => {
+    gm.setHealth(id, present ? 'healthy' : undefined);
+    if (!present) gm.setResting(id, []);
+  });
+  fleet.onRestChange((id, reasons) => gm.setResting(id, reasons));
   fleet.onHealthChange((c) => {
     gm.setHealth(c.workerId, c.state);
     gm.transitions.inc({ worker: String(c.workerId), state: c.state });

@@ -33,8 +33,9 @@ export interface BroadcastRequest {
 
 /**
  * Starts a request for every healthy worker (those serving the base model `?model=` names, in a
- * fleet of several); undefined when it was answered already: 400 for a bad request id (or, with
- * `objectBody`, a body that is not a JSON object), 503 when no worker is healthy.
+ * fleet of several; with `restingToo`, resting workers as well, which a control route may wake);
+ * undefined when it was answered already: 400 for a bad request id (or, with `objectBody`, a body
+ * that is not a JSON object), 503 when no worker is healthy.
  */
 export function startBroadcast(
   ctx: ProxyContext,
@@ -42,12 +43,14 @@ export function startBroadcast(
   reply: FastifyReply,
   path: string,
   objectBody: boolean,
+  restingToo = false,
 ): BroadcastRequest | undefined {
   const started = performance.now();
   const start = startPassedOn(ctx, req, reply, path, objectBody);
   if (!start) return undefined;
   const base = (req.query as { model?: unknown }).model;
-  const workers = ctx.fleet.routableFor(typeof base === 'string' ? base : undefined);
+  const model = typeof base === 'string' ? base : undefined;
+  const workers = restingToo ? ctx.fleet.reachableFor(model) : ctx.fleet.routableFor(model);
   if (workers.length > 0) return { start, started, path, workers };
   finishPassedOn(ctx, { id: start.id, clientId: start.clientId, trace: start.trace, path, worker: undefined, status: 503, started }, {});
   reject(ctx, reply, 503, 'no_worker', `no healthy worker to send ${path} to`);
