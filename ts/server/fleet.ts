@@ -127,7 +127,7 @@ export class Fleet {
   /** A control route the worker answered 200 to: it may rest now, or be back (see `worker-rest.ts`). */
   rested(id: bigint, change: RestChange): void {
     const m = this.members.get(id);
-    if (!m || !m.rest.apply(change)) return;
+    if (!m?.rest.apply(change)) return;
     this.routableCache = undefined;
     const reasons = m.rest.reasons;
     if (reasons.length > 0) this.log.info({ worker: String(id), reasons }, 'worker resting: out of routing until woken');
