@@ -14,6 +14,27 @@ use dynamo_mocker::replay::{simulate_trace_file_with_router_mode, ReplayRouterMo
 use std::path::Path;
 use std::time::Instant;
 
+/// The engine both systems run (the settings `bench/replay-vs-dynamo.ts` gives kvroute), with
+/// `own` (a JSON object: a disaggregated pool's `worker_type`) and then `fields` (a JSON object
+/// given on the command line) set on top.
+pub(crate) fn engine_config(own: serde_json::Value, fields: Option<&str>) -> MockerConfig {
+    let mut engine = serde_json::json!({
+        "block_size": 64,
+        "num_gpu_blocks": 16384,
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": 8192,
+        "speedup_ratio": 1.0,
+    });
+    let engine_map = engine.as_object_mut().expect("engine config is an object");
+    engine_map.extend(own.as_object().cloned().unwrap_or_default());
+    if let Some(fields) = fields {
+        let fields: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(fields).expect("engine fields: a JSON object");
+        engine_map.extend(fields);
+    }
+    MockerConfig::from_value(serde_json::json!({ "engine": engine })).expect("mocker config")
+}
+
 /// Dynamo's default router config with `fields` (a JSON object) set on top, through its own
 /// deserialiser, so its validation and aliases apply.
 pub(crate) fn router_config(fields: Option<&str>) -> KvRouterConfig {
@@ -55,19 +76,7 @@ fn run(
     router_fields: Option<&str>,
     engine_fields: Option<&str>,
 ) -> serde_json::Value {
-    let mut engine = serde_json::json!({
-        "block_size": 64,
-        "num_gpu_blocks": 16384,
-        "max_num_seqs": 256,
-        "max_num_batched_tokens": 8192,
-        "speedup_ratio": 1.0,
-    });
-    if let Some(fields) = engine_fields {
-        let fields: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(fields).expect("engine fields: a JSON object");
-        engine.as_object_mut().expect("engine config is an object").extend(fields);
-    }
-    let config = MockerConfig::from_value(serde_json::json!({ "engine": engine })).expect("mocker config");
+    let config = engine_config(serde_json::json!({}), engine_fields);
     let (mode, router) = match policy {
         "kv" => (ReplayRouterMode::KvRouter, Some(router_config(router_fields))),
         "round-robin" => (ReplayRouterMode::RoundRobin, None),

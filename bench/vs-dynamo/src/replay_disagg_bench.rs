@@ -5,7 +5,7 @@
 //! engine fields of `engine_fields` over both, and the router config as there. Dynamo derives its
 //! two routers' settings itself. Prints one JSON line: the wall time and Dynamo's report.
 
-use crate::replay_bench::router_config;
+use crate::replay_bench::{engine_config, router_config};
 use dynamo_mocker::common::protocols::MockerConfig;
 use dynamo_mocker::replay::{simulate_trace_file_disagg_with_router_mode, OfflineDisaggReplayConfig, ReplayRouterMode};
 use std::path::Path;
@@ -24,20 +24,7 @@ pub struct DisaggRun {
 
 /// One pool's engine: the settings both systems share, this pool's role, `fields` on top.
 fn pool(role: &str, fields: Option<&str>) -> MockerConfig {
-    let mut engine = serde_json::json!({
-        "block_size": 64,
-        "num_gpu_blocks": 16384,
-        "max_num_seqs": 256,
-        "max_num_batched_tokens": 8192,
-        "speedup_ratio": 1.0,
-        "worker_type": role,
-    });
-    if let Some(fields) = fields {
-        let fields: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(fields).expect("engine fields: a JSON object");
-        engine.as_object_mut().expect("engine config is an object").extend(fields);
-    }
-    MockerConfig::from_value(serde_json::json!({ "engine": engine })).expect("mocker config")
+    engine_config(serde_json::json!({ "worker_type": role }), fields)
 }
 
 /// [`run`] on a thread of its own with a tokio runtime entered, outside any task (see
