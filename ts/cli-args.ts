@@ -6,6 +6,7 @@
  */
 
 import { parseArgs } from 'node:util';
+import { KvRouteError } from './errors.js';
 
 /** A command-line mistake: printed with the command's usage, exit code 2. */
 export class UsageError extends Error {
@@ -15,6 +16,18 @@ export class UsageError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * An option's error as a usage error in the words of the flags that set it: each option name of
+ * `names` (a pattern and its flag) replaced by its flag. Anything but a `KvRouteError` is rethrown.
+ */
+export function asFlagError(err: unknown, names: ReadonlyArray<readonly [RegExp, string]>, usage: string): never {
+  if (!(err instanceof KvRouteError)) throw err;
+  throw new UsageError(
+    names.reduce((m, [name, flag]) => m.replace(name, flag), err.message),
+    usage,
+  );
 }
 
 export interface Flag {

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { type Flags, UsageError } from '../cli-args.js';
+import { asFlagError, type Flags, UsageError } from '../cli-args.js';
 import { checkDisaggregation, type ReplayDisaggregation } from './disaggregation.js';
 
 export const DISAGGREGATION_FLAGS: Flags = {
@@ -55,11 +55,7 @@ export function disaggregationFromFlags(v: Record<string, unknown>, usage: strin
   try {
     checkDisaggregation(disaggregation);
   } catch (err) {
-    if (!(err instanceof Error)) throw err;
-    throw new UsageError(
-      FLAG_NAMES.reduce((m, [name, flag]) => m.replace(name, flag), err.message),
-      usage,
-    );
+    asFlagError(err, FLAG_NAMES, usage);
   }
   return { disaggregation };
 }

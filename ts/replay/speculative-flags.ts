@@ -6,8 +6,7 @@
  * @module
  */
 
-import { type Flags, UsageError } from '../cli-args.js';
-import { KvRouteError } from '../errors.js';
+import { asFlagError, type Flags, UsageError } from '../cli-args.js';
 import { checkSpeculative, type SpeculativeDecoding } from './speculative.js';
 
 export const SPECULATIVE_FLAGS: Flags = {
@@ -52,11 +51,7 @@ export function speculativeFromFlags(v: Record<string, unknown>, usage: string):
   try {
     checkSpeculative(speculative, 'speculative');
   } catch (err) {
-    if (!(err instanceof KvRouteError)) throw err;
-    throw new UsageError(
-      FLAG_NAMES.reduce((m, [name, flag]) => m.replace(name, flag), err.message),
-      usage,
-    );
+    asFlagError(err, FLAG_NAMES, usage);
   }
   return { speculative };
 }
