@@ -55,6 +55,20 @@ describe.each(BACKENDS)('gateway: workers resting through the control routes (%s
     expect(served(a)).toBe(before + 1);
   });
 
+  test('a sleeping worker woken outside the gateway is back in routing at its next probe (vLLM’s /is_sleeping)', async () => {
+    const f = await startFleet(backend, 2);
+    expect((await fetch(`${f.url}/sleep`, { method: 'POST' })).status).toBe(200);
+    expect(f.gateway.workers().map((w) => w.resting)).toEqual([['sleep'], ['sleep']]);
+    // Probes go on while they sleep: still asleep, still resting.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(f.gateway.workers().every((w) => !w.routable)).toBe(true);
+    expect((await fetch(`${f.workers[1].url}/wake_up`, { method: 'POST' })).status).toBe(200);
+    await waitFor(() => f.gateway.workers()[1].routable, 'worker 2 found awake by a probe');
+    expect(f.gateway.workers().map((w) => w.resting)).toEqual([['sleep'], []]);
+    expect((await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: ids(16, 3), max_tokens: 1 })).status).toBe(200);
+    expect(served(f.workers[1])).toBe(1);
+  });
+
   test('a worker that refuses to sleep keeps serving; a paused one rests until generation continues', async () => {
     const f = await startFleet(backend, 2, {}, { speedup: 0.2 });
     // A long generation holds one worker's cache: it refuses to sleep, the idle one sleeps.

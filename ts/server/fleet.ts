@@ -16,7 +16,7 @@ import type { KvRouter } from '../router/kv-router.js';
 import { Breaker, type FailureKind, type WorkerHealthState } from './breaker.js';
 import { CacheAccuracy } from './cache-accuracy.js';
 import type { ResolvedGatewayOptions, ResolvedWorker } from './options.js';
-import { type RestChange, type RestReason, WorkerRest } from './worker-rest.js';
+import { FOUND_AWAKE, type RestChange, type RestReason, WorkerRest } from './worker-rest.js';
 import type { DisaggregationProtocol } from './worker-role.js';
 
 /** The routable workers, by the part of a request they may take (see `Fleet.routableByRole`). */
@@ -390,9 +390,30 @@ export class Fleet {
       }
       this.apply(m, m.breaker.success(true));
       if (m.model === undefined || performance.now() - m.modelsReadAt >= MODELS_REFRESH_MS) await this.readModels(m);
+      if (m.rest.reasons.includes('sleep')) await this.readSleeping(m).catch(() => undefined);
     } catch (err) {
       if (!this.closed && this.members.has(m.spec.id)) this.apply(m, m.breaker.failure(failureKind(err), describeError(err)));
     }
+  }
+
+  /**
+   * Asks a worker put to sleep whether it still sleeps (vLLM's `GET /is_sleeping`): one woken
+   * outside the gateway, or restarted meanwhile, is back in routing at its next probe. A worker
+   * that does not serve the route (or says anything else, or cannot be asked) stays resting; the
+   * probe's verdict on its health is the `/health` answer's alone.
+   */
+  private async readSleeping(m: FleetWorker): Promise<void> {
+    if (!m.pool) return;
+    const t = this.opts.health.timeoutMs;
+    const res = await m.pool.request({
+      method: 'GET',
+      path: '/is_sleeping',
+      headers: this.upstreamHeaders,
+      headersTimeout: t,
+      bodyTimeout: t,
+    });
+    const body = (await res.body.json().catch(() => undefined)) as { is_sleeping?: unknown } | undefined;
+    if (res.statusCode === 200 && body?.is_sleeping === false) this.rested(m.spec.id, FOUND_AWAKE);
   }
 
   /** Reads these workers' `/v1/models` again now (after their adapters changed), not at the next refresh. */

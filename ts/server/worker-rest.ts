@@ -35,6 +35,9 @@ export interface RestChange {
   wake: boolean;
 }
 
+/** A worker found awake (vLLM's `/is_sleeping` says false): every part of its sleep is back. */
+export const FOUND_AWAKE: RestChange = { reason: 'sleep', parts: EVERY_PART.sleep, wake: true };
+
 /** The tags a call names: vLLM's in the query (`?tags=a&tags=b`), SGLang's in the body (`{"tags": [...]}`). */
 function namedParts(reason: RestReason, query: URLSearchParams, body: unknown): readonly string[] {
   const fromBody = body !== null && typeof body === 'object' ? (body as { tags?: unknown }).tags : undefined;
