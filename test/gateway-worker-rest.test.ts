@@ -55,8 +55,12 @@ describe.each(BACKENDS)('gateway: workers resting through the control routes (%s
     expect(served(a)).toBe(before + 1);
   });
 
-  test('a sleeping worker woken outside the gateway is back in routing at its next probe (vLLM’s /is_sleeping)', async () => {
+  test('workers put to sleep or woken outside the gateway are found so at their next probe (vLLM’s /is_sleeping)', async () => {
     const f = await startFleet(backend, 2);
+    // Asleep by a call the gateway never saw (the engine directly, or another gateway replica).
+    expect((await fetch(`${f.workers[0].url}/sleep`, { method: 'POST' })).status).toBe(200);
+    await waitFor(() => !f.gateway.workers()[0].routable, 'worker 1 found asleep by a probe');
+    expect(f.gateway.workers().map((w) => w.resting)).toEqual([['sleep'], []]);
     expect((await fetch(`${f.url}/sleep`, { method: 'POST' })).status).toBe(200);
     expect(f.gateway.workers().map((w) => w.resting)).toEqual([['sleep'], ['sleep']]);
     // Probes go on while they sleep: still asleep, still resting.

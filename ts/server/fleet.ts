@@ -16,7 +16,7 @@ import type { KvRouter } from '../router/kv-router.js';
 import { Breaker, type FailureKind, type WorkerHealthState } from './breaker.js';
 import { CacheAccuracy } from './cache-accuracy.js';
 import type { ResolvedGatewayOptions, ResolvedWorker } from './options.js';
-import { FOUND_AWAKE, type RestChange, type RestReason, WorkerRest } from './worker-rest.js';
+import { FOUND_ASLEEP, FOUND_AWAKE, type RestChange, type RestReason, WorkerRest } from './worker-rest.js';
 import type { DisaggregationProtocol } from './worker-role.js';
 
 /** The routable workers, by the part of a request they may take (see `Fleet.routableByRole`). */
@@ -53,6 +53,8 @@ export interface FleetWorker {
   readonly accuracy: CacheAccuracy;
   /** Whether it rests (asleep, paused, its memory released through the control routes): out of routing until woken. */
   readonly rest: WorkerRest;
+  /** Whether its probes ask `/is_sleeping` (until it answers 404: an engine without vLLM's dev-mode routes). */
+  asksSleeping: boolean;
 }
 
 /** What a worker's `/v1/models` says of a model beyond its name. */
@@ -216,6 +218,7 @@ export class Fleet {
       origin,
       accuracy: new CacheAccuracy(),
       rest: new WorkerRest(),
+      asksSleeping: true,
     };
     try {
       this.enter(member);
@@ -390,17 +393,19 @@ export class Fleet {
       }
       this.apply(m, m.breaker.success(true));
       if (m.model === undefined || performance.now() - m.modelsReadAt >= MODELS_REFRESH_MS) await this.readModels(m);
-      if (m.rest.reasons.includes('sleep')) await this.readSleeping(m).catch(() => undefined);
+      if (m.asksSleeping) await this.readSleeping(m).catch(() => undefined);
     } catch (err) {
       if (!this.closed && this.members.has(m.spec.id)) this.apply(m, m.breaker.failure(failureKind(err), describeError(err)));
     }
   }
 
   /**
-   * Asks a worker put to sleep whether it still sleeps (vLLM's `GET /is_sleeping`): one woken
-   * outside the gateway, or restarted meanwhile, is back in routing at its next probe. A worker
-   * that does not serve the route (or says anything else, or cannot be asked) stays resting; the
-   * probe's verdict on its health is the `/health` answer's alone.
+   * Asks a worker whether it sleeps (vLLM's `GET /is_sleeping`, served in its dev mode) after each
+   * health probe it passed, so that the engine's own word decides: a worker put to sleep outside
+   * the gateway (or by another gateway replica) leaves routing at its next probe, one woken or
+   * restarted there comes back. A worker that answers 404 (an engine without the route) is not
+   * asked again, and its sleep is known from the calls through the gateway alone. Any other answer,
+   * or none, changes nothing; the probe's verdict on its health is the `/health` answer's alone.
    */
   private async readSleeping(m: FleetWorker): Promise<void> {
     if (!m.pool) return;
@@ -413,7 +418,11 @@ export class Fleet {
       bodyTimeout: t,
     });
     const body = (await res.body.json().catch(() => undefined)) as { is_sleeping?: unknown } | undefined;
-    if (res.statusCode === 200 && body?.is_sleeping === false) this.rested(m.spec.id, FOUND_AWAKE);
+    if (res.statusCode === 404) m.asksSleeping = false;
+    if (res.statusCode !== 200 || typeof body?.is_sleeping !== 'boolean') return;
+    const asleep = m.rest.reasons.includes('sleep');
+    if (body.is_sleeping && !asleep) this.rested(m.spec.id, FOUND_ASLEEP);
+    else if (!body.is_sleeping && asleep) this.rested(m.spec.id, FOUND_AWAKE);
   }
 
   /** Reads these workers' `/v1/models` again now (after their adapters changed), not at the next refresh. */

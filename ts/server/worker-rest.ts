@@ -7,8 +7,9 @@
  * to the call that undoes it: `/wake_up`, `/continue_generation`, `/resume_memory_occupation`.
  * Both engines can wake in parts (vLLM's `?tags=weights`, then `?tags=kv_cache`; SGLang's
  * `{"tags": [...]}`): the worker rests until every part put to rest is back. A worker that
- * refused the call (a cache its running requests hold) keeps serving. Calls made to an engine
- * directly, not through the gateway, are not seen.
+ * refused the call (a cache its running requests hold) keeps serving. vLLM's engines are also
+ * asked after each health probe (`GET /is_sleeping`), whose answer overrides: calls made to an
+ * engine directly are seen that way for sleep, not for SGLang's pause or release.
  * @internal
  * @module
  */
@@ -37,6 +38,8 @@ export interface RestChange {
 
 /** A worker found awake (vLLM's `/is_sleeping` says false): every part of its sleep is back. */
 export const FOUND_AWAKE: RestChange = { reason: 'sleep', parts: EVERY_PART.sleep, wake: true };
+/** A worker found asleep (vLLM's `/is_sleeping` says true) that the gateway did not put to sleep. */
+export const FOUND_ASLEEP: RestChange = { reason: 'sleep', parts: EVERY_PART.sleep, wake: false };
 
 /** The tags a call names: vLLM's in the query (`?tags=a&tags=b`), SGLang's in the body (`{"tags": [...]}`). */
 function namedParts(reason: RestReason, query: URLSearchParams, body: unknown): readonly string[] {
