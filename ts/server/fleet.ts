@@ -408,21 +408,26 @@ export class Fleet {
    * or none, changes nothing; the probe's verdict on its health is the `/health` answer's alone.
    */
   private async readSleeping(m: FleetWorker): Promise<void> {
-    if (!m.pool) return;
-    const t = this.opts.health.timeoutMs;
-    const res = await m.pool.request({
-      method: 'GET',
-      path: '/is_sleeping',
-      headers: this.upstreamHeaders,
-      headersTimeout: t,
-      bodyTimeout: t,
-    });
-    const body = (await res.body.json().catch(() => undefined)) as { is_sleeping?: unknown } | undefined;
-    if (res.statusCode === 404) m.asksSleeping = false;
-    if (res.statusCode !== 200 || typeof body?.is_sleeping !== 'boolean') return;
+    const answer = await this.getJson(m, '/is_sleeping');
+    if (!answer) return;
+    const { status } = answer;
+    const body = answer.body as { is_sleeping?: unknown } | undefined;
+    if (status === 404) m.asksSleeping = false;
+    if (status !== 200 || typeof body?.is_sleeping !== 'boolean') return;
     const asleep = m.rest.reasons.includes('sleep');
     if (body.is_sleeping && !asleep) this.rested(m.spec.id, FOUND_ASLEEP);
     else if (!body.is_sleeping && asleep) this.rested(m.spec.id, FOUND_AWAKE);
+  }
+
+  /**
+   * A worker's answer to `GET path` within the health timeout: its status and its JSON body
+   * (undefined when not JSON); undefined for a worker without a URL. Rejects when it cannot be read.
+   */
+  private async getJson(m: FleetWorker, path: string): Promise<{ status: number; body: unknown } | undefined> {
+    if (!m.pool) return undefined;
+    const t = this.opts.health.timeoutMs;
+    const res = await m.pool.request({ method: 'GET', path, headers: this.upstreamHeaders, headersTimeout: t, bodyTimeout: t });
+    return { status: res.statusCode, body: await res.body.json().catch(() => undefined) };
   }
 
   /** Reads these workers' `/v1/models` again now (after their adapters changed), not at the next refresh. */
@@ -435,18 +440,10 @@ export class Fleet {
    * then each LoRA adapter with the model as its `parent`. A failed read changes nothing (health is the probes' business).
    */
   private async readModels(m: FleetWorker): Promise<void> {
-    if (!m.pool) return;
     try {
-      const t = this.opts.health.timeoutMs;
-      const res = await m.pool.request({
-        method: 'GET',
-        path: '/v1/models',
-        headers: this.upstreamHeaders,
-        headersTimeout: t,
-        bodyTimeout: t,
-      });
-      const body = (await res.body.json()) as { data?: { id?: unknown; parent?: unknown; root?: unknown; max_model_len?: unknown }[] };
-      if (res.statusCode !== 200 || !Array.isArray(body.data)) return;
+      const answer = await this.getJson(m, '/v1/models');
+      const body = answer?.body as { data?: { id?: unknown; parent?: unknown; root?: unknown; max_model_len?: unknown }[] } | undefined;
+      if (answer?.status !== 200 || !Array.isArray(body?.data)) return;
       const named = body.data.filter((d) => typeof d?.id === 'string');
       const bases = named.filter((d) => typeof d.parent !== 'string').map((d) => d.id as string);
       m.modelNames = new Set(bases);
