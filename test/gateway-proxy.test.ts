@@ -249,6 +249,8 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
             ],
           }),
         );
+      // Any other GET (the probes' /is_sleeping): a route this engine does not serve.
+      if (req.method === 'GET') return res.writeHead(404).end();
       let body = '';
       for await (const part of req) body += part;
       if (req.url === '/tokenize') return res.end(JSON.stringify({ tokens: [1, 2, 3] }));
@@ -295,6 +297,8 @@ describe.each(BACKENDS)('gateway proxy (%s)', (backend) => {
     const engine = createServer(async (req, res) => {
       if (req.url === '/health') return res.end();
       if (req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'fake', parent: null }] }));
+      // Any other GET (the probes' /is_sleeping): a route this engine does not serve.
+      if (req.method === 'GET') return res.writeHead(404).end();
       for await (const _ of req);
       if (req.url === '/tokenize') return res.end(JSON.stringify({ tokens: Array.from({ length: 64 }, (_, i) => i) }));
       res.writeHead(200, { 'content-type': 'text/event-stream' });
