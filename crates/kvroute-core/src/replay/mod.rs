@@ -15,6 +15,8 @@
 mod engine;
 mod event_queue;
 mod fleet;
+#[cfg(test)]
+mod fleet_tests;
 mod handoff;
 mod host_pool;
 mod kv_cache;
