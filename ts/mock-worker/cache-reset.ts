@@ -16,9 +16,16 @@ import { errorBody } from './openai.js';
 const SGLANG_FLUSHED =
   'Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n';
 
+/**
+ * Drops every rank's prefix cache; false when some rank's running requests hold theirs. Every rank
+ * is tried, so that an idle rank drops its cache even when another is busy.
+ */
+export function resetAllCaches(ranks: readonly { resetPrefixCache(): boolean }[]): boolean {
+  return ranks.reduce((all, rank) => rank.resetPrefixCache() && all, true);
+}
+
 export function registerCacheReset(app: FastifyInstance, ranks: () => readonly { resetPrefixCache(): boolean }[]): void {
-  // Every rank is tried, so that an idle rank drops its cache even when another is busy.
-  const resetAll = () => ranks().reduce((all, rank) => rank.resetPrefixCache() && all, true);
+  const resetAll = () => resetAllCaches(ranks());
   app.post('/reset_prefix_cache', async (_req, reply) =>
     resetAll() ? reply.code(200).send() : reply.code(400).send(errorBody('the prefix cache is in use by running requests', 400, null)),
   );

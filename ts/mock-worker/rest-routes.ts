@@ -12,6 +12,7 @@
  */
 
 import type { FastifyInstance } from 'fastify';
+import { resetAllCaches } from './cache-reset.js';
 import { errorBody } from './openai.js';
 
 /** The parts a sleeping engine wakes, one `tags` each. */
@@ -42,9 +43,8 @@ interface RestingRank {
 
 export function registerRestRoutes(app: FastifyInstance, sleep: SleepMode, ranks: () => readonly RestingRank[]): void {
   app.post('/sleep', async (_req, reply) => {
-    // Every rank is tried, as the reset does; asleep only when every cache could go.
-    const dropped = ranks().reduce((all, rank) => rank.resetPrefixCache() && all, true);
-    if (!dropped) return reply.code(400).send(errorBody('the KV cache is in use by running requests', 400, null));
+    // Asleep only when every cache could go, as the cache reset decides.
+    if (!resetAllCaches(ranks())) return reply.code(400).send(errorBody('the KV cache is in use by running requests', 400, null));
     sleep.fallAsleep();
     return reply.code(200).send();
   });
