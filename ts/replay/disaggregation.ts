@@ -44,7 +44,7 @@ export interface SimDisaggregation {
   prefillWorkers: number;
   decodeWorkers: number;
   handoffMs: number;
-  transferMsPerToken: number;
+  transferUsPerToken: number;
 }
 
 const KNOWN = ['prefillWorkers', 'decodeWorkers', 'handoffMs', 'transferUsPerToken'];
@@ -64,7 +64,7 @@ export function checkDisaggregation(value: unknown): SimDisaggregation | undefin
     prefillWorkers: positiveInteger(o.prefillWorkers, 'disaggregation.prefillWorkers', 1),
     decodeWorkers: positiveInteger(o.decodeWorkers, 'disaggregation.decodeWorkers', 1),
     handoffMs: nonNegativeNumber(o.handoffMs, 'disaggregation.handoffMs', 0),
-    transferMsPerToken: nonNegativeNumber(o.transferUsPerToken, 'disaggregation.transferUsPerToken', 0) / 1000,
+    transferUsPerToken: nonNegativeNumber(o.transferUsPerToken, 'disaggregation.transferUsPerToken', 0),
   };
 }
 

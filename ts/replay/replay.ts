@@ -412,16 +412,7 @@ export async function replay(opts: ReplayOptions = {}): Promise<ReplayReport> {
       replicaSync: cfg.replicas.sync,
       replicaSyncDelayMs: cfg.replicas.syncDelayMs,
       replicaBalancer: cfg.replicas.balancer,
-      ...(disaggregation
-        ? {
-            disaggregation: {
-              prefillWorkers: disaggregation.prefillWorkers,
-              decodeWorkers: disaggregation.decodeWorkers,
-              handoffMs: disaggregation.handoffMs,
-              transferUsPerToken: disaggregation.transferMsPerToken * 1000,
-            },
-          }
-        : {}),
+      ...(disaggregation ? { disaggregation } : {}),
       policies: policies.map((p) => p.name),
       // Each policy's own router options, by name (over `routerConfig`), for those that have some.
       policyRouterConfigs: Object.fromEntries(

@@ -187,8 +187,10 @@ export async function simulatePolicy(trace: Trace, selectors: PolicySelectors, c
   };
   const total = trace.requests.length;
   const owner: KvRouter[] = new Array(total);
-  // Disaggregated: the replica that routed each request (its decode leg goes to the same one's decode router).
+  // Disaggregated: the replica that routed each request (its decode leg goes to the same one's
+  // decode router), and the prompts of the requests between their arrival and their handoff.
   const replicaOf = new Uint32Array(total);
+  const handedOverTokens = new Map<number, Uint32Array>();
   // Engines without prefix caching publish nothing (vLLM's KV events come from its prefix cache).
   const publishEvents = cfg.prefixCaching && cfg.routerConfig.useKvEvents !== false;
   const ranks: Array<{ workerId: number; dpRank: number }> = [];
@@ -227,7 +229,7 @@ export async function simulatePolicy(trace: Trace, selectors: PolicySelectors, c
     workers: ranks.map((r) => r.workerId),
     dpRanks: ranks.map((r) => r.dpRank),
     roles,
-    ...(split ? { handoff: { fixedMs: split.handoffMs, msPerToken: split.transferMsPerToken } } : {}),
+    ...(split ? { handoff: { fixedMs: split.handoffMs, msPerToken: split.transferUsPerToken / 1000 } } : {}),
     requests: total,
     publishEvents,
     indexes: publishEvents ? routers.map((r) => indexInternals(r.index).inner) : [],
@@ -313,11 +315,15 @@ export async function simulatePolicy(trace: Trace, selectors: PolicySelectors, c
         replicaOf[uid] = replica;
         owner[uid] = routers[replica];
         route(routers[replica], uid, tokens, placement);
+        // Disaggregated: kept for the decode router, until the handoff.
+        if (split) handedOverTokens.set(uid, tokens);
         await null;
       } else if (kind === 3) {
         // Disaggregated: the request's KV reached the decode pool; its replica's decode router places it.
         const uid = header[1];
-        route(decodeRouters[replicaOf[uid]], uid, promptTokens(trace.requests[uid], trace.traceBlockSize), decodePlacement);
+        const tokens = handedOverTokens.get(uid) as Uint32Array;
+        handedOverTokens.delete(uid);
+        route(decodeRouters[replicaOf[uid]], uid, tokens, decodePlacement);
         await null;
       } else {
         const i = header[1];
