@@ -149,6 +149,47 @@ describe.each(BACKENDS)('replay of a disaggregated fleet (%s)', (backend) => {
     expect(slow.itlMs).toEqual(base.itlMs);
   });
 
+  test("the prefill worker holds a leg's KV until it has reached the decode worker, which first reserves room for it", async () => {
+    // 64 blocks of 64 tokens a worker: a 6-id prompt (48 blocks) leaves no room for a 5-id one (40).
+    const numGpuBlocks = 64;
+    const decodeStep = (tokens: number) => decodeMs(Math.ceil(tokens / BLOCK) / numGpuBlocks);
+    const run = async (reqs: Isolated[], handoffMs: number) => {
+      const report = await replay({ trace: traceOf(reqs), backend, numGpuBlocks, ...pools(1, 1, { handoffMs }) });
+      return report.policies[0];
+    };
+
+    // The source side: B arrives while A's KV is in flight; A's blocks are still held, so B's
+    // prefill waits for the transfer's end (a delay that freed them at once would start B at 1 s).
+    const held = await run(
+      [
+        { at: 0, hashIds: [1, 2, 3, 4, 5, 6], output: 1 },
+        { at: 1000, hashIds: [11, 12, 13, 14, 15], output: 1 },
+      ],
+      5000,
+    );
+    const aSent = prefillMs(3072) + 5000;
+    const aFirst = aSent + decodeStep(3072);
+    const bFirst = aSent + prefillMs(2560) + 5000 + decodeStep(2560);
+    expect(held.ttftMs.mean).toBeCloseTo((aFirst + (bFirst - 1000)) / 2, 6);
+
+    // The destination side: D's prefill ends while C decodes on the only decode worker, which
+    // has no room for D's prompt until C finishes; only then does D's transfer start.
+    const reserved = await run(
+      [
+        { at: 0, hashIds: [1, 2, 3, 4, 5, 6], output: 200 },
+        { at: 1000, hashIds: [11, 12, 13, 14, 15], output: 1 },
+      ],
+      100,
+    );
+    const cFirst = prefillMs(3072) + 100 + decodeStep(3072);
+    let cLast = cFirst;
+    for (let k = 1; k < 200; k++) cLast += decodeStep(3072 + k);
+    const dFirst = cLast + 100 + decodeStep(2560);
+    expect(reserved.ttftMs.mean).toBeCloseTo((cFirst + (dFirst - 1000)) / 2, 6);
+    expect(reserved.e2eMs.mean).toBeCloseTo((cLast + (dFirst - 1000)) / 2, 6);
+    expect(reserved.preemptions).toBe(0);
+  });
+
   test('with router replicas and session affinity both pools still serve every request', async () => {
     const trace = generateTrace({ requests: 200, rate: 8, prefixGroups: 5, sharedPrefixBlocks: 6, turns: 3, seed: 3 });
     const report = await replay({

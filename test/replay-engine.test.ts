@@ -5,7 +5,8 @@
  */
 import { describe, expect, test } from 'vitest';
 import { BlockIds } from '../ts/replay/block-ids.js';
-import { Engine, type EngineConfig } from '../ts/replay/engine.js';
+import { Engine } from '../ts/replay/engine.js';
+import type { EngineConfig } from '../ts/replay/engine-config.js';
 import { type CacheEvent, type FullBlock, KvCache } from '../ts/replay/kv-cache.js';
 import { SimRequest } from '../ts/replay/sim-request.js';
 import { decodeMs, prefillMs } from '../ts/replay/timing.js';

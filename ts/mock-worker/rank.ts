@@ -11,7 +11,8 @@
  */
 
 import { xxh3_64 } from '../hashing.js';
-import { Engine, ranNothing } from '../replay/engine.js';
+import { Engine } from '../replay/engine.js';
+import { ranNothing } from '../replay/engine-config.js';
 import type { CacheEvent, FullBlock } from '../replay/kv-cache.js';
 import { SimRequest } from '../replay/sim-request.js';
 import { emptySpeculativeStats, type ResolvedSpeculative, type SpeculativeStats } from '../replay/speculative.js';

@@ -1,11 +1,12 @@
 /**
  * Disaggregated serving in `replay`: a prefill pool and a decode pool, each behind a router of
  * its own, as Dynamo's offline disaggregated replay runs them. A request is routed to a prefill
- * worker, which computes its prompt and one token; its KV then reaches the decode pool after
- * the handoff delay, where the decode router picks a worker that receives the KV (no prefill
- * time there; its first token takes a decode step) and generates the whole output. TTFT and the
- * token gaps are the decode worker's. The rank side is `kvroute_core::replay::handoff` and its
- * twin in `fleet.ts`.
+ * worker, which computes its prompt and one token and holds its KV; the decode router then picks
+ * a worker, which reserves room for the KV; after the transfer (the handoff delay) the prefill
+ * worker frees its blocks and the decode worker runs the request (no prefill time there; its
+ * first token takes a decode step) through the whole output. TTFT and the token gaps are the
+ * decode worker's. The rank side is `kvroute_core::replay::handoff` and its twin in `fleet.ts`
+ * and `handoff-holds.ts`.
  *
  * The two routers get Dynamo's settings over the policy's options: the prefill router does not
  * count in-flight requests' blocks as load (a prefill worker holds them for one token), the
@@ -21,8 +22,8 @@ import { describe, nonNegativeNumber, positiveInteger } from '../validate.js';
 
 /**
  * A disaggregated fleet for {@link replay}: `prefillWorkers` + `decodeWorkers` workers in place
- * of `workers`, the KV handed over `handoffMs` + `transferUsPerToken` µs per prompt token after
- * a request's prefill ends.
+ * of `workers`. A request's KV is handed over in `handoffMs` + `transferUsPerToken` µs per prompt
+ * token, from when its decode worker has reserved room for it; the prefill worker holds it until then.
  * @group Replay
  */
 export interface ReplayDisaggregation {

@@ -12,76 +12,18 @@
  * @module
  */
 
-import { type CacheEvent, type FullBlock, KvCache } from './kv-cache.js';
-import { type PreemptionMode, preemptionVictim } from './preemption.js';
+import type { EngineConfig, PassResult } from './engine-config.js';
+import { HandoffHolds } from './handoff-holds.js';
+import { KvCache } from './kv-cache.js';
+import { preemptionVictim } from './preemption.js';
 import { type SimRequest, uniqueOutputBlock } from './sim-request.js';
-import { BurstSampler, type ResolvedSpeculative, type SpeculativeStats } from './speculative.js';
-import { decodeMs, prefillMs, type TimingModel } from './timing.js';
-
-/** Engine knobs (vLLM's names). */
-export interface EngineConfig {
-  blockSize: number;
-  numGpuBlocks: number;
-  maxNumSeqs: number;
-  maxNumBatchedTokens: number;
-  /** Divides every simulated duration. */
-  speedup: number;
-  /**
-   * Divides the decode part of a pass on top of `speedup` (Dynamo's mocker
-   * `decode_speedup_ratio`: an engine that emits several tokens a step, as with speculative
-   * decoding, modelled as a faster step). Default 1: none.
-   */
-  decodeSpeedup?: number;
-  /**
-   * Multi-token decode steps (MTP, EAGLE) as Dynamo's mocker samples them (see
-   * `speculative.ts`): a decode step makes room for its longest burst, then emits the sampled
-   * token and the drafts accepted; with it the first token after prefill takes a decode step
-   * too, and the last block of a cached prefix is recomputed. Default: none.
-   */
-  speculative?: ResolvedSpeculative;
-  /** How a pass's duration is computed (see {@link TimingModel}). Default `'dynamo'`. */
-  timing?: TimingModel;
-  /**
-   * The identity of a request's `index`-th output block (the block after its full prompt blocks,
-   * `promptBlocks.length + index` from the start), given the block before it. Default: unique to
-   * the request (replay's generated tokens are unique). The live mock worker derives it from the
-   * tokens, so a later prompt that repeats a response hits the cache, as in vLLM.
-   */
-  outputBlock?: (r: SimRequest, index: number, parent: FullBlock | undefined) => FullBlock;
-  /** Blocks of host memory behind the GPU pool (vLLM's CPU offload; see `host-pool.ts`). Default 0: none. */
-  hostBlocks?: number;
-  /**
-   * Time to load one block from host memory back to the GPU (ms, before `speedup`). The request
-   * waits for its load; the rank's passes go on; one load at a time per rank. Default 0: loads
-   * are instant, and the request prefills in the pass that admits it.
-   */
-  hostLoadMsPerBlock?: number;
-  /** Which running request is preempted when blocks run out (`preemption.ts`). Default `'lifo'`. */
-  preemptionMode?: PreemptionMode;
-}
-
-/** What a pass produced. */
-export interface PassResult {
-  durationMs: number;
-  /** Requests whose first token came out at the end of the pass. */
-  firstTokens: SimRequest[];
-  /** Requests that finished at the end of the pass. */
-  finished: SimRequest[];
-  /** Preemptions in the pass (for vLLM's `num_preemptions` counter; the replay counts per request). */
-  preempted: number;
-  events: CacheEvent[];
-}
-
-/**
- * Whether a pass ran nothing (it lasts 0 ms and produces no token): the rank then waits for its
- * first load from host memory (`nextLoadReadyMs`), or is stuck when none is in flight.
- */
-export function ranNothing(pass: PassResult): boolean {
-  return pass.durationMs === 0 && pass.firstTokens.length === 0 && pass.finished.length === 0;
-}
+import { BurstSampler, type SpeculativeStats } from './speculative.js';
+import { decodeMs, prefillMs } from './timing.js';
 
 export class Engine {
   readonly cache: KvCache;
+  /** Disaggregated handoffs in progress (`handoff-holds.ts`). */
+  readonly holds: HandoffHolds;
   private readonly waiting: SimRequest[] = [];
   private readonly prefill: SimRequest[] = [];
   private readonly decode: SimRequest[] = [];
@@ -133,6 +75,7 @@ export class Engine {
     stats?: SpeculativeStats,
   ) {
     this.cache = new KvCache(config.numGpuBlocks, config.hostBlocks ?? 0);
+    this.holds = new HandoffHolds(this.cache);
     this.bursts = config.speculative ? new BurstSampler(config.speculative, rank, stats) : undefined;
   }
 
@@ -226,11 +169,23 @@ export class Engine {
     if (r.partial) this.cache.releasePrivate();
     r.held = [];
     r.partial = false;
-    r.promptTaken = 0;
-    r.outputFull = 0;
-    r.prefilled = 0;
-    r.remoteTokens = 0;
-    r.admitted = false;
+    r.forgetBlocks();
+  }
+
+  /**
+   * Reserves what this decode rank can of its pending handoffs (`HandoffHolds.reservePending`);
+   * returns the requests whose transfer may start.
+   */
+  reservePending(): SimRequest[] {
+    return this.holds.reservePending(
+      () => this.running < this.config.maxNumSeqs,
+      (r, tokens) => this.ensure(r, tokens),
+    );
+  }
+
+  /** A reserved request's KV has arrived: it waits to run (`HandoffHolds.activate`). */
+  activate(r: SimRequest): void {
+    this.holds.activate(this.waiting, r);
   }
 
   /**
@@ -298,6 +253,13 @@ export class Engine {
    * it, loaded back as far as the GPU pool has room. Returns how many blocks were loaded.
    */
   private admit(r: SimRequest, now: number): number {
+    // A decode leg whose KV arrived into blocks reserved for it (`handoff-holds.ts`).
+    if (r.kvReserved) {
+      r.kvReserved = false;
+      r.admitted = true;
+      r.prefilled = r.inputLength;
+      return 0;
+    }
     const bs = this.config.blockSize;
     const limit = this.cacheableBlocks(r);
     const found = Math.min(this.cache.prefixHit(r.promptBlocks), limit);
@@ -369,7 +331,7 @@ export class Engine {
     if (this.running >= this.config.maxNumSeqs) return -1;
     for (let i = 0; i < this.waiting.length; i++) {
       const r = this.waiting[i];
-      if (!this.fits(r)) return -1;
+      if (!this.holds.mayStart(r) || !this.fits(r)) return -1;
       if (this.loading.length === 0 || !this.waitsForALoad(r)) return i;
     }
     return -1;
@@ -395,6 +357,8 @@ export class Engine {
     for (const x of this.loaded) promised += this.stillNeeded(x);
     const room = Math.max(0, this.config.numGpuBlocks - this.cache.used - promised);
     const blocks = Math.ceil(r.context / bs);
+    // A decode leg whose KV arrived holds its blocks already.
+    if (r.kvReserved) return true;
     // Without pressure the whole context fits outright: no need to walk the prefix.
     if (blocks <= room) return true;
     const hit = this.reusedBlocks(Math.min(this.cache.prefixHit(r.promptBlocks), this.cacheableBlocks(r)));
@@ -559,7 +523,8 @@ export class Engine {
         if (r.generated >= r.outputLength) {
           this.decode.splice(this.decode.indexOf(r), 1);
           r.inDecode = false;
-          this.releaseAll(r);
+          if (this.holds.holdsSources) this.holds.holdSource(r);
+          else this.releaseAll(r);
           finished.push(r);
         }
       }

@@ -12,7 +12,7 @@
  * end of the first load from host memory of a rank (`subject`) that had nothing else to run, or
  * a disaggregated request's KV reaching the decode pool (request `subject`).
  */
-export type SimEventKind = 'arrival' | 'pass' | 'load' | 'handoff';
+export type SimEventKind = 'arrival' | 'pass' | 'load' | 'handoff' | 'transfer';
 
 export interface SimEvent {
   at: number;

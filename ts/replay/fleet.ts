@@ -5,7 +5,8 @@
  * produced first tokens, completions or KV events; both twins order every event, ties included,
  * the same way, so they give identical reports. In a disaggregated fleet its prefill ranks' legs
  * end in a handoff (`handOver`, the twin of `kvroute_core::replay::handoff`): the request comes
- * back to the loop once its KV reached the decode pool.
+ * back to the loop at once for the decode router, the decode rank reserves room for its KV, and
+ * the transfer's end (`endTransfer`) frees the prefill rank's blocks and lets the decode rank run it.
  * @internal
  * @module
  */
@@ -24,7 +25,8 @@ import {
 } from '../events/packed.js';
 import { BlockIds } from './block-ids.js';
 import { prefixCeiling } from './ceiling.js';
-import { Engine, type PassResult, ranNothing } from './engine.js';
+import { Engine } from './engine.js';
+import { type PassResult, ranNothing } from './engine-config.js';
 import { EventQueue } from './event-queue.js';
 import type { CacheEvent } from './kv-cache.js';
 import { preemptionMode } from './preemption.js';
@@ -132,6 +134,7 @@ export class JsFleet implements ReplayFleetBackend {
       result: undefined,
       wakeAt: Number.NaN,
     }));
+    for (const rank of this.ranks) rank.engine.holds.holdsSources = rank.role === 'prefill';
     this.reqs = new Array(spec.requests);
     this.promptIds = new Array(spec.requests);
     this.defer = spec.timing === 'dynamo';
@@ -187,8 +190,49 @@ export class JsFleet implements ReplayFleetBackend {
     }
     if (role === 'prefill') sim.startPrefillLeg();
     this.enqueued.add(uid);
+    if (role === 'decode') {
+      this.acceptDestination(rank, sim);
+      return;
+    }
     this.ranks[rank].engine.enqueue(sim);
     this.requestPass(rank);
+  }
+
+  /**
+   * A decode rank takes a handed-over request: it reserves the prompt's blocks now, or when a pass
+   * of its frees room (not while a pass is in flight, as Dynamo's scheduler), and the transfer
+   * starts once they are reserved (`handoff-holds.ts`).
+   */
+  private acceptDestination(rank: number, r: SimRequest): void {
+    const blocks = Math.ceil(r.inputLength / this.spec.blockSize);
+    if (blocks > this.spec.numGpuBlocks) {
+      this.enqueued.delete(r.uid);
+      throw new KvRouteError(
+        'ERR_INVALID_ARG',
+        `request ${r.uid}'s prompt of ${blocks} blocks cannot fit worker ${this.ranks[rank].workerId}'s KV cache of ${this.spec.numGpuBlocks} blocks (raise --num-gpu-blocks)`,
+      );
+    }
+    r.destinationRank = rank;
+    this.ranks[rank].engine.holds.accept(r);
+    if (!this.ranks[rank].busy) this.startTransfers(rank);
+  }
+
+  /** Reserves what a decode rank can of its pending handoffs; each transfer ends after the handoff delay. */
+  private startTransfers(rank: number): void {
+    for (const r of this.ranks[rank].engine.reservePending()) {
+      const delay = this.handoff.fixedMs + r.inputLength * this.handoff.msPerToken;
+      this.queue.push(this.clock + delay, 'transfer', r.uid);
+    }
+  }
+
+  /** A transfer ended: the decode rank may run the request, the prefill rank frees its blocks. */
+  private endTransfer(uid: number): void {
+    const r = this.reqs[uid] as SimRequest;
+    this.ranks[r.destinationRank].engine.activate(r);
+    this.requestPass(r.destinationRank);
+    this.ranks[r.sourceRank].engine.holds.releaseSource(uid);
+    this.requestPass(r.sourceRank);
+    this.startDeferred();
   }
 
   private startPass(i: number): void {
@@ -207,6 +251,11 @@ export class JsFleet implements ReplayFleetBackend {
   /** A pass that ran nothing: the rank waits, idle, for its first load to end (see the Rust twin). */
   private sleepOnLoads(rank: Rank, i: number, result: PassResult): void {
     const ready = rank.engine.nextLoadReadyMs;
+    // Room held for a transfer comes back when it ends, and the rank's next pass with it.
+    if (ready === undefined && rank.engine.holds.awaitsTransfers) {
+      this.deliver(rank, result);
+      return;
+    }
     if (ready === undefined) {
       throw new KvRouteError(
         'ERR_INVALID_ARG',
@@ -248,6 +297,10 @@ export class JsFleet implements ReplayFleetBackend {
         return 1;
       }
       if (e.kind === 'handoff') return 3;
+      if (e.kind === 'transfer') {
+        this.endTransfer(e.subject);
+        continue;
+      }
       const rank = this.ranks[e.subject];
       if (e.kind === 'load') {
         if (rank.wakeAt === e.at) rank.wakeAt = Number.NaN;
@@ -256,12 +309,13 @@ export class JsFleet implements ReplayFleetBackend {
         continue;
       }
       rank.busy = false;
+      if (rank.role === 'decode') this.startTransfers(e.subject);
       const result = rank.result as PassResult;
       this.deliver(rank, result);
       if (result.firstTokens.length > 0 || result.finished.length > 0) {
         for (const r of result.finished) {
           if (rank.role === 'prefill') {
-            this.handOver(r);
+            this.handOver(e.subject, r);
             continue;
           }
           const turn = this.nextTurn.get(r.uid);
@@ -273,18 +327,28 @@ export class JsFleet implements ReplayFleetBackend {
       this.requestPass(e.subject);
       this.startDeferred();
     }
+    const stuck = this.ranks.find((rank) => rank.engine.holds.hasPending);
+    if (stuck) {
+      throw new KvRouteError(
+        'ERR_INVALID_ARG',
+        `a handed-over request found no room in worker ${stuck.workerId}'s KV cache of ${this.spec.numGpuBlocks} blocks (raise --num-gpu-blocks)`,
+      );
+    }
     this.syncIndexes();
     header[0] = this.clock;
     header[1] = 0;
     return 0;
   }
 
-  /** A prefill leg ended: its request's KV reaches the decode pool after the handoff delay. */
-  private handOver(r: SimRequest): void {
+  /**
+   * A prefill leg ended on rank `source`, which holds its KV: the decode pool's router places the
+   * request at once.
+   */
+  private handOver(source: number, r: SimRequest): void {
     r.startDecodeLeg();
+    r.sourceRank = source;
     this.enqueued.delete(r.uid);
-    const delay = this.handoff.fixedMs + r.inputLength * this.handoff.msPerToken;
-    this.queue.push(this.clock + delay, 'handoff', r.uid);
+    this.queue.push(this.clock, 'handoff', r.uid);
   }
 
   /**

@@ -62,6 +62,16 @@ export class SimRequest {
   decodeOutputLength = 0;
   /** Disaggregated replay: the prefill leg ended and this is the decode leg. */
   handedOver = false;
+  /**
+   * Decode leg: its prompt's blocks are reserved on its rank and hold the KV received, until it
+   * is admitted (`handoff-holds.ts`).
+   */
+  kvReserved = false;
+  /** Decode leg: its place in its rank's handoffs, which orders it among the waiting requests. */
+  transferSeq = 0;
+  /** Disaggregated replay: the prefill rank that holds the leg's KV until the transfer ends, and the decode rank that receives it. */
+  sourceRank = 0;
+  destinationRank = 0;
 
   constructor(
     readonly uid: number,
@@ -91,6 +101,16 @@ export class SimRequest {
     this.lastTokenMs = -1;
     this.remoteTokens = this.inputLength;
     this.handedOver = true;
+  }
+
+  /** What the request knew of its blocks, once it holds none. */
+  forgetBlocks(): void {
+    this.promptTaken = 0;
+    this.outputFull = 0;
+    this.prefilled = 0;
+    this.remoteTokens = 0;
+    this.admitted = false;
+    this.kvReserved = false;
   }
 
   get context(): number {

@@ -21,7 +21,7 @@ import { KvRouter } from '../router/kv-router.js';
 import type { KvRouterOptions } from '../router/options.js';
 import type { Selector } from '../router/select.js';
 import { decodeRouterOptions, prefillRouterOptions, type SimDisaggregation } from './disaggregation.js';
-import type { EngineConfig } from './engine.js';
+import type { EngineConfig } from './engine-config.js';
 import { promptTokens, type Trace } from './trace.js';
 
 /** A request's figures at the end of a run. */

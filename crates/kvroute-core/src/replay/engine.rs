@@ -14,6 +14,10 @@ use super::speculative::{BurstSampler, Speculative};
 use super::timing::{decode_ms, prefill_ms, TimingModel};
 use std::collections::VecDeque;
 
+mod bursts;
+mod handoff;
+pub(crate) use handoff::HandoffHolds;
+
 /// Engine knobs (vLLM's names).
 #[derive(Clone, Copy, Debug)]
 pub struct EngineConfig {
@@ -87,6 +91,8 @@ pub(crate) struct Engine {
     /// before a request's end cut a burst: their ratio is the mean accept length Dynamo reports.
     pub decode_steps: u64,
     pub drawn_tokens: u64,
+    /// Disaggregated handoffs in progress (`engine/handoff.rs`).
+    pub holds: HandoffHolds,
 }
 
 impl Engine {
@@ -110,6 +116,7 @@ impl Engine {
             bursts: config.speculative.enabled().then(|| BurstSampler::new(config.speculative, rank)),
             decode_steps: 0,
             drawn_tokens: 0,
+            holds: HandoffHolds::default(),
         }
     }
 
@@ -182,11 +189,7 @@ impl Engine {
         }
         r.held.clear();
         r.partial = false;
-        r.prompt_taken = 0;
-        r.output_full = 0;
-        r.prefilled = 0;
-        r.remote_tokens = 0;
-        r.admitted = false;
+        r.forget_blocks();
     }
 
     /// Preempts the running request the rank's mode picks so that `current` can go on (see
@@ -244,6 +247,13 @@ impl Engine {
     /// Takes the request's cached prefix: its GPU hit, then the blocks host memory holds right
     /// after it, loaded back as far as the GPU pool has room. Returns how many were loaded.
     fn admit(&mut self, r: &mut SimRequest, now: f64) -> u64 {
+        // A decode leg whose KV arrived into blocks reserved for it (`engine/handoff.rs`).
+        if r.kv_reserved {
+            r.kv_reserved = false;
+            r.admitted = true;
+            r.prefilled = r.input_length;
+            return 0;
+        }
         let bs = self.config.block_size;
         let limit = self.cacheable_blocks(r);
         let found = self.cache.prefix_hit(&r.prompt).min(limit);
@@ -310,7 +320,7 @@ impl Engine {
         }
         for (i, &uid) in self.waiting.iter().enumerate() {
             let r = &reqs[uid as usize];
-            if !self.fits(reqs, r) {
+            if !self.may_start(r) || !self.fits(reqs, r) {
                 return None;
             }
             if self.loading.is_empty() || !self.waits_for_a_load(r) {
@@ -336,6 +346,10 @@ impl Engine {
             self.loading.iter().chain(&self.loaded).map(|&x| self.still_needed(&reqs[x as usize])).sum();
         let room = self.config.num_gpu_blocks.saturating_sub(self.cache.used() as u64).saturating_sub(promised);
         let blocks = r.context().div_ceil(self.config.block_size);
+        // A decode leg whose KV arrived holds its blocks already.
+        if r.kv_reserved {
+            return true;
+        }
         // Without pressure the whole context fits outright: no need to walk the prefix.
         if blocks <= room {
             return true;
@@ -354,48 +368,6 @@ impl Engine {
             }
         }
         Room::Made
-    }
-
-    /// Blocks the decoding requests need beyond those they hold for their longest bursts.
-    fn burst_blocks_needed(&self, reqs: &[SimRequest]) -> u64 {
-        let (bs, max_burst) = (self.config.block_size, self.config.speculative.max_burst());
-        self.decode
-            .iter()
-            .map(|&uid| &reqs[uid as usize])
-            .map(|r| (r.context() + max_burst).div_ceil(bs).saturating_sub(r.held.len() as u64 + u64::from(r.partial)))
-            .sum()
-    }
-
-    /// Before a speculative decode step, room for every decoding request's longest burst, as
-    /// Dynamo reserves it: the newest running requests are preempted until it fits. The step's
-    /// decode time then counts only the requests left.
-    fn reserve_bursts(&mut self, reqs: &mut [SimRequest]) {
-        let free = |e: &Self| e.config.num_gpu_blocks.saturating_sub(e.cache.used() as u64);
-        while !self.decode.is_empty() && self.burst_blocks_needed(reqs) > free(self) {
-            if self.preempt(reqs, None).is_none() {
-                break;
-            }
-        }
-    }
-
-    /// A speculative decode step of `uid` (its `first` after prefill, or a later one; room was
-    /// reserved): the burst is drawn and its tokens' KV kept. Returns the burst's length.
-    fn speculative_step(&mut self, reqs: &mut [SimRequest], uid: u32, first: bool) -> u64 {
-        let r = &mut reqs[uid as usize];
-        let sampler = self.bursts.as_mut().expect("a speculative engine has a sampler");
-        let drawn = sampler.burst();
-        // As Dynamo's accept length: decode-only steps (not the one finishing a prefill).
-        if !first {
-            self.decode_steps += 1;
-            self.drawn_tokens += drawn;
-        }
-        let burst = drawn.min(r.output_length.saturating_sub(r.generated)).max(1);
-        // The step computed the KV of the last token and of the drafts accepted; the token it
-        // sampled last is computed by the next step, as without speculation.
-        let context = r.context();
-        let covered = self.ensure(r, context + burst - 1);
-        debug_assert!(covered, "room for the longest burst was reserved");
-        burst
     }
 
     fn dynamo_decode_ms(&self, reqs: &[SimRequest]) -> f64 {
@@ -559,7 +531,11 @@ impl Engine {
                         self.decode.remove(i);
                     }
                     r.in_decode = false;
-                    self.release_all(r);
+                    if self.holds.holds_sources {
+                        self.hold_source(r);
+                    } else {
+                        self.release_all(r);
+                    }
                     out.finished.push(uid);
                 }
             }

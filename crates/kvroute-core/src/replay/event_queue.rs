@@ -12,8 +12,10 @@ pub(super) enum Kind {
     Pass(usize),
     /// A rank with nothing to run but loads from host memory: the first one ends.
     LoadReady(usize),
-    /// Disaggregated: a request's KV has reached the decode pool (`handoff.rs`).
+    /// Disaggregated: a request's prefill leg ended; the decode pool's router places it.
     Handoff(u32),
+    /// Disaggregated: a request's KV has reached its decode rank (`engine/handoff.rs`).
+    Transfer(u32),
 }
 
 #[derive(Clone, Copy)]

@@ -36,8 +36,9 @@ pub enum Wake {
     /// [`Fleet::sync_indexes`] first if telling the router may make it route. A prefill rank's
     /// completions are prefill legs: their requests are handed over ([`Wake::Handoff`]), not done.
     Output(usize),
-    /// Disaggregated: request `uid`'s KV reached the decode pool: route it there and enqueue it
-    /// on a decode rank, then run again.
+    /// Disaggregated: request `uid`'s prefill leg ended (its rank holds the KV): route it to the
+    /// decode pool and enqueue it on a decode rank, then run again. Its KV is transferred once
+    /// that rank has reserved room for it.
     Handoff(u32),
 }
 
@@ -108,6 +109,8 @@ pub struct Fleet {
     publish_events: bool,
     /// Disaggregated: how long a prefill leg's KV takes to reach the decode pool.
     handoff: HandoffDelay,
+    /// Scratch for the requests whose transfer starts.
+    reserved: Vec<u32>,
     clock: f64,
     resume: Resume,
 }
@@ -141,7 +144,11 @@ impl Fleet {
             .iter()
             .enumerate()
             .map(|(i, r)| RankState {
-                engine: Engine::new(config, r.worker_id, r.dp_rank, i as u32),
+                engine: {
+                    let mut engine = Engine::new(config, r.worker_id, r.dp_rank, i as u32);
+                    engine.holds.holds_sources = r.role == RankRole::Prefill;
+                    engine
+                },
                 role: r.role,
                 busy: false,
                 output: PassOutput::default(),
@@ -165,6 +172,7 @@ impl Fleet {
             in_to_start: vec![false; n],
             publish_events,
             handoff: HandoffDelay::default(),
+            reserved: Vec::new(),
             clock: 0.0,
             resume: Resume::Nothing,
         })
@@ -330,9 +338,59 @@ impl Fleet {
         if role == RankRole::Prefill {
             self.reqs[i].start_prefill_leg();
         }
+        if role == RankRole::Decode {
+            return self.accept_destination(rank, uid);
+        }
         self.states[i] = RequestState::Enqueued;
         self.ranks[rank].engine.enqueue(uid);
         self.request_pass(rank)
+    }
+
+    /// A decode rank takes a handed-over request: it reserves the prompt's blocks now, or when a
+    /// pass of its frees room (not while a pass is in flight, as Dynamo's scheduler), and the
+    /// transfer starts once they are reserved (`engine/handoff.rs`).
+    fn accept_destination(&mut self, rank: usize, uid: u32) -> Result<(), KvError> {
+        let r = &mut self.reqs[uid as usize];
+        let blocks = r.input_length.div_ceil(self.config.block_size);
+        if blocks > self.config.num_gpu_blocks {
+            return Err(KvError::invalid_arg(format!(
+                "request {uid}'s prompt of {blocks} blocks cannot fit worker {}'s KV cache of {} blocks (raise --num-gpu-blocks)",
+                self.ranks[rank].engine.cache.worker_id, self.config.num_gpu_blocks
+            )));
+        }
+        r.destination_rank = rank;
+        self.states[uid as usize] = RequestState::Enqueued;
+        self.ranks[rank].engine.accept_destination(r);
+        if !self.ranks[rank].busy {
+            self.start_transfers(rank);
+        }
+        Ok(())
+    }
+
+    /// Reserves what a decode rank can of its pending handoffs; each transfer ends after the
+    /// handoff delay.
+    fn start_transfers(&mut self, rank: usize) {
+        let mut reserved = std::mem::take(&mut self.reserved);
+        reserved.clear();
+        self.ranks[rank].engine.reserve_pending(&mut self.reqs, &mut reserved);
+        for &uid in &reserved {
+            let delay = self.handoff.of(self.reqs[uid as usize].input_length);
+            self.queue.push(self.clock + delay, Kind::Transfer(uid));
+        }
+        self.reserved = reserved;
+    }
+
+    /// A transfer ended: the decode rank may run the request, the prefill rank frees its blocks.
+    fn end_transfer(&mut self, uid: u32) -> Result<(), KvError> {
+        let (source, destination) = {
+            let r = &self.reqs[uid as usize];
+            (r.source_rank, r.destination_rank)
+        };
+        self.ranks[destination].engine.activate(&self.reqs, uid);
+        self.request_pass(destination)?;
+        self.ranks[source].engine.release_source(uid);
+        self.request_pass(source)?;
+        self.start_deferred()
     }
 
     pub fn clock(&self) -> f64 {
@@ -363,6 +421,10 @@ impl Fleet {
     fn sleep_on_loads(&mut self, i: usize) -> Result<(), KvError> {
         let Some(ready) = self.ranks[i].engine.next_load_ready_ms(&self.reqs) else {
             let rank = &self.ranks[i];
+            // Room held for a transfer comes back when it ends, and the rank's next pass with it.
+            if rank.engine.awaits_transfers() {
+                return self.deliver(i);
+            }
             return Err(KvError::invalid_arg(format!(
                 "a request cannot fit worker {}'s KV cache of {} blocks (raise --num-gpu-blocks)",
                 rank.engine.cache.worker_id, self.config.num_gpu_blocks
@@ -422,13 +484,16 @@ impl Fleet {
                 }
                 Kind::Pass(i) => {
                     self.ranks[i].busy = false;
+                    if self.ranks[i].role == RankRole::Decode {
+                        self.start_transfers(i);
+                    }
                     self.deliver(i)?;
                     let output = &self.ranks[i].output;
                     if !output.first_tokens.is_empty() || !output.finished.is_empty() {
                         for k in 0..output.finished.len() {
                             let uid = self.ranks[i].output.finished[k];
                             if self.ranks[i].role == RankRole::Prefill {
-                                self.hand_over(uid);
+                                self.hand_over(i, uid);
                                 continue;
                             }
                             // Finished requests are done with their blocks.
@@ -444,6 +509,7 @@ impl Fleet {
                     self.start_deferred()?;
                 }
                 Kind::Handoff(uid) => return Ok(Wake::Handoff(uid)),
+                Kind::Transfer(uid) => self.end_transfer(uid)?,
                 Kind::LoadReady(i) => {
                     if self.ranks[i].wake_at == e.at {
                         self.ranks[i].wake_at = f64::NAN;
@@ -453,17 +519,24 @@ impl Fleet {
                 }
             }
         }
+        if let Some(rank) = self.ranks.iter().find(|r| r.engine.has_pending_destinations()) {
+            return Err(KvError::invalid_arg(format!(
+                "a handed-over request found no room in worker {}'s KV cache of {} blocks (raise --num-gpu-blocks)",
+                rank.engine.cache.worker_id, self.config.num_gpu_blocks
+            )));
+        }
         self.sync_indexes()?;
         Ok(Wake::Done)
     }
 
-    /// A prefill leg ended: its request's KV reaches the decode pool after the handoff delay.
-    fn hand_over(&mut self, uid: u32) {
+    /// A prefill leg ended on rank `source`, which holds its KV: the decode pool's router places
+    /// the request at once.
+    fn hand_over(&mut self, source: usize, uid: u32) {
         let r = &mut self.reqs[uid as usize];
         r.start_decode_leg();
+        r.source_rank = source;
         self.states[uid as usize] = RequestState::Added;
-        let delay = self.handoff.of(r.input_length);
-        self.queue.push(self.clock + delay, Kind::Handoff(uid));
+        self.queue.push(self.clock, Kind::Handoff(uid));
     }
 
     /// First tokens of the pass that woke the caller.

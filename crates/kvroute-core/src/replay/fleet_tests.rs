@@ -55,21 +55,21 @@ fn disaggregated(delay: HandoffDelay) -> Fleet {
 }
 
 #[test]
-fn a_disaggregated_request_prefills_then_decodes_after_the_handoff() {
+fn a_disaggregated_request_prefills_then_decodes_once_its_kv_arrived() {
     let mut fleet = disaggregated(HandoffDelay { fixed_ms: 2.0, ms_per_token: 0.5 });
     fleet.load(&[0.0], &[0]).expect("load");
     let wakes = drive(&mut fleet, &[1, 2]);
     let prefill_end = prefill_ms(9.0);
-    let handoff_at = prefill_end + 2.0 + 9.0 * 0.5;
     assert!(
-        wakes.iter().any(|&(at, w)| w == Wake::Handoff(0) && at == handoff_at),
-        "the request is handed over 2 ms + 9 tokens × 0.5 ms after its prefill: {wakes:?}"
+        wakes.iter().any(|&(at, w)| w == Wake::Handoff(0) && at == prefill_end),
+        "the decode router places the request as soon as its prefill ends: {wakes:?}"
     );
     let o = fleet.outcomes()[0];
-    // The decode rank computes no prompt: its first token is one decode step over the
-    // request's 3 blocks (of 64) after the KV arrives.
+    // The decode rank reserves room at once; the KV arrives 2 ms + 9 tokens × 0.5 ms later. It
+    // computes no prompt: its first token is one decode step over the request's 3 blocks (of 64).
+    let arrived = prefill_end + 2.0 + 9.0 * 0.5;
     let step = decode_ms(3.0 / 64.0);
-    assert_eq!(o.first_token_ms, handoff_at + step);
+    assert_eq!(o.first_token_ms, arrived + step);
     assert!(o.last_token_ms > o.first_token_ms, "two more tokens follow on the decode rank");
     assert_eq!((o.arrival_ms, o.reused_tokens), (0.0, 0));
 }

@@ -1,13 +1,14 @@
 //! Disaggregated serving in the replay: a request's prefill on a prefill rank, its decode on a
 //! decode rank, the KV cache handed over between them, as Dynamo's offline disaggregated replay
 //! models it. A prefill rank runs the request as if it asked for one output token (its prefill
-//! and the token that ends it); when that token is out, the request is handed over after the
-//! transfer delay, routed again by the decode pool's router and run there whole. On the decode
-//! rank the prompt's KV arrives by transfer (`SimRequest::remote_tokens`): it is taken in one go,
-//! outside the pass's token budget and with no prefill time (Dynamo's decode workers skip prefill
-//! compute), and the first token takes a decode step; a recompute after a preemption there is
-//! computed as any other. The Rust twin of the handoff in
-//! `ts/replay/fleet.ts`.
+//! and the token that ends it); when that token is out, the rank holds the request's blocks and
+//! the decode pool's router places it at once. The decode rank reserves the prompt's blocks, the
+//! transfer takes the delay below, and when it ends the prefill rank frees its blocks and the
+//! decode rank runs the request whole (`engine/handoff.rs`, `Fleet::end_transfer`). There the
+//! prompt's KV is in place (`SimRequest::remote_tokens`): no prefill time, none of the pass's
+//! token budget (Dynamo's decode workers skip prefill compute), and the first token takes a
+//! decode step; a recompute after a preemption there is computed as any other. The Rust twin of
+//! the handoff in `ts/replay/fleet.ts` and `ts/replay/handoff-holds.ts`.
 
 use crate::KvError;
 
@@ -24,7 +25,7 @@ pub enum RankRole {
     Decode,
 }
 
-/// How long the KV cache takes to reach the decode rank once the prefill leg ends.
+/// How long the KV cache takes to reach the decode rank once it has reserved room for it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HandoffDelay {
     /// Per request (ms, the transfer's setup).

@@ -48,6 +48,15 @@ pub(crate) struct SimRequest {
     pub remote_tokens: u64,
     /// Disaggregated: the prefill leg ended and this is the decode leg.
     pub handed_over: bool,
+    /// Decode leg: its prompt's blocks are reserved on its rank and hold the KV received, until
+    /// it is admitted (`engine/handoff.rs`).
+    pub kv_reserved: bool,
+    /// Decode leg: its place in its rank's handoffs, which orders it among the waiting requests.
+    pub transfer_seq: u64,
+    /// Disaggregated: the prefill rank that holds the leg's KV until the transfer ends, and the
+    /// decode rank that receives it.
+    pub source_rank: usize,
+    pub destination_rank: usize,
 }
 
 impl SimRequest {
@@ -83,6 +92,16 @@ impl SimRequest {
         self.last_token_ms = -1.0;
         self.remote_tokens = self.input_length;
         self.handed_over = true;
+    }
+
+    /// What the request knew of its blocks, once it holds none.
+    pub(crate) fn forget_blocks(&mut self) {
+        self.prompt_taken = 0;
+        self.output_full = 0;
+        self.prefilled = 0;
+        self.remote_tokens = 0;
+        self.admitted = false;
+        self.kv_reserved = false;
     }
 
     pub(crate) fn context(&self) -> u64 {
