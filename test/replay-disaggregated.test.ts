@@ -244,6 +244,24 @@ test('both backends give the same disaggregated report', async () => {
   expect(native.policies.some((p) => p.preemptions > 0)).toBe(true);
 });
 
+test('an overloaded fleet finishes: a recompute stalled on blocks that arrived KV holds yields to it', async () => {
+  // Small pools and small prefill chunks: a decode worker's preempted request recomputes chunk by
+  // chunk while handoffs reserve the blocks it needs; the requests whose KV arrived hold them and
+  // can only start once it yields (without that the worker ran nothing, stuck, and the replay failed).
+  const trace = generateTrace({ requests: 300, rate: 30, prefixGroups: 8, sharedPrefixBlocks: 6, turns: 3, seed: 2 });
+  const opts = { trace, numGpuBlocks: 256, maxNumBatchedTokens: 128, ...pools(2, 2, { handoffMs: 5 }) };
+  const [native, js] = await Promise.all([
+    replay({ ...opts, policies: ['kv', 'round-robin'], backend: 'native' }),
+    replay({ ...opts, policies: ['kv', 'round-robin'], backend: 'js' }),
+  ]);
+  expect(simulatedPolicies(native)).toEqual(simulatedPolicies(js));
+  for (const p of native.policies) {
+    expect(p.requests).toBe(300);
+    expect(p.workers.filter((w) => w.role === 'decode').reduce((n, w) => n + w.requests, 0)).toBe(300);
+    expect(p.preemptions).toBeGreaterThan(0);
+  }
+});
+
 describe('kvroute replay --prefill-workers --decode-workers', () => {
   const dir = scratchDir('kvroute-disagg-');
   const cli = (args: string[]) => spawnSync(process.execPath, [join(ROOT, 'dist', 'cli.js'), ...args], { encoding: 'utf8', cwd: dir });

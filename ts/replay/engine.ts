@@ -255,6 +255,7 @@ export class Engine {
   private admit(r: SimRequest, now: number): number {
     // A decode leg whose KV arrived into blocks reserved for it (`handoff-holds.ts`).
     if (r.kvReserved) {
+      this.holds.arrivedStarted();
       r.kvReserved = false;
       r.admitted = true;
       r.prefilled = r.inputLength;
@@ -329,9 +330,12 @@ export class Engine {
    */
   private nextToStart(): number {
     if (this.running >= this.config.maxNumSeqs) return -1;
+    const arrived = this.holds.firstArrived(this.waiting);
+    if (arrived >= 0) return arrived;
+    if (!this.holds.mayStart) return -1;
     for (let i = 0; i < this.waiting.length; i++) {
       const r = this.waiting[i];
-      if (!this.holds.mayStart(r) || !this.fits(r)) return -1;
+      if (!this.fits(r)) return -1;
       if (this.loading.length === 0 || !this.waitsForALoad(r)) return i;
     }
     return -1;
@@ -357,8 +361,6 @@ export class Engine {
     for (const x of this.loaded) promised += this.stillNeeded(x);
     const room = Math.max(0, this.config.numGpuBlocks - this.cache.used - promised);
     const blocks = Math.ceil(r.context / bs);
-    // A decode leg whose KV arrived holds its blocks already.
-    if (r.kvReserved) return true;
     // Without pressure the whole context fits outright: no need to walk the prefix.
     if (blocks <= room) return true;
     const hit = this.reusedBlocks(Math.min(this.cache.prefixHit(r.promptBlocks), this.cacheableBlocks(r)));
@@ -467,7 +469,14 @@ export class Engine {
       const pulled = Math.max(0, Math.min(r.remoteTokens, r.context) - r.prefilled);
       const computed = Math.min(r.context - r.prefilled - pulled, budget);
       const chunk = pulled + computed;
-      if (this.ensurePreempting(r, r.prefilled + chunk) !== 'ok') break;
+      const room = this.ensurePreempting(r, r.prefilled + chunk);
+      // Requests whose KV arrived hold blocks it needs and cannot start behind it: it yields its
+      // own (vLLM preempts it and serves the arrived KV first).
+      if (room === 'full' && this.holds.hasArrived) {
+        this.requeue(r);
+        continue;
+      }
+      if (room !== 'ok') break;
       if (!dynamo) prefillTime += prefillMs(computed);
       prefillTokens += computed;
       r.prefilled += chunk;

@@ -22,6 +22,8 @@ export class HandoffHolds {
   private readonly pending: SimRequest[] = [];
   /** Requests whose blocks are reserved and whose KV is on its way. */
   private inTransit = 0;
+  /** Requests whose KV has arrived, waiting to run. */
+  private arrived = 0;
   /** Requests accepted so far: the next one's `transferSeq`. */
   private accepted = 0;
 
@@ -96,15 +98,35 @@ export class HandoffHolds {
    */
   activate(waiting: SimRequest[], r: SimRequest): void {
     this.inTransit--;
+    this.arrived++;
     const at = waiting.findIndex((w) => !w.kvReserved || w.transferSeq > r.transferSeq);
     waiting.splice(at < 0 ? waiting.length : at, 0, r);
   }
 
   /**
-   * Whether waiting request `r` may start now: one that must compute its KV waits while a handoff
-   * waits for room here (the reservation comes first, as in Dynamo's scheduler).
+   * The first waiting request whose KV has arrived (its index), or -1: it starts before any
+   * other, wherever a preemption put those (vLLM serves the requests whose remote KV arrived
+   * before its waiting queue). It holds its blocks, so it always fits.
    */
-  mayStart(r: SimRequest): boolean {
-    return r.kvReserved || this.pending.length === 0;
+  firstArrived(waiting: SimRequest[]): number {
+    return this.arrived === 0 ? -1 : waiting.findIndex((w) => w.kvReserved);
+  }
+
+  /** Whether requests whose KV has arrived wait to run. */
+  get hasArrived(): boolean {
+    return this.arrived > 0;
+  }
+
+  /** An arrived request leaves the waiting queue. */
+  arrivedStarted(): void {
+    this.arrived--;
+  }
+
+  /**
+   * Whether a waiting request that must compute its KV may start now: not while a handoff waits
+   * for room here (the reservation comes first, as in Dynamo's scheduler).
+   */
+  get mayStart(): boolean {
+    return this.pending.length === 0;
   }
 }

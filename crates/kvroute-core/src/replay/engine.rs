@@ -249,6 +249,7 @@ impl Engine {
     fn admit(&mut self, r: &mut SimRequest, now: f64) -> u64 {
         // A decode leg whose KV arrived into blocks reserved for it (`engine/handoff.rs`).
         if r.kv_reserved {
+            self.arrived_started();
             r.kv_reserved = false;
             r.admitted = true;
             r.prefilled = r.input_length;
@@ -318,9 +319,15 @@ impl Engine {
         if self.running() >= self.config.max_num_seqs {
             return None;
         }
+        if let Some(i) = self.first_arrived(reqs) {
+            return Some(i);
+        }
+        if !self.may_start() {
+            return None;
+        }
         for (i, &uid) in self.waiting.iter().enumerate() {
             let r = &reqs[uid as usize];
-            if !self.may_start(r) || !self.fits(reqs, r) {
+            if !self.fits(reqs, r) {
                 return None;
             }
             if self.loading.is_empty() || !self.waits_for_a_load(r) {
@@ -346,10 +353,6 @@ impl Engine {
             self.loading.iter().chain(&self.loaded).map(|&x| self.still_needed(&reqs[x as usize])).sum();
         let room = self.config.num_gpu_blocks.saturating_sub(self.cache.used() as u64).saturating_sub(promised);
         let blocks = r.context().div_ceil(self.config.block_size);
-        // A decode leg whose KV arrived holds its blocks already.
-        if r.kv_reserved {
-            return true;
-        }
         // Without pressure the whole context fits outright: no need to walk the prefix.
         if blocks <= room {
             return true;
@@ -449,8 +452,15 @@ impl Engine {
             let computed = (r.context() - r.prefilled - pulled).min(budget as u64);
             let chunk = pulled + computed;
             let target = r.prefilled + chunk;
-            if self.ensure_preempting(reqs, uid, target) != Room::Made {
-                break;
+            match self.ensure_preempting(reqs, uid, target) {
+                Room::Made => {}
+                // Requests whose KV arrived hold blocks it needs and cannot start behind it: it
+                // yields its own (vLLM preempts it and serves the arrived KV first).
+                Room::Full if self.has_arrived() => {
+                    self.requeue(reqs, uid);
+                    continue;
+                }
+                _ => break,
             }
             if !dynamo {
                 prefill_time += prefill_ms(computed as f64);

@@ -24,6 +24,8 @@ pub(crate) struct HandoffHolds {
     pending: VecDeque<u32>,
     /// Requests whose blocks are reserved and whose KV is on its way.
     in_transit: usize,
+    /// Requests whose KV has arrived, waiting to run.
+    arrived: usize,
     /// Requests accepted so far: the next one's `transfer_seq`.
     accepted: u64,
 }
@@ -98,6 +100,7 @@ impl Engine {
     /// requests whose remote KV arrived before its waiting queue.
     pub(crate) fn activate(&mut self, reqs: &[SimRequest], uid: u32) {
         self.holds.in_transit -= 1;
+        self.holds.arrived += 1;
         let seq = reqs[uid as usize].transfer_seq;
         let at = self
             .waiting
@@ -107,9 +110,29 @@ impl Engine {
         self.waiting.insert(at, uid);
     }
 
-    /// Whether waiting request `r` may start now: one that must compute its KV waits while a
+    /// The first waiting request whose KV has arrived (its position): it starts before any
+    /// other, wherever a preemption put those (vLLM serves the requests whose remote KV arrived
+    /// before its waiting queue). It holds its blocks, so it always fits.
+    pub(super) fn first_arrived(&self, reqs: &[SimRequest]) -> Option<usize> {
+        if self.holds.arrived == 0 {
+            return None;
+        }
+        self.waiting.iter().position(|&w| reqs[w as usize].kv_reserved)
+    }
+
+    /// Whether requests whose KV has arrived wait to run.
+    pub(super) fn has_arrived(&self) -> bool {
+        self.holds.arrived > 0
+    }
+
+    /// An arrived request leaves the waiting queue.
+    pub(super) fn arrived_started(&mut self) {
+        self.holds.arrived -= 1;
+    }
+
+    /// Whether waiting request `r`, which must compute its KV, may start now: not while a
     /// handoff waits for room here (the reservation comes first, as in Dynamo's scheduler).
-    pub(super) fn may_start(&self, r: &SimRequest) -> bool {
-        r.kv_reserved || self.holds.pending.is_empty()
+    pub(super) fn may_start(&self) -> bool {
+        self.holds.pending.is_empty()
     }
 }
