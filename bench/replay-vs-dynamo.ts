@@ -32,14 +32,16 @@
  * settings for both pools), with no handoff delay in either (Dynamo's offline default), or with
  * `--transfer-us-per-token T` a transfer of T µs per prompt token in both (kvroute's
  * `transferUsPerToken`; Dynamo's `kv_transfer_bytes_per_token` T × 64,000 over
- * `kv_transfer_bandwidth` 64 GB/s, its full-prompt timing).
+ * `kv_transfer_bandwidth` 64 GB/s, its full-prompt timing; `--transfer-timing destination-missing`
+ * counts only the tokens the decode worker lacks in both: kvroute's `transferTiming`, Dynamo's
+ * `kv_transfer_timing_mode`).
  */
 
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { replay } from '../ts/index.js';
+import { type ReplayTransferTiming, replay } from '../ts/index.js';
 import { fmt, printTable, RESULTS, ROOT, writeResult } from './common.js';
 import { TRACE_PATH as CONVERSATION_TRACE } from './index-workload.js';
 
@@ -79,6 +81,11 @@ const decodeWorkers = numberArg('--decode-workers', 0);
 const disaggregated = prefillWorkers > 0 && decodeWorkers > 0;
 /** `--transfer-us-per-token T`: KV transfer µs per prompt token in a disaggregated fleet (0: none). */
 const transferUsPerToken = numberArg('--transfer-us-per-token', 0);
+/** `--transfer-timing destination-missing`: the transfer counts the prompt tokens the decode worker lacks (default full-prompt). */
+const transferTimingArg = process.argv.indexOf('--transfer-timing');
+const transferTiming = (transferTimingArg > 0 ? process.argv[transferTimingArg + 1] : 'full-prompt') as ReplayTransferTiming;
+if (transferTiming !== 'full-prompt' && transferTiming !== 'destination-missing')
+  throw new Error('--transfer-timing is full-prompt or destination-missing');
 /** The link Dynamo's transfer timing is given (GB/s): T µs per token is T × 64,000 bytes per token over it. */
 const TRANSFER_GBPS = 64;
 if (disaggregated !== (prefillWorkers > 0 || decodeWorkers > 0)) throw new Error('give both --prefill-workers and --decode-workers');
@@ -93,7 +100,11 @@ const dynamoEngineFields = JSON.stringify({
   ...(prefixCaching ? {} : { enable_prefix_caching: false }),
   ...(preemptionMode !== 'lifo' ? { preemption_mode: preemptionMode } : {}),
   ...(transferUsPerToken > 0
-    ? { kv_transfer_bytes_per_token: Math.round(transferUsPerToken * TRANSFER_GBPS * 1000), kv_transfer_bandwidth: TRANSFER_GBPS }
+    ? {
+        kv_transfer_bytes_per_token: Math.round(transferUsPerToken * TRANSFER_GBPS * 1000),
+        kv_transfer_bandwidth: TRANSFER_GBPS,
+        kv_transfer_timing_mode: transferTiming.replace('-', '_'),
+      }
     : {}),
   ...(draftTokens > 0 ? { aic_nextn: draftTokens, ...(acceptRates ? { aic_nextn_accept_rates: acceptRates } : {}) } : {}),
   ...(cpuOffloadBlocks > 0
@@ -170,7 +181,7 @@ async function kvroute(timing: 'dynamo' | 'classic', speed: number) {
   const report = await replay({
     trace: TRACE_PATH,
     policies: ['kv', 'round-robin'],
-    ...(disaggregated ? { disaggregation: { prefillWorkers, decodeWorkers, transferUsPerToken } } : { workers: 16 }),
+    ...(disaggregated ? { disaggregation: { prefillWorkers, decodeWorkers, transferUsPerToken, transferTiming } } : { workers: 16 }),
     blockSize: 64,
     traceBlockSize: 512,
     numGpuBlocks: gpuBlocks,

@@ -37,10 +37,12 @@ const traceOf = (reqs: Isolated[]) =>
  * A deliberately simple model of one prefill worker and one decode worker serving requests one
  * at a time: the prefill worker reuses the longest prefix of hash ids seen before (8 engine
  * blocks per id, at most all but the last block) and computes the rest in one pass; the KV
- * arrives `fixedMs + perTokenMs × input` later; the decode worker computes no prompt and takes
- * one decode step per output token at its sequence's occupancy.
+ * arrives `fixedMs + perTokenMs × input` later (with `missingOnly`, × the tokens past that
+ * prefix, which the decode worker holds from the earlier requests: every block of theirs); the
+ * decode worker computes no prompt and takes one decode step per output token at its sequence's
+ * occupancy.
  */
-function reference(reqs: Isolated[], fixedMs: number, perTokenMs: number) {
+function reference(reqs: Isolated[], fixedMs: number, perTokenMs: number, missingOnly = false) {
   const seen: number[][] = [];
   let ttft = 0;
   let e2e = 0;
@@ -58,7 +60,8 @@ function reference(reqs: Isolated[], fixedMs: number, perTokenMs: number) {
     seen.push(r.hashIds);
     const cachedBlocks = Math.min(8 * shared, Math.floor((input - 1) / BLOCK));
     const arrival = r.at - t0;
-    const handoff = arrival + prefillMs(input - cachedBlocks * BLOCK) + (fixedMs + input * perTokenMs);
+    const sent = missingOnly ? input - 512 * shared : input;
+    const handoff = arrival + prefillMs(input - cachedBlocks * BLOCK) + (fixedMs + sent * perTokenMs);
     const first = handoff + decodeMs(Math.ceil(input / BLOCK) / GPU_BLOCKS);
     let last = first;
     for (let k = 1; k < r.output; k++) last += decodeMs(Math.ceil((input + k) / BLOCK) / GPU_BLOCKS);
@@ -88,15 +91,16 @@ describe.each(BACKENDS)('replay of a disaggregated fleet (%s)', (backend) => {
         output: 1 + rng.int(40),
       }));
       const handoffMs = rng.int(20);
-      const transferUsPerToken = rng.int(5);
+      const transferUsPerToken = 1 + rng.int(5);
+      const missingOnly = seed === 3;
       const report = await replay({
         trace: traceOf(reqs),
         backend,
         numGpuBlocks: GPU_BLOCKS,
-        ...pools(1, 1, { handoffMs, transferUsPerToken }),
+        ...pools(1, 1, { handoffMs, transferUsPerToken, ...(missingOnly ? { transferTiming: 'destination-missing' } : {}) }),
       });
       const p = report.policies[0];
-      const want = reference(reqs, handoffMs, transferUsPerToken / 1000);
+      const want = reference(reqs, handoffMs, transferUsPerToken / 1000, missingOnly);
       expect(p.ttftMs.mean, `seed ${seed}`).toBeCloseTo(want.ttftMean, 6);
       expect(p.e2eMs.mean, `seed ${seed}`).toBeCloseTo(want.e2eMean, 6);
       expect(p.hitRatio, `seed ${seed}`).toBeCloseTo(want.hitRatio, 12);
@@ -219,6 +223,10 @@ describe.each(BACKENDS)('replay of a disaggregated fleet (%s)', (backend) => {
     await bad({ disaggregation: { prefillWorkers: 0, decodeWorkers: 1 } }, /disaggregation\.prefillWorkers/);
     await bad(pools(1, 1, { handoffMs: -1 }), /disaggregation\.handoffMs/);
     await bad(pools(1, 1, { transferUsPerToken: Number.NaN }), /disaggregation\.transferUsPerToken/);
+    await bad(
+      pools(1, 1, { transferTiming: 'missing' }),
+      /disaggregation\.transferTiming must be 'full-prompt' or 'destination-missing', got "missing"/,
+    );
     await bad(pools(1, 1, { handoff: 3 }), /no option "handoff"/);
     await bad({ disaggregation: [1, 1] }, /disaggregation must be an object/);
     await bad({ ...pools(1, 1), routerConfig: { routerTrackActiveBlocks: true } }, /routerConfig\.routerTrackActiveBlocks is set per pool/);
@@ -275,7 +283,13 @@ describe('kvroute replay --prefill-workers --decode-workers', () => {
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/2 prefill \+ 3 decode workers \(KV handoff 4 ms \+ 2\.5 µs per prompt token\)/);
     const report = JSON.parse(readFileSync(join(dir, 'd.json'), 'utf8')) as ReplayReport;
-    expect(report.config.disaggregation).toEqual({ prefillWorkers: 2, decodeWorkers: 3, handoffMs: 4, transferUsPerToken: 2.5 });
+    expect(report.config.disaggregation).toEqual({
+      prefillWorkers: 2,
+      decodeWorkers: 3,
+      handoffMs: 4,
+      transferUsPerToken: 2.5,
+      transferTiming: 'full-prompt',
+    });
     expect(report.policies[0].workers.map((w) => w.role)).toEqual(['prefill', 'prefill', 'decode', 'decode', 'decode']);
     const html = readFileSync(join(dir, 'd.html'), 'utf8');
     expect(html).toContain('2 prefill + 3 decode workers (KV handoff 4 ms + 2.5 µs per prompt token)');
@@ -283,19 +297,26 @@ describe('kvroute replay --prefill-workers --decode-workers', () => {
     expect(html).toMatch(/>1 P<\/text>.*>2 D<\/text>/s);
     const plain = cli(['replay', 't.jsonl', '--workers', '2']);
     expect(plain.stdout).not.toMatch(/prefill/);
+    const missing = cli(['replay', 't.jsonl', ...args, '--transfer-timing', 'destination-missing', '--report', 'm.json']);
+    expect(missing.status).toBe(0);
+    expect(missing.stdout).toMatch(/\+ 2\.5 µs per prompt token the decode worker lacks\)/);
+    const missingReport = JSON.parse(readFileSync(join(dir, 'm.json'), 'utf8')) as ReplayReport;
+    expect(missingReport.config.disaggregation).toMatchObject({ transferTiming: 'destination-missing' });
   });
 
   test('bad flags are usage errors named as flags', () => {
     requireDist();
     const cases: Array<[string[], RegExp]> = [
       [['--prefill-workers', '2'], /needs both --prefill-workers and --decode-workers/],
-      [['--handoff-ms', '3'], /--handoff-ms and --transfer-us-per-token need --prefill-workers and --decode-workers/],
+      [['--handoff-ms', '3'], /--handoff-ms, --transfer-us-per-token and --transfer-timing need --prefill-workers and --decode-workers/],
       [
         ['--prefill-workers', '2', '--decode-workers', '2', '--workers', '4'],
         /--workers and --prefill-workers\/--decode-workers exclude each other/,
       ],
       [['--prefill-workers', '2', '--decode-workers', '0'], /--decode-workers must be a positive integer, got 0/],
       [['--prefill-workers', '1', '--decode-workers', '1', '--handoff-ms=-2'], /--handoff-ms must be/],
+      [['--prefill-workers', '1', '--decode-workers', '1', '--transfer-timing', 'some'], /--transfer-timing must be 'full-prompt' or/],
+      [['--transfer-timing', 'destination-missing'], /--transfer-timing need --prefill-workers and --decode-workers/],
     ];
     for (const [args, message] of cases) {
       const run = cli(['replay', ...args]);

@@ -385,13 +385,18 @@ export interface ReplayFleetSpec {
   dpRanks: number[];
   /**
    * What each rank serves (default: all `'aggregated'`). A disaggregated fleet's arrivals go to
-   * `'prefill'` ranks, which run the prompt and one token; the request is then handed over
-   * (`run` returns 3) and goes to a `'decode'` rank, which receives the prompt's KV whole, with
-   * no prefill time, and generates the whole output. Decode ranks publish no KV events.
+   * `'prefill'` ranks, which run the prompt and one token and hold its KV; the request is then
+   * handed over (`run` returns 3) and goes to a `'decode'` rank, which reserves room, receives the
+   * prompt's KV whole, with no prefill time, and generates the whole output. Decode ranks publish
+   * no KV events.
    */
   roles?: ReplayRankRole[];
-  /** How long a prefill leg's KV takes to reach the decode pool: per request and per prompt token (ms; default 0, 0). */
-  handoff?: { fixedMs: number; msPerToken: number };
+  /**
+   * How long a prefill leg's KV takes to reach its decode rank once that rank reserved room for
+   * it: per request and per prompt token (ms; default 0, 0), the tokens counted being the rank's
+   * missing ones with `destinationMissing` (default: the whole prompt).
+   */
+  handoff?: { fixedMs: number; msPerToken: number; destinationMissing?: boolean };
   /** Requests of the run (uids 0..requests-1). */
   requests: number;
   /** Whether passes deliver their KV events (off in approximate mode). */

@@ -105,7 +105,7 @@ export type { WireAllBlocksCleared, WireBlockRemoved, WireBlockStored, WireEvent
 export { encodeBatch as encodeEngineBatch } from './mock-worker/wire.js';
 export type { MockWorker } from './mock-worker/worker.js';
 export { startMockWorker } from './mock-worker/worker.js';
-export type { ReplayDisaggregation } from './replay/disaggregation.js';
+export type { ReplayDisaggregation, ReplayTransferTiming } from './replay/disaggregation.js';
 export type { GenerateTraceOptions } from './replay/generate.js';
 export { generateTrace, traceToJsonl } from './replay/generate.js';
 export type { PreemptionMode } from './replay/preemption.js';

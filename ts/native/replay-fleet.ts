@@ -41,8 +41,8 @@ export function nativeReplayFleet(binding: NativeBinding, spec: ReplayFleetSpec)
       ),
   );
   if (spec.handoff) {
-    const { fixedMs, msPerToken } = spec.handoff;
-    callNative(() => fleet.setHandoffDelay(fixedMs, msPerToken));
+    const { fixedMs, msPerToken, destinationMissing = false } = spec.handoff;
+    callNative(() => fleet.setHandoffDelay(fixedMs, msPerToken, destinationMissing));
   }
   for (const index of spec.indexes) {
     const raw = rawIndexes.get(index);

@@ -1,13 +1,13 @@
 /**
  * `kvroute replay`'s flags for a disaggregated fleet (`--prefill-workers`, `--decode-workers`,
- * `--handoff-ms`, `--transfer-us-per-token`), read into {@link ReplayDisaggregation} and checked
+ * `--handoff-ms`, `--transfer-us-per-token`, `--transfer-timing`), read into {@link ReplayDisaggregation} and checked
  * with the flags' own names in the errors.
  * @internal
  * @module
  */
 
 import { asFlagError, type Flags, UsageError } from '../cli-args.js';
-import { checkDisaggregation, type ReplayDisaggregation } from './disaggregation.js';
+import { checkDisaggregation, type ReplayDisaggregation, type ReplayTransferTiming } from './disaggregation.js';
 
 export const DISAGGREGATION_FLAGS: Flags = {
   'prefill-workers': {
@@ -21,6 +21,11 @@ export const DISAGGREGATION_FLAGS: Flags = {
     help: "a disaggregated fleet: KV transfer time per prompt token, µs (KV bytes per token / the link's bandwidth)",
     default: '0',
   },
+  'transfer-timing': {
+    kind: 'string',
+    help: 'a disaggregated fleet: which prompt tokens the transfer time counts: full-prompt, or destination-missing (those the decode worker lacks)',
+    default: 'full-prompt',
+  },
 };
 
 /** The option names as the flags spell them. */
@@ -29,6 +34,7 @@ const FLAG_NAMES: Array<[RegExp, string]> = [
   [/\bdisaggregation\.decodeWorkers\b/g, '--decode-workers'],
   [/\bdisaggregation\.handoffMs\b/g, '--handoff-ms'],
   [/\bdisaggregation\.transferUsPerToken\b/g, '--transfer-us-per-token'],
+  [/\bdisaggregation\.transferTiming\b/g, '--transfer-timing'],
 ];
 
 /** `{ disaggregation }` from the flags, or `{}` when neither pool is given. */
@@ -37,9 +43,13 @@ export function disaggregationFromFlags(v: Record<string, unknown>, usage: strin
   const decodeWorkers = v['decode-workers'] as number | undefined;
   const handoffMs = v['handoff-ms'] as number | undefined;
   const transferUsPerToken = v['transfer-us-per-token'] as number | undefined;
+  const transferTiming = v['transfer-timing'] as ReplayTransferTiming | undefined;
   if (prefillWorkers === undefined && decodeWorkers === undefined) {
-    if (handoffMs !== undefined || transferUsPerToken !== undefined)
-      throw new UsageError('--handoff-ms and --transfer-us-per-token need --prefill-workers and --decode-workers', usage);
+    if (handoffMs !== undefined || transferUsPerToken !== undefined || transferTiming !== undefined)
+      throw new UsageError(
+        '--handoff-ms, --transfer-us-per-token and --transfer-timing need --prefill-workers and --decode-workers',
+        usage,
+      );
     return {};
   }
   if (prefillWorkers === undefined || decodeWorkers === undefined)
@@ -51,6 +61,7 @@ export function disaggregationFromFlags(v: Record<string, unknown>, usage: strin
     decodeWorkers,
     ...(handoffMs !== undefined ? { handoffMs } : {}),
     ...(transferUsPerToken !== undefined ? { transferUsPerToken } : {}),
+    ...(transferTiming !== undefined ? { transferTiming } : {}),
   };
   try {
     checkDisaggregation(disaggregation);

@@ -38,7 +38,18 @@ export interface ReplayDisaggregation {
    * 160 KB over 50 GB/s is 3.2 µs; not divided by `speedup`). Default 0.
    */
   transferUsPerToken?: number;
+  /**
+   * Which prompt tokens the transfer time counts: `'full-prompt'` (default), every one;
+   * `'destination-missing'`, those the decode worker did not hold already (the blocks its
+   * reservation could not reuse, whole). Dynamo's `kv_transfer_timing_mode`.
+   */
+  transferTiming?: ReplayTransferTiming;
 }
+
+/** Which prompt tokens a disaggregated replay's KV transfer time counts (see {@link ReplayDisaggregation}). @group Replay */
+export type ReplayTransferTiming = 'full-prompt' | 'destination-missing';
+
+const TRANSFER_TIMINGS: readonly ReplayTransferTiming[] = ['full-prompt', 'destination-missing'];
 
 /** The disaggregation of a run, checked. @internal */
 export interface SimDisaggregation {
@@ -46,9 +57,10 @@ export interface SimDisaggregation {
   decodeWorkers: number;
   handoffMs: number;
   transferUsPerToken: number;
+  transferTiming: ReplayTransferTiming;
 }
 
-const KNOWN = ['prefillWorkers', 'decodeWorkers', 'handoffMs', 'transferUsPerToken'];
+const KNOWN = ['prefillWorkers', 'decodeWorkers', 'handoffMs', 'transferUsPerToken', 'transferTiming'];
 
 /** `ReplayOptions.disaggregation`, checked; undefined for an aggregated fleet. */
 export function checkDisaggregation(value: unknown): SimDisaggregation | undefined {
@@ -61,11 +73,18 @@ export function checkDisaggregation(value: unknown): SimDisaggregation | undefin
     throw new KvRouteError('ERR_INVALID_ARG', `disaggregation has no option ${JSON.stringify(unknown)} (known: ${KNOWN.join(', ')})`);
   for (const pool of ['prefillWorkers', 'decodeWorkers'])
     if (o[pool] === undefined) throw new KvRouteError('ERR_INVALID_ARG', `disaggregation.${pool} is required`);
+  const transferTiming = o.transferTiming ?? 'full-prompt';
+  if (!TRANSFER_TIMINGS.includes(transferTiming as ReplayTransferTiming))
+    throw new KvRouteError(
+      'ERR_INVALID_ARG',
+      `disaggregation.transferTiming must be ${TRANSFER_TIMINGS.map((t) => `'${t}'`).join(' or ')}, got ${describe(transferTiming)}`,
+    );
   return {
     prefillWorkers: positiveInteger(o.prefillWorkers, 'disaggregation.prefillWorkers', 1),
     decodeWorkers: positiveInteger(o.decodeWorkers, 'disaggregation.decodeWorkers', 1),
     handoffMs: nonNegativeNumber(o.handoffMs, 'disaggregation.handoffMs', 0),
     transferUsPerToken: nonNegativeNumber(o.transferUsPerToken, 'disaggregation.transferUsPerToken', 0),
+    transferTiming: transferTiming as ReplayTransferTiming,
   };
 }
 
@@ -112,9 +131,8 @@ export function decodeRouterOptions(options: Partial<KvRouterOptions>): Partial<
 
 /** The fleet in words: "16 workers", or a disaggregated run's "8 prefill + 8 decode workers (KV handoff …)". */
 export function fleetWords(config: Record<string, unknown>): string {
-  const d = config.disaggregation as
-    | { prefillWorkers: number; decodeWorkers: number; handoffMs: number; transferUsPerToken: number }
-    | undefined;
+  const d = config.disaggregation as SimDisaggregation | undefined;
   if (!d) return `${String(config.workers)} workers`;
-  return `${d.prefillWorkers} prefill + ${d.decodeWorkers} decode workers (KV handoff ${d.handoffMs} ms + ${d.transferUsPerToken} µs per prompt token)`;
+  const tokens = d.transferTiming === 'destination-missing' ? 'prompt token the decode worker lacks' : 'prompt token';
+  return `${d.prefillWorkers} prefill + ${d.decodeWorkers} decode workers (KV handoff ${d.handoffMs} ms + ${d.transferUsPerToken} µs per ${tokens})`;
 }

@@ -176,10 +176,11 @@ export class Engine {
    * Reserves what this decode rank can of its pending handoffs (`HandoffHolds.reservePending`);
    * returns the requests whose transfer may start.
    */
-  reservePending(): SimRequest[] {
+  reservePending(): Array<{ r: SimRequest; missingTokens: number }> {
     return this.holds.reservePending(
       () => this.running < this.config.maxNumSeqs,
       (r, tokens) => this.ensure(r, tokens),
+      this.config.blockSize,
     );
   }
 

@@ -99,7 +99,7 @@ export class JsFleet implements ReplayFleetBackend {
   private readonly promptIds: Int32Array[];
   private readonly enqueued = new Set<number>();
   /** Disaggregated: how long a prefill leg's KV takes to reach the decode pool (ms per request, per prompt token). */
-  private readonly handoff: { fixedMs: number; msPerToken: number };
+  private readonly handoff: { fixedMs: number; msPerToken: number; destinationMissing?: boolean };
 
   constructor(private readonly spec: ReplayFleetSpec) {
     const sizes = [spec.blockSize, spec.numGpuBlocks, spec.maxNumSeqs, spec.maxNumBatchedTokens];
@@ -219,8 +219,9 @@ export class JsFleet implements ReplayFleetBackend {
 
   /** Reserves what a decode rank can of its pending handoffs; each transfer ends after the handoff delay. */
   private startTransfers(rank: number): void {
-    for (const r of this.ranks[rank].engine.reservePending()) {
-      const delay = this.handoff.fixedMs + r.inputLength * this.handoff.msPerToken;
+    for (const { r, missingTokens } of this.ranks[rank].engine.reservePending()) {
+      const tokens = this.handoff.destinationMissing ? missingTokens : r.inputLength;
+      const delay = this.handoff.fixedMs + tokens * this.handoff.msPerToken;
       this.queue.push(this.clock + delay, 'transfer', r.uid);
     }
   }

@@ -69,12 +69,17 @@ export class HandoffHolds {
    * Reserves the blocks of the pending requests, in order, while `canRun` (the rank runs fewer
    * than `maxNumSeqs`) and the pool has room (`ensure`: a block cached here already is reused,
    * cached blocks no request uses are evicted, none in use is taken). Returns the requests whose
-   * transfer may start.
+   * transfer may start, each with the prompt tokens this rank lacked (its fresh blocks, whole).
    */
-  reservePending(canRun: () => boolean, ensure: (r: SimRequest, tokens: number) => boolean): SimRequest[] {
-    const reserved: SimRequest[] = [];
+  reservePending(
+    canRun: () => boolean,
+    ensure: (r: SimRequest, tokens: number) => boolean,
+    blockSize: number,
+  ): Array<{ r: SimRequest; missingTokens: number }> {
+    const reserved: Array<{ r: SimRequest; missingTokens: number }> = [];
     while (this.pending.length > 0 && canRun()) {
       const r = this.pending[0];
+      const resident = this.cache.prefixHit(r.promptBlocks);
       if (!ensure(r, r.inputLength)) {
         this.cache.release(r.held);
         if (r.partial) this.cache.releasePrivate();
@@ -86,7 +91,7 @@ export class HandoffHolds {
       this.pending.shift();
       this.inTransit++;
       r.kvReserved = true;
-      reserved.push(r);
+      reserved.push({ r, missingTokens: (r.held.length - resident + (r.partial ? 1 : 0)) * blockSize });
     }
     return reserved;
   }

@@ -229,7 +229,15 @@ export async function simulatePolicy(trace: Trace, selectors: PolicySelectors, c
     workers: ranks.map((r) => r.workerId),
     dpRanks: ranks.map((r) => r.dpRank),
     roles,
-    ...(split ? { handoff: { fixedMs: split.handoffMs, msPerToken: split.transferUsPerToken / 1000 } } : {}),
+    ...(split
+      ? {
+          handoff: {
+            fixedMs: split.handoffMs,
+            msPerToken: split.transferUsPerToken / 1000,
+            destinationMissing: split.transferTiming === 'destination-missing',
+          },
+        }
+      : {}),
     requests: total,
     publishEvents,
     indexes: publishEvents ? routers.map((r) => indexInternals(r.index).inner) : [],

@@ -122,11 +122,16 @@ impl NativeReplayFleet {
         })
     }
 
-    /// Disaggregated: a prefill leg's KV reaches the decode pool `fixed_ms` + `ms_per_token` per
-    /// prompt token after the leg ends.
+    /// Disaggregated: a prefill leg's KV reaches its decode rank `fixed_ms` + `ms_per_token` per
+    /// prompt token (per token that rank lacked, with `destination_missing`) after the rank
+    /// reserved room for it.
     #[napi(js_name = "setHandoffDelay")]
-    pub fn set_handoff_delay(&mut self, fixed_ms: f64, ms_per_token: f64) -> Result<(), &'static str> {
-        guard(|| self.inner.set_handoff_delay(HandoffDelay { fixed_ms, ms_per_token }).map_err(to_node_error))
+    pub fn set_handoff_delay(&mut self, fixed_ms: f64, ms_per_token: f64, destination_missing: bool) -> Result<(), &'static str> {
+        guard(|| {
+            self.inner
+                .set_handoff_delay(HandoffDelay { fixed_ms, ms_per_token, destination_missing })
+                .map_err(to_node_error)
+        })
     }
 
     /// Delivers every pass's KV events to this index (one per router replica).

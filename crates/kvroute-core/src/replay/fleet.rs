@@ -109,8 +109,9 @@ pub struct Fleet {
     publish_events: bool,
     /// Disaggregated: how long a prefill leg's KV takes to reach the decode pool.
     handoff: HandoffDelay,
-    /// Scratch for the requests whose transfer starts.
-    reserved: Vec<u32>,
+    /// Scratch for the requests whose transfer starts, with the prompt tokens their decode rank
+    /// lacked.
+    reserved: Vec<(u32, u64)>,
     clock: f64,
     resume: Resume,
 }
@@ -373,8 +374,8 @@ impl Fleet {
         let mut reserved = std::mem::take(&mut self.reserved);
         reserved.clear();
         self.ranks[rank].engine.reserve_pending(&mut self.reqs, &mut reserved);
-        for &uid in &reserved {
-            let delay = self.handoff.of(self.reqs[uid as usize].input_length);
+        for &(uid, missing_tokens) in &reserved {
+            let delay = self.handoff.of(self.reqs[uid as usize].input_length, missing_tokens);
             self.queue.push(self.clock + delay, Kind::Transfer(uid));
         }
         self.reserved = reserved;

@@ -56,7 +56,7 @@ fn disaggregated(delay: HandoffDelay) -> Fleet {
 
 #[test]
 fn a_disaggregated_request_prefills_then_decodes_once_its_kv_arrived() {
-    let mut fleet = disaggregated(HandoffDelay { fixed_ms: 2.0, ms_per_token: 0.5 });
+    let mut fleet = disaggregated(HandoffDelay { fixed_ms: 2.0, ms_per_token: 0.5, destination_missing: false });
     fleet.load(&[0.0], &[0]).expect("load");
     let wakes = drive(&mut fleet, &[1, 2]);
     let prefill_end = prefill_ms(9.0);
@@ -95,7 +95,7 @@ fn legs_go_to_ranks_of_their_role() {
         }
     }
     assert!(fleet.outcomes()[0].last_token_ms > 0.0);
-    let bad = HandoffDelay { fixed_ms: f64::NAN, ms_per_token: 0.0 };
+    let bad = HandoffDelay { fixed_ms: f64::NAN, ..HandoffDelay::default() };
     assert!(fleet.set_handoff_delay(bad).is_err(), "a NaN delay is refused");
 }
 

@@ -32,6 +32,10 @@ pub struct HandoffDelay {
     pub fixed_ms: f64,
     /// Per prompt token (ms: KV bytes per token over the link's bandwidth).
     pub ms_per_token: f64,
+    /// Count only the prompt tokens the decode rank does not hold already (the blocks its
+    /// reservation could not reuse, whole; Dynamo's `destination_missing` timing), not the whole
+    /// prompt (its default `full_prompt`).
+    pub destination_missing: bool,
 }
 
 impl HandoffDelay {
@@ -43,8 +47,10 @@ impl HandoffDelay {
         Ok(())
     }
 
-    /// The delay of a prompt of `input_length` tokens (ms).
-    pub(crate) fn of(&self, input_length: u64) -> f64 {
-        self.fixed_ms + input_length as f64 * self.ms_per_token
+    /// The delay of a prompt of `input_length` tokens of which the decode rank lacked
+    /// `missing_tokens` (ms).
+    pub(crate) fn of(&self, input_length: u64, missing_tokens: u64) -> f64 {
+        let tokens = if self.destination_missing { missing_tokens } else { input_length };
+        self.fixed_ms + tokens as f64 * self.ms_per_token
     }
 }

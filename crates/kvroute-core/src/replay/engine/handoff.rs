@@ -69,15 +69,17 @@ impl Engine {
 
     /// Reserves the blocks of the pending requests, in order, while the rank runs fewer than
     /// `max_num_seqs` requests and the pool has room (a block cached here already is reused;
-    /// cached blocks no request uses are evicted; none in use is taken). Puts the uids whose
-    /// transfer may start in `reserved`.
-    pub(crate) fn reserve_pending(&mut self, reqs: &mut [SimRequest], reserved: &mut Vec<u32>) {
+    /// cached blocks no request uses are evicted; none in use is taken). Puts in `reserved` each
+    /// request whose transfer may start, with the prompt tokens this rank lacked (its fresh
+    /// blocks, whole).
+    pub(crate) fn reserve_pending(&mut self, reqs: &mut [SimRequest], reserved: &mut Vec<(u32, u64)>) {
         while let Some(&uid) = self.holds.pending.front() {
             if self.running() >= self.config.max_num_seqs {
                 return;
             }
             let r = &mut reqs[uid as usize];
             let prompt = r.input_length;
+            let resident = self.cache.prefix_hit(&r.prompt);
             if !self.ensure(r, prompt) {
                 self.cache.release(&r.held);
                 if r.partial {
@@ -91,7 +93,8 @@ impl Engine {
             self.holds.pending.pop_front();
             self.holds.in_transit += 1;
             r.kv_reserved = true;
-            reserved.push(uid);
+            let fresh = (r.held.len() - resident) as u64 + u64::from(r.partial);
+            reserved.push((uid, fresh * self.config.block_size));
         }
     }
 
