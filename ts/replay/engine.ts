@@ -283,9 +283,10 @@ export class Engine {
       host.load(r.promptBlocks.slice(hit, r.promptTaken));
     }
     const cached = Math.min(r.promptTaken * bs, r.inputLength);
-    // A decode leg's own hits save no prompt compute: its KV came by transfer. The hit ratio is the
-    // prefill pool's, as Dynamo's disaggregated replay reports it.
-    if (cached >= r.reusedTokens && !r.handedOver) {
+    // The best over admissions, as Dynamo reports it: a decode leg comes here only when it
+    // recomputes after a preemption (its first admission, with the KV it received, counts none:
+    // see the top of this function).
+    if (cached >= r.reusedTokens) {
       r.reusedTokens = cached;
       r.reusedHostTokens = cached - Math.min(hit * bs, r.inputLength);
     }

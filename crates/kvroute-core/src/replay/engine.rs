@@ -282,11 +282,10 @@ impl Engine {
             }
         }
         let cached = (r.prompt_taken as u64 * bs).min(r.input_length);
-        // A decode leg's own hits save no prompt compute: its KV came by transfer. The hit ratio is
-        // the prefill pool's, as Dynamo's disaggregated replay reports it.
-        if !r.handed_over {
-            r.reused_tokens = r.reused_tokens.max(cached);
-        }
+        // The best over admissions, as Dynamo reports it: a decode leg comes here only when it
+        // recomputes after a preemption (its first admission, with the KV it received, counts
+        // none: see the top of this function).
+        r.reused_tokens = r.reused_tokens.max(cached);
         if first {
             r.first_reused_tokens = cached;
         }

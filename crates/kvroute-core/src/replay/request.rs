@@ -81,10 +81,11 @@ impl SimRequest {
         self.output_length = 1;
     }
 
-    /// After the prefill leg ended (its blocks released): the decode leg, the whole output to
-    /// generate again from the prompt's KV received by transfer. What the report reads (arrival,
-    /// reused tokens at the best and the first admission, preemptions) carries over; the decode
-    /// leg's admissions add no reused tokens (see `Engine::admit`).
+    /// After the prefill leg ended (its blocks held by the prefill rank): the decode leg, the whole
+    /// output to generate again from the prompt's KV received by transfer. What the report reads
+    /// (arrival, reused tokens at the best and the first admission, preemptions) carries over; the
+    /// decode leg's first admission adds no reused tokens, a recompute after a preemption adds
+    /// what it finds (see `Engine::admit`).
     pub(crate) fn start_decode_leg(&mut self) {
         self.output_length = self.decode_output_length;
         self.generated = 0;
