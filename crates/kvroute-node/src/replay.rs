@@ -126,7 +126,12 @@ impl NativeReplayFleet {
     /// prompt token (per token that rank lacked, with `destination_missing`) after the rank
     /// reserved room for it.
     #[napi(js_name = "setHandoffDelay")]
-    pub fn set_handoff_delay(&mut self, fixed_ms: f64, ms_per_token: f64, destination_missing: bool) -> Result<(), &'static str> {
+    pub fn set_handoff_delay(
+        &mut self,
+        fixed_ms: f64,
+        ms_per_token: f64,
+        destination_missing: bool,
+    ) -> Result<(), &'static str> {
         guard(|| {
             self.inner
                 .set_handoff_delay(HandoffDelay { fixed_ms, ms_per_token, destination_missing })
