@@ -57,12 +57,22 @@ describe.each(BACKENDS)('gateway: workers resting through the control routes (%s
 
   test('workers put to sleep or woken outside the gateway are found so at their next probe (vLLM’s /is_sleeping)', async () => {
     const f = await startFleet(backend, 2);
+    // vLLM's question through the gateway: every worker's answer, when they agree.
+    const isSleeping = async () => {
+      const res = await fetch(`${f.url}/is_sleeping`);
+      return [res.status, res.headers.get('content-type'), await res.json()];
+    };
+    expect(await isSleeping()).toEqual([200, 'application/json; charset=utf-8', { is_sleeping: false }]);
     // Asleep by a call the gateway never saw (the engine directly, or another gateway replica).
     expect((await fetch(`${f.workers[0].url}/sleep`, { method: 'POST' })).status).toBe(200);
     await waitFor(() => !f.gateway.workers()[0].routable, 'worker 1 found asleep by a probe');
     expect(f.gateway.workers().map((w) => w.resting)).toEqual([['sleep'], []]);
+    // Half a fleet asleep is not an answer: 409 says which.
+    const [status, , body] = await isSleeping();
+    expect([status, (body as { error: { message: string } }).error.message]).toEqual([409, 'the workers disagree: 1 sleeping, 2 awake']);
     expect((await fetch(`${f.url}/sleep`, { method: 'POST' })).status).toBe(200);
     expect(f.gateway.workers().map((w) => w.resting)).toEqual([['sleep'], ['sleep']]);
+    expect(await isSleeping()).toEqual([200, 'application/json; charset=utf-8', { is_sleeping: true }]);
     // Probes go on while they sleep: still asleep, still resting.
     await new Promise((r) => setTimeout(r, 500));
     expect(f.gateway.workers().every((w) => !w.routable)).toBe(true);

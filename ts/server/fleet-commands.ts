@@ -4,7 +4,7 @@
  * serving the base model `?model=` names, in a fleet of several), its JSON body and the rest of
  * its query string as they came. RL loops drive their engines with these between rollouts:
  * - vLLM's (served in its dev mode): `/reset_prefix_cache` (`?device=`), `/sleep` (`?level=`) and
- *   `/wake_up` (`?tags=`);
+ *   `/wake_up` (`?tags=`), and the question `GET /is_sleeping` (is-sleeping.ts);
  * - SGLang's: `/flush_cache` (POST, or GET as SGLang takes it too, sent on as POST),
  *   `/abort_request` (`rid`, or `abort_all`: a worker not running the request answers 200 all the
  *   same), `/pause_generation`, `/continue_generation`, `/release_memory_occupation`,
@@ -22,6 +22,7 @@
  */
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { askIsSleeping } from './is-sleeping.js';
 import type { ProxyContext } from './proxy.js';
 import { answerAll, ask, startBroadcast } from './worker-broadcast.js';
 import { restChange } from './worker-rest.js';
@@ -44,6 +45,7 @@ export const FLEET_COMMAND_PATHS = [
 export function registerFleetCommands(proxy: FastifyInstance, ctx: ProxyContext): void {
   for (const path of FLEET_COMMAND_PATHS) proxy.post(path, (req, reply) => sendToAll(ctx, req, reply, path));
   proxy.get('/flush_cache', (req, reply) => sendToAll(ctx, req, reply, '/flush_cache'));
+  proxy.get('/is_sleeping', (req, reply) => askIsSleeping(ctx, req, reply));
 }
 
 /** The query string to send on: the client's, without the gateway's own `model`. */

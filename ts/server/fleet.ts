@@ -414,9 +414,16 @@ export class Fleet {
     const body = answer.body as { is_sleeping?: unknown } | undefined;
     if (status === 404) m.asksSleeping = false;
     if (status !== 200 || typeof body?.is_sleeping !== 'boolean') return;
+    this.foundSleeping(m.spec.id, body.is_sleeping);
+  }
+
+  /** A worker's own answer to `/is_sleeping` (a probe's, or a client's through the gateway): it decides whether the worker sleeps. */
+  foundSleeping(id: bigint, sleeping: boolean): void {
+    const m = this.members.get(id);
+    if (!m) return;
     const asleep = m.rest.reasons.includes('sleep');
-    if (body.is_sleeping && !asleep) this.rested(m.spec.id, FOUND_ASLEEP);
-    else if (!body.is_sleeping && asleep) this.rested(m.spec.id, FOUND_AWAKE);
+    if (sleeping && !asleep) this.rested(id, FOUND_ASLEEP);
+    else if (!sleeping && asleep) this.rested(id, FOUND_AWAKE);
   }
 
   /**

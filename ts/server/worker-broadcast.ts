@@ -57,11 +57,22 @@ export function startBroadcast(
   return undefined;
 }
 
-/** Answers the client from every worker's answer (see the module's description), each counted. */
-export function answerAll(ctx: ProxyContext, reply: FastifyReply, r: BroadcastRequest, answers: readonly WorkerAnswer[]): FastifyReply {
+/**
+ * Answers the client from every worker's answer (see the module's description), each counted.
+ * `how.conflict`: the workers all answered but disagree (a question, not a change): 409 saying
+ * how; `how.type`: the content type of the engines' answer (default text/plain).
+ */
+export function answerAll(
+  ctx: ProxyContext,
+  reply: FastifyReply,
+  r: BroadcastRequest,
+  answers: readonly WorkerAnswer[],
+  how: { conflict?: string; type?: string } = {},
+): FastifyReply {
+  const { conflict } = how;
   const { start, started, path } = r;
   const failed = answers.filter((a) => a.status !== 200);
-  const status = failed.length === 0 ? 200 : (failed[0].status ?? 502);
+  const status = conflict !== undefined ? 409 : failed.length === 0 ? 200 : (failed[0].status ?? 502);
   // One span for the request, whose tries are the workers' answers (finishPassedOn counts each).
   start.trace.end(status);
   for (const a of answers)
@@ -71,14 +82,22 @@ export function answerAll(ctx: ProxyContext, reply: FastifyReply, r: BroadcastRe
       {},
     );
   void reply.header('x-kvroute-request-id', start.id).header('x-kvroute-workers', r.workers.join(','));
-  if (failed.length === 0) return reply.code(200).type('text/plain').send(answers[0].text);
+  if (conflict !== undefined) return reply.code(409).send(openAiError(conflict, 'ConflictError', 409));
+  if (failed.length === 0)
+    return reply
+      .code(200)
+      .type(how.type ?? 'text/plain')
+      .send(answers[0].text);
   const done = answers.filter((a) => a.status === 200).map((a) => a.worker);
   const told = failed.map((a) => `worker ${a.worker} answered ${a.status ?? 'nothing'}: ${errorText(a.text)}`).join('; ');
   const message = `${done.length > 0 ? `done on workers ${done.join(', ')}, not on the others` : 'done on no worker'} (${told})`;
   return reply.code(status).send(openAiError(message, status >= 500 ? 'ServiceUnavailableError' : 'BadRequestError', status));
 }
 
-/** POSTs `body` (JSON; none when undefined) to one worker's `path`; with `trace`, as a try (a `CLIENT` span) of the client's request. */
+/**
+ * POSTs `body` (JSON; none when undefined) to one worker's `path` (GETs it with `method` 'GET');
+ * with `trace`, as a try (a `CLIENT` span) of the client's request.
+ */
 export async function ask(
   ctx: ProxyContext,
   worker: bigint,
@@ -87,14 +106,15 @@ export async function ask(
   headers: Record<string, string>,
   signal: AbortSignal,
   trace?: RequestTrace,
+  method: 'POST' | 'GET' = 'POST',
 ): Promise<WorkerAnswer> {
   const member = ctx.fleet.get(worker);
   const pool = member?.pool;
   if (!pool) return { worker, status: undefined, text: 'the worker was removed' };
-  const attempt = trace?.attempt(`POST ${path}`, () => upstreamAttributes(member.spec.url, path, 'POST', worker, undefined, 0));
+  const attempt = trace?.attempt(`${method} ${path}`, () => upstreamAttributes(member.spec.url, path, method, worker, undefined, 0));
   try {
     const res = await pool.request({
-      method: 'POST',
+      method,
       path,
       headers: {
         ...ctx.fleet.upstreamHeaders,
