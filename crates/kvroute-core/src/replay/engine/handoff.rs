@@ -4,8 +4,9 @@
 //! first one that finds no room holding back the rest (no running request is preempted for it),
 //! and the request joins the waiting queue, its KV in place, once the transfer ends. Holding both
 //! ends costs memory on both pools while the KV is in flight, which a plain delay does not (and
-//! the transfer waits for room on the decode rank). The Rust twin of the same methods in
-//! `ts/replay/engine.ts`; the clock's side is in `fleet.rs`.
+//! the transfer waits for room on the decode rank). The Rust twin of `ts/replay/handoff-holds.ts`
+//! (and of the engine's calls into it in `ts/replay/engine.ts`); the clock's side is in
+//! `fleet.rs`.
 
 use super::Engine;
 use crate::replay::kv_cache::Block;
@@ -133,8 +134,8 @@ impl Engine {
         self.holds.arrived -= 1;
     }
 
-    /// Whether waiting request `r`, which must compute its KV, may start now: not while a
-    /// handoff waits for room here (the reservation comes first, as in Dynamo's scheduler).
+    /// Whether a waiting request that must compute its KV may start now: not while a handoff
+    /// waits for room here (the reservation comes first, as in Dynamo's scheduler).
     pub(super) fn may_start(&self) -> bool {
         self.holds.pending.is_empty()
     }
