@@ -25,6 +25,12 @@ fn config(timing: TimingModel) -> EngineConfig {
     }
 }
 
+/// A fleet of one aggregated rank for `requests` requests.
+fn one_rank(config: EngineConfig, requests: usize) -> Fleet {
+    Fleet::new(config, &[FleetRank { worker_id: 0, dp_rank: 0, role: RankRole::Aggregated }], requests, true)
+        .expect("fleet")
+}
+
 fn drive(fleet: &mut Fleet, prompt: &[i32]) -> Vec<(f64, Wake)> {
     let mut wakes = Vec::new();
     loop {
@@ -101,13 +107,7 @@ fn legs_go_to_ranks_of_their_role() {
 
 #[test]
 fn same_instant_arrivals_share_a_pass_under_dynamo_timing() {
-    let mut fleet = Fleet::new(
-        config(TimingModel::Dynamo),
-        &[FleetRank { worker_id: 0, dp_rank: 0, role: RankRole::Aggregated }],
-        2,
-        true,
-    )
-    .expect("fleet");
+    let mut fleet = one_rank(config(TimingModel::Dynamo), 2);
     fleet.load(&[0.0, 0.0], &[0, 1]).expect("load");
     let wakes = drive(&mut fleet, &[1, 2]);
     let outcomes = fleet.outcomes();
@@ -122,13 +122,7 @@ fn same_instant_arrivals_share_a_pass_under_dynamo_timing() {
 
 #[test]
 fn classic_timing_starts_a_pass_at_the_first_arrival() {
-    let mut fleet = Fleet::new(
-        config(TimingModel::Classic),
-        &[FleetRank { worker_id: 0, dp_rank: 0, role: RankRole::Aggregated }],
-        2,
-        true,
-    )
-    .expect("fleet");
+    let mut fleet = one_rank(config(TimingModel::Classic), 2);
     fleet.load(&[0.0, 0.0], &[0, 1]).expect("load");
     drive(&mut fleet, &[1, 2]);
     let outcomes = fleet.outcomes();
@@ -149,8 +143,7 @@ fn a_rank_waiting_only_for_a_load_starts_an_arrival_at_once() {
     };
     let requests: [(f64, u64, &[u64]); 4] =
         [(0.0, 9, &[1, 2]), (100.0, 37, &[3, 4, 5, 6, 7, 8, 9, 10, 11]), (10_000.0, 9, &[1, 2]), (10_010.0, 5, &[20])];
-    let mut fleet = Fleet::new(config, &[FleetRank { worker_id: 0, dp_rank: 0, role: RankRole::Aggregated }], 4, true)
-        .expect("fleet");
+    let mut fleet = one_rank(config, 4);
     let at: Vec<f64> = requests.iter().map(|r| r.0).collect();
     fleet.load(&at, &[0, 1, 2, 3]).expect("load");
     loop {
@@ -173,13 +166,7 @@ fn a_rank_waiting_only_for_a_load_starts_an_arrival_at_once() {
 
 #[test]
 fn bad_arguments_are_typed_errors() {
-    let mut fleet = Fleet::new(
-        config(TimingModel::Dynamo),
-        &[FleetRank { worker_id: 0, dp_rank: 0, role: RankRole::Aggregated }],
-        1,
-        true,
-    )
-    .expect("fleet");
+    let mut fleet = one_rank(config(TimingModel::Dynamo), 1);
     assert!(fleet.enqueue(3, 0).is_err());
     assert!(fleet.load(&[0.0], &[5]).is_err());
     assert!(fleet.set_next_turn(0, 0, f64::NAN).is_err());
