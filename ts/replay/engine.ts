@@ -165,11 +165,18 @@ export class Engine {
   }
 
   private releaseAll(r: SimRequest): void {
+    this.dropBlocks(r);
+    r.forgetBlocks();
+  }
+
+  /** Gives the request's blocks back to the pool (cached, when full) and forgets which it took. */
+  private dropBlocks(r: SimRequest): void {
     this.cache.release(r.held);
     if (r.partial) this.cache.releasePrivate();
     r.held = [];
     r.partial = false;
-    r.forgetBlocks();
+    r.promptTaken = 0;
+    r.outputFull = 0;
   }
 
   /**
@@ -179,7 +186,7 @@ export class Engine {
   reservePending(): Array<{ r: SimRequest; missingTokens: number }> {
     return this.holds.reservePending(
       () => this.running < this.config.maxNumSeqs,
-      (r, tokens) => this.ensure(r, tokens),
+      (r, tokens) => this.ensure(r, tokens) || (this.dropBlocks(r), false),
       this.config.blockSize,
     );
   }

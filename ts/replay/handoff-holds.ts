@@ -68,7 +68,8 @@ export class HandoffHolds {
   /**
    * Reserves the blocks of the pending requests, in order, while `canRun` (the rank runs fewer
    * than `maxNumSeqs`) and the pool has room (`ensure`: a block cached here already is reused,
-   * cached blocks no request uses are evicted, none in use is taken). Returns the requests whose
+   * cached blocks no request uses are evicted, none in use is taken; on failure it gives back
+   * what it took). Returns the requests whose
    * transfer may start, each with the prompt tokens this rank lacked (its fresh blocks, whole).
    */
   reservePending(
@@ -80,14 +81,7 @@ export class HandoffHolds {
     while (this.pending.length > 0 && canRun()) {
       const r = this.pending[0];
       const resident = this.cache.prefixHit(r.promptBlocks);
-      if (!ensure(r, r.inputLength)) {
-        this.cache.release(r.held);
-        if (r.partial) this.cache.releasePrivate();
-        r.held = [];
-        r.partial = false;
-        r.promptTaken = 0;
-        break;
-      }
+      if (!ensure(r, r.inputLength)) break;
       this.pending.shift();
       this.inTransit++;
       r.kvReserved = true;

@@ -183,13 +183,20 @@ impl Engine {
     }
 
     fn release_all(&mut self, r: &mut SimRequest) {
+        self.drop_blocks(r);
+        r.forget_blocks();
+    }
+
+    /// Gives the request's blocks back to the pool (cached, when full) and forgets which it took.
+    fn drop_blocks(&mut self, r: &mut SimRequest) {
         self.cache.release(&r.held);
         if r.partial {
             self.cache.release_private();
         }
         r.held.clear();
         r.partial = false;
-        r.forget_blocks();
+        r.prompt_taken = 0;
+        r.output_full = 0;
     }
 
     /// Preempts the running request the rank's mode picks so that `current` can go on (see

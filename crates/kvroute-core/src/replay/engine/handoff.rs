@@ -82,13 +82,7 @@ impl Engine {
             let prompt = r.input_length;
             let resident = self.cache.prefix_hit(&r.prompt);
             if !self.ensure(r, prompt) {
-                self.cache.release(&r.held);
-                if r.partial {
-                    self.cache.release_private();
-                }
-                r.held.clear();
-                r.partial = false;
-                r.prompt_taken = 0;
+                self.drop_blocks(r);
                 return;
             }
             self.holds.pending.pop_front();
