@@ -91,14 +91,13 @@ export class HandoffHolds {
   }
 
   /**
-   * A reserved request's KV has arrived: it waits to run ahead of every waiting request that must
-   * compute its KV (a preempted one), in the order the handoffs came, as vLLM serves the requests
-   * whose remote KV arrived before its waiting queue.
+   * A reserved request's KV has arrived: it waits among the others whose KV arrived in the order
+   * the handoffs came (`firstArrived` starts them before any other).
    */
   activate(waiting: SimRequest[], r: SimRequest): void {
     this.inTransit--;
     this.arrived++;
-    const at = waiting.findIndex((w) => !w.kvReserved || w.transferSeq > r.transferSeq);
+    const at = waiting.findIndex((w) => w.kvReserved && w.transferSeq > r.transferSeq);
     waiting.splice(at < 0 ? waiting.length : at, 0, r);
   }
 

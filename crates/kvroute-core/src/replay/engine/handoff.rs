@@ -93,9 +93,8 @@ impl Engine {
         }
     }
 
-    /// A reserved request's KV has arrived: it waits to run ahead of every waiting request that
-    /// must compute its KV (a preempted one), in the order the handoffs came, as vLLM serves the
-    /// requests whose remote KV arrived before its waiting queue.
+    /// A reserved request's KV has arrived: it waits among the others whose KV arrived in the
+    /// order the handoffs came ([`Engine::first_arrived`] starts them before any other).
     pub(crate) fn activate(&mut self, reqs: &[SimRequest], uid: u32) {
         self.holds.in_transit -= 1;
         self.holds.arrived += 1;
@@ -103,7 +102,7 @@ impl Engine {
         let at = self
             .waiting
             .iter()
-            .position(|&w| !reqs[w as usize].kv_reserved || reqs[w as usize].transfer_seq > seq)
+            .position(|&w| reqs[w as usize].kv_reserved && reqs[w as usize].transfer_seq > seq)
             .unwrap_or(self.waiting.len());
         self.waiting.insert(at, uid);
     }
