@@ -186,7 +186,11 @@ export class Engine {
   reservePending(): Array<{ r: SimRequest; missingTokens: number }> {
     return this.holds.reservePending(
       () => this.running < this.config.maxNumSeqs,
-      (r, tokens) => this.ensure(r, tokens) || (this.dropBlocks(r), false),
+      (r, tokens) => {
+        if (this.ensure(r, tokens)) return true;
+        this.dropBlocks(r);
+        return false;
+      },
       this.config.blockSize,
     );
   }
