@@ -79,6 +79,22 @@ describe('router replicas over a real nats-server', () => {
       expect(b.stats().replicas?.leaseExpiries).toBe(0);
     });
 
+    test("a batch's prompts reach the peers as bookings of their own, and leave with its free", async () => {
+      fresh();
+      const [a, b] = [replica('a'), replica('b')];
+      await Promise.all([a.ready(), b.ready()]);
+      const d = await a.route({ requestId: 'batch', tokens: prompt(1), batchPrompts: [prompt(2), prompt(3).slice(0, 8)] });
+      await waitFor(() => remote(b) === 3, "b to see the batch's three bookings");
+      expect(b.stats().load).toEqual([
+        expect.objectContaining({ workerId: d.workerId, activePrefillTokens: 40, activeBlocks: 10, requests: 3 }),
+      ]);
+      a.markPrefillCompleted('batch');
+      await waitFor(() => b.stats().load[0]?.activePrefillTokens === 0, 'b to see every prefill completed');
+      a.free('batch');
+      await waitFor(() => remote(b) === 0, 'b to see the frees');
+      expect(b.stats().load).toEqual([]);
+    });
+
     test('clock skew between replicas changes nothing: leases are durations on the receiver', async () => {
       fresh();
       // a's clock is a day ahead, c's an hour behind: no time crosses the wire.

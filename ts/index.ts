@@ -77,7 +77,14 @@ export type {
   WorkerScore,
 } from './kv-index.js';
 export { KvIndex } from './kv-index.js';
-export { MAX_BLOCKS_PER_EVENT, MAX_RANKS_PER_WORKER, MAX_SESSION_ID_LENGTH, MAX_TOKENS_PER_REQUEST, MAX_WORKERS } from './limits.js';
+export {
+  MAX_BLOCKS_PER_EVENT,
+  MAX_PROMPTS_PER_BATCH,
+  MAX_RANKS_PER_WORKER,
+  MAX_SESSION_ID_LENGTH,
+  MAX_TOKENS_PER_REQUEST,
+  MAX_WORKERS,
+} from './limits.js';
 export type { DisaggregationMode } from './mock-worker/bootstrap.js';
 export type {
   CrashFault,

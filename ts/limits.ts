@@ -31,3 +31,9 @@ export const MAX_TOKENS_PER_REQUEST = 1 << 24;
  * @group Limits
  */
 export const MAX_BLOCKS_PER_EVENT = 1 << 20;
+/**
+ * Prompts in one request's `batchPrompts` (besides its `tokens`): each is scored on every
+ * candidate, so a batch's routing time grows with it.
+ * @group Limits
+ */
+export const MAX_PROMPTS_PER_BATCH = 4096;

@@ -49,7 +49,7 @@ export interface ReplicaStats extends PeerCounters {
   connected: boolean;
   /** Peers heard from within the lease. */
   peers: number;
-  /** Peers' requests counted in this replica's load. */
+  /** Peers' bookings counted in this replica's load: one per request, one per prompt of a request with `batchPrompts`. */
   remoteInFlight: number;
   /** Times the connection was lost (each replica then routes on local load until it returns). */
   outages: number;

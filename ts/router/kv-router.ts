@@ -16,10 +16,11 @@ import { MAX_WORKERS } from '../limits.js';
 import { SeededRandom } from '../random.js';
 import { describe } from '../validate.js';
 import { Admission } from './admission.js';
+import { bookAll } from './booking.js';
 import { type KvRouterOptions, type ResolvedRouterOptions, resolveRouterOptions } from './options.js';
 import { checkGeneratedTokens, outputStep } from './output-blocks.js';
 import { ReplicaLink } from './replica-link.js';
-import { checkRequestId, checkSessionId, type InFlight, type Prepared, prepareRequest } from './request.js';
+import { checkRequestId, checkSessionId, handlesOf, type InFlight, type Prepared, prepareRequest } from './request.js';
 import { Scorer } from './scorer.js';
 import { SessionAffinity, type SessionBinding } from './session-affinity.js';
 import { Sweeper } from './sweeper.js';
@@ -290,22 +291,29 @@ export class KvRouter {
   private schedule(p: Prepared, c: Candidates, queuedMs: number): RouteDecision {
     const now = this.clock();
     const handle = this.nextHandle++;
-    let booked = false;
+    const batchHandles = p.batch.map(() => this.nextHandle++);
+    let reached = false;
     try {
-      const { scores, blocks } = this.scorer.score(handle, p, c, now);
+      const { scores, blocks, batch } = this.scorer.score(handle, p, c, now, batchHandles);
       const i = this.scorer.choose(scores, p);
       const chosen = scores[i];
       const uncached = this.opts.trackPrefillTokens ? Math.max(0, p.tokens.length - chosen.cachedTokens) : 0;
       // Predictions (approximate mode, predict-on-route) use the hashes the request was scored
       // with, multimodal content included, and are recorded before the booking.
       const predictUntil = this.opts.predictedTtlSecs === null ? undefined : now + this.opts.predictedTtlSecs * 1000;
-      this.core.book(handle, chosen.workerId, chosen.dpRank, uncached, this.opts.trackActiveBlocks, now, predictUntil);
-      booked = true;
-      this.replicas?.booked(handle, chosen.workerId, chosen.dpRank, uncached, this.opts.trackActiveBlocks ? blocks : 0);
+      const prompts = [{ handle, prefillTokens: uncached, blocks }, ...(batch?.bookings(batchHandles, i) ?? [])];
+      reached = true;
+      bookAll(this.core, this.replicas, prompts, {
+        workerId: chosen.workerId,
+        dpRank: chosen.dpRank,
+        trackActiveBlocks: this.opts.trackActiveBlocks,
+        now,
+        predictUntil,
+      });
       const output = this.opts.trackOutputBlocks
         ? { promptTokens: p.tokens.length, expectedOutputTokens: p.req.maxOutputTokens, generated: 0, outputBlocks: 0 }
         : undefined;
-      this.inFlight.set(p.req.requestId, { handle, workerId: chosen.workerId, dpRank: chosen.dpRank, output });
+      this.inFlight.set(p.req.requestId, { handle, workerId: chosen.workerId, dpRank: chosen.dpRank, output, batch: batchHandles });
       if (p.sessionId !== undefined) this.sessions?.booked(p.sessionId, p.req.requestId, chosen.workerId, chosen.dpRank, now);
       this.byHandle.set(handle, p.req.requestId);
       this.counts.routed++;
@@ -320,7 +328,8 @@ export class KvRouter {
         candidates: scores,
       });
     } finally {
-      if (!booked) this.core.discard(handle);
+      // Scoring or choosing failed: nothing was booked (a failed booking released its handles).
+      if (!reached) for (const h of [handle, ...batchHandles]) this.core.discard(h);
     }
   }
 
@@ -339,14 +348,9 @@ export class KvRouter {
 
   /** The most tokens any candidate has cached (the `wspt` queue policy's score), booking nothing. */
   private bestCachedTokens(p: Prepared, c: Candidates): number {
-    const handle = this.nextHandle++;
-    try {
-      let best = 0;
-      for (const s of this.scorer.score(handle, p, c, this.clock()).scores) best = Math.max(best, s.cachedTokens);
-      return best;
-    } finally {
-      this.core.discard(handle);
-    }
+    let best = 0;
+    for (const s of this.scorer.peek([this.nextHandle++], p, c, this.clock())) best = Math.max(best, s.cachedTokens);
+    return best;
   }
 
   /**
@@ -381,18 +385,11 @@ export class KvRouter {
     this.open();
     const p = this.prepare(req);
     this.expire();
-    const handle = this.nextHandle++;
-    try {
-      // A candidate's score without its cost and tree size, its overlap under the load's name.
-      return this.scorer
-        .score(handle, p, this.candidatesFor(p), this.clock())
-        .scores.map(({ overlap, cost: _, treeSize: __, ...rest }) => ({
-          ...rest,
-          overlapBlocks: overlap,
-        }));
-    } finally {
-      this.core.discard(handle);
-    }
+    const handles = [this.nextHandle++, ...p.batch.map(() => this.nextHandle++)];
+    // A candidate's score without its cost and tree size, its overlap under the load's name.
+    return this.scorer
+      .peek(handles, p, this.candidatesFor(p), this.clock())
+      .map(({ overlap, cost: _, treeSize: __, ...rest }) => ({ ...rest, overlapBlocks: overlap }));
   }
 
   /**
@@ -419,9 +416,11 @@ export class KvRouter {
     checkRequestId(requestId);
     const entry = this.lifecycleEntry(requestId, 'unknownPrefillCompleted');
     if (!entry) return;
-    this.core.prefillCompleted(entry.handle);
-    this.replicas?.prefilled(entry.handle);
-    this.core.touch(entry.handle, this.clock());
+    for (const h of handlesOf(entry)) {
+      this.core.prefillCompleted(h);
+      this.replicas?.prefilled(h);
+      this.core.touch(h, this.clock());
+    }
     this.expire();
     this.drain(entry.workerId);
   }
@@ -440,6 +439,7 @@ export class KvRouter {
     }
     const entry = this.inFlight.get(requestId);
     if (!entry) return false;
+    for (const h of entry.batch) this.core.touch(h, this.clock());
     return this.core.touch(entry.handle, this.clock());
   }
 
@@ -458,7 +458,7 @@ export class KvRouter {
     checkGeneratedTokens(generatedTokens);
     const entry = this.lifecycleEntry(requestId, 'unknownOutputTokens');
     if (!entry) return;
-    this.core.touch(entry.handle, this.clock());
+    for (const h of handlesOf(entry)) this.core.touch(h, this.clock());
     const step = entry.output && outputStep(entry.output, generatedTokens, this.opts.blockSize);
     if (step) this.core.addOutputBlocks(entry.handle, step.add, step.decay);
   }
@@ -478,8 +478,11 @@ export class KvRouter {
     }
     const entry = this.inFlight.get(requestId);
     if (entry) {
-      this.core.free(entry.handle);
-      this.forget(entry.handle);
+      // Its batch's bookings first: the request's own forgets the entry that lists them.
+      for (const h of [...entry.batch, entry.handle]) {
+        this.core.free(h);
+        this.forget(h);
+      }
     } else if (!this.admission?.cancel(requestId, new KvRouteError('ERR_ABORTED', `request ${requestId} was freed while queued`))) {
       this.counts.unknownFree++;
     }

@@ -9,6 +9,7 @@ import { parseBlockHashOptions } from '../hashing.js';
 import { checkDpRank, checkWorkerId } from '../kv-index.js';
 import { MAX_SESSION_ID_LENGTH } from '../limits.js';
 import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
+import { parseBatchPrompts } from './batch-prompts.js';
 import { prefillWeights } from './cost-weights.js';
 import type { ResolvedRouterOptions } from './options.js';
 import type { OutputProgress } from './output-blocks.js';
@@ -20,6 +21,7 @@ import { workerIdSet } from './workers.js';
 const REQUEST_KEYS = [
   'requestId',
   'tokens',
+  'batchPrompts',
   'loraName',
   'cacheNamespace',
   'mmHashes',
@@ -37,6 +39,8 @@ const REQUEST_KEYS = [
 export interface Prepared {
   req: RouteRequest;
   tokens: Uint32Array;
+  /** The other prompts of its batch (`req.batchPrompts`; empty when not given). */
+  batch: Uint32Array[];
   loraName: string | undefined;
   cacheNamespace: string | undefined;
   mmOffsets: Uint32Array | undefined;
@@ -105,6 +109,7 @@ export function prepareRequest(req: RouteRequest, defaults: RequestDefaults): Pr
   return {
     req,
     tokens,
+    batch: parseBatchPrompts(r.batchPrompts, 'req.batchPrompts'),
     loraName: hash.loraName,
     cacheNamespace: hash.cacheNamespace,
     mmOffsets: hash.mmOffsets,
@@ -151,4 +156,11 @@ export interface InFlight {
   dpRank: number;
   /** Its output progress, with `routerTrackOutputBlocks`. */
   output?: OutputProgress;
+  /** The handles its `batchPrompts` are booked under (on its rank), which end with it. */
+  batch: number[];
+}
+
+/** A request's core handles: its own, then its batch prompts'. */
+export function handlesOf(entry: InFlight): number[] {
+  return entry.batch.length > 0 ? [entry.handle, ...entry.batch] : [entry.handle];
 }

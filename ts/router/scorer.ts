@@ -10,6 +10,7 @@ import { CANDIDATE_FIGURES, type RouterCoreBackend } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
 import type { SeededRandom } from '../random.js';
 import { describe } from '../validate.js';
+import { BatchLoad } from './batch-prompts.js';
 import type { ResolvedRouterOptions } from './options.js';
 import type { Prepared } from './request.js';
 import { type CandidateScore, chooseCandidate, costsFromFigures } from './select.js';
@@ -26,28 +27,74 @@ export class Scorer {
     private readonly rng: SeededRandom,
   ) {}
 
-  /** Every candidate's score under `handle` (which the core then books or discards), and the request's block count. */
-  score(handle: number, p: Prepared, c: Candidates, now: number): { scores: CandidateScore[]; blocks: number } {
+  /**
+   * Every candidate's score under `handle`, and the request's block count. The request's
+   * `batchPrompts` are scored under `batchHandles` (one each; none when not given), their load
+   * added to each candidate's cost (see batch-prompts.ts). The core then books or discards every
+   * handle.
+   */
+  score(
+    handle: number,
+    p: Prepared,
+    c: Candidates,
+    now: number,
+    batchHandles: readonly number[] = [],
+  ): { scores: CandidateScore[]; blocks: number; batch: BatchLoad | undefined } {
     const n = c.ranks.length;
     if (this.figures.length < CANDIDATE_FIGURES * n) this.figures = new Float64Array(CANDIDATE_FIGURES * n * 2);
     const f = this.figures;
     const o = this.opts;
-    const blocks = this.core.score(
+    let batch: BatchLoad | undefined;
+    if (batchHandles.length > 0) {
+      batch = new BatchLoad(n, batchHandles.length);
+      for (const [j, h] of batchHandles.entries()) {
+        const tokens = p.batch[j];
+        batch.add(j, tokens.length, this.scoreTokens(h, tokens, p, c, now, f), f, o);
+      }
+    }
+    const blocks = this.scoreTokens(handle, p.tokens, p, c, now, f, p.mmOffsets, p.mmHashes);
+    return { scores: costsFromFigures(f, c, p, o, batch?.extra), blocks, batch };
+  }
+
+  /**
+   * The scores without booking: the request under `handles[0]`, its batch prompts under the
+   * rest (pass as many as it has, or one to score its own prompt alone); every handle discarded.
+   */
+  peek(handles: readonly number[], p: Prepared, c: Candidates, now: number): CandidateScore[] {
+    try {
+      return this.score(handles[0], p, c, now, handles.slice(1)).scores;
+    } finally {
+      for (const h of handles) this.core.discard(h);
+    }
+  }
+
+  /** One prompt's figures on every candidate into `f`, under `handle`; its block count. */
+  private scoreTokens(
+    handle: number,
+    tokens: Uint32Array,
+    p: Prepared,
+    c: Candidates,
+    now: number,
+    f: Float64Array,
+    mmOffsets?: Uint32Array,
+    mmHashes?: BigUint64Array,
+  ): number {
+    const o = this.opts;
+    return this.core.score(
       handle,
-      p.tokens,
+      tokens,
       o.blockSize,
       p.loraName,
       p.cacheNamespace,
       false,
-      p.mmOffsets,
-      p.mmHashes,
+      mmOffsets,
+      mmHashes,
       c.workers,
       c.ranks,
       now,
       o.assumeKvReuse,
       f,
     );
-    return { scores: costsFromFigures(f, c, p, o), blocks };
   }
 
   /**

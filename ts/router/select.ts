@@ -128,7 +128,9 @@ export interface CostOptions {
  * active requests, host blocks, disk blocks; `CANDIDATE_FIGURES` per candidate, as the router
  * core fills them) turned into scores and costs. Lower-tier blocks are credited at their weights
  * beside the device overlap (Dynamo's `overlap_credit_blocks`), never scaled by the device credit
- * or its decay.
+ * or its decay. `batch`: what a batch's other prompts add to each candidate (uncached tokens at
+ * `2i`, blocks not active there at `2i + 1`; see batch-prompts.ts), joining its prefill and
+ * decode terms uncredited.
  * @internal
  */
 export function costsFromFigures(
@@ -136,6 +138,7 @@ export function costsFromFigures(
   c: { workers: BigUint64Array; ranks: Uint32Array },
   p: { tokens: Uint32Array; weights: PrefillWeights; sharedHits: Uint32Array | undefined },
   o: CostOptions,
+  batch?: Float64Array,
 ): CandidateScore[] {
   const n = c.ranks.length;
   const isl = p.tokens.length;
@@ -170,7 +173,9 @@ export function costsFromFigures(
     if (o.trackPrefillTokens && tierTokens !== 0) prefill = active + Math.max(0, isl - overlap * bs - tierTokens);
     if (o.trackPrefillTokens && (rankCredit !== 1 || sharedTokens !== 0))
       prefill = Math.max(0, active + isl - rankCredit * overlap * bs - tierTokens - sharedTokens);
-    const decodeBlocks = f[k + 3] + (o.trackActiveBlocks ? f[k + 4] : 0);
+    const batchTokens = batch ? batch[2 * i] : 0;
+    prefill += batchTokens;
+    const decodeBlocks = f[k + 3] + (o.trackActiveBlocks ? f[k + 4] : 0) + (batch ? batch[2 * i + 1] : 0);
     const activeRequests = f[k + 5];
     scores[i] = {
       workerId: c.workers[i],
@@ -180,7 +185,7 @@ export function costsFromFigures(
       diskBlocks,
       sharedBlocks,
       cachedTokens,
-      prefillTokens: active + uncached,
+      prefillTokens: active + uncached + batchTokens,
       decodeBlocks,
       activeRequests,
       treeSize: f[k + 1],

@@ -62,6 +62,17 @@ export interface RouteRequest {
   requestId: string;
   /** Prompt token ids. */
   tokens: Uint32Array | readonly number[];
+  /**
+   * Other prompts that run beside `tokens` on the worker chosen, as one request (an SGLang
+   * `/generate` batch, which one server runs whole): each non-empty, at most
+   * `MAX_PROMPTS_PER_BATCH`, under the request's `loraName` and `cacheNamespace` (`mmHashes` and
+   * `sharedCacheHits` are of `tokens` only). Each is scored on every candidate too, and what it
+   * would add there (its uncached tokens, its blocks not active on the rank) joins the
+   * candidate's cost, uncredited; the rank chosen books them all, and `markPrefillCompleted`,
+   * `touch` and `free` of the request end or renew all of them. A candidate's `prefillTokens`
+   * and `decodeBlocks` include them. Default: none.
+   */
+  batchPrompts?: readonly (Uint32Array | readonly number[])[];
   /** LoRA adapter (changes block hashes). */
   loraName?: string;
   /** Cache namespace (changes block hashes). */

@@ -1,0 +1,89 @@
+/**
+ * A request's `batchPrompts`: prompts that run beside its own on the worker it is sent to (an
+ * SGLang `/generate` batch goes whole to one server). Each is scored on every candidate under a
+ * core handle of its own, and what it would add there, its uncached tokens and its blocks not
+ * active on the rank, joins the candidate's prefill and decode terms, so the batch is placed by
+ * all the work it brings and not by its first prompt alone. Once a rank is chosen each is booked
+ * there under its handle, and lives and ends with the request (see `KvRouter`).
+ * @internal
+ * @module
+ */
+
+import { CANDIDATE_FIGURES } from '../backend-types.js';
+import { KvRouteError } from '../errors.js';
+import { MAX_PROMPTS_PER_BATCH } from '../limits.js';
+import { describe, toTokens } from '../validate.js';
+import type { PromptBooking } from './booking.js';
+
+/** `req.batchPrompts` checked: each a non-empty token list, at most `MAX_PROMPTS_PER_BATCH`. */
+export function parseBatchPrompts(value: unknown, name: string): Uint32Array[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw new KvRouteError('ERR_INVALID_ARG', `${name} must be an array of token lists, got ${describe(value)}`);
+  if (value.length > MAX_PROMPTS_PER_BATCH)
+    throw new KvRouteError('ERR_INVALID_ARG', `${name} has ${value.length} prompts; at most ${MAX_PROMPTS_PER_BATCH} are accepted`);
+  return value.map((tokens, i) => {
+    const t = toTokens(tokens, `${name}[${i}]`);
+    if (t.length === 0) throw new KvRouteError('ERR_INVALID_ARG', `${name}[${i}] must not be empty`);
+    return t;
+  });
+}
+
+/** The cost terms that turn a candidate's figures into cached tokens. */
+export interface CachedTokenTerms {
+  blockSize: number;
+  hostCacheHitWeight: number;
+  diskCacheHitWeight: number;
+}
+
+/**
+ * The tokens a candidate would not compute, from its figures at `k`: its device overlap, and its
+ * lower tiers' blocks at their weights (exactly `overlap × blockSize` when no lower tier holds any).
+ */
+export function cachedTokensAt(f: Float64Array, k: number, o: CachedTokenTerms): number {
+  const tierTokens = (o.hostCacheHitWeight * f[k + 6] + o.diskCacheHitWeight * f[k + 7]) * o.blockSize;
+  return tierTokens === 0 ? f[k] * o.blockSize : Math.round(f[k] * o.blockSize + tierTokens);
+}
+
+/**
+ * What a batch's prompts add to each of `n` candidates, summed over the prompts: in `extra`,
+ * uncached tokens at `2i` and blocks not active on the rank at `2i + 1`. Each prompt is counted on
+ * its own (blocks two of them share count twice here; the booking counts them once).
+ */
+export class BatchLoad {
+  readonly extra: Float64Array;
+  /** Prompt j's uncached tokens on candidate i at `j · n + i` (what it books there). */
+  readonly uncached: Float64Array;
+  /** Prompt j's full blocks (what a replica peer is told it holds). */
+  readonly blocks: number[] = [];
+
+  constructor(
+    readonly n: number,
+    prompts: number,
+  ) {
+    this.extra = new Float64Array(2 * n);
+    this.uncached = new Float64Array(prompts * n);
+  }
+
+  /** The prompts' bookings on candidate `i`, under their `handles`. */
+  bookings(handles: readonly number[], i: number): PromptBooking[] {
+    return handles.map((handle, j) => ({ handle, prefillTokens: this.uncached[j * this.n + i], blocks: this.blocks[j] }));
+  }
+
+  /** Adds prompt `j` (`length` tokens, `blocks` full blocks) from its candidates' figures `f`. */
+  add(
+    j: number,
+    length: number,
+    blocks: number,
+    f: Float64Array,
+    o: CachedTokenTerms & { trackPrefillTokens: boolean; trackActiveBlocks: boolean },
+  ): void {
+    this.blocks[j] = blocks;
+    for (let i = 0; i < this.n; i++) {
+      const k = CANDIDATE_FIGURES * i;
+      const uncached = o.trackPrefillTokens ? Math.max(0, length - cachedTokensAt(f, k, o)) : 0;
+      this.uncached[j * this.n + i] = uncached;
+      this.extra[2 * i] += uncached;
+      if (o.trackActiveBlocks) this.extra[2 * i + 1] += f[k + 4];
+    }
+  }
+}
