@@ -6,6 +6,7 @@
  */
 
 import { describe, expect, test } from 'vitest';
+import { MAX_PROMPTS_PER_BATCH } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, gatewayBehindWire, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
@@ -43,9 +44,11 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
     expect(explain.json.tokens).toEqual(prompt);
     const best = explain.json.candidates.find((c: { workerId: number }) => String(c.workerId) === holder);
     expect(best.overlapBlocks).toBe(5);
-    // A batch is routed by its first prompt: that is what explain weighs.
-    const batch = await postJson(`${f.adminUrl}/admin/explain`, { input_ids: [prompt, ids(8, 9000)] });
-    expect(batch.json.tokens).toEqual(prompt);
+    // A batch is weighed whole, as it is routed: the holder would prefill the second prompt's 20 tokens.
+    const batch = await postJson(`${f.adminUrl}/admin/explain`, { input_ids: [prompt, ids(20, 9000)] });
+    expect(batch.json).toMatchObject({ tokens: prompt, batchTokens: [ids(20, 9000)] });
+    const weighed = batch.json.candidates.find((c: { workerId: number }) => String(c.workerId) === holder);
+    expect(weighed).toMatchObject({ overlapBlocks: 5, prefillTokens: 20, decodeBlocks: 5 + 1 });
     const m = await scrape(`${f.adminUrl}/metrics`);
     expect(m.sum('kvroute_gateway_cache_predictions_total', { worker: String(holder), outcome: 'exact' })).toBe(2);
     expect(m.sum('kvroute_gateway_requests_total', { status: '200' })).toBe(2);
@@ -92,6 +95,22 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
       expect(Number(r.headers.get('x-kvroute-cached-tokens'))).toBe(0);
       const tokenized = JSON.parse(sent[0].body);
       expect(tokenized).toMatchObject({ prompt: body.text });
+      // A batch's prompts are each tokenized (once per distinct prompt: the token cache keeps them), the body sent whole.
+      const batch = { text: ['one prompt here', 'another prompt', body.text], sampling_params: { max_new_tokens: 1 } };
+      const b = await postJson(`${g.url}/generate`, batch);
+      expect(b.status).toBe(200);
+      expect(b.json).toHaveLength(3);
+      const later = headsOn(g.wire.sent)
+        .filter((h) => h.line.startsWith('POST '))
+        .slice(2);
+      expect(later.map((h) => h.line)).toEqual(['POST /tokenize', 'POST /tokenize', 'POST /generate']);
+      expect(
+        later
+          .slice(0, 2)
+          .map((h) => JSON.parse(h.body).prompt)
+          .sort(),
+      ).toEqual(['another prompt', 'one prompt here']);
+      expect(JSON.parse(later[2].body)).toEqual(batch);
     } finally {
       await g.close();
     }
@@ -118,7 +137,39 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
     expect([finished(base), finished(withAdapter)]).toEqual([0, 6]);
   });
 
-  test("a batch goes whole to the worker its first prompt routes to, as SGLang's router sends it; its answer is the worker's list, a stream its indexed events", async () => {
+  test("a batch goes whole to one worker, chosen by all its prompts (SGLang's router looks at the first alone)", async () => {
+    const f = await startFleet(backend, 3);
+    const [p, q] = [ids(48, 100), ids(192, 3000)];
+    const warm = async (prompt: number[]) =>
+      (await postJson(`${f.url}/generate`, { input_ids: prompt, sampling_params: { max_new_tokens: 1 } })).headers.get('x-kvroute-worker');
+    const holdsP = await warm(p);
+    await waitFor(() => f.gateway.router.stats().index.blocks >= 3, "p's blocks to be indexed");
+    // Equal costs elsewhere; the smaller cache wins the tie.
+    const holdsQ = await warm(q);
+    expect(holdsQ).not.toBe(holdsP);
+    await waitFor(() => f.gateway.router.stats().index.blocks >= 15, "q's blocks to be indexed");
+    // Alone, p's continuation goes to p's holder; in a batch with q's and r's, to theirs.
+    const alone = await postJson(`${f.adminUrl}/admin/explain`, { input_ids: [...p, 1] });
+    const best = (c: { workerId: number; cost: number }[]) => String(c.reduce((a, b) => (b.cost < a.cost ? b : a)).workerId);
+    expect(best(alone.json.candidates)).toBe(holdsP);
+    // p's holder: prefill 1 + 193 tokens, decode 3 + 12 blocks; q's: 49 + 1 tokens, the same blocks.
+    const body = {
+      input_ids: [
+        [...p, 1],
+        [...q, 2],
+      ],
+      sampling_params: { max_new_tokens: 2 },
+    };
+    const sent = await postJson(`${f.url}/generate`, body);
+    expect(sent.status).toBe(200);
+    expect(sent.headers.get('x-kvroute-worker')).toBe(holdsQ);
+    expect(sent.json.map((a: { meta_info: { cached_tokens: number } }) => a.meta_info.cached_tokens)).toEqual([0, 192]);
+    const m = await scrape(`${f.adminUrl}/metrics`);
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+    expect(f.gateway.router.stats().load.every((l) => l.requests === 0 && l.activePrefillTokens === 0)).toBe(true);
+  });
+
+  test("a batch's answer is the worker's list, a stream its indexed events", async () => {
     const f = await startFleet(backend, 3);
     const shared = ids(64, 2000);
     const warm = await postJson(`${f.url}/generate`, { input_ids: shared, sampling_params: { max_new_tokens: 1 } });
@@ -188,6 +239,10 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
         [{ text: 'a', input_ids: [1] }, /exactly one of text and input_ids/],
         [{ sampling_params: { max_new_tokens: 1 } }, /exactly one of text and input_ids/],
         [{ input_embeds: [[0.1, 0.2]] }, /input_embeds carry no tokens/],
+        [
+          { input_ids: Array(MAX_PROMPTS_PER_BATCH + 2).fill([1]) },
+          /input_ids holds 4098 prompts; the gateway routes a batch of at most 4097/,
+        ],
         [{ input_ids: [1, -2] }, /input_ids\[1\] must be a token id/],
         [{ input_ids: [] }, /input_ids must be a non-empty list/],
         [{ text: '' }, /text must be a non-empty string/],

@@ -156,12 +156,15 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
     if (ctx.tokenizer.kind === 'local' && read.model !== undefined && ctx.fleet.servedByNone(read.model))
       throw new EngineRefusal(404, `The model \`${read.model}\` does not exist.`);
     const tokens = await engineTokens(ctx.tokenizer, read);
+    // An SGLang batch is weighed whole, as the proxy routes it.
+    const batch = read.batchInputs && (await Promise.all(read.batchInputs.map((input) => engineTokens(ctx.tokenizer, { ...read, input }))));
     const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
     const pools = ctx.fleet.routableByRole();
     const weigh = (workers: readonly bigint[]) =>
       ctx.router.potentialLoads({
         requestId: 'explain',
         tokens,
+        ...(batch ? { batchPrompts: batch } : {}),
         allowedWorkers: workers.filter((id) => inScope(scope, id)),
         ...scope.hash,
       });
@@ -171,6 +174,8 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
     const split = decoders !== undefined && !skipsPrefill(tokens.length, decodeCandidates, ctx.blockSize, ctx.bypassBelowTokens);
     const candidates = weigh(split ? pools.prefill : pools.whole);
     const legs = split ? { split, decodeCandidates } : { split };
-    return reply.type('application/json').send(json({ promptTokens: tokens.length, tokens, candidates, ...legs }));
+    return reply
+      .type('application/json')
+      .send(json({ promptTokens: tokens.length, tokens, ...(batch ? { batchTokens: batch } : {}), candidates, ...legs }));
   });
 }

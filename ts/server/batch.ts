@@ -16,10 +16,8 @@
  */
 
 import type { FastifyReply } from 'fastify';
-import { KvRouteError } from '../errors.js';
 import { connect, type Upstream } from './connect.js';
 import { firstLeg, splits } from './disaggregation.js';
-import { EngineRefusal } from './engine-tokenize.js';
 import { describeError, failureKind } from './fleet.js';
 import { WHOLE } from './legs.js';
 import type { ReadRequest } from './prompt.js';
@@ -28,6 +26,7 @@ import {
   finish,
   newOutcome,
   type Outcome,
+  ofPrompt,
   openAiError,
   ourHeaders,
   type ProxyContext,
@@ -70,7 +69,9 @@ export async function proxyBatch(
   const base = `kvr-${ctx.nextId++}`;
   let tokens: number[][];
   try {
-    tokens = await Promise.all(prompts.map((p, i) => tokenize(ctx, p, trace).catch((err) => Promise.reject(ofPrompt(err, i)))));
+    tokens = await Promise.all(
+      prompts.map((p, i) => tokenize(ctx, p, trace).catch((err) => Promise.reject(ofPrompt(err, `prompt[${i}]`)))),
+    );
   } catch (err) {
     return refuse(ctx, reply, tokenizeRefusal(err));
   }
@@ -129,14 +130,6 @@ export async function proxyBatch(
     const failed = outcomes.map((o) => o.status).filter((s) => typeof s === 'string');
     client.failure.status = failed.find((s) => s !== 'client_closed') ?? failed[0];
   }
-}
-
-/** A prompt's tokenizer error, naming the prompt (its kind kept: it decides the answer's status). */
-function ofPrompt(err: unknown, i: number): Error {
-  // An unknown model is the request's, not one prompt's: passed on as the engine said it.
-  if (err instanceof EngineRefusal && err.unknownModel) return err;
-  const message = `prompt[${i}]: ${(err as Error).message}`;
-  return err instanceof KvRouteError ? new KvRouteError(err.code, message) : new Error(message);
 }
 
 /** The gateway's headers, one comma-separated value per prompt (empty for a prompt without one: a prefill worker for a prompt served whole). */

@@ -119,6 +119,8 @@ export function routeFields(read: ReadRequest, scope: RoutingScope, kind: Leg['k
     // A session keeps to the workers holding its prefix: the prefill workers, when the request
     // is split (binding its decode legs too would move the binding at every leg).
     ...(read.sessionId === undefined || kind === 'decode' ? {} : { sessionId: sessionKey(read.sessionId, read.model) }),
+    // An SGLang batch runs whole on the worker chosen (never split into legs).
+    ...(read.batchTokens ? { batchPrompts: read.batchTokens } : {}),
     // `n` samples generate up to n × max_tokens in all, and the stream's tokens are counted over
     // all of them (see `eventWatcher`). A prefill leg generates one token.
     ...(kind === 'prefill'

@@ -7,14 +7,16 @@
  * and `stream`. The body goes to the worker as it came.
  *
  * A batch (`text` or `input_ids` a list of prompts) runs on one SGLang server, whose answer is a
- * list: the gateway sends it whole to the worker its first prompt routes to, as SGLang's own
- * router does, booked as that prompt with the batch's sequences as its output (each prompt's
- * `max_new_tokens` and `n` may differ: the first one's are taken). `input_embeds` carry no
- * tokens to route by and are refused.
+ * list: the gateway sends it whole to one worker, routed by all its prompts (the first as the
+ * request's `tokens`, the others as its `batchPrompts`, each tokenized and booked there), with
+ * the batch's sequences as its output (each prompt's `max_new_tokens` and `n` may differ: the
+ * first one's are taken). SGLang's own router sends a batch where its first prompt routes.
+ * `input_embeds` carry no tokens to route by and are refused.
  * @internal
  * @module
  */
 
+import { MAX_PROMPTS_PER_BATCH } from '../limits.js';
 import { BadRequest } from '../mock-worker/openai.js';
 import type { ReadRequest } from './prompt.js';
 import { positiveInteger } from './request-fields.js';
@@ -36,8 +38,8 @@ function promptInput(p: unknown, field: 'text' | 'input_ids', at: string, model:
   return { kind: 'ids', ids: p as number[] };
 }
 
-/** The first prompt of `text` or `input_ids` (exactly one of them), how many the request holds, and whether as a batch (a list, even of one). */
-function readPrompts(b: Record<string, unknown>, model: string | undefined): { first: PromptInput; count: number; batch: boolean } {
+/** The prompts of `text` or `input_ids` (exactly one of them), and whether as a batch (a list, even of one). */
+function readPrompts(b: Record<string, unknown>, model: string | undefined): { inputs: PromptInput[]; batch: boolean } {
   if (b.input_embeds !== undefined && b.input_embeds !== null)
     throw new BadRequest('input_embeds carry no tokens to route by: send text or input_ids');
   const text = b.text ?? undefined;
@@ -50,12 +52,13 @@ function readPrompts(b: Record<string, unknown>, model: string | undefined): { f
   if (ids !== undefined && !Array.isArray(ids))
     throw new BadRequest('input_ids must be a list of token ids, or a list of such lists for a batch');
   const batch = Array.isArray(given) && (text !== undefined || Array.isArray(given[0]));
-  if (!batch) return { first: promptInput(given, field, field, model), count: 1, batch };
+  if (!batch) return { inputs: [promptInput(given, field, field, model)], batch };
   const prompts = given as unknown[];
   if (prompts.length === 0) throw new BadRequest(`${field} must hold a prompt`);
-  // Every prompt is checked, as the engine will read each; routing reads the first.
-  const inputs = prompts.map((p, i) => promptInput(p, field, `${field}[${i}]`, model));
-  return { first: inputs[0], count: prompts.length, batch };
+  if (prompts.length > MAX_PROMPTS_PER_BATCH + 1)
+    throw new BadRequest(`${field} holds ${prompts.length} prompts; the gateway routes a batch of at most ${MAX_PROMPTS_PER_BATCH + 1}`);
+  // Every prompt is checked, as the engine will read each.
+  return { inputs: prompts.map((p, i) => promptInput(p, field, `${field}[${i}]`, model)), batch };
 }
 
 /** A field a batch may give once for all prompts or as a list, one per prompt: the first prompt's. */
@@ -77,11 +80,12 @@ export function readGenerateRequest(b: Record<string, unknown>): ReadRequest {
   if (lora !== undefined && lora !== null && typeof lora !== 'string')
     throw new BadRequest('lora_path must be a string, or a list of them for a batch');
   const model = typeof lora === 'string' && lora !== '' ? lora : undefined;
-  const { first, count, batch } = readPrompts(b, model);
+  const { inputs, batch } = readPrompts(b, model);
+  const count = inputs.length;
   const sampling = samplingParams(b);
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
   return {
-    input: first,
+    input: inputs[0],
     stream: b.stream === true,
     // Every event carries the request's `meta_info`: nothing is asked on the client's behalf.
     clientWantsUsage: true,
@@ -97,5 +101,6 @@ export function readGenerateRequest(b: Record<string, unknown>): ReadRequest {
     choicesPerPrompt: count * (positiveInteger(sampling.n) ?? 1),
     // A batch's answer is a list, even of one, which one bootstrap room cannot serve.
     ...(batch ? { wholeBatch: count } : {}),
+    ...(count > 1 ? { batchInputs: inputs.slice(1) } : {}),
   };
 }

@@ -68,6 +68,13 @@ export interface ReadRequest {
    * one prompt).
    */
   wholeBatch?: number;
+  /**
+   * That batch's other prompts (after the first), which the router books beside it on the worker
+   * chosen (`RouteRequest.batchPrompts`) once tokenized into `batchTokens`.
+   */
+  batchInputs?: PromptInput[];
+  /** `batchInputs` tokenized, as the router is given them. */
+  batchTokens?: number[][];
   /** Choices per prompt (`n`, 1 when absent or not a positive integer: the worker checks it). */
   choicesPerPrompt: number;
   /**

@@ -32,7 +32,7 @@ import { BadRequest, engineTokens, type ReadRequest, type RequestKind, readReque
 import { findOwner, type ResponseOwners } from './response-owners.js';
 import { answerCachedTokens, SseSplitter, withoutUsage } from './sse.js';
 import { eventWatcher, firstToken, reported } from './stream-watch.js';
-import type { PromptTokenizer } from './tokenize.js';
+import type { PromptInput, PromptTokenizer } from './tokenize.js';
 import { readTraceContext } from './tracing/context.js';
 import { type Attempt, RequestTrace } from './tracing/request-trace.js';
 
@@ -260,11 +260,13 @@ async function routed(
   let tokens: number[];
   try {
     tokens = await tokenize(ctx, read, trace);
+    if (read.batchInputs) read.batchTokens = await batchTokens(ctx, read, read.batchInputs, trace);
   } catch (err) {
     return refuse(ctx, reply, tokenizeRefusal(err));
   }
   const outcome = newOutcome(ctx, { id: `kvr-${ctx.nextId++}`, clientId, trace, tokens, model: read.model });
-  trace.set(() => ({ 'kvroute.request_id': outcome.id, 'gen_ai.usage.input_tokens': tokens.length }));
+  const inputTokens = (read.batchTokens ?? []).reduce((n, t) => n + t.length, tokens.length);
+  trace.set(() => ({ 'kvroute.request_id': outcome.id, 'gen_ai.usage.input_tokens': inputTokens }));
   ctx.metrics.inFlight.inc();
   try {
     await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started, owner, kind);
@@ -304,6 +306,26 @@ export async function tokenize(ctx: ProxyContext, read: ReadRequest, trace: Requ
   } finally {
     step?.end();
   }
+}
+
+/**
+ * The other prompts of an SGLang `/generate` batch tokenized as its first was, each failure
+ * naming its prompt (`text[i]`; `input_ids` need no tokenizer).
+ */
+async function batchTokens(ctx: ProxyContext, read: ReadRequest, inputs: PromptInput[], trace: RequestTrace): Promise<number[][]> {
+  return Promise.all(
+    inputs.map((input, i) =>
+      tokenize(ctx, { ...read, input }, trace).catch((err: unknown) => Promise.reject(ofPrompt(err, `text[${i + 1}]`))),
+    ),
+  );
+}
+
+/** A prompt's tokenizer error, naming the prompt (its kind kept: it decides the answer's status). */
+export function ofPrompt(err: unknown, prompt: string): Error {
+  // An unknown model is the request's, not one prompt's: passed on as the engine said it.
+  if (err instanceof EngineRefusal && err.unknownModel) return err;
+  const message = `${prompt}: ${(err as Error).message}`;
+  return err instanceof KvRouteError ? new KvRouteError(err.code, message) : new Error(message);
 }
 
 /** What a request's outcome starts from: its ids, the client's trace context, its tokens and the model it names. */
