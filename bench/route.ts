@@ -9,6 +9,9 @@
  * 4. synthetic, offloaded: workload 1 with lower tiers: each system prompt's worker holds its
  *    first half on the device and all of it in host memory, the next worker all of it on disk, so
  *    every decision walks the lower tiers of all 16 candidates.
+ * 5. synthetic, batches of 8: workload 1's requests eight at a time, one as the request's
+ *    `tokens` and seven as its `batchPrompts` (an SGLang `/generate` batch): a cycle routes,
+ *    books and frees eight prompts.
  * Targets: ≥ 50,000 routes/s with the native backend; native ≥ 5× JS. The synthetic workload is
  * timed after an untimed warm-up of 1,000 cycles.
  */
@@ -39,12 +42,15 @@ function newRouter(backend: 'native' | 'js', predictedTtlSecs?: number): KvRoute
 }
 
 /** Times `route` of each request; returns routes/s over the timed calls and latency percentiles. */
-async function cycle(router: KvRouter, requests: Iterable<{ id: string; tokens: Uint32Array; after?: (worker: bigint) => void }>) {
+async function cycle(
+  router: KvRouter,
+  requests: Iterable<{ id: string; tokens: Uint32Array; batch?: Uint32Array[]; after?: (worker: bigint) => void }>,
+) {
   const latencies: number[] = [];
   let total = 0;
   for (const req of requests) {
     const start = process.hrtime.bigint();
-    const d = await router.route({ requestId: req.id, tokens: req.tokens });
+    const d = await router.route({ requestId: req.id, tokens: req.tokens, ...(req.batch ? { batchPrompts: req.batch } : {}) });
     router.markPrefillCompleted(req.id);
     router.free(req.id);
     const ns = Number(process.hrtime.bigint() - start);
@@ -61,7 +67,10 @@ async function cycle(router: KvRouter, requests: Iterable<{ id: string; tokens: 
   };
 }
 
-async function synthetic(backend: 'native' | 'js', offloaded = false) {
+/** Prompts per request in the batched workload. */
+const BATCH = 8;
+
+async function synthetic(backend: 'native' | 'js', offloaded = false, batched = false) {
   const router = newRouter(backend);
   const prompts = Array.from({ length: 100 }, (_, p) => Uint32Array.from({ length: 2048 }, (_, i) => (p * 7919 + i * 31) % 150_000));
   for (let p = 0; p < prompts.length; p++) {
@@ -77,24 +86,32 @@ async function synthetic(backend: 'native' | 'js', offloaded = false) {
     ]);
   }
   await router.flush();
-  const n = QUICK ? 2000 : 20_000;
+  const n = (QUICK ? 2000 : 20_000) / (batched ? BATCH : 1);
   const reqs = Array.from({ length: Math.min(n, 2000) }, (_, k) => {
     const t = new Uint32Array(4096);
     t.set(prompts[k % prompts.length]);
     for (let i = 2048; i < 4096; i++) t[i] = (k * 104729 + i) % 150_000;
     return t;
   });
+  const request = (id: string, k: number) =>
+    batched
+      ? {
+          id,
+          tokens: reqs[(k * BATCH) % reqs.length],
+          batch: Array.from({ length: BATCH - 1 }, (_, j) => reqs[(k * BATCH + j + 1) % reqs.length]),
+        }
+      : { id, tokens: reqs[k % reqs.length] };
   // Untimed warm-up, so the figures describe steady state rather than the JIT compiling.
   await cycle(
     router,
     (function* () {
-      for (let k = 0; k < 1000; k++) yield { id: `w${k}`, tokens: reqs[k % reqs.length] };
+      for (let k = 0; k < 1000 / (batched ? BATCH : 1); k++) yield request(`w${k}`, k);
     })(),
   );
   const result = await cycle(
     router,
     (function* () {
-      for (let k = 0; k < n; k++) yield { id: `s${k}`, tokens: reqs[k % reqs.length] };
+      for (let k = 0; k < n; k++) yield request(`s${k}`, k);
     })(),
   );
   router.close();
@@ -123,13 +140,14 @@ async function trace(backend: 'native' | 'js', predictedTtlSecs?: number) {
 }
 
 const PREDICTED_TTL_SECS = 120;
-const WORKLOADS = ['synthetic', 'trace', 'trace, predict-on-route', 'synthetic, offloaded'] as const;
+const WORKLOADS = ['synthetic', 'trace', 'trace, predict-on-route', 'synthetic, offloaded', `synthetic, batches of ${BATCH}`] as const;
 const results: Record<string, Record<string, Awaited<ReturnType<typeof synthetic>>>> = Object.fromEntries(WORKLOADS.map((w) => [w, {}]));
 for (const backend of ['native', 'js'] as const) {
   results.synthetic[backend] = await synthetic(backend);
   results.trace[backend] = await trace(backend);
   results['trace, predict-on-route'][backend] = await trace(backend, PREDICTED_TTL_SECS);
   results['synthetic, offloaded'][backend] = await synthetic(backend, true);
+  results[`synthetic, batches of ${BATCH}`][backend] = await synthetic(backend, false, true);
 }
 const rows = WORKLOADS.flatMap((w) => [
   {
@@ -156,7 +174,7 @@ const rows = WORKLOADS.flatMap((w) => [
 ]);
 printTable(`route() + markPrefillCompleted() + free(), ${WORKERS} workers, block size ${BS}`, rows);
 writeResult('route', {
-  parameters: { workers: WORKERS, blockSize: BS, syntheticTokens: 4096, predictedTtlSecs: PREDICTED_TTL_SECS },
+  parameters: { workers: WORKERS, blockSize: BS, syntheticTokens: 4096, predictedTtlSecs: PREDICTED_TTL_SECS, batchPrompts: BATCH },
   results,
   table: rows,
 });
