@@ -2,7 +2,7 @@
  * Dynamo's current cost: overlap credit, prefill scale, credit decay, active-request weight, the
  * shared-cache credit, the `lmetric` selection policy and the decode-only branch, on both
  * backends, against hand-computed figures and, seeded, against a deliberately simple model of
- * Dynamo's formula (in blocks, as Dynamo computes it).
+ * Dynamo's formula (in blocks, as Dynamo computes it), with a request's `batchPrompts` added.
  */
 import { describe, expect, test } from 'vitest';
 import { blockHashes, KvRouter, type KvRouterOptions, type RouteDecision, type RouteOverrides, type RouteRequest } from '../ts/index.js';
@@ -22,6 +22,8 @@ interface ModelRequest {
   rank: string;
   keys: string[];
   prefill: number;
+  /** Its bookings: one, and one per batch prompt. */
+  bookings: number;
 }
 
 /** A block's identity in the model: the prompt up to the block's end. */
@@ -54,25 +56,44 @@ function runs(flags: readonly boolean[]): [number, number][] {
   return out;
 }
 
-/** Dynamo's `worker_logit` for every candidate, from the model's state. */
+/** Leading blocks of `keys` the set holds. */
+function overlapOf(keys: readonly string[], cached: Set<string>): number {
+  let overlap = 0;
+  while (overlap < keys.length && cached.has(keys[overlap])) overlap++;
+  return overlap;
+}
+
+/**
+ * Dynamo's `worker_logit` for every candidate, from the model's state; a `batch` of other prompts
+ * adds each one's uncached tokens (when prefill is tracked) and blocks not active on the rank
+ * (when blocks are), uncredited, each prompt counted on its own.
+ */
 function modelCosts(
   o: ModelOptions,
   prompt: readonly number[],
   candidates: readonly string[],
   ranks: Map<string, ModelRank>,
   inFlight: Map<string, ModelRequest>,
+  batch: readonly number[][] = [],
 ) {
   const keys = blockKeys(prompt);
   const isl = prompt.length;
   const rows = candidates.map((rank) => {
     const cached = ranks.get(rank)?.cached ?? new Set<string>();
-    let overlap = 0;
-    while (overlap < keys.length && cached.has(keys[overlap])) overlap++;
+    const overlap = overlapOf(keys, cached);
     const mine = [...inFlight.values()].filter((r) => r.rank === rank);
     const active = mine.reduce((sum, r) => sum + r.prefill, 0);
     const activeKeys = new Set(mine.flatMap((r) => r.keys));
     const fresh = keys.filter((k) => !activeKeys.has(k)).length;
-    return { rank, overlap, active, activeBlocks: activeKeys.size, fresh, requests: mine.length };
+    let batchUncached = 0;
+    let batchFresh = 0;
+    for (const b of batch) {
+      const bKeys = blockKeys(b);
+      if (o.trackPrefill) batchUncached += Math.max(0, b.length - overlapOf(bKeys, cached) * BS);
+      batchFresh += bKeys.filter((k) => !activeKeys.has(k)).length;
+    }
+    const requests = mine.reduce((sum, r) => sum + r.bookings, 0);
+    return { rank, overlap, active, activeBlocks: activeKeys.size, fresh, requests, batchUncached, batchFresh };
   });
   const least = Math.min(...rows.map((r) => r.active));
   const requestBlocks = Math.ceil(isl / BS);
@@ -80,8 +101,8 @@ function modelCosts(
     const decay = o.trackPrefill && o.decay > 0 ? 1 / (1 + (o.decay * ((r.active - least) / BS)) / requestBlocks) : 1;
     const raw = o.trackPrefill ? (r.active + isl) / BS : 0;
     const shared = o.sharedMultiplier * o.sharedHits.filter((hit, i) => hit && i >= r.overlap).length;
-    const adjusted = Math.max(0, raw - o.credit * decay * r.overlap - (o.trackPrefill ? shared : 0));
-    const decode = r.activeBlocks + (o.trackActive ? r.fresh : 0);
+    const adjusted = Math.max(0, raw - o.credit * decay * r.overlap - (o.trackPrefill ? shared : 0)) + r.batchUncached / BS;
+    const decode = r.activeBlocks + (o.trackActive ? r.fresh + r.batchFresh : 0);
     const cost =
       o.decodeWorker && !o.trackPrefill && o.credit > 0
         ? Math.max(0, decode - o.credit * r.overlap - shared) + o.requestWeight * r.requests
@@ -456,7 +477,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
     expect(lmetric.stats()).toMatchObject({ load: [], inFlight: 0 });
   });
 
-  test('seeded: every figure and cost matches a simple model of the formula; the defaults are the classic cost to the bit', async () => {
+  test('seeded: every figure and cost matches a simple model of the formula, batches too; the defaults are the classic cost to the bit', async () => {
     for (let seed = 1; seed <= 12; seed++) {
       const rng = new Rng(seed);
       const o: ModelOptions = {
@@ -518,13 +539,16 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
           if (rng.chance(0.2)) req.credit = overrides.overlapScoreCredit = rng.pick([0, 0.5, 1, 2]);
           if (!o.lmetric && rng.chance(0.2)) req.scale = overrides.prefillLoadScale = rng.pick([0, 1, 3]);
           const id = `r${next++}`;
+          // Some requests carry a batch of other prompts (an SGLang batch).
+          const batch = rng.chance(0.3) ? Array.from({ length: 1 + rng.int(3) }, prompt) : [];
           const d = await r.route({
             requestId: id,
             tokens: t,
             overrides,
             ...(req.sharedHits.length > 0 ? { sharedCacheHits: runs(req.sharedHits) } : {}),
+            ...(batch.length > 0 ? { batchPrompts: batch } : {}),
           });
-          const model = modelCosts(req, t, rankNames, ranks, inFlight);
+          const model = modelCosts(req, t, rankNames, ranks, inFlight, batch);
           const seen = d.candidates.map((c) => ({
             rank: `${c.workerId}:${c.dpRank}`,
             overlap: c.overlap,
@@ -539,7 +563,7 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
               overlap: m.overlap,
               decode: m.decode,
               requests: m.requests,
-              prefill: m.active + uncached(m),
+              prefill: m.active + uncached(m) + m.batchUncached,
             })),
           );
           d.candidates.forEach((c, i) => {
@@ -551,7 +575,13 @@ describe.each(BACKENDS)("Dynamo's current cost on the %s backend", (backend) => 
           expect(d.cost).toBe(Math.min(...d.candidates.map((c) => c.cost)));
           const chosen = model.find((m) => m.rank === `${d.workerId}:${d.dpRank}`);
           if (!chosen) throw new Error('chose a rank the model does not know');
-          inFlight.set(id, { rank: chosen.rank, keys: o.trackActive ? blockKeys(t) : [], prefill: uncached(chosen) });
+          const keys = [t, ...batch].flatMap(blockKeys);
+          inFlight.set(id, {
+            rank: chosen.rank,
+            keys: o.trackActive ? keys : [],
+            prefill: uncached(chosen) + chosen.batchUncached,
+            bookings: 1 + batch.length,
+          });
         } else if (action < 9 && inFlight.size > 0) {
           const id = rng.pick([...inFlight.keys()]);
           r.markPrefillCompleted(id);
