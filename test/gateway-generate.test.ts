@@ -5,6 +5,8 @@
  * too) passed back unchanged. The mock workers serve `/generate` as an SGLang server does.
  */
 
+import { SpanKind } from '@opentelemetry/api';
+import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { describe, expect, test } from 'vitest';
 import { MAX_PROMPTS_PER_BATCH } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
@@ -138,7 +140,9 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
   });
 
   test("a batch goes whole to one worker, chosen by all its prompts (SGLang's router looks at the first alone)", async () => {
-    const f = await startFleet(backend, 3);
+    const exporter = new InMemorySpanExporter();
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const f = await startFleet(backend, 3, { tracing: { tracerProvider: provider } });
     const [p, q] = [ids(48, 100), ids(192, 3000)];
     const warm = async (prompt: number[]) =>
       (await postJson(`${f.url}/generate`, { input_ids: prompt, sampling_params: { max_new_tokens: 1 } })).headers.get('x-kvroute-worker');
@@ -164,6 +168,10 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
     expect(sent.status).toBe(200);
     expect(sent.headers.get('x-kvroute-worker')).toBe(holdsQ);
     expect(sent.json.map((a: { meta_info: { cached_tokens: number } }) => a.meta_info.cached_tokens)).toEqual([0, 192]);
+    // The request's span counts every prompt's tokens.
+    const isBatch = (x: ReadableSpan) => x.kind === SpanKind.SERVER && x.attributes['kvroute.prompts'] === 2;
+    await waitFor(() => exporter.getFinishedSpans().some(isBatch), "the batch's span");
+    expect(exporter.getFinishedSpans().find(isBatch)?.attributes['gen_ai.usage.input_tokens']).toBe(49 + 193);
     const m = await scrape(`${f.adminUrl}/metrics`);
     expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
     expect(f.gateway.router.stats().load.every((l) => l.requests === 0 && l.activePrefillTokens === 0)).toBe(true);

@@ -50,7 +50,7 @@ export interface CandidateScore {
   prefillTokens: number;
   /** Active blocks on the rank plus this request's blocks not already active there. */
   decodeBlocks: number;
-  /** Requests in flight on the rank (booked and not freed), by this router and its replicas. */
+  /** Requests in flight on the rank (booked and not freed), by this router and its replicas; a batch's prompts count one each. */
   activeRequests: number;
   /** Blocks the rank caches in total (tie-breaker). */
   treeSize: number;

@@ -167,7 +167,7 @@ export interface PotentialLoad {
   prefillTokens: number;
   /** Decode blocks the rank would have. */
   decodeBlocks: number;
-  /** Requests in flight on the rank. */
+  /** Requests in flight on the rank (a batch's prompts one each). */
   activeRequests: number;
 }
 
@@ -184,7 +184,7 @@ export interface RankLoad {
   activePrefillTokens: number;
   /** Distinct blocks of in-flight requests. */
   activeBlocks: number;
-  /** In-flight requests. */
+  /** In-flight requests (one per prompt of a request with `batchPrompts`, as the engine runs each). */
   requests: number;
 }
 

@@ -151,6 +151,7 @@ export interface Outcome {
   /** The same, when its engine's report is comparable (not for a Responses follow-up). */
   predicted: number | undefined;
   reported: number | undefined;
+  /** The request's prompt tokens (all its prompts', for an SGLang batch sent whole). */
   promptTokens: number;
   attempts: number;
   ttftMs: number | undefined;
@@ -265,8 +266,9 @@ async function routed(
     return refuse(ctx, reply, tokenizeRefusal(err));
   }
   const outcome = newOutcome(ctx, { id: `kvr-${ctx.nextId++}`, clientId, trace, tokens, model: read.model });
-  const inputTokens = (read.batchTokens ?? []).reduce((n, t) => n + t.length, tokens.length);
-  trace.set(() => ({ 'kvroute.request_id': outcome.id, 'gen_ai.usage.input_tokens': inputTokens }));
+  // An SGLang batch's log line and span count all its prompts.
+  outcome.promptTokens = (read.batchTokens ?? []).reduce((n, t) => n + t.length, tokens.length);
+  trace.set(() => ({ 'kvroute.request_id': outcome.id, 'gen_ai.usage.input_tokens': outcome.promptTokens }));
   ctx.metrics.inFlight.inc();
   try {
     await forward(ctx, reply, read, tokens, path, abort.signal, outcome, started, owner, kind);

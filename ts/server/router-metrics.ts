@@ -117,7 +117,11 @@ export function metrics(router: KvRouter, registry: Registry = new Registry()): 
     gauge(name, help, ['worker', 'dp_rank'], (g, s) => {
       for (const l of s.router.load) g.set({ worker: String(l.workerId), dp_rank: l.dpRank }, figure(l));
     });
-  perRank('kvroute_router_in_flight_requests', 'Requests booked and not freed, per rank.', (l) => l.requests);
+  perRank(
+    'kvroute_router_in_flight_requests',
+    'Requests booked and not freed, per rank (an SGLang batch: one per prompt).',
+    (l) => l.requests,
+  );
   perRank(
     'kvroute_router_active_prefill_tokens',
     'Prompt tokens of in-flight requests without a first token, per rank.',
@@ -211,9 +215,14 @@ function replicaMetrics(gauge: GaugeFn, counter: CounterFn): void {
   gauge('kvroute_replica_peers', 'Peer replicas heard from within the lease.', [], (g, s) => {
     if (s.router.replicas) g.set(s.router.replicas.peers);
   });
-  gauge('kvroute_replica_remote_in_flight_requests', "Peers' requests counted in this replica's load.", [], (g, s) => {
-    if (s.router.replicas) g.set(s.router.replicas.remoteInFlight);
-  });
+  gauge(
+    'kvroute_replica_remote_in_flight_requests',
+    "Peers' requests counted in this replica's load (a batch: one per prompt).",
+    [],
+    (g, s) => {
+      if (s.router.replicas) g.set(s.router.replicas.remoteInFlight);
+    },
+  );
   partCounters(counter, (s) => s.router.replicas, [
     ['kvroute_replica_outages_total', 'outages', 'Times the connection to the sync transport was lost.'],
     ['kvroute_replica_messages_published_total', 'messagesPublished', 'Sync messages published.'],
