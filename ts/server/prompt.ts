@@ -63,14 +63,13 @@ export interface ReadRequest {
    */
   batch?: ReadRequest[];
   /**
-   * An SGLang `/generate` batch, sent whole to the worker its first prompt routes to (the fields
-   * above are that prompt's): its prompt count. Never split into legs (one bootstrap room meets
-   * one prompt).
+   * An SGLang `/generate` batch, sent whole to one worker (the fields above are its first
+   * prompt's): its prompt count. Never split into legs (one bootstrap room meets one prompt).
    */
   wholeBatch?: number;
   /**
-   * That batch's other prompts (after the first), which the router books beside it on the worker
-   * chosen (`RouteRequest.batchPrompts`) once tokenized into `batchTokens`.
+   * That batch's other prompts (after the first), which the router weighs and books with it
+   * (`RouteRequest.batchPrompts`) once tokenized into `batchTokens`.
    */
   batchInputs?: PromptInput[];
   /** `batchInputs` tokenized, as the router is given them. */
