@@ -128,10 +128,31 @@ describe.each(BACKENDS)('KvRouter batchPrompts (%s)', (backend) => {
     expect(alone).toMatchObject({ workerId: d.workerId, overlapBlocks: 3 });
   });
 
+  test("a prompt under an adapter of its own is matched against that adapter's blocks; null is the base model's", async () => {
+    const r = make();
+    r.addWorker(1);
+    r.addWorker(2);
+    r.applyEvent(stored(2, [...blockHashes(b, BS, { backend, loraName: 'A' })]));
+    r.applyEvent(stored(1, [...blockHashes(c, BS, { backend })]));
+    await r.flush();
+    const byWorker = (batchPrompts: NonNullable<Parameters<KvRouter['potentialLoads']>[0]['batchPrompts']>, loraName?: string) =>
+      r.potentialLoads({ requestId: 'p', tokens: a, batchPrompts, ...(loraName ? { loraName } : {}) }).map((l) => l.prefillTokens);
+    // a is cached nowhere (8 tokens); b under 'A' on w2 only, c under no adapter on w1 only.
+    expect(byWorker([{ tokens: b, loraName: 'A' }])).toEqual([8 + 12, 8]);
+    expect(byWorker([b])).toEqual([8 + 12, 8 + 12]);
+    // The request's adapter is the default; null names the base model.
+    expect(byWorker([b, { tokens: c, loraName: null }], 'A')).toEqual([8 + 12, 8 + 8]);
+    expect(byWorker([b, c], 'A')).toEqual([8 + 12 + 8, 8 + 8]);
+  });
+
   test('bad batchPrompts are ERR_INVALID_ARG and change nothing', async () => {
     const r = await split();
     const bad: [unknown, RegExp][] = [
-      ['ab', /req\.batchPrompts must be an array of token lists, got/],
+      ['ab', /req\.batchPrompts must be an array of token lists or \{ tokens, loraName \} objects, got/],
+      [[{ tokens: [] }], /req\.batchPrompts\[0\]\.tokens must not be empty/],
+      [[{ tokens: b, loraName: 5 }], /req\.batchPrompts\[0\]\.loraName must be a string/],
+      [[{ tokens: b, lora: 'A' }], /req\.batchPrompts\[0\] has an unknown (key|option|field)/],
+      [[{ loraName: 'A' }], /req\.batchPrompts\[0\]\.tokens must be a Uint32Array/],
       [[b, []], /req\.batchPrompts\[1\] must not be empty/],
       [[[1, -1]], /req\.batchPrompts\[0\]\[1\] must be an integer in \[0, 2\^32\)/],
       [[b, 'xy'], /req\.batchPrompts\[1\] must be a Uint32Array or an array of integers/],

@@ -139,6 +139,7 @@ export type { KvRouterOptions, QueuePolicy, SelectionPolicy, WorkerType } from '
 export type { CandidateScore, Selector } from './router/select.js';
 export type { SessionBinding, SessionStats } from './router/session-affinity.js';
 export type {
+  BatchPrompt,
   PinnedWorker,
   PotentialLoad,
   RankLoad,

@@ -11,20 +11,40 @@
 
 import { CANDIDATE_FIGURES } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
+import { parseBlockHashOptions } from '../hashing.js';
 import { MAX_PROMPTS_PER_BATCH } from '../limits.js';
-import { describe, toTokens } from '../validate.js';
+import { checkOptions, describe, toTokens } from '../validate.js';
 import type { PromptBooking } from './booking.js';
 
-/** `req.batchPrompts` checked: each a non-empty token list, at most `MAX_PROMPTS_PER_BATCH`. */
-export function parseBatchPrompts(value: unknown, name: string): Uint32Array[] {
+/** A batch prompt as the router scores it: its tokens, and the adapter its blocks are hashed under. */
+export interface PreparedBatchPrompt {
+  tokens: Uint32Array;
+  loraName: string | undefined;
+}
+
+/**
+ * `req.batchPrompts` checked: each a non-empty token list, or `{ tokens, loraName }` (a name, or
+ * null for none: the base model's blocks; absent: the request's `loraName`), at most
+ * `MAX_PROMPTS_PER_BATCH`.
+ */
+export function parseBatchPrompts(value: unknown, name: string, requestLora: string | undefined): PreparedBatchPrompt[] {
   if (value === undefined) return [];
-  if (!Array.isArray(value)) throw new KvRouteError('ERR_INVALID_ARG', `${name} must be an array of token lists, got ${describe(value)}`);
+  if (!Array.isArray(value))
+    throw new KvRouteError(
+      'ERR_INVALID_ARG',
+      `${name} must be an array of token lists or { tokens, loraName } objects, got ${describe(value)}`,
+    );
   if (value.length > MAX_PROMPTS_PER_BATCH)
     throw new KvRouteError('ERR_INVALID_ARG', `${name} has ${value.length} prompts; at most ${MAX_PROMPTS_PER_BATCH} are accepted`);
-  return value.map((tokens, i) => {
-    const t = toTokens(tokens, `${name}[${i}]`);
-    if (t.length === 0) throw new KvRouteError('ERR_INVALID_ARG', `${name}[${i}] must not be empty`);
-    return t;
+  return value.map((entry: unknown, i) => {
+    const at = `${name}[${i}]`;
+    const own = entry !== null && typeof entry === 'object' && !Array.isArray(entry) && !(entry instanceof Uint32Array);
+    const o = own ? checkOptions(entry, at, ['tokens', 'loraName']) : { tokens: entry };
+    const tokens = toTokens(o.tokens, own ? `${at}.tokens` : at);
+    if (tokens.length === 0) throw new KvRouteError('ERR_INVALID_ARG', `${own ? `${at}.tokens` : at} must not be empty`);
+    if (!own || o.loraName === undefined) return { tokens, loraName: requestLora };
+    if (o.loraName === null) return { tokens, loraName: undefined };
+    return { tokens, loraName: parseBlockHashOptions({ loraName: o.loraName }, at).loraName };
   });
 }
 

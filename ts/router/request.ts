@@ -9,7 +9,7 @@ import { parseBlockHashOptions } from '../hashing.js';
 import { checkDpRank, checkWorkerId } from '../kv-index.js';
 import { MAX_SESSION_ID_LENGTH } from '../limits.js';
 import { checkOptions, describe, nonNegativeNumber, toTokens } from '../validate.js';
-import { parseBatchPrompts } from './batch-prompts.js';
+import { type PreparedBatchPrompt, parseBatchPrompts } from './batch-prompts.js';
 import { prefillWeights } from './cost-weights.js';
 import type { ResolvedRouterOptions } from './options.js';
 import type { OutputProgress } from './output-blocks.js';
@@ -40,7 +40,7 @@ export interface Prepared {
   req: RouteRequest;
   tokens: Uint32Array;
   /** The other prompts of its batch (`req.batchPrompts`; empty when not given). */
-  batch: Uint32Array[];
+  batch: PreparedBatchPrompt[];
   loraName: string | undefined;
   cacheNamespace: string | undefined;
   mmOffsets: Uint32Array | undefined;
@@ -109,7 +109,7 @@ export function prepareRequest(req: RouteRequest, defaults: RequestDefaults): Pr
   return {
     req,
     tokens,
-    batch: parseBatchPrompts(r.batchPrompts, 'req.batchPrompts'),
+    batch: parseBatchPrompts(r.batchPrompts, 'req.batchPrompts', hash.loraName),
     loraName: hash.loraName,
     cacheNamespace: hash.cacheNamespace,
     mmOffsets: hash.mmOffsets,

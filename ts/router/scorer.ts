@@ -48,11 +48,11 @@ export class Scorer {
     if (batchHandles.length > 0) {
       batch = new BatchLoad(n, batchHandles.length);
       for (const [j, h] of batchHandles.entries()) {
-        const tokens = p.batch[j];
-        batch.add(j, tokens.length, this.scoreTokens(h, tokens, p, c, now, f), f, o);
+        const { tokens, loraName } = p.batch[j];
+        batch.add(j, tokens.length, this.scoreTokens(h, tokens, loraName, p, c, now, f), f, o);
       }
     }
-    const blocks = this.scoreTokens(handle, p.tokens, p, c, now, f, p.mmOffsets, p.mmHashes);
+    const blocks = this.scoreTokens(handle, p.tokens, p.loraName, p, c, now, f, p.mmOffsets, p.mmHashes);
     return { scores: costsFromFigures(f, c, p, o, batch?.extra), blocks, batch };
   }
 
@@ -68,10 +68,11 @@ export class Scorer {
     }
   }
 
-  /** One prompt's figures on every candidate into `f`, under `handle`; its block count. */
+  /** One prompt's figures on every candidate into `f`, under `handle`, its blocks hashed under `loraName`; its block count. */
   private scoreTokens(
     handle: number,
     tokens: Uint32Array,
+    loraName: string | undefined,
     p: Prepared,
     c: Candidates,
     now: number,
@@ -84,7 +85,7 @@ export class Scorer {
       handle,
       tokens,
       o.blockSize,
-      p.loraName,
+      loraName,
       p.cacheNamespace,
       false,
       mmOffsets,

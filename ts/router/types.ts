@@ -54,6 +54,18 @@ export interface RouteOverrides {
 }
 
 /**
+ * One prompt of a request's `batchPrompts` under an adapter of its own (a batch of several
+ * adapters, as SGLang's `lora_path` list names them).
+ * @group Router
+ */
+export interface BatchPrompt {
+  /** Its token ids. */
+  tokens: Uint32Array | readonly number[];
+  /** The adapter its blocks are hashed under; `null`: none (the base model's); absent: the request's `loraName`. */
+  loraName?: string | null;
+}
+
+/**
  * A request to route.
  * @group Router
  */
@@ -65,14 +77,14 @@ export interface RouteRequest {
   /**
    * Other prompts that run beside `tokens` on the worker chosen, as one request (an SGLang
    * `/generate` batch, which one server runs whole): each non-empty, at most
-   * `MAX_PROMPTS_PER_BATCH`, under the request's `loraName` and `cacheNamespace` (`mmHashes` and
-   * `sharedCacheHits` are of `tokens` only). Each is scored on every candidate too, and what it
-   * would add there (its uncached tokens, its blocks not active on the rank) joins the
-   * candidate's cost, uncredited; the rank chosen books them all, and `markPrefillCompleted`,
-   * `touch` and `free` of the request end or renew all of them. A candidate's `prefillTokens`
-   * and `decodeBlocks` include them. Default: none.
+   * `MAX_PROMPTS_PER_BATCH`, under the request's `cacheNamespace` and its `loraName` unless a
+   * {@link BatchPrompt} names its own adapter (`mmHashes` and `sharedCacheHits` are of `tokens`
+   * only). Each is scored on every candidate too, and what it would add there (its uncached
+   * tokens, its blocks not active on the rank) joins the candidate's cost, uncredited; the rank
+   * chosen books them all, and `markPrefillCompleted`, `touch` and `free` of the request end or
+   * renew all of them. A candidate's `prefillTokens` and `decodeBlocks` include them. Default: none.
    */
-  batchPrompts?: readonly (Uint32Array | readonly number[])[];
+  batchPrompts?: readonly (Uint32Array | readonly number[] | BatchPrompt)[];
   /** LoRA adapter (changes block hashes). */
   loraName?: string;
   /** Cache namespace (changes block hashes). */
