@@ -50,6 +50,9 @@ interface GenerateItem {
   topP: number;
   /** `return_logprob`: the prompt's and the output's log probabilities in `meta_info`. */
   logprobs: boolean;
+  /** Its adapter (`lora_path`, entry i of a batch's list, as SGLang takes it), and the model it names. */
+  lora: LoraRef | undefined;
+  model: string;
 }
 
 interface ParsedGenerate {
@@ -57,8 +60,6 @@ interface ParsedGenerate {
   /** A batch: the answer is a list, and streamed events name their prompt's `index`. */
   batch: boolean;
   stream: boolean;
-  model: string;
-  lora: LoraRef | undefined;
 }
 
 /** The prompts of `text` or `input_ids` (exactly one), and whether they came as a batch. */
@@ -113,6 +114,7 @@ function parseItem(
     `the request needs ${prompt.length + (maxTokens as number)} tokens, more than ${o.maxModelLen}`,
   );
   const { temperature, topP } = readTemperatureTopPTopK(s);
+  const lora = requestedLora(perPrompt(b.lora_path, i, count, batch, 'lora_path'), engine.served);
   return {
     prompt,
     maxTokens: maxTokens as number,
@@ -120,6 +122,8 @@ function parseItem(
     temperature,
     topP,
     logprobs,
+    lora,
+    model: lora?.name ?? engine.options.model,
   };
 }
 
@@ -129,10 +133,7 @@ function parse(body: unknown, engine: ResponsesEngine): ParsedGenerate {
   const { prompts, batch } = readPrompts(b);
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
   const items = prompts.map((prompt, i) => parseItem(b, prompt, i, prompts.length, batch, engine));
-  const loras = prompts.map((_, i) => perPrompt(b.lora_path, i, prompts.length, batch, 'lora_path'));
-  if (loras.some((l) => l !== loras[0])) throw new BadRequest('the mock worker runs a batch under one lora_path');
-  const lora = requestedLora(loras[0], engine.served);
-  return { items, batch, stream: b.stream === true, model: lora?.name ?? engine.options.model, lora };
+  return { items, batch, stream: b.stream === true };
 }
 
 export function registerGenerate(app: FastifyInstance, engine: GenerateEngine): void {
@@ -173,25 +174,19 @@ type Running = Map<string, Set<() => void>>;
 /** What SGLang says of a request `/abort_request` ended. */
 const ABORTED = { type: 'abort', message: 'Abort in waiting queue or running batch by /abort_request.' };
 
-function itemRun(
-  engine: GenerateEngine,
-  req: FastifyRequest,
-  p: ParsedGenerate,
-  item: GenerateItem,
-  leg: AdmittedLeg | undefined,
-): ItemRun {
+function itemRun(engine: GenerateEngine, req: FastifyRequest, item: GenerateItem, leg: AdmittedLeg | undefined): ItemRun {
   const started = performance.now();
   const output = mockOutput(item.prompt, item.maxTokens, engine.options.seed);
   const generated: number[] = [];
   const span = engine.requestSpan(req, {
     id: item.id,
-    model: p.model,
+    model: item.model,
     maxTokens: item.maxTokens,
     n: 1,
     temperature: item.temperature,
     topP: item.topP,
   });
-  const run = engineRun({ prompt: item.prompt, lora: p.lora, cacheSalt: undefined, output }, span, () => generated.length);
+  const run = engineRun({ prompt: item.prompt, lora: item.lora, cacheSalt: undefined, output }, span, () => generated.length);
   const r: ItemRun = {
     id: item.id,
     generated,
@@ -289,7 +284,7 @@ function serve(
   leg: AdmittedLeg | undefined,
   running: Running,
 ): Promise<unknown> {
-  const runs = p.items.map((item) => itemRun(engine, req, p, item, leg));
+  const runs = p.items.map((item) => itemRun(engine, req, item, leg));
   const rankFor = engine.rankFor(req);
   const rank = (r: ItemRun) => abortable(rankFor, r, running);
   if (!p.stream) {
