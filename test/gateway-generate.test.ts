@@ -139,6 +139,43 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
     expect([finished(base), finished(withAdapter)]).toEqual([0, 6]);
   });
 
+  test('a batch naming an adapter per prompt goes to a worker serving them all, each prompt matched under its own adapter', async () => {
+    const both = await startWorker({ loraModules: ['lora-a', 'lora-b'] });
+    const onlyA = await startWorker({ loraModules: ['lora-a'] });
+    const base = await startWorker();
+    const f = await startFleet(backend, 0, { workers: [workerEntry(both, 1), workerEntry(onlyA, 2), workerEntry(base, 3)] });
+    await waitFor(async () => {
+      const models = (await (await fetch(`${f.url}/v1/models`)).json()) as { data: { id: string }[] };
+      return ['lora-a', 'lora-b'].every((m) => models.data.some((d) => d.id === m));
+    }, 'the adapters listed');
+    const [p, q] = [ids(32, 100), ids(64, 4000)];
+    // q's blocks under lora-b, on the one worker serving it.
+    const warm = await postJson(`${f.url}/generate`, { input_ids: q, lora_path: 'lora-b', sampling_params: { max_new_tokens: 1 } });
+    expect(warm.headers.get('x-kvroute-worker')).toBe('1');
+    await waitFor(() => f.gateway.router.stats().index.blocks >= 4, "q's blocks to be indexed");
+    const explain = async (lora: unknown) =>
+      (await postJson(`${f.adminUrl}/admin/explain`, { input_ids: [p, q], lora_path: lora })).json as {
+        candidates: { workerId: number; prefillTokens: number }[];
+      };
+    // Under lora-a and lora-b only worker 1 may take it, and q is found there under lora-b: p's 32 tokens to compute.
+    expect((await explain(['lora-a', 'lora-b'])).candidates.map((c) => [Number(c.workerId), c.prefillTokens])).toEqual([[1, 32]]);
+    // Both under lora-a: workers 1 and 2, q found nowhere.
+    expect((await explain(['lora-a', 'lora-a'])).candidates.map((c) => [Number(c.workerId), c.prefillTokens])).toEqual([
+      [1, 32 + 64],
+      [2, 32 + 64],
+    ]);
+    const r = await postJson(`${f.url}/generate`, {
+      input_ids: [p, q],
+      lora_path: ['lora-a', 'lora-b'],
+      sampling_params: { max_new_tokens: 1 },
+    });
+    expect([r.status, r.headers.get('x-kvroute-worker')]).toEqual([200, '1']);
+    expect(r.json.map((a: { meta_info: { cached_tokens: number } }) => a.meta_info.cached_tokens)).toEqual([0, 48]);
+    const short = await postJson(`${f.url}/generate`, { input_ids: [p, q, p], lora_path: ['lora-a', 'lora-b'] });
+    expect(short.status).toBe(400);
+    expect(short.json.error.message).toMatch(/lora_path names 2 adapters for 3 prompts: give one \(or null\) per prompt/);
+  });
+
   test("a batch goes whole to one worker, chosen by all its prompts (SGLang's router looks at the first alone)", async () => {
     const exporter = new InMemorySpanExporter();
     const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
@@ -243,7 +280,8 @@ describe.each(BACKENDS)("gateway: SGLang's /generate (%s)", (backend) => {
           /input_ids\[1\]\[1\] must be a token id/,
         ],
         [{ input_ids: [1, 2], sampling_params: [3] }, /sampling_params must be an object, or a list of them for a batch/],
-        [{ input_ids: [1, 2], lora_path: [4] }, /lora_path must be a string, or a list of them for a batch/],
+        [{ input_ids: [1, 2], lora_path: [4] }, /lora_path\[0\] must be a string or null/],
+        [{ input_ids: [1, 2], lora_path: 4 }, /lora_path must be a string, or a list of them for a batch/],
         [{ text: 'a', input_ids: [1] }, /exactly one of text and input_ids/],
         [{ sampling_params: { max_new_tokens: 1 } }, /exactly one of text and input_ids/],
         [{ input_embeds: [[0.1, 0.2]] }, /input_embeds carry no tokens/],

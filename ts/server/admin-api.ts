@@ -17,7 +17,7 @@ import { EngineRefusal } from './engine-tokenize.js';
 import type { Fleet, FleetWorker, ListenerStatus } from './fleet.js';
 import { parseWorkerIdValue, resolveWorker } from './options.js';
 import { BadRequest, engineTokens, readRequest } from './prompt.js';
-import { inScope, routingScope } from './scope.js';
+import { batchPromptsOf, inScope, routingScope } from './scope.js';
 import { sessionKey } from './session-key.js';
 import type { PromptTokenizer } from './tokenize.js';
 import type { RestReason } from './worker-rest.js';
@@ -158,13 +158,13 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
     const tokens = await engineTokens(ctx.tokenizer, read);
     // An SGLang batch is weighed whole, as the proxy routes it.
     const batch = read.batchInputs && (await Promise.all(read.batchInputs.map((input) => engineTokens(ctx.tokenizer, { ...read, input }))));
-    const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
+    const scope = routingScope(read.model, read.cacheSalt, ctx.fleet, read.batchModels);
     const pools = ctx.fleet.routableByRole();
     const weigh = (workers: readonly bigint[]) =>
       ctx.router.potentialLoads({
         requestId: 'explain',
         tokens,
-        ...(batch ? { batchPrompts: batch } : {}),
+        ...(batch ? { batchPrompts: batchPromptsOf(batch, scope) } : {}),
         allowedWorkers: workers.filter((id) => inScope(scope, id)),
         ...scope.hash,
       });

@@ -14,7 +14,7 @@ import type { RouteDecision, RouteRequest } from '../router/types.js';
 import { describeError, failureKind } from './fleet.js';
 import type { ReadRequest } from './prompt.js';
 import type { Outcome, ProxyContext, Refusal } from './proxy.js';
-import { inScope, type RoutingScope, routingScope } from './scope.js';
+import { batchPromptsOf, inScope, type RoutingScope, routingScope } from './scope.js';
 import { sessionKey } from './session-key.js';
 import { type Attempt, upstreamAttributes } from './tracing/request-trace.js';
 
@@ -120,7 +120,7 @@ export function routeFields(read: ReadRequest, scope: RoutingScope, kind: Leg['k
     // is split (binding its decode legs too would move the binding at every leg).
     ...(read.sessionId === undefined || kind === 'decode' ? {} : { sessionId: sessionKey(read.sessionId, read.model) }),
     // An SGLang batch runs whole on the worker chosen (never split into legs).
-    ...(read.batchTokens ? { batchPrompts: read.batchTokens } : {}),
+    ...(read.batchTokens ? { batchPrompts: batchPromptsOf(read.batchTokens, scope) } : {}),
     // `n` samples generate up to n × max_tokens in all, and the stream's tokens are counted over
     // all of them (see `eventWatcher`). A prefill leg generates one token.
     ...(kind === 'prefill'
@@ -215,7 +215,7 @@ export interface Upstream {
 export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whole', body: r.read.forward }): Promise<Upstream | Refusal> {
   const { ctx, read, tokens, path, signal, outcome } = r;
   const tried = new Set<bigint>();
-  const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
+  const scope = routingScope(read.model, read.cacheSalt, ctx.fleet, read.batchModels);
   if (only !== undefined) scope.workers = new Set([only]);
   const fields = routeFields(read, scope, leg.kind);
   const queueKey = queueKeyOf(read, scope);

@@ -8,7 +8,8 @@
  *
  * A batch (`text` or `input_ids` a list of prompts) runs on one SGLang server, whose answer is a
  * list: the gateway sends it whole to one worker, routed by all its prompts (the first as the
- * request's `tokens`, the others as its `batchPrompts`, each tokenized and booked there), with
+ * request's `tokens`, the others as its `batchPrompts`, each tokenized and booked there; with a
+ * `lora_path` list, each under its own adapter, on a worker serving them all), with
  * the batch's sequences as its output (each prompt's `max_new_tokens` and `n` may differ: the
  * first one's are taken). SGLang's own router sends a batch where its first prompt routes.
  * `input_embeds` carry no tokens to route by and are refused.
@@ -38,8 +39,11 @@ function promptInput(p: unknown, field: 'text' | 'input_ids', at: string, model:
   return { kind: 'ids', ids: p as number[] };
 }
 
-/** The prompts of `text` or `input_ids` (exactly one of them), and whether as a batch (a list, even of one). */
-function readPrompts(b: Record<string, unknown>, model: string | undefined): { inputs: PromptInput[]; batch: boolean } {
+/**
+ * The prompts of `text` or `input_ids` (exactly one of them), each under its adapter (`models[i]`),
+ * and whether as a batch (a list, even of one).
+ */
+function readPrompts(b: Record<string, unknown>, models: (i: number) => string | undefined): { inputs: PromptInput[]; batch: boolean } {
   if (b.input_embeds !== undefined && b.input_embeds !== null)
     throw new BadRequest('input_embeds carry no tokens to route by: send text or input_ids');
   const text = b.text ?? undefined;
@@ -52,13 +56,31 @@ function readPrompts(b: Record<string, unknown>, model: string | undefined): { i
   if (ids !== undefined && !Array.isArray(ids))
     throw new BadRequest('input_ids must be a list of token ids, or a list of such lists for a batch');
   const batch = Array.isArray(given) && (text !== undefined || Array.isArray(given[0]));
-  if (!batch) return { inputs: [promptInput(given, field, field, model)], batch };
+  if (!batch) return { inputs: [promptInput(given, field, field, models(0))], batch };
   const prompts = given as unknown[];
   if (prompts.length === 0) throw new BadRequest(`${field} must hold a prompt`);
   if (prompts.length > MAX_PROMPTS_PER_BATCH + 1)
     throw new BadRequest(`${field} holds ${prompts.length} prompts; the gateway routes a batch of at most ${MAX_PROMPTS_PER_BATCH + 1}`);
   // Every prompt is checked, as the engine will read each.
-  return { inputs: prompts.map((p, i) => promptInput(p, field, `${field}[${i}]`, model)), batch };
+  return { inputs: prompts.map((p, i) => promptInput(p, field, `${field}[${i}]`, models(i))), batch };
+}
+
+/**
+ * Each prompt's adapter, from `lora_path`: one name for all, or a list with one per prompt of a
+ * batch (SGLang takes prompt i's from entry i), null or empty naming none.
+ */
+function readAdapters(b: Record<string, unknown>): { models: (i: number) => string | undefined; perPrompt: boolean } {
+  const lora = b.lora_path;
+  const name = (v: unknown, fault: string): string | undefined => {
+    if (v !== undefined && v !== null && typeof v !== 'string') throw new BadRequest(fault);
+    return typeof v === 'string' && v !== '' ? v : undefined;
+  };
+  if (!Array.isArray(lora)) {
+    const model = name(lora, 'lora_path must be a string, or a list of them for a batch');
+    return { models: () => model, perPrompt: false };
+  }
+  const models = lora.map((v, i) => name(v, `lora_path[${i}] must be a string or null`));
+  return { models: (i) => models[i], perPrompt: true };
 }
 
 /** A field a batch may give once for all prompts or as a list, one per prompt: the first prompt's. */
@@ -76,11 +98,13 @@ function samplingParams(b: Record<string, unknown>): Record<string, unknown> {
 
 /** Reads an SGLang `/generate` request (an object: `readRequest` checked it). */
 export function readGenerateRequest(b: Record<string, unknown>): ReadRequest {
-  const lora = firstOf(b.lora_path);
-  if (lora !== undefined && lora !== null && typeof lora !== 'string')
-    throw new BadRequest('lora_path must be a string, or a list of them for a batch');
-  const model = typeof lora === 'string' && lora !== '' ? lora : undefined;
-  const { inputs, batch } = readPrompts(b, model);
+  const adapters = readAdapters(b);
+  const { inputs, batch } = readPrompts(b, adapters.models);
+  if (adapters.perPrompt && batch && (b.lora_path as unknown[]).length < inputs.length)
+    throw new BadRequest(
+      `lora_path names ${(b.lora_path as unknown[]).length} adapters for ${inputs.length} prompts: give one (or null) per prompt`,
+    );
+  const model = adapters.models(0);
   const count = inputs.length;
   const sampling = samplingParams(b);
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') throw new BadRequest('stream must be a boolean');
@@ -102,5 +126,7 @@ export function readGenerateRequest(b: Record<string, unknown>): ReadRequest {
     // A batch's answer is a list, even of one, which one bootstrap room cannot serve.
     ...(batch ? { wholeBatch: count } : {}),
     ...(count > 1 ? { batchInputs: inputs.slice(1) } : {}),
+    // Adapters per prompt (a `lora_path` list) scope the worker and each prompt's blocks.
+    ...(count > 1 && adapters.perPrompt ? { batchModels: inputs.slice(1).map((_, i) => adapters.models(i + 1)) } : {}),
   };
 }

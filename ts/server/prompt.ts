@@ -74,6 +74,12 @@ export interface ReadRequest {
   batchInputs?: PromptInput[];
   /** `batchInputs` tokenized, as the router is given them. */
   batchTokens?: number[][];
+  /**
+   * Each of `batchInputs`' adapter, when the batch names one per prompt (SGLang's `lora_path`
+   * list; undefined: none): the worker must serve them all, and each prompt's blocks are its
+   * adapter's. Absent: every prompt is under `model`.
+   */
+  batchModels?: (string | undefined)[];
   /** Choices per prompt (`n`, 1 when absent or not a positive integer: the worker checks it). */
   choicesPerPrompt: number;
   /**

@@ -10,6 +10,7 @@
  */
 
 import { CACHE_SALT_PREFIX } from '../js/ingest/convert.js';
+import type { BatchPrompt } from '../router/types.js';
 import type { Fleet } from './fleet.js';
 
 export interface RoutingScope {
@@ -22,6 +23,11 @@ export interface RoutingScope {
   };
   /** The workers serving the model or adapter, when not all do: only they can take the request. */
   workers?: ReadonlySet<bigint>;
+  /**
+   * An SGLang batch of several adapters: each other prompt's adapter as its blocks are hashed
+   * (undefined: none), in the order of `ReadRequest.batchModels`.
+   */
+  batchAdapters?: (string | undefined)[];
 }
 
 /**
@@ -32,15 +38,42 @@ export function namespaceOfSalt(salt: string): string {
   return salt.startsWith(CACHE_SALT_PREFIX) && salt.length > CACHE_SALT_PREFIX.length ? salt.slice(CACHE_SALT_PREFIX.length) : salt;
 }
 
-export function routingScope(model: string | undefined, cacheSalt: string | undefined, fleet: Fleet): RoutingScope {
+/**
+ * A request's scope under `model`; with `batchModels` (an SGLang batch of several adapters), only
+ * the workers serving every model named may take it, and each other prompt's blocks are hashed
+ * under its own adapter.
+ */
+export function routingScope(
+  model: string | undefined,
+  cacheSalt: string | undefined,
+  fleet: Fleet,
+  batchModels?: readonly (string | undefined)[],
+): RoutingScope {
   const scope: RoutingScope = { hash: {} };
   const serving = model === undefined ? undefined : fleet.servingWorkers(model);
   if (serving) {
     if (serving.adapter) scope.hash.loraName = model;
     scope.workers = new Set(serving.workers);
   }
+  if (batchModels) {
+    scope.batchAdapters = batchModels.map((m) => {
+      const also = m === undefined ? undefined : fleet.servingWorkers(m);
+      if (also) scope.workers = new Set([...(scope.workers ?? also.workers)].filter((w) => also.workers.includes(w)));
+      return also?.adapter ? m : undefined;
+    });
+  }
   if (cacheSalt !== undefined) scope.hash.cacheNamespace = namespaceOfSalt(cacheSalt);
   return scope;
+}
+
+/**
+ * A batch's other prompts as the router takes them (`RouteRequest.batchPrompts`): under the
+ * request's adapter, or, in a batch of several adapters, each under its own.
+ */
+export function batchPromptsOf(tokens: readonly number[][], scope: RoutingScope): BatchPrompt[] | number[][] {
+  const adapters = scope.batchAdapters;
+  if (!adapters) return tokens as number[][];
+  return tokens.map((t, i) => ({ tokens: t, loraName: adapters[i] ?? null }));
 }
 
 /** Whether a worker may take a request of this scope. */
