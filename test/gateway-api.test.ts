@@ -183,8 +183,13 @@ describe.each(BACKENDS)('gateway APIs (%s)', (backend) => {
     const explain = await postJson(`${f.adminUrl}/admin/explain`, { prompt: 'hello' });
     expect(explain.json.tokens).toEqual(mockTokenize('hello'));
     expect(explain.json.candidates.map((c: { workerId: number }) => c.workerId).sort()).toEqual([1, 7]);
+    // A completion's batch is explained prompt by prompt, as the proxy routes it.
     const batch = await postJson(`${f.adminUrl}/admin/explain`, { prompt: ['hello', 'there'] });
-    expect([batch.status, batch.json.error]).toEqual([400, 'explain takes one prompt; send each prompt of a batch on its own']);
+    expect(batch.status).toBe(200);
+    expect(batch.json.prompts.map((p: { tokens: number[] }) => p.tokens)).toEqual([mockTokenize('hello'), mockTokenize('there')]);
+    expect(batch.json.prompts[1].candidates.map((c: { workerId: number }) => c.workerId).sort()).toEqual([1, 7]);
+    const badBatch = await postJson(`${f.adminUrl}/admin/explain`, { prompt: ['hello', 3] });
+    expect(badBatch.status).toBe(400);
     const stats = (await (await fetch(`${f.adminUrl}/admin/stats`)).json()) as { workers: number };
     expect(stats.workers).toBe(2);
     // Without session affinity there is no binding to show.

@@ -12,12 +12,9 @@ import { stringifyLossless } from '../events/json.js';
 import type { KvRouter } from '../router/kv-router.js';
 import type { WorkerHealthState } from './breaker.js';
 import type { CacheAccuracySnapshot } from './cache-accuracy.js';
-import { skipsPrefill, splits } from './disaggregation.js';
-import { EngineRefusal } from './engine-tokenize.js';
+import { explain } from './explain.js';
 import type { Fleet, FleetWorker, ListenerStatus } from './fleet.js';
 import { parseWorkerIdValue, resolveWorker } from './options.js';
-import { BadRequest, engineTokens, readRequest } from './prompt.js';
-import { batchPromptsOf, inScope, routingScope } from './scope.js';
 import { sessionKey } from './session-key.js';
 import type { PromptTokenizer } from './tokenize.js';
 import type { RestReason } from './worker-rest.js';
@@ -133,49 +130,5 @@ export function adminRoutes(app: FastifyInstance, ctx: AdminContext): void {
     if (!binding) return reply.code(404).send({ error: `session ${JSON.stringify(id)} is not bound${named}` });
     return reply.type('application/json').send(json({ sessionId: id, model: model ?? null, ...binding }));
   });
-  app.post('/admin/explain', async (req, reply) => {
-    const b = (req.body ?? {}) as Record<string, unknown>;
-    let read: ReturnType<typeof readRequest>;
-    const kind =
-      b.input !== undefined
-        ? 'responses'
-        : b.messages !== undefined
-          ? 'chat'
-          : b.text !== undefined || b.input_ids !== undefined
-            ? 'generate'
-            : 'completion';
-    try {
-      read = readRequest(b, kind);
-    } catch (err) {
-      if (err instanceof BadRequest) throw new KvRouteError('ERR_INVALID_ARG', err.message);
-      throw err;
-    }
-    // The proxy routes each prompt of a batch on its own; explaining one of them silently would mislead.
-    if (read.batch) throw new KvRouteError('ERR_INVALID_ARG', 'explain takes one prompt; send each prompt of a batch on its own');
-    // The engine tokenizer gets the workers' own refusal; a local one asks their model lists, as the proxy's answer would come from a worker.
-    if (ctx.tokenizer.kind === 'local' && read.model !== undefined && ctx.fleet.servedByNone(read.model))
-      throw new EngineRefusal(404, `The model \`${read.model}\` does not exist.`);
-    const tokens = await engineTokens(ctx.tokenizer, read);
-    // An SGLang batch is weighed whole, as the proxy routes it.
-    const batch = read.batchInputs && (await Promise.all(read.batchInputs.map((input) => engineTokens(ctx.tokenizer, { ...read, input }))));
-    const scope = routingScope(read.model, read.cacheSalt, ctx.fleet, read.batchModels);
-    const pools = ctx.fleet.routableByRole();
-    const weigh = (workers: readonly bigint[]) =>
-      ctx.router.potentialLoads({
-        requestId: 'explain',
-        tokens,
-        ...(batch ? { batchPrompts: batchPromptsOf(batch, scope) } : {}),
-        allowedWorkers: workers.filter((id) => inScope(scope, id)),
-        ...scope.hash,
-      });
-    // As the proxy serves it: in a prefill and a decode leg, or whole.
-    const decoders = splits(ctx.fleet, read, kind, undefined);
-    const decodeCandidates = decoders ? weigh(decoders) : [];
-    const split = decoders !== undefined && !skipsPrefill(tokens.length, decodeCandidates, ctx.blockSize, ctx.bypassBelowTokens);
-    const candidates = weigh(split ? pools.prefill : pools.whole);
-    const legs = split ? { split, decodeCandidates } : { split };
-    return reply
-      .type('application/json')
-      .send(json({ promptTokens: tokens.length, tokens, ...(batch ? { batchTokens: batch } : {}), candidates, ...legs }));
-  });
+  app.post('/admin/explain', async (req, reply) => reply.type('application/json').send(json(await explain(ctx, req.body))));
 }
