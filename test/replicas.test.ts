@@ -95,6 +95,19 @@ describe('router replicas over a real nats-server', () => {
       expect(b.stats().load).toEqual([]);
     });
 
+    test('bookings too large for one NATS message go in parts, and a huge one sends its tail as a count', async () => {
+      fresh();
+      const [a, b] = [replica('a'), replica('b')];
+      await Promise.all([a.ready(), b.ready()]);
+      // 150,000 blocks (1.2 MB of identities, past NATS's 1 MiB) and two of 50,000: 2 MB in one flush.
+      const long = (n: number, from: number) => Array.from({ length: n }, (_, i) => from + i);
+      await a.route({ requestId: 'huge', tokens: long(600_000, 1), batchPrompts: [long(200_000, 10_000_000), long(200_000, 20_000_000)] });
+      await waitFor(() => remote(b) === 3, 'b to see the three bookings');
+      expect(b.stats().load.map((l) => l.activeBlocks)).toEqual([250_000]);
+      expect(a.stats().replicas).toMatchObject({ publishErrors: 0 });
+      expect(a.stats().replicas?.messagesPublished).toBeGreaterThanOrEqual(3);
+    });
+
     test('clock skew between replicas changes nothing: leases are durations on the receiver', async () => {
       fresh();
       // a's clock is a day ahead, c's an hour behind: no time crosses the wire.

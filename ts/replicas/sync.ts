@@ -105,6 +105,11 @@ function partsOf<T>(items: readonly T[], bytesOf: (item: T) => number): T[][] {
   return parts;
 }
 
+/** The estimated encoded size of a change. */
+function opBytes(op: WireOp): number {
+  return op.op === 'book' ? bookingBytes(op.booking) : 16;
+}
+
 /** @internal */
 export class ReplicaSync {
   private readonly transport: ReplicaTransport;
@@ -208,13 +213,17 @@ export class ReplicaSync {
     this.flushScheduled = this.opts.batchMs > 0 ? setTimeout(() => this.flush(), this.opts.batchMs) : setImmediate(() => this.flush());
   }
 
-  /** Publishes the queued changes as one message. */
+  /**
+   * Publishes the queued changes, in messages of about `STATE_CHUNK_BYTES` (a burst of long
+   * prompts' bookings, or a batch's, would pass NATS's payload limit in one), each with its own
+   * sequence number, in order.
+   */
   flush(): void {
     this.flushScheduled = undefined;
     if (this.outbox.length > 0) {
       const ops = this.outbox;
       this.outbox = [];
-      this.send({ kind: 'ops', ops });
+      for (const part of partsOf(ops, opBytes)) this.send({ kind: 'ops', ops: part });
     }
     if (this.sessionOutbox.size > 0 && this.sessions) {
       const sessions = this.sessions.current(this.sessionOutbox);

@@ -13,6 +13,12 @@ import { type ReplicaStats, ReplicaSync } from '../replicas/sync.js';
 import type { ResolvedRouterOptions } from './options.js';
 import type { SessionAffinity } from './session-affinity.js';
 
+/**
+ * The most block identities a booking tells its peers (768 KiB of them: a booking fits NATS's
+ * default 1 MiB payload; 1.5 M tokens at block size 16).
+ */
+export const MAX_SHARED_BLOCKS = 98_304;
+
 /** What the link calls back in its router. */
 export interface RouterHooks {
   /** A fresh request handle (remote bookings share the router's handle space). */
@@ -80,17 +86,22 @@ export class ReplicaLink {
     return this.sync.owns(handle);
   }
 
-  /** This replica booked a request: its peers learn the rank, prefill tokens and blocks. */
+  /**
+   * This replica booked a request: its peers learn the rank, prefill tokens and blocks. Past
+   * `MAX_SHARED_BLOCKS` a booking's blocks go as a count that matches nothing, so that one
+   * booking fits a sync message (the peers then count that tail once per request).
+   */
   booked(handle: number, workerId: bigint, dpRank: number, prefillTokens: number, blockCount: number): void {
     const { trackActiveBlocks, assumeKvReuse } = this.router;
-    const shared = trackActiveBlocks && assumeKvReuse;
+    const ids = trackActiveBlocks && assumeKvReuse ? this.core.bookedBlocks(handle) : new BigUint64Array(0);
+    const blocks = ids.length > MAX_SHARED_BLOCKS ? ids.subarray(0, MAX_SHARED_BLOCKS) : ids;
     this.sync.booked({
       key: handle,
       workerId,
       dpRank,
       prefillTokens,
-      blocks: shared ? this.core.bookedBlocks(handle) : new BigUint64Array(0),
-      unshared: trackActiveBlocks && !assumeKvReuse ? blockCount : 0,
+      blocks,
+      unshared: (trackActiveBlocks && !assumeKvReuse ? blockCount : 0) + ids.length - blocks.length,
     });
   }
 
