@@ -6,6 +6,8 @@
  * back to back:
  * - throughput: 64 concurrent clients, short non-streaming completions (1 output token); the
  *   same prompts as SGLang's `/generate` (`text`, `max_new_tokens` 1), direct and through the gateway;
+ *   and as `/generate` batches of 8 such prompts (`text` a list), which the gateway tokenizes
+ *   prompt by prompt and routes by all of them (`batchPrompts`);
  * - added latency: one client, a 4,096-token prompt (4,096 bytes of text for the byte
  *   tokenizer), non-streaming, 1 output token, its last 8 characters a request counter (so the
  *   gateway's tokenizer cache misses and the workers' prefix caches hit all but the last block);
@@ -117,6 +119,15 @@ async function generate(url: string, text: string | number[]): Promise<number> {
   return (await timedPost(pool(url), url, '/generate', { text, sampling_params: { max_new_tokens: 1 } })).ms;
 }
 
+/** Prompts in one `/generate` batch of the batch phase. */
+const BATCH = 8;
+
+/** One SGLang `/generate` batch of `BATCH` prompts, one output token each. */
+async function generateBatch(url: string, text: string | number[]): Promise<number> {
+  const prompts = Array.from({ length: BATCH }, (_, j) => `${text} (part ${j})`);
+  return (await timedPost(pool(url), url, '/generate', { text: prompts, sampling_params: { max_new_tokens: 1 } })).ms;
+}
+
 let sent = 0;
 
 /** Latencies of one client's requests; `prompt(n)` is the n-th request's prompt (n unique over the run). */
@@ -152,6 +163,10 @@ const { rps: gatewayRps, perCpu: perCoreRps, cpu: gatewayCpu } = await gatewayRa
 const directGenerateRps = await throughput(() => workers[rr++ % WORKERS].url, generate);
 const { rps: gatewayGenerateRps, perCpu: generatePerCoreRps } = await gatewayRate(serve.child.pid, () =>
   throughput(() => gatewayUrl, generate),
+);
+const directBatchRps = await throughput(() => workers[rr++ % WORKERS].url, generateBatch);
+const { rps: gatewayBatchRps, perCpu: batchPerCoreRps } = await gatewayRate(serve.child.pid, () =>
+  throughput(() => gatewayUrl, generateBatch),
 );
 const directResponsesRps = await converse(() => workers[rr++ % WORKERS].url);
 const { rps: gatewayResponsesRps, perCpu: responsesPerCoreRps } = await gatewayRate(serve.child.pid, () => converse(() => gatewayUrl));
@@ -195,6 +210,9 @@ const figures = {
   directGeneratePerSec: directGenerateRps,
   gatewayGeneratePerSec: gatewayGenerateRps,
   gatewayGeneratePerCpuSecond: generatePerCoreRps,
+  directGenerateBatchesPerSec: directBatchRps,
+  gatewayGenerateBatchesPerSec: gatewayBatchRps,
+  gatewayGenerateBatchesPerCpuSecond: batchPerCoreRps,
   directResponsesPerSec: directResponsesRps,
   gatewayResponsesPerSec: gatewayResponsesRps,
   gatewayResponsesPerCpuSecond: responsesPerCoreRps,
@@ -220,6 +238,9 @@ printTable(`gateway: ${WORKERS} mock workers, short requests with ${CLIENTS} cli
   { path: "SGLang's /generate: direct (client round robin)", 'requests/s': fmt(directGenerateRps, 0) },
   { path: "SGLang's /generate: through kvroute serve", 'requests/s': fmt(gatewayGenerateRps, 0) },
   { path: "SGLang's /generate: kvroute serve, per second of its CPU", 'requests/s': fmt(generatePerCoreRps, 0) },
+  { path: `SGLang's /generate, batches of ${BATCH}: direct (client round robin)`, 'requests/s': fmt(directBatchRps, 0) },
+  { path: `SGLang's /generate, batches of ${BATCH}: through kvroute serve`, 'requests/s': fmt(gatewayBatchRps, 0) },
+  { path: `SGLang's /generate, batches of ${BATCH}: kvroute serve, per second of its CPU`, 'requests/s': fmt(batchPerCoreRps, 0) },
 ]);
 printTable(`gateway: Responses API conversations of ${TURNS} turns (3 by previous_response_id), ${CLIENTS} clients for ${SECONDS} s`, [
   { path: 'direct (each conversation kept on its worker)', 'requests/s': fmt(directResponsesRps, 0) },
