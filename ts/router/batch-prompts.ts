@@ -15,6 +15,7 @@ import { parseBlockHashOptions } from '../hashing.js';
 import { MAX_PROMPTS_PER_BATCH } from '../limits.js';
 import { checkOptions, describe, toTokens } from '../validate.js';
 import type { PromptBooking } from './booking.js';
+import { type CostOptions, cachedTokensOf, tierTokensAt } from './select.js';
 
 /** A batch prompt as the router scores it: its tokens, and the adapter its blocks are hashed under. */
 export interface PreparedBatchPrompt {
@@ -48,22 +49,6 @@ export function parseBatchPrompts(value: unknown, name: string, requestLora: str
   });
 }
 
-/** The cost terms that turn a candidate's figures into cached tokens. */
-export interface CachedTokenTerms {
-  blockSize: number;
-  hostCacheHitWeight: number;
-  diskCacheHitWeight: number;
-}
-
-/**
- * The tokens a candidate would not compute, from its figures at `k`: its device overlap, and its
- * lower tiers' blocks at their weights (exactly `overlap × blockSize` when no lower tier holds any).
- */
-export function cachedTokensAt(f: Float64Array, k: number, o: CachedTokenTerms): number {
-  const tierTokens = (o.hostCacheHitWeight * f[k + 6] + o.diskCacheHitWeight * f[k + 7]) * o.blockSize;
-  return tierTokens === 0 ? f[k] * o.blockSize : Math.round(f[k] * o.blockSize + tierTokens);
-}
-
 /**
  * What a batch's prompts add to each of `n` candidates, summed over the prompts: in `extra`,
  * uncached tokens at `2i` and blocks not active on the rank at `2i + 1`. Each prompt is counted on
@@ -95,12 +80,12 @@ export class BatchLoad {
     length: number,
     blocks: number,
     f: Float64Array,
-    o: CachedTokenTerms & { trackPrefillTokens: boolean; trackActiveBlocks: boolean },
+    o: Pick<CostOptions, 'blockSize' | 'hostCacheHitWeight' | 'diskCacheHitWeight' | 'trackPrefillTokens' | 'trackActiveBlocks'>,
   ): void {
     this.blocks[j] = blocks;
     for (let i = 0; i < this.n; i++) {
       const k = CANDIDATE_FIGURES * i;
-      const uncached = o.trackPrefillTokens ? Math.max(0, length - cachedTokensAt(f, k, o)) : 0;
+      const uncached = o.trackPrefillTokens ? Math.max(0, length - cachedTokensOf(f[k], tierTokensAt(f, k, o), o.blockSize)) : 0;
       this.uncached[j * this.n + i] = uncached;
       this.extra[2 * i] += uncached;
       if (o.trackActiveBlocks) this.extra[2 * i + 1] += f[k + 4];

@@ -159,9 +159,8 @@ export function costsFromFigures(
     const active = f[k + 2];
     const hostBlocks = f[k + 6];
     const diskBlocks = f[k + 7];
-    // Zero unless a lower tier holds blocks: then exactly the classic figures again.
-    const tierTokens = (o.hostCacheHitWeight * hostBlocks + o.diskCacheHitWeight * diskBlocks) * bs;
-    const cachedTokens = tierTokens === 0 ? overlap * bs : Math.round(overlap * bs + tierTokens);
+    const tierTokens = tierTokensAt(f, k, o);
+    const cachedTokens = cachedTokensOf(overlap, tierTokens, bs);
     const uncached = o.trackPrefillTokens ? Math.max(0, isl - cachedTokens) : 0;
     const sharedBlocks = p.sharedHits ? hitsFrom(p.sharedHits, overlap) : 0;
     // Like the tiers, credited in the cost only: the engine still loads these blocks.
@@ -197,6 +196,23 @@ export function costsFromFigures(
     };
   }
   return scores;
+}
+
+/** What a candidate's lower tiers save, in tokens, from its figures at `k`: zero unless a lower tier holds blocks. */
+export function tierTokensAt(
+  f: Float64Array,
+  k: number,
+  o: Pick<CostOptions, 'blockSize' | 'hostCacheHitWeight' | 'diskCacheHitWeight'>,
+): number {
+  return (o.hostCacheHitWeight * f[k + 6] + o.diskCacheHitWeight * f[k + 7]) * o.blockSize;
+}
+
+/**
+ * The tokens a candidate would not compute: its device overlap's, and its lower tiers' at their
+ * weights (exactly `overlap × blockSize`, the classic figure, when no lower tier holds any).
+ */
+export function cachedTokensOf(overlap: number, tierTokens: number, blockSize: number): number {
+  return tierTokens === 0 ? overlap * blockSize : Math.round(overlap * blockSize + tierTokens);
 }
 
 /** Hits at block positions `from` and past, in sorted half-open `[start, end)` pairs (Dynamo's `hits_beyond`). */
