@@ -56,11 +56,14 @@ export function routingScope(
     scope.workers = new Set(serving.workers);
   }
   if (batchModels) {
-    scope.batchAdapters = batchModels.map((m) => {
+    // Each model once: a batch of thousands of prompts names a few adapters.
+    const adapterOf = new Map<string | undefined, string | undefined>();
+    for (const m of new Set(batchModels)) {
       const also = m === undefined ? undefined : fleet.servingWorkers(m);
       if (also) scope.workers = new Set([...(scope.workers ?? also.workers)].filter((w) => also.workers.includes(w)));
-      return also?.adapter ? m : undefined;
-    });
+      adapterOf.set(m, also?.adapter ? m : undefined);
+    }
+    scope.batchAdapters = batchModels.map((m) => adapterOf.get(m));
   }
   if (cacheSalt !== undefined) scope.hash.cacheNamespace = namespaceOfSalt(cacheSalt);
   return scope;
