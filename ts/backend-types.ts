@@ -305,6 +305,14 @@ export interface RouterCoreBackend {
   ): void;
   /** The block identities a booked request holds (empty when unknown or untracked). */
   bookedBlocks(handle: number): BigUint64Array;
+  /**
+   * For the scored requests whose handles fill `group[0..count)`, how many of each one's leading
+   * blocks another of them already accounts for, written over its handle, so that
+   * `Σ (blocks − shared)` counts each distinct block of the group once (none are shared without
+   * KV reuse). The caller reuses `group`, so routing a batch allocates nothing for it.
+   * @throws {KvRouteError} `ERR_INVALID_ARG` for a handle not scored (`group` unchanged).
+   */
+  sharedLeadingBlocks(group: Float64Array, count: number): void;
   discard(handle: number): void;
   prefillCompleted(handle: number): boolean;
   free(handle: number): boolean;

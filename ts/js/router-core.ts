@@ -79,6 +79,18 @@ interface Booking {
   bookedAt: number;
 }
 
+/** Orders block identity lists lexicographically (sequence hashes before unshared identities). */
+function compareBlocks(a: readonly BlockId[], b: readonly BlockId[]): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const [x, y] = [a[i], b[i]];
+    if (x === y) continue;
+    if (typeof x !== typeof y) return typeof x === 'bigint' ? -1 : 1;
+    return x < y ? -1 : 1;
+  }
+  return a.length - b.length;
+}
+
 export class JsRouterCore implements RouterCoreBackend {
   private readonly ranks = new Map<string, RankLoad>();
   private readonly bookings = new Map<number, Booking>();
@@ -191,6 +203,23 @@ export class JsRouterCore implements RouterCoreBackend {
     // Unshared identities (strings) stay private: a peer receives their count, not them.
     const held = this.bookings.get(handle)?.blocks ?? [];
     return BigUint64Array.from(held.filter((b): b is bigint => typeof b === 'bigint'));
+  }
+
+  /** As routing.rs's `shared_leading_blocks`: sorted by block identities, each shares with the one before. */
+  sharedLeadingBlocks(group: Float64Array, count: number): void {
+    const lists = Array.from(group.subarray(0, count), (handle) => {
+      const scored = this.pending.get(handle);
+      if (!scored) throw new KvRouteError('ERR_INVALID_ARG', `request handle ${handle} was not scored`);
+      return scored.blocks;
+    });
+    const order = lists.map((_, i) => i).sort((a, b) => compareBlocks(lists[a], lists[b]));
+    group.fill(0, 0, count);
+    for (let k = 1; k < order.length; k++) {
+      const [before, mine] = [lists[order[k - 1]], lists[order[k]]];
+      let n = 0;
+      while (n < before.length && n < mine.length && before[n] === mine[n]) n++;
+      group[order[k]] = n;
+    }
   }
 
   discard(handle: number): void {

@@ -23,6 +23,7 @@ export function nativeRouterCore(binding: NativeBinding, index: IndexBackend): R
     bookRemote: (handle, workerId, dpRank, blocks, unshared, prefillTokens, nowMs) =>
       callNative(() => core.bookRemote(handle, workerId, dpRank, blocks, unshared, prefillTokens, nowMs)),
     bookedBlocks: (handle) => callNative(() => core.bookedBlocks(handle)),
+    sharedLeadingBlocks: (group, count) => callNative(() => core.sharedLeadingBlocks(group, count)),
     discard: (handle) => callNative(() => core.discard(handle)),
     prefillCompleted: (handle) => callNative(() => core.prefillCompleted(handle)),
     addOutputBlocks: (handle, count, decay) => callNative(() => core.addOutputBlocks(handle, count, decay)),

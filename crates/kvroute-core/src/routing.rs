@@ -147,6 +147,37 @@ impl RouterCore {
         self.load.blocks_of(handle)
     }
 
+    /// For scored requests `handles`, how many of each one's leading blocks another of them
+    /// already accounts for, so that `Σ (blocks − shared)` counts every distinct block of the
+    /// group once (a batch that runs together holds a block once). The requests are sorted by
+    /// their block identities and each shares with the one before it: a block's identity names
+    /// its whole prefix, so shared blocks are a common prefix, and sorting puts the longest one
+    /// beside it. Sorting stops each comparison at the first differing block, where a set of every
+    /// block costs an insert per block (a batch of eight 64-block prompts was 20% slower so).
+    /// Requests scored without KV reuse share none.
+    ///
+    /// # Errors
+    /// `InvalidArg` when a handle is not scored (or already booked).
+    pub fn shared_leading_blocks(&self, handles: &[RequestHandle]) -> Result<Vec<u32>, KvError> {
+        let lists = handles
+            .iter()
+            .map(|handle| {
+                self.pending
+                    .get(handle)
+                    .map(|scored| scored.blocks.as_slice())
+                    .ok_or_else(|| KvError::invalid_arg(format!("request handle {handle} was not scored")))
+            })
+            .collect::<Result<Vec<&[u64]>, KvError>>()?;
+        let mut order: Vec<usize> = (0..lists.len()).collect();
+        order.sort_unstable_by(|&a, &b| lists[a].cmp(lists[b]));
+        let mut shared = vec![0u32; lists.len()];
+        for pair in order.windows(2) {
+            let (before, this) = (lists[pair[0]], lists[pair[1]]);
+            shared[pair[1]] = before.iter().zip(this).take_while(|(a, b)| a == b).count() as u32;
+        }
+        Ok(shared)
+    }
+
     /// Forgets a scored request that will not be booked.
     pub fn discard(&mut self, handle: RequestHandle) {
         self.pending.remove(&handle);

@@ -190,3 +190,33 @@ fn output_blocks_join_the_decode_load_and_decay_only_where_the_request_holds_alo
     load.book(4, rank(0, 0), vec![12], 0, 0.0).unwrap();
     assert_eq!(figures(&load, 0, &[]).active_blocks, 1, "a freed block's fraction does not come back");
 }
+
+/// A batch's shared blocks: each distinct block accounted to one request, by sequence hash (so a
+/// divergence ends the run even where later locals agree); none without KV reuse; an unscored
+/// handle is refused.
+#[test]
+fn shared_leading_blocks_count_what_requests_before_share() {
+    use kvroute_core::index::{KvIndex, Rank};
+    use kvroute_core::routing::RouterCore;
+    let index = KvIndex::new(1).unwrap();
+    let mut core = RouterCore::default();
+    let candidates: Vec<Rank> = vec![rank(1, 0)];
+    core.score(&index, 1, vec![1, 2, 3], &candidates, 0.0, true).unwrap();
+    core.score(&index, 2, vec![1, 2, 3, 4], &candidates, 0.0, true).unwrap();
+    core.score(&index, 3, vec![1, 9, 3, 4], &candidates, 0.0, true).unwrap();
+    core.score(&index, 4, vec![5], &candidates, 0.0, true).unwrap();
+    let distinct = |handles: &[u64], blocks: &[u32]| {
+        let shared = core.shared_leading_blocks(handles).unwrap();
+        blocks.iter().zip(&shared).map(|(b, s)| b - s).sum::<u32>()
+    };
+    // 1, 1-2, 1-2-3, 1-2-3-4, 1-9, 1-9-3, 1-9-3-4, 5.
+    assert_eq!(distinct(&[1, 2, 3, 4], &[3, 4, 4, 1]), 8);
+    assert_eq!(distinct(&[4, 3, 2, 1], &[1, 4, 4, 3]), 8);
+    assert_eq!(distinct(&[1, 1, 2], &[3, 3, 4]), 4, "a request listed twice holds its blocks once");
+    assert_eq!(core.shared_leading_blocks(&[2, 1]).unwrap().iter().sum::<u32>(), 3);
+    core.score(&index, 5, vec![1, 2, 3], &candidates, 0.0, false).unwrap();
+    core.score(&index, 6, vec![1, 2, 3], &candidates, 0.0, false).unwrap();
+    assert_eq!(core.shared_leading_blocks(&[5, 6]).unwrap(), vec![0, 0], "unshared identities");
+    let err = core.shared_leading_blocks(&[1, 99]).unwrap_err();
+    assert!(err.to_string().contains("request handle 99 was not scored"), "{err}");
+}

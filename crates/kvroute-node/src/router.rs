@@ -161,6 +161,25 @@ impl NativeRouterCore {
         guard(|| Ok(BigUint64Array::new(self.core.booked_blocks(handle_arg(handle)?).to_vec())))
     }
 
+    /// For the scored requests whose handles fill `group[..count]`, the leading blocks of each
+    /// that another accounts for (see `RouterCore::shared_leading_blocks`), written over their
+    /// handles: a buffer the caller reuses, so a batch's routing allocates nothing here.
+    #[napi(js_name = "sharedLeadingBlocks")]
+    pub fn shared_leading_blocks(&self, mut group: Float64ArraySlice<'_>, count: u32) -> Result<(), &'static str> {
+        guard(|| {
+            // Safety: this call runs synchronously on the JavaScript thread, so no JavaScript can
+            // touch the buffer while it is borrowed here.
+            let group = unsafe { group.as_mut() };
+            let group = group.get_mut(..count as usize).ok_or_else(|| invalid_arg("count exceeds the group buffer"))?;
+            let handles = group.iter().map(|&h| handle_arg(h)).collect::<Result<Vec<_>, _>>()?;
+            let shared = self.core.shared_leading_blocks(&handles).map_err(to_node_error)?;
+            for (slot, blocks) in group.iter_mut().zip(shared) {
+                *slot = f64::from(blocks);
+            }
+            Ok(())
+        })
+    }
+
     #[napi]
     pub fn discard(&mut self, handle: f64) -> Result<(), &'static str> {
         guard(|| {
