@@ -67,13 +67,51 @@ describe.each(BACKENDS)('KvRouter batchPrompts (%s)', (backend) => {
     expect(r.stats().unknownFree).toBe(1);
   });
 
-  test("blocks the batch's prompts share count once in the booking, once per prompt when choosing", async () => {
+  test("blocks the batch's prompts share count once, when choosing as in the booking", async () => {
     const r = make();
     r.addWorker(3);
     const longer = [...b, 900, 901, 902, 903]; // b's 3 blocks and one more
-    const d = await r.route({ requestId: 'batch', tokens: a, batchPrompts: [b, longer] });
-    expect(d.candidates[0]).toMatchObject({ prefillTokens: 8 + 12 + 16, decodeBlocks: 2 + 3 + 4 });
-    expect(r.stats().load).toEqual([{ workerId: 3n, dpRank: 0, activePrefillTokens: 36, activeBlocks: 2 + 4, requests: 3 }]);
+    const d = await r.route({ requestId: 'batch', tokens: a, batchPrompts: [longer, b, b] });
+    // Prefill counts each prompt (each is prefilled as a request); blocks: a's 2, longer's 4.
+    expect(d.candidates[0]).toMatchObject({ prefillTokens: 8 + 16 + 12 + 12, decodeBlocks: 2 + 4 });
+    expect(r.stats().load).toEqual([{ workerId: 3n, dpRank: 0, activePrefillTokens: 48, activeBlocks: 2 + 4, requests: 4 }]);
+  });
+
+  test("the request's own blocks count once with a batch prompt that shares them, and so do blocks active on the rank", async () => {
+    const r = make();
+    r.addWorker(1);
+    // Active on w1: a's first block only (a request of its own holds it).
+    await r.route({ requestId: 'held', tokens: a.slice(0, 4) });
+    const own = [...a, 50, 51, 52, 53]; // a's 2 blocks and one more
+    const loads = r.potentialLoads({ requestId: 'p', tokens: own, batchPrompts: [a, [...a, 60, 61, 62, 63], a.slice(0, 4)] });
+    // Distinct blocks: a1 (active), a2, own's third, the other third: 3 not active, 4 in all.
+    expect(loads[0]).toMatchObject({ decodeBlocks: 1 + 3 });
+  });
+
+  test("the request's multimodal blocks are shared with a batch prompt only before the first image", async () => {
+    const r = make();
+    r.addWorker(1);
+    const d = await r.route({ requestId: 'mm', tokens: b, mmHashes: [null, [0xabcn], null], batchPrompts: [b] });
+    // b's first block is the same; its second and third differ from the image on: 3 + 2.
+    expect(d.candidates[0]).toMatchObject({ decodeBlocks: 5 });
+    expect(r.stats().load[0]).toMatchObject({ activeBlocks: 5, requests: 2 });
+  });
+
+  test('blocks under different adapters, or without KV reuse assumed, are not shared', async () => {
+    const lora = make();
+    lora.addWorker(1);
+    const d = await lora.route({
+      requestId: 'x',
+      tokens: b,
+      batchPrompts: [{ tokens: b, loraName: 'A' }, { tokens: b, loraName: 'B' }, b],
+    });
+    expect(d.candidates[0]).toMatchObject({ decodeBlocks: 3 * 3 });
+    expect(lora.stats().load[0]).toMatchObject({ activeBlocks: 3 * 3, requests: 4 });
+    const unshared = make({ routerAssumeKvReuse: false });
+    unshared.addWorker(1);
+    const u = await unshared.route({ requestId: 'x', tokens: b, batchPrompts: [b, b] });
+    expect(u.candidates[0]).toMatchObject({ decodeBlocks: 3 * 3 });
+    expect(unshared.stats().load[0]).toMatchObject({ activeBlocks: 3 * 3, requests: 3 });
   });
 
   test('potentialLoads weighs a batch and books nothing', async () => {

@@ -65,8 +65,8 @@ function overlapOf(keys: readonly string[], cached: Set<string>): number {
 
 /**
  * Dynamo's `worker_logit` for every candidate, from the model's state; a `batch` of other prompts
- * adds each one's uncached tokens (when prefill is tracked) and blocks not active on the rank
- * (when blocks are), uncredited, each prompt counted on its own.
+ * adds each one's uncached tokens (when prefill is tracked) and the distinct blocks not active on
+ * the rank nor the request's own (when blocks are), uncredited.
  */
 function modelCosts(
   o: ModelOptions,
@@ -86,12 +86,13 @@ function modelCosts(
     const activeKeys = new Set(mine.flatMap((r) => r.keys));
     const fresh = keys.filter((k) => !activeKeys.has(k)).length;
     let batchUncached = 0;
-    let batchFresh = 0;
+    const batchKeys = new Set<string>();
     for (const b of batch) {
       const bKeys = blockKeys(b);
       if (o.trackPrefill) batchUncached += Math.max(0, b.length - overlapOf(bKeys, cached) * BS);
-      batchFresh += bKeys.filter((k) => !activeKeys.has(k)).length;
+      for (const k of bKeys) if (!activeKeys.has(k) && !keys.includes(k)) batchKeys.add(k);
     }
+    const batchFresh = batchKeys.size;
     const requests = mine.reduce((sum, r) => sum + r.bookings, 0);
     return { rank, overlap, active, activeBlocks: activeKeys.size, fresh, requests, batchUncached, batchFresh };
   });

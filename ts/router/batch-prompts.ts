@@ -50,14 +50,26 @@ export function parseBatchPrompts(value: unknown, name: string, requestLora: str
 }
 
 /**
+ * Of a prompt's `blocks`, the ones neither active on the rank (the first `blocks − fresh`) nor
+ * accounted to another prompt (the first `shared`): the ones it alone adds there.
+ */
+function distinctFresh(blocks: number, fresh: number, shared: number): number {
+  return Math.max(0, blocks - Math.max(shared, blocks - fresh));
+}
+
+/**
  * What a batch's prompts add to each of `n` candidates, summed over the prompts: in `extra`,
- * uncached tokens at `2i` and blocks not active on the rank at `2i + 1`. Each prompt is counted on
- * its own (blocks two of them share count twice here; the booking counts them once).
+ * uncached tokens at `2i` and blocks not active on the rank at `2i + 1`. Uncached tokens are each
+ * prompt's own (each is prefilled as a request of its own, as Dynamo counts two requests sharing
+ * a prefix); blocks are counted as the booking holds them, once however many of the batch's
+ * prompts (the request's own among them) share them, unless KV reuse is not assumed.
  */
 export class BatchLoad {
   readonly extra: Float64Array;
   /** Prompt j's uncached tokens on candidate i at `j · n + i` (what it books there). */
   readonly uncached: Float64Array;
+  /** Prompt j's blocks not active on candidate i at `j · n + i`. */
+  private readonly fresh: Float64Array;
   /** Prompt j's full blocks (what a replica peer is told it holds). */
   readonly blocks: number[] = [];
 
@@ -67,6 +79,7 @@ export class BatchLoad {
   ) {
     this.extra = new Float64Array(2 * n);
     this.uncached = new Float64Array(prompts * n);
+    this.fresh = new Float64Array(prompts * n);
   }
 
   /** The prompts' bookings on candidate `i`, under their `handles`. */
@@ -80,7 +93,7 @@ export class BatchLoad {
     length: number,
     blocks: number,
     f: Float64Array,
-    o: Pick<CostOptions, 'blockSize' | 'hostCacheHitWeight' | 'diskCacheHitWeight' | 'trackPrefillTokens' | 'trackActiveBlocks'>,
+    o: Pick<CostOptions, 'blockSize' | 'hostCacheHitWeight' | 'diskCacheHitWeight' | 'trackPrefillTokens'>,
   ): void {
     this.blocks[j] = blocks;
     for (let i = 0; i < this.n; i++) {
@@ -88,7 +101,30 @@ export class BatchLoad {
       const uncached = o.trackPrefillTokens ? Math.max(0, length - cachedTokensOf(f[k], tierTokensAt(f, k, o), o.blockSize)) : 0;
       this.uncached[j * this.n + i] = uncached;
       this.extra[2 * i] += uncached;
-      if (o.trackActiveBlocks) this.extra[2 * i + 1] += f[k + 4];
+      this.fresh[j * this.n + i] = f[k + 4];
+    }
+  }
+
+  /**
+   * Sets the blocks the prompts add on each candidate, once every prompt and the request are
+   * scored: `shared` the leading blocks of each that another accounts for (the core's
+   * `sharedLeadingBlocks` of the batch's handles, then the request's), `ownBlocks` the request's
+   * full blocks, its figures in `f`. A rank's active blocks of a prompt are a prefix of it (a
+   * block's identity names its whole prefix), so a prompt adds its blocks past both that prefix
+   * and the ones another accounts for, which counts every distinct block once.
+   */
+  settle(shared: Float64Array, ownBlocks: number, f: Float64Array, o: Pick<CostOptions, 'trackActiveBlocks'>): void {
+    if (!o.trackActiveBlocks) return;
+    const n = this.n;
+    const prompts = this.blocks.length;
+    for (let i = 0; i < n; i++) {
+      let added = 0;
+      for (let j = 0; j < prompts; j++) added += distinctFresh(this.blocks[j], this.fresh[j * n + i], shared[j]);
+      // The request's blocks not active here count in its own term already; any of them
+      // accounted to a prompt are counted above too, so the difference comes off.
+      const ownFresh = f[CANDIDATE_FIGURES * i + 4];
+      added += distinctFresh(ownBlocks, ownFresh, shared[prompts]) - ownFresh;
+      this.extra[2 * i + 1] = added;
     }
   }
 }

@@ -20,6 +20,8 @@ import type { Candidates } from './workers.js';
 export class Scorer {
   /** The backend's figures per candidate, reused across calls (grown as needed). */
   private figures = new Float64Array(CANDIDATE_FIGURES * 64);
+  /** A batch's handles, then their shared blocks (see `RouterCoreBackend.sharedLeadingBlocks`), reused across calls. */
+  private group = new Float64Array(64);
 
   constructor(
     private readonly core: RouterCoreBackend,
@@ -53,6 +55,14 @@ export class Scorer {
       }
     }
     const blocks = this.scoreTokens(handle, p.tokens, p.loraName, p, c, now, f, p.mmOffsets, p.mmHashes);
+    if (batch && o.trackActiveBlocks) {
+      const count = batchHandles.length + 1;
+      if (this.group.length < count) this.group = new Float64Array(count * 2);
+      this.group.set(batchHandles);
+      this.group[count - 1] = handle;
+      this.core.sharedLeadingBlocks(this.group, count);
+      batch.settle(this.group, blocks, f, o);
+    }
     return { scores: costsFromFigures(f, c, p, o, batch?.extra), blocks, batch };
   }
 
