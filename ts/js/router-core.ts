@@ -207,6 +207,7 @@ export class JsRouterCore implements RouterCoreBackend {
 
   /** As routing.rs's `shared_leading_blocks`: sorted by block identities, each shares with the one before. */
   sharedLeadingBlocks(group: Float64Array, count: number): void {
+    if (count > group.length) throw new KvRouteError('ERR_INVALID_ARG', 'count exceeds the group buffer');
     const lists = Array.from(group.subarray(0, count), (handle) => {
       const scored = this.pending.get(handle);
       if (!scored) throw new KvRouteError('ERR_INVALID_ARG', `request handle ${handle} was not scored`);
