@@ -69,3 +69,26 @@ fn token_ids_by_text_include_added_tokens() {
     assert_eq!(t.token_to_id("</s>"), Some(5));
     assert_eq!(t.token_to_id("<eos>"), None);
 }
+
+/// A BPE merge whose second part is shorter than the continuing subword prefix (or cut inside a
+/// character by it) panics inside the library; it is refused first, as an invalid argument.
+#[test]
+fn a_merge_shorter_than_the_subword_prefix_is_refused_not_a_panic() {
+    let bpe = |prefix: &str, merges: &str| {
+        format!(
+            r###"{{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,"pre_tokenizer":null,
+            "post_processor":null,"decoder":null,"model":{{"type":"BPE","dropout":null,"unk_token":null,
+            "continuing_subword_prefix":{prefix},"end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,
+            "ignore_merges":false,"vocab":{{"a":0,"##b":1,"ab":2,"b":3,"aé":4,"#é":5}},"merges":{merges}}}}}"###
+        )
+    };
+    let prefix = r###""##""###;
+    for merges in [r###"[["a","##b"],["a","b"]]"###, r###"["#version: 0.2","a ##b","a b"]"###, r###"[["a","#é"]]"###] {
+        let err = TextTokenizer::from_json(&bpe(prefix, merges)).err().expect(merges);
+        assert_eq!(err.code, ErrorCode::InvalidArg, "{merges}");
+        assert!(err.message.contains("shorter than the continuing subword prefix"), "{}", err.message);
+    }
+    let t = TextTokenizer::from_json(&bpe(prefix, r###"[["a","##b"]]"###)).unwrap();
+    assert_eq!(t.encode("ab", false).unwrap(), vec![2]);
+    assert!(TextTokenizer::from_json(&bpe("null", r###"[["a","b"]]"###)).is_ok(), "no prefix, nothing to check");
+}
