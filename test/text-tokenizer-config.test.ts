@@ -62,6 +62,14 @@ describe.each(BACKENDS)('TextTokenizer special tokens from tokenizer_config.json
     expect(await make({ add_bos_token: null, bos_token: '<|bos|>' }).encode('hi')).toEqual(bytes('hi'));
   });
 
+  test("the slow tokenizers' keys remove_space and do_lowercase_and_remove_accent change nothing, as for vLLM's fast tokenizer", async () => {
+    const text = '  Héllo   Wörld \t KV  ';
+    const config = { remove_space: true, do_lowercase_and_remove_accent: true, bos_token: '<|bos|>' };
+    const t = new TextTokenizer(withSpecials(true), { backend, config });
+    expect(await t.encode(text)).toEqual([BOS, ...bytes(text)]);
+    expect(await t.encode(text, { addSpecialTokens: false })).toEqual(bytes(text));
+  });
+
   test('seeded random configs give the reference ids', async () => {
     const rng = new Rng(20261204);
     const flagValues = [undefined, true, false, null];

@@ -283,4 +283,42 @@ describe.each(BACKENDS)('TextTokenizer (%s)', (backend) => {
       expect((err as KvRouteError).message).toMatch(message);
     }
   });
+
+  test('a BPE model the Rust library refuses is refused by both: bad merge lines, no merges, a dropout past 1, a part shorter than the prefix', () => {
+    const model = (fields: Record<string, unknown>) => {
+      const file = JSON.parse(bpeTokenizer({ vocab: { a: 0, b: 1, ab: 2 }, merges: [['a', 'b']] }));
+      return JSON.stringify({ ...file, model: { ...file.model, ...fields } });
+    };
+    const refused: [Record<string, unknown>, RegExp][] = [
+      [{ merges: ['#version: 0.2', 'a b', 'a b b'] }, /Merges text file invalid at line 2/],
+      [{ merges: ['a b', 'ab'] }, /Merges text file invalid at line 2/],
+      [{ merges: undefined }, /Missing vocab\/merges/],
+      [{ dropout: 2 }, /Dropout should be between 0 and 1/],
+      // The Rust library would panic on it (the native backend refuses it first).
+      [{ continuing_subword_prefix: '##' }, /continuing.subword.prefix/],
+    ];
+    for (const [fields, message] of refused) expectKvError(() => new TextTokenizer(model(fields), { backend }), 'ERR_INVALID_ARG', message);
+    // Merges naming tokens outside the vocabulary: the native backend refuses them; tokenizers.js
+    // reads them (the README's limitations).
+    for (const fields of [{ vocab: { a: 0, b: 1 } }, { merges: [['a', 'c']] }]) {
+      if (backend === 'native') expectKvError(() => new TextTokenizer(model(fields), { backend }), 'ERR_INVALID_ARG', /out of vocabulary/);
+      else expect(() => new TextTokenizer(model(fields), { backend })).not.toThrow();
+    }
+  });
+
+  test('BPE merges in either form are read alike; a continuing subword prefix only the native backend applies, and the JS one refuses', async () => {
+    const file = JSON.parse(bpeTokenizer({ vocab: { a: 0, b: 1, ab: 2 }, merges: [['a', 'b']] }));
+    const model = (fields: Record<string, unknown>) => JSON.stringify({ ...file, model: { ...file.model, ...fields } });
+    for (const merges of [['#version: 0.2', 'a b'], [['a', 'b']]])
+      expect(await new TextTokenizer(model({ merges }), { backend }).encode('ab')).toEqual([2]);
+    // `a` then `##b` merge into `ab` (the part past the prefix); tokenizers.js would give [a, b].
+    const prefixed = model({ vocab: { a: 0, '##b': 1, ab: 2, b: 3 }, merges: [['a', '##b']], continuing_subword_prefix: '##' });
+    if (backend === 'native') expect(await new TextTokenizer(prefixed, { backend }).encode('ab')).toEqual([2]);
+    else
+      expectKvError(
+        () => new TextTokenizer(prefixed, { backend }),
+        'ERR_INVALID_ARG',
+        /does not apply a BPE model's continuing_subword_prefix/,
+      );
+  });
 });

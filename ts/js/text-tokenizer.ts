@@ -9,6 +9,7 @@
 import { Tokenizer } from '@huggingface/tokenizers';
 import type { TextTokenizerBackend } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
+import { checkBpeModel } from './bpe-model-check.js';
 
 /** ES2024's string methods, which Node 20 has and the ES2023 library types lack. */
 interface WellFormedString {
@@ -26,10 +27,20 @@ function wellFormed(text: string): string {
   return t.isWellFormed() ? text : t.toWellFormed();
 }
 
+/**
+ * Config keys of transformers' slow (Python) tokenizers that tokenizers.js applies to the text
+ * before the file's normalizer: vLLM's fast tokenizer, like the native backend, reads the file
+ * alone and ignores them, so the JS backend must not see them either.
+ */
+const SLOW_TOKENIZER_KEYS = ['remove_space', 'do_lowercase_and_remove_accent'];
+
 export function jsTextTokenizer(json: string, config: Record<string, unknown>): TextTokenizerBackend {
   let tokenizer: Tokenizer;
   try {
-    tokenizer = new Tokenizer(JSON.parse(json), config);
+    const file = JSON.parse(json);
+    checkBpeModel(file?.model);
+    const fastConfig = Object.fromEntries(Object.entries(config).filter(([key]) => !SLOW_TOKENIZER_KEYS.includes(key)));
+    tokenizer = new Tokenizer(file, fastConfig);
   } catch (err) {
     throw new KvRouteError('ERR_INVALID_ARG', `not a tokenizer this library reads: ${(err as Error).message}`, { cause: err });
   }
