@@ -28,7 +28,7 @@ impl TextTokenizer {
     /// `InvalidArg` when the text is not a tokenizer this library reads (not JSON, an unknown
     /// model or component type, a regex that does not compile).
     pub fn from_json(json: &str) -> Result<Self, KvError> {
-        merge_prefix::check_merge_prefix(json)?;
+        file_checks::check_file(json)?;
         let mut inner = Tokenizer::from_str(json)
             .map_err(|e| KvError::invalid_arg(format!("not a tokenizer this library reads: {e}")))?;
         inner
@@ -61,6 +61,6 @@ impl TextTokenizer {
     }
 }
 
-mod merge_prefix;
+mod file_checks;
 #[cfg(test)]
 mod tests;

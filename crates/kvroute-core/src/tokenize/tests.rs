@@ -92,3 +92,47 @@ fn a_merge_shorter_than_the_subword_prefix_is_refused_not_a_panic() {
     assert_eq!(t.encode("ab", false).unwrap(), vec![2]);
     assert!(TextTokenizer::from_json(&bpe("null", r###"[["a","b"]]"###)).is_ok(), "no prefix, nothing to check");
 }
+
+/// A template post-processor read from a file skips its builder's checks; a `single` template
+/// naming an undefined special token, or sequence B, panicked at the first encode. Refused at
+/// load, in a `Sequence` of processors too; a `pair` template breaking the builder's rules is
+/// never used for one text, and loads.
+#[test]
+fn a_single_template_that_would_panic_is_refused_at_load() {
+    let with_processor = |processor: &str| {
+        let json = word_level("");
+        let at = json.find(r#""post_processor":"#).unwrap();
+        let end = json.find(r#""decoder""#).unwrap();
+        format!("{}\"post_processor\":{processor},\n        {}", &json[..at], &json[end..])
+    };
+    let template = |single: &str, pair: &str| {
+        format!(
+            r#"{{"type":"TemplateProcessing","single":{single},"pair":{pair},"special_tokens":{{"<s>":{{"id":"<s>","ids":[0],"tokens":["<s>"]}}}}}}"#
+        )
+    };
+    let a = r#"{"Sequence":{"id":"A","type_id":0}}"#;
+    let b = r#"{"Sequence":{"id":"B","type_id":1}}"#;
+    let s = |id: &str| format!(r#"{{"SpecialToken":{{"id":"{id}","type_id":0}}}}"#);
+    let pair = format!("[{a},{b}]");
+    for (single, fault) in
+        [(format!("[{},{a}]", s("<x>")), "special token `<x>`"), (format!("[{},{b}]", s("<s>")), "sequence B")]
+    {
+        let alone = template(&single, &pair);
+        let nested =
+            format!(r#"{{"type":"Sequence","processors":[{{"type":"ByteLevel","trim_offsets":false}},{alone}]}}"#);
+        // The library reads a template by its fields, whatever its `type` says (a fuzzed file).
+        let mistyped = alone.replace(r#""type":"TemplateProcessing""#, r#""type":true"#);
+        for processor in [alone, nested, mistyped] {
+            let err = TextTokenizer::from_json(&with_processor(&processor)).err().expect(&processor);
+            assert_eq!(err.code, ErrorCode::InvalidArg);
+            assert!(err.message.contains(fault), "{}", err.message);
+        }
+    }
+    // A pair template without B, or naming an undefined token, is the library's business: it loads.
+    let t = TextTokenizer::from_json(&with_processor(&template(
+        &format!("[{},{a}]", s("<s>")),
+        &format!("[{a},{}]", s("<y>")),
+    )))
+    .unwrap();
+    assert_eq!(t.encode("kv", true).unwrap(), vec![0, 2]);
+}
