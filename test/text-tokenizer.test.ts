@@ -306,6 +306,25 @@ describe.each(BACKENDS)('TextTokenizer (%s)', (backend) => {
     }
   });
 
+  test('a single template naming an undefined special token or sequence B is refused at load by both (it failed every encode)', async () => {
+    const file = JSON.parse(withSpecials(true));
+    const [a, b] = [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }];
+    const special = (id: string) => ({ SpecialToken: { id, type_id: 0 } });
+    const withProcessor = (post_processor: object) => JSON.stringify({ ...file, post_processor });
+    const template = (single: object[], pair: object[] = [a, b]) => ({ ...file.post_processor, single, pair });
+    for (const [single, message] of [
+      [[special('<x>'), a], /single template names the special token `<x>`, which its special_tokens do not define/],
+      [[special('<|bos|>'), b], /single template uses sequence B/],
+    ] as const) {
+      const alone = template([...single]);
+      for (const processor of [alone, { type: 'Sequence', processors: [{ type: 'ByteLevel', trim_offsets: false }, alone] }])
+        expectKvError(() => new TextTokenizer(withProcessor(processor), { backend }), 'ERR_INVALID_ARG', message);
+    }
+    // A pair template breaking its builder's rules is never used for one text: it loads and encodes.
+    const t = new TextTokenizer(withProcessor(template([special('<|bos|>'), a], [a, special('<y>')])), { backend });
+    expect(await t.encode('hi')).toEqual([256, ...new TextEncoder().encode('hi')]);
+  });
+
   test('BPE merges in either form are read alike; a continuing subword prefix only the native backend applies, and the JS one refuses', async () => {
     const file = JSON.parse(bpeTokenizer({ vocab: { a: 0, b: 1, ab: 2 }, merges: [['a', 'b']] }));
     const model = (fields: Record<string, unknown>) => JSON.stringify({ ...file, model: { ...file.model, ...fields } });

@@ -9,7 +9,7 @@
 import { Tokenizer } from '@huggingface/tokenizers';
 import type { TextTokenizerBackend } from '../backend-types.js';
 import { KvRouteError } from '../errors.js';
-import { checkBpeModel } from './bpe-model-check.js';
+import { checkTokenizerFile } from './tokenizer-file-checks.js';
 
 /** ES2024's string methods, which Node 20 has and the ES2023 library types lack. */
 interface WellFormedString {
@@ -38,7 +38,7 @@ export function jsTextTokenizer(json: string, config: Record<string, unknown>): 
   let tokenizer: Tokenizer;
   try {
     const file = JSON.parse(json);
-    checkBpeModel(file?.model);
+    checkTokenizerFile(file);
     const fastConfig = Object.fromEntries(Object.entries(config).filter(([key]) => !SLOW_TOKENIZER_KEYS.includes(key)));
     tokenizer = new Tokenizer(file, fastConfig);
   } catch (err) {

@@ -1,14 +1,21 @@
 /**
- * Checks Hugging Face's Rust `tokenizers` makes when it builds a BPE model from a
- * `tokenizer.json`, which tokenizers.js skips, so that the JS backend refuses what the native
- * backend (and vLLM's fast tokenizer) refuses: `vocab` and `merges` both present; merges all
- * `"a b"` lines (exactly one space; `#version` lines skipped, the line number counted without
- * them) or all `["a", "b"]` pairs (tokenizers.js would cut `"a b c"` to `a b`); `dropout`, when
- * set, in [0, 1]. A model with a `continuing_subword_prefix` is refused as well: tokenizers.js
- * ignores the prefix and would encode other ids than the engine (the Rust library merges `a`
- * with `b` past the prefix). Not checked: that every merge's tokens are in the vocabulary, which
- * the Rust library also checks; a set of a large vocabulary and three lookups per merge took
- * about 200 ms per load of Qwen 2.5's file (151k merges), for files no model ships.
+ * What the JS backend checks of a `tokenizer.json` before tokenizers.js reads it, so that it
+ * refuses what the native backend (and vLLM's fast tokenizer) refuses; tokenizers.js checks none
+ * of it.
+ *
+ * BPE models, as Hugging Face's Rust `tokenizers` builds them: `vocab` and `merges` both present;
+ * merges all `"a b"` lines (exactly one space; `#version` lines skipped, the line number counted
+ * without them) or all `["a", "b"]` pairs (tokenizers.js would cut `"a b c"` to `a b`);
+ * `dropout`, when set, in [0, 1]. A model with a `continuing_subword_prefix` is refused as well:
+ * tokenizers.js ignores the prefix and would encode other ids than the engine (the Rust library
+ * merges `a` with `b` past the prefix). Not checked: that every merge's tokens are in the
+ * vocabulary, which the Rust library also checks; a set of a large vocabulary and three lookups
+ * per merge took about 200 ms per load of Qwen 2.5's file (151k merges), for files no model ships.
+ *
+ * A `TemplateProcessing` post-processor (alone or in a `Sequence`) whose `single` template names
+ * a special token its `special_tokens` lack, or uses sequence `B`: the native backend refuses it
+ * at load (the Rust library would panic encoding with it; kvroute-core's `tokenize/file_checks.rs`),
+ * where tokenizers.js loaded it and failed each encode with a message of its internals.
  * @internal
  * @module
  */
@@ -41,7 +48,7 @@ function checkMerges(merges: unknown[]): void {
  * model, is one the Rust library refuses for the faults above, or one with a
  * `continuing_subword_prefix`, which tokenizers.js would encode otherwise; other models pass.
  */
-export function checkBpeModel(model: unknown): void {
+function checkBpeModel(model: unknown): void {
   if (model === null || typeof model !== 'object') return;
   const m = model as BpeModelJson;
   if (m.type !== 'BPE') return;
@@ -55,4 +62,37 @@ export function checkBpeModel(model: unknown): void {
     throw new Error(
       "the pure-JS backend's tokenizers.js does not apply a BPE model's continuing_subword_prefix, so its ids would not be the engine's: use the native backend, or the engine's tokenizer",
     );
+}
+
+/** A JSON object's field, when it is an object. */
+function field(value: unknown, key: string): unknown {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>)[key] : undefined;
+}
+
+/**
+ * Throws when a template post-processor's `single` template would fail every encode (see the
+ * module docs). Processors are told by their fields, as the Rust library reads them.
+ */
+function checkPostProcessor(processor: unknown): void {
+  const all = field(processor, 'processors');
+  if (Array.isArray(all)) {
+    for (const p of all) checkPostProcessor(p);
+    return;
+  }
+  const single = field(processor, 'single');
+  if (!Array.isArray(single)) return;
+  const defined = field(processor, 'special_tokens');
+  for (const piece of single) {
+    const id = field(field(piece, 'SpecialToken'), 'id');
+    if (typeof id === 'string' && field(defined, id) === undefined)
+      throw new Error(`the post-processor's single template names the special token \`${id}\`, which its special_tokens do not define`);
+    if (field(field(piece, 'Sequence'), 'id') === 'B')
+      throw new Error("the post-processor's single template uses sequence B, which a single text does not have");
+  }
+}
+
+/** Throws (an `Error` saying why) when `file`, a parsed `tokenizer.json`, has one of the faults in the module docs. */
+export function checkTokenizerFile(file: unknown): void {
+  checkPostProcessor(field(file, 'post_processor'));
+  checkBpeModel(field(file, 'model'));
 }
