@@ -11,6 +11,9 @@
 //!   (a single text has only `A`), panics when a text is encoded with special tokens. Only
 //!   `single` is checked: the `pair` template is never used for one text, and an engine loads a
 //!   file whose `pair` breaks the builder's rules and serves it.
+//!
+//! The checks read the file once more, skipping all but the fields they need: about 5 ms of the
+//! 250 ms that loading Qwen 2.5's 7 MB `tokenizer.json` takes (2026-12-07, AMD VM).
 
 use crate::KvError;
 use serde::de::IgnoredAny;
