@@ -12,26 +12,32 @@
 //!   `single` is checked: the `pair` template is never used for one text, and an engine loads a
 //!   file whose `pair` breaks the builder's rules and serves it.
 //!
-//! The checks read the file once more, skipping all but the fields they need: about 5 ms of the
-//! 250 ms that loading Qwen 2.5's 7 MB `tokenizer.json` takes (2026-12-07, AMD VM).
+//! The checks read the file twice more, skipping all but the fields they need: about 5 ms each of
+//! the 250 ms that loading Qwen 2.5's 7 MB `tokenizer.json` takes (2026-12-07, AMD VM).
 
 use crate::KvError;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
 
-/// The part of a `tokenizer.json` the checks read first (everything else is skipped unread).
+/// The post-processor of a `tokenizer.json` (everything else is skipped unread).
 #[derive(Deserialize)]
-struct FilePeek {
-    model: Option<ModelPeek>,
+struct ProcessorPeek {
     post_processor: Option<Value>,
+}
+
+/// The model's fields that decide whether its merges are checked, read on their own so that a
+/// model of an odd shape cannot keep the post-processor from its check.
+#[derive(Deserialize)]
+struct ModelPeekFile {
+    model: Option<ModelPeek>,
 }
 
 #[derive(Deserialize)]
 struct ModelPeek {
     #[serde(rename = "type")]
-    kind: Option<String>,
-    continuing_subword_prefix: Option<String>,
+    kind: Option<Value>,
+    continuing_subword_prefix: Option<Value>,
 }
 
 /// The merges, read in a second pass only for a BPE model with a prefix (almost none have one).
@@ -57,14 +63,13 @@ enum Merges {
 /// Refuses a file with one of the faults above; passes every other file (including ones the
 /// library refuses for reasons of its own).
 pub(super) fn check_file(json: &str) -> Result<(), KvError> {
-    let Ok(peek) = serde_json::from_str::<FilePeek>(json) else { return Ok(()) };
-    if let Some(processor) = &peek.post_processor {
-        check_post_processor(processor)
+    if let Ok(ProcessorPeek { post_processor: Some(processor) }) = serde_json::from_str::<ProcessorPeek>(json) {
+        check_post_processor(&processor)
             .map_err(|fault| KvError::invalid_arg(format!("not a tokenizer this library reads: {fault}")))?;
     }
-    match peek.model {
-        Some(model) => check_merge_prefix(json, model),
-        None => Ok(()),
+    match serde_json::from_str::<ModelPeekFile>(json) {
+        Ok(ModelPeekFile { model: Some(model) }) => check_merge_prefix(json, &model),
+        _ => Ok(()),
     }
 }
 
@@ -93,8 +98,11 @@ fn check_post_processor(processor: &Value) -> Result<(), String> {
 }
 
 /// Refuses a BPE model whose merge part is shorter than its `continuing_subword_prefix`.
-fn check_merge_prefix(json: &str, model: ModelPeek) -> Result<(), KvError> {
-    let (Some("BPE"), Some(prefix)) = (model.kind.as_deref(), model.continuing_subword_prefix) else { return Ok(()) };
+fn check_merge_prefix(json: &str, model: &ModelPeek) -> Result<(), KvError> {
+    let kind = model.kind.as_ref().and_then(Value::as_str);
+    let (Some("BPE"), Some(prefix)) = (kind, model.continuing_subword_prefix.as_ref().and_then(Value::as_str)) else {
+        return Ok(());
+    };
     if prefix.is_empty() {
         return Ok(());
     }

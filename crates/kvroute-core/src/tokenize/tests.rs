@@ -123,9 +123,13 @@ fn a_single_template_that_would_panic_is_refused_at_load() {
         // The library reads a template by its fields, whatever its `type` says (a fuzzed file).
         let mistyped = alone.replace(r#""type":"TemplateProcessing""#, r#""type":true"#);
         for processor in [alone, nested, mistyped] {
-            let err = TextTokenizer::from_json(&with_processor(&processor)).err().expect(&processor);
-            assert_eq!(err.code, ErrorCode::InvalidArg);
-            assert!(err.message.contains(fault), "{}", err.message);
+            // A model of an odd shape too: the post-processor is checked on its own.
+            let odd_model = with_processor(&processor).replace(r#""type":"WordLevel""#, r#""type":7"#);
+            for file in [with_processor(&processor), odd_model] {
+                let err = TextTokenizer::from_json(&file).err().expect(&file);
+                assert_eq!(err.code, ErrorCode::InvalidArg);
+                assert!(err.message.contains(fault), "{}", err.message);
+            }
         }
     }
     // A pair template without B, or naming an undefined token, is the library's business: it loads.
