@@ -20,6 +20,8 @@
  * @module
  */
 
+import { isRecord } from '../chat/prompt.js';
+
 /** A BPE model section as `tokenizer.json` writes it (the fields checked). */
 interface BpeModelJson {
   type?: unknown;
@@ -49,12 +51,11 @@ function checkMerges(merges: unknown[]): void {
  * `continuing_subword_prefix`, which tokenizers.js would encode otherwise; other models pass.
  */
 function checkBpeModel(model: unknown): void {
-  if (model === null || typeof model !== 'object') return;
+  if (!isRecord(model)) return;
   const m = model as BpeModelJson;
   if (m.type !== 'BPE') return;
   if (m.vocab === undefined || m.vocab === null || m.merges === undefined || m.merges === null) throw new Error('Missing vocab/merges');
-  if (typeof m.vocab !== 'object' || Array.isArray(m.vocab) || !Array.isArray(m.merges))
-    throw new Error('a BPE model needs its vocab as an object and its merges as a list');
+  if (!isRecord(m.vocab) || !Array.isArray(m.merges)) throw new Error('a BPE model needs its vocab as an object and its merges as a list');
   checkMerges(m.merges);
   if (m.dropout !== undefined && m.dropout !== null && !(typeof m.dropout === 'number' && m.dropout >= 0 && m.dropout <= 1))
     throw new Error('Dropout should be between 0 and 1, inclusive');
@@ -66,7 +67,7 @@ function checkBpeModel(model: unknown): void {
 
 /** A JSON object's field, when it is an object. */
 function field(value: unknown, key: string): unknown {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>)[key] : undefined;
+  return isRecord(value) ? value[key] : undefined;
 }
 
 /**
