@@ -20,6 +20,7 @@
 
 import Fastify, { type FastifyInstance } from 'fastify';
 import { request } from 'undici';
+import { TIMED_OUT, within } from '../within.js';
 import { BadRequest } from './bad-request.js';
 
 /** What a worker serves in an SGLang-style disaggregated fleet. @group Mock worker */
@@ -71,22 +72,6 @@ interface Room {
 /** A failure of a leg, answered with its status (500 as SGLang's failed transfers are). */
 function legFailure(message: string): Error {
   return Object.assign(new Error(message), { statusCode: 500 });
-}
-
-/** What {@link within} answers for a promise that did not settle in time. */
-const TIMED_OUT = Symbol('timed out');
-
-/** Waits for `promise` at most `ms`; {@link TIMED_OUT} when it did not settle. */
-async function within<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<typeof TIMED_OUT>((resolve) => {
-    timer = setTimeout(() => resolve(TIMED_OUT), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** What a leg does once admitted: a decode leg's prompt is pulled; a prefill leg hands its KV over at its first token. */
