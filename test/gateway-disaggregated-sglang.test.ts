@@ -169,6 +169,32 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     expect(m.sum('kvroute_gateway_prefill_legs_total', { worker: String(other), result: 'transferred' })).toBe(1);
   });
 
+  test("a decode worker failing because its prefill worker did is not blamed: the pair goes to another prefill worker, the decode worker's health untouched", async () => {
+    const f = await sglangFleet(backend, ['prefill', 'prefill', 'decode']);
+    const prompt = text(80, 'blame');
+    const warm = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 1 });
+    const cached = Number(warm.headers.get('x-kvroute-prefill-worker'));
+    const other = cached === 1 ? 2 : 1;
+    await sleep(200);
+    // The prefill worker the router prefers dies; the news reaches the gateway late, after the
+    // decode worker, which finds the room gone at once, has answered 500.
+    f.wires[cached - 1].closeLagMs = 400;
+    f.workers[cached - 1].fault({ kind: 'crash' });
+    await sleep(100);
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 3 }, { 'x-request-id': 'blame' });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-kvroute-prefill-worker')).toBe(String(other));
+    expect(r.headers.get('x-kvroute-worker')).toBe('3');
+    // The decode worker did answer 500 in the dead room (and was sent the pair again, in the new one).
+    const decodes = f.received(3).filter((d) => d.head['x-request-id'] === 'blame');
+    expect(decodes.map((d) => roomOf(d.body).port)).toEqual([f.workers[cached - 1].bootstrapPort, f.workers[other - 1].bootstrapPort]);
+    const decode = (await f.gateway.workers()).find((w) => w.id === 3n);
+    expect([decode?.health, decode?.consecutiveFailures]).toEqual(['healthy', 0]);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_peer_failed_legs_total', { worker: '3' })).toBe(1);
+    expect(m.sum('kvroute_gateway_retries_total')).toBe(1);
+  });
+
   test('without a prefill worker that answers, the request is refused (an SGLang decode worker cannot serve it alone)', async () => {
     // A local tokenizer: the engine's /tokenize would meet the unreachable worker first.
     const tokenizer = writeMockTokenizer(scratchDir('kvroute-sglang-tok-'));

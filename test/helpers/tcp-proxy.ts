@@ -12,6 +12,11 @@ export class TcpProxy {
   port = 0;
   /** Every byte clients sent through it, in order, as latin1 text. */
   sent = '';
+  /**
+   * How long a server's closed connection stays open to its client: a slow network's late news
+   * of a worker's death, so that what the worker's peers answered meanwhile arrives first.
+   */
+  closeLagMs = 0;
 
   constructor(private readonly targetPort: number) {}
 
@@ -29,7 +34,10 @@ export class TcpProxy {
       });
       client.pipe(upstream).pipe(client);
       client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.destroy());
+      upstream.on('close', () => {
+        if (this.closeLagMs === 0) client.destroy();
+        else setTimeout(() => client.destroy(), this.closeLagMs);
+      });
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

@@ -12,11 +12,13 @@
  * computes none), and freed when the prefill worker answers. The client gets the decode worker's
  * answer once the prefill worker's has come, so that a failed prefill leg is retried, with a new
  * room and a new decode leg, on another prefill worker before anything reaches the client. A
- * prefill worker's 4xx is the request's fault and is the client's answer.
+ * decode leg that fails as its prefill leg does is not held against its worker
+ * ({@link PEER_VERDICT_MS}). A prefill worker's 4xx is the request's fault and is the client's answer.
  * @internal
  * @module
  */
 
+import { TIMED_OUT, within } from '../within.js';
 import type { FailureKind } from './breaker.js';
 import {
   connect,
@@ -124,6 +126,21 @@ async function prefillAnswer(
   return { ok: true, cached: answerCachedTokens(answer), inputLogprobs: inputLogprobsOf(answer) };
 }
 
+/**
+ * How long a decode leg's failure (a 5xx or a timeout) waits for its prefill leg to end before it
+ * counts against the decode worker. A decode worker fails at once when its prefill worker does
+ * (its room is gone: SGLang aborts the transfer with a 500), and the gateway may read that answer
+ * before the prefill leg's own failure; a prefill worker's fault reaches both legs at about the
+ * same time, and a decode worker's own fault leaves the prefill leg waiting in its room, so a
+ * second tells them apart without holding a retry up for long.
+ */
+const PEER_VERDICT_MS = 1000;
+
+/** Whether a prefill leg's end, if it came in time, leaves its decode worker blameless: it failed, was refused or was cut. */
+function prefillFailed(end: PrefillEnd | typeof TIMED_OUT): boolean {
+  return end !== TIMED_OUT && !('ok' in end);
+}
+
 /** Drops a decode leg's answer the client will not get (its prefill leg failed or refused). */
 async function abandon(ctx: ProxyContext, outcome: Outcome, decode: Upstream | { refused: unknown }): Promise<void> {
   if ('refused' in decode) return;
@@ -154,17 +171,25 @@ async function sendPair(r: Routed, prefill: Upstream['decision'], body: Record<s
   signal.addEventListener('abort', onClientGone, { once: true });
   const t0 = performance.now();
   try {
+    const prefillEnd = prefillAnswer(
+      ctx,
+      prefill,
+      path,
+      { kind: 'prefill', body: prefillBody(body, room) },
+      prefillStop.signal,
+      outcome,
+      bookedAs,
+    ).then((end) => {
+      if ('ok' in end) ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
+      else decodeStop.abort(LEG_ABANDONED);
+      return end;
+    });
     const [p, d] = await Promise.all([
-      prefillAnswer(ctx, prefill, path, { kind: 'prefill', body: prefillBody(body, room) }, prefillStop.signal, outcome, bookedAs).then(
-        (end) => {
-          if ('ok' in end) ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
-          else decodeStop.abort(LEG_ABANDONED);
-          return end;
-        },
-      ),
+      prefillEnd,
       connect({ ...r, signal: decodeStop.signal }, undefined, {
         kind: 'decode',
         body: JSON.stringify({ ...body, ...room }),
+        peerFailed: async () => prefillFailed(await within(prefillEnd, PEER_VERDICT_MS)),
       }).then((up) => {
         if ('refused' in up) prefillStop.abort(LEG_ABANDONED);
         return up;

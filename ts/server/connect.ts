@@ -11,12 +11,13 @@ import { SpanStatusCode } from '@opentelemetry/api';
 import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
 import type { RouteDecision, RouteRequest } from '../router/types.js';
+import type { FailureKind } from './breaker.js';
 import { describeError, failureKind } from './fleet.js';
 import type { ReadRequest } from './prompt.js';
 import type { Outcome, ProxyContext, Refusal } from './proxy.js';
 import { batchPromptsOf, inScope, type RoutingScope, routingScope } from './scope.js';
 import { sessionKey } from './session-key.js';
-import { type Attempt, upstreamAttributes } from './tracing/request-trace.js';
+import { type Attempt, type TraceStatus, upstreamAttributes } from './tracing/request-trace.js';
 
 /** What a route asks of the router besides the tokens and workers (see {@link routeFields}). */
 export type RouteFields = Pick<RouteRequest, 'loraName' | 'cacheNamespace' | 'priority' | 'maxOutputTokens' | 'sessionId'>;
@@ -108,6 +109,15 @@ export interface Leg {
   kind: 'whole' | 'prefill' | 'decode';
   /** The JSON body sent to the worker. */
   body: string;
+  /**
+   * For a leg that cannot finish without a peer leg on another worker (SGLang's decode leg waits
+   * in its prefill worker's room): whether that peer failed. A failure of this leg's worker that
+   * may follow from its peer's (a 5xx or a timeout; not a refused or reset connection, which is
+   * the worker's own) is put to it first; when the peer failed, the failure counts against
+   * neither this worker's health nor is retried on another worker (the room is gone): the leg is
+   * refused, and the pair is the caller's to retry.
+   */
+  peerFailed?: () => Promise<boolean>;
 }
 
 /** The route's fields of a request's leg: its cache scope, priority, session and output length. */
@@ -251,16 +261,21 @@ export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whol
         outcome.status = 'client_closed';
         return { refused: 'client_closed', message: 'the client went away' };
       }
-      attempt.end(failureKind(err), describeError(err));
+      const kind = failureKind(err);
+      if (await failedWithPeer(leg, kind)) return peerFailure(ctx, outcome, attempt, decision.workerId, kind, describeError(err));
+      attempt.end(kind, describeError(err));
       lastFailure = `worker ${decision.workerId}: ${describeError(err)}`;
-      ctx.fleet.failure(decision.workerId, failureKind(err), describeError(err));
-      ctx.metrics.retries.inc({ reason: failureKind(err) });
+      ctx.fleet.failure(decision.workerId, kind, describeError(err));
+      ctx.metrics.retries.inc({ reason: kind });
       continue;
     }
     if (res.statusCode >= 500) {
-      attempt.end(res.statusCode);
       await res.body.dump().catch(() => undefined);
       ctx.router.free(outcome.id);
+      if (await failedWithPeer(leg, 'status')) {
+        return peerFailure(ctx, outcome, attempt, decision.workerId, res.statusCode, `answered ${res.statusCode}`);
+      }
+      attempt.end(res.statusCode);
       lastFailure = `worker ${decision.workerId} answered ${res.statusCode}`;
       ctx.fleet.failure(decision.workerId, 'status', `answered ${res.statusCode}`);
       ctx.metrics.retries.inc({ reason: 'status' });
@@ -278,6 +293,19 @@ export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whol
     reason: lastFailure ? 'upstream_failed' : 'no_worker',
     message: `no worker could serve the request (${lastFailure || noneHealthy(ctx, leg.kind)})`,
   };
+}
+
+/** Whether a leg's failure of this kind followed from its peer leg's (see {@link Leg.peerFailed}). */
+async function failedWithPeer(leg: Leg, kind: FailureKind): Promise<boolean> {
+  return kind !== 'connect' && leg.peerFailed !== undefined && (await leg.peerFailed());
+}
+
+/** Ends a leg whose worker failed because its peer leg did: counted apart, not against the worker, and not retried. */
+function peerFailure(ctx: ProxyContext, outcome: Outcome, attempt: Attempt, worker: bigint, status: TraceStatus, detail: string): Refusal {
+  attempt.end(status, `${detail}, after its peer leg failed`);
+  ctx.metrics.peerFailedLegs.inc({ worker: String(worker) });
+  outcome.status = 502;
+  return { refused: 502, reason: 'upstream_failed', message: `worker ${worker} ${detail} after its peer leg failed` };
 }
 
 /**

@@ -46,6 +46,7 @@ export class GatewayMetrics {
   readonly predictionError: Histogram;
   readonly retries: Counter<'reason'>;
   readonly prefillLegs: Counter<'worker' | 'result'>;
+  readonly peerFailedLegs: Counter<'worker'>;
   readonly prefillLegTime: Histogram;
   readonly rejected: Counter<'reason'>;
   readonly traceContexts: Counter<'result'>;
@@ -164,6 +165,14 @@ export class GatewayMetrics {
         'bypassed (a decode worker held all but disaggregation.bypassBelowTokens of the prompt: no prefill leg, the request went whole). ' +
         'By the prefill worker that answered ("none" for failed without an answer, and bypassed).',
       labelNames: ['worker', 'result'],
+      registers,
+    });
+    this.peerFailedLegs = new Counter({
+      name: 'kvroute_gateway_peer_failed_legs_total',
+      help:
+        "Decode legs (SGLang's protocol) whose worker failed (a 5xx or a timeout) when their prefill leg had failed too: " +
+        "not counted against the decode worker's health, the pair sent again. By the decode worker.",
+      labelNames: ['worker'],
       registers,
     });
     this.prefillLegTime = new Histogram({
