@@ -195,6 +195,37 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     expect(m.sum('kvroute_gateway_retries_total')).toBe(1);
   });
 
+  test('a decode worker failing once its prefill leg is served is blamed, and the pair goes again in a new room rather than to another decode worker in the spent one', async () => {
+    // Workers at their modelled speed, so that the answer takes long enough to be cut off.
+    const slow: FleetShape = { ...SGLANG, worker: (role) => ({ ...SGLANG.worker?.(role), speedup: 1 }) };
+    const f = await disaggregatedFleet(backend, ['prefill', 'decode', 'decode'], { disaggregation: { protocol: 'sglang' } }, slow);
+    const reply = postJson(
+      `${f.url}/v1/completions`,
+      { model: 'mock-model', prompt: text(40, 'spent'), max_tokens: 300 },
+      { 'x-request-id': 'spent' },
+    );
+    // The prefill leg is served; the decode worker generating the answer is cut off before it answers.
+    const metrics = () => scrape(`${f.url}/metrics`);
+    await waitFor(async () => (await metrics()).sum('kvroute_gateway_prefill_leg_seconds') === 1, 'the prefill leg served');
+    const first = [2, 3].find((id) => f.received(id).some((d) => d.head['x-request-id'] === 'spent')) as number;
+    await f.wires[first - 1].cut();
+    const r = await reply;
+    expect(r.status).toBe(200);
+    expect(r.json.usage.completion_tokens).toBe(300);
+    const second = first === 2 ? 3 : 2;
+    expect(r.headers.get('x-kvroute-worker')).toBe(String(second));
+    // The pair went again: the prefill worker a second time, in a new room, which the other decode worker joined.
+    const rooms = f.received(1).map((d) => d.body.bootstrap_room);
+    expect(rooms).toHaveLength(2);
+    expect(rooms[1]).not.toBe(rooms[0]);
+    expect(f.received(second).map((d) => d.body.bootstrap_room)).toEqual([rooms[1]]);
+    const decode = (await f.gateway.workers()).find((w) => w.id === BigInt(first));
+    expect(decode?.health).toBe('down');
+    const m = await metrics();
+    expect(m.sum('kvroute_gateway_prefill_legs_total', { worker: '1', result: 'transferred' })).toBe(2);
+    expect(m.sum('kvroute_gateway_peer_failed_legs_total')).toBe(0);
+  });
+
   test('without a prefill worker that answers, the request is refused (an SGLang decode worker cannot serve it alone)', async () => {
     // A local tokenizer: the engine's /tokenize would meet the unreachable worker first.
     const tokenizer = writeMockTokenizer(scratchDir('kvroute-sglang-tok-'));

@@ -25,6 +25,7 @@ import {
   expectedCachedTokens,
   LEG_ABANDONED,
   type Leg,
+  type PeerState,
   queueKeyOf,
   type Routed,
   routeFields,
@@ -63,12 +64,12 @@ function prefillBody(body: Record<string, unknown>, room: Record<string, unknown
 
 /**
  * How a prefill leg ended: answered (its engine's cached-token report), refused by a 4xx, failed
- * (why), or cut because its decode leg could not be served (`abandoned`).
+ * (why, and how), or cut because its decode leg could not be served (`abandoned`).
  */
 type PrefillEnd =
   | { ok: true; cached: number | undefined; inputLogprobs: unknown[] | undefined }
   | { answer: Upstream; attempt: Attempt }
-  | { failed: string }
+  | { failed: string; kind: FailureKind }
   | { abandoned: true };
 
 /** Sends the prefill leg and reads its answer; its booking (`bookedAs`) is freed when it ends. */
@@ -96,7 +97,7 @@ async function prefillAnswer(
     attempt.end(why, detail);
     ctx.fleet.failure(worker, kind, detail);
     ctx.metrics.retries.inc({ reason: kind });
-    return { failed: `worker ${worker}: ${detail}` };
+    return { failed: `worker ${worker}: ${detail}`, kind };
   };
   if (res === undefined) return failed(failureKind(err), failureKind(err), describeError(err));
   if (res.statusCode >= 500) {
@@ -128,17 +129,25 @@ async function prefillAnswer(
 
 /**
  * How long a decode leg's failure (a 5xx or a timeout) waits for its prefill leg to end before it
- * counts against the decode worker. A decode worker fails at once when its prefill worker does
+ * counts against the decode worker. A decode worker fails at once when its prefill worker dies
  * (its room is gone: SGLang aborts the transfer with a 500), and the gateway may read that answer
- * before the prefill leg's own failure; a prefill worker's fault reaches both legs at about the
- * same time, and a decode worker's own fault leaves the prefill leg waiting in its room, so a
- * second tells them apart without holding a retry up for long.
+ * before the prefill leg's own failure; a dead worker's news reaches both legs at about the same
+ * time, and a decode worker's own fault leaves the prefill leg waiting in its room, so a second
+ * tells them apart without holding a retry up for long.
  */
 const PEER_VERDICT_MS = 1000;
 
-/** Whether a prefill leg's end, if it came in time, leaves its decode worker blameless: it failed, was refused or was cut. */
-function prefillFailed(end: PrefillEnd | typeof TIMED_OUT): boolean {
-  return end !== TIMED_OUT && !('ok' in end);
+/**
+ * Where a prefill leg stands for its failed decode leg (see {@link PeerState}): waiting in its
+ * room, unless it ended in time. Its decode worker is blameless when the prefill worker was
+ * unreachable, reset or silent (a connect failure or a timeout), the request refused, or the leg
+ * cut (the client left). A prefill worker's 5xx does not clear it: that may as well follow from the
+ * decode worker's fault (a transfer to a decode worker that failed), so both count.
+ */
+function prefillState(end: PrefillEnd | typeof TIMED_OUT): PeerState {
+  if (end === TIMED_OUT) return 'waiting';
+  if ('ok' in end || ('failed' in end && end.kind === 'status')) return 'ended';
+  return 'failed';
 }
 
 /** Drops a decode leg's answer the client will not get (its prefill leg failed or refused). */
@@ -150,8 +159,15 @@ async function abandon(ctx: ProxyContext, outcome: Outcome, decode: Upstream | {
   ctx.router.free(outcome.id);
 }
 
-/** Sends one pair of legs, the prefill leg to the routed prefill worker; `retry` when that worker failed. */
-async function sendPair(r: Routed, prefill: Upstream['decision'], body: Record<string, unknown>): Promise<FirstLeg | { retry: string }> {
+/**
+ * Sends one pair of legs, the prefill leg to the routed prefill worker; `retry` when that worker
+ * failed, or when the decode worker failed after it (`prefillServed`: the prefill worker may be chosen again).
+ */
+async function sendPair(
+  r: Routed,
+  prefill: Upstream['decision'],
+  body: Record<string, unknown>,
+): Promise<FirstLeg | { retry: string; prefillServed?: true }> {
   const { ctx, tokens, path, signal, outcome } = r;
   const spec = ctx.fleet.get(prefill.workerId)?.spec;
   const room = {
@@ -189,7 +205,8 @@ async function sendPair(r: Routed, prefill: Upstream['decision'], body: Record<s
       connect({ ...r, signal: decodeStop.signal }, undefined, {
         kind: 'decode',
         body: JSON.stringify({ ...body, ...room }),
-        peerFailed: async () => prefillFailed(await within(prefillEnd, PEER_VERDICT_MS)),
+        // A refused or reset connection is the decode worker's own: the prefill leg is asked as it stands.
+        peer: async (failure) => prefillState(await within(prefillEnd, failure === 'connect' ? 0 : PEER_VERDICT_MS)),
       }).then((up) => {
         if ('refused' in up) prefillStop.abort(LEG_ABANDONED);
         return up;
@@ -220,7 +237,8 @@ async function sendPair(r: Routed, prefill: Upstream['decision'], body: Record<s
     // The prefill worker's cache is the one the router predicted for: its report is compared.
     reported(ctx, outcome, p.cached, { worker: prefill.workerId, predicted: expected });
     outcome.prefill = { worker: prefill.workerId, dpRank: prefill.dpRank, cachedTokens: expected };
-    if ('refused' in d) return { refusal: d };
+    // A decode worker that failed once its room's KV was on its way leaves no room to retry in: the pair goes again.
+    if ('refused' in d) return d.refused === 'client_closed' ? { refusal: d } : { retry: d.message, prefillServed: true };
     // The prompt's log probabilities are the prefill worker's (SGLang's `/generate` with `return_logprob`).
     return p.inputLogprobs === undefined ? { answer: d } : { answer: d, prefillInputLogprobs: p.inputLogprobs };
   } finally {
@@ -230,7 +248,8 @@ async function sendPair(r: Routed, prefill: Upstream['decision'], body: Record<s
 
 /**
  * Serves a request's two legs over SGLang's bootstrap protocol (see the module's description): a
- * prefill worker routed, both legs sent, retried on another prefill worker when it fails.
+ * prefill worker routed, both legs sent, retried on another prefill worker when it fails, and
+ * as a new pair when the decode worker fails once its prefill leg is served.
  */
 export async function bootstrapLegs(r: Routed): Promise<FirstLeg> {
   const { ctx, read, tokens, signal, outcome } = r;
@@ -241,6 +260,7 @@ export async function bootstrapLegs(r: Routed): Promise<FirstLeg> {
   const fields = routeFields(read, scope, 'prefill');
   const tried = new Set<bigint>();
   let lastFailure = '';
+  let decodeFailed = false;
   for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
     const allowed = ctx.fleet.routableByRole().prefill.filter((id) => !tried.has(id) && inScope(scope, id));
     if (allowed.length === 0) break;
@@ -254,10 +274,14 @@ export async function bootstrapLegs(r: Routed): Promise<FirstLeg> {
     const pair = await sendPair(r, prefill, body);
     if (!('retry' in pair)) return pair;
     lastFailure = pair.retry;
+    decodeFailed = pair.prefillServed === true;
+    if (decodeFailed) tried.delete(prefill.workerId);
   }
-  ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'failed' });
   const refused = lastFailure ? 502 : 503;
   outcome.status = refused;
+  // The last pair's prefill leg was served: its decode leg's refusal says why the request was not.
+  if (decodeFailed) return { refusal: { refused, reason: 'upstream_failed', message: lastFailure } };
+  ctx.metrics.prefillLegs.inc({ worker: 'none', result: 'failed' });
   return {
     refusal: {
       refused,

@@ -111,14 +111,20 @@ export interface Leg {
   body: string;
   /**
    * For a leg that cannot finish without a peer leg on another worker (SGLang's decode leg waits
-   * in its prefill worker's room): whether that peer failed. A failure of this leg's worker that
-   * may follow from its peer's (a 5xx or a timeout; not a refused or reset connection, which is
-   * the worker's own) is put to it first; when the peer failed, the failure counts against
-   * neither this worker's health nor is retried on another worker (the room is gone): the leg is
-   * refused, and the pair is the caller's to retry.
+   * in its prefill worker's room): where that peer stands once this leg's worker failed in this
+   * way (see {@link PeerState}).
    */
-  peerFailed?: () => Promise<boolean>;
+  peer?: (failure: FailureKind) => Promise<PeerState>;
 }
+
+/**
+ * A paired leg's peer, as a failure of this leg finds it: still waiting for this leg (another
+ * worker may take this one's place), ended (its part done, or failed in a way that does not
+ * explain this failure: the failure counts, and no other worker can take the place), or failed
+ * in a way that explains a 5xx or a timeout here (counted apart, against no worker: the caller
+ * sends the pair again). A refused or reset connection is always the worker's own.
+ */
+export type PeerState = 'waiting' | 'ended' | 'failed';
 
 /** The route's fields of a request's leg: its cache scope, priority, session and output length. */
 export function routeFields(read: ReadRequest, scope: RoutingScope, kind: Leg['kind']): RouteFields {
@@ -251,36 +257,27 @@ export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whol
     outcome.predicted = only === undefined && leg.kind !== 'decode' ? outcome.expected : undefined;
     tried.add(decision.workerId);
     const { attempt, response } = sendLeg(ctx, decision, path, leg, signal, outcome);
-    let res: Dispatcher.ResponseData;
-    try {
-      res = await response;
-    } catch (err) {
+    const answer = await answerOf(response);
+    if ('failure' in answer) {
+      const { kind, status, detail, thrown } = answer.failure;
       ctx.router.free(outcome.id);
-      if (signal.aborted) {
+      if (thrown && signal.aborted) {
         attempt.end(signal.reason === LEG_ABANDONED ? LEG_ABANDONED : 'client_closed');
         outcome.status = 'client_closed';
         return { refused: 'client_closed', message: 'the client went away' };
       }
-      const kind = failureKind(err);
-      if (await failedWithPeer(leg, kind)) return peerFailure(ctx, outcome, attempt, decision.workerId, kind, describeError(err));
-      attempt.end(kind, describeError(err));
-      lastFailure = `worker ${decision.workerId}: ${describeError(err)}`;
-      ctx.fleet.failure(decision.workerId, kind, describeError(err));
+      const peer = leg.peer === undefined ? 'waiting' : await leg.peer(kind);
+      // A failure its peer's explains counts against no worker here: the caller sends the pair again.
+      if (peer === 'failed' && kind !== 'connect') return peerFailure(ctx, outcome, attempt, decision.workerId, status, detail);
+      attempt.end(status, thrown ? detail : undefined);
+      lastFailure = `worker ${decision.workerId}${thrown ? ': ' : ' '}${detail}`;
+      ctx.fleet.failure(decision.workerId, kind, detail);
       ctx.metrics.retries.inc({ reason: kind });
+      // Another worker can take this leg's place only while its peer still waits for it.
+      if (peer !== 'waiting') break;
       continue;
     }
-    if (res.statusCode >= 500) {
-      await res.body.dump().catch(() => undefined);
-      ctx.router.free(outcome.id);
-      if (await failedWithPeer(leg, 'status')) {
-        return peerFailure(ctx, outcome, attempt, decision.workerId, res.statusCode, `answered ${res.statusCode}`);
-      }
-      attempt.end(res.statusCode);
-      lastFailure = `worker ${decision.workerId} answered ${res.statusCode}`;
-      ctx.fleet.failure(decision.workerId, 'status', `answered ${res.statusCode}`);
-      ctx.metrics.retries.inc({ reason: 'status' });
-      continue;
-    }
+    const { res } = answer;
     if (read.responseId !== undefined && res.statusCode === 200) ctx.owners.remember(read.responseId, decision.workerId);
     // The try that got the answer lasts as long as the answer: it ends with the request (finish()).
     outcome.attempt = attempt;
@@ -295,9 +292,26 @@ export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whol
   };
 }
 
-/** Whether a leg's failure of this kind followed from its peer leg's (see {@link Leg.peerFailed}). */
-async function failedWithPeer(leg: Leg, kind: FailureKind): Promise<boolean> {
-  return kind !== 'connect' && leg.peerFailed !== undefined && (await leg.peerFailed());
+/** How a try failed before its answer: no answer (`thrown`: why), or a 5xx (its body dropped). */
+interface TryFailure {
+  kind: FailureKind;
+  status: TraceStatus;
+  detail: string;
+  thrown: boolean;
+}
+
+/** A try's answer (its headers read), or how it failed. */
+async function answerOf(response: Promise<Dispatcher.ResponseData>): Promise<{ res: Dispatcher.ResponseData } | { failure: TryFailure }> {
+  let res: Dispatcher.ResponseData;
+  try {
+    res = await response;
+  } catch (err) {
+    const kind = failureKind(err);
+    return { failure: { kind, status: kind, detail: describeError(err), thrown: true } };
+  }
+  if (res.statusCode < 500) return { res };
+  await res.body.dump().catch(() => undefined);
+  return { failure: { kind: 'status', status: res.statusCode, detail: `answered ${res.statusCode}`, thrown: false } };
 }
 
 /** Ends a leg whose worker failed because its peer leg did: counted apart, not against the worker, and not retried. */
