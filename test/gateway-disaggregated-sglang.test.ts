@@ -193,6 +193,8 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     const m = await scrape(`${f.url}/metrics`);
     expect(m.sum('kvroute_gateway_peer_failed_legs_total', { worker: '3' })).toBe(1);
     expect(m.sum('kvroute_gateway_retries_total')).toBe(1);
+    // No booking of the failed pair outlives it.
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
   });
 
   test('a decode worker failing once its prefill leg is served is blamed, and the pair goes again in a new room rather than to another decode worker in the spent one', async () => {
@@ -224,6 +226,7 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     const m = await metrics();
     expect(m.sum('kvroute_gateway_prefill_legs_total', { worker: '1', result: 'transferred' })).toBe(2);
     expect(m.sum('kvroute_gateway_peer_failed_legs_total')).toBe(0);
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
   });
 
   test('without a prefill worker that answers, the request is refused (an SGLang decode worker cannot serve it alone)', async () => {
