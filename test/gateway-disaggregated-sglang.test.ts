@@ -229,6 +229,43 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
   });
 
+  test("a prefill worker whose transfer fails because its decode worker died is not blamed: the pair goes again, the prefill worker's health untouched", async () => {
+    // Prefill workers at their modelled speed, so that a long prompt's compute outlasts its decode worker.
+    const slow: FleetShape = { ...SGLANG, worker: (role) => ({ ...SGLANG.worker?.(role), ...(role === 'prefill' ? { speedup: 1 } : {}) }) };
+    const f = await disaggregatedFleet(
+      backend,
+      ['prefill', 'prefill', 'decode', 'decode'],
+      { disaggregation: { protocol: 'sglang' } },
+      slow,
+    );
+    // A dead decode worker's news reaches the gateway a second late: after its prefill worker's
+    // failed transfer, and too late for the gateway to send another decode worker into the room.
+    for (const wire of f.wires.slice(2)) wire.closeLagMs = 1000;
+    const reply = postJson(
+      `${f.url}/v1/completions`,
+      { model: 'mock-model', prompt: text(3000, 'died'), max_tokens: 2 },
+      { 'x-request-id': 'died' },
+    );
+    const sentTo = () => [3, 4].find((id) => f.received(id).some((d) => d.head['x-request-id'] === 'died'));
+    // The decode worker dies once it has joined the room, while the prefill worker computes the
+    // prompt (0.5-0.7 s: a crash up to 0.5 s later still meets it computing).
+    await waitFor(() => sentTo() !== undefined, 'the decode leg sent');
+    await sleep(30);
+    const decode = sentTo() as number;
+    f.workers[decode - 1].fault({ kind: 'crash' });
+    const r = await reply;
+    expect(r.status).toBe(200);
+    const prefill = f.received(1).length > 0 && f.received(1)[0].head['x-request-id'] === 'died' ? 1 : 2;
+    const workers = await f.gateway.workers();
+    const health = (id: number) => workers.find((w) => w.id === BigInt(id));
+    expect([health(prefill)?.health, health(prefill)?.consecutiveFailures]).toEqual(['healthy', 0]);
+    expect(health(decode)?.health).toBe('down');
+    expect(r.headers.get('x-kvroute-worker')).toBe(String(decode === 3 ? 4 : 3));
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_peer_failed_legs_total', { worker: String(prefill), leg: 'prefill' })).toBe(1);
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+  });
+
   test('without a prefill worker that answers, the request is refused (an SGLang decode worker cannot serve it alone)', async () => {
     // A local tokenizer: the engine's /tokenize would meet the unreachable worker first.
     const tokenizer = writeMockTokenizer(scratchDir('kvroute-sglang-tok-'));
@@ -375,6 +412,39 @@ describe('the mock worker in SGLang’s disaggregation modes', () => {
       { offered: 0, pulled: 0 },
       { offered: 0, pulled: 0 },
     ]);
+  });
+
+  test('a prefill leg whose decode worker left the room before the KV was handed over fails with 500; another decode worker joining in time takes the KV', async () => {
+    // At its modelled speed, the prefill worker computes a long prompt for about half a second after the decode worker joins.
+    const p = await startWorker({ disaggregationMode: 'prefill', bootstrapPort: 0, bootstrapTimeoutMs: 3000, speedup: 1 });
+    const room = (n: number) => ({
+      bootstrap_host: '127.0.0.1',
+      bootstrap_port: p.bootstrapPort,
+      bootstrap_room: n,
+      prompt: text(3000, 'left'),
+    });
+    const dead = await startWorker({ disaggregationMode: 'decode', bootstrapTimeoutMs: 3000 });
+    const prefill = ask(p, room(7));
+    // Its own answer is lost with it.
+    void ask(dead, room(7)).catch(() => undefined);
+    await sleep(100);
+    // The decode worker dies: its connection to the room closes.
+    dead.fault({ kind: 'crash' });
+    const failed = await prefill;
+    expect(failed.status).toBe(500);
+    expect(failed.json.error.message).toMatch(/the KV transfer failed: the decode worker left the bootstrap room/);
+    // A decode worker that takes the leaver's place before the KV is ready receives it (the prefill
+    // worker slowed down, so that the place is taken in time).
+    p.fault({ kind: 'slow', factor: 20 });
+    const first = await startWorker({ disaggregationMode: 'decode', bootstrapTimeoutMs: 3000 });
+    const second = await startWorker({ disaggregationMode: 'decode', bootstrapTimeoutMs: 3000 });
+    const served = ask(p, room(8));
+    void ask(first, room(8)).catch(() => undefined);
+    await sleep(100);
+    first.fault({ kind: 'crash' });
+    const replaced = await ask(second, room(8));
+    expect([(await served).status, replaced.status]).toEqual([200, 200]);
+    expect(second.stats().kvTransfers.pulled).toBe(1);
   });
 
   test('a pair meets: the prefill answers one token, the decode the whole output; a worker serving whole requests ignores the fields', async () => {

@@ -32,12 +32,13 @@ export class TcpProxy {
       client.on('data', (d: Buffer) => {
         this.sent += d.toString('latin1');
       });
-      client.pipe(upstream).pipe(client);
+      client.pipe(upstream);
+      // The server's end and close reach the client `closeLagMs` late.
+      upstream.pipe(client, { end: false });
+      const later = (act: () => void) => (this.closeLagMs === 0 ? act() : setTimeout(act, this.closeLagMs));
+      upstream.on('end', () => later(() => client.end()));
       client.on('close', () => upstream.destroy());
-      upstream.on('close', () => {
-        if (this.closeLagMs === 0) client.destroy();
-        else setTimeout(() => client.destroy(), this.closeLagMs);
-      });
+      upstream.on('close', () => later(() => client.destroy()));
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

@@ -12,12 +12,14 @@
  *   then runs with its prompt filled without compute (as a vLLM decode leg that pulled it).
  *
  * A leg whose peer does not come within `bootstrapTimeoutMs` fails with 500, as SGLang aborts a
- * request whose transfer fails. What crosses between mock workers is the room's meeting and the
+ * request whose transfer fails; so does an unstreamed prefill leg whose decode worker left the
+ * room (died) before the KV was handed over. What crosses between mock workers is the room's meeting and the
  * prompt's length, over HTTP (not SGLang's own bootstrap routes or its KV transfer engines).
  * @internal
  * @module
  */
 
+import type { ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { request } from 'undici';
 import { TIMED_OUT, within } from '../within.js';
@@ -63,22 +65,32 @@ function deferred<T>(): Deferred<T> {
   return { promise, resolve };
 }
 
-/** One room of a prefill worker: its decode worker's arrival, and the KV handed over (the prompt's tokens). */
+/**
+ * One room of a prefill worker: its decode worker's arrival, the KV handed over (the prompt's
+ * tokens), and whether the decode worker that joined last left before it came (its connection
+ * closed: it died); `joins` counts the decode workers that joined.
+ */
 interface Room {
   joined: Deferred<void>;
   handed: Deferred<number | undefined>;
+  joins: number;
+  left: boolean;
 }
 
 /** A failure of a leg, answered with its status (500 as SGLang's failed transfers are). */
-function legFailure(message: string): Error {
+export function legFailure(message: string): Error {
   return Object.assign(new Error(message), { statusCode: 500 });
 }
 
 /** What a leg does once admitted: a decode leg's prompt is pulled; a prefill leg hands its KV over at its first token. */
 export interface AdmittedLeg {
   pull: boolean;
-  /** A prefill leg's: its KV is ready (call once its first token is out). */
-  handOver?: (promptTokens: number) => void;
+  /**
+   * A prefill leg's: its KV is ready (call once its first token is out). False when the decode
+   * worker that joined the room has left (it died): the transfer failed, and the prefill leg
+   * fails with 500, as SGLang's prefill worker aborts a request whose KV it could not send.
+   */
+  handOver?: (promptTokens: number) => boolean;
   /** A prefill leg's: it ended without handing over (its decode worker then fails at once). */
   drop?: () => void;
 }
@@ -86,6 +98,8 @@ export interface AdmittedLeg {
 /** A mock worker's part in SGLang-style disaggregation: a prefill worker's bootstrap server, or a decode worker's joining. */
 export class BootstrapLegs {
   private readonly rooms = new Map<number, Room>();
+  /** A decode worker's joins in progress: closing the worker leaves its rooms, as a dead process's connections close. */
+  private readonly joins = new Set<AbortController>();
 
   private constructor(
     readonly mode: DisaggregationMode,
@@ -103,7 +117,7 @@ export class BootstrapLegs {
     server.get<{ Params: { room: string } }>('/kvroute-mock/bootstrap/rooms/:room', async (req, reply) => {
       const room = Number(req.params.room);
       if (!legs || !Number.isInteger(room) || room < 0) return reply.code(400).send({ error: 'bad room' });
-      const tokens = await legs.join(room);
+      const tokens = await legs.join(room, reply.raw);
       if (tokens === TIMED_OUT) return reply.code(504).send({ error: `no prefill leg handed room ${room} over in time` });
       if (tokens === undefined) return reply.code(410).send({ error: `the prefill leg of room ${room} failed` });
       return { tokens };
@@ -116,15 +130,23 @@ export class BootstrapLegs {
   private room(id: number): Room {
     let room = this.rooms.get(id);
     if (!room) {
-      room = { joined: deferred(), handed: deferred() };
+      room = { joined: deferred(), handed: deferred(), joins: 0, left: false };
       this.rooms.set(id, room);
     }
     return room;
   }
 
-  /** A decode worker joins a room: the KV handed over (its prompt tokens), undefined if its prefill failed, or a timeout. */
-  private async join(id: number): Promise<number | undefined | typeof TIMED_OUT> {
+  /**
+   * A decode worker joins a room: the KV handed over (its prompt tokens), undefined if its prefill
+   * failed, or a timeout. Its answer's connection closing before then is the decode worker leaving.
+   */
+  private async join(id: number, answer: ServerResponse): Promise<number | undefined | typeof TIMED_OUT> {
     const room = this.room(id);
+    const join = ++room.joins;
+    room.left = false;
+    answer.on('close', () => {
+      if (!answer.writableFinished && room.joins === join) room.left = true;
+    });
     room.joined.resolve();
     const tokens = await within(room.handed.promise, this.timeoutMs);
     this.rooms.delete(id);
@@ -152,26 +174,36 @@ export class BootstrapLegs {
       this.rooms.delete(at.room);
       throw legFailure(`no decode worker joined bootstrap room ${at.room} within ${this.timeoutMs} ms`);
     }
-    return { pull: false, handOver: (tokens) => room.handed.resolve(tokens), drop: () => room.handed.resolve(undefined) };
+    const handOver = (tokens: number) => {
+      room.handed.resolve(tokens);
+      return !room.left;
+    };
+    return { pull: false, handOver, drop: () => room.handed.resolve(undefined) };
   }
 
   /** A decode leg waits at the prefill worker's bootstrap server until the room's KV is handed over. */
   private async receive(at: BootstrapRoom): Promise<void> {
     const host = at.host.includes(':') ? `[${at.host}]` : at.host;
     const where = `${host}:${at.port}`;
+    const leave = new AbortController();
+    this.joins.add(leave);
     try {
       const res = await request(`http://${where}/kvroute-mock/bootstrap/rooms/${at.room}`, {
         headersTimeout: this.timeoutMs + 1000,
         bodyTimeout: this.timeoutMs + 1000,
+        signal: leave.signal,
       });
       const text = await res.body.text();
       if (res.statusCode !== 200) throw new Error(`answered ${res.statusCode}: ${text}`);
     } catch (err) {
       throw legFailure(`bootstrap room ${at.room} at ${where} gave no KV: ${(err as Error).message}`);
+    } finally {
+      this.joins.delete(leave);
     }
   }
 
   async close(): Promise<void> {
+    for (const leave of this.joins) leave.abort();
     for (const room of this.rooms.values()) room.handed.resolve(undefined);
     await this.server?.close();
   }

@@ -21,7 +21,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BadRequest } from './bad-request.js';
-import type { AdmittedLeg } from './bootstrap.js';
+import { type AdmittedLeg, legFailure } from './bootstrap.js';
 import { type EngineRun, engineRun, openEventStream, runStreamed, runWhole } from './engine-run.js';
 import { positionLogprobs } from './logprobs.js';
 import { checkFits, completionTokens, requestedLora } from './openai.js';
@@ -165,6 +165,8 @@ interface ItemRun {
   output: number[];
   /** Ended by `/abort_request`: its finish reason is `abort`. */
   aborted: boolean;
+  /** A prefill leg whose KV reached no decode worker (it left the room): unstreamed, it fails with 500. */
+  transferFailed: boolean;
   answer(cached: number, done: boolean): Record<string, unknown>;
 }
 
@@ -192,13 +194,14 @@ function itemRun(engine: GenerateEngine, req: FastifyRequest, item: GenerateItem
     generated,
     output,
     aborted: false,
+    transferFailed: false,
     // A decode leg's prompt comes from its prefill worker; a prefill leg's KV goes once its token is out.
     run: {
       ended: run.ended,
       job: (onTokens, onDone, onAbort) => ({
         ...run.job(
           (tokens, first) => {
-            if (first) leg?.handOver?.(item.prompt.length);
+            if (first && leg?.handOver?.(item.prompt.length) === false) r.transferFailed = true;
             onTokens(tokens, first);
           },
           onDone,
@@ -296,7 +299,10 @@ function serve(
         r.run,
         (t) => r.generated.push(...t),
         (cached) => r.answer(cached, true),
-      ),
+      ).then((answer) => {
+        if (r.transferFailed) throw legFailure('the KV transfer failed: the decode worker left the bootstrap room');
+        return answer;
+      }),
     );
     return p.batch ? Promise.all(answers) : answers[0];
   }

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { KvRouteError } from '../errors.js';
-import { type AdmittedLeg, BootstrapLegs } from './bootstrap.js';
+import { type AdmittedLeg, BootstrapLegs, legFailure } from './bootstrap.js';
 import { registerCacheReset } from './cache-reset.js';
 import { openEventStream } from './engine-run.js';
 import { registerGenerate } from './generate.js';
@@ -358,6 +358,8 @@ class Worker implements MockWorker {
     // A decode leg pulls its prompt's KV; a prefill leg offers its first prompt's blocks.
     if (parsed.kvTransfer?.kind === 'pull') this.kvTransfers.pulled++;
     let offered: number[] = [];
+    // A prefill leg's KV reached no decode worker (it left its room): the leg fails at its end.
+    let handedOver = true;
     const submit = (
       k: number,
       onTokens: (tokens: number[], first: boolean) => void,
@@ -373,7 +375,7 @@ class Worker implements MockWorker {
           remoteTokens: parsed.kvTransfer?.kind === 'pull' ? sequences[k].prompt.length : 0,
           ...(parsed.kvTransfer?.kind === 'offer' && k === 0 ? { onBlocks: (ids: number[]) => (offered = ids) } : {}),
           onTokens: (tokens, first) => {
-            if (first && k === 0) leg?.handOver?.(sequences[0].prompt.length);
+            if (first && k === 0 && leg?.handOver?.(sequences[0].prompt.length) === false) handedOver = false;
             onTokens(tokens, first);
           },
           onDone: (c) => {
@@ -396,6 +398,10 @@ class Worker implements MockWorker {
             },
             () => {
               if (--left > 0) return;
+              if (!handedOver) {
+                ended(generated, 'the KV transfer failed');
+                return reject(legFailure('the KV transfer failed: the decode worker left the bootstrap room'));
+              }
               ended(generated);
               const choices = sequences.map((s) => s.choice());
               const answer = fullResponse(parsed, id, created, choices, usage(promptTokens, generated, cached()));

@@ -64,15 +64,53 @@ function prefillBody(body: Record<string, unknown>, room: Record<string, unknown
 
 /**
  * How a prefill leg ended: answered (its engine's cached-token report), refused by a 4xx, failed
- * (why, and how), or cut because its decode leg could not be served (`abandoned`).
+ * (why, how, and whether its decode worker's death `excused` it), or cut because its decode leg
+ * could not be served (`abandoned`).
  */
 type PrefillEnd =
   | { ok: true; cached: number | undefined; inputLogprobs: unknown[] | undefined }
   | { answer: Upstream; attempt: Attempt }
-  | { failed: string; kind: FailureKind }
+  | { failed: string; kind: FailureKind; excused?: true }
   | { abandoned: true };
 
-/** Sends the prefill leg and reads its answer; its booking (`bookedAs`) is freed when it ends. */
+/**
+ * How long one leg's failure (a 5xx or a timeout) waits for news of the other leg before it
+ * counts against its own worker. A decode worker fails at once when its prefill worker dies (its
+ * room is gone: SGLang aborts the transfer with a 500), and a prefill worker's transfer fails when
+ * its decode worker dies; the gateway may read that failure before the dead worker's own. A dead
+ * worker's news reaches both legs at about the same time, and a worker's own fault leaves its
+ * peer waiting, so a second tells them apart without holding a retry up for long.
+ */
+const PEER_VERDICT_MS = 1000;
+
+/**
+ * When a pair's decode workers died (a refused or reset connection to one), for its prefill leg's
+ * verdict: a decode worker that dies as the prefill worker sends it the KV fails that transfer,
+ * and the prefill worker's 5xx or timeout within {@link PEER_VERDICT_MS} of the death, before or
+ * after it, is put down to it.
+ */
+class DecodeDeaths {
+  private last = Number.NEGATIVE_INFINITY;
+  private readonly waiting: (() => void)[] = [];
+
+  died(): void {
+    this.last = performance.now();
+    for (const wake of this.waiting.splice(0)) wake();
+  }
+
+  /** Whether a decode worker died within `ms` before now, or dies within `ms` from now. */
+  async near(ms: number): Promise<boolean> {
+    if (performance.now() - this.last <= ms) return true;
+    const next = new Promise<void>((resolve) => this.waiting.push(resolve));
+    return (await within(next, ms)) !== TIMED_OUT;
+  }
+}
+
+/**
+ * Sends the prefill leg and reads its answer; its booking (`bookedAs`) is freed when it ends. A
+ * 5xx or a timeout that comes with a decode worker's death (see {@link DecodeDeaths}) is not
+ * counted against the prefill worker, whose transfer that death failed.
+ */
 async function prefillAnswer(
   ctx: ProxyContext,
   decision: Upstream['decision'],
@@ -81,6 +119,7 @@ async function prefillAnswer(
   signal: AbortSignal,
   outcome: Outcome,
   bookedAs: string,
+  decodeDeaths: DecodeDeaths,
 ): Promise<PrefillEnd> {
   const worker = decision.workerId;
   const { attempt, response } = sendLeg(ctx, decision, path, leg, signal, outcome);
@@ -88,11 +127,17 @@ async function prefillAnswer(
     (ok) => ({ res: ok, err: undefined }),
     (failure: unknown) => ({ res: undefined, err: failure }),
   );
-  const failed = (why: number | string, kind: FailureKind, detail: string): PrefillEnd => {
+  const failed = async (why: number | string, kind: FailureKind, detail: string): Promise<PrefillEnd> => {
     ctx.router.free(bookedAs);
+    const decodeDied = !signal.aborted && kind !== 'connect' && (await decodeDeaths.near(PEER_VERDICT_MS));
     if (signal.aborted) {
       attempt.end(signal.reason === LEG_ABANDONED ? LEG_ABANDONED : 'client_closed');
       return { abandoned: true };
+    }
+    if (decodeDied) {
+      attempt.end(why, `${detail}, after its peer leg failed`);
+      ctx.metrics.peerFailedLegs.inc({ worker: String(worker), leg: 'prefill' });
+      return { failed: `worker ${worker} ${detail} after its decode worker failed`, kind, excused: true };
     }
     attempt.end(why, detail);
     ctx.fleet.failure(worker, kind, detail);
@@ -128,16 +173,6 @@ async function prefillAnswer(
 }
 
 /**
- * How long a decode leg's failure (a 5xx or a timeout) waits for its prefill leg to end before it
- * counts against the decode worker. A decode worker fails at once when its prefill worker dies
- * (its room is gone: SGLang aborts the transfer with a 500), and the gateway may read that answer
- * before the prefill leg's own failure; a dead worker's news reaches both legs at about the same
- * time, and a decode worker's own fault leaves the prefill leg waiting in its room, so a second
- * tells them apart without holding a retry up for long.
- */
-const PEER_VERDICT_MS = 1000;
-
-/**
  * Where a prefill leg stands for its failed decode leg (see {@link PeerState}): waiting in its
  * room, unless it ended in time. Its decode worker is blameless when the prefill worker was
  * unreachable, reset or silent (a connect failure or a timeout), the request refused, or the leg
@@ -161,13 +196,14 @@ async function abandon(ctx: ProxyContext, outcome: Outcome, decode: Upstream | {
 
 /**
  * Sends one pair of legs, the prefill leg to the routed prefill worker; `retry` when that worker
- * failed, or when the decode worker failed after it (`prefillServed`: the prefill worker may be chosen again).
+ * failed, or when the decode worker failed (`prefillSpared`: the prefill worker served its part,
+ * or failed only because the decode worker died, and may be chosen again).
  */
 async function sendPair(
   r: Routed,
   prefill: Upstream['decision'],
   body: Record<string, unknown>,
-): Promise<FirstLeg | { retry: string; prefillServed?: true }> {
+): Promise<FirstLeg | { retry: string; prefillSpared?: true }> {
   const { ctx, tokens, path, signal, outcome } = r;
   const spec = ctx.fleet.get(prefill.workerId)?.spec;
   const room = {
@@ -185,6 +221,7 @@ async function sendPair(
     decodeStop.abort('client_closed');
   };
   signal.addEventListener('abort', onClientGone, { once: true });
+  const decodeDeaths = new DecodeDeaths();
   const t0 = performance.now();
   try {
     const prefillEnd = prefillAnswer(
@@ -195,6 +232,7 @@ async function sendPair(
       prefillStop.signal,
       outcome,
       bookedAs,
+      decodeDeaths,
     ).then((end) => {
       if ('ok' in end) ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
       else decodeStop.abort(LEG_ABANDONED);
@@ -206,7 +244,10 @@ async function sendPair(
         kind: 'decode',
         body: JSON.stringify({ ...body, ...room }),
         // A refused or reset connection is the decode worker's own: the prefill leg is asked as it stands.
-        peer: async (failure) => prefillState(await within(prefillEnd, failure === 'connect' ? 0 : PEER_VERDICT_MS)),
+        peer: async (failure) => {
+          if (failure === 'connect') decodeDeaths.died();
+          return prefillState(await within(prefillEnd, failure === 'connect' ? 0 : PEER_VERDICT_MS));
+        },
       }).then((up) => {
         if ('refused' in up) prefillStop.abort(LEG_ABANDONED);
         return up;
@@ -220,7 +261,7 @@ async function sendPair(
     if ('failed' in p) {
       await abandon(ctx, outcome, d);
       outcome.status = 0;
-      return { retry: p.failed };
+      return p.excused ? { retry: p.failed, prefillSpared: true } : { retry: p.failed };
     }
     // The decode leg found no decode worker that answered (its refusal says why).
     if ('abandoned' in p) return { refusal: 'refused' in d ? d : { refused: 502, message: 'the prefill leg was cut' } };
@@ -238,7 +279,7 @@ async function sendPair(
     reported(ctx, outcome, p.cached, { worker: prefill.workerId, predicted: expected });
     outcome.prefill = { worker: prefill.workerId, dpRank: prefill.dpRank, cachedTokens: expected };
     // A decode worker that failed once its room's KV was on its way leaves no room to retry in: the pair goes again.
-    if ('refused' in d) return d.refused === 'client_closed' ? { refusal: d } : { retry: d.message, prefillServed: true };
+    if ('refused' in d) return d.refused === 'client_closed' ? { refusal: d } : { retry: d.message, prefillSpared: true };
     // The prompt's log probabilities are the prefill worker's (SGLang's `/generate` with `return_logprob`).
     return p.inputLogprobs === undefined ? { answer: d } : { answer: d, prefillInputLogprobs: p.inputLogprobs };
   } finally {
@@ -274,7 +315,7 @@ export async function bootstrapLegs(r: Routed): Promise<FirstLeg> {
     const pair = await sendPair(r, prefill, body);
     if (!('retry' in pair)) return pair;
     lastFailure = pair.retry;
-    decodeFailed = pair.prefillServed === true;
+    decodeFailed = pair.prefillSpared === true;
     if (decodeFailed) tried.delete(prefill.workerId);
   }
   const refused = lastFailure ? 502 : 503;

@@ -268,7 +268,7 @@ export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whol
       }
       const peer = leg.peer === undefined ? 'waiting' : await leg.peer(kind);
       // A failure its peer's explains counts against no worker here: the caller sends the pair again.
-      if (peer === 'failed' && kind !== 'connect') return peerFailure(ctx, outcome, attempt, decision.workerId, status, detail);
+      if (peer === 'failed' && kind !== 'connect') return peerFailure(ctx, outcome, attempt, leg, decision.workerId, status, detail);
       attempt.end(status, thrown ? detail : undefined);
       lastFailure = `worker ${decision.workerId}${thrown ? ': ' : ' '}${detail}`;
       ctx.fleet.failure(decision.workerId, kind, detail);
@@ -315,9 +315,17 @@ async function answerOf(response: Promise<Dispatcher.ResponseData>): Promise<{ r
 }
 
 /** Ends a leg whose worker failed because its peer leg did: counted apart, not against the worker, and not retried. */
-function peerFailure(ctx: ProxyContext, outcome: Outcome, attempt: Attempt, worker: bigint, status: TraceStatus, detail: string): Refusal {
+function peerFailure(
+  ctx: ProxyContext,
+  outcome: Outcome,
+  attempt: Attempt,
+  leg: Leg,
+  worker: bigint,
+  status: TraceStatus,
+  detail: string,
+): Refusal {
   attempt.end(status, `${detail}, after its peer leg failed`);
-  ctx.metrics.peerFailedLegs.inc({ worker: String(worker) });
+  ctx.metrics.peerFailedLegs.inc({ worker: String(worker), leg: leg.kind });
   outcome.status = 502;
   return { refused: 502, reason: 'upstream_failed', message: `worker ${worker} ${detail} after its peer leg failed` };
 }

@@ -46,7 +46,7 @@ export class GatewayMetrics {
   readonly predictionError: Histogram;
   readonly retries: Counter<'reason'>;
   readonly prefillLegs: Counter<'worker' | 'result'>;
-  readonly peerFailedLegs: Counter<'worker'>;
+  readonly peerFailedLegs: Counter<'worker' | 'leg'>;
   readonly prefillLegTime: Histogram;
   readonly rejected: Counter<'reason'>;
   readonly traceContexts: Counter<'result'>;
@@ -170,9 +170,11 @@ export class GatewayMetrics {
     this.peerFailedLegs = new Counter({
       name: 'kvroute_gateway_peer_failed_legs_total',
       help:
-        "Decode legs (SGLang's protocol) whose worker failed (a 5xx or a timeout) when their prefill leg had failed too: " +
-        "not counted against the decode worker's health, the pair sent again. By the decode worker.",
-      labelNames: ['worker'],
+        "Legs of disaggregated requests (SGLang's protocol) whose worker failed (a 5xx or a timeout) with the other leg's " +
+        'worker: a decode leg after its prefill worker could not be reached, reset or timed out, a prefill leg (its transfer) ' +
+        "after its decode worker's connection was refused or reset. Not counted against the worker's health; the pair is " +
+        'sent again. By the worker excused and its leg.',
+      labelNames: ['worker', 'leg'],
       registers,
     });
     this.prefillLegTime = new Histogram({
