@@ -11,7 +11,16 @@ import { describe, expect, test } from 'vitest';
 import { type BackendName, createGateway, type GatewayOptions, type MockWorker, type WorkerRole, writeMockTokenizer } from '../ts/index.js';
 import { parseWorkerFlag } from '../ts/server/config-file.js';
 import { BACKENDS } from './helpers/backends.js';
-import { disaggregatedFleet, type FleetShape, streamedChat, text, twoPromptBatch } from './helpers/disaggregated-fleet.js';
+import {
+  disaggregatedFleet,
+  type FleetShape,
+  PEER_TIMEOUT_MS,
+  SGLANG,
+  sglangFleet,
+  streamedChat,
+  text,
+  twoPromptBatch,
+} from './helpers/disaggregated-fleet.js';
 import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
 import { type Json, postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
@@ -19,18 +28,6 @@ import { scratchDir } from './helpers/scratch-dir.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
-
-/** How long a mock leg waits for its peer: short, so that a missed meeting fails the test rather than hangs it. */
-const PEER_TIMEOUT_MS = 4000;
-
-/** Workers in SGLang's modes by role (aggregated ones serve whole requests), prefill workers listed with their bootstrap ports. */
-const SGLANG: FleetShape = {
-  worker: (role) => ({ disaggregationMode: role === 'aggregated' ? null : role, bootstrapPort: 0, bootstrapTimeoutMs: PEER_TIMEOUT_MS }),
-  entry: (w, role) => (role === 'prefill' ? { bootstrapPort: w.bootstrapPort } : {}),
-};
-
-const sglangFleet = (backend: BackendName, roles?: WorkerRole[], opts: Partial<GatewayOptions> = {}) =>
-  disaggregatedFleet(backend, roles, { disaggregation: { protocol: 'sglang' }, ...opts }, SGLANG);
 
 const roomOf = (body: Json) => ({ host: body.bootstrap_host, port: body.bootstrap_port, room: body.bootstrap_room });
 

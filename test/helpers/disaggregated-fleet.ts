@@ -98,3 +98,16 @@ export async function twoPromptBatch(url: string): Promise<Awaited<ReturnType<ty
   expect(batch.json.choices.map((c: Json) => c.index)).toEqual([0, 1]);
   return batch;
 }
+
+/** How long a mock leg waits for its peer: short, so that a missed meeting fails the test rather than hangs it. */
+export const PEER_TIMEOUT_MS = 4000;
+
+/** Workers in SGLang's modes by role (aggregated ones serve whole requests), prefill workers listed with their bootstrap ports. */
+export const SGLANG: FleetShape = {
+  worker: (role) => ({ disaggregationMode: role === 'aggregated' ? null : role, bootstrapPort: 0, bootstrapTimeoutMs: PEER_TIMEOUT_MS }),
+  entry: (w, role) => (role === 'prefill' ? { bootstrapPort: w.bootstrapPort } : {}),
+};
+
+/** A fleet over SGLang's bootstrap protocol (workers 1 and 2 prefill, 3 and 4 decode unless `roles` says otherwise). */
+export const sglangFleet = (backend: BackendName, roles?: WorkerRole[], opts: Partial<GatewayOptions> = {}) =>
+  disaggregatedFleet(backend, roles, { disaggregation: { protocol: 'sglang' }, ...opts }, SGLANG);
