@@ -1,0 +1,141 @@
+/**
+ * The gateway under faults: a bounded run of concurrent requests (streamed and not, sharing
+ * prefixes) over four mock workers while one crashes, one hangs then recovers, and one's engine
+ * restarts. Whatever the timing, every request ends (no hang past the upstream timeouts), each
+ * with a whole answer or a clean error (an OpenAI error body, or a streamed error event after the
+ * tokens already sent), no booking outlives its request, the dead worker leaves routing and its
+ * index entries, and once the faults are over every request is served. The same of a fleet
+ * disaggregated over SGLang's bootstrap protocol, where a prefill and a decode worker die.
+ */
+
+import { describe, expect, test } from 'vitest';
+import type { BackendName } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
+import { sglangFleet } from './helpers/disaggregated-fleet.js';
+import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
+import { type Json, postJson, sse } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
+import { Rng } from './helpers/random.js';
+import { sleep, waitFor } from './helpers/wait.js';
+
+closeFleetsAfterEach();
+
+/** How a request ended: its status, and whether its answer was whole (all its tokens, a finish). */
+interface Ended {
+  status: number;
+  whole: boolean;
+  error?: string;
+}
+
+const MAX_TOKENS = 24;
+
+/** Each request ended whole, or with a clean error: a gateway status of its own, or an error event mid-stream. */
+function expectClean(ended: Ended[]): void {
+  const unclean = ended.filter((e) => !e.whole && !(e.status >= 500 && e.status <= 504) && !(e.status === 200 && e.error));
+  expect(unclean).toEqual([]);
+  expect(ended.filter((e) => e.whole).length).toBeGreaterThan(ended.length / 2);
+}
+
+/** One request of the run: a completion on one of the shared prefixes, streamed or not. */
+async function oneRequest(url: string, prefix: number, turn: number, stream: boolean): Promise<Ended> {
+  const prompt = `${'shared system prompt '.repeat(8)}${prefix} `.repeat(4) + `question ${turn} of prefix ${prefix}`;
+  const body = { model: 'mock-model', prompt, max_tokens: MAX_TOKENS, stream };
+  try {
+    if (!stream) {
+      const r = await postJson(`${url}/v1/completions`, body);
+      if (r.status !== 200) return { status: r.status, whole: false, error: (r.json as Json)?.error?.message };
+      return { status: 200, whole: r.json.usage.completion_tokens === MAX_TOKENS && r.json.choices[0].finish_reason === 'length' };
+    }
+    const r = await sse(`${url}/v1/completions`, { ...body, stream_options: { include_usage: true } });
+    if (r.status !== 200) return { status: r.status, whole: false };
+    const failed = r.events.find((e) => typeof e === 'object' && e.error !== undefined);
+    if (failed) return { status: 200, whole: false, error: failed.error.message };
+    const usage = r.events.find((e) => typeof e === 'object' && e.usage)?.usage;
+    return { status: 200, whole: r.events.at(-1) === '[DONE]' && usage?.completion_tokens === MAX_TOKENS };
+  } catch (err) {
+    // The gateway's connection failing is never a clean answer.
+    return { status: 0, whole: false, error: (err as Error).message };
+  }
+}
+
+/** `total` requests from `clients` concurrent clients, each drawing a prefix and a kind. */
+async function run(url: string, total: number, clients: number, seed: number): Promise<Ended[]> {
+  const random = new Rng(seed);
+  const plan = Array.from({ length: total }, (_, i) => ({ prefix: random.int(6), turn: i, stream: random.chance(0.5) }));
+  const ended: Ended[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < plan.length) {
+        const { prefix, turn, stream } = plan[next++];
+        ended.push(await oneRequest(url, prefix, turn, stream));
+      }
+    }),
+  );
+  return ended;
+}
+
+async function chaosFleet(backend: BackendName) {
+  return startFleet(backend, 4, {
+    upstream: { retries: 2, headersTimeoutMs: 1500, bodyTimeoutMs: 1500 },
+    health: { intervalMs: 100, timeoutMs: 200, failureThreshold: 2 },
+  });
+}
+
+describe.each(BACKENDS)('the gateway under faults (%s)', (backend) => {
+  test('a crash, a hang and an engine restart mid-run: every request ends cleanly, no booking leaks, and service resumes on the healthy workers', async () => {
+    const f = await chaosFleet(backend);
+    const t0 = Date.now();
+    console.log('T0', t0);
+    const faults = (async () => {
+      await sleep(150);
+      f.workers[1].fault({ kind: 'crash' });
+      await sleep(150);
+      f.workers[2].fault({ kind: 'hang' });
+      await sleep(200);
+      f.workers[3].fault({ kind: 'restart' });
+      // Past the upstream timeouts: the requests it holds time out, and it leaves routing.
+      await sleep(2000);
+      f.workers[2].fault({ kind: 'recover' });
+    })();
+    const [ended] = await Promise.all([run(f.url, 240, 16, 7), faults]);
+    expect(ended).toHaveLength(240);
+    expectClean(ended);
+
+    // The crashed worker is out of routing; the hung one is back once it answers its probes again.
+    await waitFor(async () => {
+      const workers = await f.gateway.workers();
+      return workers.find((w) => w.id === 2n)?.routable === false && workers.filter((w) => w.routable).length === 3;
+    }, 'the fleet settled');
+    // Once the faults are over, every request is served, streamed or not.
+    const after = await run(f.url, 60, 8, 8);
+    expect(after.filter((e) => !e.whole)).toEqual([]);
+
+    const m = await scrape(`${f.url}/metrics`);
+    // No booking outlives its request, and every request was counted once.
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+    expect(m.sum('kvroute_gateway_requests_total')).toBe(300);
+    // The dead worker left the router (its index entries and load with it).
+    expect(m.sum('kvroute_router_workers')).toBe(3);
+  }, 60_000);
+
+  test("disaggregated over SGLang's protocol, a prefill and a decode worker die mid-run: every request ends cleanly, no booking leaks, and the pair that is left serves on", async () => {
+    const f = await sglangFleet(backend, undefined, { upstream: { retries: 2, headersTimeoutMs: 1500, bodyTimeoutMs: 1500 } });
+    const faults = (async () => {
+      await sleep(150);
+      f.workers[0].fault({ kind: 'crash' });
+      await sleep(250);
+      f.workers[3].fault({ kind: 'crash' });
+    })();
+    const [ended] = await Promise.all([run(f.url, 160, 12, 9), faults]);
+    expect(ended).toHaveLength(160);
+    expectClean(ended);
+    const after = await run(f.url, 40, 6, 10);
+    expect(after.filter((e) => !e.whole)).toEqual([]);
+    const workers = await f.gateway.workers();
+    expect(workers.filter((w) => w.routable).map((w) => w.id)).toEqual([2n, 3n]);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+    expect(m.sum('kvroute_gateway_requests_total')).toBe(200);
+  }, 60_000);
+});
