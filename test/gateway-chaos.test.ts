@@ -85,8 +85,6 @@ async function chaosFleet(backend: BackendName) {
 describe.each(BACKENDS)('the gateway under faults (%s)', (backend) => {
   test('a crash, a hang and an engine restart mid-run: every request ends cleanly, no booking leaks, and service resumes on the healthy workers', async () => {
     const f = await chaosFleet(backend);
-    const t0 = Date.now();
-    console.log('T0', t0);
     const faults = (async () => {
       await sleep(150);
       f.workers[1].fault({ kind: 'crash' });
