@@ -38,7 +38,8 @@ function expectClean(ended: Ended[]): void {
 
 /** One request of the run: a completion on one of the shared prefixes, streamed or not. */
 async function oneRequest(url: string, prefix: number, turn: number, stream: boolean): Promise<Ended> {
-  const prompt = `${'shared system prompt '.repeat(8)}${prefix} `.repeat(4) + `question ${turn} of prefix ${prefix}`;
+  const shared = `${'shared system prompt '.repeat(8)}${prefix} `.repeat(4);
+  const prompt = `${shared}question ${turn} of prefix ${prefix}`;
   const body = { model: 'mock-model', prompt, max_tokens: MAX_TOKENS, stream };
   try {
     if (!stream) {
