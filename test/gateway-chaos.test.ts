@@ -9,7 +9,7 @@
  */
 
 import { describe, expect, test } from 'vitest';
-import type { BackendName } from '../ts/index.js';
+import type { BackendName, MockFault, MockWorker } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { sglangFleet } from './helpers/disaggregated-fleet.js';
 import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
@@ -28,13 +28,6 @@ interface Ended {
 }
 
 const MAX_TOKENS = 24;
-
-/** Each request ended whole, or with a clean error: a gateway status of its own, or an error event mid-stream. */
-function expectClean(ended: Ended[]): void {
-  const unclean = ended.filter((e) => !e.whole && !(e.status >= 500 && e.status <= 504) && !(e.status === 200 && e.error));
-  expect(unclean).toEqual([]);
-  expect(ended.filter((e) => e.whole).length).toBeGreaterThan(ended.length / 2);
-}
 
 /** One request of the run: a completion on one of the shared prefixes, streamed or not. */
 async function oneRequest(url: string, prefix: number, turn: number, stream: boolean): Promise<Ended> {
@@ -76,6 +69,27 @@ async function run(url: string, total: number, clients: number, seed: number): P
   return ended;
 }
 
+/** A fault, injected `afterMs` after the one before it (or the run's start). */
+type FaultStep = [afterMs: number, worker: MockWorker, fault: MockFault];
+
+/**
+ * {@link run} while `steps` are injected; then each request must have ended whole, or with a
+ * clean error: a gateway status of its own, or an error event mid-stream.
+ */
+async function runThrough(url: string, steps: FaultStep[], total: number, clients: number, seed: number): Promise<void> {
+  const faults = (async () => {
+    for (const [afterMs, worker, fault] of steps) {
+      await sleep(afterMs);
+      worker.fault(fault);
+    }
+  })();
+  const [ended] = await Promise.all([run(url, total, clients, seed), faults]);
+  expect(ended).toHaveLength(total);
+  const unclean = ended.filter((e) => !e.whole && !(e.status >= 500 && e.status <= 504) && !(e.status === 200 && e.error));
+  expect(unclean).toEqual([]);
+  expect(ended.filter((e) => e.whole).length).toBeGreaterThan(total / 2);
+}
+
 async function chaosFleet(backend: BackendName) {
   return startFleet(backend, 4, {
     upstream: { retries: 2, headersTimeoutMs: 1500, bodyTimeoutMs: 1500 },
@@ -86,20 +100,20 @@ async function chaosFleet(backend: BackendName) {
 describe.each(BACKENDS)('the gateway under faults (%s)', (backend) => {
   test('a crash, a hang and an engine restart mid-run: every request ends cleanly, no booking leaks, and service resumes on the healthy workers', async () => {
     const f = await chaosFleet(backend);
-    const faults = (async () => {
-      await sleep(150);
-      f.workers[1].fault({ kind: 'crash' });
-      await sleep(150);
-      f.workers[2].fault({ kind: 'hang' });
-      await sleep(200);
-      f.workers[3].fault({ kind: 'restart' });
-      // Past the upstream timeouts: the requests it holds time out, and it leaves routing.
-      await sleep(2000);
-      f.workers[2].fault({ kind: 'recover' });
-    })();
-    const [ended] = await Promise.all([run(f.url, 240, 16, 7), faults]);
-    expect(ended).toHaveLength(240);
-    expectClean(ended);
+    const [, crashing, hanging, restarting] = f.workers;
+    await runThrough(
+      f.url,
+      [
+        [150, crashing, { kind: 'crash' }],
+        [150, hanging, { kind: 'hang' }],
+        [200, restarting, { kind: 'restart' }],
+        // Past the upstream timeouts: the requests it holds time out, and it leaves routing.
+        [2000, hanging, { kind: 'recover' }],
+      ],
+      240,
+      16,
+      7,
+    );
 
     // The crashed worker is out of routing; the hung one is back once it answers its probes again.
     await waitFor(async () => {
@@ -120,15 +134,16 @@ describe.each(BACKENDS)('the gateway under faults (%s)', (backend) => {
 
   test("disaggregated over SGLang's protocol, a prefill and a decode worker die mid-run: every request ends cleanly, no booking leaks, and the pair that is left serves on", async () => {
     const f = await sglangFleet(backend, undefined, { upstream: { retries: 2, headersTimeoutMs: 1500, bodyTimeoutMs: 1500 } });
-    const faults = (async () => {
-      await sleep(150);
-      f.workers[0].fault({ kind: 'crash' });
-      await sleep(250);
-      f.workers[3].fault({ kind: 'crash' });
-    })();
-    const [ended] = await Promise.all([run(f.url, 160, 12, 9), faults]);
-    expect(ended).toHaveLength(160);
-    expectClean(ended);
+    await runThrough(
+      f.url,
+      [
+        [150, f.workers[0], { kind: 'crash' }],
+        [250, f.workers[3], { kind: 'crash' }],
+      ],
+      160,
+      12,
+      9,
+    );
     const after = await run(f.url, 40, 6, 10);
     expect(after.filter((e) => !e.whole)).toEqual([]);
     const workers = await f.gateway.workers();
