@@ -4,14 +4,15 @@
  * restarts. Whatever the timing, every request ends (no hang past the upstream timeouts), each
  * with a whole answer or a clean error (an OpenAI error body, or a streamed error event after the
  * tokens already sent), no booking outlives its request, the dead worker leaves routing and its
- * index entries, and once the faults are over every request is served. The same of a fleet
- * disaggregated over SGLang's bootstrap protocol, where a prefill and a decode worker die.
+ * index entries, and once the faults are over every request is served. The same of fleets
+ * disaggregated over vLLM's two steps and SGLang's bootstrap protocol, where a prefill and a
+ * decode worker die.
  */
 
 import { describe, expect, test } from 'vitest';
 import type { BackendName, MockFault, MockWorker } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { sglangFleet } from './helpers/disaggregated-fleet.js';
+import { disaggregatedFleet, sglangFleet } from './helpers/disaggregated-fleet.js';
 import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
 import { type Json, postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
@@ -132,24 +133,38 @@ describe.each(BACKENDS)('the gateway under faults (%s)', (backend) => {
     expect(m.sum('kvroute_router_workers')).toBe(3);
   }, 60_000);
 
-  test("disaggregated over SGLang's protocol, a prefill and a decode worker die mid-run: every request ends cleanly, no booking leaks, and the pair that is left serves on", async () => {
-    const f = await sglangFleet(backend, undefined, { upstream: { retries: 2, headersTimeoutMs: 1500, bodyTimeoutMs: 1500 } });
-    await runThrough(
-      f.url,
-      [
-        [150, f.workers[0], { kind: 'crash' }],
-        [250, f.workers[3], { kind: 'crash' }],
-      ],
-      160,
-      12,
-      9,
-    );
-    const after = await run(f.url, 40, 6, 10);
-    expect(after.filter((e) => !e.whole)).toEqual([]);
-    const workers = await f.gateway.workers();
-    expect(workers.filter((w) => w.routable).map((w) => w.id)).toEqual([2n, 3n]);
-    const m = await scrape(`${f.url}/metrics`);
-    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
-    expect(m.sum('kvroute_gateway_requests_total')).toBe(200);
-  }, 60_000);
+  // Workers 1 and 2 prefill, 3 and 4 decode; one of each dies.
+  test.each([
+    ["vLLM's two steps", 'vllm', [1, 2], 11],
+    ["SGLang's bootstrap protocol", 'sglang', [0, 3], 9],
+  ] as [string, 'vllm' | 'sglang', number[], number][])(
+    'disaggregated over %s, a prefill and a decode worker die mid-run: every request ends cleanly, no booking leaks, and the workers left serve on',
+    async (_name, protocol, dying, seed) => {
+      const upstream = { retries: 2, headersTimeoutMs: 1500, bodyTimeoutMs: 1500 };
+      const f =
+        protocol === 'sglang'
+          ? await sglangFleet(backend, undefined, { upstream })
+          : await disaggregatedFleet(backend, undefined, { upstream });
+      const [prefill, decode] = dying;
+      await runThrough(
+        f.url,
+        [
+          [150, f.workers[prefill], { kind: 'crash' }],
+          [250, f.workers[decode], { kind: 'crash' }],
+        ],
+        160,
+        12,
+        seed,
+      );
+      const after = await run(f.url, 40, 6, seed + 1);
+      expect(after.filter((e) => !e.whole)).toEqual([]);
+      const workers = await f.gateway.workers();
+      const left = [1n, 2n, 3n, 4n].filter((id) => !dying.includes(Number(id) - 1));
+      expect(workers.filter((w) => w.routable).map((w) => w.id)).toEqual(left);
+      const m = await scrape(`${f.url}/metrics`);
+      expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+      expect(m.sum('kvroute_gateway_requests_total')).toBe(200);
+    },
+    60_000,
+  );
 });
