@@ -18,7 +18,7 @@
 import type { FastifyReply } from 'fastify';
 import { connect, type Upstream } from './connect.js';
 import { firstLeg, splits } from './disaggregation.js';
-import { describeError, failureKind } from './fleet.js';
+import { describeError, failureKind } from './failures.js';
 import { WHOLE } from './legs.js';
 import type { ReadRequest } from './prompt.js';
 import {

@@ -33,7 +33,7 @@ import {
   sendLeg,
   type Upstream,
 } from './connect.js';
-import { describeError, failureKind } from './fleet.js';
+import { describeError, failureKind } from './failures.js';
 import { inputLogprobsOf } from './generate-facts.js';
 import { type FirstLeg, legsBody } from './legs.js';
 import type { Outcome, ProxyContext } from './proxy.js';

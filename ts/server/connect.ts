@@ -12,7 +12,7 @@ import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
 import type { RouteDecision, RouteRequest } from '../router/types.js';
 import type { FailureKind } from './breaker.js';
-import { describeError, failureKind } from './fleet.js';
+import { describeError, failureKind } from './failures.js';
 import type { ReadRequest } from './prompt.js';
 import type { Outcome, ProxyContext, Refusal } from './proxy.js';
 import { batchPromptsOf, inScope, type RoutingScope, routingScope } from './scope.js';

@@ -12,7 +12,8 @@
 
 import type { FastifyBaseLogger } from 'fastify';
 import { KvRouteError } from '../errors.js';
-import { describeError, type Fleet, failureKind } from './fleet.js';
+import { describeError, failureKind } from './failures.js';
+import type { Fleet } from './fleet.js';
 import type { EngineTokenize } from './tokenize.js';
 
 /**

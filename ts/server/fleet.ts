@@ -15,6 +15,7 @@ import type { SourceState } from '../ingest/types.js';
 import type { KvRouter } from '../router/kv-router.js';
 import { Breaker, type FailureKind, type WorkerHealthState } from './breaker.js';
 import { CacheAccuracy } from './cache-accuracy.js';
+import { describeError, failureKind } from './failures.js';
 import type { ResolvedGatewayOptions, ResolvedWorker } from './options.js';
 import { FOUND_ASLEEP, FOUND_AWAKE, type RestChange, type RestReason, WorkerRest } from './worker-rest.js';
 import type { DisaggregationProtocol } from './worker-role.js';
@@ -579,17 +580,4 @@ export class Fleet {
     if (this.probeTimer) clearInterval(this.probeTimer);
     await Promise.all(this.list().map((m) => m.pool?.close()));
   }
-}
-
-/** Classifies an undici error. */
-export function failureKind(err: unknown): FailureKind {
-  const code = (err as { code?: string }).code;
-  if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EHOSTUNREACH' || code === 'UND_ERR_SOCKET') return 'connect';
-  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || (err as Error).name === 'TimeoutError') return 'timeout';
-  return 'status';
-}
-
-export function describeError(err: unknown): string {
-  const e = err as { code?: string; message?: string };
-  return e.code ? `${e.code} ${e.message ?? ''}`.trim() : String(e.message ?? err);
 }

@@ -17,7 +17,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { anthropicErrorBodies } from './api-errors.js';
-import { describeError, failureKind } from './fleet.js';
+import { describeError, failureKind } from './failures.js';
 import { clientRequestId, contentType, openAiError, type ProxyContext, reject, requestTrace } from './proxy.js';
 import { type RequestTrace, upstreamAttributes } from './tracing/request-trace.js';
 

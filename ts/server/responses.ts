@@ -9,7 +9,7 @@
  */
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { describeError, failureKind } from './fleet.js';
+import { describeError, failureKind } from './failures.js';
 import { finishPassedOn, startPassedOn } from './passthrough.js';
 import { MAX_RESPONSE_ID } from './prompt.js';
 import { contentType, openAiError, type ProxyContext, refuse } from './proxy.js';

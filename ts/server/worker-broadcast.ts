@@ -11,7 +11,7 @@
  */
 
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { describeError, failureKind } from './fleet.js';
+import { describeError, failureKind } from './failures.js';
 import { finishPassedOn, type PassedOn, startPassedOn } from './passthrough.js';
 import { openAiError, type ProxyContext, reject } from './proxy.js';
 import { type RequestTrace, upstreamAttributes } from './tracing/request-trace.js';
