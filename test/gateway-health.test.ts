@@ -65,6 +65,36 @@ describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
     expect(seen.has('1')).toBe(true);
   });
 
+  test('a worker its probes find down has its requests in flight cut: one it had not answered goes to another worker at once, a stream it fed ends with an error event', async () => {
+    // The upstream timeouts are a minute: only the cut ends the hung worker's requests within the test's time.
+    const f = await startFleet(backend, 2, { health: { intervalMs: 100, timeoutMs: 150, failureThreshold: 2 } }, { speedup: 5 });
+    const prompt = `${'a prompt its worker caches '.repeat(40)}`;
+    const warm = await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 1 });
+    const hung = Number(warm.headers.get('x-kvroute-worker'));
+    const other = hung === 1 ? 2 : 1;
+    await sleep(100);
+    // A long stream on the worker holding the prompt, under way when the worker hangs.
+    const stream = await fetch(`${f.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt, max_tokens: 2000, stream: true }),
+    });
+    expect(stream.headers.get('x-kvroute-worker')).toBe(String(hung));
+    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+    let streamed = new TextDecoder().decode((await reader.read()).value);
+    f.workers[hung - 1].fault({ kind: 'hang' });
+    // Routed by its cached prompt to the hung worker before the probes take it out, which holds it.
+    const held = postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 2 });
+    const r = await held;
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-kvroute-worker')).toBe(String(other));
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) streamed += new TextDecoder().decode(chunk.value);
+    expect(streamed).toMatch(new RegExp(`worker ${hung} failed mid-stream: KVROUTE_WORKER_DOWN worker ${hung} went down`));
+    const m = await (await fetch(`${f.url}/metrics`)).text();
+    expect(m).toMatch(/kvroute_gateway_retries_total\{reason="probe"\} 1/);
+    f.workers[hung - 1].fault({ kind: 'recover' });
+  }, 20_000);
+
   test('a worker that fails before its first byte is retried on the next one; with none left the answer is 502', async () => {
     const dead = await startWorker();
     const deadUrl = dead.url;

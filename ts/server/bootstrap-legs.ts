@@ -33,7 +33,7 @@ import {
   sendLeg,
   type Upstream,
 } from './connect.js';
-import { describeError, failureKind } from './failures.js';
+import { describeError, failureKind, workerGone } from './failures.js';
 import { inputLogprobsOf } from './generate-facts.js';
 import { type FirstLeg, legsBody } from './legs.js';
 import type { Outcome, ProxyContext } from './proxy.js';
@@ -84,7 +84,7 @@ type PrefillEnd =
 const PEER_VERDICT_MS = 1000;
 
 /**
- * When a pair's decode workers died (a refused or reset connection to one), for its prefill leg's
+ * When a pair's decode workers died (a refused or reset connection to one, or its probes found it down), for its prefill leg's
  * verdict: a decode worker that dies as the prefill worker sends it the KV fails that transfer,
  * and the prefill worker's 5xx or timeout within {@link PEER_VERDICT_MS} of the death, before or
  * after it, is put down to it.
@@ -129,7 +129,7 @@ async function prefillAnswer(
   );
   const failed = async (why: number | string, kind: FailureKind, detail: string): Promise<PrefillEnd> => {
     ctx.router.free(bookedAs);
-    const decodeDied = !signal.aborted && kind !== 'connect' && (await decodeDeaths.near(PEER_VERDICT_MS));
+    const decodeDied = !signal.aborted && !workerGone(kind) && (await decodeDeaths.near(PEER_VERDICT_MS));
     if (signal.aborted) {
       attempt.end(signal.reason === LEG_ABANDONED ? LEG_ABANDONED : 'client_closed');
       return { abandoned: true };
@@ -243,10 +243,10 @@ async function sendPair(
       connect({ ...r, signal: decodeStop.signal }, undefined, {
         kind: 'decode',
         body: JSON.stringify({ ...body, ...room }),
-        // A refused or reset connection is the decode worker's own: the prefill leg is asked as it stands.
+        // A refused or reset connection, or a worker found down, is the decode worker's own: the prefill leg is asked as it stands.
         peer: async (failure) => {
-          if (failure === 'connect') decodeDeaths.died();
-          return prefillState(await within(prefillEnd, failure === 'connect' ? 0 : PEER_VERDICT_MS));
+          if (workerGone(failure)) decodeDeaths.died();
+          return prefillState(await within(prefillEnd, workerGone(failure) ? 0 : PEER_VERDICT_MS));
         },
       }).then((up) => {
         if ('refused' in up) prefillStop.abort(LEG_ABANDONED);

@@ -12,7 +12,7 @@ import type { Dispatcher } from 'undici';
 import { KvRouteError } from '../errors.js';
 import type { RouteDecision, RouteRequest } from '../router/types.js';
 import type { FailureKind } from './breaker.js';
-import { describeError, failureKind } from './failures.js';
+import { describeError, failureKind, workerGone } from './failures.js';
 import type { ReadRequest } from './prompt.js';
 import type { Outcome, ProxyContext, Refusal } from './proxy.js';
 import { batchPromptsOf, inScope, type RoutingScope, routingScope } from './scope.js';
@@ -122,7 +122,8 @@ export interface Leg {
  * worker may take this one's place), ended (its part done, or failed in a way that does not
  * explain this failure: the failure counts, and no other worker can take the place), or failed
  * in a way that explains a 5xx or a timeout here (counted apart, against no worker: the caller
- * sends the pair again). A refused or reset connection is always the worker's own.
+ * sends the pair again). A refused or reset connection, or a worker its probes found down, is
+ * always the worker's own.
  */
 export type PeerState = 'waiting' | 'ended' | 'failed';
 
@@ -192,7 +193,8 @@ export function sendLeg(
         ...attempt.headers,
       },
       body: leg.body,
-      signal,
+      // Cut when the worker's probes find it down (cut-off.ts).
+      signal: AbortSignal.any([signal, member.cutOff.signal]),
     });
   } catch (err) {
     // Whatever stops the request being sent is its try's failure, as a refused connection is.
@@ -268,7 +270,7 @@ export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whol
       }
       const peer = leg.peer === undefined ? 'waiting' : await leg.peer(kind);
       // A failure its peer's explains counts against no worker here: the caller sends the pair again.
-      if (peer === 'failed' && kind !== 'connect') return peerFailure(ctx, outcome, attempt, leg, decision.workerId, status, detail);
+      if (peer === 'failed' && !workerGone(kind)) return peerFailure(ctx, outcome, attempt, leg, decision.workerId, status, detail);
       attempt.end(status, thrown ? detail : undefined);
       lastFailure = `worker ${decision.workerId}${thrown ? ': ' : ' '}${detail}`;
       ctx.fleet.failure(decision.workerId, kind, detail);

@@ -7,13 +7,23 @@
  */
 
 import type { FailureKind } from './breaker.js';
+import { WorkerCutOff } from './cut-off.js';
 
-/** Classifies an undici error. */
+/** Classifies an undici error; a request cut because its worker's probes found it down is the probes' (`probe`). */
 export function failureKind(err: unknown): FailureKind {
+  if (err instanceof WorkerCutOff) return 'probe';
   const code = (err as { code?: string }).code;
   if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EHOSTUNREACH' || code === 'UND_ERR_SOCKET') return 'connect';
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || (err as Error).name === 'TimeoutError') return 'timeout';
   return 'status';
+}
+
+/**
+ * Whether a failure of this kind is the worker's own whatever its peer leg did: its connection
+ * refused or reset, or its probes found it down.
+ */
+export function workerGone(kind: FailureKind): boolean {
+  return kind === 'connect' || kind === 'probe';
 }
 
 export function describeError(err: unknown): string {

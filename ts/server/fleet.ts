@@ -15,6 +15,7 @@ import type { SourceState } from '../ingest/types.js';
 import type { KvRouter } from '../router/kv-router.js';
 import { Breaker, type FailureKind, type WorkerHealthState } from './breaker.js';
 import { CacheAccuracy } from './cache-accuracy.js';
+import { InFlightCutOff, WorkerCutOff } from './cut-off.js';
 import { describeError, failureKind } from './failures.js';
 import type { ResolvedGatewayOptions, ResolvedWorker } from './options.js';
 import { FOUND_ASLEEP, FOUND_AWAKE, type RestChange, type RestReason, WorkerRest } from './worker-rest.js';
@@ -56,6 +57,8 @@ export interface FleetWorker {
   readonly rest: WorkerRest;
   /** Whether its probes ask `/is_sleeping` (until it answers 404: an engine without vLLM's dev-mode routes). */
   asksSleeping: boolean;
+  /** Its requests in flight, cut when its probes find it down. */
+  readonly cutOff: InFlightCutOff;
 }
 
 /** What a worker's `/v1/models` says of a model beyond its name. */
@@ -220,6 +223,7 @@ export class Fleet {
       accuracy: new CacheAccuracy(),
       rest: new WorkerRest(),
       asksSleeping: true,
+      cutOff: new InFlightCutOff(),
     };
     try {
       this.enter(member);
@@ -340,12 +344,14 @@ export class Fleet {
     if (m) this.apply(m, m.breaker.success(false));
   }
 
-  private apply(m: FleetWorker, next: WorkerHealthState | undefined): void {
+  /** Applies a breaker transition; `fromProbe`: a probe's, which cuts the worker's requests in flight when it goes down. */
+  private apply(m: FleetWorker, next: WorkerHealthState | undefined, fromProbe = false): void {
     if (next === undefined || this.closed || !this.members.has(m.spec.id)) return;
     this.routableCache = undefined;
     const change = { workerId: m.spec.id, state: next, reason: m.breaker.reason };
     if (next === 'down') {
       this.leave(m);
+      if (fromProbe) m.cutOff.cut(new WorkerCutOff(m.spec.id, change.reason));
       this.log.warn({ worker: String(m.spec.id), reason: change.reason }, 'worker down: out of routing');
     } else if (next === 'healthy' && !m.inRouter) {
       try {
@@ -389,14 +395,14 @@ export class Fleet {
       });
       await res.body.dump();
       if (res.statusCode !== 200) {
-        this.apply(m, m.breaker.failure('probe', `/health answered ${res.statusCode}`));
+        this.apply(m, m.breaker.failure('probe', `/health answered ${res.statusCode}`), true);
         return;
       }
       this.apply(m, m.breaker.success(true));
       if (m.model === undefined || performance.now() - m.modelsReadAt >= MODELS_REFRESH_MS) await this.readModels(m);
       if (m.asksSleeping) await this.readSleeping(m).catch(() => undefined);
     } catch (err) {
-      if (!this.closed && this.members.has(m.spec.id)) this.apply(m, m.breaker.failure(failureKind(err), describeError(err)));
+      if (!this.closed && this.members.has(m.spec.id)) this.apply(m, m.breaker.failure(failureKind(err), describeError(err)), true);
     }
   }
 
