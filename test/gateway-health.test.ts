@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest';
+import { createGateway } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
-import { closeFleetsAfterEach, startFleet, startWorker, workerEntry } from './helpers/gateway.js';
+import { closeFleetsAfterEach, startFleet, startWorker, wiredEntry, wireTo, workerEntry } from './helpers/gateway.js';
 import { postJson, sse } from './helpers/http.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
@@ -93,6 +94,35 @@ describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
     const m = await (await fetch(`${f.url}/metrics`)).text();
     expect(m).toMatch(/kvroute_gateway_retries_total\{reason="probe"\} 1/);
     f.workers[hung - 1].fault({ kind: 'recover' });
+  }, 20_000);
+
+  test("behind a partition that drops packets, a worker's tokenizing, routed and passed-on requests go to the next worker once its probes find it down", async () => {
+    // The workers behind wires; the upstream timeouts are a minute: only the cut ends the partitioned worker's requests in time.
+    const workers = await Promise.all([startWorker(), startWorker()]);
+    const wires = await Promise.all(workers.map(wireTo));
+    const gateway = createGateway({
+      blockSize: 16,
+      backend,
+      logLevel: false,
+      health: { intervalMs: 100, timeoutMs: 150, failureThreshold: 2 },
+      workers: workers.map((w, i) => wiredEntry(w, i + 1, wires[i])),
+    });
+    const { url } = await gateway.listen();
+    try {
+      await sleep(300);
+      wires[0].stall();
+      // Taken in turn, the engine tokenizer's calls and the passed-on requests each meet the partitioned worker first or second.
+      const [completions, tokenized] = await Promise.all([
+        Promise.all([0, 1, 2].map((i) => postJson(`${url}/v1/completions`, { prompt: `held ${i}`, max_tokens: 2 }))),
+        Promise.all([0, 1, 2].map((i) => postJson(`${url}/tokenize`, { model: 'mock-model', prompt: `passed on ${i}` }))),
+      ]);
+      for (const r of [...completions, ...tokenized]) expect([r.status, r.headers.get('x-kvroute-worker')]).toEqual([200, '2']);
+      const m = await (await fetch(`${url}/metrics`)).text();
+      expect(m).toMatch(/kvroute_gateway_retries_total\{reason="probe"\} [1-9]/);
+    } finally {
+      await gateway.close({ now: true });
+      for (const wire of wires) await wire.cut();
+    }
   }, 20_000);
 
   test('a worker that fails before its first byte is retried on the next one; with none left the answer is 502', async () => {

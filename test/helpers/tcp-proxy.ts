@@ -17,12 +17,23 @@ export class TcpProxy {
    * of a worker's death, so that what the worker's peers answered meanwhile arrives first.
    */
   closeLagMs = 0;
+  /** Whether it forwards nothing (see {@link stall}). */
+  private stalled = false;
+  /** Each connection's two sockets, to unpipe when it stalls. */
+  private readonly pairs = new Set<[Socket, Socket]>();
 
   constructor(private readonly targetPort: number) {}
 
   /** Starts forwarding (on its previous port after a cut, so clients reconnect to it). */
   async open(): Promise<void> {
     const server = createServer((client) => {
+      if (this.stalled) {
+        // Accepted, then silence, as behind a partition.
+        this.sockets.add(client);
+        client.on('close', () => this.sockets.delete(client));
+        client.on('error', () => client.destroy());
+        return;
+      }
       const upstream = createConnection({ host: '127.0.0.1', port: this.targetPort });
       for (const s of [client, upstream]) {
         this.sockets.add(s);
@@ -39,6 +50,9 @@ export class TcpProxy {
       upstream.on('end', () => later(() => client.end()));
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => later(() => client.destroy()));
+      const pair: [Socket, Socket] = [client, upstream];
+      this.pairs.add(pair);
+      client.on('close', () => this.pairs.delete(pair));
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -46,6 +60,20 @@ export class TcpProxy {
     });
     this.server = server;
     this.port = (server.address() as { port: number }).port;
+  }
+
+  /**
+   * Forwards nothing more, closing nothing: a network partition that drops packets, where every
+   * connection, old or new, hangs (no reset tells either side). Until {@link cut}.
+   */
+  stall(): void {
+    this.stalled = true;
+    for (const [client, upstream] of this.pairs) {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.pause();
+      upstream.pause();
+    }
   }
 
   /** Cuts every connection and refuses new ones. */

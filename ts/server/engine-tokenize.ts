@@ -78,6 +78,8 @@ export function askWorkersToTokenize(fleet: Fleet, log: FastifyBaseLogger): Engi
           path: '/tokenize',
           headers: { ...fleet.upstreamHeaders, ...trace, 'content-type': 'application/json' },
           body: JSON.stringify(body),
+          // A worker its probes find down is left at once for the next (cut-off.ts).
+          signal: m.cutOff.signal,
         });
         status = res.statusCode;
         const text = await res.body.text();

@@ -87,15 +87,18 @@ async function passOn(
   let tries = 0;
   try {
     for (const candidate of candidates.slice(0, ctx.opts.upstream.retries + 1)) {
-      const pool = ctx.fleet.get(candidate)?.pool;
+      const member = ctx.fleet.get(candidate);
+      const pool = member?.pool;
       if (!pool) continue;
       const resend = tries++;
       worker = candidate;
       inFlight.set(candidate, (inFlight.get(candidate) ?? 0) + 1);
-      const url = ctx.fleet.get(candidate)?.spec.url;
+      const url = member.spec.url;
       const attempt = trace.attempt(`${method} ${path}`, () => upstreamAttributes(url, path, method, candidate, undefined, resend));
       try {
-        const res = await request(ctx, pool, target, body, { 'x-request-id': clientId ?? id, ...attempt.headers }, abort.signal);
+        // Cut, too, when the worker's probes find it down (cut-off.ts).
+        const signal = AbortSignal.any([abort.signal, member.cutOff.signal]);
+        const res = await request(ctx, pool, target, body, { 'x-request-id': clientId ?? id, ...attempt.headers }, signal);
         if (res.statusCode >= 500) {
           await res.body.dump().catch(() => undefined);
           attempt.end(res.statusCode);
