@@ -96,7 +96,7 @@ describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
     f.workers[hung - 1].fault({ kind: 'recover' });
   }, 20_000);
 
-  test("behind a partition that drops packets, a worker's tokenizing, routed and passed-on requests go to the next worker once its probes find it down", async () => {
+  test("behind a partition that drops packets, a worker's tokenizing, routed and passed-on requests go to the next worker once its probes find it down, and a control route's part on it fails", async () => {
     // The workers behind wires; the upstream timeouts are a minute: only the cut ends the partitioned worker's requests in time.
     const workers = await Promise.all([startWorker(), startWorker()]);
     const wires = await Promise.all(workers.map(wireTo));
@@ -112,11 +112,17 @@ describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
       await sleep(300);
       wires[0].stall();
       // Taken in turn, the engine tokenizer's calls and the passed-on requests each meet the partitioned worker first or second.
-      const [completions, tokenized] = await Promise.all([
+      const [completions, tokenized, reset] = await Promise.all([
         Promise.all([0, 1, 2].map((i) => postJson(`${url}/v1/completions`, { prompt: `held ${i}`, max_tokens: 2 }))),
         Promise.all([0, 1, 2].map((i) => postJson(`${url}/tokenize`, { model: 'mock-model', prompt: `passed on ${i}` }))),
+        // A control route goes to every worker: the partitioned one's part ends as a failure once it is down.
+        postJson(`${url}/reset_prefix_cache`, {}),
       ]);
       for (const r of [...completions, ...tokenized]) expect([r.status, r.headers.get('x-kvroute-worker')]).toEqual([200, '2']);
+      expect(reset.status).toBe(502);
+      expect(reset.json.error.message).toMatch(
+        /done on workers 2, not on the others \(worker 1 answered nothing: KVROUTE_WORKER_DOWN worker 1 went down/,
+      );
       const m = await (await fetch(`${url}/metrics`)).text();
       expect(m).toMatch(/kvroute_gateway_retries_total\{reason="probe"\} [1-9]/);
     } finally {

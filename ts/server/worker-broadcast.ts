@@ -123,7 +123,8 @@ export async function ask(
         ...attempt?.headers,
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal,
+      // Cut, too, when the worker's probes find it down (cut-off.ts).
+      signal: AbortSignal.any([signal, member.cutOff.signal]),
     });
     const text = await res.body.text();
     attempt?.end(res.statusCode);
