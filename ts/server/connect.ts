@@ -182,7 +182,8 @@ export function sendLeg(
   let response: Promise<Dispatcher.ResponseData>;
   try {
     if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
-    response = pool.request({
+    // Cut, too, when the worker's probes find it down (cut-off.ts).
+    response = member.cutOff.request(pool, {
       method: 'POST',
       path,
       headers: {
@@ -193,8 +194,7 @@ export function sendLeg(
         ...attempt.headers,
       },
       body: leg.body,
-      // Cut when the worker's probes find it down (cut-off.ts).
-      signal: AbortSignal.any([signal, member.cutOff.signal]),
+      signal,
     });
   } catch (err) {
     // Whatever stops the request being sent is its try's failure, as a refused connection is.

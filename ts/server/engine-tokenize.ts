@@ -73,13 +73,12 @@ export function askWorkersToTokenize(fleet: Fleet, log: FastifyBaseLogger): Engi
       let status: number;
       let answer: unknown;
       try {
-        const res = await m.pool.request({
+        // A worker its probes find down is left at once for the next (cut-off.ts).
+        const res = await m.cutOff.request(m.pool, {
           method: 'POST',
           path: '/tokenize',
           headers: { ...fleet.upstreamHeaders, ...trace, 'content-type': 'application/json' },
           body: JSON.stringify(body),
-          // A worker its probes find down is left at once for the next (cut-off.ts).
-          signal: m.cutOff.signal,
         });
         status = res.statusCode;
         const text = await res.body.text();

@@ -351,8 +351,9 @@ export class Fleet {
     const change = { workerId: m.spec.id, state: next, reason: m.breaker.reason };
     if (next === 'down') {
       this.leave(m);
+      const cut = fromProbe ? m.cutOff.size : 0;
       if (fromProbe) m.cutOff.cut(new WorkerCutOff(m.spec.id, change.reason));
-      this.log.warn({ worker: String(m.spec.id), reason: change.reason }, 'worker down: out of routing');
+      this.log.warn({ worker: String(m.spec.id), reason: change.reason, requestsCut: cut }, 'worker down: out of routing');
     } else if (next === 'healthy' && !m.inRouter) {
       try {
         this.enter(m);

@@ -17,6 +17,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { anthropicErrorBodies } from './api-errors.js';
+import type { InFlightCutOff } from './cut-off.js';
 import { describeError, failureKind } from './failures.js';
 import { clientRequestId, contentType, openAiError, type ProxyContext, reject, requestTrace } from './proxy.js';
 import { type RequestTrace, upstreamAttributes } from './tracing/request-trace.js';
@@ -96,9 +97,15 @@ async function passOn(
       const url = member.spec.url;
       const attempt = trace.attempt(`${method} ${path}`, () => upstreamAttributes(url, path, method, candidate, undefined, resend));
       try {
-        // Cut, too, when the worker's probes find it down (cut-off.ts).
-        const signal = AbortSignal.any([abort.signal, member.cutOff.signal]);
-        const res = await request(ctx, pool, target, body, { 'x-request-id': clientId ?? id, ...attempt.headers }, signal);
+        const res = await request(
+          ctx,
+          member.cutOff,
+          pool,
+          target,
+          body,
+          { 'x-request-id': clientId ?? id, ...attempt.headers },
+          abort.signal,
+        );
         if (res.statusCode >= 500) {
           await res.body.dump().catch(() => undefined);
           attempt.end(res.statusCode);
@@ -227,17 +234,19 @@ export function finishPassedOn(ctx: ProxyContext, o: PassedOnOutcome, extra: Rec
     );
 }
 
-/** POSTs `body` as JSON, or GETs `path` when there is none. */
+/** POSTs `body` as JSON, or GETs `path` when there is none; cut, too, when the worker's probes find it down (cut-off.ts). */
 function request(
   ctx: ProxyContext,
+  cutOff: InFlightCutOff,
   pool: Dispatcher,
   path: string,
   body: object | undefined,
   headers: Record<string, string>,
   signal: AbortSignal,
 ): Promise<Dispatcher.ResponseData> {
-  if (body === undefined) return pool.request({ method: 'GET', path, headers: { ...ctx.fleet.upstreamHeaders, ...headers }, signal });
-  return pool.request({
+  if (body === undefined)
+    return cutOff.request(pool, { method: 'GET', path, headers: { ...ctx.fleet.upstreamHeaders, ...headers }, signal });
+  return cutOff.request(pool, {
     method: 'POST',
     path,
     headers: { ...ctx.fleet.upstreamHeaders, 'content-type': 'application/json', ...headers },

@@ -113,7 +113,8 @@ export async function ask(
   if (!pool) return { worker, status: undefined, text: 'the worker was removed' };
   const attempt = trace?.attempt(`${method} ${path}`, () => upstreamAttributes(member.spec.url, path, method, worker, undefined, 0));
   try {
-    const res = await pool.request({
+    // Cut, too, when the worker's probes find it down (cut-off.ts).
+    const res = await member.cutOff.request(pool, {
       method,
       path,
       headers: {
@@ -123,8 +124,7 @@ export async function ask(
         ...attempt?.headers,
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      // Cut, too, when the worker's probes find it down (cut-off.ts).
-      signal: AbortSignal.any([signal, member.cutOff.signal]),
+      signal,
     });
     const text = await res.body.text();
     attempt?.end(res.statusCode);
