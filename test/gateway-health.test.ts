@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest';
 import { createGateway } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, startFleet, startWorker, wiredEntry, wireTo, workerEntry } from './helpers/gateway.js';
-import { postJson, sse } from './helpers/http.js';
+import { type Json, postJson, sse } from './helpers/http.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 closeFleetsAfterEach();
@@ -96,7 +96,7 @@ describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
     f.workers[hung - 1].fault({ kind: 'recover' });
   }, 20_000);
 
-  test("behind a partition that drops packets, a worker's tokenizing, routed and passed-on requests go to the next worker once its probes find it down, and a control route's part on it fails", async () => {
+  test("behind a partition that drops packets, a worker's requests go to the next worker once its probes find it down: routed, tokenizing and passed on; its part of a control route and its stored response fail", async () => {
     // The workers behind wires; the upstream timeouts are a minute: only the cut ends the partitioned worker's requests in time.
     const workers = await Promise.all([startWorker(), startWorker()]);
     const wires = await Promise.all(workers.map(wireTo));
@@ -110,17 +110,26 @@ describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
     const { url } = await gateway.listen();
     try {
       await sleep(300);
+      // A stored response on the worker about to be partitioned (the gateway remembers its owner).
+      let stored: string | undefined;
+      for (let i = 0; stored === undefined && i < 16; i++) {
+        const r = await postJson(`${url}/v1/responses`, { model: 'mock-model', input: `stored ${i}`, max_output_tokens: 2 });
+        if (r.headers.get('x-kvroute-worker') === '1') stored = r.json.id;
+      }
       wires[0].stall();
       // Taken in turn, the engine tokenizer's calls and the passed-on requests each meet the partitioned worker first or second.
-      const [completions, tokenized, reset] = await Promise.all([
+      const [completions, tokenized, asleep, lost] = await Promise.all([
         Promise.all([0, 1, 2].map((i) => postJson(`${url}/v1/completions`, { prompt: `held ${i}`, max_tokens: 2 }))),
         Promise.all([0, 1, 2].map((i) => postJson(`${url}/tokenize`, { model: 'mock-model', prompt: `passed on ${i}` }))),
         // A control route goes to every worker: the partitioned one's part ends as a failure once it is down.
-        postJson(`${url}/reset_prefix_cache`, {}),
+        fetch(`${url}/is_sleeping`).then(async (r) => ({ status: r.status, json: (await r.json()) as Json })),
+        // Its stored response is out of reach: the answer says so once the worker is down.
+        fetch(`${url}/v1/responses/${stored}`).then(async (r) => (await r.json()) as Json),
       ]);
+      expect(lost.error.message).toMatch(/worker 1, which holds response .*, failed: KVROUTE_WORKER_DOWN worker 1 went down/);
       for (const r of [...completions, ...tokenized]) expect([r.status, r.headers.get('x-kvroute-worker')]).toEqual([200, '2']);
-      expect(reset.status).toBe(502);
-      expect(reset.json.error.message).toMatch(
+      expect(asleep.status).toBe(502);
+      expect(asleep.json.error.message).toMatch(
         /done on workers 2, not on the others \(worker 1 answered nothing: KVROUTE_WORKER_DOWN worker 1 went down/,
       );
       const m = await (await fetch(`${url}/metrics`)).text();

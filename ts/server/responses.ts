@@ -42,16 +42,16 @@ async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyRep
       return refuse(ctx, reply, found);
     }
     worker = found;
-    const pool = ctx.fleet.get(worker)?.pool;
+    const member = ctx.fleet.get(worker);
+    const pool = member?.pool;
     const query = req.url.includes('?') ? req.url.slice(req.url.indexOf('?')) : '';
     const path = `/v1/responses/${encodeURIComponent(id)}${suffix}${query}`;
     const owner = worker;
-    const attempt = trace.attempt(`${method} ${label}`, () =>
-      upstreamAttributes(ctx.fleet.get(owner)?.spec.url, path, method, owner, undefined, 0),
-    );
+    const attempt = trace.attempt(`${method} ${label}`, () => upstreamAttributes(member?.spec.url, path, method, owner, undefined, 0));
     try {
       if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
-      const res = await pool.request({
+      // Cut, too, when the worker's probes find it down (cut-off.ts).
+      const res = await member.cutOff.request(pool, {
         method,
         path,
         headers: { ...ctx.fleet.upstreamHeaders, 'x-request-id': clientId ?? reqId, ...attempt.headers },
