@@ -26,6 +26,7 @@ export function workerGone(kind: FailureKind): boolean {
   return kind === 'connect' || kind === 'probe';
 }
 
+/** An error in a line: its code, when it has one (`ECONNREFUSED …`, `KVROUTE_WORKER_DOWN …`), then its message. */
 export function describeError(err: unknown): string {
   const e = err as { code?: string; message?: string };
   return e.code ? `${e.code} ${e.message ?? ''}`.trim() : String(e.message ?? err);
