@@ -96,6 +96,49 @@ describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
     f.workers[hung - 1].fault({ kind: 'recover' });
   }, 20_000);
 
+  test('a worker its requests’ timeouts take down (its /health unasked) has the requests it had not answered cut and sent on at once; a stream it answered keeps going', async () => {
+    // No probes: only requests judge the worker. Headers are due in 1.5 s; a body may be silent a minute.
+    const f = await startFleet(
+      backend,
+      2,
+      {
+        health: { intervalMs: 0, failureThreshold: 2 },
+        upstream: { headersTimeoutMs: 1500, bodyTimeoutMs: 60_000 },
+        router: { overlapScoreWeight: 100 },
+      },
+      { speedup: 5 },
+    );
+    const prompt = `${'a prompt its worker caches '.repeat(40)}`;
+    const warm = await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 1 });
+    const stuck = Number(warm.headers.get('x-kvroute-worker'));
+    const other = stuck === 1 ? 2 : 1;
+    await sleep(100);
+    const stream = await fetch(`${f.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt, max_tokens: 300, stream: true }),
+    });
+    expect(stream.headers.get('x-kvroute-worker')).toBe(String(stuck));
+    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+    let streamed = new TextDecoder().decode((await reader.read()).value);
+    f.workers[stuck - 1].fault({ kind: 'hang' });
+    // Two requests whose timeouts take the worker down, and one sent halfway to theirs, which the down verdict cuts.
+    const timingOut = [0, 1].map(() => postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 2 }));
+    await sleep(750);
+    const cut = await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 2 });
+    expect([cut.status, cut.headers.get('x-kvroute-worker')]).toEqual([200, String(other)]);
+    for (const r of await Promise.all(timingOut)) expect([r.status, r.headers.get('x-kvroute-worker')]).toEqual([200, String(other)]);
+    const m = await (await fetch(`${f.url}/metrics`)).text();
+    expect(m).toMatch(/kvroute_gateway_retries_total\{reason="timeout"\} 2/);
+    expect(m).toMatch(/kvroute_gateway_retries_total\{reason="cut"\} 1/);
+    expect(f.gateway.workers().find((w) => w.id === BigInt(stuck))?.health).toBe('down');
+    // The stream it answered was left alone: once the engine moves again, it ends whole.
+    f.workers[stuck - 1].fault({ kind: 'recover' });
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) streamed += new TextDecoder().decode(chunk.value);
+    expect(streamed).not.toMatch(/error/);
+    expect(streamed.trimEnd().endsWith('data: [DONE]')).toBe(true);
+  }, 20_000);
+
   test("behind a partition that drops packets, a worker's requests go to the next worker once its probes find it down: routed, tokenizing and passed on; its part of a control route and its stored response fail", async () => {
     // The workers behind wires; the upstream timeouts are a minute: only the cut ends the partitioned worker's requests in time.
     const workers = await Promise.all([startWorker(), startWorker()]);

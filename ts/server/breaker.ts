@@ -13,8 +13,12 @@
  */
 export type WorkerHealthState = 'healthy' | 'suspect' | 'down';
 
-/** Why a call to a worker failed. */
-export type FailureKind = 'connect' | 'status' | 'timeout' | 'probe';
+/**
+ * Why a call to a worker failed: its connection was refused or reset (`connect`), it answered
+ * 5xx (`status`), it timed out (`timeout`), its probe failed or its probes' verdict cut it
+ * (`probe`), or it was cut unanswered when its other requests' timeouts took the worker down (`cut`).
+ */
+export type FailureKind = 'connect' | 'status' | 'timeout' | 'probe' | 'cut';
 
 export class Breaker {
   state: WorkerHealthState = 'healthy';

@@ -1,12 +1,16 @@
 /**
- * Cutting the requests in flight to a worker that its health probes found down. A hung engine
- * (its `/health` failing or silent) holds the requests it has until the upstream timeouts, a
- * minute by default; once the probes have taken it out of routing, a request it has not answered
- * is better sent to another worker at once, and a stream it was feeding ended at once, than left
- * waiting on it. A worker found down by one request's refused connection is not cut this way:
- * its connections are already gone.
+ * Cutting the requests in flight to a worker that went down. A hung engine (its `/health`
+ * failing or silent) holds the requests it has until the upstream timeouts, a minute by default;
+ * once the probes have taken it out of routing, a request it has not answered is better sent to
+ * another worker at once, and a stream it was feeding ended at once, than left waiting on it.
+ * An engine stuck behind a `/health` that still answers (vLLM's checks only that its engine core
+ * is alive) is found by its requests' timeouts instead: when they take it down, the requests it
+ * has not answered are cut, and the streams it answered keep going while they flow (their own
+ * `bodyTimeoutMs` ends them if they stop), since a worker too slow for one request's deadline may
+ * still be feeding another. A worker found down by a refused connection is not cut (its
+ * connections are already gone), nor one found down by its 5xx answers (it answers).
  *
- * Each request gets an abort controller of its own, held in its worker's set until its answer's
+ * Each request gets an abort controller of its own, held in its worker's sets until its answer's
  * body closes, rather than `AbortSignal.any` over one long-lived signal per worker: in Node 20
  * every signal `any` makes stays reachable from the long-lived one (about 1.2 kB a request,
  * measured, with the listener undici adds), and a long-lived signal with many listeners warns.
@@ -16,19 +20,29 @@
 
 import type { Dispatcher } from 'undici';
 
+/** What took the worker down: its probes, or its requests' timeouts. */
+export type CutVerdict = 'probe' | 'timeouts';
+
 /** The reason a request to a worker was cut: the worker went down. */
 export class WorkerCutOff extends Error {
   readonly code = 'KVROUTE_WORKER_DOWN';
 
-  constructor(worker: bigint, reason: string) {
-    super(`worker ${worker} went down (${reason}): its requests in flight were cut`);
+  constructor(
+    worker: bigint,
+    reason: string,
+    readonly verdict: CutVerdict,
+  ) {
+    super(`worker ${worker} went down (${reason}): its requests in flight${verdict === 'timeouts' ? ' it had not answered' : ''} were cut`);
     this.name = 'WorkerCutOff';
   }
 }
 
 /** The requests in flight to one worker, cut together. */
 export class InFlightCutOff {
-  private readonly live = new Set<AbortController>();
+  /** Requests whose answers' headers have not come. */
+  private readonly unanswered = new Set<AbortController>();
+  /** Requests answered, their bodies not yet closed. */
+  private readonly answered = new Set<AbortController>();
 
   /**
    * `pool.request(options)`, cut with the worker's other requests in flight until its answer's
@@ -40,13 +54,16 @@ export class InFlightCutOff {
     const follow = () => controller.abort(own?.reason);
     if (own?.aborted) controller.abort(own.reason);
     else own?.addEventListener('abort', follow, { once: true });
-    this.live.add(controller);
+    this.unanswered.add(controller);
     const leave = () => {
-      this.live.delete(controller);
+      this.unanswered.delete(controller);
+      this.answered.delete(controller);
       own?.removeEventListener('abort', follow);
     };
     try {
       const res = await pool.request({ ...options, signal: controller.signal });
+      // Cut meanwhile (both sets cleared): it stays out, its body aborted with the cut's reason.
+      if (this.unanswered.delete(controller)) this.answered.add(controller);
       res.body.once('close', leave);
       return res;
     } catch (err) {
@@ -57,13 +74,23 @@ export class InFlightCutOff {
 
   /** How many requests to the worker are in flight (their answers' bodies not yet closed). */
   get size(): number {
-    return this.live.size;
+    return this.unanswered.size + this.answered.size;
   }
 
-  /** Cuts every request in flight to the worker. */
-  cut(reason: WorkerCutOff): void {
-    const cutting = [...this.live];
-    this.live.clear();
+  /** Cuts every request in flight to the worker (its probes' verdict). */
+  cut(reason: WorkerCutOff): number {
+    return InFlightCutOff.abort(this.unanswered, reason) + InFlightCutOff.abort(this.answered, reason);
+  }
+
+  /** Cuts the requests the worker has not answered (its requests' timeouts' verdict). */
+  cutUnanswered(reason: WorkerCutOff): number {
+    return InFlightCutOff.abort(this.unanswered, reason);
+  }
+
+  private static abort(set: Set<AbortController>, reason: WorkerCutOff): number {
+    const cutting = [...set];
+    set.clear();
     for (const controller of cutting) controller.abort(reason);
+    return cutting.length;
   }
 }

@@ -15,7 +15,7 @@ import type { SourceState } from '../ingest/types.js';
 import type { KvRouter } from '../router/kv-router.js';
 import { Breaker, type FailureKind, type WorkerHealthState } from './breaker.js';
 import { CacheAccuracy } from './cache-accuracy.js';
-import { InFlightCutOff, WorkerCutOff } from './cut-off.js';
+import { type CutVerdict, InFlightCutOff, WorkerCutOff } from './cut-off.js';
 import { describeError, failureKind } from './failures.js';
 import type { ResolvedGatewayOptions, ResolvedWorker } from './options.js';
 import { FOUND_ASLEEP, FOUND_AWAKE, type RestChange, type RestReason, WorkerRest } from './worker-rest.js';
@@ -335,7 +335,7 @@ export class Fleet {
   failure(id: bigint, kind: FailureKind, detail: string): void {
     const m = this.members.get(id);
     if (!m) return;
-    this.apply(m, m.breaker.failure(kind, detail));
+    this.apply(m, m.breaker.failure(kind, detail), kind === 'timeout' ? 'timeouts' : undefined);
   }
 
   /** A call to the worker succeeded. */
@@ -344,15 +344,18 @@ export class Fleet {
     if (m) this.apply(m, m.breaker.success(false));
   }
 
-  /** Applies a breaker transition; `fromProbe`: a probe's, which cuts the worker's requests in flight when it goes down. */
-  private apply(m: FleetWorker, next: WorkerHealthState | undefined, fromProbe = false): void {
+  /**
+   * Applies a breaker transition. `cuts`: what a transition to down cuts (`cut-off.ts`): every
+   * request in flight on a probe's verdict, the unanswered ones on a request's timeout.
+   */
+  private apply(m: FleetWorker, next: WorkerHealthState | undefined, cuts?: CutVerdict): void {
     if (next === undefined || this.closed || !this.members.has(m.spec.id)) return;
     this.routableCache = undefined;
     const change = { workerId: m.spec.id, state: next, reason: m.breaker.reason };
     if (next === 'down') {
       this.leave(m);
-      const cut = fromProbe ? m.cutOff.size : 0;
-      if (fromProbe) m.cutOff.cut(new WorkerCutOff(m.spec.id, change.reason));
+      const reason = cuts && new WorkerCutOff(m.spec.id, change.reason, cuts);
+      const cut = !reason ? 0 : cuts === 'probe' ? m.cutOff.cut(reason) : m.cutOff.cutUnanswered(reason);
       this.log.warn({ worker: String(m.spec.id), reason: change.reason, requestsCut: cut }, 'worker down: out of routing');
     } else if (next === 'healthy' && !m.inRouter) {
       try {
@@ -396,14 +399,14 @@ export class Fleet {
       });
       await res.body.dump();
       if (res.statusCode !== 200) {
-        this.apply(m, m.breaker.failure('probe', `/health answered ${res.statusCode}`), true);
+        this.apply(m, m.breaker.failure('probe', `/health answered ${res.statusCode}`), 'probe');
         return;
       }
       this.apply(m, m.breaker.success(true));
       if (m.model === undefined || performance.now() - m.modelsReadAt >= MODELS_REFRESH_MS) await this.readModels(m);
       if (m.asksSleeping) await this.readSleeping(m).catch(() => undefined);
     } catch (err) {
-      if (!this.closed && this.members.has(m.spec.id)) this.apply(m, m.breaker.failure(failureKind(err), describeError(err)), true);
+      if (!this.closed && this.members.has(m.spec.id)) this.apply(m, m.breaker.failure(failureKind(err), describeError(err)), 'probe');
     }
   }
 

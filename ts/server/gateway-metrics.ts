@@ -150,7 +150,7 @@ export class GatewayMetrics {
     });
     this.retries = new Counter({
       name: 'kvroute_gateway_retries_total',
-      help: 'Requests retried on another worker, by the first failure.',
+      help: 'Requests retried on another worker, by the first failure (connect, status, timeout, probe, cut).',
       labelNames: ['reason'],
       registers,
     });
