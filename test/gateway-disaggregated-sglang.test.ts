@@ -300,6 +300,29 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     expect(f.workers[0].stats().kvTransfers.offered).toBe(0);
   });
 
+  test('a client leaving a stream its decode worker has gone silent on ends the decode leg at once: no request or booking is left behind', async () => {
+    const f = await sglangFleet(backend, ['prefill', 'decode']);
+    const client = new AbortController();
+    const res = await fetch(`${f.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'mock-model', prompt: text(40, 'leaving'), max_tokens: 2000, stream: true }),
+      signal: client.signal,
+    });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    // The decode worker stops mid-stream: only the client's leaving can end the leg before the minute's body timeout.
+    f.workers[1].fault({ kind: 'hang' });
+    client.abort();
+    await waitFor(async () => {
+      const m = await scrape(`${f.url}/metrics`);
+      return m.sum('kvroute_gateway_in_flight_requests') === 0 && m.sum('kvroute_router_in_flight_requests') === 0;
+    }, 'the request to end');
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_requests_total', { status: 'client_closed' })).toBe(1);
+    f.workers[1].fault({ kind: 'recover' });
+  });
+
   test('a prefill worker’s 400 is the client’s answer; a client’s own bootstrap fields are refused', async () => {
     const f = await sglangFleet(backend, ['prefill', 'decode']);
     const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: 'hello there', max_tokens: 3, top_p: 7 });

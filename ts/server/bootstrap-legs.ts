@@ -221,6 +221,8 @@ async function sendPair(
     decodeStop.abort('client_closed');
   };
   signal.addEventListener('abort', onClientGone, { once: true });
+  // The decode worker's answer, once the client's, stays cut by the client's leaving while it is delivered.
+  let answered = false;
   const decodeDeaths = new DecodeDeaths();
   const t0 = performance.now();
   try {
@@ -281,9 +283,10 @@ async function sendPair(
     // A decode worker that failed once its room's KV was on its way leaves no room to retry in: the pair goes again.
     if ('refused' in d) return d.refused === 'client_closed' ? { refusal: d } : { retry: d.message, prefillSpared: true };
     // The prompt's log probabilities are the prefill worker's (SGLang's `/generate` with `return_logprob`).
+    answered = true;
     return p.inputLogprobs === undefined ? { answer: d } : { answer: d, prefillInputLogprobs: p.inputLogprobs };
   } finally {
-    signal.removeEventListener('abort', onClientGone);
+    if (!answered) signal.removeEventListener('abort', onClientGone);
   }
 }
 

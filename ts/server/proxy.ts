@@ -460,7 +460,10 @@ export function ourHeaders(decision: RouteDecision, outcome: Outcome): Record<st
 /** Writes to a client's response, waiting while its buffer is full (or until it closes). */
 export function writerOf(out: ServerResponse): (text: string) => Promise<void> {
   return async (text) => {
-    if (!out.write(text)) await new Promise<void>((resolve) => out.once('drain', resolve).once('close', resolve));
+    if (out.write(text)) return;
+    // A response already closed emits neither event again: waiting would hold the request forever.
+    if (out.destroyed) throw new Error('the client went away');
+    await new Promise<void>((resolve) => out.once('drain', resolve).once('close', resolve));
   };
 }
 
