@@ -8,13 +8,12 @@
  */
 
 import { describe, expect, test } from 'vitest';
-import { type BackendName, createGateway, type GatewayOptions, type MockWorker, type WorkerRole, writeMockTokenizer } from '../ts/index.js';
+import { createGateway, type GatewayOptions, type MockWorker, writeMockTokenizer } from '../ts/index.js';
 import { parseWorkerFlag } from '../ts/server/config-file.js';
 import { BACKENDS } from './helpers/backends.js';
 import {
   disaggregatedFleet,
   type FleetShape,
-  PEER_TIMEOUT_MS,
   SGLANG,
   sglangFleet,
   streamedChat,
