@@ -1,0 +1,159 @@
+/**
+ * A soak of the gateway: four mock workers (aggregated, or two prefill and two decode over vLLM's
+ * two steps or SGLang's bootstrap protocol) behind one in-process gateway, 24 clients sending
+ * completions and chats, streamed and not, a sixth of them left by their clients at a random
+ * moment, while a worker at a time hangs, slows down, restarts its engine or drops event batches.
+ * Every 30 s it prints the heap (after a collection), the requests so far by how they ended, and
+ * the bookings in the router; at the end, with the faults over, no request may be left in flight
+ * in the gateway or booked in its router, and every answer must have been whole or a clean error.
+ * Not part of the test suite (it runs for minutes); the chaos suite (`test/gateway-chaos.test.ts`)
+ * holds what it found. It exits 1 when something was left behind or ended uncleanly.
+ *
+ *   node --expose-gc --import tsx scripts/soak-gateway.ts [--minutes 3] [--backend native|js] [--mode aggregated|vllm|sglang] [--seed 1]
+ */
+
+import { parseArgs } from 'node:util';
+import { scrape } from '../test/helpers/prometheus.js';
+import { Rng } from '../test/helpers/random.js';
+import { type BackendName, createGateway, type MockFault, type MockWorker, startMockWorker, type WorkerRole } from '../ts/index.js';
+
+const { values } = parseArgs({
+  options: {
+    minutes: { type: 'string', default: '3' },
+    backend: { type: 'string', default: 'native' },
+    mode: { type: 'string', default: 'aggregated' },
+    seed: { type: 'string', default: '1' },
+  },
+});
+const minutes = Number(values.minutes);
+const backend = values.backend as BackendName;
+const mode = values.mode as 'aggregated' | 'vllm' | 'sglang';
+if (!['aggregated', 'vllm', 'sglang'].includes(mode)) throw new Error(`--mode: aggregated, vllm or sglang, not ${mode}`);
+const rng = new Rng(Number(values.seed));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const roles: WorkerRole[] =
+  mode === 'aggregated' ? ['aggregated', 'aggregated', 'aggregated', 'aggregated'] : ['prefill', 'prefill', 'decode', 'decode'];
+const workers = await Promise.all(
+  roles.map((role) =>
+    startMockWorker({
+      port: 0,
+      kvEvents: 'tcp://127.0.0.1:0',
+      replay: 'tcp://127.0.0.1:0',
+      blockSize: 16,
+      speedup: 50,
+      ...(mode === 'sglang' ? { disaggregationMode: role === 'aggregated' ? null : role, bootstrapPort: 0, bootstrapTimeoutMs: 1500 } : {}),
+    }),
+  ),
+);
+const gateway = createGateway({
+  blockSize: 16,
+  backend,
+  logLevel: false,
+  upstream: { retries: 2, headersTimeoutMs: 1500, bodyTimeoutMs: 1500 },
+  health: { intervalMs: 200, timeoutMs: 200, failureThreshold: 2 },
+  ...(mode === 'sglang' ? { disaggregation: { protocol: 'sglang' as const } } : {}),
+  workers: workers.map((w, i) => ({
+    id: i + 1,
+    url: w.url,
+    kvEvents: w.kvEventsEndpoints,
+    replay: w.replayEndpoints,
+    role: roles[i],
+    ...(mode === 'sglang' && roles[i] === 'prefill' ? { bootstrapPort: w.bootstrapPort } : {}),
+  })),
+});
+const { url } = await gateway.listen();
+await sleep(300);
+
+/** How the requests ended, by kind of ending; and what ended uncleanly, in words. */
+const endings = new Map<string, number>();
+const unclean: string[] = [];
+const ended = (how: string, why?: string) => {
+  endings.set(how, (endings.get(how) ?? 0) + 1);
+  if (why !== undefined) unclean.push(why);
+};
+
+/** One request: a completion or a chat on one of 12 shared prefixes, streamed or not, perhaps left by its client. */
+async function oneRequest(n: number): Promise<void> {
+  const prefix = `${'shared system prompt '.repeat(8)}${rng.int(12)} `.repeat(4);
+  const kind = rng.int(100);
+  const stream = kind >= 40;
+  const chat = kind >= 70 && kind < 85;
+  const leaveAfterMs = kind >= 85 ? rng.int(400) : undefined;
+  const maxTokens = 4 + rng.int(40);
+  const body = chat
+    ? { model: 'mock-model', messages: [{ role: 'user', content: `${prefix} q${n}` }], max_tokens: maxTokens, stream }
+    : { model: 'mock-model', prompt: `${prefix} q${n}`, max_tokens: maxTokens, stream };
+  const client = new AbortController();
+  const leave = leaveAfterMs === undefined ? undefined : setTimeout(() => client.abort(), leaveAfterMs);
+  try {
+    const res = await fetch(`${url}/v1/${chat ? 'chat/completions' : 'completions'}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: client.signal,
+    });
+    const text = await res.text();
+    if (res.status !== 200) ended(`status ${res.status}`, res.status < 500 ? `${res.status} ${text.slice(0, 200)}` : undefined);
+    else if (!stream) ended('whole');
+    else if (text.includes('"error"')) ended('stream ended by an error event');
+    else if (text.trimEnd().endsWith('data: [DONE]')) ended('stream whole');
+    else ended('stream cut without an error event', text.slice(-200));
+  } catch (err) {
+    if (client.signal.aborted) ended('left by its client');
+    else ended('gateway connection failed', `${(err as Error).message} ${(err as { cause?: Error }).cause?.message ?? ''}`);
+  } finally {
+    clearTimeout(leave);
+  }
+}
+
+/** A fault on a random worker every 2-4 s; a hang or a slowdown lasts 1-3.5 s. */
+async function faults(until: () => boolean, on: MockWorker[]): Promise<void> {
+  const kinds: MockFault[] = [{ kind: 'hang' }, { kind: 'slow', factor: 30 }, { kind: 'restart' }, { kind: 'drop-events', count: 3 }];
+  while (!until()) {
+    await sleep(2000 + rng.int(2000));
+    if (until()) return;
+    const worker = on[rng.int(on.length)];
+    const fault = kinds[rng.int(kinds.length)];
+    worker.fault(fault);
+    if (fault.kind === 'hang' || fault.kind === 'slow') {
+      await sleep(1000 + rng.int(2500));
+      worker.fault({ kind: 'recover' });
+    }
+  }
+}
+
+const started = Date.now();
+const over = () => Date.now() - started >= minutes * 60_000;
+let sent = 0;
+const clients = Array.from({ length: 24 }, async () => {
+  while (!over()) await oneRequest(sent++);
+});
+const faulting = faults(over, workers);
+const gc = (globalThis as { gc?: () => void }).gc;
+while (!over()) {
+  await sleep(Math.min(30_000, Math.max(0, minutes * 60_000 - (Date.now() - started))));
+  gc?.();
+  const m = await scrape(`${url}/metrics`);
+  const heap = (process.memoryUsage().heapUsed / 2 ** 20).toFixed(1);
+  const seconds = Math.round((Date.now() - started) / 1000);
+  console.log(
+    `${seconds}s: heap ${heap} MB, ${sent} requests, ${m.sum('kvroute_router_in_flight_requests')} booked`,
+    Object.fromEntries(endings),
+  );
+}
+await Promise.all([...clients, faulting]);
+for (const w of workers) w.fault({ kind: 'recover' });
+await sleep(3000);
+const m = await scrape(`${url}/metrics`);
+const inFlight = m.sum('kvroute_gateway_in_flight_requests');
+const booked = m.sum('kvroute_router_in_flight_requests');
+console.log(`after the faults: ${inFlight} requests in flight in the gateway, ${booked} booked in its router`);
+console.log(
+  'workers:',
+  gateway.workers().map((w) => `${w.id} ${w.health}${w.routable ? '' : ' (out of routing)'}`),
+);
+if (unclean.length > 0) console.log(`${unclean.length} ended uncleanly:`, unclean.slice(0, 20));
+await gateway.close({ now: true });
+for (const w of workers) await w.close();
+process.exitCode = inFlight === 0 && booked === 0 && unclean.length === 0 ? 0 : 1;
