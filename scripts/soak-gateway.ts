@@ -1,8 +1,9 @@
 /**
  * A soak of the gateway: four mock workers (aggregated, or two prefill and two decode over vLLM's
  * two steps or SGLang's bootstrap protocol) behind one in-process gateway, 24 clients sending
- * completions and chats, streamed and not, a sixth of them left by their clients at a random
- * moment, while a worker at a time hangs, slows down, restarts its engine or drops event batches.
+ * completions (one prompt or a batch), chats, Anthropic messages and Responses API turns,
+ * streamed and not, one in seven left by its client at a random moment, while a worker at a time
+ * hangs, slows down, restarts its engine or drops event batches.
  * Every 30 s it prints the heap (after a collection), the requests so far by how they ended, and
  * the bookings in the router; at the end, with the faults over, no request may be left in flight
  * in the gateway or booked in its router, and every answer must have been whole or a clean error.
@@ -73,21 +74,32 @@ const ended = (how: string, why?: string) => {
   if (why !== undefined) unclean.push(why);
 };
 
-/** One request: a completion or a chat on one of 12 shared prefixes, streamed or not, perhaps left by its client. */
+/** The body and path of one request: a completion (one prompt or a batch), a chat, an Anthropic message or a Responses API turn. */
+function requestOf(n: number, prefix: string, stream: boolean): { path: string; body: Record<string, unknown> } {
+  const kind = rng.int(100);
+  const maxTokens = 4 + rng.int(40);
+  const prompt = `${prefix} q${n}`;
+  if (kind < 50) return { path: 'completions', body: { model: 'mock-model', prompt, max_tokens: maxTokens, stream } };
+  if (kind < 62) {
+    const prompts = Array.from({ length: 2 + rng.int(2) }, (_, i) => `${prompt} part ${i}`);
+    return { path: 'completions', body: { model: 'mock-model', prompt: prompts, max_tokens: maxTokens, stream } };
+  }
+  const messages = [{ role: 'user', content: prompt }];
+  if (kind < 80) return { path: 'chat/completions', body: { model: 'mock-model', messages, max_tokens: maxTokens, stream } };
+  if (kind < 90) return { path: 'messages', body: { model: 'mock-model', messages, max_tokens: maxTokens, stream } };
+  return { path: 'responses', body: { model: 'mock-model', input: prompt, max_output_tokens: maxTokens, stream } };
+}
+
+/** One request on one of 12 shared prefixes, streamed or not, perhaps left by its client. */
 async function oneRequest(n: number): Promise<void> {
   const prefix = `${'shared system prompt '.repeat(8)}${rng.int(12)} `.repeat(4);
-  const kind = rng.int(100);
-  const stream = kind >= 40;
-  const chat = kind >= 70 && kind < 85;
-  const leaveAfterMs = kind >= 85 ? rng.int(400) : undefined;
-  const maxTokens = 4 + rng.int(40);
-  const body = chat
-    ? { model: 'mock-model', messages: [{ role: 'user', content: `${prefix} q${n}` }], max_tokens: maxTokens, stream }
-    : { model: 'mock-model', prompt: `${prefix} q${n}`, max_tokens: maxTokens, stream };
+  const stream = rng.chance(0.6);
+  const { path, body } = requestOf(n, prefix, stream);
+  const leaveAfterMs = rng.chance(0.15) ? rng.int(400) : undefined;
   const client = new AbortController();
   const leave = leaveAfterMs === undefined ? undefined : setTimeout(() => client.abort(), leaveAfterMs);
   try {
-    const res = await fetch(`${url}/v1/${chat ? 'chat/completions' : 'completions'}`, {
+    const res = await fetch(`${url}/v1/${path}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),
@@ -96,8 +108,8 @@ async function oneRequest(n: number): Promise<void> {
     const text = await res.text();
     if (res.status !== 200) ended(`status ${res.status}`, res.status < 500 ? `${res.status} ${text.slice(0, 200)}` : undefined);
     else if (!stream) ended('whole');
-    else if (text.includes('"error"')) ended('stream ended by an error event');
-    else if (text.trimEnd().endsWith('data: [DONE]')) ended('stream whole');
+    else if (/"error":\{|event: error|event: response\.failed/.test(text)) ended('stream ended by an error event');
+    else if (/data: \[DONE\]\s*$|event: message_stop|event: response\.completed/.test(text)) ended('stream whole');
     else ended('stream cut without an error event', text.slice(-200));
   } catch (err) {
     if (client.signal.aborted) ended('left by its client');
