@@ -282,8 +282,8 @@ async function sendPair(
     outcome.prefill = { worker: prefill.workerId, dpRank: prefill.dpRank, cachedTokens: expected };
     // A decode worker that failed once its room's KV was on its way leaves no room to retry in: the pair goes again.
     if ('refused' in d) return d.refused === 'client_closed' ? { refusal: d } : { retry: d.message, prefillSpared: true };
-    // The prompt's log probabilities are the prefill worker's (SGLang's `/generate` with `return_logprob`).
     answered = true;
+    // The prompt's log probabilities are the prefill worker's (SGLang's `/generate` with `return_logprob`).
     return p.inputLogprobs === undefined ? { answer: d } : { answer: d, prefillInputLogprobs: p.inputLogprobs };
   } finally {
     if (!answered) signal.removeEventListener('abort', onClientGone);
