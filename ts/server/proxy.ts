@@ -461,8 +461,9 @@ export function ourHeaders(decision: RouteDecision, outcome: Outcome): Record<st
 export function writerOf(out: ServerResponse): (text: string) => Promise<void> {
   return async (text) => {
     if (out.write(text)) return;
-    // A response already closed emits neither event again: waiting would hold the request forever.
-    if (out.destroyed) throw new Error('the client went away');
+    // A response whose 'close' was emitted (the client's leaving aborted the request then) emits
+    // neither event again: waiting would hold the request forever.
+    if (out.closed) throw new Error('the client went away');
     await new Promise<void>((resolve) => out.once('drain', resolve).once('close', resolve));
   };
 }
