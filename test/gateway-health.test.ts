@@ -17,6 +17,33 @@ async function workers(adminUrl: string): Promise<WorkerView[]> {
   return (await (await fetch(`${adminUrl}/admin/workers`)).json()) as WorkerView[];
 }
 
+/**
+ * A prompt cached on one worker (the one a first request went to), and a streamed completion of
+ * `maxTokens` routed there by it, under way: its first chunk read.
+ */
+async function streamOnCachingWorker(url: string, maxTokens: number) {
+  const prompt = `${'a prompt its worker caches '.repeat(40)}`;
+  const warm = await postJson(`${url}/v1/completions`, { prompt, max_tokens: 1 });
+  const worker = Number(warm.headers.get('x-kvroute-worker'));
+  await sleep(100);
+  const stream = await fetch(`${url}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt, max_tokens: maxTokens, stream: true }),
+  });
+  expect(stream.headers.get('x-kvroute-worker')).toBe(String(worker));
+  const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+  const first = new TextDecoder().decode((await reader.read()).value);
+  return { prompt, worker, other: worker === 1 ? 2 : 1, reader, first };
+}
+
+/** The rest of a stream, as text. */
+async function rest(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string> {
+  let text = '';
+  for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += new TextDecoder().decode(chunk.value);
+  return text;
+}
+
 describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
   test('a worker crash mid-run: requests in flight on it fail clearly, every other request is served elsewhere', async () => {
     const f = await startFleet(backend, 3, {}, { speedup: 5 });
@@ -69,27 +96,15 @@ describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
   test('a worker its probes find down has its requests in flight cut: one it had not answered goes to another worker at once, a stream it fed ends with an error event', async () => {
     // The upstream timeouts are a minute: only the cut ends the hung worker's requests within the test's time.
     const f = await startFleet(backend, 2, { health: { intervalMs: 100, timeoutMs: 150, failureThreshold: 2 } }, { speedup: 5 });
-    const prompt = `${'a prompt its worker caches '.repeat(40)}`;
-    const warm = await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 1 });
-    const hung = Number(warm.headers.get('x-kvroute-worker'));
-    const other = hung === 1 ? 2 : 1;
-    await sleep(100);
     // A long stream on the worker holding the prompt, under way when the worker hangs.
-    const stream = await fetch(`${f.url}/v1/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ prompt, max_tokens: 2000, stream: true }),
-    });
-    expect(stream.headers.get('x-kvroute-worker')).toBe(String(hung));
-    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
-    let streamed = new TextDecoder().decode((await reader.read()).value);
+    const { prompt, worker: hung, other, reader, first } = await streamOnCachingWorker(f.url, 2000);
     f.workers[hung - 1].fault({ kind: 'hang' });
     // Routed by its cached prompt to the hung worker before the probes take it out, which holds it.
     const held = postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 2 });
     const r = await held;
     expect(r.status).toBe(200);
     expect(r.headers.get('x-kvroute-worker')).toBe(String(other));
-    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) streamed += new TextDecoder().decode(chunk.value);
+    const streamed = first + (await rest(reader));
     expect(streamed).toMatch(new RegExp(`worker ${hung} failed mid-stream: KVROUTE_WORKER_DOWN worker ${hung} went down`));
     const m = await (await fetch(`${f.url}/metrics`)).text();
     expect(m).toMatch(/kvroute_gateway_retries_total\{reason="probe"\} 1/);
@@ -108,19 +123,7 @@ describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
       },
       { speedup: 5 },
     );
-    const prompt = `${'a prompt its worker caches '.repeat(40)}`;
-    const warm = await postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 1 });
-    const stuck = Number(warm.headers.get('x-kvroute-worker'));
-    const other = stuck === 1 ? 2 : 1;
-    await sleep(100);
-    const stream = await fetch(`${f.url}/v1/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ prompt, max_tokens: 300, stream: true }),
-    });
-    expect(stream.headers.get('x-kvroute-worker')).toBe(String(stuck));
-    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
-    let streamed = new TextDecoder().decode((await reader.read()).value);
+    const { prompt, worker: stuck, other, reader, first } = await streamOnCachingWorker(f.url, 300);
     f.workers[stuck - 1].fault({ kind: 'hang' });
     // Two requests whose timeouts take the worker down, and one sent halfway to theirs, which the down verdict cuts.
     const timingOut = [0, 1].map(() => postJson(`${f.url}/v1/completions`, { prompt, max_tokens: 2 }));
@@ -134,7 +137,7 @@ describe.each(BACKENDS)('gateway health and failover (%s)', (backend) => {
     expect(f.gateway.workers().find((w) => w.id === BigInt(stuck))?.health).toBe('down');
     // The stream it answered was left alone: once the engine moves again, it ends whole.
     f.workers[stuck - 1].fault({ kind: 'recover' });
-    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) streamed += new TextDecoder().decode(chunk.value);
+    const streamed = first + (await rest(reader));
     expect(streamed).not.toMatch(/error/);
     expect(streamed.trimEnd().endsWith('data: [DONE]')).toBe(true);
   }, 20_000);
