@@ -3,12 +3,12 @@
  * two steps or SGLang's bootstrap protocol) behind one in-process gateway, 24 clients sending
  * completions (one prompt or a batch), chats, Anthropic messages and Responses API turns,
  * streamed and not, one in seven left by its client at a random moment, while a worker at a time
- * hangs, slows down, restarts its engine or drops event batches.
+ * hangs, slows down, restarts its engine, drops event batches, or crashes and comes back.
  * Every 30 s it prints the heap (after a collection), the requests so far by how they ended, and
  * the bookings in the router; at the end, with the faults over, no request may be left in flight
- * in the gateway or booked in its router, and every answer must have been whole or a clean error.
- * Not part of the test suite (it runs for minutes); the chaos suite (`test/gateway-chaos.test.ts`)
- * holds what it found. It exits 1 when something was left behind or ended uncleanly.
+ * in the gateway or booked in its router, every answer must have been whole or a clean error, and
+ * every worker must be back in routing. Not part of the test suite (it runs for minutes); the
+ * chaos suite (`test/gateway-chaos.test.ts`) holds what it found. It exits 1 when one of these fails.
  *
  *   node --expose-gc --import tsx scripts/soak-gateway.ts [--minutes 3] [--backend native|js] [--mode aggregated|vllm|sglang] [--seed 1]
  */
@@ -35,18 +35,20 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const roles: WorkerRole[] =
   mode === 'aggregated' ? ['aggregated', 'aggregated', 'aggregated', 'aggregated'] : ['prefill', 'prefill', 'decode', 'decode'];
-const workers = await Promise.all(
-  roles.map((role) =>
-    startMockWorker({
-      port: 0,
-      kvEvents: 'tcp://127.0.0.1:0',
-      replay: 'tcp://127.0.0.1:0',
-      blockSize: 16,
-      speedup: 50,
-      ...(mode === 'sglang' ? { disaggregationMode: role === 'aggregated' ? null : role, bootstrapPort: 0, bootstrapTimeoutMs: 1500 } : {}),
-    }),
-  ),
-);
+/** A mock worker of `role`; `at`: the worker it replaces after a crash, whose ports it takes again. */
+function startWorker(role: WorkerRole, at?: MockWorker): Promise<MockWorker> {
+  return startMockWorker({
+    port: at ? Number(new URL(at.url).port) : 0,
+    kvEvents: at?.kvEventsEndpoints[0] ?? 'tcp://127.0.0.1:0',
+    replay: at?.replayEndpoints[0] ?? 'tcp://127.0.0.1:0',
+    blockSize: 16,
+    speedup: 50,
+    ...(mode === 'sglang'
+      ? { disaggregationMode: role === 'aggregated' ? null : role, bootstrapPort: at?.bootstrapPort ?? 0, bootstrapTimeoutMs: 1500 }
+      : {}),
+  });
+}
+const workers = await Promise.all(roles.map((role) => startWorker(role)));
 const gateway = createGateway({
   blockSize: 16,
   backend,
@@ -119,18 +121,47 @@ async function oneRequest(n: number): Promise<void> {
   }
 }
 
-/** A fault on a random worker every 2-4 s; a hang or a slowdown lasts 1-3.5 s. */
-async function faults(until: () => boolean, on: MockWorker[]): Promise<void> {
-  const kinds: MockFault[] = [{ kind: 'hang' }, { kind: 'slow', factor: 30 }, { kind: 'restart' }, { kind: 'drop-events', count: 3 }];
+/** The faults injected since the last report (`hang 2`: worker 2 hung). */
+const faultsSoFar: string[] = [];
+
+/** Starts a crashed worker's successor on its ports, retrying while they are still held. */
+async function restartCrashed(i: number): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      workers[i] = await startWorker(roles[i], workers[i]);
+      return;
+    } catch (err) {
+      if (attempt >= 20) throw err;
+      await sleep(250);
+    }
+  }
+}
+
+/**
+ * A fault on a random worker every 2-4 s; a hang or a slowdown lasts 1-3.5 s, and a crashed
+ * worker's process comes back on the same ports 1-3 s later (as a restarted pod would).
+ */
+async function faults(until: () => boolean): Promise<void> {
+  const kinds: MockFault[] = [
+    { kind: 'hang' },
+    { kind: 'slow', factor: 30 },
+    { kind: 'restart' },
+    { kind: 'drop-events', count: 3 },
+    { kind: 'crash' },
+  ];
   while (!until()) {
     await sleep(2000 + rng.int(2000));
     if (until()) return;
-    const worker = on[rng.int(on.length)];
+    const i = rng.int(workers.length);
     const fault = kinds[rng.int(kinds.length)];
-    worker.fault(fault);
+    workers[i].fault(fault);
+    faultsSoFar.push(`${fault.kind} ${i + 1}`);
     if (fault.kind === 'hang' || fault.kind === 'slow') {
       await sleep(1000 + rng.int(2500));
-      worker.fault({ kind: 'recover' });
+      workers[i].fault({ kind: 'recover' });
+    } else if (fault.kind === 'crash') {
+      await sleep(1000 + rng.int(2000));
+      await restartCrashed(i);
     }
   }
 }
@@ -141,7 +172,7 @@ let sent = 0;
 const clients = Array.from({ length: 24 }, async () => {
   while (!over()) await oneRequest(sent++);
 });
-const faulting = faults(over, workers);
+const faulting = faults(over);
 const gc = (globalThis as { gc?: () => void }).gc;
 while (!over()) {
   await sleep(Math.min(30_000, Math.max(0, minutes * 60_000 - (Date.now() - started))));
@@ -153,6 +184,7 @@ while (!over()) {
     `${seconds}s: heap ${heap} MB, ${sent} requests, ${m.sum('kvroute_router_in_flight_requests')} booked`,
     Object.fromEntries(endings),
   );
+  console.log(`  faults: ${faultsSoFar.splice(0).join(', ') || 'none'}`);
 }
 await Promise.all([...clients, faulting]);
 for (const w of workers) w.fault({ kind: 'recover' });
@@ -161,6 +193,7 @@ const m = await scrape(`${url}/metrics`);
 const inFlight = m.sum('kvroute_gateway_in_flight_requests');
 const booked = m.sum('kvroute_router_in_flight_requests');
 console.log(`after the faults: ${inFlight} requests in flight in the gateway, ${booked} booked in its router`);
+const out = gateway.workers().filter((w) => !w.routable);
 console.log(
   'workers:',
   gateway.workers().map((w) => `${w.id} ${w.health}${w.routable ? '' : ' (out of routing)'}`),
@@ -168,4 +201,4 @@ console.log(
 if (unclean.length > 0) console.log(`${unclean.length} ended uncleanly:`, unclean.slice(0, 20));
 await gateway.close({ now: true });
 for (const w of workers) await w.close();
-process.exitCode = inFlight === 0 && booked === 0 && unclean.length === 0 ? 0 : 1;
+process.exitCode = inFlight === 0 && booked === 0 && unclean.length === 0 && out.length === 0 ? 0 : 1;
