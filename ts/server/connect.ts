@@ -182,7 +182,7 @@ export function sendLeg(
   let response: Promise<Dispatcher.ResponseData>;
   try {
     if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
-    // Cut, too, when the worker's probes find it down (cut-off.ts).
+    // Cut, too, when the worker goes down (cut-off.ts).
     response = member.cutOff.request(pool, {
       method: 'POST',
       path,

@@ -234,7 +234,7 @@ export function finishPassedOn(ctx: ProxyContext, o: PassedOnOutcome, extra: Rec
     );
 }
 
-/** POSTs `body` as JSON, or GETs `path` when there is none; cut, too, when the worker's probes find it down (cut-off.ts). */
+/** POSTs `body` as JSON, or GETs `path` when there is none; cut, too, when the worker goes down (cut-off.ts). */
 function request(
   ctx: ProxyContext,
   cutOff: InFlightCutOff,

@@ -50,7 +50,7 @@ async function toOwner(ctx: ProxyContext, req: FastifyRequest, reply: FastifyRep
     const attempt = trace.attempt(`${method} ${label}`, () => upstreamAttributes(member?.spec.url, path, method, owner, undefined, 0));
     try {
       if (!pool) throw Object.assign(new Error('the worker was removed'), { code: 'ECONNREFUSED' });
-      // Cut, too, when the worker's probes find it down (cut-off.ts).
+      // Cut, too, when the worker goes down (cut-off.ts).
       const res = await member.cutOff.request(pool, {
         method,
         path,

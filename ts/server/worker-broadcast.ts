@@ -113,7 +113,7 @@ export async function ask(
   if (!pool) return { worker, status: undefined, text: 'the worker was removed' };
   const attempt = trace?.attempt(`${method} ${path}`, () => upstreamAttributes(member.spec.url, path, method, worker, undefined, 0));
   try {
-    // Cut, too, when the worker's probes find it down (cut-off.ts).
+    // Cut, too, when the worker goes down (cut-off.ts).
     const res = await member.cutOff.request(pool, {
       method,
       path,
