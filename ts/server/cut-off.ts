@@ -89,19 +89,13 @@ export class InFlightCutOff {
     }
   }
 
-  /** How many requests to the worker are in flight (their answers' bodies not yet closed). */
-  get size(): number {
-    return this.unanswered.size + this.answered.size;
-  }
-
-  /** Cuts every request in flight to the worker (its probes' verdict). */
+  /**
+   * Cuts the worker's requests in flight as `reason.verdict` says: every one on its probes'
+   * verdict, the ones it has not answered on its requests' timeouts'. Returns how many.
+   */
   cut(reason: WorkerCutOff): number {
-    return InFlightCutOff.abort(this.unanswered, reason) + InFlightCutOff.abort(this.answered, reason);
-  }
-
-  /** Cuts the requests the worker has not answered (its requests' timeouts' verdict). */
-  cutUnanswered(reason: WorkerCutOff): number {
-    return InFlightCutOff.abort(this.unanswered, reason);
+    const unanswered = InFlightCutOff.abort(this.unanswered, reason);
+    return reason.verdict === 'probe' ? unanswered + InFlightCutOff.abort(this.answered, reason) : unanswered;
   }
 
   private static abort(set: Set<RequestSignal>, reason: WorkerCutOff): number {

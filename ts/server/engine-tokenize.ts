@@ -73,7 +73,7 @@ export function askWorkersToTokenize(fleet: Fleet, log: FastifyBaseLogger): Engi
       let status: number;
       let answer: unknown;
       try {
-        // A worker its probes find down is left at once for the next (cut-off.ts).
+        // A worker that goes down is left at once for the next (cut-off.ts).
         const res = await m.cutOff.request(m.pool, {
           method: 'POST',
           path: '/tokenize',

@@ -354,8 +354,7 @@ export class Fleet {
     const change = { workerId: m.spec.id, state: next, reason: m.breaker.reason };
     if (next === 'down') {
       this.leave(m);
-      const reason = cuts && new WorkerCutOff(m.spec.id, change.reason, cuts);
-      const cut = !reason ? 0 : cuts === 'probe' ? m.cutOff.cut(reason) : m.cutOff.cutUnanswered(reason);
+      const cut = cuts ? m.cutOff.cut(new WorkerCutOff(m.spec.id, change.reason, cuts)) : 0;
       this.log.warn({ worker: String(m.spec.id), reason: change.reason, requestsCut: cut }, 'worker down: out of routing');
     } else if (next === 'healthy' && !m.inRouter) {
       try {
