@@ -79,6 +79,27 @@ describe('router replicas over a real nats-server', () => {
       expect(b.stats().replicas?.leaseExpiries).toBe(0);
     });
 
+    test('closing while partitioned from NATS does not wait for NATS; the peers drop its load when its lease runs out', async () => {
+      fresh();
+      const link = new TcpProxy(server.port);
+      await link.open();
+      try {
+        const a = replica('a', { nats: { servers: `nats://127.0.0.1:${link.port}`, subject } });
+        const b = replica('b');
+        await Promise.all([a.ready(), b.ready()]);
+        await a.route({ requestId: 'r', tokens: prompt(1) });
+        await waitFor(() => remote(b) === 1, 'b to see the booking');
+        // Nothing forwarded, nothing closed: the goodbye cannot get out, and no error says so.
+        link.stall();
+        await a.closeAsync();
+        await waitFor(() => remote(b) === 0 && b.stats().replicas?.peers === 0, 'b to drop a', 10 * LEASE);
+        expect(b.stats().replicas?.leaseExpiries).toBe(1);
+        expect(b.stats().replicas?.expiredBookings).toBe(1);
+      } finally {
+        await link.cut();
+      }
+    });
+
     test("a batch's prompts reach the peers as bookings of their own, and leave with its free", async () => {
       fresh();
       const [a, b] = [replica('a'), replica('b')];
