@@ -1,4 +1,5 @@
 import { Agent, request } from 'node:http';
+import { connect } from 'node:net';
 import { describe, expect, test } from 'vitest';
 import { BACKENDS } from './helpers/backends.js';
 import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
@@ -51,6 +52,25 @@ describe.each(BACKENDS)('gateway: shutting down behind a load balancer (%s)', (b
     expect(stream.status).toBe(200);
     expect(stream.events.at(-1)).toBe('[DONE]');
     await expect(fetch(`${f.url}/ready`)).rejects.toThrow();
+  });
+
+  test('close() resolves once the last answer is written: it does not wait for clients to let go of their connections', async () => {
+    const f = await startFleet(backend, 1, {}, { speedup: 1 });
+    // A kept-alive connection whose stream ends after close() began, and one that never sent a request.
+    const inFlight = post(`${f.url}/v1/completions`, { prompt: 'an answer that outlives close()', max_tokens: 200, stream: true });
+    const silent = connect(Number(new URL(f.url).port), '127.0.0.1');
+    const silentClosed = new Promise<void>((resolve) => silent.once('close', () => resolve()));
+    silent.on('error', () => {});
+    await new Promise((resolve) => silent.once('connect', resolve));
+    await waitFor(() => f.workers[0].stats().running[0] > 0, 'the stream to start');
+    await f.gateway.close();
+    const stream = await inFlight;
+    expect([stream.status, stream.connection]).toEqual([200, 'keep-alive']);
+    expect(stream.text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    await silentClosed;
+    // The kept-alive connection was ended by the gateway, not left in the client's pool.
+    const port = new URL(f.url).port;
+    await waitFor(() => !Object.keys(keepAlive.freeSockets).some((key) => key.includes(`:${port}:`)), 'the pool to drop the connection');
   });
 
   test('with shutdown.drainTimeoutMs, requests still in flight after it are cut and close() resolves', async () => {

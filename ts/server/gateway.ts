@@ -267,6 +267,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const adminApp = o.admin ? Fastify({ ...appOptions, bodyLimit: o.bodyLimitBytes }) : undefined;
   const shutdown = new Shutdown(o.shutdown, app.log);
   shutdown.attach(app.server);
+  if (adminApp) shutdown.attach(adminApp.server);
   const fleetRef: { fleet?: Fleet } = {};
   const router = routerFor(o, fleetRef);
   const stopReplicaLog = logReplicaChanges(router, app.log);
@@ -445,7 +446,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       upstreamTls?.stop();
       await Promise.all(discoveries.map((d) => d.stop()));
       await shutdown.close(app);
-      await adminApp?.close();
+      if (adminApp) await shutdown.close(adminApp);
       await warm;
       await snapshots?.close();
       await fleet.close();

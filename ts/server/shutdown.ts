@@ -2,7 +2,8 @@
  * The gateway's end in steps (`shutdown` in the options): first, for `delayMs`, it keeps serving
  * while `/ready` answers 503 and every answer closes its connection, so that load balancers and
  * keep-alive clients move to other replicas before the listener goes; then it stops accepting and
- * lets requests in flight finish, cutting the connections still open after `drainTimeoutMs`.
+ * lets requests in flight finish, ending each connection once it carries none, and cutting the
+ * connections still open after `drainTimeoutMs`.
  * A second `close({ now: true })` (a second SIGTERM or SIGINT) ends the delay at once.
  * @internal
  * @module
@@ -10,6 +11,7 @@
 
 import type { Server } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { IdleConnections } from './idle-connections.js';
 import type { ResolvedGatewayOptions } from './options.js';
 
 export class Shutdown {
@@ -17,17 +19,23 @@ export class Shutdown {
   draining = false;
   private hurryUp: (() => void) | undefined;
   private hurried = false;
+  private readonly connections = new Map<Server, IdleConnections>();
 
   constructor(
     private readonly opts: ResolvedGatewayOptions['shutdown'],
     private readonly log: FastifyBaseLogger,
   ) {}
 
-  /** Makes every answer of `server` close its connection once draining (streams included: set before any header is sent). */
+  /**
+   * Makes every answer of `server` close its connection once draining (streams included: set
+   * before any header is sent), and its connections end as soon as they carry no request once
+   * it stops accepting.
+   */
   attach(server: Server): void {
     server.on('request', (_req, res) => {
       if (this.draining && !res.headersSent) res.setHeader('connection', 'close');
     });
+    this.connections.set(server, new IdleConnections(server));
   }
 
   /** Ends the delay now (or makes it none, if it has not begun). */
@@ -53,6 +61,7 @@ export class Shutdown {
   /** Stops accepting on `app` and waits for its requests in flight, cutting them after `drainTimeoutMs`. */
   async close(app: FastifyInstance): Promise<void> {
     const closing = app.close();
+    this.connections.get(app.server)?.endWhenIdle();
     if (this.opts.drainTimeoutMs === 0) return closing;
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<boolean>((resolve) => {
