@@ -7,7 +7,6 @@
 import { readFileSync } from 'node:fs';
 import { type ConnectionOptions, connect, credsAuthenticator, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { KvRouteError } from '../errors.js';
-import { within } from '../within.js';
 import type { NatsTlsOptions, ResolvedReplicaOptions } from './options.js';
 import type { ReplicaTransport, ReplicaTransportHandlers } from './transport.js';
 
@@ -61,15 +60,7 @@ export class NatsTransport implements ReplicaTransport {
   /** Ends the backoff sleep between first-connection attempts (on close). */
   private wake: (() => void) | undefined;
 
-  /**
-   * `goodbyeTimeoutMs`: how long {@link close} waits for what was published (the goodbye
-   * included) to reach the server; the replica's lease, past which its peers have dropped its
-   * load whether they heard the goodbye or not.
-   */
-  constructor(
-    private readonly opts: NatsOptions,
-    private readonly goodbyeTimeoutMs: number,
-  ) {}
+  constructor(private readonly opts: NatsOptions) {}
 
   start(handlers: ReplicaTransportHandlers): void {
     const options: ConnectionOptions = {
@@ -135,17 +126,12 @@ export class NatsTransport implements ReplicaTransport {
       return;
     }
     this.sub?.unsubscribe();
-    // Flushes what was published (a goodbye message included) before closing, while the server
-    // answers: a partition or an outage would otherwise hold close(), and with it a gateway's
-    // shutdown, until NATS was reachable again.
-    const drained = await within(
-      nc.drain().then(
-        () => true,
-        () => false,
-      ),
-      this.goodbyeTimeoutMs,
-    );
-    if (drained !== true) await nc.close();
+    try {
+      // Flushes what was published (a goodbye message included) before closing.
+      await nc.drain();
+    } catch {
+      await nc.close();
+    }
     await this.connecting;
   }
 }

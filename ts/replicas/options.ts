@@ -68,8 +68,7 @@ export interface ReplicaOptions {
   heartbeatMs?: number;
   /**
    * A peer unheard for this long (ms, on this replica's own clock) is presumed dead and its load
-   * is dropped. Default 5000; at least twice `heartbeatMs`. Also the longest the router's
-   * `closeAsync()` waits for its goodbye to reach NATS.
+   * is dropped. Default 5000; at least twice `heartbeatMs`.
    */
   leaseMs?: number;
   /** A full state is published this often (ms) so messages lost in transit are repaired. Default 30000. */

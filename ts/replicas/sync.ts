@@ -152,7 +152,7 @@ export class ReplicaSync {
     /** Session affinity's bindings, shared with the peers (before the transport starts: a bus delivers at once). */
     private readonly sessions?: SessionLedger,
   ) {
-    this.transport = opts.transport ?? new NatsTransport(opts.nats as NonNullable<ResolvedReplicaOptions['nats']>, opts.leaseMs);
+    this.transport = opts.transport ?? new NatsTransport(opts.nats as NonNullable<ResolvedReplicaOptions['nats']>);
     this.peers = new PeerLoad(ledger, opts.leaseMs, renewEveryMs, (replicaId, instance) =>
       this.send({ kind: 'join', target: { replicaId, instance } }),
     );
