@@ -76,6 +76,15 @@ export class TcpProxy {
     }
   }
 
+  /**
+   * Ends a {@link stall}: the connections that hung through it are reset (as their peers' timeouts
+   * would end them), and new ones are forwarded again.
+   */
+  heal(): void {
+    this.stalled = false;
+    for (const s of this.sockets) s.destroy();
+  }
+
   /** Cuts every connection and refuses new ones. */
   async cut(): Promise<void> {
     const server = this.server;
