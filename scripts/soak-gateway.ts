@@ -3,12 +3,13 @@
  * two steps or SGLang's bootstrap protocol), each behind TCP proxies, and one gateway or several
  * router replicas sharing their load over a real nats-server; 24 clients (`soak/clients.ts`)
  * while faults (`soak/faults.ts`) hit the workers, the network and the replicas one at a time.
- * Every 30 s it prints the heap (after a collection), the requests so far by how they ended, and
- * the bookings in the routers. At the end, with the faults over, no request may be left in flight
- * in a gateway or booked in a router (its own or a peer's), every answer must have been whole or
- * a clean error, every worker must be back in every replica's routing and every replica must
- * hear all the others. Not part of the test suite (it runs for minutes); the chaos suite
- * (`test/gateway-chaos.test.ts`) holds what it found. It exits 1 when one of these fails.
+ * Every 30 s it prints the heap (after a collection; the gateways' tokenize caches, bounded, fill
+ * it), the requests so far by how they ended, and the bookings in the routers. At the end, with
+ * the faults over, no request may be left in flight in a gateway or booked in a router (its own
+ * or a peer's), every answer must have been whole or a clean error, every worker must be back in
+ * every replica's routing and every replica must hear all the others. Not part of the test suite
+ * (it runs for minutes); the suite holds what it found (`test/gateway-chaos.test.ts`, and the
+ * close() test of `test/gateway-shutdown.test.ts`). It exits 1 when one of these fails.
  *
  *   node --expose-gc --import tsx scripts/soak-gateway.ts [--minutes 3] [--backend native|js]
  *     [--mode aggregated|vllm|sglang] [--replicas 1] [--seed 1]
@@ -78,9 +79,16 @@ while (!over()) {
   await sleep(Math.min(30_000, Math.max(0, minutes * 60_000 - (Date.now() - started))));
   gc?.();
   const heap = (process.memoryUsage().heapUsed / 2 ** 20).toFixed(1);
+  // The gateways' caches of tokenized prompts fill up to their bound (every prompt here differs).
+  const cached = (
+    await Promise.all(replicas.live.map(async (r) => (await scrape(`${r.url}/metrics`)).sum('kvroute_gateway_tokenize_cache_bytes')))
+  ).reduce((a, b) => a + b, 0);
   const seconds = Math.round((Date.now() - started) / 1000);
   const booked = replicas.live.map((r) => r.gateway.router.stats().inFlight).join('/');
-  console.log(`${seconds}s: heap ${heap} MB, ${clients.sent} requests, ${booked} booked`, Object.fromEntries(clients.endings));
+  console.log(
+    `${seconds}s: heap ${heap} MB (tokenize caches ${(cached / 2 ** 20).toFixed(1)} MB), ${clients.sent} requests, ${booked} booked`,
+    Object.fromEntries(clients.endings),
+  );
   console.log(`  faults: ${faults.take().join(', ') || 'none'}`);
 }
 await Promise.all([sending, faulting]);
