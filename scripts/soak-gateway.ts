@@ -6,7 +6,7 @@
  * Every 30 s it prints the heap (after a collection; the gateways' tokenize caches, bounded, fill
  * it), the requests so far by how they ended, and the bookings in the routers. At the end, with
  * the faults over, no request may be left in flight in a gateway or booked in a router (its own
- * or a peer's), every answer must have been whole or a clean error, every worker must be back in
+ * or a peer's), no session bound past its TTL, every answer must have been whole or a clean error, every worker must be back in
  * every replica's routing and every replica must hear all the others. Not part of the test suite
  * (it runs for minutes); the suite holds what it found (`test/gateway-chaos.test.ts`, and the
  * close() test of `test/gateway-shutdown.test.ts`). It exits 1 when one of these fails.
@@ -49,6 +49,8 @@ const replicas = new Replicas(replicaCount, {
   logLevel: false,
   upstream: { retries: 2, headersTimeoutMs: 1500, bodyTimeoutMs: 1500 },
   health: { intervalMs: 200, timeoutMs: 200, failureThreshold: 2 },
+  // A binding lives while a request of its session is in flight, then 2 s: at the end none may be left.
+  router: { sessionAffinityTtlSecs: 2 },
   ...(mode === 'sglang' ? { disaggregation: { protocol: 'sglang' as const } } : {}),
   workers: workers.gatewayWorkers(),
 });
@@ -58,14 +60,15 @@ await sleep(300);
 const clients = new SoakClients(rng, () => replicas.pick((n) => rng.int(n)).url);
 const faults = new SoakFaults(rng, workers, replicas);
 
-/** One replica's leftovers: requests in flight in its gateway, bookings of its own and its peers' in its router, peers heard. */
-async function leftovers(r: Replica): Promise<{ inFlight: number; booked: number; remote: number; peers: number }> {
+/** One replica's leftovers: requests in flight in its gateway, bookings (its own, its peers') and session bindings in its router, peers heard. */
+async function leftovers(r: Replica): Promise<{ inFlight: number; booked: number; remote: number; sessions: number; peers: number }> {
   const m = await scrape(`${r.url}/metrics`);
   const s = r.gateway.router.stats();
   return {
     inFlight: m.sum('kvroute_gateway_in_flight_requests'),
     booked: s.inFlight,
     remote: s.replicas?.remoteInFlight ?? 0,
+    sessions: s.sessions?.bound ?? 0,
     peers: s.replicas?.peers ?? 0,
   };
 }
@@ -84,9 +87,11 @@ while (!over()) {
     await Promise.all(replicas.live.map(async (r) => (await scrape(`${r.url}/metrics`)).sum('kvroute_gateway_tokenize_cache_bytes')))
   ).reduce((a, b) => a + b, 0);
   const seconds = Math.round((Date.now() - started) / 1000);
-  const booked = replicas.live.map((r) => r.gateway.router.stats().inFlight).join('/');
+  const stats = replicas.live.map((r) => r.gateway.router.stats());
+  const booked = stats.map((s) => s.inFlight).join('/');
+  const hits = stats.map((s) => s.sessions?.hits ?? 0).join('/');
   console.log(
-    `${seconds}s: heap ${heap} MB (tokenize caches ${(cached / 2 ** 20).toFixed(1)} MB), ${clients.sent} requests, ${booked} booked`,
+    `${seconds}s: heap ${heap} MB (tokenize caches ${(cached / 2 ** 20).toFixed(1)} MB), ${clients.sent} requests, ${booked} booked, ${hits} sent to their session's worker`,
     Object.fromEntries(clients.endings),
   );
   console.log(`  faults: ${faults.take().join(', ') || 'none'}`);
@@ -96,7 +101,12 @@ for (let i = 0; i < workers.count; i++) workers.worker(i).fault({ kind: 'recover
 
 // The faults are over: leases run out, states repair, workers come back. Wait for all of it.
 const settled = (l: Awaited<ReturnType<typeof leftovers>>, r: Replica) =>
-  l.inFlight === 0 && l.booked === 0 && l.remote === 0 && l.peers === replicaCount - 1 && r.gateway.workers().every((w) => w.routable);
+  l.inFlight === 0 &&
+  l.booked === 0 &&
+  l.remote === 0 &&
+  l.sessions === 0 &&
+  l.peers === replicaCount - 1 &&
+  r.gateway.workers().every((w) => w.routable);
 const deadline = Date.now() + 3000 + 4 * replicas.leaseMs;
 let last = await Promise.all(replicas.live.map(leftovers));
 while (!replicas.live.every((r, i) => settled(last[i], r)) && Date.now() < deadline) {
@@ -106,7 +116,7 @@ while (!replicas.live.every((r, i) => settled(last[i], r)) && Date.now() < deadl
 for (const [i, r] of replicas.live.entries()) {
   const l = last[i];
   console.log(
-    `${r.id}: ${l.inFlight} requests in flight, ${l.booked} booked, ${l.remote} peers' bookings, ${l.peers} peers heard;`,
+    `${r.id}: ${l.inFlight} requests in flight, ${l.booked} booked, ${l.remote} peers' bookings, ${l.sessions} sessions bound, ${l.peers} peers heard;`,
     'workers:',
     r.gateway.workers().map((w) => `${w.id} ${w.health}${w.routable ? '' : ' (out of routing)'}`),
   );

@@ -1,7 +1,7 @@
 /**
  * The soak's clients: completions (one prompt or a batch), chats, Anthropic messages and
- * Responses API turns on 12 shared prefixes, streamed and not, one in seven left by its client
- * at a random moment; each request's ending is classified, and whatever ends uncleanly (a cut
+ * Responses API turns on 12 shared prefixes, streamed and not, half of them in one of 40
+ * sessions, one in seven left by its client at a random moment; each request's ending is classified, and whatever ends uncleanly (a cut
  * stream without an error event, a 4xx, a failed connection to the gateway) is kept in words.
  */
 
@@ -59,10 +59,12 @@ export class SoakClients {
     const client = new AbortController();
     const leave = leaveAfterMs === undefined ? undefined : setTimeout(() => client.abort(), leaveAfterMs);
     const url = this.gateway();
+    // Half the requests belong to one of 40 sessions, which the routers bind to a worker.
+    const session: Record<string, string> = this.rng.chance(0.5) ? { 'x-dynamo-session-id': `session ${this.rng.int(40)}` } : {};
     try {
       const res = await fetch(`${url}/v1/${path}`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...session },
         body: JSON.stringify(body),
         signal: client.signal,
       });
