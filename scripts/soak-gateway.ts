@@ -120,6 +120,16 @@ for (const [i, r] of replicas.live.entries()) {
     'workers:',
     r.gateway.workers().map((w) => `${w.id} ${w.health}${w.routable ? '' : ' (out of routing)'}`),
   );
+  // What the faults made the replica repair since it started: event gaps and replays, peers' leases and states.
+  const m = await scrape(`${r.url}/metrics`);
+  const sync = r.gateway.router.stats().replicas;
+  console.log(
+    `  repaired: ${m.sum('kvroute_event_source_gaps_total')} event gaps, ${m.sum('kvroute_event_source_replays_total')} replays,`,
+    `${m.sum('kvroute_event_source_resyncs_total')} resyncs`,
+    sync
+      ? `; ${sync.leaseExpiries} peers' leases ran out, ${sync.statesApplied} peer states applied, ${sync.repaired} bookings repaired`
+      : '',
+  );
 }
 if (clients.unclean.length > 0) console.log(`${clients.unclean.length} ended uncleanly:`, clients.unclean.slice(0, 20));
 const clean = replicas.live.every((r, i) => settled(last[i], r)) && clients.unclean.length === 0;

@@ -94,7 +94,7 @@ export class Replicas {
     const id = `gw-${slot + 1}.${++this.started}`;
     let link: TcpProxy | undefined;
     if (this.shared) {
-      link = new TcpProxy(this.nats.port);
+      link = new TcpProxy(this.nats.port, false);
       await link.open();
     }
     const gateway = createGateway({

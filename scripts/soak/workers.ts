@@ -34,11 +34,8 @@ export class SoakWorkers {
       mode === 'aggregated' ? ['aggregated', 'aggregated', 'aggregated', 'aggregated'] : ['prefill', 'prefill', 'decode', 'decode'];
     for (const role of roles) {
       const worker = await set.startWorker(role);
-      const proxies = [
-        new TcpProxy(portOf(worker.url)),
-        new TcpProxy(portOf(worker.kvEventsEndpoints[0])),
-        new TcpProxy(portOf(worker.replayEndpoints[0])),
-      ];
+      // They keep nothing of what passes: a soak sends hundreds of megabytes.
+      const proxies = [worker.url, worker.kvEventsEndpoints[0], worker.replayEndpoints[0]].map((at) => new TcpProxy(portOf(at), false));
       for (const p of proxies) await p.open();
       const [http, events, replay] = proxies;
       set.slots.push({ role, worker, http, events, replay });

@@ -22,7 +22,11 @@ export class TcpProxy {
   /** Each connection's two sockets, to unpipe when it stalls. */
   private readonly pairs = new Set<[Socket, Socket]>();
 
-  constructor(private readonly targetPort: number) {}
+  /** `keepSent`: whether to keep what clients send in {@link sent} (a soak of minutes must not). */
+  constructor(
+    private readonly targetPort: number,
+    private readonly keepSent = true,
+  ) {}
 
   /** Starts forwarding (on its previous port after a cut, so clients reconnect to it). */
   async open(): Promise<void> {
@@ -40,9 +44,10 @@ export class TcpProxy {
         s.on('close', () => this.sockets.delete(s));
         s.on('error', () => s.destroy());
       }
-      client.on('data', (d: Buffer) => {
-        this.sent += d.toString('latin1');
-      });
+      if (this.keepSent)
+        client.on('data', (d: Buffer) => {
+          this.sent += d.toString('latin1');
+        });
       client.pipe(upstream);
       // The server's end and close reach the client `closeLagMs` late.
       upstream.pipe(client, { end: false });
