@@ -19,7 +19,8 @@ export class IdleConnections {
   private closing = false;
 
   constructor(server: Server) {
-    // An HTTPS server's requests arrive on its TLS sockets, which 'secureConnection' gives.
+    // An HTTPS server's requests arrive on its TLS sockets, which 'secureConnection' gives (a
+    // connection still in its handshake is left to the TLS handshake timeout).
     const event = server instanceof TlsServer ? 'secureConnection' : 'connection';
     server.on(event, (socket: Socket) => {
       // Accepted while the listener closes: it would carry a request only to be told 503.
@@ -33,10 +34,11 @@ export class IdleConnections {
       if (before === undefined) return;
       this.requests.set(socket, before + 1);
       res.once('close', () => {
-        const left = (this.requests.get(socket) ?? 1) - 1;
-        if (!this.requests.has(socket)) return;
-        this.requests.set(socket, left);
-        if (left === 0 && this.closing) socket.destroySoon();
+        const inFlight = this.requests.get(socket);
+        // Undefined: the connection closed first.
+        if (inFlight === undefined) return;
+        this.requests.set(socket, inFlight - 1);
+        if (inFlight === 1 && this.closing) socket.destroySoon();
       });
     });
   }
