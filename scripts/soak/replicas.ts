@@ -99,6 +99,8 @@ export class Replicas {
     }
     const gateway = createGateway({
       ...this.options,
+      // A client that picked this replica just before it was replaced is still served, as behind
+      // a load balancer that hears of a pod's end late.
       shutdown: { delayMs: 500 },
       router: {
         ...this.options.router,
