@@ -13,7 +13,7 @@ import { describe, expect, test } from 'vitest';
 import type { BackendName, MockFault, MockWorker } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
 import { disaggregatedFleet, sglangFleet } from './helpers/disaggregated-fleet.js';
-import { closeFleetsAfterEach, startFleet } from './helpers/gateway.js';
+import { closeFleetsAfterEach, nothingInFlight, startFleet } from './helpers/gateway.js';
 import { type Json, postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { Rng } from './helpers/random.js';
@@ -119,14 +119,6 @@ async function runThrough(url: string, steps: FaultStep[], total: number, client
   expect(ended.filter((e) => e.whole).length).toBeGreaterThan(total / 2);
 }
 
-/** Waits until no request is in flight in the gateway and none is booked in its router (a leak fails it). */
-async function settled(url: string): Promise<void> {
-  await waitFor(async () => {
-    const m = await scrape(`${url}/metrics`);
-    return m.sum('kvroute_gateway_in_flight_requests') === 0 && m.sum('kvroute_router_in_flight_requests') === 0;
-  }, 'no request in flight');
-}
-
 async function chaosFleet(backend: BackendName) {
   return startFleet(backend, 4, {
     upstream: { retries: 2, headersTimeoutMs: 1500, bodyTimeoutMs: 1500 },
@@ -162,7 +154,7 @@ describe.each(BACKENDS)('the gateway under faults (%s)', (backend) => {
     expect(after.filter((e) => !e.whole)).toEqual([]);
 
     // No request or booking outlives its client (the streams left end soon after), and every request was counted once.
-    await settled(f.url);
+    await nothingInFlight(f.url);
     const m = await scrape(`${f.url}/metrics`);
     expect(m.sum('kvroute_gateway_requests_total')).toBe(300);
     // The dead worker left the router (its index entries and load with it).
@@ -197,7 +189,7 @@ describe.each(BACKENDS)('the gateway under faults (%s)', (backend) => {
       const workers = await f.gateway.workers();
       const left = [1n, 2n, 3n, 4n].filter((id) => !dying.includes(Number(id) - 1));
       expect(workers.filter((w) => w.routable).map((w) => w.id)).toEqual(left);
-      await settled(f.url);
+      await nothingInFlight(f.url);
       const m = await scrape(`${f.url}/metrics`);
       expect(m.sum('kvroute_gateway_requests_total')).toBe(200);
     },

@@ -20,7 +20,7 @@ import {
   text,
   twoPromptBatch,
 } from './helpers/disaggregated-fleet.js';
-import { closeFleetsAfterEach, startWorker } from './helpers/gateway.js';
+import { closeFleetsAfterEach, nothingInFlight, startWorker } from './helpers/gateway.js';
 import { type Json, postJson, sse } from './helpers/http.js';
 import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
@@ -313,10 +313,7 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     // The decode worker stops mid-stream: only the client's leaving can end the leg before the minute's body timeout.
     f.workers[1].fault({ kind: 'hang' });
     client.abort();
-    await waitFor(async () => {
-      const m = await scrape(`${f.url}/metrics`);
-      return m.sum('kvroute_gateway_in_flight_requests') === 0 && m.sum('kvroute_router_in_flight_requests') === 0;
-    }, 'the request to end');
+    await nothingInFlight(f.url);
     const m = await scrape(`${f.url}/metrics`);
     expect(m.sum('kvroute_gateway_requests_total', { status: 'client_closed' })).toBe(1);
     f.workers[1].fault({ kind: 'recover' });

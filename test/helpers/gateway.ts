@@ -10,8 +10,9 @@ import {
   type MockWorkerOptions,
   startMockWorker,
 } from '../../ts/index.js';
+import { scrape } from './prometheus.js';
 import { TcpProxy } from './tcp-proxy.js';
-import { sleep } from './wait.js';
+import { sleep, waitFor } from './wait.js';
 
 export interface TestFleet {
   workers: MockWorker[];
@@ -125,4 +126,12 @@ export async function gatewayBehindWire(backend: BackendName, opts: Partial<Gate
       await wire.cut();
     },
   };
+}
+
+/** Waits until no request is in flight in the gateway at `url` and none is booked in its router (a leak fails it). */
+export async function nothingInFlight(url: string): Promise<void> {
+  await waitFor(async () => {
+    const m = await scrape(`${url}/metrics`);
+    return m.sum('kvroute_gateway_in_flight_requests') === 0 && m.sum('kvroute_router_in_flight_requests') === 0;
+  }, 'no request in flight');
 }
