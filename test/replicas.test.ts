@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, describe, expect, test } from 'vitest';
-import { KvRouteError, KvRouter, type KvRouterOptions, type ReplicaOptions } from '../ts/index.js';
+import { KvRouteError, KvRouter, type KvRouterOptions, metrics, type ReplicaOptions } from '../ts/index.js';
 import { encodeMessage, type WireBody, type WireMessage } from '../ts/replicas/wire.js';
 import { BACKENDS } from './helpers/backends.js';
 import { DIST_ESM, requireDist } from './helpers/dist.js';
@@ -98,6 +98,56 @@ describe('router replicas over a real nats-server', () => {
       } finally {
         await link.cut();
       }
+    });
+
+    test("every figure of stats().replicas is a metric of metrics(router), with stats()'s value", async () => {
+      fresh();
+      const [a, b] = [replica('a'), replica('b')];
+      await Promise.all([a.ready(), b.ready()]);
+      await a.route({ requestId: 'r', tokens: prompt(1) });
+      await waitFor(() => remote(b) === 1, 'b to see the booking');
+      a.free('r');
+      await waitFor(() => remote(b) === 0, 'b to see the free');
+      const names: Record<string, string> = {
+        connected: 'kvroute_replica_connected',
+        peers: 'kvroute_replica_peers',
+        remoteInFlight: 'kvroute_replica_remote_in_flight_requests',
+        outages: 'kvroute_replica_outages_total',
+        messagesPublished: 'kvroute_replica_messages_published_total',
+        bytesPublished: 'kvroute_replica_published_bytes_total',
+        publishErrors: 'kvroute_replica_publish_errors_total',
+        messagesReceived: 'kvroute_replica_messages_received_total',
+        bytesReceived: 'kvroute_replica_received_bytes_total',
+        messagesRejected: 'kvroute_replica_messages_rejected_total',
+        statesPublished: 'kvroute_replica_states_published_total',
+        sessionUpdatesPublished: 'kvroute_replica_session_updates_published_total',
+        sessionUpdatesReceived: 'kvroute_replica_session_updates_received_total',
+        bookingsApplied: 'kvroute_replica_bookings_applied_total',
+        duplicates: 'kvroute_replica_duplicates_total',
+        reordered: 'kvroute_replica_reordered_total',
+        gaps: 'kvroute_replica_gaps_total',
+        statesApplied: 'kvroute_replica_states_applied_total',
+        repaired: 'kvroute_replica_repaired_total',
+        leaseExpiries: 'kvroute_replica_lease_expiries_total',
+        expiredBookings: 'kvroute_replica_expired_bookings_total',
+        refused: 'kvroute_replica_bookings_refused_total',
+      };
+      // Heartbeats keep the message counts moving: a metric lies between the stats read before and after it.
+      const before = b.stats().replicas as unknown as Record<string, number | boolean | string>;
+      const text = await metrics(b).metrics();
+      const after = b.stats().replicas as unknown as Record<string, number | boolean | string>;
+      const exported = new Map([...text.matchAll(/^(kvroute_replica_\w+) (\S+)$/gm)].map((m) => [m[1], Number(m[2])]));
+      expect(Object.keys(before).filter((k) => k !== 'replicaId' && !(k in names))).toEqual([]);
+      for (const [key, name] of Object.entries(names)) {
+        const value = exported.get(name);
+        expect(value, name).toBeGreaterThanOrEqual(Number(before[key]));
+        expect(value, name).toBeLessThanOrEqual(Number(after[key]));
+      }
+      expect([...exported.keys()].filter((name) => !Object.values(names).includes(name))).toEqual([]);
+      // B heard A's booking, its free and A's state on joining.
+      expect([exported.get(names.bookingsApplied), exported.get(names.refused)]).toEqual([1, 0]);
+      expect(exported.get(names.statesApplied)).toBeGreaterThanOrEqual(1);
+      expect(exported.get(names.bytesReceived)).toBeGreaterThan(exported.get(names.messagesReceived) as number);
     });
 
     test("a batch's prompts reach the peers as bookings of their own, and leave with its free", async () => {
