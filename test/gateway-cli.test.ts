@@ -2,9 +2,11 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { mockTokenize, writeMockTokenizer } from '../ts/index.js';
+import { BACKENDS } from './helpers/backends.js';
 import { killCommandsAfterEach, runCommand } from './helpers/cli-process.js';
 import { requireDist } from './helpers/dist.js';
 import { postJson, sse } from './helpers/http.js';
+import { scrape } from './helpers/prometheus.js';
 import { scratchDir } from './helpers/scratch-dir.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
@@ -192,6 +194,24 @@ describe('kvroute serve as a command', () => {
     expect(await bad.exited).toBe(2);
     expect(bad.errors()).toMatch(/--shutdown-delay-secs must be a number of seconds in \[0, 86400\]/);
   });
+
+  test.each(BACKENDS)(
+    "/metrics carries the process's own metrics beside the gateway's (%s): memory, CPU, event-loop delay, GC",
+    async (backend) => {
+      requireDist();
+      const serve = runCommand(['serve', '--block-size', '16', '--port', '0', '--backend', backend], /proxy (http:\/\/127\.0\.0\.1:\d+)/);
+      const url = (await serve.match)[1];
+      const m = await scrape(`${url}/metrics`);
+      expect(m.sum('process_resident_memory_bytes')).toBeGreaterThan(10 * 2 ** 20);
+      expect(m.sum('nodejs_heap_size_used_bytes')).toBeGreaterThan(0);
+      expect(m.sum('process_cpu_seconds_total')).toBeGreaterThan(0);
+      expect(m.has('nodejs_eventloop_lag_p99_seconds')).toBe(true);
+      expect(m.has('nodejs_gc_duration_seconds')).toBe(true);
+      expect(m.sum('kvroute_gateway_build_info', { backend })).toBe(1);
+      serve.child.kill('SIGTERM');
+      expect(await serve.exited).toBe(0);
+    },
+  );
 
   test('a bad config or flag exits 2 with the key named', async () => {
     requireDist();

@@ -7,6 +7,7 @@
  */
 
 import { existsSync, readFileSync } from 'node:fs';
+import { collectDefaultMetrics } from 'prom-client';
 import { type Flags, helpText, parseCommand, UsageError } from '../cli-args.js';
 import { KvRouteError } from '../errors.js';
 import { readTlsFiles } from '../tls-files.js';
@@ -392,6 +393,10 @@ export async function runServe(argv: string[]): Promise<number> {
   if (v['watch-config'] !== undefined && v.config === undefined) throw new UsageError('--watch-config needs --config', USAGE);
   const started = optionsFrom(v);
   const gateway = createGateway(started);
+  // The process is the gateway's own: its memory, CPU, event-loop delay and GC beside the
+  // gateway's metrics (prom-client's defaults, `process_*` and `nodejs_*`). An application
+  // embedding createGateway registers these itself, once for its process.
+  collectDefaultMetrics({ register: gateway.registry });
   // From here on SIGHUP reloads the workers instead of ending the process, as daemons do.
   const stopReloading = reloadConfigOnSignal(gateway, {
     read: () => optionsFrom(v),
