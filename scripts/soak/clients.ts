@@ -14,10 +14,14 @@ export class SoakClients {
   readonly unclean: string[] = [];
   sent = 0;
 
-  /** `gateway`: the base URL of the gateway the next request goes to. */
+  /**
+   * `gateway`: the base URL of the gateway the next request goes to; `crashed`: the URLs of
+   * gateways crashed on purpose, whose cut requests are expected.
+   */
   constructor(
     private readonly rng: Rng,
     private readonly gateway: () => string,
+    private readonly crashed: ReadonlySet<string> = new Set(),
   ) {}
 
   /** `count` clients, each sending one request after another until `over()`. */
@@ -76,6 +80,7 @@ export class SoakClients {
       else this.ended('stream cut without an error event', text.slice(-200));
     } catch (err) {
       if (client.signal.aborted) this.ended('left by its client');
+      else if (this.crashed.has(url)) this.ended('cut by its gateway crashing');
       else this.ended('gateway connection failed', `${url}: ${(err as Error).message} ${(err as { cause?: Error }).cause?.message ?? ''}`);
     } finally {
       clearTimeout(leave);

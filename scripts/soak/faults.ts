@@ -8,7 +8,7 @@
 
 import type { Rng } from '../../test/helpers/random.js';
 import type { MockFault } from '../../ts/index.js';
-import type { Replicas } from './replicas.js';
+import type { SoakReplicaSet } from './replica-set.js';
 import type { SoakWorkers } from './workers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -22,7 +22,7 @@ export class SoakFaults {
   constructor(
     private readonly rng: Rng,
     private readonly workers: SoakWorkers,
-    private readonly replicas: Replicas,
+    private readonly replicas: SoakReplicaSet,
   ) {}
 
   /** The faults since the last call. */
@@ -58,12 +58,15 @@ export class SoakFaults {
       await this.workers.partition(i, 1000 + this.rng.int(3000));
     } else {
       const replica = this.replicas.pick((n) => this.rng.int(n));
-      this.log.push(`reload without ${i + 1} at ${replica.id}`);
       const all = this.workers.gatewayWorkers();
-      replica.gateway.setWorkers(all.filter((_, j) => j !== i));
+      const how = await this.replicas.setWorkers(
+        replica,
+        all.filter((_, j) => j !== i),
+      );
+      this.log.push(`reload without ${i + 1} at ${replica.id} (${how})`);
       await sleep(1000 + this.rng.int(2000));
       // A replica restarted meanwhile started with every worker.
-      if (this.replicas.live.includes(replica)) replica.gateway.setWorkers(all);
+      await this.replicas.setWorkers(replica, all);
     }
   }
 

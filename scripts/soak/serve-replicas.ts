@@ -1,0 +1,221 @@
+/**
+ * The soak's gateways as `kvroute serve` processes (the built `dist/cli.js`), as they run in
+ * production: each reads a config file of its own with `--watch-config`, so the faults reach
+ * them as an operator's would. A config reload rewrites the file, either swapped in whole (a
+ * rename, as a Kubernetes ConfigMap's link swap) for the watch to find, or in place followed by
+ * SIGHUP. A clean restart starts the successor first and then sends SIGTERM, as a rolling update
+ * does: the old process must exit 0 within {@link STOP_BOUND_MS}. A crash is SIGKILL: its
+ * requests in flight are cut (their clients are told, see `crashed`) and its peers must drop
+ * its load when its lease runs out. Anything a process logs at warn or above is counted by its
+ * message; errors are kept as problems.
+ */
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ROOT } from '../../test/helpers/dist.js';
+import { NatsServer } from '../../test/helpers/nats-server.js';
+import { scrape } from '../../test/helpers/prometheus.js';
+import { TcpProxy } from '../../test/helpers/tcp-proxy.js';
+import type { GatewayOptions, GatewayWorker } from '../../ts/index.js';
+import { type SoakReplica, type SoakReplicaSet, SYNC } from './replica-set.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** How long a SIGTERM may take: the shutdown delay (0.5 s) and the longest request a slowed engine serves. */
+const STOP_BOUND_MS = 20_000;
+/** How long a reload may take to apply: the watch's 1 s poll and 250 ms settle, with room. */
+const RELOAD_BOUND_MS = 5000;
+
+interface Process extends SoakReplica {
+  child: ChildProcess;
+  config: string;
+  exited: Promise<number | null>;
+  link: TcpProxy | undefined;
+}
+
+export class ServeReplicas implements SoakReplicaSet {
+  private readonly nats = new NatsServer();
+  private readonly dir = mkdtempSync(join(tmpdir(), 'kvroute-soak-'));
+  readonly live: Process[] = [];
+  readonly problems: string[] = [];
+  /** The URLs of replicas crashed on purpose: what their clients saw cut is expected. */
+  readonly crashed = new Set<string>();
+  /** How long each SIGTERM took to end its process, in ms. */
+  readonly stopMs: number[] = [];
+  /** Log lines at warn or above, by level and message. */
+  readonly logged = new Map<string, number>();
+  private started = 0;
+  private reloads = 0;
+
+  /** `options`: every gateway's options but its replica sync, as its config file holds them. */
+  constructor(
+    private readonly count: number,
+    private readonly options: GatewayOptions,
+  ) {}
+
+  get shared(): boolean {
+    return this.count > 1;
+  }
+
+  async start(): Promise<void> {
+    if (this.shared) await this.nats.start();
+    for (let slot = 0; slot < this.count; slot++) this.live.push(await this.startOne(slot));
+  }
+
+  pick(random: (n: number) => number): Process {
+    return this.live[random(this.live.length)];
+  }
+
+  async partition(slot: number, ms: number): Promise<void> {
+    const link = this.live[slot].link as TcpProxy;
+    link.stall();
+    await sleep(ms);
+    link.heal();
+  }
+
+  async restart(slot: number, crash: boolean): Promise<void> {
+    const old = this.live[slot];
+    this.live[slot] = await this.startOne(slot);
+    if (crash) {
+      this.crashed.add(old.url);
+      old.child.kill('SIGKILL');
+      await old.exited;
+    } else {
+      await this.stop(old);
+    }
+    await old.link?.cut();
+  }
+
+  async natsOutage(ms: number): Promise<void> {
+    await this.nats.stop();
+    await sleep(ms);
+    await this.nats.start();
+  }
+
+  async setWorkers(replica: SoakReplica, workers: GatewayWorker[]): Promise<string> {
+    const p = this.live.find((x) => x === replica);
+    if (!p) return 'gone';
+    const before = await this.appliedReloads(p);
+    const text = JSON.stringify({ ...JSON.parse(readFileSync(p.config, 'utf8')), workers });
+    // A removal and its restore go the same way; the next pair the other way.
+    const how = Math.floor(this.reloads++ / 2) % 2 === 0 ? 'file swapped' : 'SIGHUP';
+    if (how === 'SIGHUP') {
+      writeFileSync(p.config, text);
+      p.child.kill('SIGHUP');
+    } else {
+      writeFileSync(`${p.config}.next`, text);
+      renameSync(`${p.config}.next`, p.config);
+    }
+    const deadline = Date.now() + RELOAD_BOUND_MS;
+    while ((await this.appliedReloads(p)) === before && Date.now() < deadline && this.live.includes(p)) await sleep(100);
+    if (this.live.includes(p) && (await this.appliedReloads(p)) === before)
+      this.problems.push(`${p.id}: a config reload (${how}) not applied within ${RELOAD_BOUND_MS} ms`);
+    return how;
+  }
+
+  /** Each process's resident memory, heap and event-loop delay (p99), from its own `/metrics`. */
+  async memory(): Promise<string> {
+    const each = await Promise.all(
+      this.live.map(async (p) => {
+        const m = await scrape(`${p.url}/metrics`);
+        const mb = (name: string) => (m.sum(name) / 2 ** 20).toFixed(0);
+        const lag = (m.sum('nodejs_eventloop_lag_p99_seconds') * 1000).toFixed(1);
+        return `${p.id} ${mb('process_resident_memory_bytes')} MB resident, ${mb('nodejs_heap_size_used_bytes')} MB heap, ${lag} ms event-loop p99`;
+      }),
+    );
+    return each.join('; ');
+  }
+
+  async close(): Promise<void> {
+    for (const p of this.live.splice(0)) {
+      await this.stop(p);
+      await p.link?.cut();
+    }
+    await this.nats.dispose();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  /** SIGTERM, and the exit it must make: 0, within {@link STOP_BOUND_MS}. */
+  private async stop(p: Process): Promise<void> {
+    const at = Date.now();
+    p.child.kill('SIGTERM');
+    const code = await Promise.race([p.exited, sleep(STOP_BOUND_MS).then(() => 'late' as const)]);
+    if (code === 'late') {
+      this.problems.push(`${p.id}: still running ${STOP_BOUND_MS} ms after SIGTERM`);
+      p.child.kill('SIGKILL');
+      await p.exited;
+    } else if (code !== 0) {
+      this.problems.push(`${p.id}: exited ${code} after SIGTERM (${Date.now() - at} ms)`);
+    } else {
+      this.stopMs.push(Date.now() - at);
+    }
+  }
+
+  private async appliedReloads(p: Process): Promise<number> {
+    try {
+      return (await scrape(`${p.url}/metrics`)).sum('kvroute_gateway_config_reloads_total', { result: 'applied' });
+    } catch {
+      return -1;
+    }
+  }
+
+  private async startOne(slot: number): Promise<Process> {
+    const id = `gw-${slot + 1}.${++this.started}`;
+    let link: TcpProxy | undefined;
+    if (this.shared) {
+      link = new TcpProxy(this.nats.port, false);
+      await link.open();
+    }
+    const config = join(this.dir, `${id}.json`);
+    const options = {
+      ...this.options,
+      logLevel: 'warn',
+      shutdown: { delayMs: 500 },
+      router: {
+        ...this.options.router,
+        ...(link
+          ? { replicas: { nats: { servers: `nats://127.0.0.1:${link.port}`, subject: 'kvroute.soak' }, replicaId: id, ...SYNC } }
+          : {}),
+      },
+    };
+    writeFileSync(config, JSON.stringify(options));
+    const child = spawn(process.execPath, [join(ROOT, 'dist', 'cli.js'), 'serve', '--config', config, '--watch-config', '--port', '0'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout?.on('data', (d: Buffer) => {
+        out += d;
+        const lines = out.split('\n');
+        out = lines.pop() ?? '';
+        for (const line of lines) {
+          const m = /proxy (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
+          if (m) resolve(m[1]);
+          else this.log(id, line);
+        }
+      });
+      child.stderr?.on('data', (d: Buffer) => this.problems.push(`${id} stderr: ${String(d).trim().slice(0, 300)}`));
+      void exited.then((code) => reject(new Error(`${id} exited ${code} before listening`)));
+    });
+    return { id, url, child, config, exited, link };
+  }
+
+  /** Counts a pino line by level and message; keeps an error's whole line as a problem. */
+  private log(id: string, line: string): void {
+    let entry: { level?: number; msg?: string };
+    try {
+      entry = JSON.parse(line);
+    } catch {
+      this.problems.push(`${id} printed: ${line.slice(0, 300)}`);
+      return;
+    }
+    const level = entry.level ?? 0;
+    if (level < 40) return;
+    const key = `${level >= 50 ? 'error' : 'warn'}: ${entry.msg}`;
+    this.logged.set(key, (this.logged.get(key) ?? 0) + 1);
+    if (level >= 50) this.problems.push(`${id} logged: ${line.slice(0, 300)}`);
+  }
+}
