@@ -8,12 +8,13 @@
  * ended, and the bookings in the routers. At the end, with the faults over, no request may be
  * left in flight in a gateway or booked in a router (its own or a peer's), no session bound past
  * its TTL, every answer must have been whole or a clean error, every worker must be back in
- * every replica's routing, every replica must hear all the others, and nothing may have gone
- * wrong outside the requests (a replica that did not stop cleanly, a reload not applied, an
- * error logged). Each replica is read over HTTP (`/metrics`, `/admin/workers`), either way. Not
- * part of the test suite (it runs for minutes); the suite holds what it found
- * (`test/gateway-chaos.test.ts`, the close() test of `test/gateway-shutdown.test.ts`). It
- * exits 1 when one of these fails.
+ * every replica's routing, every replica must hear all the others and hold the same index
+ * (unless one resynced a stream), and nothing may have gone wrong outside the requests (a
+ * replica that did not stop cleanly, a reload not applied, an error logged). Each replica is
+ * read over HTTP (`/metrics`, `/admin/workers`), either way; a replicas' successor warm-starts
+ * from a live peer's `/dump`. Not part of the test suite (it runs for minutes); the suite holds
+ * what it found (`test/gateway-chaos.test.ts`, the close() test of
+ * `test/gateway-shutdown.test.ts`). It exits 1 when one of these fails.
  *
  *   node --expose-gc --import tsx scripts/soak-gateway.ts [--minutes 3] [--backend native|js]
  *     [--mode aggregated|vllm|sglang] [--replicas 1] [--serve] [--seed 1]
@@ -104,15 +105,21 @@ const settled = (l: ReplicaState) =>
   l.workers.length === workers.count &&
   l.workers.every((w) => w.routable);
 const deadline = Date.now() + 3000 + 4 * SYNC.leaseMs;
+/**
+ * The replicas hear the same engines, so their indexes must agree, warm-started ones too; unless
+ * one cleared a stream to resync (it then lacks what the engine stored before, until evicted).
+ */
+const agree = (all: ReplicaState[]) => all.some((l) => l.resyncs > 0) || new Set(all.map((l) => l.blocks)).size === 1;
+const done = (all: ReplicaState[]) => all.every(settled) && agree(all);
 let last = await Promise.all(replicas.live.map((r) => replicaState(r.url)));
-while (!last.every(settled) && Date.now() < deadline) {
+while (!done(last) && Date.now() < deadline) {
   await sleep(250);
   last = await Promise.all(replicas.live.map((r) => replicaState(r.url)));
 }
 for (const [i, r] of replicas.live.entries()) {
   const l = last[i];
   console.log(
-    `${r.id}: ${l.inFlight} requests in flight, ${l.booked} booked, ${l.remote} peers' bookings, ${l.sessions} sessions bound, ${l.peers} peers heard;`,
+    `${r.id}: ${l.inFlight} requests in flight, ${l.booked} booked, ${l.remote} peers' bookings, ${l.sessions} sessions bound, ${l.peers} peers heard, ${l.blocks} blocks indexed;`,
     'workers:',
     l.workers.map((w) => `${w.id} ${w.health}${w.routable ? '' : ' (out of routing)'}`),
   );
@@ -121,11 +128,18 @@ for (const [i, r] of replicas.live.entries()) {
 if (clients.unclean.length > 0) console.log(`${clients.unclean.length} ended uncleanly:`, clients.unclean.slice(0, 20));
 await replicas.close();
 await workers.close();
+if (replicas.warmStarts.length > 0) {
+  const blocks = replicas.warmStarts.sort((a, b) => a - b);
+  console.log(
+    `${blocks.length} replicas warm-started from a peer's /dump, with ${blocks[0]}-${blocks.at(-1)} blocks as they began to listen`,
+  );
+}
 if (serving) {
   const ms = serving.stopMs.sort((a, b) => a - b);
   console.log(`${ms.length} SIGTERMs ended their process, in ${ms[0]}-${ms.at(-1)} ms (median ${ms[Math.floor(ms.length / 2)]})`);
   if (serving.logged.size > 0) console.log('logged at warn or above:', Object.fromEntries(serving.logged));
 }
 if (replicas.problems.length > 0) console.log(`${replicas.problems.length} problems:`, replicas.problems.slice(0, 20));
-const clean = last.every(settled) && clients.unclean.length === 0 && replicas.problems.length === 0;
+if (!agree(last)) console.log('the replicas do not agree on the index, and none resynced');
+const clean = done(last) && clients.unclean.length === 0 && replicas.problems.length === 0;
 process.exitCode = clean ? 0 : 1;

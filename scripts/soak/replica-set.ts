@@ -25,12 +25,17 @@ export interface SoakReplicaSet {
   readonly shared: boolean;
   /** What went wrong outside the requests: a replica that did not stop cleanly or in time, a config reload refused. */
   readonly problems: string[];
+  /** The index blocks of each replica started from a live peer's `/dump`, as it began to listen. */
+  readonly warmStarts: number[];
   start(): Promise<void>;
   /** A live replica, at random. */
   pick(random: (n: number) => number): SoakReplica;
   /** Stalls replica `slot`'s link to NATS for `ms`, then resets it (the client reconnects). */
   partition(slot: number, ms: number): Promise<void>;
-  /** Replaces replica `slot` with a new one under a new id: `crash` without a goodbye, otherwise a clean stop. */
+  /**
+   * Replaces replica `slot` with a new one under a new id, warm-started from a live peer's
+   * `/dump`: `crash` without a goodbye, otherwise a clean stop.
+   */
   restart(slot: number, crash: boolean): Promise<void>;
   /** Stops NATS for `ms`, then starts it again on its port. */
   natsOutage(ms: number): Promise<void>;
@@ -55,6 +60,10 @@ export interface ReplicaState {
   sessionHits: number;
   /** Peers heard within the lease. */
   peers: number;
+  /** Blocks in its index. */
+  blocks: number;
+  /** Times one of its event streams was cleared and resynced (a gap past the engine's replay buffer). */
+  resyncs: number;
   /** Its workers as its admin API lists them. */
   workers: { id: string; health: string; routable: boolean }[];
   /** What the faults made it repair, in words. */
@@ -71,6 +80,8 @@ export async function replicaState(url: string): Promise<ReplicaState> {
     sessions: m.sum('kvroute_router_session_bindings'),
     sessionHits: m.sum('kvroute_router_session_hits_total'),
     peers: m.sum('kvroute_replica_peers'),
+    blocks: m.sum('kvroute_index_blocks'),
+    resyncs: m.sum('kvroute_event_source_resyncs_total'),
     workers: listed.map((w) => ({ id: String(w.id), health: w.health, routable: w.routable })),
     repairs: [
       `${m.sum('kvroute_event_source_gaps_total')} event gaps, ${m.sum('kvroute_event_source_replays_total')} replays`,
@@ -84,4 +95,14 @@ export async function replicaState(url: string): Promise<ReplicaState> {
         : []),
     ].join(', '),
   };
+}
+
+/** A live replica other than the one in `slot`, to warm-start from. */
+export function peerOf(live: readonly SoakReplica[], slot: number): string | undefined {
+  return live.find((_, i) => i !== slot)?.url;
+}
+
+/** The blocks in the index of the replica at `url`. */
+export async function indexBlocks(url: string): Promise<number> {
+  return (await scrape(`${url}/metrics`)).sum('kvroute_index_blocks');
 }

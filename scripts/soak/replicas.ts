@@ -8,7 +8,7 @@
 import { NatsServer } from '../../test/helpers/nats-server.js';
 import { TcpProxy } from '../../test/helpers/tcp-proxy.js';
 import { createGateway, type Gateway, type GatewayOptions, type GatewayWorker } from '../../ts/index.js';
-import { type SoakReplica, type SoakReplicaSet, SYNC } from './replica-set.js';
+import { indexBlocks, peerOf, type SoakReplica, type SoakReplicaSet, SYNC } from './replica-set.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -22,6 +22,7 @@ export class Replicas implements SoakReplicaSet {
   private readonly nats = new NatsServer();
   readonly live: Replica[] = [];
   readonly problems: string[] = [];
+  readonly warmStarts: number[] = [];
   private started = 0;
 
   /** `options`: every gateway's options but its replica sync. */
@@ -95,8 +96,10 @@ export class Replicas implements SoakReplicaSet {
       link = new TcpProxy(this.nats.port, false);
       await link.open();
     }
+    const peer = this.shared ? peerOf(this.live, slot) : undefined;
     const gateway = createGateway({
       ...this.options,
+      ...(peer ? { warmStart: { peer } } : {}),
       // A client that picked this replica just before it was replaced is still served, as behind
       // a load balancer that hears of a pod's end late.
       shutdown: { delayMs: 500 },
@@ -108,6 +111,7 @@ export class Replicas implements SoakReplicaSet {
       },
     });
     const { url } = await gateway.listen();
+    if (peer) this.warmStarts.push(await indexBlocks(url));
     return { id, gateway, url, link };
   }
 }

@@ -19,7 +19,7 @@ import { NatsServer } from '../../test/helpers/nats-server.js';
 import { scrape } from '../../test/helpers/prometheus.js';
 import { TcpProxy } from '../../test/helpers/tcp-proxy.js';
 import type { GatewayOptions, GatewayWorker } from '../../ts/index.js';
-import { type SoakReplica, type SoakReplicaSet, SYNC } from './replica-set.js';
+import { indexBlocks, peerOf, type SoakReplica, type SoakReplicaSet, SYNC } from './replica-set.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -40,6 +40,7 @@ export class ServeReplicas implements SoakReplicaSet {
   private readonly dir = mkdtempSync(join(tmpdir(), 'kvroute-soak-'));
   readonly live: Process[] = [];
   readonly problems: string[] = [];
+  readonly warmStarts: number[] = [];
   /** The URLs of replicas crashed on purpose: what their clients saw cut is expected. */
   readonly crashed = new Set<string>();
   /** How long each SIGTERM took to end its process, in ms. */
@@ -169,8 +170,10 @@ export class ServeReplicas implements SoakReplicaSet {
       await link.open();
     }
     const config = join(this.dir, `${id}.json`);
+    const peer = this.shared ? peerOf(this.live, slot) : undefined;
     const options = {
       ...this.options,
+      ...(peer ? { warmStart: { peer } } : {}),
       logLevel: 'warn',
       shutdown: { delayMs: 500 },
       router: {
@@ -200,6 +203,7 @@ export class ServeReplicas implements SoakReplicaSet {
       child.stderr?.on('data', (d: Buffer) => this.problems.push(`${id} stderr: ${String(d).trim().slice(0, 300)}`));
       void exited.then((code) => reject(new Error(`${id} exited ${code} before listening`)));
     });
+    if (peer) this.warmStarts.push(await indexBlocks(url));
     return { id, url, child, config, exited, link };
   }
 
