@@ -27,7 +27,7 @@ import { Rng } from '../test/helpers/random.js';
 import type { BackendName } from '../ts/index.js';
 import { SoakClients } from './soak/clients.js';
 import { SoakFaults } from './soak/faults.js';
-import { type ReplicaState, replicaState, type SoakReplicaSet, SYNC } from './soak/replica-set.js';
+import { indexDigest, type ReplicaState, replicaState, type SoakReplicaSet, SYNC } from './soak/replica-set.js';
 import { Replicas } from './soak/replicas.js';
 import { ServeReplicas } from './soak/serve-replicas.js';
 import { type SoakMode, SoakWorkers } from './soak/workers.js';
@@ -126,6 +126,11 @@ for (const [i, r] of replicas.live.entries()) {
   console.log(`  repaired: ${l.repairs}`);
 }
 if (clients.unclean.length > 0) console.log(`${clients.unclean.length} ended uncleanly:`, clients.unclean.slice(0, 20));
+// As many blocks is not the same blocks: their dumps must match too.
+const digests = await Promise.all(replicas.live.map((r) => indexDigest(r.url)));
+const sameIndex = last.some((l) => l.resyncs > 0) || new Set(digests).size === 1;
+console.log(`each replica's index (its /dump's blocks): ${digests.join('; ')}`);
+if (!agree(last) || !sameIndex) console.log('the replicas do not agree on the index, and none resynced');
 await replicas.close();
 await workers.close();
 if (replicas.warmStarts.length > 0) {
@@ -140,6 +145,5 @@ if (serving) {
   if (serving.logged.size > 0) console.log('logged at warn or above:', Object.fromEntries(serving.logged));
 }
 if (replicas.problems.length > 0) console.log(`${replicas.problems.length} problems:`, replicas.problems.slice(0, 20));
-if (!agree(last)) console.log('the replicas do not agree on the index, and none resynced');
-const clean = done(last) && clients.unclean.length === 0 && replicas.problems.length === 0;
+const clean = done(last) && sameIndex && clients.unclean.length === 0 && replicas.problems.length === 0;
 process.exitCode = clean ? 0 : 1;

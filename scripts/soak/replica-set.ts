@@ -5,6 +5,8 @@
  * checked by the same words.
  */
 
+import { createHash } from 'node:crypto';
+import { parse } from 'lossless-json';
 import { scrape } from '../../test/helpers/prometheus.js';
 import type { GatewayWorker } from '../../ts/index.js';
 
@@ -97,12 +99,32 @@ export async function replicaState(url: string): Promise<ReplicaState> {
   };
 }
 
-/** A live replica other than the one in `slot`, to warm-start from. */
-export function peerOf(live: readonly SoakReplica[], slot: number): string | undefined {
-  return live.find((_, i) => i !== slot)?.url;
-}
-
 /** The blocks in the index of the replica at `url`. */
 export async function indexBlocks(url: string): Promise<number> {
   return (await scrape(`${url}/metrics`)).sum('kvroute_index_blocks');
+}
+
+interface DumpEntry {
+  events: {
+    worker_id: unknown;
+    storage_tier: string;
+    event: { dp_rank: unknown; data: { stored: { blocks: { block_hash: unknown }[] } } };
+  }[];
+}
+
+/**
+ * What the index of the replica at `url` holds, as a count and a digest of its `/dump`: every block by
+ * worker, rank, tier and the engine's name for it (u64s read exactly), in sorted order, so that
+ * two indexes holding the same blocks give the same digest however their trees were built.
+ */
+export async function indexDigest(url: string): Promise<string> {
+  const document = parse(await (await fetch(`${url}/dump`)).text()) as Record<string, DumpEntry>;
+  const blocks: string[] = [];
+  for (const entry of Object.values(document)) {
+    for (const e of entry.events) {
+      const rank = `${e.worker_id}/${e.event.dp_rank}/${e.storage_tier}`;
+      for (const b of e.event.data.stored.blocks) blocks.push(`${rank}/${b.block_hash}`);
+    }
+  }
+  return `${blocks.length} blocks, ${createHash('sha256').update(blocks.sort().join('\n')).digest('hex').slice(0, 16)}`;
 }

@@ -15,11 +15,10 @@ import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from '../../test/helpers/dist.js';
-import { NatsServer } from '../../test/helpers/nats-server.js';
 import { scrape } from '../../test/helpers/prometheus.js';
-import { TcpProxy } from '../../test/helpers/tcp-proxy.js';
-import type { GatewayOptions, GatewayWorker } from '../../ts/index.js';
-import { indexBlocks, peerOf, type SoakReplica, type SoakReplicaSet, SYNC } from './replica-set.js';
+import type { GatewayWorker } from '../../ts/index.js';
+import { type LinkedReplica, LinkedReplicas } from './linked-replicas.js';
+import { indexBlocks, type SoakReplica, type SoakReplicaSet } from './replica-set.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -28,53 +27,21 @@ const STOP_BOUND_MS = 20_000;
 /** How long a reload may take to apply: the watch's 1 s poll and 250 ms settle, with room. */
 const RELOAD_BOUND_MS = 5000;
 
-interface Process extends SoakReplica {
+interface Process extends LinkedReplica {
   child: ChildProcess;
   config: string;
   exited: Promise<number | null>;
-  link: TcpProxy | undefined;
 }
 
-export class ServeReplicas implements SoakReplicaSet {
-  private readonly nats = new NatsServer();
+export class ServeReplicas extends LinkedReplicas<Process> implements SoakReplicaSet {
   private readonly dir = mkdtempSync(join(tmpdir(), 'kvroute-soak-'));
-  readonly live: Process[] = [];
-  readonly problems: string[] = [];
-  readonly warmStarts: number[] = [];
   /** The URLs of replicas crashed on purpose: what their clients saw cut is expected. */
   readonly crashed = new Set<string>();
   /** How long each SIGTERM took to end its process, in ms. */
   readonly stopMs: number[] = [];
   /** Log lines at warn or above, by level and message. */
   readonly logged = new Map<string, number>();
-  private started = 0;
   private reloads = 0;
-
-  /** `options`: every gateway's options but its replica sync, as its config file holds them. */
-  constructor(
-    private readonly count: number,
-    private readonly options: GatewayOptions,
-  ) {}
-
-  get shared(): boolean {
-    return this.count > 1;
-  }
-
-  async start(): Promise<void> {
-    if (this.shared) await this.nats.start();
-    for (let slot = 0; slot < this.count; slot++) this.live.push(await this.startOne(slot));
-  }
-
-  pick(random: (n: number) => number): Process {
-    return this.live[random(this.live.length)];
-  }
-
-  async partition(slot: number, ms: number): Promise<void> {
-    const link = this.live[slot].link as TcpProxy;
-    link.stall();
-    await sleep(ms);
-    link.heal();
-  }
 
   async restart(slot: number, crash: boolean): Promise<void> {
     const old = this.live[slot];
@@ -87,12 +54,6 @@ export class ServeReplicas implements SoakReplicaSet {
       await this.stop(old);
     }
     await old.link?.cut();
-  }
-
-  async natsOutage(ms: number): Promise<void> {
-    await this.nats.stop();
-    await sleep(ms);
-    await this.nats.start();
   }
 
   async setWorkers(replica: SoakReplica, workers: GatewayWorker[]): Promise<string> {
@@ -134,7 +95,7 @@ export class ServeReplicas implements SoakReplicaSet {
       await this.stop(p);
       await p.link?.cut();
     }
-    await this.nats.dispose();
+    await this.stopNats();
     rmSync(this.dir, { recursive: true, force: true });
   }
 
@@ -162,28 +123,10 @@ export class ServeReplicas implements SoakReplicaSet {
     }
   }
 
-  private async startOne(slot: number): Promise<Process> {
-    const id = `gw-${slot + 1}.${++this.started}`;
-    let link: TcpProxy | undefined;
-    if (this.shared) {
-      link = new TcpProxy(this.nats.port, false);
-      await link.open();
-    }
+  protected async startOne(slot: number): Promise<Process> {
+    const { id, link, warm, options } = await this.birth(slot);
     const config = join(this.dir, `${id}.json`);
-    const peer = this.shared ? peerOf(this.live, slot) : undefined;
-    const options = {
-      ...this.options,
-      ...(peer ? { warmStart: { peer } } : {}),
-      logLevel: 'warn',
-      shutdown: { delayMs: 500 },
-      router: {
-        ...this.options.router,
-        ...(link
-          ? { replicas: { nats: { servers: `nats://127.0.0.1:${link.port}`, subject: 'kvroute.soak' }, replicaId: id, ...SYNC } }
-          : {}),
-      },
-    };
-    writeFileSync(config, JSON.stringify(options));
+    writeFileSync(config, JSON.stringify({ ...options, logLevel: 'warn', shutdown: { delayMs: 500 } }));
     const child = spawn(process.execPath, [join(ROOT, 'dist', 'cli.js'), 'serve', '--config', config, '--watch-config', '--port', '0'], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -203,7 +146,7 @@ export class ServeReplicas implements SoakReplicaSet {
       child.stderr?.on('data', (d: Buffer) => this.problems.push(`${id} stderr: ${String(d).trim().slice(0, 300)}`));
       void exited.then((code) => reject(new Error(`${id} exited ${code} before listening`)));
     });
-    if (peer) this.warmStarts.push(await indexBlocks(url));
+    if (warm) this.warmStarts.push(await indexBlocks(url));
     return { id, url, child, config, exited, link };
   }
 
