@@ -11,7 +11,7 @@
  * every replica's routing, every replica must hear all the others and hold the same index
  * (unless one resynced a stream), and nothing may have gone wrong outside the requests (a
  * replica that did not stop cleanly, a reload not applied, an error logged). Each replica is
- * read over HTTP (`/metrics`, `/admin/workers`), either way; a replicas' successor warm-starts
+ * read over HTTP (`/metrics`, `/admin/workers`), either way; a replica's successor warm-starts
  * from a live peer's `/dump`. Not part of the test suite (it runs for minutes); the suite holds
  * what it found (`test/gateway-chaos.test.ts`, the close() test of
  * `test/gateway-shutdown.test.ts`). It exits 1 when one of these fails.
@@ -109,7 +109,8 @@ const deadline = Date.now() + 3000 + 4 * SYNC.leaseMs;
  * The replicas hear the same engines, so their indexes must agree, warm-started ones too; unless
  * one cleared a stream to resync (it then lacks what the engine stored before, until evicted).
  */
-const agree = (all: ReplicaState[]) => all.some((l) => l.resyncs > 0) || new Set(all.map((l) => l.blocks)).size === 1;
+const resynced = (all: ReplicaState[]) => all.some((l) => l.resyncs > 0);
+const agree = (all: ReplicaState[]) => resynced(all) || new Set(all.map((l) => l.blocks)).size === 1;
 const done = (all: ReplicaState[]) => all.every(settled) && agree(all);
 let last = await Promise.all(replicas.live.map((r) => replicaState(r.url)));
 while (!done(last) && Date.now() < deadline) {
@@ -128,7 +129,7 @@ for (const [i, r] of replicas.live.entries()) {
 if (clients.unclean.length > 0) console.log(`${clients.unclean.length} ended uncleanly:`, clients.unclean.slice(0, 20));
 // As many blocks is not the same blocks: their dumps must match too.
 const digests = await Promise.all(replicas.live.map((r) => indexDigest(r.url)));
-const sameIndex = last.some((l) => l.resyncs > 0) || new Set(digests).size === 1;
+const sameIndex = resynced(last) || new Set(digests).size === 1;
 console.log(`each replica's index (its /dump's blocks): ${digests.join('; ')}`);
 if (!agree(last) || !sameIndex) console.log('the replicas do not agree on the index, and none resynced');
 await replicas.close();
