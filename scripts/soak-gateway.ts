@@ -22,7 +22,6 @@
 
 import { parseArgs } from 'node:util';
 import { requireDist } from '../test/helpers/dist.js';
-import { scrape } from '../test/helpers/prometheus.js';
 import { Rng } from '../test/helpers/random.js';
 import type { BackendName } from '../ts/index.js';
 import { SoakClients } from './soak/clients.js';
@@ -78,16 +77,16 @@ const sending = clients.run(24, over);
 const faulting = faults.run(over);
 while (!over()) {
   await sleep(Math.min(30_000, Math.max(0, minutes * 60_000 - (Date.now() - started))));
+  // First: a scrape reads the event-loop delay since the one before, and the state's scrape follows.
+  const memory = await replicas.memory();
   const states = await Promise.all(replicas.live.map((r) => replicaState(r.url)));
   // The gateways' caches of tokenized prompts fill up to their bound (every prompt here differs).
-  const cached = (
-    await Promise.all(replicas.live.map(async (r) => (await scrape(`${r.url}/metrics`)).sum('kvroute_gateway_tokenize_cache_bytes')))
-  ).reduce((a, b) => a + b, 0);
+  const cached = states.reduce((n, s) => n + s.tokenizeCacheBytes, 0);
   const seconds = Math.round((Date.now() - started) / 1000);
   const booked = states.map((s) => s.booked).join('/');
   const hits = states.map((s) => s.sessionHits).join('/');
   console.log(
-    `${seconds}s: ${await replicas.memory()}; tokenize caches ${(cached / 2 ** 20).toFixed(1)} MB; ${clients.sent} requests, ${booked} booked, ${hits} sent to their session's worker`,
+    `${seconds}s: ${memory}; tokenize caches ${(cached / 2 ** 20).toFixed(1)} MB; ${clients.sent} requests, ${booked} booked, ${hits} sent to their session's worker`,
     Object.fromEntries(clients.endings),
   );
   console.log(`  faults: ${faults.take().join(', ') || 'none'}`);

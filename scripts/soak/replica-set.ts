@@ -66,6 +66,8 @@ export interface ReplicaState {
   blocks: number;
   /** Times one of its event streams was cleared and resynced (a gap past the engine's replay buffer). */
   resyncs: number;
+  /** What its caches of tokenized prompts hold. */
+  tokenizeCacheBytes: number;
   /** Its workers as its admin API lists them. */
   workers: { id: string; health: string; routable: boolean }[];
   /** What the faults made it repair, in words. */
@@ -84,6 +86,7 @@ export async function replicaState(url: string): Promise<ReplicaState> {
     peers: m.sum('kvroute_replica_peers'),
     blocks: m.sum('kvroute_index_blocks'),
     resyncs: m.sum('kvroute_event_source_resyncs_total'),
+    tokenizeCacheBytes: m.sum('kvroute_gateway_tokenize_cache_bytes'),
     workers: listed.map((w) => ({ id: String(w.id), health: w.health, routable: w.routable })),
     repairs: [
       `${m.sum('kvroute_event_source_gaps_total')} event gaps, ${m.sum('kvroute_event_source_replays_total')} replays`,

@@ -77,7 +77,10 @@ export class ServeReplicas extends LinkedReplicas<Process> implements SoakReplic
     return how;
   }
 
-  /** Each process's resident memory, heap and event-loop delay (p99), from its own `/metrics`. */
+  /**
+   * Each process's resident memory, heap and event-loop delay (p99 since its previous scrape:
+   * prom-client resets it at each), from its own `/metrics`.
+   */
   async memory(): Promise<string> {
     const each = await Promise.all(
       this.live.map(async (p) => {
