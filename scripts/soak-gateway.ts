@@ -12,9 +12,9 @@
  * (unless one resynced a stream), and nothing may have gone wrong outside the requests (a
  * replica that did not stop cleanly, a reload not applied, an error logged). Each replica is
  * read over HTTP (`/metrics`, `/admin/workers`), either way; a replica's successor warm-starts
- * from a live peer's `/dump`. Not part of the test suite (it runs for minutes); the suite holds
- * what it found (`test/gateway-chaos.test.ts`, the close() test of
- * `test/gateway-shutdown.test.ts`). It exits 1 when one of these fails.
+ * from a live peer's `/dump` or the replicas' latest index snapshot. Not part of the test suite
+ * (it runs for minutes); the suite holds what it found (`test/gateway-chaos.test.ts`, the
+ * close() test of `test/gateway-shutdown.test.ts`). It exits 1 when one of these fails.
  *
  *   node --expose-gc --import tsx scripts/soak-gateway.ts [--minutes 3] [--backend native|js]
  *     [--mode aggregated|vllm|sglang] [--replicas 1] [--serve] [--seed 1]
@@ -133,11 +133,13 @@ console.log(`each replica's index (its /dump's blocks): ${digests.join('; ')}`);
 if (!agree(last) || !sameIndex) console.log('the replicas do not agree on the index, and none resynced');
 await replicas.close();
 await workers.close();
-if (replicas.warmStarts.length > 0) {
-  const blocks = replicas.warmStarts.sort((a, b) => a - b);
-  console.log(
-    `${blocks.length} replicas warm-started from a peer's /dump, with ${blocks[0]}-${blocks.at(-1)} blocks as they began to listen`,
-  );
+for (const from of ['peer', 'snapshot'] as const) {
+  const blocks = replicas.warmStarts
+    .filter((w) => w.from === from)
+    .map((w) => w.blocks)
+    .sort((a, b) => a - b);
+  if (blocks.length > 0)
+    console.log(`${blocks.length} replicas warm-started from a ${from}, with ${blocks[0]}-${blocks.at(-1)} blocks as they began to listen`);
 }
 if (serving) {
   const ms = serving.stopMs.sort((a, b) => a - b);

@@ -7,6 +7,7 @@
  */
 
 import { NatsServer } from '../../test/helpers/nats-server.js';
+import { scrape } from '../../test/helpers/prometheus.js';
 import { TcpProxy } from '../../test/helpers/tcp-proxy.js';
 import type { GatewayOptions } from '../../ts/index.js';
 import { type SoakReplica, SYNC } from './replica-set.js';
@@ -22,16 +23,20 @@ export interface LinkedReplica extends SoakReplica {
 export interface Birth {
   id: string;
   link: TcpProxy | undefined;
-  /** Whether it warm-starts from a live peer. */
-  warm: boolean;
+  /** Where it warm-starts from: a live peer's `/dump`, the replicas' latest snapshot, or nowhere. */
+  warm: 'peer' | 'snapshot' | undefined;
   options: GatewayOptions;
 }
+
+/** How often each replica writes the index snapshot its successors may start from. */
+const SNAPSHOT_EVERY_MS = 2000;
 
 export abstract class LinkedReplicas<R extends LinkedReplica> {
   private readonly nats = new NatsServer();
   readonly live: R[] = [];
   readonly problems: string[] = [];
-  readonly warmStarts: number[] = [];
+  /** Each warm start: where from, and the blocks in the index as the replica began to listen. */
+  readonly warmStarts: { from: 'peer' | 'snapshot'; blocks: number }[] = [];
   private started = 0;
 
   /** `options`: every gateway's options but its replica sync and warm start. */
@@ -66,25 +71,39 @@ export abstract class LinkedReplicas<R extends LinkedReplica> {
     await this.nats.start();
   }
 
-  /** A gateway that starts now in `slot`: its new id, its link and its options. */
+  /**
+   * A gateway that starts now in `slot`: its new id, its link and its options. Every replica
+   * writes index snapshots through its link; a first start warm-starts from a replica started
+   * before it, a successor from a live peer or from the latest snapshot, in turn.
+   */
   protected async birth(slot: number): Promise<Birth> {
     const id = `gw-${slot + 1}.${++this.started}`;
-    if (!this.shared) return { id, link: undefined, warm: false, options: this.options };
+    if (!this.shared) return { id, link: undefined, warm: undefined, options: this.options };
     const link = new TcpProxy(this.nats.port, false);
     await link.open();
-    // A live replica other than the one it replaces, to warm-start from.
+    const servers = `nats://127.0.0.1:${link.port}`;
+    const successor = this.live.length === this.count;
+    // A live replica other than the one it replaces.
     const peer = this.live.find((_, i) => i !== slot)?.url;
-    const replicas = { nats: { servers: `nats://127.0.0.1:${link.port}`, subject: 'kvroute.soak' }, replicaId: id, ...SYNC };
+    const warm = successor && this.started % 2 === 0 && (await this.snapshotWritten()) ? 'snapshot' : peer ? 'peer' : undefined;
+    const warmStart = warm === 'snapshot' ? { snapshot: { servers } } : warm === 'peer' ? { peer } : undefined;
     return {
       id,
       link,
-      warm: peer !== undefined,
+      warm,
       options: {
         ...this.options,
-        ...(peer ? { warmStart: { peer } } : {}),
-        router: { ...this.options.router, replicas },
+        ...(warmStart ? { warmStart } : {}),
+        snapshots: { servers, everyMs: SNAPSHOT_EVERY_MS },
+        router: { ...this.options.router, replicas: { nats: { servers, subject: 'kvroute.soak' }, replicaId: id, ...SYNC } },
       },
     };
+  }
+
+  /** Whether a live replica has written a snapshot yet (a warm start from none would start cold). */
+  private async snapshotWritten(): Promise<boolean> {
+    const written = await Promise.all(this.live.map(async (r) => (await scrape(`${r.url}/metrics`)).sum('kvroute_snapshot_writes_total')));
+    return written.some((n) => n > 0);
   }
 
   protected async stopNats(): Promise<void> {

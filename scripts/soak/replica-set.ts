@@ -27,8 +27,8 @@ export interface SoakReplicaSet {
   readonly shared: boolean;
   /** What went wrong outside the requests: a replica that did not stop cleanly or in time, a config reload refused. */
   readonly problems: string[];
-  /** The index blocks of each replica started from a live peer's `/dump`, as it began to listen. */
-  readonly warmStarts: number[];
+  /** Each warm start: from a live peer's `/dump` or the latest snapshot, and the index blocks as the replica began to listen. */
+  readonly warmStarts: { from: 'peer' | 'snapshot'; blocks: number }[];
   start(): Promise<void>;
   /** A live replica, at random. */
   pick(random: (n: number) => number): SoakReplica;
@@ -36,7 +36,7 @@ export interface SoakReplicaSet {
   partition(slot: number, ms: number): Promise<void>;
   /**
    * Replaces replica `slot` with a new one under a new id, warm-started from a live peer's
-   * `/dump`: `crash` without a goodbye, otherwise a clean stop.
+   * `/dump` or the latest index snapshot: `crash` without a goodbye, otherwise a clean stop.
    */
   restart(slot: number, crash: boolean): Promise<void>;
   /** Stops NATS for `ms`, then starts it again on its port. */

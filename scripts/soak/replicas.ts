@@ -50,7 +50,7 @@ export class Replicas extends LinkedReplicas<Replica> implements SoakReplicaSet 
     // a load balancer that hears of a pod's end late.
     const gateway = createGateway({ ...options, shutdown: { delayMs: 500 } });
     const { url } = await gateway.listen();
-    if (warm) this.warmStarts.push(await indexBlocks(url));
+    if (warm) this.warmStarts.push({ from: warm, blocks: await indexBlocks(url) });
     return { id, gateway, url, link };
   }
 }

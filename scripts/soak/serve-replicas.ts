@@ -149,7 +149,7 @@ export class ServeReplicas extends LinkedReplicas<Process> implements SoakReplic
       child.stderr?.on('data', (d: Buffer) => this.problems.push(`${id} stderr: ${String(d).trim().slice(0, 300)}`));
       void exited.then((code) => reject(new Error(`${id} exited ${code} before listening`)));
     });
-    if (warm) this.warmStarts.push(await indexBlocks(url));
+    if (warm) this.warmStarts.push({ from: warm, blocks: await indexBlocks(url) });
     return { id, url, child, config, exited, link };
   }
 
