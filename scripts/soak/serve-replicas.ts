@@ -6,15 +6,14 @@
  * SIGHUP. A clean restart starts the successor first and then sends SIGTERM, as a rolling update
  * does: the old process must exit 0 within {@link STOP_BOUND_MS}. A crash is SIGKILL: its
  * requests in flight are cut (their clients are told, see `crashed`) and its peers must drop
- * its load when its lease runs out. Anything a process logs at warn or above is counted by its
- * message; errors are kept as problems.
+ * its load when its lease runs out. Once a process has ended, what it logged at warn or above is
+ * counted by message; errors, and anything else it printed, are kept as problems.
  */
 
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT } from '../../test/helpers/dist.js';
+import { runCommand } from '../../test/helpers/cli-process.js';
 import { scrape } from '../../test/helpers/prometheus.js';
 import type { GatewayWorker } from '../../ts/index.js';
 import { type LinkedReplica, LinkedReplicas } from './linked-replicas.js';
@@ -28,9 +27,8 @@ const STOP_BOUND_MS = 20_000;
 const RELOAD_BOUND_MS = 5000;
 
 interface Process extends LinkedReplica {
-  child: ChildProcess;
+  command: ReturnType<typeof runCommand>;
   config: string;
-  exited: Promise<number | null>;
 }
 
 export class ServeReplicas extends LinkedReplicas<Process> implements SoakReplicaSet {
@@ -48,11 +46,12 @@ export class ServeReplicas extends LinkedReplicas<Process> implements SoakReplic
     this.live[slot] = await this.startOne(slot);
     if (crash) {
       this.crashed.add(old.url);
-      old.child.kill('SIGKILL');
-      await old.exited;
+      old.command.child.kill('SIGKILL');
+      await old.command.exited;
     } else {
       await this.stop(old);
     }
+    this.readOutput(old);
     await old.link?.cut();
   }
 
@@ -65,14 +64,18 @@ export class ServeReplicas extends LinkedReplicas<Process> implements SoakReplic
     const how = Math.floor(this.reloads++ / 2) % 2 === 0 ? 'file swapped' : 'SIGHUP';
     if (how === 'SIGHUP') {
       writeFileSync(p.config, text);
-      p.child.kill('SIGHUP');
+      p.command.child.kill('SIGHUP');
     } else {
       writeFileSync(`${p.config}.next`, text);
       renameSync(`${p.config}.next`, p.config);
     }
     const deadline = Date.now() + RELOAD_BOUND_MS;
-    while ((await this.appliedReloads(p)) === before && Date.now() < deadline && this.live.includes(p)) await sleep(100);
-    if (this.live.includes(p) && (await this.appliedReloads(p)) === before)
+    let applied = before;
+    while (applied === before && Date.now() < deadline && this.live.includes(p)) {
+      await sleep(100);
+      applied = await this.appliedReloads(p);
+    }
+    if (this.live.includes(p) && applied === before)
       this.problems.push(`${p.id}: a config reload (${how}) not applied within ${RELOAD_BOUND_MS} ms`);
     return how;
   }
@@ -96,6 +99,7 @@ export class ServeReplicas extends LinkedReplicas<Process> implements SoakReplic
   async close(): Promise<void> {
     for (const p of this.live.splice(0)) {
       await this.stop(p);
+      this.readOutput(p);
       await p.link?.cut();
     }
     await this.stopNats();
@@ -105,12 +109,12 @@ export class ServeReplicas extends LinkedReplicas<Process> implements SoakReplic
   /** SIGTERM, and the exit it must make: 0, within {@link STOP_BOUND_MS}. */
   private async stop(p: Process): Promise<void> {
     const at = Date.now();
-    p.child.kill('SIGTERM');
-    const code = await Promise.race([p.exited, sleep(STOP_BOUND_MS).then(() => 'late' as const)]);
+    p.command.child.kill('SIGTERM');
+    const code = await Promise.race([p.command.exited, sleep(STOP_BOUND_MS).then(() => 'late' as const)]);
     if (code === 'late') {
       this.problems.push(`${p.id}: still running ${STOP_BOUND_MS} ms after SIGTERM`);
-      p.child.kill('SIGKILL');
-      await p.exited;
+      p.command.child.kill('SIGKILL');
+      await p.command.exited;
     } else if (code !== 0) {
       this.problems.push(`${p.id}: exited ${code} after SIGTERM (${Date.now() - at} ms)`);
     } else {
@@ -130,27 +134,19 @@ export class ServeReplicas extends LinkedReplicas<Process> implements SoakReplic
     const { id, link, warm, options } = await this.birth(slot);
     const config = join(this.dir, `${id}.json`);
     writeFileSync(config, JSON.stringify({ ...options, logLevel: 'warn', shutdown: { delayMs: 500 } }));
-    const child = spawn(process.execPath, [join(ROOT, 'dist', 'cli.js'), 'serve', '--config', config, '--watch-config', '--port', '0'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      child.stdout?.on('data', (d: Buffer) => {
-        out += d;
-        const lines = out.split('\n');
-        out = lines.pop() ?? '';
-        for (const line of lines) {
-          const m = /proxy (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
-          if (m) resolve(m[1]);
-          else this.log(id, line);
-        }
-      });
-      child.stderr?.on('data', (d: Buffer) => this.problems.push(`${id} stderr: ${String(d).trim().slice(0, 300)}`));
-      void exited.then((code) => reject(new Error(`${id} exited ${code} before listening`)));
-    });
+    const command = runCommand(['serve', '--config', config, '--watch-config', '--port', '0'], /proxy (http:\/\/127\.0\.0\.1:\d+)/);
+    const url = (await command.match)[1];
     if (warm) this.warmStarts.push({ from: warm, blocks: await indexBlocks(url) });
-    return { id, url, child, config, exited, link };
+    return { id, url, command, config, link };
+  }
+
+  /** Reads what an ended process printed: its log lines counted, anything else a problem. */
+  private readOutput(p: Process): void {
+    for (const line of p.command.output().split('\n')) {
+      if (line !== '' && !line.startsWith('kvroute serve: proxy')) this.log(p.id, line);
+    }
+    const errors = p.command.errors().trim();
+    if (errors !== '') this.problems.push(`${p.id} stderr: ${errors.slice(0, 300)}`);
   }
 
   /** Counts a pino line by level and message; keeps an error's whole line as a problem. */
