@@ -193,6 +193,93 @@ describe.each(BACKENDS)("disaggregated serving over SGLang's bootstrap protocol 
     expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
   });
 
+  test("a decode worker that waited in vain for a hung prefill worker is not blamed: the prefill worker's health probe fails, and the pair goes to another prefill worker", async () => {
+    // A local tokenizer: the engine's /tokenize could meet the hung worker.
+    const tokenizer = writeMockTokenizer(scratchDir('kvroute-sglang-tok-'));
+    const f = await sglangFleet(backend, ['prefill', 'prefill', 'decode'], { tokenizer, health: { intervalMs: 0, timeoutMs: 300 } });
+    const prompt = text(80, 'hung');
+    const warm = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 1 });
+    const hung = Number(warm.headers.get('x-kvroute-prefill-worker'));
+    const other = hung === 1 ? 2 : 1;
+    await sleep(200);
+    // The prefill worker the router prefers hangs: it answers nothing, its health probes included,
+    // and the decode worker, waiting in its room for KV that never comes, gives up with a 500.
+    f.workers[hung - 1].fault({ kind: 'hang' });
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt, max_tokens: 3 }, { 'x-request-id': 'hung' });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-kvroute-prefill-worker')).toBe(String(other));
+    expect(r.headers.get('x-kvroute-worker')).toBe('3');
+    expect(f.received(hung).filter((d) => d.head['x-request-id'] === 'hung')).toHaveLength(1);
+    const workers = await f.gateway.workers();
+    const decode = workers.find((w) => w.id === 3n);
+    expect([decode?.health, decode?.consecutiveFailures]).toEqual(['healthy', 0]);
+    expect(workers.find((w) => w.id === BigInt(hung))?.consecutiveFailures).toBe(1);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_peer_probes_total', { worker: String(hung), leg: 'prefill', result: 'silent' })).toBe(1);
+    expect(m.sum('kvroute_gateway_peer_probes_total')).toBe(1);
+    expect(m.sum('kvroute_gateway_peer_failed_legs_total', { worker: '3', leg: 'decode' })).toBe(1);
+    expect(m.sum('kvroute_gateway_retries_total', { reason: 'probe' })).toBe(1);
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+  });
+
+  test("a prefill worker that is slow but answers its health probe does not excuse its decode workers: each one's timeout in the room is its own", async () => {
+    // Decode workers that wait 300 ms in a room; a prefill worker computing at a tenth of its modelled speed.
+    const shape: FleetShape = {
+      ...SGLANG,
+      worker: (role) => ({ ...SGLANG.worker?.(role), ...(role === 'prefill' ? { speedup: 1 } : { bootstrapTimeoutMs: 300 }) }),
+    };
+    const tokenizer = writeMockTokenizer(scratchDir('kvroute-sglang-tok-'));
+    const f = await disaggregatedFleet(
+      backend,
+      ['prefill', 'decode', 'decode'],
+      { disaggregation: { protocol: 'sglang' }, tokenizer, health: { intervalMs: 0, timeoutMs: 300 } },
+      shape,
+    );
+    f.workers[0].fault({ kind: 'slow', factor: 10 });
+    await sleep(50);
+    const r = await postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: text(3000, 'slow'), max_tokens: 2 });
+    // Both decode workers gave up on the room in turn; the prefill leg, still computing, was cut then.
+    expect(r.status).toBe(502);
+    expect(r.json.error.message).toMatch(/no worker could serve the request \(worker [23] answered 500\)/);
+    const workers = await f.gateway.workers();
+    const failures = (id: bigint) => workers.find((w) => w.id === id)?.consecutiveFailures;
+    expect([failures(1n), failures(2n), failures(3n)]).toEqual([0, 1, 1]);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_peer_probes_total', { worker: '1', leg: 'prefill', result: 'answered' })).toBe(2);
+    expect(m.sum('kvroute_gateway_peer_probes_total')).toBe(2);
+    expect(m.sum('kvroute_gateway_peer_failed_legs_total')).toBe(0);
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+  });
+
+  test("a prefill worker whose decode worker hung is not blamed: the decode worker's health probe fails, and the pair goes again to another decode worker", async () => {
+    const tokenizer = writeMockTokenizer(scratchDir('kvroute-sglang-tok-'));
+    const f = await sglangFleet(backend, ['prefill', 'decode', 'decode'], { tokenizer, health: { intervalMs: 0, timeoutMs: 300 } });
+    // A hung decode worker never joins its room: the prefill leg waits for it, then fails with a 500.
+    const hung = 2;
+    f.workers[hung - 1].fault({ kind: 'hang' });
+    await sleep(50);
+    // Two requests at once: the router spreads their decode legs, so one meets the hung worker.
+    const replies = await Promise.all(
+      ['one', 'two'].map((id) =>
+        postJson(`${f.url}/v1/completions`, { model: 'mock-model', prompt: text(60, id), max_tokens: 3 }, { 'x-request-id': id }),
+      ),
+    );
+    expect(replies.map((r) => [r.status, r.headers.get('x-kvroute-worker'), r.headers.get('x-kvroute-prefill-worker')])).toEqual([
+      [200, '3', '1'],
+      [200, '3', '1'],
+    ]);
+    expect(f.received(hung)).toHaveLength(1);
+    const workers = await f.gateway.workers();
+    const prefill = workers.find((w) => w.id === 1n);
+    expect([prefill?.health, prefill?.consecutiveFailures]).toEqual(['healthy', 0]);
+    expect(workers.find((w) => w.id === BigInt(hung))?.consecutiveFailures).toBe(1);
+    const m = await scrape(`${f.url}/metrics`);
+    expect(m.sum('kvroute_gateway_peer_probes_total', { worker: String(hung), leg: 'decode', result: 'silent' })).toBe(1);
+    expect(m.sum('kvroute_gateway_peer_probes_total')).toBe(1);
+    expect(m.sum('kvroute_gateway_peer_failed_legs_total', { worker: '1', leg: 'prefill' })).toBe(1);
+    expect(m.sum('kvroute_router_in_flight_requests')).toBe(0);
+  });
+
   test('a decode worker failing once its prefill leg is served is blamed, and the pair goes again in a new room rather than to another decode worker in the spent one', async () => {
     // Workers at their modelled speed, so that the answer takes long enough to be cut off.
     const slow: FleetShape = { ...SGLANG, worker: (role) => ({ ...SGLANG.worker?.(role), speedup: 1 }) };

@@ -13,7 +13,8 @@
  * answer once the prefill worker's has come, so that a failed prefill leg is retried, with a new
  * room and a new decode leg, on another prefill worker before anything reaches the client. A
  * decode leg that fails as its prefill leg does is not held against its worker
- * ({@link PEER_VERDICT_MS}). A prefill worker's 4xx is the request's fault and is the client's answer.
+ * ({@link PEER_VERDICT_MS}), nor one whose prefill worker is hung, nor the other way round
+ * ({@link peerSilent}). A prefill worker's 4xx is the request's fault and is the client's answer.
  * @internal
  * @module
  */
@@ -70,8 +71,14 @@ function prefillBody(body: Record<string, unknown>, room: Record<string, unknown
 type PrefillEnd =
   | { ok: true; cached: number | undefined; inputLogprobs: unknown[] | undefined }
   | { answer: Upstream; attempt: Attempt }
-  | { failed: string; kind: FailureKind; excused?: true }
+  | { failed: string; kind: FailureKind; excused?: true; silentDecode?: bigint }
   | { abandoned: true };
+
+/**
+ * A prefill leg's abort reason when its worker was found silent (see {@link peerSilent}) by its
+ * decode leg's failure: the leg fails as its worker's, rather than being abandoned.
+ */
+const WORKER_SILENT = 'worker_silent';
 
 /**
  * How long one leg's failure (a 5xx or a timeout) waits for news of the other leg before it
@@ -84,12 +91,15 @@ type PrefillEnd =
 const PEER_VERDICT_MS = 1000;
 
 /**
- * When a pair's decode workers died (a refused or reset connection to one, or its probes found it down), for its prefill leg's
- * verdict: a decode worker that dies as the prefill worker sends it the KV fails that transfer,
- * and the prefill worker's 5xx or timeout within {@link PEER_VERDICT_MS} of the death, before or
- * after it, is put down to it.
+ * News of a pair's decode leg, for its prefill leg's verdict: the decode worker it was last
+ * routed to, and when decode workers died (a refused or reset connection to one, or its probes
+ * found it down). A decode worker that dies as the prefill worker sends it the KV fails that
+ * transfer, and the prefill worker's 5xx or timeout within {@link PEER_VERDICT_MS} of the death,
+ * before or after it, is put down to it.
  */
-class DecodeDeaths {
+class DecodeNews {
+  /** The decode worker the leg was last routed to. */
+  worker: bigint | undefined;
   private last = Number.NEGATIVE_INFINITY;
   private readonly waiting: (() => void)[] = [];
 
@@ -107,9 +117,33 @@ class DecodeDeaths {
 }
 
 /**
+ * Whether a failed leg's peer worker is silent: asked when the peer's leg has not answered, by a
+ * health probe now (its breaker counts the verdict, as for any probe). A hung worker (a stuck
+ * scheduler, a wedged GPU) leaves its peer leg waiting in the room until that leg's worker gives
+ * up with a 5xx or the gateway's timeout runs out, and that worker, which did nothing wrong, would
+ * be blamed for it; the hung worker's own leg would time out later still, or never be blamed at all.
+ */
+async function peerSilent(ctx: ProxyContext, worker: bigint, leg: 'prefill' | 'decode'): Promise<boolean> {
+  const verdict = await ctx.fleet.probeNow(worker);
+  if (verdict === undefined) return false;
+  ctx.metrics.peerProbes.inc({ worker: String(worker), leg, result: verdict ? 'answered' : 'silent' });
+  return !verdict;
+}
+
+/**
+ * Why a prefill leg's 5xx or timeout is its decode worker's doing: a decode worker of its pair
+ * died near it (see {@link DecodeNews}), or the one it waits for is silent (see {@link peerSilent}).
+ */
+async function decodeExcuse(ctx: ProxyContext, decode: DecodeNews): Promise<'died' | 'silent' | undefined> {
+  if (await decode.near(PEER_VERDICT_MS)) return 'died';
+  if (decode.worker !== undefined && (await peerSilent(ctx, decode.worker, 'decode'))) return 'silent';
+  return undefined;
+}
+
+/**
  * Sends the prefill leg and reads its answer; its booking (`bookedAs`) is freed when it ends. A
- * 5xx or a timeout that comes with a decode worker's death (see {@link DecodeDeaths}) is not
- * counted against the prefill worker, whose transfer that death failed.
+ * 5xx or a timeout its decode worker explains (see {@link decodeExcuse}) is not counted against
+ * the prefill worker, whose transfer that worker failed.
  */
 async function prefillAnswer(
   ctx: ProxyContext,
@@ -119,7 +153,7 @@ async function prefillAnswer(
   signal: AbortSignal,
   outcome: Outcome,
   bookedAs: string,
-  decodeDeaths: DecodeDeaths,
+  decode: DecodeNews,
 ): Promise<PrefillEnd> {
   const worker = decision.workerId;
   const { attempt, response } = sendLeg(ctx, decision, path, leg, signal, outcome);
@@ -129,15 +163,27 @@ async function prefillAnswer(
   );
   const failed = async (why: number | string, kind: FailureKind, detail: string): Promise<PrefillEnd> => {
     ctx.router.free(bookedAs);
-    const decodeDied = !signal.aborted && !workerGone(kind) && (await decodeDeaths.near(PEER_VERDICT_MS));
+    const excuse = signal.aborted || workerGone(kind) ? undefined : await decodeExcuse(ctx, decode);
+    if (signal.aborted && signal.reason === WORKER_SILENT) {
+      // Its health probe counted against it already.
+      attempt.end('timeout', 'no answer, and its health probe failed when its decode leg failed');
+      ctx.metrics.retries.inc({ reason: 'probe' });
+      return { failed: `worker ${worker}: no answer, and its health probe failed`, kind: 'probe' };
+    }
     if (signal.aborted) {
       attempt.end(signal.reason === LEG_ABANDONED ? LEG_ABANDONED : 'client_closed');
       return { abandoned: true };
     }
-    if (decodeDied) {
+    if (excuse !== undefined) {
       attempt.end(why, `${detail}, after its peer leg failed`);
       ctx.metrics.peerFailedLegs.inc({ worker: String(worker), leg: 'prefill' });
-      return { failed: `worker ${worker} ${detail} after its decode worker failed`, kind, excused: true };
+      const silent = excuse === 'silent' ? { silentDecode: decode.worker as bigint } : {};
+      return {
+        failed: `worker ${worker} ${detail} after its decode worker ${excuse === 'died' ? 'failed' : 'fell silent'}`,
+        kind,
+        excused: true,
+        ...silent,
+      };
     }
     attempt.end(why, detail);
     ctx.fleet.failure(worker, kind, detail);
@@ -195,15 +241,17 @@ async function abandon(ctx: ProxyContext, outcome: Outcome, decode: Upstream | {
 }
 
 /**
- * Sends one pair of legs, the prefill leg to the routed prefill worker; `retry` when that worker
- * failed, or when the decode worker failed (`prefillSpared`: the prefill worker served its part,
- * or failed only because the decode worker died, and may be chosen again).
+ * Sends one pair of legs, the prefill leg to the routed prefill worker and the decode leg to none
+ * of the `silent` decode workers; `retry` when that prefill worker failed, or when the decode
+ * worker failed (`prefillSpared`: the prefill worker served its part, or failed only because the
+ * decode worker died or fell silent, and may be chosen again; `silentDecode`: the one that fell silent).
  */
 async function sendPair(
   r: Routed,
   prefill: Upstream['decision'],
   body: Record<string, unknown>,
-): Promise<FirstLeg | { retry: string; prefillSpared?: true }> {
+  silent: ReadonlySet<bigint>,
+): Promise<FirstLeg | { retry: string; prefillSpared?: true; silentDecode?: bigint }> {
   const { ctx, tokens, path, signal, outcome } = r;
   const spec = ctx.fleet.get(prefill.workerId)?.spec;
   const room = {
@@ -223,7 +271,7 @@ async function sendPair(
   signal.addEventListener('abort', onClientGone, { once: true });
   // The decode worker's answer, once the client's, stays cut by the client's leaving while it is delivered.
   let answered = false;
-  const decodeDeaths = new DecodeDeaths();
+  const decode = new DecodeNews();
   const t0 = performance.now();
   try {
     const prefillEnd = prefillAnswer(
@@ -234,7 +282,7 @@ async function sendPair(
       prefillStop.signal,
       outcome,
       bookedAs,
-      decodeDeaths,
+      decode,
     ).then((end) => {
       if ('ok' in end) ctx.metrics.prefillLegTime.observe((performance.now() - t0) / 1000);
       else decodeStop.abort(LEG_ABANDONED);
@@ -247,9 +295,20 @@ async function sendPair(
         body: JSON.stringify({ ...body, ...room }),
         // A refused or reset connection, or a worker found down, is the decode worker's own: the prefill leg is asked as it stands.
         peer: async (failure) => {
-          if (workerGone(failure)) decodeDeaths.died();
-          return prefillState(await within(prefillEnd, workerGone(failure) ? 0 : PEER_VERDICT_MS));
+          if (workerGone(failure)) {
+            decode.died();
+            return prefillState(await within(prefillEnd, 0));
+          }
+          const state = prefillState(await within(prefillEnd, PEER_VERDICT_MS));
+          // A prefill leg still unanswered may be a hung prefill worker's, which this decode worker waited for in vain.
+          if (state !== 'waiting' || !(await peerSilent(ctx, prefill.workerId, 'prefill'))) return state;
+          prefillStop.abort(WORKER_SILENT);
+          return 'failed';
         },
+        routed: (worker) => {
+          decode.worker = worker;
+        },
+        avoid: silent,
       }).then((up) => {
         if ('refused' in up) prefillStop.abort(LEG_ABANDONED);
         return up;
@@ -263,7 +322,10 @@ async function sendPair(
     if ('failed' in p) {
       await abandon(ctx, outcome, d);
       outcome.status = 0;
-      return p.excused ? { retry: p.failed, prefillSpared: true } : { retry: p.failed };
+      if (!p.excused) return { retry: p.failed };
+      return p.silentDecode === undefined
+        ? { retry: p.failed, prefillSpared: true }
+        : { retry: p.failed, prefillSpared: true, silentDecode: p.silentDecode };
     }
     // The decode leg found no decode worker that answered (its refusal says why).
     if ('abandoned' in p) return { refusal: 'refused' in d ? d : { refused: 502, message: 'the prefill leg was cut' } };
@@ -303,6 +365,8 @@ export async function bootstrapLegs(r: Routed): Promise<FirstLeg> {
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet);
   const fields = routeFields(read, scope, 'prefill');
   const tried = new Set<bigint>();
+  // Decode workers found silent by a failed prefill leg: the request's later pairs go to others.
+  const silentDecodes = new Set<bigint>();
   let lastFailure = '';
   let decodeFailed = false;
   for (let attempt = 0; attempt <= ctx.opts.upstream.retries; attempt++) {
@@ -315,10 +379,11 @@ export async function bootstrapLegs(r: Routed): Promise<FirstLeg> {
     }
     tried.add(prefill.workerId);
     outcome.attempts++;
-    const pair = await sendPair(r, prefill, body);
+    const pair = await sendPair(r, prefill, body, silentDecodes);
     if (!('retry' in pair)) return pair;
     lastFailure = pair.retry;
     decodeFailed = pair.prefillSpared === true;
+    if (pair.silentDecode !== undefined) silentDecodes.add(pair.silentDecode);
     if (decodeFailed) tried.delete(prefill.workerId);
   }
   const refused = lastFailure ? 502 : 503;

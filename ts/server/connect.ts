@@ -115,14 +115,18 @@ export interface Leg {
    * way (see {@link PeerState}).
    */
   peer?: (failure: FailureKind) => Promise<PeerState>;
+  /** Told each worker the leg is routed to, before it is sent (its peer leg's failure may ask after that worker). */
+  routed?: (worker: bigint) => void;
+  /** Workers the leg must not go to: found silent by a peer leg's failure earlier in the request. */
+  avoid?: ReadonlySet<bigint>;
 }
 
 /**
  * A paired leg's peer, as a failure of this leg finds it: still waiting for this leg (another
  * worker may take this one's place), ended (its part done, or failed in a way that does not
  * explain this failure: the failure counts, and no other worker can take the place), or failed
- * in a way that explains a 5xx or a timeout here (counted apart, against no worker: the caller
- * sends the pair again). A refused or reset connection, or a worker its probes found down, is
+ * in a way that explains a 5xx or a timeout here, its worker found silent included (counted
+ * apart, against no worker: the caller sends the pair again). A refused or reset connection, or a worker its probes found down, is
  * always the worker's own.
  */
 export type PeerState = 'waiting' | 'ended' | 'failed';
@@ -232,7 +236,7 @@ export interface Upstream {
  */
 export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whole', body: r.read.forward }): Promise<Upstream | Refusal> {
   const { ctx, read, tokens, path, signal, outcome } = r;
-  const tried = new Set<bigint>();
+  const tried = new Set<bigint>(leg.avoid);
   const scope = routingScope(read.model, read.cacheSalt, ctx.fleet, read.batchModels);
   if (only !== undefined) scope.workers = new Set([only]);
   const fields = routeFields(read, scope, leg.kind);
@@ -258,6 +262,7 @@ export async function connect(r: Routed, only?: bigint, leg: Leg = { kind: 'whol
     // Nor is a decode leg's (its prefill worker's report is compared instead: disaggregation.ts).
     outcome.predicted = only === undefined && leg.kind !== 'decode' ? outcome.expected : undefined;
     tried.add(decision.workerId);
+    leg.routed?.(decision.workerId);
     const { attempt, response } = sendLeg(ctx, decision, path, leg, signal, outcome);
     const answer = await answerOf(response);
     if ('failure' in answer) {

@@ -382,10 +382,22 @@ export class Fleet {
     }
   }
 
-  /** One `GET /health`; learns the served model on the first success. */
-  private async probe(m: FleetWorker): Promise<void> {
+  /**
+   * Probes one worker now, as the periodic probes do (its breaker counts the verdict), for a
+   * request that must know whether the worker is silent: a disaggregated leg that failed while
+   * its peer leg on this worker was still unanswered (bootstrap-legs.ts). True when `/health`
+   * answered 200, false when it failed, undefined when the worker is not in the fleet (or has no
+   * HTTP pool) or the fleet is closed.
+   */
+  async probeNow(id: bigint): Promise<boolean | undefined> {
+    const m = this.members.get(id);
+    return m === undefined ? undefined : this.probe(m);
+  }
+
+  /** One `GET /health`; learns the served model on the first success. Its verdict (see {@link probeNow}). */
+  private async probe(m: FleetWorker): Promise<boolean | undefined> {
     const pool = m.pool;
-    if (!pool || this.closed) return;
+    if (!pool || this.closed) return undefined;
     const t = this.opts.health.timeoutMs;
     try {
       const res = await pool.request({
@@ -399,13 +411,16 @@ export class Fleet {
       await res.body.dump();
       if (res.statusCode !== 200) {
         this.apply(m, m.breaker.failure('probe', `/health answered ${res.statusCode}`), 'probe');
-        return;
+        return false;
       }
       this.apply(m, m.breaker.success(true));
       if (m.model === undefined || performance.now() - m.modelsReadAt >= MODELS_REFRESH_MS) await this.readModels(m);
       if (m.asksSleeping) await this.readSleeping(m).catch(() => undefined);
+      return true;
     } catch (err) {
-      if (!this.closed && this.members.has(m.spec.id)) this.apply(m, m.breaker.failure(failureKind(err), describeError(err)), 'probe');
+      if (this.closed || !this.members.has(m.spec.id)) return undefined;
+      this.apply(m, m.breaker.failure(failureKind(err), describeError(err)), 'probe');
+      return false;
     }
   }
 

@@ -47,6 +47,7 @@ export class GatewayMetrics {
   readonly retries: Counter<'reason'>;
   readonly prefillLegs: Counter<'worker' | 'result'>;
   readonly peerFailedLegs: Counter<'worker' | 'leg'>;
+  readonly peerProbes: Counter<'worker' | 'leg' | 'result'>;
   readonly prefillLegTime: Histogram;
   readonly rejected: Counter<'reason'>;
   readonly traceContexts: Counter<'result'>;
@@ -172,9 +173,19 @@ export class GatewayMetrics {
       help:
         "Legs of disaggregated requests (SGLang's protocol) whose worker failed (a 5xx or a timeout) with the other leg's " +
         'worker: a decode leg after its prefill worker could not be reached, reset or timed out, a prefill leg (its transfer) ' +
-        "after its decode worker's connection was refused or reset. Not counted against the worker's health; the pair is " +
+        "after its decode worker's connection was refused or reset, either one after the other leg's worker fell silent (see " +
+        "kvroute_gateway_peer_probes_total). Not counted against the worker's health; the pair is " +
         'sent again. By the worker excused and its leg.',
       labelNames: ['worker', 'leg'],
+      registers,
+    });
+    this.peerProbes = new Counter({
+      name: 'kvroute_gateway_peer_probes_total',
+      help:
+        "Health probes (GET /health) of the other leg's worker when a leg of a disaggregated request (SGLang's protocol) " +
+        'failed with a 5xx or a timeout while that leg had not answered: silent (the probe failed: that worker is blamed, ' +
+        'the failed leg excused) or answered (the failed leg is blamed). By the worker probed and its leg.',
+      labelNames: ['worker', 'leg', 'result'],
       registers,
     });
     this.prefillLegTime = new Histogram({
