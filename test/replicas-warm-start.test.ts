@@ -3,17 +3,21 @@ import {
   blockHashes,
   createGateway,
   type Gateway,
+  type GatewayOptions,
   IndexSnapshotWriter,
   type KvIndex,
   KvRouteError,
   KvRouter,
   stringifyEvents,
+  type WarmStartOptions,
   warmStart,
 } from '../ts/index.js';
 import { BACKENDS } from './helpers/backends.js';
+import { makeCa, makeClientCert, makeServerCert } from './helpers/certs.js';
 import { TestEnginePublisher } from './helpers/engine-publisher.js';
 import { packBatch, vllmRemoved, vllmStored } from './helpers/engine-wire.js';
 import { NatsServer } from './helpers/nats-server.js';
+import { scratchDir } from './helpers/scratch-dir.js';
 import { waitFor } from './helpers/wait.js';
 
 const BS = 4;
@@ -45,11 +49,11 @@ describe.each(BACKENDS)('index warm start (%s)', (backend) => {
     for (const f of cleanup.splice(0).reverse()) await f();
   });
 
-  /** A running replica: a gateway whose router follows one engine, and the engine. */
-  async function peer(): Promise<{ gw: Gateway; url: string; pub: TestEnginePublisher }> {
+  /** A running replica: a gateway (with `extra` options) whose router follows one engine, and the engine. */
+  async function peer(extra: Partial<GatewayOptions> = {}): Promise<{ gw: Gateway; url: string; pub: TestEnginePublisher }> {
     const pub = await TestEnginePublisher.start();
     cleanup.push(() => pub.close());
-    const gw = createGateway({ blockSize: BS, backend, logLevel: false });
+    const gw = createGateway({ blockSize: BS, backend, logLevel: false, ...extra });
     cleanup.push(() => gw.close());
     const { url } = await gw.listen();
     const src = gw.router.subscribe({ workerId: WORKER, endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint });
@@ -156,6 +160,49 @@ describe.each(BACKENDS)('index warm start (%s)', (backend) => {
     const r = await second.warmStart;
     expect(r).toMatchObject({ from: 'peer', blocks: 10 });
     expect(answers(second.router.index, 10)).toBe(answers(gw.router.index, 10));
+  });
+
+  test("a peer serving HTTPS with a private CA and guarding /dump with the fleet's admin token: warmStart.tls and the gateway's own token reach it", async () => {
+    const dir = scratchDir('kvroute-warm-tls-');
+    const ca = makeCa(dir, 'replicas-ca');
+    const clientsCa = makeCa(dir, 'clients-ca');
+    const server = makeServerCert(dir, 'replica', ca);
+    const client = makeClientCert(dir, 'replica-client', clientsCa);
+    const auth = { adminToken: 'fleet-admin' };
+    // Mutual TLS: the peer takes only clients with a certificate its clients' CA signed.
+    const { url } = await peer({ auth, tls: { certFile: server.certFile, keyFile: server.keyFile, caFile: clientsCa.certFile } });
+    expect(url.startsWith('https://')).toBe(true);
+    const tls = { caFile: ca.certFile, certFile: client.certFile, keyFile: client.keyFile };
+    const started = async (warm: WarmStartOptions, own: Partial<GatewayOptions> = { auth }) => {
+      const g = createGateway({ blockSize: BS, backend, logLevel: false, warmStart: warm, ...own });
+      cleanup.push(() => g.close());
+      return g.warmStart;
+    };
+    const loaded = await started({ peer: url, tls });
+    expect(loaded).toMatchObject({ from: 'peer', blocks: 10 });
+    // Each thing missing is its own failure, and the gateway starts cold.
+    const failures = [
+      [await started({ peer: url, tls }, {}), /answered 401/],
+      [await started({ peer: url, tls: { caFile: ca.certFile } }), /cannot read .*\/dump/],
+      [await started({ peer: url }), /cannot read .*\/dump: .*certificate/i],
+      [await started({ peer: url, tls, headers: { Authorization: 'Bearer wrong' } }), /answered 401/],
+    ] as const;
+    for (const [result, message] of failures) {
+      expect(result).toBeInstanceOf(KvRouteError);
+      expect((result as KvRouteError).message).toMatch(message);
+    }
+    // Bad TLS options are refused before any request.
+    const fresh = router();
+    const bad: [WarmStartOptions, RegExp][] = [
+      [{ peer: url, tls: { caFile: `${dir}/missing.pem` } }, /opts.tls.caFile cannot be read: ENOENT/],
+      [{ peer: url, tls: { certFile: client.certFile } }, /opts.tls.certFile and opts.tls.keyFile go together/],
+      [{ peer: url, tls: { caFile: client.keyFile } }, /opts.tls.caFile .*no PEM certificate/],
+      [{ snapshot: { servers: 'nats://127.0.0.1:1' }, tls: { caFile: ca.certFile } }, /opts.tls is the peer request's/],
+      [{ peer: url, headers: 'authorization: x' as never }, /opts.headers must be an object of header names to strings/],
+      [{ peer: url, headers: { authorization: 1 } as never }, /opts.headers must be an object of header names to strings/],
+    ];
+    for (const [opts, message] of bad) await expect(warmStart(fresh, opts)).rejects.toThrow(message);
+    expect(fresh.index.stats().blocks).toBe(0);
   });
 
   test('a gateway closed during its warm start never adds its workers', async () => {

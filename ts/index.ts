@@ -133,7 +133,7 @@ export {
 } from './replicas/snapshot-store.js';
 export type { ReplicaStats } from './replicas/sync.js';
 export { ReplicaBus, type ReplicaBusOptions, type ReplicaTransport, type ReplicaTransportHandlers } from './replicas/transport.js';
-export { type WarmStartOptions, type WarmStartResult, warmStart } from './replicas/warm-start.js';
+export { type PeerTlsOptions, type WarmStartOptions, type WarmStartResult, warmStart } from './replicas/warm-start.js';
 export { KvRouter } from './router/kv-router.js';
 export type { KvRouterOptions, QueuePolicy, SelectionPolicy, WorkerType } from './router/options.js';
 export type { CandidateScore, Selector } from './router/select.js';

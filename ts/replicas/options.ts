@@ -132,11 +132,14 @@ export function resolveNatsAuth(
     if (typeof v !== 'string' || v.length === 0) fail(`.${k}`, 'a non-empty string', v);
     auth[k] = v as string;
   }
-  return { servers: servers as string[], ...auth, ...(o.tls === undefined ? {} : { tls: resolveNatsTls(o.tls, `${where}.tls`) }) };
+  return { servers: servers as string[], ...auth, ...(o.tls === undefined ? {} : { tls: resolveTlsFiles(o.tls, `${where}.tls`) }) };
 }
 
-/** `tls` of a NATS connection: its files read and loaded now, so a bad one fails at construction, not at each reconnection. */
-function resolveNatsTls(value: unknown, where: string): NatsTlsOptions {
+/**
+ * A `tls` of CA, certificate and key files (a NATS connection's, a warm start's peer request):
+ * its files read and loaded now, so a bad one fails at construction, not at each (re)connection.
+ */
+export function resolveTlsFiles(value: unknown, where: string): NatsTlsOptions {
   const t = checkOptions(value, where, ['caFile', 'certFile', 'keyFile']);
   const out: NatsTlsOptions = {};
   for (const k of ['caFile', 'certFile', 'keyFile'] as const) {

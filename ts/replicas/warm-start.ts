@@ -8,12 +8,14 @@
 
 import { Objm } from '@nats-io/obj';
 import { connect } from '@nats-io/transport-node';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { KvRouteError } from '../errors.js';
 import { KvIndex } from '../kv-index.js';
 import { KvRouter } from '../router/kv-router.js';
+import { readTlsFiles, tlsFileNames } from '../tls-files.js';
 import { checkOptions, describe, positiveNumber } from '../validate.js';
 import { natsConnectOptions } from './nats-transport.js';
+import { resolveTlsFiles } from './options.js';
 import { recordResumeSeqs } from './resume.js';
 import { parseSnapshot } from './snapshot.js';
 import { resolveSnapshotStore, type SnapshotStoreOptions } from './snapshot-store.js';
@@ -29,10 +31,28 @@ export interface WarmStartOptions {
   snapshot?: SnapshotStoreOptions;
   /** The dump entry to use when the document holds several models. Default: its only entry. */
   model?: string;
-  /** Headers of the peer request (e.g. `authorization` of the peer's admin listener). */
+  /**
+   * Headers of the peer request (e.g. `authorization` of the peer's admin listener; a gateway
+   * sends its own `auth.adminToken` when this has none, as replicas of one fleet share it).
+   */
   headers?: Record<string, string>;
+  /** TLS of the peer request: for a peer serving HTTPS with a private CA, or one that requires a client certificate. Default: Node's CAs. */
+  tls?: PeerTlsOptions;
   /** Give up after this long (ms). Default 30000. */
   timeoutMs?: number;
+}
+
+/**
+ * TLS of a warm start's request to its peer.
+ * @group Replicas
+ */
+export interface PeerTlsOptions {
+  /** A file of PEM CA certificates that sign the peer's certificate. */
+  caFile?: string;
+  /** A file holding the PEM client certificate to present (with `keyFile`), for a peer that verifies clients. */
+  certFile?: string;
+  /** The client certificate's PEM private key. */
+  keyFile?: string;
 }
 
 /**
@@ -54,23 +74,30 @@ export interface WarmStartResult {
   resumableRanks: number;
 }
 
-async function readPeer(url: string, headers: Record<string, string>, timeoutMs: number): Promise<string> {
+async function readPeer(url: string, headers: Record<string, string>, tls: PeerTlsOptions | undefined, timeoutMs: number): Promise<string> {
   const base = url.replace(/\/+$/, '');
-  let res: Awaited<ReturnType<typeof request>>;
+  // A dispatcher of its own only for TLS files: its connections are closed with it.
+  const dispatcher = tls === undefined ? undefined : new Agent({ connect: readTlsFiles(tls, tlsFileNames('opts.tls')) });
   try {
-    res = await request(`${base}/dump`, {
-      headers,
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-  } catch (err) {
-    throw new KvRouteError('ERR_INVALID_ARG', `warm start: cannot read ${base}/dump: ${(err as Error).message}`, { cause: err });
+    let res: Awaited<ReturnType<typeof request>>;
+    try {
+      res = await request(`${base}/dump`, {
+        headers,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        signal: AbortSignal.timeout(timeoutMs),
+        ...(dispatcher ? { dispatcher } : {}),
+      });
+    } catch (err) {
+      throw new KvRouteError('ERR_INVALID_ARG', `warm start: cannot read ${base}/dump: ${(err as Error).message}`, { cause: err });
+    }
+    const text = await res.body.text();
+    if (res.statusCode !== 200)
+      throw new KvRouteError('ERR_INVALID_ARG', `warm start: ${base}/dump answered ${res.statusCode}: ${text.slice(0, 200)}`);
+    return text;
+  } finally {
+    await dispatcher?.close();
   }
-  const text = await res.body.text();
-  if (res.statusCode !== 200)
-    throw new KvRouteError('ERR_INVALID_ARG', `warm start: ${base}/dump answered ${res.statusCode}: ${text.slice(0, 200)}`);
-  return text;
 }
 
 async function readSnapshot(value: unknown, timeoutMs: number): Promise<string> {
@@ -119,17 +146,28 @@ export async function warmStart(target: KvIndex | KvRouter, opts: WarmStartOptio
   const index = target instanceof KvRouter ? target.index : target;
   if (!(index instanceof KvIndex))
     throw new KvRouteError('ERR_INVALID_ARG', `warmStart needs a KvIndex or a KvRouter, got ${describe(target)}`);
-  const o = checkOptions(opts, 'opts', ['peer', 'snapshot', 'model', 'headers', 'timeoutMs']);
+  const o = checkOptions(opts, 'opts', ['peer', 'snapshot', 'model', 'headers', 'tls', 'timeoutMs']);
   if ((o.peer === undefined) === (o.snapshot === undefined))
     throw new KvRouteError('ERR_INVALID_ARG', 'opts needs exactly one of peer and snapshot');
   if (o.peer !== undefined && (typeof o.peer !== 'string' || !/^https?:\/\//.test(o.peer)))
     throw new KvRouteError('ERR_INVALID_ARG', `opts.peer must be an http(s) URL, got ${describe(o.peer)}`);
   if (o.model !== undefined && typeof o.model !== 'string')
     throw new KvRouteError('ERR_INVALID_ARG', `opts.model must be a string, got ${describe(o.model)}`);
+  const headers = o.headers ?? {};
+  if (
+    typeof headers !== 'object' ||
+    headers === null ||
+    Array.isArray(headers) ||
+    Object.values(headers).some((v) => typeof v !== 'string')
+  )
+    throw new KvRouteError('ERR_INVALID_ARG', `opts.headers must be an object of header names to strings, got ${describe(o.headers)}`);
+  if (o.tls !== undefined && o.peer === undefined)
+    throw new KvRouteError('ERR_INVALID_ARG', "opts.tls is the peer request's: a snapshot store takes its own (opts.snapshot.tls)");
+  const tls = o.tls === undefined ? undefined : resolveTlsFiles(o.tls, 'opts.tls');
   const timeoutMs = positiveNumber(o.timeoutMs, 'opts.timeoutMs', 30_000);
   const text =
     o.peer !== undefined
-      ? await readPeer(o.peer as string, (o.headers as Record<string, string>) ?? {}, timeoutMs)
+      ? await readPeer(o.peer as string, headers as Record<string, string>, tls, timeoutMs)
       : await readSnapshot(o.snapshot, timeoutMs);
   // The native backend parses the document in Rust on libuv's thread pool (a million-block
   // snapshot: about half a second, off the JavaScript thread); the JS backend in TypeScript on the

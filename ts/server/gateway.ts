@@ -158,6 +158,17 @@ function makeTokenizer(o: ResolvedGatewayOptions, fleet: Fleet, log: FastifyBase
   return engineTokenizer(askWorkersToTokenize(fleet, log), o.tokenizeCache);
 }
 
+/**
+ * A peer warm start's request carries the gateway's own admin token unless its headers give an
+ * `authorization`: the replicas of one fleet share it, and a peer that has one guards `/dump` with it.
+ */
+function withAdminToken(opts: WarmStartOptions, adminToken: string | undefined): WarmStartOptions {
+  if (opts.peer === undefined || adminToken === undefined) return opts;
+  const headers = opts.headers ?? {};
+  if (Object.keys(headers).some((name) => name.toLowerCase() === 'authorization')) return opts;
+  return { ...opts, headers: { ...headers, authorization: `Bearer ${adminToken}` } };
+}
+
 /** Runs the configured warm start; a failure is logged and the gateway starts cold. */
 async function warmUp(router: KvRouter, opts: WarmStartOptions, log: FastifyBaseLogger): Promise<WarmStartResult | Error> {
   try {
@@ -334,7 +345,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
   }
   // Made in the try above, which throws otherwise.
   const spans = tracing as GatewayTracer;
-  const warm = o.warmStart ? warmUp(router, o.warmStart, app.log).finally(addWorkers) : Promise.resolve(undefined);
+  const warm = o.warmStart
+    ? warmUp(router, withAdminToken(o.warmStart, o.adminToken), app.log).finally(addWorkers)
+    : Promise.resolve(undefined);
   const model = () => o.model ?? fleet.list().find((m) => m.model)?.model ?? 'unknown';
   const logRequests = o.logLevel !== false && ['info', 'debug', 'trace'].includes(o.logLevel);
   const ctx: ProxyContext = {

@@ -557,7 +557,7 @@ export function resolveGatewayOptions(value: unknown): ResolvedGatewayOptions {
     warmStart:
       o.warmStart === undefined
         ? undefined
-        : (record(o.warmStart, 'warmStart', ['peer', 'snapshot', 'model', 'headers', 'timeoutMs']) as WarmStartOptions),
+        : (record(o.warmStart, 'warmStart', ['peer', 'snapshot', 'model', 'headers', 'tls', 'timeoutMs']) as WarmStartOptions),
     snapshots: o.snapshots === undefined ? undefined : (object(o.snapshots, 'snapshots') as unknown as SnapshotWriterOptions),
   };
 }
