@@ -14,10 +14,12 @@
  * read over HTTP (`/metrics`, `/admin/workers`), either way; a replica's successor warm-starts
  * from a live peer's `/dump` or the replicas' latest index snapshot. Not part of the test suite
  * (it runs for minutes); the suite holds what it found (`test/gateway-chaos.test.ts`, the
- * close() test of `test/gateway-shutdown.test.ts`). It exits 1 when one of these fails.
+ * close() test of `test/gateway-shutdown.test.ts`). It exits 1 when one of these fails. With
+ * `--secure`, every connection that can be guarded is: TLS (mutual to the workers and NATS) and
+ * keys (`soak/secure.ts`).
  *
  *   node --expose-gc --import tsx scripts/soak-gateway.ts [--minutes 3] [--backend native|js]
- *     [--mode aggregated|vllm|sglang] [--replicas 1] [--serve] [--seed 1]
+ *     [--mode aggregated|vllm|sglang] [--replicas 1] [--serve] [--secure] [--seed 1]
  */
 
 import { parseArgs } from 'node:util';
@@ -28,6 +30,7 @@ import { SoakClients } from './soak/clients.js';
 import { SoakFaults } from './soak/faults.js';
 import { indexDigest, type ReplicaState, replicaState, type SoakReplicaSet, SYNC } from './soak/replica-set.js';
 import { Replicas } from './soak/replicas.js';
+import { SoakSecurity } from './soak/secure.js';
 import { ServeReplicas } from './soak/serve-replicas.js';
 import { type SoakMode, SoakWorkers } from './soak/workers.js';
 
@@ -38,6 +41,7 @@ const { values } = parseArgs({
     mode: { type: 'string', default: 'aggregated' },
     replicas: { type: 'string', default: '1' },
     serve: { type: 'boolean', default: false },
+    secure: { type: 'boolean', default: false },
     seed: { type: 'string', default: '1' },
   },
 });
@@ -51,8 +55,10 @@ const rng = new Rng(Number(values.seed));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 if (values.serve) requireDist();
-const workers = await SoakWorkers.start(mode);
-const options = {
+const security = values.secure ? SoakSecurity.make() : undefined;
+security?.trustInThisProcess();
+const workers = await SoakWorkers.start(mode, security?.workerOptions());
+const plain = {
   blockSize: 16,
   backend,
   logLevel: false as const,
@@ -63,8 +69,9 @@ const options = {
   ...(mode === 'sglang' ? { disaggregation: { protocol: 'sglang' as const } } : {}),
   workers: workers.gatewayWorkers(),
 };
-const serving = values.serve ? new ServeReplicas(replicaCount, options) : undefined;
-const replicas: SoakReplicaSet = serving ?? new Replicas(replicaCount, options);
+const options = security ? security.gatewayOptions(plain) : plain;
+const serving = values.serve ? new ServeReplicas(replicaCount, options, security) : undefined;
+const replicas: SoakReplicaSet = serving ?? new Replicas(replicaCount, options, security);
 await replicas.start();
 await sleep(300);
 
@@ -133,6 +140,7 @@ console.log(`each replica's index (its /dump's blocks): ${digests.join('; ')}`);
 if (!agree(last) || !sameIndex) console.log('the replicas do not agree on the index, and none resynced');
 await replicas.close();
 await workers.close();
+security?.dispose();
 for (const from of ['peer', 'snapshot'] as const) {
   const blocks = replicas.warmStarts
     .filter((w) => w.from === from)

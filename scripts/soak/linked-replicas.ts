@@ -11,6 +11,7 @@ import { scrape } from '../../test/helpers/prometheus.js';
 import { TcpProxy } from '../../test/helpers/tcp-proxy.js';
 import type { GatewayOptions } from '../../ts/index.js';
 import { type SoakReplica, SYNC } from './replica-set.js';
+import type { SoakSecurity } from './secure.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -39,10 +40,11 @@ export abstract class LinkedReplicas<R extends LinkedReplica> {
   readonly warmStarts: { from: 'peer' | 'snapshot'; blocks: number }[] = [];
   private started = 0;
 
-  /** `options`: every gateway's options but its replica sync and warm start. */
+  /** `options`: every gateway's options but its replica sync and warm start; `security`: `--secure`'s, for NATS and the peers. */
   constructor(
     private readonly count: number,
     protected readonly options: GatewayOptions,
+    private readonly security?: SoakSecurity,
   ) {}
 
   get shared(): boolean {
@@ -50,7 +52,7 @@ export abstract class LinkedReplicas<R extends LinkedReplica> {
   }
 
   async start(): Promise<void> {
-    if (this.shared) await this.nats.start();
+    if (this.shared) await this.nats.start(this.security?.natsArgs());
     for (let slot = 0; slot < this.count; slot++) this.live.push(await this.startOne(slot));
   }
 
@@ -68,7 +70,7 @@ export abstract class LinkedReplicas<R extends LinkedReplica> {
   async natsOutage(ms: number): Promise<void> {
     await this.nats.stop();
     await sleep(ms);
-    await this.nats.start();
+    await this.nats.start(this.security?.natsArgs());
   }
 
   /**
@@ -86,7 +88,8 @@ export abstract class LinkedReplicas<R extends LinkedReplica> {
     // A live replica other than the one it replaces.
     const peer = this.live.find((_, i) => i !== slot)?.url;
     const warm = successor && this.started % 2 === 0 && (await this.snapshotWritten()) ? 'snapshot' : peer ? 'peer' : undefined;
-    const warmStart = warm === 'snapshot' ? { snapshot: { servers } } : warm === 'peer' ? { peer } : undefined;
+    const tls = this.security ? { tls: this.security.clientTls() } : {};
+    const warmStart = warm === 'snapshot' ? { snapshot: { servers, ...tls } } : warm === 'peer' ? { peer, ...tls } : undefined;
     return {
       id,
       link,
@@ -94,8 +97,8 @@ export abstract class LinkedReplicas<R extends LinkedReplica> {
       options: {
         ...this.options,
         ...(warmStart ? { warmStart } : {}),
-        snapshots: { servers, everyMs: SNAPSHOT_EVERY_MS },
-        router: { ...this.options.router, replicas: { nats: { servers, subject: 'kvroute.soak' }, replicaId: id, ...SYNC } },
+        snapshots: { servers, everyMs: SNAPSHOT_EVERY_MS, ...tls },
+        router: { ...this.options.router, replicas: { nats: { servers, subject: 'kvroute.soak', ...tls }, replicaId: id, ...SYNC } },
       },
     };
   }

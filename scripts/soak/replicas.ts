@@ -50,6 +50,9 @@ export class Replicas extends LinkedReplicas<Replica> implements SoakReplicaSet 
     // a load balancer that hears of a pod's end late.
     const gateway = createGateway({ ...options, shutdown: { delayMs: 500 } });
     const { url } = await gateway.listen();
+    const loaded = await gateway.warmStart;
+    // A warm start that fails leaves the replica cold, and says why: here, that is a failure.
+    if (loaded instanceof Error) this.problems.push(`${id}: warm start from a ${warm} failed: ${loaded.message}`);
     if (warm) this.warmStarts.push({ from: warm, blocks: await indexBlocks(url) });
     return { id, gateway, url, link };
   }

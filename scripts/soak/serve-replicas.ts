@@ -134,7 +134,7 @@ export class ServeReplicas extends LinkedReplicas<Process> implements SoakReplic
     const { id, link, warm, options } = await this.birth(slot);
     const config = join(this.dir, `${id}.json`);
     writeFileSync(config, JSON.stringify({ ...options, logLevel: 'warn', shutdown: { delayMs: 500 } }));
-    const command = runCommand(['serve', '--config', config, '--watch-config', '--port', '0'], /proxy (http:\/\/127\.0\.0\.1:\d+)/);
+    const command = runCommand(['serve', '--config', config, '--watch-config', '--port', '0'], /proxy (https?:\/\/127\.0\.0\.1:\d+)/);
     const url = (await command.match)[1];
     if (warm) this.warmStarts.push({ from: warm, blocks: await indexBlocks(url) });
     return { id, url, command, config, link };
@@ -162,6 +162,7 @@ export class ServeReplicas extends LinkedReplicas<Process> implements SoakReplic
     if (level < 40) return;
     const key = `${level >= 50 ? 'error' : 'warn'}: ${entry.msg}`;
     this.logged.set(key, (this.logged.get(key) ?? 0) + 1);
-    if (level >= 50) this.problems.push(`${id} logged: ${line.slice(0, 300)}`);
+    // A failed warm start is a warning to an operator (the gateway serves on, cold); here it is a failure.
+    if (level >= 50 || entry.msg?.startsWith('warm start failed')) this.problems.push(`${id} logged: ${line.slice(0, 300)}`);
   }
 }

@@ -6,7 +6,7 @@
  */
 
 import { TcpProxy } from '../../test/helpers/tcp-proxy.js';
-import { type GatewayWorker, type MockWorker, startMockWorker, type WorkerRole } from '../../ts/index.js';
+import { type GatewayWorker, type MockWorker, type MockWorkerOptions, startMockWorker, type WorkerRole } from '../../ts/index.js';
 
 export type SoakMode = 'aggregated' | 'vllm' | 'sglang';
 
@@ -25,11 +25,15 @@ interface Slot {
 export class SoakWorkers {
   private readonly slots: Slot[] = [];
 
-  private constructor(private readonly mode: SoakMode) {}
+  /** `extra`: every worker's further options (`--secure`'s TLS and API key). */
+  private constructor(
+    private readonly mode: SoakMode,
+    private readonly extra: Partial<MockWorkerOptions>,
+  ) {}
 
   /** Four workers: aggregated ones, or two prefill and two decode. */
-  static async start(mode: SoakMode): Promise<SoakWorkers> {
-    const set = new SoakWorkers(mode);
+  static async start(mode: SoakMode, extra: Partial<MockWorkerOptions> = {}): Promise<SoakWorkers> {
+    const set = new SoakWorkers(mode, extra);
     const roles: WorkerRole[] =
       mode === 'aggregated' ? ['aggregated', 'aggregated', 'aggregated', 'aggregated'] : ['prefill', 'prefill', 'decode', 'decode'];
     for (const role of roles) {
@@ -51,7 +55,7 @@ export class SoakWorkers {
   gatewayWorkers(): GatewayWorker[] {
     return this.slots.map((s, i) => ({
       id: i + 1,
-      url: `http://127.0.0.1:${s.http.port}`,
+      url: `${new URL(s.worker.url).protocol}//127.0.0.1:${s.http.port}`,
       kvEvents: `tcp://127.0.0.1:${s.events.port}`,
       replay: `tcp://127.0.0.1:${s.replay.port}`,
       role: s.role,
@@ -102,6 +106,7 @@ export class SoakWorkers {
       replay: at?.replayEndpoints[0] ?? 'tcp://127.0.0.1:0',
       blockSize: 16,
       speedup: 50,
+      ...this.extra,
       ...(this.mode === 'sglang'
         ? { disaggregationMode: role === 'aggregated' ? null : role, bootstrapPort: at?.bootstrapPort ?? 0, bootstrapTimeoutMs: 1500 }
         : {}),
