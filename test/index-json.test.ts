@@ -174,10 +174,10 @@ describe.each(BACKENDS)('event JSON text on the %s backend', (backend) => {
 /** A refusal for one of the rules JSON leaves open (`index-json-rules.test.ts`). */
 const OPEN_RULE = /invalid JSON: (number out of range|lone surrogate|nested deeper|duplicate key)/;
 
-/** What applying one event's text says: `accepted`, or the refusal's message. */
-function said(index: KvIndex, text: string): string {
+/** What applying a text (as one event, or as a batch) says: `accepted`, or the refusal's message. */
+function said(index: KvIndex, text: string, how: 'applyEvent' | 'applyEvents' = 'applyEvent'): string {
   try {
-    index.applyEvent(text);
+    index[how](text);
     return 'accepted';
   } catch (err) {
     return (err as Error).message;
@@ -189,18 +189,17 @@ test('JSONTestSuite: both backends give the same answer to every document, the i
   const differ: string[] = [];
   const answers = { accepted: 0, ERR_INVALID_EVENT: 0 } as Record<string, number>;
   let rules = 0;
+  let syntax = 0;
   for (const c of parsing) {
     const [a, b] = [outcome(native, embedding(c.input)), outcome(js, embedding(c.input))];
     if (a !== b) differ.push(`${c.name}: native ${a}, js ${b}`);
     if (c.name.startsWith('i_')) answers[a] = (answers[a] ?? 0) + 1;
-    // A valid text refused for one of JSON's open rules is worded alike on both. (Invalid ones
-    // are worded by each parser: lossless-json, whose stack a hundred thousand brackets
-    // overflow, calls that nesting too deep before it reaches the missing end.)
+    // Worded alike on both: a syntax error (at the same position), or a valid text refused for
+    // one of JSON's open rules.
     const [m, n] = [said(native, embedding(c.input)), said(js, embedding(c.input))];
-    if (!c.name.startsWith('n_') && (OPEN_RULE.test(m) || OPEN_RULE.test(n))) {
-      rules++;
-      if (m !== n) differ.push(`${c.name}: native "${m}", js "${n}"`);
-    }
+    if (m !== n) differ.push(`${c.name}: native "${m}", js "${n}"`);
+    if (!c.name.startsWith('n_') && OPEN_RULE.test(m)) rules++;
+    if (/invalid JSON: expected .* at position \d+$/.test(m)) syntax++;
   }
   native.close();
   js.close();
@@ -209,6 +208,7 @@ test('JSONTestSuite: both backends give the same answer to every document, the i
   expect(answers.accepted).toBeGreaterThan(5);
   expect(answers.ERR_INVALID_EVENT).toBeGreaterThan(5);
   expect(rules).toBeGreaterThan(5);
+  expect(syntax).toBeGreaterThan(150);
 });
 
 test('both backends build the same index from the same text', async () => {
@@ -259,6 +259,7 @@ test('seeded damage to event texts: both backends accept and refuse the same one
   const [native, js] = BACKENDS.map((backend) => new KvIndex({ blockSize: 4, backend }));
   const differ: string[] = [];
   const answers = new Map<string, number>();
+  let syntax = 0;
   for (let n = 0; n < 3000; n++) {
     let text = rng.pick(bases);
     for (let m = 1 + rng.int(3); m > 0; m--) {
@@ -274,10 +275,16 @@ test('seeded damage to event texts: both backends accept and refuse the same one
     const [a, b] = [outcome(native, (i) => i.applyEvents(text)), outcome(js, (i) => i.applyEvents(text))];
     if (a !== b) differ.push(`native ${a}, js ${b}: ${JSON.stringify(text)}`);
     answers.set(a, (answers.get(a) ?? 0) + 1);
+    // A refusal as invalid JSON in the same words on both (a syntax error at the same position).
+    const [m, w] = [said(native, text, 'applyEvents'), said(js, text, 'applyEvents')];
+    if (m !== w && (m.includes('invalid JSON') || w.includes('invalid JSON')))
+      differ.push(`native "${m}", js "${w}": ${JSON.stringify(text)}`);
+    if (/invalid JSON: expected /.test(m)) syntax++;
   }
   native.close();
   js.close();
   expect(differ).toEqual([]);
   expect([...answers.keys()].sort()).toEqual(['ERR_INVALID_EVENT', 'accepted']);
   expect(answers.get('accepted')).toBeGreaterThan(30);
+  expect(syntax).toBeGreaterThan(500);
 });

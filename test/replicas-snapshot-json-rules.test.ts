@@ -107,6 +107,31 @@ describe('a snapshot is held to JSON rules as a whole, on both backends alike', 
     expect(js).toEqual(native);
   });
 
+  test('a syntax error anywhere is refused in the same words on both, at its position in the whole text', async () => {
+    // Each damage, and how far into it the first character that cannot be JSON is, with what was expected.
+    const DAMAGE: [string, number, string][] = [
+      [', "z": [1 2]', 10, "expected ',' or ']', got '2'"],
+      [', "z": -x', 8, "expected a digit, got 'x'"],
+      [', "z" 1', 6, "expected ':', got '1'"],
+      [', "😀é": tru ', 12, "expected 'true', got U+0020"],
+      [', "z": "a\\qb"', 10, "expected an escape (one of \"\\/bfnrtu), got 'q'"],
+      [',,', 1, "expected a string key, got ','"],
+    ];
+    for (let slot = 0; slot < SLOTS; slot++) {
+      for (const [damage, offset, words] of DAMAGE) {
+        for (const lead of ['', ' \n\t']) {
+          const text = lead + render([{ slot, text: damage }]);
+          const at = text.indexOf(damage) + offset;
+          const [native, js] = await read(text);
+          expect(js, `${damage} at ${slot}`).toEqual(native);
+          expect(native).toMatchObject({ ok: false, code: 'ERR_INVALID_EVENT' });
+          const message = (native as { message: string }).message;
+          expect(message).toBe(`warm start: the snapshot is not JSON (invalid JSON: ${words} at position ${at})`);
+        }
+      }
+    }
+  });
+
   test('nesting: 512 levels in all are read, deeper is refused', async () => {
     // The deepest slot's object is at `level`; a value there nested 512 - level levels reaches 512.
     let level = 0;

@@ -9,6 +9,8 @@
  *   an integer field rejects it instead of reading a rounded value. The native backend parses in
  *   Rust with serde_json, which never reads a float as an integer either: both answer the same.
  * - a number beyond a double's range (`1e400`) is an error, as in serde_json;
+ * - a syntax error is worded by `json-syntax.ts` (as the native backend words it), not as
+ *   lossless-json does;
  * - so are a repeated key, a `\u` escape of half a surrogate pair and an event nested deeper than
  *   serde_json's limit (`json-rules.ts`): JSON leaves all four to implementations, and kvroute's
  *   two backends answer alike, in the same words (the native backend, which reads event by
@@ -22,12 +24,16 @@ import { parse } from 'lossless-json';
 import { KvRouteError } from '../errors.js';
 import { JsonFloat } from './json-float.js';
 import { brokenRule, deepItem, eventNesting, MAX_DOCUMENT_DEPTH, type Nesting, outOfRange, overflowRule, tooDeep } from './json-rules.js';
+import { syntaxError } from './json-syntax.js';
 
 const INTEGER = /^-?[0-9]+$/;
 
+/** A number literal beyond a double's range: the parser's first fault, worded by `json-rules.ts`. */
+class NumberOutOfRange extends SyntaxError {}
+
 function parseNumber(text: string): unknown {
   const n = Number(text);
-  if (!Number.isFinite(n)) throw new SyntaxError(outOfRange(text));
+  if (!Number.isFinite(n)) throw new NumberOutOfRange(outOfRange(text));
   if (INTEGER.test(text) && text !== '-0') return Number.isSafeInteger(n) ? n : text;
   return Number.isInteger(n) ? new JsonFloat(text) : n;
 }
@@ -52,7 +58,11 @@ function parseOne(text: string, where: string, nesting: Nesting, eventsAt = 1): 
   try {
     value = parse(text, null, { parseNumber, onDuplicateKey: keepFirst });
   } catch (err) {
-    if (!isStackOverflow(err)) throw new KvRouteError('ERR_INVALID_EVENT', `${where}invalid JSON: ${(err as Error).message}`);
+    if (err instanceof NumberOutOfRange) throw invalid(where, -1, err.message);
+    // A syntax error, in the words both backends use (lossless-json's own are its own), even
+    // where the text nests deep enough to overflow lossless-json's stack before it is met.
+    const syntax = syntaxError(text);
+    if (syntax !== undefined || !isStackOverflow(err)) throw invalid(where, -1, syntax ?? (err as Error).message);
     const why = overflowRule(text, nesting.max);
     const deep = eventsAt === 2 && why === tooDeep(nesting.max) ? deepItem(text, nesting) : -1;
     throw invalid(where, deep, why);

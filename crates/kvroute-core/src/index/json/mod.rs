@@ -12,6 +12,7 @@ mod refusal;
 mod rules;
 mod shapes;
 mod snapshot;
+mod syntax;
 mod values;
 mod words;
 
@@ -53,7 +54,7 @@ fn is_json_space(c: char) -> bool {
 pub fn parse_events(text: &str) -> Result<ParsedEvents, KvError> {
     if text.trim_start_matches(is_json_space).starts_with('[') {
         let items = serde_json::from_str::<Vec<&RawValue>>(text)
-            .map_err(|e| KvError::invalid_event(format!("invalid JSON: {e}")));
+            .map_err(|e| KvError::invalid_event(format!("invalid JSON: {}", words::syntax(text, &e))));
         return items.and_then(|items| parse_items(&items)).map_err(|fault| refusal::batch(text, fault));
     }
     let lines = || text.split('\n').enumerate().filter(|(_, line)| !line.trim_matches(is_json_space).is_empty());
@@ -77,7 +78,7 @@ fn parse_items(items: &[&RawValue]) -> Result<ParsedEvents, KvError> {
 
 fn push(out: &mut ParsedEvents, text: &str, label: impl Fn() -> String) -> Result<(), KvError> {
     let syntax = |inner: &serde_json::Error| {
-        KvError::invalid_event(format!("{}: invalid JSON: {}", label(), words::syntax(inner)))
+        KvError::invalid_event(format!("{}: invalid JSON: {}", label(), words::syntax(text, inner)))
     };
     let mut de = serde_json::Deserializer::from_str(text);
     let event: Obj<JsonEvent> = serde_path_to_error::deserialize(&mut de).map_err(|e| {

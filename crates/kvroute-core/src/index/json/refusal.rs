@@ -37,7 +37,7 @@ pub fn lines<'a>(lines: impl IntoIterator<Item = (String, &'a str)>, fault: KvEr
             return invalid(&label, number);
         }
         if let Err(e) = serde_json::from_str::<&RawValue>(line) {
-            return invalid(&label, words::syntax(&e));
+            return invalid(&label, words::syntax(line, &e));
         }
         match rule {
             Some(Broken::TooDeep { .. }) => return invalid(&label, TOO_DEEP),

@@ -12,7 +12,7 @@
 //! settles them, and not only in the parts read here.
 
 use super::rules::{self, MAX_DOCUMENT_DEPTH};
-use super::{is_json_space, parse_items, ParsedEvents};
+use super::{is_json_space, parse_items, words, ParsedEvents};
 use crate::KvError;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -43,7 +43,11 @@ fn bad(what: impl fmt::Display) -> KvError {
     KvError::invalid_event(format!("warm start: {what}"))
 }
 
-fn not_json(e: serde_json::Error) -> KvError {
+/// `text` refused by serde: a syntax error in the words both backends use, else serde's.
+fn not_json(text: &str, e: &serde_json::Error) -> KvError {
+    if e.is_syntax() || e.is_eof() {
+        return bad(format_args!("the snapshot is not JSON (invalid JSON: {})", words::syntax(text, e)));
+    }
     bad(format_args!("the snapshot is not JSON ({e})"))
 }
 
@@ -63,13 +67,14 @@ pub fn parse_snapshot(text: &str, model: Option<&str>, block_size: u32) -> Resul
     // first, to tell JSON that is not a snapshot from text that is not JSON.
     let doc = text.trim_start_matches(is_json_space);
     if doc.starts_with('[') {
-        return events_of(doc, Vec::new());
+        // The whole text, so that a syntax error's position counts from its start.
+        return events_of(text, Vec::new());
     }
     if !doc.starts_with('{') {
-        serde_json::from_str::<&RawValue>(text).map_err(not_json)?;
+        serde_json::from_str::<&RawValue>(text).map_err(|e| not_json(text, &e))?;
         return Err(bad("the snapshot must be a JSON object or an event array"));
     }
-    let entries = ordered_entries(doc)?;
+    let entries = ordered_entries(text)?;
     let chosen: Vec<&(String, &RawValue)> = match model {
         None => entries.iter().collect(),
         Some(m) => entries.iter().filter(|(k, _)| *k == format!("{m}:default") || k == m).collect(),
@@ -91,7 +96,7 @@ pub fn parse_snapshot(text: &str, model: Option<&str>, block_size: u32) -> Resul
     let entry: Entry<'_> = match serde_json::from_str(raw) {
         Ok(entry) => entry,
         // An object that does not read as one (not reached: `rules` refused repeated fields).
-        Err(e) if raw.starts_with('{') => return Err(not_json(e)),
+        Err(e) if raw.starts_with('{') => return Err(not_json(raw, &e)),
         Err(_) => Entry::default(),
     };
     let events = entry.events.map(RawValue::get).filter(|e| e.trim_start().starts_with('['));
@@ -159,7 +164,7 @@ impl<'de> serde::Deserialize<'de> for RawFields<'de> {
 }
 
 fn events_of(events: &str, engine_seqs: Vec<EngineSeq>) -> Result<Snapshot, KvError> {
-    let items: Vec<&RawValue> = serde_json::from_str(events).map_err(not_json)?;
+    let items: Vec<&RawValue> = serde_json::from_str(events).map_err(|e| not_json(events, &e))?;
     let parsed = parse_items(&items)?;
     let event_count = parsed.events.len() + parsed.cache_owner_events as usize;
     Ok(Snapshot { events: parsed, event_count, engine_seqs })
@@ -198,7 +203,7 @@ fn js_string(v: Option<&RawValue>) -> String {
 
 /// The top-level entries in document order (`rules` refused a repeated key already).
 fn ordered_entries(doc: &str) -> Result<Vec<(String, &RawValue)>, KvError> {
-    serde_json::from_str(doc).map(|RawFields(entries)| entries).map_err(not_json)
+    serde_json::from_str(doc).map(|RawFields(entries)| entries).map_err(|e| not_json(doc, &e))
 }
 
 struct FieldsVisitor;

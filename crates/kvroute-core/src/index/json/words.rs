@@ -1,15 +1,22 @@
 //! serde's errors for a missing or an unknown field, reworded as the TypeScript validator
 //! (`ts/events/validate.ts`) words them, so that both backends refuse such an event in the same
 //! words (serde's are "missing field `event`" and "unknown field `x`, expected one of …"); and
-//! its recursion limit as the TypeScript parser's nesting rule (`ts/events/json-rules.ts`).
+//! its recursion limit as the TypeScript parser's nesting rule (`ts/events/json-rules.ts`); its
+//! syntax errors in the words of [`syntax_error`], which both backends share.
 
+use super::syntax::syntax_error;
 use super::values::MUST_BE_U64;
 
 /// serde_json's recursion limit refuses the 128th level of an event.
 pub const TOO_DEEP: &str = "nested deeper than 127 levels";
 
-/// A syntax error's words: serde's, but its recursion limit as the TypeScript parser words it.
-pub fn syntax(inner: &serde_json::Error) -> String {
+/// A syntax error's words for the refused `text`, as both backends word it ([`syntax_error`]);
+/// a text that scans as JSON was refused for its depth (serde's recursion limit), worded as the
+/// TypeScript parser words that, or, never met, for what serde says.
+pub fn syntax(text: &str, inner: &serde_json::Error) -> String {
+    if let Some(words) = syntax_error(text) {
+        return words;
+    }
     let words = inner.to_string();
     if words.starts_with("recursion limit exceeded") {
         return TOO_DEEP.to_owned();
@@ -52,13 +59,17 @@ mod tests {
     use super::reworded;
 
     #[test]
-    fn the_recursion_limit_in_the_parsers_words() {
+    fn the_recursion_limit_and_syntax_errors_in_the_parsers_words() {
         let deep = format!("{}{}", "[".repeat(128), "]".repeat(128));
         let err = serde_json::from_str::<serde_json::Value>(&deep).unwrap_err();
-        assert_eq!(super::syntax(&err), "nested deeper than 127 levels");
-        let err = serde_json::from_str::<serde_json::Value>("[1,]").unwrap_err();
-        assert_eq!(super::syntax(&err), err.to_string());
+        assert_eq!(super::syntax(&deep, &err), "nested deeper than 127 levels");
         assert!(serde_json::from_str::<serde_json::Value>(&deep[1..deep.len() - 1]).is_ok());
+        // Too deep, and not JSON either: the syntax error is told (the TypeScript parser has no such limit).
+        let broken = format!("{deep},");
+        let err = serde_json::from_str::<serde_json::Value>(&broken).unwrap_err();
+        assert_eq!(super::syntax(&broken, &err), "expected the end of the text, got ',' at position 256");
+        let err = serde_json::from_str::<serde_json::Value>("[1,]").unwrap_err();
+        assert_eq!(super::syntax("[1,]", &err), "expected a value, got ']' at position 3");
     }
 
     #[test]
