@@ -20,7 +20,8 @@ export function describe(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
   if (value === null) return 'null';
   if (value instanceof JsonFloat) return `${value.text} (a float)`;
-  if (typeof value === 'object') return value.constructor?.name ?? 'an object';
+  // A plain object is "an object", as the native backend says; an instance of a class is named by it.
+  if (typeof value === 'object') return value.constructor === Object || !value.constructor ? 'an object' : value.constructor.name;
   return String(value);
 }
 

@@ -7,6 +7,7 @@
 //! answers where JSON leaves them open (`ts/events/json-rules.ts`), so both backends accept and
 //! reject the same texts; messages name the event as they do (`events[3]`, `line 7`).
 
+mod literal;
 mod object;
 mod refusal;
 mod rules;
@@ -93,10 +94,18 @@ fn push(out: &mut ParsedEvents, text: &str, label: impl Fn() -> String) -> Resul
         let inner = inner.to_string();
         // serde_json appends the position; the path says where already.
         let inner = inner.split(" at line ").next().unwrap_or(&inner);
+        // A double is shown by its literal, as the validator shows it.
+        let shown = inner.strip_suffix(" (a float)").and_then(|_| {
+            let (what, _) = inner.rsplit_once(", got ")?;
+            let literal = literal::literal_at(text, e.path())?;
+            Some(format!("{what}, got {}", literal::shown_number(literal)?))
+        });
+        let inner = shown.as_deref().unwrap_or(inner);
         if let Some(words) = words::reworded(&field, inner) {
             return KvError::invalid_event(format!("{}{words}", label()));
         }
-        let sep = if inner.starts_with("must be") { " " } else { ": " };
+        // A validator's phrase ("must be …", "has an unknown variant …") reads on from the path.
+        let sep = if inner.starts_with("must ") || inner.starts_with("has ") { " " } else { ": " };
         KvError::invalid_event(format!("{}{field}{sep}{inner}", label()))
     })?;
     de.end().map_err(|e| syntax(&e))?;

@@ -3,7 +3,7 @@
 //! checked by its type, so a document that deserialises is a valid event.
 
 use super::object::Obj;
-use super::values::{must_be, required_nullable, AnyValue, Offset, U32, U64};
+use super::values::{js_quoted, must_be, required_nullable, AnyValue, Offset, U32, U64};
 use crate::tiers::LowerTier;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
@@ -27,13 +27,55 @@ pub struct JsonEvent {
     pub session_id: Option<String>,
 }
 
-#[derive(Deserialize, PartialEq, Eq, Clone, Copy)]
-#[serde(rename_all = "snake_case")]
+#[derive(PartialEq, Eq, Clone, Copy)]
 pub enum Tier {
     Device,
     HostPinned,
     Disk,
     External,
+}
+
+/// A `storage_tier` other than the four, in the validator's words.
+const MUST_BE_TIER: &str = "must be one of device, host_pinned, disk, external";
+
+impl<'de> Deserialize<'de> for Tier {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'v> Visitor<'v> for V {
+            type Value = Tier;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(MUST_BE_TIER)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Tier, E> {
+                match v {
+                    "device" => Ok(Tier::Device),
+                    "host_pinned" => Ok(Tier::HostPinned),
+                    "disk" => Ok(Tier::Disk),
+                    "external" => Ok(Tier::External),
+                    _ => Err(must_be(MUST_BE_TIER, js_quoted(v))),
+                }
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Tier, E> {
+                Err(must_be(MUST_BE_TIER, v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Tier, E> {
+                Err(must_be(MUST_BE_TIER, v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Tier, E> {
+                Err(must_be(MUST_BE_TIER, v))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Tier, E> {
+                Err(must_be(MUST_BE_TIER, v))
+            }
+            fn visit_seq<A: de::SeqAccess<'v>>(self, _: A) -> Result<Tier, A::Error> {
+                Err(must_be(MUST_BE_TIER, "an array"))
+            }
+            fn visit_map<A: MapAccess<'v>>(self, _: A) -> Result<Tier, A::Error> {
+                Err(must_be(MUST_BE_TIER, "an object"))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl Tier {
@@ -60,6 +102,8 @@ pub struct JsonCacheEvent {
 /// `{"stored": …}`, `{"removed": …}` or the string `"cleared"`, exactly as the TypeScript
 /// validator reads it (serde's own enum form would also take `{"cleared": null}`).
 const MUST_BE_DATA: &str = r#"must be {stored}, {removed} or "cleared""#;
+/// An object of `data` with no key, or more than one.
+const MUST_HAVE_ONE: &str = r#"must have exactly one of "stored" or "removed""#;
 
 pub enum JsonData {
     Stored(JsonStored),
@@ -79,7 +123,7 @@ impl<'de> Deserialize<'de> for JsonData {
                 if v == "cleared" {
                     Ok(JsonData::Cleared)
                 } else {
-                    Err(E::invalid_value(de::Unexpected::Str(v), &self))
+                    Err(must_be(MUST_BE_DATA, js_quoted(v)))
                 }
             }
             // The other shapes, in the validator's words.
@@ -100,19 +144,26 @@ impl<'de> Deserialize<'de> for JsonData {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonData, A::Error> {
                 let Some(variant) = map.next_key::<String>()? else {
-                    return Err(de::Error::custom(r#"must have exactly one of "stored" or "removed""#));
+                    return Err(must_be(MUST_HAVE_ONE, js_quoted("")));
                 };
                 let data = match variant.as_str() {
                     "stored" => JsonData::Stored(map.next_value::<Obj<JsonStored>>()?.0),
                     "removed" => JsonData::Removed(map.next_value::<Obj<JsonRemoved>>()?.0),
                     other => {
                         return Err(de::Error::custom(format!(
-                            r#"unknown variant "{other}" (expected stored, removed or "cleared")"#
+                            r#"has an unknown variant "{other}" (expected stored, removed or "cleared")"#
                         )))
                     }
                 };
-                if map.next_key::<IgnoredAny>()?.is_some() {
-                    return Err(de::Error::custom(r#"must have exactly one of "stored" or "removed""#));
+                if let Some(next) = map.next_key::<String>()? {
+                    // Named as the validator names them: every key, in order.
+                    let mut keys = vec![variant, next];
+                    map.next_value::<IgnoredAny>()?;
+                    while let Some(key) = map.next_key::<String>()? {
+                        map.next_value::<IgnoredAny>()?;
+                        keys.push(key);
+                    }
+                    return Err(must_be(MUST_HAVE_ONE, js_quoted(&keys.join(", "))));
                 }
                 Ok(data)
             }

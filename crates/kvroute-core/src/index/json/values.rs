@@ -27,51 +27,83 @@ fn decimal(s: &str) -> Option<u64> {
 
 /// What the TypeScript validator says about a bad u64, so both backends word it alike.
 pub(super) const MUST_BE_U64: &str = "must be a u64 (a non-negative safe integer, a bigint or a decimal string)";
+/// What it says about a bad u32 (a `dp_rank`), whatever the fault.
+const MUST_BE_U32: &str = "must be an integer in [0, 2^32)";
+
+/// A string as the TypeScript validator's `describe` shows it: JSON-quoted, cut after 40 UTF-16
+/// code units with "..." (a cut through a surrogate pair leaves its first half, escaped).
+pub fn js_quoted(v: &str) -> String {
+    let units: Vec<u16> = v.encode_utf16().collect();
+    if units.len() <= 40 {
+        return serde_json::to_string(v).unwrap_or_default();
+    }
+    let cut = &units[..40];
+    let (whole, half) = match cut.last() {
+        Some(&u) if (0xd800..0xdc00).contains(&u) => (&cut[..39], format!("\\u{u:04x}")),
+        _ => (cut, String::new()),
+    };
+    let quoted = serde_json::to_string(&format!("{}...", String::from_utf16_lossy(whole))).unwrap_or_default();
+    if half.is_empty() {
+        return quoted;
+    }
+    // The half goes before the "..." as JavaScript leaves it: `"…\ud83d..."`.
+    let body = &quoted[1..quoted.len() - 4];
+    format!("\"{body}{half}...\"")
+}
 
 /// "must be …, got …": errors in the validator's words (`mod.rs` puts the field path first).
 pub fn must_be<E: de::Error>(what: &str, got: impl fmt::Display) -> E {
     E::custom(format!("{what}, got {got}"))
 }
 
-struct U64Visitor;
+/// An integer in [0, `max`] as an integer literal or a decimal string, its faults worded with
+/// `words` ("must be …"), as the validator words them.
+struct U64Visitor {
+    words: &'static str,
+    max: u64,
+}
 
 impl<'de> Visitor<'de> for U64Visitor {
     type Value = u64;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(MUST_BE_U64)
+        f.write_str(self.words)
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
-        Ok(v)
+        if v <= self.max {
+            Ok(v)
+        } else {
+            Err(must_be(self.words, v))
+        }
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
-        u64::try_from(v).map_err(|_| must_be(MUST_BE_U64, v))
+        u64::try_from(v).ok().filter(|&v| v <= self.max).ok_or_else(|| must_be(self.words, v))
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<u64, E> {
-        Err(must_be(MUST_BE_U64, format_args!("{v} (a float)")))
+        Err(must_be(self.words, format_args!("{v} (a float)")))
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<u64, E> {
-        Err(must_be(MUST_BE_U64, v))
+        Err(must_be(self.words, v))
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<u64, E> {
-        Err(must_be(MUST_BE_U64, "null"))
+        Err(must_be(self.words, "null"))
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
-        decimal(v).ok_or_else(|| must_be(MUST_BE_U64, format_args!("{v:?}")))
+        decimal(v).filter(|&n| n <= self.max).ok_or_else(|| must_be(self.words, js_quoted(v)))
     }
 
     fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<u64, A::Error> {
-        Err(must_be(MUST_BE_U64, "an array"))
+        Err(must_be(self.words, "an array"))
     }
 
     fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> Result<u64, A::Error> {
-        Err(must_be(MUST_BE_U64, "an object"))
+        Err(must_be(self.words, "an object"))
     }
 }
 
@@ -81,7 +113,7 @@ pub struct U64(pub u64);
 
 impl<'de> Deserialize<'de> for U64 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(U64Visitor).map(U64)
+        d.deserialize_any(U64Visitor { words: MUST_BE_U64, max: u64::MAX }).map(U64)
     }
 }
 
@@ -91,8 +123,8 @@ pub struct U32(pub u32);
 
 impl<'de> Deserialize<'de> for U32 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = d.deserialize_any(U64Visitor)?;
-        u32::try_from(v).map(U32).map_err(|_| must_be("must be an integer in [0, 2^32)", v))
+        let v = d.deserialize_any(U64Visitor { words: MUST_BE_U32, max: u32::MAX.into() })?;
+        Ok(U32(u32::try_from(v).unwrap_or(u32::MAX)))
     }
 }
 
