@@ -56,54 +56,56 @@ pub fn must_be<E: de::Error>(what: &str, got: impl fmt::Display) -> E {
     E::custom(format!("{what}, got {got}"))
 }
 
-/// An integer in [0, `max`] as an integer literal or a decimal string, its faults worded with
-/// `words` ("must be …"), as the validator words them.
-struct U64Visitor {
-    words: &'static str,
-    max: u64,
+/// An integer in [0, `MAX`] as an integer literal or a decimal string, its faults worded as the
+/// validator words them for a u64 or a u32. A constant, not a field: the u64 visitor, on every
+/// hash of every event, stays a zero-sized type whose range check compiles away.
+struct IntVisitor<const MAX: u64>;
+
+impl<const MAX: u64> IntVisitor<MAX> {
+    const WORDS: &'static str = if MAX == u64::MAX { MUST_BE_U64 } else { MUST_BE_U32 };
 }
 
-impl<'de> Visitor<'de> for U64Visitor {
+impl<'de, const MAX: u64> Visitor<'de> for IntVisitor<MAX> {
     type Value = u64;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(self.words)
+        f.write_str(Self::WORDS)
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
-        if v <= self.max {
+        if v <= MAX {
             Ok(v)
         } else {
-            Err(must_be(self.words, v))
+            Err(must_be(Self::WORDS, v))
         }
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
-        u64::try_from(v).ok().filter(|&v| v <= self.max).ok_or_else(|| must_be(self.words, v))
+        u64::try_from(v).ok().filter(|&v| v <= MAX).ok_or_else(|| must_be(Self::WORDS, v))
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<u64, E> {
-        Err(must_be(self.words, format_args!("{v} (a float)")))
+        Err(must_be(Self::WORDS, format_args!("{v} (a float)")))
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<u64, E> {
-        Err(must_be(self.words, v))
+        Err(must_be(Self::WORDS, v))
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<u64, E> {
-        Err(must_be(self.words, "null"))
+        Err(must_be(Self::WORDS, "null"))
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
-        decimal(v).filter(|&n| n <= self.max).ok_or_else(|| must_be(self.words, js_quoted(v)))
+        decimal(v).filter(|&n| n <= MAX).ok_or_else(|| must_be(Self::WORDS, js_quoted(v)))
     }
 
     fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<u64, A::Error> {
-        Err(must_be(self.words, "an array"))
+        Err(must_be(Self::WORDS, "an array"))
     }
 
     fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> Result<u64, A::Error> {
-        Err(must_be(self.words, "an object"))
+        Err(must_be(Self::WORDS, "an object"))
     }
 }
 
@@ -113,7 +115,7 @@ pub struct U64(pub u64);
 
 impl<'de> Deserialize<'de> for U64 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(U64Visitor { words: MUST_BE_U64, max: u64::MAX }).map(U64)
+        d.deserialize_any(IntVisitor::<{ u64::MAX }>).map(U64)
     }
 }
 
@@ -123,7 +125,7 @@ pub struct U32(pub u32);
 
 impl<'de> Deserialize<'de> for U32 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = d.deserialize_any(U64Visitor { words: MUST_BE_U32, max: u32::MAX.into() })?;
+        let v = d.deserialize_any(IntVisitor::<{ u32::MAX as u64 }>)?;
         Ok(U32(u32::try_from(v).unwrap_or(u32::MAX)))
     }
 }
