@@ -154,7 +154,7 @@ export type { WorkerHealthState } from './server/breaker.js';
 export type { CacheAccuracySnapshot } from './server/cache-accuracy.js';
 export type { CorsOptions } from './server/cors.js';
 export type { DiscoveryOptions } from './server/discovery-options.js';
-export type { ListenerStatus } from './server/fleet.js';
+export type { ListenerStatus } from './server/fleet-worker.js';
 export type { Gateway, GatewayAddress } from './server/gateway.js';
 export { createGateway } from './server/gateway.js';
 export type {

@@ -19,7 +19,8 @@
  */
 
 import { KvRouteError } from '../errors.js';
-import type { Fleet, FleetWorker } from './fleet.js';
+import type { Fleet } from './fleet.js';
+import type { FleetWorker } from './fleet-worker.js';
 import { type ResolvedWorker, resolveWorker } from './options.js';
 
 /**
