@@ -118,7 +118,8 @@ export function syntaxError(text: string): string | undefined {
           expecting = c === '[' ? 'value or ]' : 'key or }';
           continue;
         }
-        const end = c === '"' ? scanString(text, i) : c === '-' || isDigit(c) ? scanNumber(text, i) : scanLiteral(text, i);
+        const end =
+          c === '"' ? scanString(text, i) : c === '-' || isDigit(c) ? scanNumber(text, i) : scanLiteral(text, i, EXPECTED[expecting]);
         if (typeof end === 'string') return end;
         i = end;
         expecting = afterValue();
@@ -188,10 +189,13 @@ function scanNumber(text: string, i: number): number | string {
   return i;
 }
 
-/** `true`, `false` or `null` at `i`: the offset after it, or the refusal at its first wrong character. */
-function scanLiteral(text: string, i: number): number | string {
+/**
+ * `true`, `false` or `null` at `i`: the offset after it, or the refusal at its first wrong
+ * character (`expected` when it begins none: what the place takes, `]` too right after `[`).
+ */
+function scanLiteral(text: string, i: number, expected: string): number | string {
   const word = text[i] === 't' ? 'true' : text[i] === 'f' ? 'false' : text[i] === 'n' ? 'null' : undefined;
-  if (word === undefined) return refusal(EXPECTED.value, charAt(text, i), i);
+  if (word === undefined) return refusal(expected, charAt(text, i), i);
   for (let k = 1; k < word.length; k++) {
     if (text[i + k] !== word[k]) return refusal(`'${word}'`, i + k < text.length ? charAt(text, i + k) : undefined, i + k);
   }

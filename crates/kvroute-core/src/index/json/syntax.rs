@@ -135,13 +135,14 @@ impl Scan<'_> {
         Ok(i)
     }
 
-    /// `true`, `false` or `null` at `i`: the offset after it.
-    fn literal(&self, i: usize) -> Result<usize, String> {
+    /// `true`, `false` or `null` at `i`: the offset after it (`expecting` words a character that
+    /// begins none: what the place takes, `]` too right after `[`).
+    fn literal(&self, i: usize, expecting: Expecting) -> Result<usize, String> {
         let word: &[u8] = match self.byte(i) {
             Some(b't') => b"true",
             Some(b'f') => b"false",
             Some(b'n') => b"null",
-            _ => return Err(self.refusal(Expecting::Value.words(), i)),
+            _ => return Err(self.refusal(expecting.words(), i)),
         };
         for (k, want) in word.iter().enumerate().skip(1) {
             if self.byte(i + k) != Some(*want) {
@@ -219,7 +220,7 @@ pub fn syntax_error(text: &str) -> Option<String> {
                     let end = match c {
                         b'"' => scan.string(i),
                         b'-' | b'0'..=b'9' => scan.number(i),
-                        _ => scan.literal(i),
+                        _ => scan.literal(i, expecting),
                     };
                     expecting = after_value(&open);
                     end
